@@ -1,0 +1,3 @@
+from codemode_gen.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Offline layer: fixtures in, deterministic out/ files out (record lives here too)."""

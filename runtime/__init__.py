@@ -1,0 +1,1 @@
+"""Live layer: MCP sessions, the QuickJS sandbox and the bridge between them."""

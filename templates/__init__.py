@@ -1,0 +1,1 @@
+"""Jinja2 templates that own the layout of every generated file."""
