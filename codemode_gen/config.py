@@ -1,0 +1,502 @@
+"""Server configuration (`.mcp.json`) and project settings (`codemode.toml`).
+
+Servers come from the file users already have for their MCP clients, so nothing has to be
+written twice: `.mcp.json` / Claude Desktop style
+
+    {"mcpServers": {
+        "notes":  {"command": "python", "args": ["server.py"], "env": {"TOKEN": "${TOKEN}"}, "cwd": "."},
+        "remote": {"type": "http", "url": "https://example.com/mcp",
+                   "headers": {"Authorization": "Bearer ${API_KEY:-dev}"}}}}
+
+`type` is "stdio", "http" (alias "streamable-http"/"streamableHttp") or "sse"; without it a
+`command` means stdio and a `url` means Streamable HTTP. Every string value may use `${VAR}`
+(an unset VAR is an error naming the file, server and field) or `${VAR:-default}` (the
+default is used when VAR is unset or empty). Keys we do not know are ignored, because the
+same file also feeds other clients with their own extensions.
+
+Project settings live in an optional `codemode.toml`; every key has a default, so a bare
+`.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml.
+
+    fixtures = "fixtures"                  # where `record` writes and `generate` reads
+    out = "out"                            # where `generate` writes
+    max_samples = 20                       # recorded calls kept per tool
+    redact = ["sk-[A-Za-z0-9]+"]           # extra regexes redacted from fixtures
+    [limits]                               # default run limits (spec §3.2.4)
+    timeoutMs = 30000
+    [servers.notes]                        # per server, keyed like mcpServers
+    unwrap = "json"                        # "spec" (default) or "json" (parse JSON-in-text)
+    connect_timeout = 30                   # seconds for start + initialize + tools/list
+    call_timeout = 60                      # seconds per tools/call
+    blocklist = ["delete_everything"]      # tools hidden from Code Mode
+    [[samples]]                            # calls `record` makes (besides auto-probes)
+    server = "notes"
+    tool = "search_notes"
+    input = { query = "milk" }
+
+docs/config.md is the user-facing version of this text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from codemode_gen.errors import UserError
+from codemode_gen.jsonio import read_json
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_SAMPLES",
+    "Sample",
+    "ServerConfig",
+    "ServerSettings",
+    "Settings",
+    "expand_vars",
+    "load_config",
+    "load_settings",
+]
+
+# Bounds a server that never finishes starting/initializing/listing: the SDK would wait forever.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+# Bounds a tool call that never answers, so one hung server cannot stall record/run forever.
+DEFAULT_CALL_TIMEOUT = 60.0
+# Bounds fixture growth: repeated `record` runs keep at most this many calls per tool.
+DEFAULT_MAX_SAMPLES = 20
+# Bounds a typo such as `connect_timeout = 30000` (meant ms) from hanging a run for hours.
+MAX_TIMEOUT_SECONDS = 3600.0
+
+Transport = Literal["stdio", "http", "sse"]
+UnwrapMode = Literal["spec", "json"]
+
+_TRANSPORT_ALIASES: dict[str, Transport] = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamablehttp": "http",
+    "sse": "sse",
+}
+_VAR_RE = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
+_VAR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server from `.mcp.json`, merged with its `[servers.<id>]` settings."""
+
+    id: str
+    transport: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_frozen)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=_frozen)
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    unwrap: UnwrapMode = "spec"
+    blocklist: tuple[str, ...] = ()
+
+    def secrets(self) -> dict[str, str]:
+        """Values that must never reach a fixture: every env var and header (name -> value)."""
+        found: dict[str, str] = {}
+        for name, value in self.env.items():
+            found[name] = value
+        for name, value in self.headers.items():
+            found[name] = value
+        return found
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """`[servers.<id>]` in codemode.toml."""
+
+    unwrap: UnwrapMode = "spec"
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    blocklist: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One call `record` makes: `[[samples]]` in codemode.toml or a line of `--samples`."""
+
+    server: str
+    tool: str
+    input: Any = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """codemode.toml; all optional."""
+
+    fixtures_dir: Path = Path("fixtures")
+    out_dir: Path = Path("out")
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    samples: tuple[Sample, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
+    limits: Mapping[str, int] = field(default_factory=_frozen)
+    servers: Mapping[str, ServerSettings] = field(default_factory=_frozen)
+    path: Path | None = None  # the codemode.toml these came from, for messages; None = defaults
+
+
+# --------------------------------------------------------------------------- codemode.toml
+
+_TOML_NAME = "codemode.toml"
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read codemode.toml; without `path`, ./codemode.toml if present, else all defaults."""
+    if path is None:
+        path = Path(_TOML_NAME)
+        if not path.is_file():
+            return Settings()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(
+            f"{path}: settings file not found",
+            hint="create it (see docs/config.md) or drop the option to use the defaults",
+        ) from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read settings file: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: settings file is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(
+            f"{path}: invalid TOML: {exc}",
+            hint="fix the syntax at that line and column (strings need quotes, tables [brackets])",
+        ) from None
+    return _parse_settings(path, data)
+
+
+def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
+    base = path.parent
+
+    def where(key: str) -> str:
+        return f"{path}: {key}"
+
+    def rel(key: str, default: Path) -> Path:
+        value = data.get(key)
+        if value is None:
+            return base / default if base != Path(".") else default
+        if not isinstance(value, str) or not value:
+            raise UserError(f"{where(key)} must be a non-empty string (a directory path), got {_show(value)}")
+        p = Path(value)
+        return p if p.is_absolute() or base == Path(".") else base / p
+
+    max_samples = data.get("max_samples", DEFAULT_MAX_SAMPLES)
+    if not _is_int(max_samples) or max_samples < 1:
+        raise UserError(
+            f"{where('max_samples')} must be a positive integer, got {_show(max_samples)}",
+            hint="for example max_samples = 20",
+        )
+
+    redact = data.get("redact", [])
+    if not isinstance(redact, list) or not all(isinstance(p, str) and p for p in redact):
+        raise UserError(
+            f"{where('redact')} must be a list of regular expressions (strings), got {_show(redact)}",
+            hint='for example redact = ["sk-[A-Za-z0-9]+"]',
+        )
+    for pattern in redact:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UserError(
+                f"{where('redact')}: invalid regular expression {pattern!r}: {exc}",
+                hint="use Python `re` syntax; escape literal characters such as . + ( with \\\\",
+            ) from None
+
+    limits_raw = data.get("limits", {})
+    if not isinstance(limits_raw, dict):
+        raise UserError(f"{where('limits')} must be a table ([limits]), got {_show(limits_raw)}")
+    limits: dict[str, int] = {}
+    for key, value in limits_raw.items():
+        if not _is_int(value) or value < 0:
+            raise UserError(
+                f"{where(f'limits.{key}')} must be a non-negative integer, got {_show(value)}",
+                hint="limits are integers: milliseconds, bytes or counts (e.g. timeoutMs = 30000)",
+            )
+        limits[key] = value
+
+    servers_raw = data.get("servers", {})
+    if not isinstance(servers_raw, dict):
+        raise UserError(f"{where('servers')} must be a table ([servers.<id>]), got {_show(servers_raw)}")
+    servers: dict[str, ServerSettings] = {}
+    for sid, table in servers_raw.items():
+        servers[sid] = _parse_server_settings(f"{path}: servers.{sid}", table)
+
+    samples_raw = data.get("samples", [])
+    if not isinstance(samples_raw, list):
+        raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {_show(samples_raw)}")
+    samples = tuple(
+        parse_sample(item, f"{path}: samples[{i}]") for i, item in enumerate(samples_raw)
+    )
+
+    return Settings(
+        fixtures_dir=rel("fixtures", Path("fixtures")),
+        out_dir=rel("out", Path("out")),
+        max_samples=max_samples,
+        samples=samples,
+        redact_patterns=tuple(redact),
+        limits=_frozen(limits),
+        servers=_frozen(servers),
+        path=path,
+    )
+
+
+def _parse_server_settings(where: str, table: Any) -> ServerSettings:
+    if not isinstance(table, dict):
+        raise UserError(f"{where} must be a table, got {_show(table)}", hint="write it as [servers.<id>]")
+    unwrap = table.get("unwrap", "spec")
+    if unwrap not in ("spec", "json"):
+        raise UserError(
+            f"{where}.unwrap must be \"spec\" or \"json\", got {_show(unwrap)}",
+            hint='"json" also parses tools that return JSON as text; "spec" follows spec §5.3.2 only',
+        )
+    timeouts: dict[str, float] = {}
+    for key, default in (("connect_timeout", DEFAULT_CONNECT_TIMEOUT), ("call_timeout", DEFAULT_CALL_TIMEOUT)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
+            raise UserError(
+                f"{where}.{key} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}], got {_show(value)}",
+                hint=f"for example {key} = {default:g}",
+            )
+        timeouts[key] = float(value)
+    blocklist = table.get("blocklist", [])
+    if not isinstance(blocklist, list) or not all(isinstance(t, str) for t in blocklist):
+        raise UserError(
+            f"{where}.blocklist must be a list of tool names, got {_show(blocklist)}",
+            hint='for example blocklist = ["delete_everything"]',
+        )
+    return ServerSettings(
+        unwrap=unwrap,
+        connect_timeout=timeouts["connect_timeout"],
+        call_timeout=timeouts["call_timeout"],
+        blocklist=tuple(blocklist),
+    )
+
+
+def parse_sample(item: Any, where: str) -> Sample:
+    """Validate one `{"server", "tool", "input"}` sample; shared with `record --samples`."""
+    if not isinstance(item, dict):
+        raise UserError(
+            f"{where} must be an object with server, tool and input, got {_show(item)}",
+            hint='for example {"server": "notes", "tool": "search_notes", "input": {"query": "milk"}}',
+        )
+    for key in ("server", "tool"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise UserError(
+                f"{where}.{key} must be a non-empty string, got {_show(item.get(key))}",
+                hint='each sample names its server (the .mcp.json key) and tool: {"server": "notes", "tool": "search_notes"}',
+            )
+    value = item.get("input", {})
+    if not isinstance(value, dict):
+        raise UserError(
+            f"{where}.input must be an object (the tool's arguments), got {_show(value)}",
+            hint="MCP tool arguments are always an object, e.g. input = { query = \"milk\" }",
+        )
+    return Sample(server=item["server"], tool=item["tool"], input=value)
+
+
+# --------------------------------------------------------------------------- .mcp.json
+
+
+def expand_vars(text: str, environ: Mapping[str, str], *, where: str) -> str:
+    """Expand `${VAR}` and `${VAR:-default}` (default when unset or empty), like a POSIX shell."""
+
+    def repl(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if not _VAR_NAME_RE.match(name):
+            raise UserError(
+                f"{where}: invalid variable reference {match.group(0)!r}",
+                hint="write ${NAME} or ${NAME:-default} with NAME made of letters, digits and _",
+            )
+        value = environ.get(name)
+        if value:
+            return value
+        if default is not None:
+            return default
+        if value is not None:  # set but empty, no default: the user asked for exactly that
+            return value
+        raise UserError(
+            f"{where}: environment variable {name} is not set",
+            hint=f"export {name}=... before running, or write ${{{name}:-default}} to give a default",
+        )
+
+    return _VAR_RE.sub(repl, text)
+
+
+def load_config(
+    mcp_path: Path,
+    settings: Settings | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, ServerConfig]:
+    """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order."""
+    settings = settings if settings is not None else Settings()
+    env = os.environ if environ is None else environ
+    data = read_json(mcp_path, what="MCP server config")
+    if not isinstance(data, dict):
+        raise UserError(
+            f"{mcp_path}: expected a JSON object with an \"mcpServers\" key, got {_json_type(data)}",
+            hint='write {"mcpServers": {"<id>": {"command": "...", "args": [...]}}}',
+        )
+    servers = data.get("mcpServers")
+    if servers is None:
+        hint = 'add {"mcpServers": {"<id>": {"command": "...", "args": [...]}}}'
+        if isinstance(data.get("servers"), dict):
+            hint = 'rename the "servers" key to "mcpServers" (VS Code style configs are not read as is)'
+        raise UserError(f"{mcp_path}: no \"mcpServers\" object", hint=hint)
+    if not isinstance(servers, dict):
+        raise UserError(
+            f"{mcp_path}: \"mcpServers\" must be an object mapping server ids to settings, got {_json_type(servers)}",
+            hint='write {"mcpServers": {"<id>": {"command": "..."}}}',
+        )
+    result: dict[str, ServerConfig] = {}
+    for sid, entry in servers.items():
+        result[sid] = _parse_server(mcp_path, sid, entry, settings, env)
+    return result
+
+
+def _parse_server(
+    path: Path, sid: str, entry: Any, settings: Settings, environ: Mapping[str, str]
+) -> ServerConfig:
+    where = f"{path}: mcpServers.{sid}"
+    _check_server_id(where, sid)
+    if not isinstance(entry, dict):
+        raise UserError(
+            f"{where} must be an object, got {_json_type(entry)}",
+            hint='a server is {"command": "...", "args": [...]} or {"type": "http", "url": "..."}',
+        )
+
+    def string(key: str) -> str | None:
+        value = entry.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise UserError(f"{where}.{key} must be a string, got {_json_type(value)}")
+        return expand_vars(value, environ, where=f"{where}.{key}")
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = entry.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UserError(
+                f"{where}.{key} must be a list of strings, got {_show(value)}",
+                hint='for example "args": ["server.py", "--port", "8000"] (numbers need quotes)',
+            )
+        return tuple(expand_vars(v, environ, where=f"{where}.{key}[{i}]") for i, v in enumerate(value))
+
+    def string_map(key: str) -> dict[str, str]:
+        value = entry.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise UserError(
+                f"{where}.{key} must be an object of strings, got {_show(value)}",
+                hint=f'for example "{key}": {{"NAME": "value"}} (numbers and booleans need quotes)',
+            )
+        return {k: expand_vars(v, environ, where=f"{where}.{key}.{k}") for k, v in value.items()}
+
+    kind = entry.get("type", entry.get("transport"))
+    command = string("command")
+    url = string("url")
+    transport: Transport
+    if kind is not None:
+        if not isinstance(kind, str) or kind.lower() not in _TRANSPORT_ALIASES:
+            raise UserError(
+                f"{where}.type must be \"stdio\", \"http\" or \"sse\", got {_show(kind)}",
+                hint='"streamable-http" is accepted as an alias of "http"',
+            )
+        transport = _TRANSPORT_ALIASES[kind.lower()]
+    elif command is not None:
+        transport = "stdio"
+    elif url is not None:
+        transport = "http"
+    else:
+        raise UserError(
+            f"{where} has neither \"command\" nor \"url\"",
+            hint='give "command" (and "args") to start a local server, or "url" (and "type": "http"/"sse") for a remote one',
+        )
+    if transport == "stdio" and not command:
+        raise UserError(
+            f"{where}: a stdio server needs a non-empty \"command\"",
+            hint='for example "command": "python", "args": ["server.py"]',
+        )
+    if transport != "stdio":
+        if not url:
+            raise UserError(
+                f"{where}: an {transport} server needs a \"url\"",
+                hint='for example "url": "http://127.0.0.1:8000/mcp"',
+            )
+        if not re.match(r"https?://[^/\s]+", url):
+            raise UserError(
+                f"{where}.url must be an http:// or https:// URL, got {url!r}",
+                hint='for example "url": "http://127.0.0.1:8000/mcp"',
+            )
+    per = settings.servers.get(sid, ServerSettings())
+    return ServerConfig(
+        id=sid,
+        transport=transport,
+        command=command if transport == "stdio" else None,
+        args=strings("args") if transport == "stdio" else (),
+        env=_frozen(string_map("env")),
+        cwd=string("cwd") if transport == "stdio" else None,
+        url=url if transport != "stdio" else None,
+        headers=_frozen(string_map("headers")) if transport != "stdio" else _frozen(),
+        connect_timeout=per.connect_timeout,
+        call_timeout=per.call_timeout,
+        unwrap=per.unwrap,
+        blocklist=per.blocklist,
+    )
+
+
+def _check_server_id(where: str, sid: str) -> None:
+    # The id names the fixtures folder, so it must be one safe path component.
+    if not sid or sid in (".", "..") or any(c in sid for c in "/\\\0") or sid.startswith("."):
+        raise UserError(
+            f"{where}: server id {sid!r} cannot be used as a folder name",
+            hint="use letters, digits, '-', '_' or '.', not starting with '.' and without slashes",
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
