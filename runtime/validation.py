@@ -1,0 +1,427 @@
+"""Tool input validation before the call (spec §5.3.1, §7.2).
+
+A model that passes the wrong shape learns more from one precise error than from a server's
+generic "invalid params": the failing property as a JSON Pointer, what was expected and what
+was received, one action to take, and a payload that would have worked. Validating in the host
+also keeps malformed calls away from servers that handle them badly.
+
+Validators are compiled once per distinct schema (tool lists are stable across calls and runs),
+and a schema that is itself invalid is not enforced: the server stays the judge of its own
+input, rather than an agent being blocked by a server's broken schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+
+__all__ = [
+    "MAX_EXAMPLE_DEPTH",
+    "InputInvalid",
+    "example_for",
+    "is_object_schema",
+    "prepare_arguments",
+]
+
+# Bounds example synthesis on recursive ($ref cycles) or absurdly nested schemas: without it a
+# self-referencing `required` property would recurse forever.
+MAX_EXAMPLE_DEPTH = 6
+# Bounds how many compiled validators are kept: a server could publish ever-new schemas
+# (tools/list_changed in a loop) and grow the cache without end.
+MAX_CACHED_VALIDATORS = 512
+# Bounds the length of a value echoed back in an error ("received ..."): a multi-megabyte
+# string must not be copied into the agent's context.
+MAX_SHOWN_VALUE_CHARS = 60
+# Bounds the number of properties shown when an error lists allowed names or enum values.
+MAX_LISTED_ITEMS = 8
+
+_UNSET = object()
+_validators: dict[str, jsonschema.protocols.Validator | None] = {}
+
+
+@dataclass
+class InputInvalid(Exception):
+    """Input failed validation; `payload()` is the SchemaValidationError reply (§7.2)."""
+
+    tool_name: str
+    export_name: str
+    path: str
+    expected: str
+    received: str
+    hint: str
+    example: Any
+    detail: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def message(self) -> str:
+        where = self.path or "(root)"
+        return (
+            f"invalid input for {self.export_name} ({self.tool_name}) at {where}: "
+            f"expected {self.expected}, received {self.received}"
+        )
+
+    def payload(self) -> dict[str, Any]:
+        """The host reply's error object, field names as in @codemode/errors."""
+        return {
+            "errorClass": "SchemaValidationError",
+            "message": self.message,
+            "hint": self.hint,
+            "toolName": self.tool_name,
+            "exportName": self.export_name,
+            "path": self.path,
+            "expected": self.expected,
+            "received": self.received,
+            "example": self.example,
+        }
+
+
+def is_object_schema(schema: Any) -> bool:
+    """True when the root takes an arguments object: `type: object`, or empty/absent (§5.3.1)."""
+    if not isinstance(schema, Mapping):
+        return schema is None or schema is True
+    declared = schema.get("type")
+    if declared is None:
+        return True
+    if isinstance(declared, list):
+        return "object" in declared
+    return bool(declared == "object")
+
+
+def prepare_arguments(
+    schema: Any, tool_name: str, export_name: str, value: Any = _UNSET
+) -> Any:
+    """Return the `arguments` to send, or raise InputInvalid.
+
+    `value` is left out when the binding was called without an argument. Object and empty
+    schemas then mean `{}` (§5.3.1: no-arg tools accept `()` and `({})`); a non-object root
+    schema takes the value itself, so a missing one is reported as `undefined`.
+    """
+    if value is _UNSET:
+        if is_object_schema(schema):
+            value = {}
+        else:
+            _raise(schema, tool_name, export_name, "", _expected_root(schema), "undefined",
+                   f"call {export_name} with one argument ({_expected_root(schema)})")
+    validator = _validator(schema)
+    if validator is None:
+        return value
+    error = best_match(validator.iter_errors(value))
+    if error is not None:
+        _raise_from(error, schema, tool_name, export_name)
+    return value
+
+
+def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
+    if schema is None or schema == {} or schema is True:
+        return None
+    try:
+        key = json.dumps(schema, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return None
+    if key in _validators:
+        return _validators[key]
+    validator: jsonschema.protocols.Validator | None
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
+        validator = cls(schema)
+    except (SchemaError, TypeError, ValueError, LookupError):
+        validator = None
+    if len(_validators) >= MAX_CACHED_VALIDATORS:
+        _validators.clear()
+    _validators[key] = validator
+    return validator
+
+
+# --------------------------------------------------------------------------- error shaping
+
+
+def _pointer(parts: list[Any]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def js_type(value: Any) -> str:
+    """The JS-side name of a JSON value's type, as the agent wrote it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > MAX_SHOWN_VALUE_CHARS:
+        text = text[: MAX_SHOWN_VALUE_CHARS - 1] + "…"
+    return text
+
+
+def _received(value: Any) -> str:
+    kind = js_type(value)
+    if kind in ("object", "array"):
+        return kind
+    return f"{kind} {_show(value)}"
+
+
+def _list(items: Any) -> str:
+    items = list(items)
+    shown = ", ".join(_show(i) for i in items[:MAX_LISTED_ITEMS])
+    return shown + (", …" if len(items) > MAX_LISTED_ITEMS else "")
+
+
+def _expected_root(schema: Any) -> str:
+    if isinstance(schema, Mapping) and "type" in schema:
+        declared = schema["type"]
+        return " or ".join(declared) if isinstance(declared, list) else str(declared)
+    return "a value"
+
+
+def _where(path: str) -> str:
+    return f"`input{_js_path(path)}`" if path else "the input"
+
+
+def _js_path(path: str) -> str:
+    out = ""
+    for raw in path.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if part.isdigit():
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: str) -> None:
+    parts = list(error.absolute_path)
+    keyword = error.validator
+    sub = error.schema if isinstance(error.schema, Mapping) else {}
+    value = error.instance
+    arg = error.validator_value
+    received = _received(value)
+    hint: str
+    if keyword == "required":
+        missing = next((m for m in arg if isinstance(value, Mapping) and m not in value), arg[0])
+        parts.append(missing)
+        prop = sub.get("properties", {}).get(missing, {}) if isinstance(sub, Mapping) else {}
+        expected = _describe(prop) if isinstance(prop, Mapping) and prop else "a value"
+        received = "undefined"
+        path = _pointer(parts)
+        hint = f"add the required property {_where(path)} ({expected})"
+    elif keyword == "type":
+        expected = " or ".join(arg) if isinstance(arg, list) else str(arg)
+        path = _pointer(parts)
+        hint = f"pass {_where(path)} as {_article(expected)}"
+    elif keyword == "additionalProperties" and isinstance(value, Mapping):
+        allowed = set(sub.get("properties", {})) if isinstance(sub, Mapping) else set()
+        extra = sorted(k for k in value if k not in allowed)
+        name = extra[0] if extra else "?"
+        parts.append(name)
+        path = _pointer(parts)
+        expected = f"only the properties {_list(sorted(allowed))}" if allowed else "no properties"
+        received = f"unexpected property {_show(name)}"
+        hint = f"remove {_where(path)}" + (
+            f" (allowed: {_list(sorted(allowed))})" if allowed else ""
+        )
+    elif keyword == "enum":
+        expected = f"one of {_list(arg)}"
+        path = _pointer(parts)
+        hint = f"set {_where(path)} to one of {_list(arg)}"
+    elif keyword == "const":
+        expected = f"exactly {_show(arg)}"
+        path = _pointer(parts)
+        hint = f"set {_where(path)} to {_show(arg)}"
+    elif keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[keyword]
+        expected = f"a number {op} {arg}"
+        path = _pointer(parts)
+        hint = f"use a value {op} {arg} for {_where(path)}"
+    elif keyword in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
+        what = {"Length": "characters", "Items": "items", "Properties": "properties"}[
+            keyword[3:]
+        ]
+        bound = "at least" if keyword.startswith("min") else "at most"
+        expected = f"{bound} {arg} {what}"
+        size = len(value) if isinstance(value, str | list | Mapping) else "?"
+        received = f"{js_type(value)} with {size} {what}"
+        path = _pointer(parts)
+        hint = f"give {_where(path)} {bound} {arg} {what}"
+    elif keyword == "pattern":
+        expected = f"a string matching /{arg}/"
+        path = _pointer(parts)
+        hint = f"make {_where(path)} match /{arg}/"
+    elif keyword == "format":
+        expected = f"a string in {arg} format"
+        path = _pointer(parts)
+        hint = f"write {_where(path)} in {arg} format"
+    else:
+        expected = _describe(sub) if sub else f"a value satisfying {keyword}"
+        path = _pointer(parts)
+        hint = f"change {_where(path)} to match the schema ({error.message[:120]})"
+    _raise(root, tool_name, export_name, path, expected, received, hint, detail=error.message)
+
+
+def _article(expected: str) -> str:
+    if " or " in expected:
+        return expected
+    return ("an " if expected[:1] in "aeiou" else "a ") + expected
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    if "const" in schema:
+        return f"exactly {_show(schema['const'])}"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return f"one of {_list(schema['enum'])}"
+    declared = schema.get("type")
+    if isinstance(declared, list):
+        return " or ".join(str(t) for t in declared)
+    if isinstance(declared, str):
+        return declared
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            kinds = [_describe(s) for s in schema[key] if isinstance(s, Mapping)]
+            return " or ".join(k for k in kinds if k) or "a value"
+    return "a value"
+
+
+def _raise(
+    root: Any,
+    tool_name: str,
+    export_name: str,
+    path: str,
+    expected: str,
+    received: str,
+    hint: str,
+    *,
+    detail: str = "",
+) -> None:
+    raise InputInvalid(
+        tool_name=tool_name,
+        export_name=export_name,
+        path=path,
+        expected=expected,
+        received=received,
+        hint=hint[:1].upper() + hint[1:] + ".",
+        example=example_for(root),
+        detail=detail or f"expected {expected}, received {received}",
+    )
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def example_for(schema: Any) -> Any:
+    """A minimal valid-looking payload: the schema's own `examples`/`default`, else synthesised.
+
+    Synthesis fills only required properties, so the example shows the least an agent must
+    send; optional properties are the agent's choice.
+    """
+    return _example(schema, schema, 0)
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    if not ref.startswith("#"):
+        return {}
+    node = root
+    for raw in ref[1:].split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return {}
+    return node
+
+
+def _example(schema: Any, root: Any, depth: int) -> Any:
+    if not isinstance(schema, Mapping):
+        return {} if schema is None or schema is True else None
+    if depth > MAX_EXAMPLE_DEPTH:
+        return None
+    if "$ref" in schema and isinstance(schema["$ref"], str):
+        return _example(_resolve(root, schema["$ref"]), root, depth + 1)
+    examples = schema.get("examples")
+    if isinstance(examples, list) and examples:
+        return examples[0]
+    for key in ("default", "const"):
+        if key in schema:
+            return schema[key]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            non_null = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            return _example((non_null or options)[0], root, depth + 1)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            got = _example(part, root, depth + 1)
+            if isinstance(got, dict):
+                merged.update(got)
+        if merged:
+            return merged
+    declared = schema.get("type")
+    if isinstance(declared, list):
+        declared = next((t for t in declared if t != "null"), declared[0] if declared else None)
+    if declared is None:
+        declared = "object" if "properties" in schema or "required" in schema else None
+    if declared == "object":
+        props_raw = schema.get("properties")
+        props: Mapping[str, Any] = props_raw if isinstance(props_raw, Mapping) else {}
+        required_raw = schema.get("required")
+        required: list[Any] = required_raw if isinstance(required_raw, list) else []
+        return {
+            name: _example(props.get(name, {}), root, depth + 1)
+            for name in required
+            if isinstance(name, str)
+        }
+    if declared == "array":
+        count = schema.get("minItems", 0)
+        items = schema.get("items", {})
+        if isinstance(schema.get("prefixItems"), list):
+            return [_example(s, root, depth + 1) for s in schema["prefixItems"]]
+        if isinstance(items, list):
+            return [_example(s, root, depth + 1) for s in items]
+        count = count if isinstance(count, int) and 0 < count <= MAX_LISTED_ITEMS else 0
+        return [_example(items, root, depth + 1) for _ in range(count)]
+    if declared == "string":
+        fmt = schema.get("format")
+        by_format = {"date": "2026-01-31", "date-time": "2026-01-31T12:00:00Z", "email": "user@example.com",
+                     "uri": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000000"}
+        if fmt in by_format:
+            return by_format[fmt]
+        min_len = schema.get("minLength", 0)
+        return "x" * min_len if isinstance(min_len, int) and 0 < min_len <= 16 else "text"
+    if declared in ("integer", "number"):
+        for key in ("minimum", "exclusiveMinimum"):
+            bound = schema.get(key)
+            if isinstance(bound, int | float) and not isinstance(bound, bool):
+                return bound + (1 if key == "exclusiveMinimum" else 0)
+        return 1
+    if declared == "boolean":
+        return True
+    if declared == "null":
+        return None
+    return None
