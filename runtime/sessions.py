@@ -1,0 +1,588 @@
+"""MCP client sessions shared by `record`, `run` and `serve`.
+
+Why this is not just `mcp.Client`:
+
+- The SDK validates every result against its pydantic models. One tool with a non-object
+  `inputSchema`, one unknown content-block type, or structured content that drifts from a
+  declared `outputSchema` makes `list_tools()`/`call_tool()` raise for the whole server. We
+  record and relay *wire JSON* anyway, so after the (envelope-only) handshake every request
+  goes through `JSONRPCDispatcher.send_raw_request`: results come back as plain dicts,
+  verbatim, and a bad tool costs only itself. This raw path is the only path, so there is no
+  strict/lenient divergence to test twice.
+- The SDK waits forever by default; here the connect phase (spawn/connect + initialize + every
+  page of tools/list) has `connect_timeout` and every call has `call_timeout`.
+- The SDK raises nested ExceptionGroups on connect failures; `ConnectError` flattens them
+  into one line per server (command not found, exited at start with its stderr tail,
+  connection refused, HTTP 401/403 as `AuthError`, timeout).
+- anyio cancel scopes must be exited by the task that entered them. Each connection
+  therefore lives in its own long-lived task, started in the `SessionManager`'s task group,
+  which enters the transport, runs the dispatcher, and leaves on close. Callers in any task
+  only put requests on the dispatcher's streams, so lazy `get()` from one task and
+  `aclose()` from another both work, and cancelling a caller's `call_tool` sends
+  `notifications/cancelled` (the dispatcher's courtesy cancel).
+
+A server's stderr (and its `notifications/message` log lines) go to
+`<log_dir>/<server_id>.stderr.log`, never the user's terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, TextIO, cast
+
+import anyio
+import anyio.abc
+
+from codemode_gen import __version__
+from codemode_gen.config import ServerConfig
+
+__all__ = [
+    "AuthError",
+    "CallError",
+    "CallTimeout",
+    "ConnectError",
+    "McpSession",
+    "SessionManager",
+    "default_log_dir",
+]
+
+# Bounds a server that pages tools/list forever (or loops on the same cursor).
+MAX_TOOL_PAGES = 1000
+# Bounds memory spent on one server's tool list (a hostile server could send millions).
+MAX_TOOLS = 10_000
+# How much of a crashed server's stderr is quoted in its ConnectError (the rest is in the log).
+STDERR_TAIL_LINES = 15
+# Bounds one quoted stderr line so a server dumping a huge line cannot flood the terminal.
+STDERR_TAIL_LINE_CHARS = 300
+# Idle time after which an HTTP response stream (SSE GET stream, long tool call) is dropped
+# by httpx; bounds a half-open TCP connection. Calls have their own, shorter call_timeout.
+HTTP_READ_TIMEOUT = 600.0
+# Bounds how long aclose() waits for one connection to shut down (the stdio transport's own
+# escalation stdin-close -> SIGTERM -> SIGKILL takes at most ~6 s).
+CLOSE_TIMEOUT = 15.0
+
+# JSON-RPC codes the SDK's dispatcher uses for its own outcomes.
+_CONNECTION_CLOSED = -32000
+_REQUEST_TIMEOUT = -32001
+_METHOD_NOT_FOUND = -32601
+_HANDSHAKE_VERSION = "2025-11-25"  # what we offer in initialize (the SDK's LATEST_HANDSHAKE_VERSION)
+_PROTOCOL_HEADER = "mcp-protocol-version"
+
+
+class ConnectError(Exception):
+    """A server could not be started, reached or initialized; `reason` is one readable line."""
+
+    def __init__(self, server_id: str, reason: str, *, log_path: Path | None = None) -> None:
+        super().__init__(f"{server_id}: {reason}")
+        self.server_id = server_id
+        self.reason = reason
+        self.log_path = log_path
+
+
+class AuthError(ConnectError):
+    """The server rejected our credentials (HTTP 401/403)."""
+
+
+class CallError(Exception):
+    """A tools/call (or tools/list) that failed at the protocol level (JSON-RPC error, closed)."""
+
+    def __init__(self, code: int | None, message: str, data: Any = None) -> None:
+        super().__init__(message if code is None else f"{message} (code {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class CallTimeout(CallError):
+    """The server did not answer within the call timeout; a cancellation was sent."""
+
+
+def default_log_dir() -> Path:
+    """Server stderr logs land here unless the caller chooses a folder (not the fixtures)."""
+    return Path(tempfile.gettempdir()) / f"codemode-gen-{os.getuid() if hasattr(os, 'getuid') else 'user'}" / "logs"
+
+
+# --------------------------------------------------------------------------- session
+
+
+class McpSession:
+    """One live, initialized connection. Create through `SessionManager.get`."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        dispatcher: Any,
+        server_json: dict[str, Any],
+        log_path: Path,
+    ) -> None:
+        self.server_id = config.id
+        self.config = config
+        self.server_json = server_json
+        self.tools_changed = False
+        self.closed = False
+        self.log_path = log_path
+        # Tools dropped from the list (not an object / no string name) and other oddities.
+        self.warnings: list[str] = []
+        self._dispatcher = dispatcher
+        self._tools: list[dict[str, Any]] | None = None
+        self._auth_failed: Callable[[], int | None] = lambda: None
+
+    @property
+    def protocol_version(self) -> str:
+        return str(self.server_json.get("protocolVersion", _HANDSHAKE_VERSION))
+
+    async def list_tools(self, *, refresh: bool = False) -> list[dict[str, Any]]:
+        """All pages of tools/list, verbatim wire JSON sorted by name; cached until the server
+        says the list changed (or `refresh`)."""
+        if self._tools is None or self.tools_changed or refresh:
+            self._tools = await self._list_all(self.config.call_timeout)
+        return [dict(t) for t in self._tools]
+
+    async def _list_all(self, timeout: float | None) -> list[dict[str, Any]]:
+        # Cleared first: a change notification that arrives while we page re-arms it.
+        self.tools_changed = False
+        tools: dict[str, dict[str, Any]] = {}
+        cursor: Any = None
+        seen_cursors: set[str] = set()
+        warnings: list[str] = []
+        for page_no in range(MAX_TOOL_PAGES):
+            params = {"cursor": cursor} if cursor is not None else None
+            page = await self._request("tools/list", params, timeout)
+            items = page.get("tools")
+            if not isinstance(items, list):
+                raise CallError(None, f"tools/list page {page_no + 1} has no \"tools\" array")
+            for item in items:
+                name = item.get("name") if isinstance(item, dict) else None
+                if not isinstance(name, str) or not name:
+                    warnings.append(f"ignored a tools/list entry without a string name: {str(item)[:120]}")
+                elif name in tools:
+                    warnings.append(f"tool {name!r} listed twice; kept the first definition")
+                elif len(tools) >= MAX_TOOLS:
+                    raise CallError(None, f"server lists more than {MAX_TOOLS} tools")
+                else:
+                    tools[name] = item
+            cursor = page.get("nextCursor")
+            if cursor is None or cursor == "":
+                break
+            key = repr(cursor)
+            if key in seen_cursors:
+                warnings.append("tools/list repeated a cursor; stopped paging")
+                break
+            seen_cursors.add(key)
+        else:
+            raise CallError(None, f"tools/list did not finish within {MAX_TOOL_PAGES} pages")
+        self.warnings = warnings
+        return [tools[name] for name in sorted(tools)]
+
+    async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]:
+        """Raw CallToolResult wire JSON (`isError` results are results, not exceptions).
+
+        Cancelling the awaiting task abandons the request and sends notifications/cancelled.
+        """
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return await self._request("tools/call", params, timeout if timeout is not None else self.config.call_timeout)
+
+    async def _request(self, method: str, params: dict[str, Any] | None, timeout: float | None) -> dict[str, Any]:
+        from mcp.shared.exceptions import MCPError
+
+        opts: dict[str, Any] = {"headers": {_PROTOCOL_HEADER: self.protocol_version}}
+        if timeout is not None:
+            opts["timeout"] = timeout
+        try:
+            result = await self._dispatcher.send_raw_request(method, params, opts)
+        except MCPError as exc:
+            code = exc.error.code
+            if code == _REQUEST_TIMEOUT:
+                raise CallTimeout(code, f"{method} to {self.server_id} timed out after {timeout:g}s") from None
+            if code == _CONNECTION_CLOSED:
+                self.closed = True
+                raise CallError(code, f"connection to {self.server_id} closed (see {self.log_path})") from None
+            status = self._auth_failed()
+            if status is not None:
+                raise CallError(code, f"{self.server_id} rejected the credentials (HTTP {status})", exc.error.data) from None
+            raise CallError(code, exc.error.message, exc.error.data) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.closed = True
+            raise CallError(_CONNECTION_CLOSED, f"connection to {self.server_id} closed") from None
+        if not isinstance(result, dict):  # pragma: no cover - the dispatcher only yields dicts
+            raise CallError(None, f"{method} returned {type(result).__name__}, not an object")
+        return result
+
+
+# --------------------------------------------------------------------------- manager
+
+
+@dataclass
+class _Slot:
+    config: ServerConfig
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    session: McpSession | None = None
+    error: ConnectError | None = None
+
+
+class SessionManager:
+    """Owns every connection; an async context manager whose task group hosts one task each."""
+
+    def __init__(self, configs: Mapping[str, ServerConfig], *, log_dir: Path | None = None) -> None:
+        self.configs = dict(configs)
+        self.log_dir = log_dir if log_dir is not None else default_log_dir()
+        self._slots: dict[str, _Slot] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._lock = anyio.Lock()
+
+    async def __aenter__(self) -> SessionManager:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+        finally:
+            self._tg.cancel_scope.cancel()
+            result = await self._tg.__aexit__(exc_type, exc, tb)
+            self._tg = None
+        return result
+
+    def log_path(self, server_id: str) -> Path:
+        return self.log_dir / f"{server_id}.stderr.log"
+
+    async def get(self, server_id: str) -> McpSession:
+        """The live session for `server_id`, connecting (or reconnecting) on first use."""
+        if self._tg is None or self._closed:
+            raise ConnectError(server_id, "session manager is not open (use `async with SessionManager(...)`)")
+        config = self.configs.get(server_id)
+        if config is None:
+            known = ", ".join(sorted(self.configs)) or "none"
+            raise ConnectError(server_id, f"no server {server_id!r} in the configuration (known: {known})")
+        async with self._lock:
+            slot = self._slots.get(server_id)
+            stale = slot is not None and slot.ready.is_set() and (
+                slot.error is not None or (slot.session is not None and slot.session.closed)
+            )
+            if slot is None or stale:
+                if slot is not None:
+                    slot.stop.set()
+                slot = _Slot(config)
+                self._slots[server_id] = slot
+                self._tg.start_soon(self._run_connection, slot, name=f"mcp-connection-{server_id}")
+        await slot.ready.wait()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.session is not None
+        return slot.session
+
+    async def aclose(self) -> None:
+        """Close every connection (callable from any task); waits until each is shut down."""
+        self._closed = True
+        slots = list(self._slots.values())
+        for slot in slots:
+            slot.stop.set()
+        with anyio.move_on_after(CLOSE_TIMEOUT):
+            for slot in slots:
+                await slot.done.wait()
+
+    # ------------------------------------------------------------------ connection task
+
+    async def _run_connection(self, slot: _Slot) -> None:
+        config = slot.config
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_path(config.id)
+        log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally, outlives a with
+        log.write(f"--- codemode-gen: connecting to {config.id} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        log.flush()
+        start_offset = log.tell()
+        probe = _HttpProbe()
+        phase = ["starting"]
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
+                await self._connect_and_serve(slot, scope, log, log_path, probe, phase)
+            if scope.cancelled_caught and slot.session is None:
+                raise TimeoutError(f"timed out after {config.connect_timeout:g}s while {phase[0]}")
+        except Exception as exc:  # every failure of one server becomes its ConnectError
+            if slot.session is None:
+                slot.error = _flatten(exc, config, probe, log_path, start_offset)
+            else:  # died after connecting: callers see CallError(connection closed)
+                _log_line(log, f"[codemode-gen] connection ended: {type(exc).__name__}: {exc}")
+        finally:
+            if slot.session is not None:
+                slot.session.closed = True
+            with contextlib.suppress(OSError):
+                log.close()
+            slot.ready.set()
+            slot.done.set()
+
+    async def _connect_and_serve(
+        self,
+        slot: _Slot,
+        scope: anyio.CancelScope,
+        log: IO[str],
+        log_path: Path,
+        probe: _HttpProbe,
+        phase: list[str],
+    ) -> None:
+        from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+        config = slot.config
+        async with contextlib.AsyncExitStack() as stack:
+            phase[0] = "connecting" if config.transport != "stdio" else "starting the server"
+            read, write = await stack.enter_async_context(_open_transport(config, log, probe))
+            holder: list[McpSession] = []
+
+            async def on_request(dctx: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+                from mcp.shared.exceptions import MCPError
+
+                if method == "ping":
+                    return {}
+                # We advertise no client capabilities (sampling, roots, elicitation).
+                raise MCPError(code=_METHOD_NOT_FOUND, message=f"client does not support {method}")
+
+            async def on_notify(dctx: Any, method: str, params: Mapping[str, Any] | None) -> None:
+                if method == "notifications/tools/list_changed" and holder:
+                    holder[0].tools_changed = True
+                elif method == "notifications/message" and params:
+                    _log_line(log, f"[{params.get('level', 'info')}] {params.get('data')}")
+
+            async def on_stream_exception(exc: Exception) -> None:
+                _log_line(log, f"[codemode-gen] unreadable message from server: {exc}")
+
+            dispatcher = JSONRPCDispatcher(read, write, on_stream_exception=on_stream_exception)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            # LIFO: cancel the dispatcher before the transport closes its streams under it.
+            stack.callback(tg.cancel_scope.cancel)
+            await tg.start(dispatcher.run, on_request, on_notify)
+
+            phase[0] = "waiting for initialize"
+            init = await dispatcher.send_raw_request(
+                "initialize",
+                {
+                    "protocolVersion": _HANDSHAKE_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "codemode-gen", "version": __version__},
+                },
+                {"cancel_on_abandon": False},
+            )
+            version = init.get("protocolVersion")
+            if not isinstance(version, str):
+                raise _Failure("the initialize result has no protocolVersion")
+            server_json: dict[str, Any] = {
+                "serverInfo": init.get("serverInfo"),
+                "capabilities": init.get("capabilities"),
+                "protocolVersion": version,
+            }
+            if init.get("instructions") is not None:
+                server_json["instructions"] = init["instructions"]
+            await dispatcher.notify("notifications/initialized", None, {"headers": {_PROTOCOL_HEADER: version}})
+            session = McpSession(config, dispatcher, server_json, log_path)
+            session._auth_failed = probe.take
+            holder.append(session)
+            phase[0] = "listing tools"
+            session._tools = await session._list_all(None)  # bounded by the connect deadline
+
+            # Connected: the connect deadline no longer bounds this connection's lifetime.
+            scope.deadline = math.inf
+            slot.session = session
+            slot.ready.set()
+            await slot.stop.wait()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _Failure(Exception):
+    """A connect failure we already phrased for the user."""
+
+
+@dataclass
+class _HttpProbe:
+    """Remembers HTTP error statuses, which the SDK turns into generic JSON-RPC errors."""
+
+    status: int | None = None  # last 401/403: credentials rejected
+    error_status: int | None = None  # last status >= 400 of any kind
+
+    async def hook(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.error_status = response.status_code
+        if response.status_code in (401, 403):
+            self.status = response.status_code
+
+    def take(self) -> int | None:
+        status, self.status = self.status, None
+        return status
+
+
+def _log_line(log: IO[str], text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        log.write(text.rstrip("\n") + "\n")
+        log.flush()
+
+
+def _resolve_command(config: ServerConfig, env: Mapping[str, str]) -> str:
+    command = config.command or ""
+    cwd = config.cwd
+    if cwd is not None and not Path(cwd).is_dir():
+        raise _Failure(f"working directory does not exist: {cwd}")
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = Path(command) if Path(command).is_absolute() or cwd is None else Path(cwd) / command
+        if not path.exists():
+            raise _Failure(f"command not found: {command}")
+        if not os.access(path, os.X_OK) or path.is_dir():
+            raise _Failure(f"command is not executable: {command}")
+        return command
+    found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise _Failure(f"command not found: {command} (not on PATH)")
+    return command
+
+
+@contextlib.asynccontextmanager
+async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe) -> AsyncIterator[tuple[Any, Any]]:
+    if config.transport == "stdio":
+        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+        # The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
+        # server should not see our secrets by accident. PATH is in the whitelist.
+        env = get_default_environment() | dict(config.env)
+        env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        _resolve_command(config, env)
+        params = StdioServerParameters(
+            command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
+        )
+        async with stdio_client(params, errlog=cast(TextIO, log)) as streams:
+            yield streams[0], streams[1]
+        return
+
+    import httpx2
+
+    timeout = httpx2.Timeout(config.connect_timeout, read=max(HTTP_READ_TIMEOUT, config.call_timeout + 5))
+    hooks = {"response": [probe.hook]}
+    if config.transport == "http":
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with (
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, event_hooks=hooks) as client,
+            streamable_http_client(config.url or "", http_client=client) as streams,
+        ):
+            yield streams[0], streams[1]
+        return
+
+    from mcp.client.sse import sse_client
+
+    def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks=hooks)
+
+    async with sse_client(
+        config.url or "",
+        headers=dict(config.headers),
+        timeout=config.connect_timeout,
+        sse_read_timeout=HTTP_READ_TIMEOUT,
+        httpx_client_factory=cast(Any, factory),
+    ) as streams:
+        yield streams[0], streams[1]
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def _stderr_tail(log_path: Path, offset: int) -> str:
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as fh:
+            fh.seek(offset)
+            lines = [ln.rstrip() for ln in fh.read().splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    tail = [ln if len(ln) <= STDERR_TAIL_LINE_CHARS else ln[:STDERR_TAIL_LINE_CHARS] + "…" for ln in lines[-STDERR_TAIL_LINES:]]
+    return "\n    ".join(tail)
+
+
+def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_path: Path, offset: int) -> ConnectError:
+    """Turn whatever the SDK raised (usually nested ExceptionGroups) into one readable error."""
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+
+    sid = config.id
+    where = config.url if config.transport != "stdio" else config.command
+    leaves = _leaves(exc)
+
+    def with_tail(reason: str) -> str:
+        tail = _stderr_tail(log_path, offset)
+        return f"{reason}; last lines of its stderr:\n    {tail}" if tail else f"{reason} (no stderr output; log: {log_path})"
+
+    status = probe.status
+    for leaf in leaves:
+        if isinstance(leaf, httpx2.HTTPStatusError) and leaf.response.status_code in (401, 403):
+            status = leaf.response.status_code
+    if status is not None:
+        return AuthError(
+            sid,
+            f"{where} rejected the credentials (HTTP {status}); check the headers configured for it",
+            log_path=log_path,
+        )
+    for leaf in leaves:
+        if isinstance(leaf, _Failure):
+            return ConnectError(sid, str(leaf), log_path=log_path)
+    for leaf in leaves:
+        if isinstance(leaf, FileNotFoundError):
+            return ConnectError(sid, f"command not found: {config.command}", log_path=log_path)
+        if isinstance(leaf, PermissionError):
+            return ConnectError(sid, f"permission denied starting {config.command}", log_path=log_path)
+    for leaf in leaves:
+        if isinstance(leaf, httpx2.ConnectTimeout | httpx2.PoolTimeout):
+            return ConnectError(sid, f"timed out connecting to {where}", log_path=log_path)
+        if isinstance(leaf, httpx2.ConnectError):
+            return ConnectError(sid, f"connection refused: {where} ({leaf})", log_path=log_path)
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            return ConnectError(
+                sid, f"{where} answered HTTP {leaf.response.status_code}; is this the MCP endpoint?", log_path=log_path
+            )
+        if isinstance(leaf, httpx2.TimeoutException):
+            return ConnectError(sid, f"timed out talking to {where}", log_path=log_path)
+        if isinstance(leaf, httpx2.HTTPError):
+            return ConnectError(sid, f"HTTP error talking to {where}: {leaf}", log_path=log_path)
+    for leaf in leaves:
+        if isinstance(leaf, TimeoutError):
+            reason = str(leaf) or f"timed out after {config.connect_timeout:g}s"
+            return ConnectError(sid, with_tail(reason) if config.transport == "stdio" else reason, log_path=log_path)
+    for leaf in leaves:
+        if isinstance(leaf, MCPError):
+            if leaf.error.code == _CONNECTION_CLOSED:
+                if config.transport == "stdio":
+                    return ConnectError(sid, with_tail("server exited during startup"), log_path=log_path)
+                return ConnectError(sid, f"{where} closed the connection during startup", log_path=log_path)
+            if probe.error_status is not None:
+                return ConnectError(
+                    sid, f"{where} answered HTTP {probe.error_status} to initialize; is this the MCP endpoint?",
+                    log_path=log_path,
+                )
+            return ConnectError(
+                sid, f"initialize failed: {leaf.error.message} (code {leaf.error.code})", log_path=log_path
+            )
+    for leaf in leaves:
+        if isinstance(leaf, CallError):
+            return ConnectError(sid, f"tools/list failed: {leaf}", log_path=log_path)
+    first = leaves[0] if leaves else exc
+    return ConnectError(sid, f"{type(first).__name__}: {first}", log_path=log_path)
