@@ -1,0 +1,181 @@
+"""Declared vs observed output: one effective output schema per tool, plus the drift between them.
+
+A declared `outputSchema` wins (under §5.3.2 rule 1 a tool that declares one returns
+`structuredContent`, so the declared schema describes the *unwrapped* value). Recorded samples
+are still checked against it with `jsonschema`; every mismatch is drift, reported in the
+generate report and the manifest, because a server that does not honour its own schema will
+break scripts typed against it. Without a declared schema the inferred one is used; with
+neither the output is `unknown` and the doc comment says how to get a type.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
+from codemode_gen.generator.unwrap import UnwrapMode
+
+OutputSource = Literal["declared", "inferred", "none"]
+
+# Bounds the report for a server whose every sample violates its schema in many places.
+MAX_DRIFT_PER_TOOL = 20
+# Server values quoted in a drift line are cut to this many characters (bounds report size;
+# the text is untrusted and later sanitised again when it reaches a doc comment).
+MAX_DRIFT_VALUE_CHARS = 60
+
+_JSON_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "boolean"),
+    ((int, float), "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+    (type(None), "null"),
+)
+
+
+@dataclass(frozen=True)
+class OutputModel:
+    """Everything the templates and the manifest say about one tool's return value."""
+
+    source: OutputSource
+    schema: dict[str, Any] | None  # effective schema of the returned value
+    declared: dict[str, Any] | None
+    inferred: dict[str, Any] | None
+    samples: int
+    json_text: bool
+    json_schema: dict[str, Any] | None  # JSON inside the string, when json_text
+    optional: tuple[str, ...]
+    drift: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def json_type(value: Any) -> str:
+    """JSON type name of a Python JSON value ("integer" for whole numbers)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "integer"
+    for py, name in _JSON_TYPES:
+        if isinstance(value, py):
+            return name
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True, sort_keys=True, default=str)
+    if len(text) > MAX_DRIFT_VALUE_CHARS:
+        text = text[: MAX_DRIFT_VALUE_CHARS - 1] + "…"
+    return text
+
+
+def _pointer(error: ValidationError) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path]
+    return "/" + "/".join(parts) if parts else "/"
+
+
+def describe_error(error: ValidationError, sample_line: int) -> str:
+    """`<pointer>: expected <what>, got <what> (sample N)`, short and free of huge values."""
+    keyword = error.validator
+    if keyword == "type":
+        expected = (
+            " or ".join(error.validator_value)
+            if isinstance(error.validator_value, list)
+            else str(error.validator_value)
+        )
+        got = json_type(error.instance)
+    elif keyword == "required":
+        missing = [
+            k
+            for k in error.validator_value
+            if isinstance(error.instance, dict) and k not in error.instance
+        ]
+        expected = "required properties " + ", ".join(_short(k) for k in missing)
+        got = "object without them"
+    elif keyword == "additionalProperties" and isinstance(error.instance, dict):
+        expected = "no additional properties"
+        extra = sorted(k for k in error.instance if k not in error.schema.get("properties", {}))
+        got = "properties " + ", ".join(_short(k) for k in extra[:5])
+    else:
+        expected = f"{keyword} {_short(error.validator_value)}"
+        got = _short(error.instance)
+    return f"{_pointer(error)}: expected {expected}, got {got} (sample {sample_line})"
+
+
+def check_drift(
+    declared: dict[str, Any], samples: Sequence[tuple[int, Any]]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Validate (line, value) samples against `declared`; returns (drift lines, warnings).
+
+    The draft comes from the schema's `$schema` (default 2020-12). A schema jsonschema cannot
+    compile is a warning, not a crash: the declared type is still emitted as the server wrote it.
+    """
+    cls = jsonschema.validators.validator_for(declared, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(declared)
+    except SchemaError as exc:
+        return (), (
+            f"declared outputSchema is not a valid JSON Schema ({exc.message[:120]}); drift not checked",
+        )
+    validator = cls(declared)
+    drift: list[str] = []
+    total = 0
+    for line, value in samples:
+        try:
+            errors = sorted(
+                validator.iter_errors(value),
+                key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
+            )
+        except Exception as exc:  # a $ref jsonschema cannot resolve, a pathological regex, ...
+            return tuple(drift), (f"drift check failed on sample {line}: {type(exc).__name__}",)
+        for error in errors:
+            total += 1
+            if len(drift) < MAX_DRIFT_PER_TOOL:
+                drift.append(describe_error(error, line))
+    warnings: tuple[str, ...] = ()
+    if total > len(drift):
+        warnings = (f"{total - len(drift)} more drift findings not listed",)
+    return tuple(drift), warnings
+
+
+def merge_output(
+    tool: dict[str, Any], calls: Sequence[dict[str, Any]], mode: UnwrapMode = "spec"
+) -> OutputModel:
+    """Reconcile a tool's declared outputSchema with what its recorded samples returned."""
+    inference: Inference = infer_output(calls, mode)
+    declared = tool.get("outputSchema")
+    if isinstance(declared, dict):
+        samples = [(s.line, s.value) for s in unwrapped_samples(calls, mode)]
+        drift, warnings = check_drift(declared, samples)
+        return OutputModel(
+            source="declared",
+            schema=declared,
+            declared=declared,
+            inferred=inference.schema,
+            samples=inference.samples,
+            json_text=False,
+            json_schema=None,
+            optional=(),
+            drift=drift,
+            warnings=inference.warnings + warnings,
+        )
+    warnings = inference.warnings
+    if declared is not None:
+        warnings += (f"outputSchema ignored: expected an object, got {json_type(declared)}",)
+    if inference.schema is None:
+        return OutputModel("none", None, None, None, 0, False, None, (), (), warnings)
+    return OutputModel(
+        source="inferred",
+        schema=inference.schema,
+        declared=None,
+        inferred=inference.schema,
+        samples=inference.samples,
+        json_text=inference.json_text,
+        json_schema=inference.json_schema,
+        optional=inference.optional,
+        drift=(),
+        warnings=warnings,
+    )

@@ -1,0 +1,148 @@
+"""Stable names: MCP tool name -> JS export identifier (spec §6.1), server id -> module path (§5.0.1).
+
+Both mappings are agent-visible (imports, `__meta__`, discovery) and committed in out/, so they
+must be pure functions of the *set* of names: same tools in any order -> same identifiers.
+
+Choices beyond the letter of the spec (documented in docs/DESIGN.md "Names"):
+
+* "Illegal identifier characters" are judged against the ASCII identifier alphabet
+  `[A-Za-z0-9_$]`. ES allows many Unicode letters too, but whether a given code point is
+  ID_Start/ID_Continue differs between engines' Unicode versions and between Python and JS; an
+  ASCII identifier is valid everywhere, reads the same in every prompt, and cannot hide
+  look-alike characters (homoglyphs) from a reviewer. Each non-ASCII code point becomes one `_`.
+* Generated modules are ES modules, which are always strict code. Besides the spec's reserved
+  words we therefore also suffix `_` to the words that are reserved in strict code or cannot be
+  bound there (`enum`, `implements`, `interface`, `package`, `private`, `protected`, `public`,
+  `arguments`, `eval`): `export async function eval()` is a SyntaxError in a module. Names of
+  globals (`undefined`, `Promise`, `Object`) are legal module bindings and accepted by tsc, so
+  they are kept.
+* The generated module itself binds `__meta__` and two imports; a tool whose identifier would be
+  one of those names is treated like a reserved word (suffix `_`), so it can never redeclare them.
+* Collisions: every tool's clean name is claimed first (tools in alphabetical order of their
+  canonical name), then duplicates get `__2`, `__3`, ... skipping every name already taken. So
+  the first occurrence keeps the clean name, and a tool whose *clean* name happens to look like
+  a suffixed one (`a_b__2`) is never displaced by another tool's suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Spec §6.1 list, verbatim.
+SPEC_RESERVED_WORDS = frozenset(
+    {
+        "break", "case", "class", "const", "continue", "debugger", "default", "delete", "do",
+        "else", "export", "extends", "false", "finally", "for", "function", "if", "import", "in",
+        "instanceof", "new", "null", "return", "super", "switch", "this", "throw", "true", "try",
+        "typeof", "var", "void", "while", "with", "yield", "let", "static", "await",
+    }
+)  # fmt: skip
+# Not bindable in strict (module) code, or rejected by tsc as a declaration name; see module doc.
+STRICT_MODE_RESERVED_WORDS = frozenset(
+    {
+        "enum", "implements", "interface", "package", "private", "protected", "public",
+        "arguments", "eval",
+    }
+)  # fmt: skip
+# Bindings every generated server module declares itself (templates/server.js.j2).
+MODULE_INTERNAL_NAMES = frozenset({"__meta__", "__callTool", "__deepFreeze"})
+RESERVED_IDENTIFIERS = SPEC_RESERVED_WORDS | STRICT_MODE_RESERVED_WORDS | MODULE_INTERNAL_NAMES
+
+# Used when a tool name is empty (nothing to sanitise) - still a valid, stable identifier.
+EMPTY_TOOL_IDENTIFIER = "_"
+# Used when a server id normalises to nothing (e.g. "日本" or "---").
+EMPTY_MODULE_PATH = "server"
+
+_ILLEGAL_IDENTIFIER_CHAR = re.compile(r"[^A-Za-z0-9_$]")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+_ILLEGAL_PATH_CHAR = re.compile(r"[^a-z0-9-]")
+_DASH_RUN = re.compile(r"-{2,}")
+
+
+def is_identifier(text: str) -> bool:
+    """True when `text` is usable as-is as an ASCII JS identifier (not checking reserved words)."""
+    return bool(_IDENTIFIER.match(text))
+
+
+def tool_identifier(tool_name: str) -> str:
+    """§6.1 steps 1-3 for one name, before collision handling."""
+    ident = _ILLEGAL_IDENTIFIER_CHAR.sub("_", tool_name)
+    if not ident:
+        return EMPTY_TOOL_IDENTIFIER
+    if ident[0].isdigit():
+        ident = "_" + ident
+    if ident in RESERVED_IDENTIFIERS:
+        ident += "_"
+    return ident
+
+
+def assign_export_names(tool_names: Iterable[str]) -> dict[str, str]:
+    """Canonical tool name -> unique export identifier, independent of input order (§6.1)."""
+    ordered = sorted(set(tool_names))
+    base = {name: tool_identifier(name) for name in ordered}
+    taken: set[str] = set()
+    result: dict[str, str] = {}
+    duplicates: list[str] = []
+    for name in ordered:  # pass 1: the first occurrence of each clean name keeps it
+        if base[name] in taken:
+            duplicates.append(name)
+        else:
+            taken.add(base[name])
+            result[name] = base[name]
+    for name in duplicates:  # pass 2: `__N`, N from 2, skipping anything already taken
+        n = 2
+        while f"{base[name]}__{n}" in taken:
+            n += 1
+        result[name] = f"{base[name]}__{n}"
+        taken.add(result[name])
+    return result
+
+
+def module_path(server_id: str) -> str:
+    """§5.0.1 normalisation of one id, before collision handling."""
+    path = _ILLEGAL_PATH_CHAR.sub("-", server_id.lower())
+    path = _DASH_RUN.sub("-", path).strip("-")
+    return path or EMPTY_MODULE_PATH
+
+
+def assign_module_paths(server_ids: Iterable[str]) -> dict[str, str]:
+    """Config id -> unique module path; collisions get `--2`, `--3` in alphabetical id order.
+
+    A normalised path never contains `--` (runs are collapsed), so a suffixed path can never
+    equal another server's clean path.
+    """
+    ordered = sorted(set(server_ids))
+    taken: set[str] = set()
+    result: dict[str, str] = {}
+    duplicates: list[str] = []
+    for sid in ordered:
+        path = module_path(sid)
+        if path in taken:
+            duplicates.append(sid)
+        else:
+            taken.add(path)
+            result[sid] = path
+    for sid in duplicates:
+        path = module_path(sid)
+        n = 2
+        while f"{path}--{n}" in taken:
+            n += 1
+        result[sid] = f"{path}--{n}"
+        taken.add(result[sid])
+    return result
+
+
+def pascal_case(identifier: str) -> str:
+    """Type-name stem from an export identifier: `get_note` -> `GetNote`, `_123x` -> `_123x`.
+
+    Leading underscores are dropped unless what follows is a digit (a type name cannot start
+    with one); the translator's NameScope makes the final name unique.
+    """
+    parts = [p for p in re.split(r"[_$]+", identifier) if p]
+    stem = "".join(p[0].upper() + p[1:] for p in parts)
+    if not stem:
+        return "Tool"
+    if stem[0].isdigit():
+        stem = "_" + stem
+    return stem
