@@ -17,7 +17,9 @@ from codemode_gen import __version__
 from codemode_gen.errors import UserError
 
 # name -> (module, short help). Order is the order shown in --help.
-_COMMANDS: dict[str, tuple[str, str]] = {}
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "record": ("record", "Record MCP servers (tools and sample calls) into fixtures/."),
+}
 
 
 class _LazyGroup(click.Group):
