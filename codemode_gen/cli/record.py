@@ -113,7 +113,7 @@ def record(
             )
 
     target = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
-    stderr = click.get_text_stream("stderr")
+    stderr = sys.stderr
     progress = _Progress(list(selected), stderr, live=stderr.isatty())
 
     async def go() -> list[ServerOutcome]:
