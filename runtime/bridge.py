@@ -1,0 +1,321 @@
+"""The host side of every tool call a script makes (the `host_call` of one run).
+
+The generated bindings all funnel into `callTool(serverId, toolName, input)`; this is where
+that request meets the live world: the server id is resolved through the run's catalog, the
+tool is checked against the live tool list (not out/, which may be stale), input is validated
+before anything is sent, the result is unwrapped by the one §5.3.2 implementation, and every
+failure becomes an `@codemode/errors` class with a hint, so the script can catch it and carry on
+(§10: only limits end a run).
+
+The trace records which tool ran, how long, and whether it worked, never inputs or outputs
+(§3.3.2): traces end up in logs and transcripts where tool data must not leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from codemode_gen.config import ServerConfig
+from codemode_gen.generator.unwrap import unwrap_result
+from codemode_gen.runtime.catalog import Catalog, LiveServer, ServerView, tools_from_live
+from codemode_gen.runtime.limits import SandboxLimitExceeded
+from codemode_gen.runtime.sessions import AuthError, CallError, CallTimeout, ConnectError
+from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
+
+__all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
+
+# Bounds how much of a server's error text is copied into an exception message: a server can
+# answer with megabytes, and the message lands in the agent's context.
+MAX_ERROR_TEXT_CHARS = 2000
+# HTTP statuses that mean "your credentials were rejected" (mapped to AuthenticationError).
+AUTH_STATUSES = (401, 403)
+
+
+class Connector(Protocol):
+    """What the bridge needs from the host that owns the sessions (CodeMode)."""
+
+    async def session(self, config_id: str) -> Any: ...
+
+    async def live(self, config_id: str) -> LiveServer: ...
+
+
+def _error(error_class: str, message: str, hint: str, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"errorClass": error_class, "message": message, "hint": hint}
+    body.update({k: v for k, v in fields.items() if v is not None})
+    return {"ok": False, "error": body}
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_ERROR_TEXT_CHARS:
+        return text
+    return text[:MAX_ERROR_TEXT_CHARS] + f"… [{len(text) - MAX_ERROR_TEXT_CHARS} more characters]"
+
+
+def _content_text(result: dict[str, Any]) -> str:
+    content = result.get("content")
+    texts = [
+        b["text"]
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(texts)
+
+
+def _auth_status(exc: BaseException) -> int | None:
+    """401/403 when a call failure is really an authentication failure."""
+    for attr in ("status", "status_code", "code"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and value in AUTH_STATUSES:
+            return value
+    data = getattr(exc, "data", None)
+    if isinstance(data, dict):
+        for key in ("status", "statusCode", "httpStatus"):
+            if data.get(key) in AUTH_STATUSES:
+                return int(data[key])
+    return None
+
+
+class Bridge:
+    """Serves `{"op": "call", ...}` requests for one run."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        connector: Connector,
+        configs: dict[str, ServerConfig],
+        *,
+        max_tool_calls: int | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.catalog = catalog
+        self.connector = connector
+        self.configs = configs
+        self.max_tool_calls = max_tool_calls
+        self.calls = 0
+        self.trace: list[dict[str, Any]] = []
+        self._clock = clock
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ entry point
+
+    async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host)."""
+        if not isinstance(request, dict) or request.get("op") != "call":
+            return _error(
+                "ToolCallError",
+                f"unsupported host request {str(request.get('op') if isinstance(request, dict) else request)[:40]!r}",
+                "call tools through the generated bindings of @codemode/servers/*",
+            )
+        server_id = str(request.get("serverId", ""))
+        tool_name = str(request.get("toolName", ""))
+        self.calls += 1
+        if self.max_tool_calls is not None and self.calls > self.max_tool_calls:
+            self._record(server_id, tool_name, None, "SandboxLimitError: maxToolCalls")
+            raise SandboxLimitExceeded(
+                "maxToolCalls",
+                self.max_tool_calls,
+                f"tool call limit reached: at most {self.max_tool_calls} tool calls per run (limits.maxToolCalls)",
+            )
+        started = self._clock()
+        reply = await self._call(server_id, tool_name, request)
+        error = reply.get("error") if not reply.get("ok") else None
+        self._record(server_id, tool_name, started, error.get("_summary") if error else None)
+        if error:
+            error.pop("_summary", None)
+        return reply
+
+    async def aclose(self) -> None:
+        """Cancel calls still running when the run ends (timeout, limit, script finished early)."""
+        self._closed = True
+        tasks = [t for t in self._inflight if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ steps
+
+    def _record(self, server_id: str, tool_name: str, started: float | None, error: str | None) -> None:
+        duration = 0 if started is None else max(0, round((self._clock() - started) * 1000))
+        entry: dict[str, Any] = {
+            "serverId": server_id,
+            "toolName": tool_name,
+            "durationMs": duration,
+            "ok": error is None,
+        }
+        if error is not None:
+            entry["error"] = error
+        self.trace.append(entry)
+
+    async def _call(self, server_id: str, tool_name: str, request: dict[str, Any]) -> dict[str, Any]:
+        view = self.catalog.servers.get(server_id)
+        if view is None or view.config_id is None:
+            return self._server_not_found(server_id, view)
+        config = self.configs[view.config_id]
+        failure = await self._ensure_live(view)
+        if failure is not None:
+            return failure
+        tool = view.tools.get(tool_name)
+        if tool is None:
+            return self._tool_not_found(view, tool_name, blocked=tool_name in config.blocklist)
+        try:
+            if "input" in request:
+                arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name, request["input"])
+            else:
+                arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name)
+        except InputInvalid as exc:
+            reply = {"ok": False, "error": exc.payload()}
+            reply["error"]["serverId"] = server_id
+            reply["error"]["_summary"] = f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
+            return reply
+        return await self._dispatch(view, config, tool_name, arguments)
+
+    async def _ensure_live(self, view: ServerView) -> dict[str, Any] | None:
+        """Connect on first use and take this run's snapshot of the live tool list (§8.2)."""
+        if view.live and view.unavailable is None:
+            return None
+        assert view.config_id is not None
+        lock = self._locks.setdefault(view.server_id, asyncio.Lock())
+        async with lock:
+            if view.unavailable is None and not view.live:
+                try:
+                    live = await self.connector.live(view.config_id)
+                except AuthError as exc:
+                    view.unavailable = f"authentication failed: {getattr(exc, 'reason', exc)}"
+                except ConnectError as exc:
+                    view.unavailable = str(getattr(exc, "reason", None) or exc)
+                else:
+                    view.tools = tools_from_live(
+                        live.tools, self.configs[view.config_id].blocklist, known=view.tools
+                    )
+                    view.live = True
+        if view.unavailable is not None:
+            if view.unavailable.startswith("authentication failed"):
+                return _error(
+                    "AuthenticationError",
+                    f"server '{view.server_id}' rejected the connection: {view.unavailable}",
+                    f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
+                    serverId=view.server_id,
+                    _summary="AuthenticationError: connection rejected",
+                )
+            return _error(
+                "ServerNotFoundError",
+                f"server '{view.server_id}' is not connected: {view.unavailable}",
+                f"check the '{view.config_id}' entry of the MCP config; continue without this server meanwhile",
+                serverId=view.server_id,
+                _summary="ServerNotFoundError: not connected",
+            )
+        return None
+
+    def _server_not_found(self, server_id: str, view: ServerView | None) -> dict[str, Any]:
+        known = [v.server_id for v in self.catalog.visible()]
+        if view is not None:  # in out/ but not configured
+            message = f"server '{server_id}' is in out/ but not configured in the MCP config"
+            hint = f"add '{server_id}' to .mcp.json, or use one of: {', '.join(known) or 'no servers'}"
+        else:
+            message = f"no server '{server_id}'"
+            close = difflib.get_close_matches(server_id, known, n=1)
+            hint = (
+                f"did you mean '{close[0]}'? listServers() from @codemode/discovery lists every server"
+                if close
+                else "call listServers() from @codemode/discovery to see the available server ids"
+            )
+        return _error("ServerNotFoundError", message, hint, serverId=server_id,
+                      _summary="ServerNotFoundError")
+
+    def _tool_not_found(self, view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
+        if blocked:
+            message = f"tool '{tool_name}' of server '{view.server_id}' is blocked by the host's configuration"
+            hint = "do this another way: the host does not allow this tool"
+        else:
+            message = f"server '{view.server_id}' has no tool '{tool_name}'"
+            close = difflib.get_close_matches(tool_name, list(view.tools), n=1)
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
+            )
+        return _error("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=tool_name,
+                      _summary="ToolNotFoundError")
+
+    async def _dispatch(
+        self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any
+    ) -> dict[str, Any]:
+        server_id = view.server_id
+        where = f"{server_id}.{tool_name}"
+        try:
+            session = await self.connector.session(config.id)
+            task = asyncio.ensure_future(session.call_tool(tool_name, arguments, timeout=config.call_timeout))
+            self._inflight.add(task)
+            try:
+                result = await task
+            finally:
+                self._inflight.discard(task)
+        except CallTimeout:
+            return _error(
+                "ToolCallError",
+                f"{where} did not answer within {config.call_timeout:g} s; the call was cancelled",
+                "retry once with a smaller request, or skip this step",
+                serverId=server_id, toolName=tool_name, code="timeout",
+                _summary=f"ToolCallError: timeout after {config.call_timeout:g} s",
+            )
+        except AuthError as exc:
+            return _error(
+                "AuthenticationError",
+                f"{where}: the server rejected the credentials: {getattr(exc, 'reason', exc)}",
+                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                serverId=server_id, toolName=tool_name, code=_auth_status(exc),
+                _summary="AuthenticationError",
+            )
+        except CallError as exc:
+            status = _auth_status(exc)
+            code = getattr(exc, "code", None)
+            text = str(getattr(exc, "message", None) or exc)
+            if status is not None:
+                return _error(
+                    "AuthenticationError",
+                    f"{where}: the server rejected the credentials ({status}): {_clip(text)}",
+                    f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                    serverId=server_id, toolName=tool_name, code=status,
+                    _summary=f"AuthenticationError ({status})",
+                )
+            return _error(
+                "ToolCallError",
+                f"{where} failed with JSON-RPC error {code}: {_clip(text)}",
+                "check the input against getTool() from @codemode/discovery, then retry",
+                serverId=server_id, toolName=tool_name, code=code,
+                _summary=f"ToolCallError: JSON-RPC error {code}",
+            )
+        except ConnectError as exc:
+            return _error(
+                "ToolCallError",
+                f"{where}: connection to the server failed: {getattr(exc, 'reason', exc)}",
+                "retry later or continue without this server",
+                serverId=server_id, toolName=tool_name,
+                _summary="ToolCallError: connection failed",
+            )
+        if not isinstance(result, dict):
+            return _error(
+                "ToolCallError", f"{where} returned a malformed result", "report this server as faulty",
+                serverId=server_id, toolName=tool_name, _summary="ToolCallError: malformed result",
+            )
+        if result.get("isError"):
+            text = _content_text(result) or "the tool reported an error without a message"
+            content = result.get("content") if isinstance(result.get("content"), list) else []
+            return _error(
+                "ToolCallError",
+                f"{where} failed: {_clip(text)}",
+                "read the message, fix the input or the precondition it names, then retry once",
+                serverId=server_id, toolName=tool_name, content=content,
+                _summary="ToolCallError: isError",
+            )
+        return {"ok": True, "value": unwrap_result(result, config.unwrap)}
+
+
+HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

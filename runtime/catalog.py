@@ -1,0 +1,290 @@
+"""The tool catalog of one run: which servers and tools a script can see and call.
+
+Built at run start from out/manifest.json plus the live tool lists the host already holds, and
+then frozen for the run (spec §8.2: a tools/list_changed during the run must not change what
+the script sees). The bridge and @codemode/discovery both read this one object, so what
+discovery shows is exactly what a call accepts.
+
+out/ is the committed, typed view; the live server is the truth. When they disagree the live
+list wins (a tool that is gone fails as ToolNotFoundError; a new tool gets a binding built in
+memory) and the run carries a warning saying which command refreshes out/.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codemode_gen.config import ServerConfig
+from codemode_gen.errors import UserError
+from codemode_gen.generator.names import assign_export_names, assign_module_paths
+from codemode_gen.jsonio import read_json
+
+__all__ = [
+    "Catalog",
+    "LiveServer",
+    "ServerView",
+    "ToolView",
+    "diagnostic",
+    "load_manifest",
+]
+
+SERVER_MODULE_PREFIX = "@codemode/servers/"
+# Bounds how many tool names a stale-out/ warning lists, so a server that renamed hundreds of
+# tools does not flood the response.
+MAX_NAMES_IN_WARNING = 10
+
+
+def diagnostic(severity: str, code: str, message: str, hint: str | None = None, **extra: Any) -> dict[str, Any]:
+    """One §3.3.3 diagnostic entry."""
+    entry: dict[str, Any] = {"severity": severity, "code": code, "message": message}
+    if hint:
+        entry["hint"] = hint
+    entry.update({k: v for k, v in extra.items() if v is not None})
+    return entry
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    """What a connected server said about itself: initialize result and tools/list."""
+
+    server_json: Mapping[str, Any]
+    tools: tuple[Mapping[str, Any], ...]
+
+
+@dataclass
+class ToolView:
+    tool_name: str
+    export_name: str
+    description: str | None = None
+    annotations: dict[str, Any] | None = None
+    input_schema: Any = None
+    output_schema: Any = None
+
+    def definition(self) -> dict[str, Any]:
+        """Full ToolDefinition (§4.2.4); discovery trims it by detail level."""
+        out: dict[str, Any] = {"toolName": self.tool_name, "exportName": self.export_name}
+        if self.description is not None:
+            out["description"] = self.description
+        if self.annotations:
+            out["annotations"] = copy.deepcopy(self.annotations)
+        if self.input_schema is not None:
+            out["inputSchema"] = copy.deepcopy(self.input_schema)
+        if self.output_schema is not None:
+            out["outputSchema"] = copy.deepcopy(self.output_schema)
+        return out
+
+
+@dataclass
+class ServerView:
+    """One server as this run sees it."""
+
+    server_id: str  # §5.0.1 module path: what the agent imports and discovery reports
+    config_id: str | None  # .mcp.json key; None when only out/ knows the server
+    server_name: str
+    version: str | None = None
+    description: str | None = None
+    capabilities: list[str] = field(default_factory=list)
+    tools: dict[str, ToolView] = field(default_factory=dict)  # by canonical tool name
+    live: bool = False  # tools come from the live tools/list (else from out/ until first use)
+    unavailable: str | None = None  # why the server could not be connected, when known
+    module_source: str | None = None  # ES module text of @codemode/servers/<server_id>
+
+    def info(self) -> dict[str, Any]:
+        """ServerInfo (§4.2.1)."""
+        out: dict[str, Any] = {"serverId": self.server_id, "serverName": self.server_name}
+        if self.capabilities:
+            out["capabilities"] = list(self.capabilities)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """ServerDescription (§4.2.2)."""
+        out = self.info()
+        if self.description:
+            out["description"] = self.description
+        if self.version:
+            out["version"] = self.version
+        return out
+
+
+@dataclass
+class Catalog:
+    servers: dict[str, ServerView] = field(default_factory=dict)  # by server_id
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+    def by_config_id(self, config_id: str) -> ServerView | None:
+        for view in self.servers.values():
+            if view.config_id == config_id:
+                return view
+        return None
+
+    def visible(self) -> list[ServerView]:
+        """Servers discovery lists: configured and not known to be unavailable (§3.2.3)."""
+        return [
+            v for _, v in sorted(self.servers.items()) if v.config_id is not None and v.unavailable is None
+        ]
+
+    def modules(self) -> dict[str, str]:
+        return {
+            SERVER_MODULE_PREFIX + sid: view.module_source
+            for sid, view in sorted(self.servers.items())
+            if view.module_source is not None
+        }
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def load_manifest(out_dir: Path) -> dict[str, Any] | None:
+    """out/manifest.json, or None when out/ has not been generated yet."""
+    path = out_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    data = read_json(path, what="generated manifest")
+    servers = data.get("servers") if isinstance(data, dict) else None
+    if not isinstance(servers, list) or not all(
+        isinstance(s, dict) and isinstance(s.get("serverId"), str) and isinstance(s.get("tools"), list)
+        for s in servers
+    ):
+        raise UserError(
+            f"{path}: not a codemode-gen manifest (expected \"servers\": [{{serverId, tools, ...}}])",
+            hint="regenerate it with `codemode-gen generate`",
+        )
+    return data
+
+
+def capabilities_of(server_json: Mapping[str, Any]) -> list[str]:
+    caps = server_json.get("capabilities")
+    return sorted(caps) if isinstance(caps, Mapping) else []
+
+
+def _tool_from_manifest(entry: Mapping[str, Any]) -> ToolView:
+    return ToolView(
+        tool_name=str(entry.get("toolName", "")),
+        export_name=str(entry.get("exportName", "")),
+        description=entry.get("description") if isinstance(entry.get("description"), str) else None,
+        annotations=dict(entry["annotations"]) if isinstance(entry.get("annotations"), Mapping) else None,
+        input_schema=entry.get("inputSchema"),
+        output_schema=entry.get("outputSchema"),
+    )
+
+
+def tools_from_live(
+    tools: Iterable[Mapping[str, Any]],
+    blocklist: Iterable[str],
+    known: Mapping[str, ToolView] | None = None,
+) -> dict[str, ToolView]:
+    """Live tools/list → views; export names follow §6.1 over the live set.
+
+    An out/ output schema (possibly inferred from recordings) is kept when the live tool does
+    not declare one, so discovery does not lose what generate learned.
+    """
+    hidden = set(blocklist)
+    listed = [t for t in tools if isinstance(t.get("name"), str) and t["name"] not in hidden]
+    exports = assign_export_names(t["name"] for t in listed)
+    known = known or {}
+    views: dict[str, ToolView] = {}
+    for tool in listed:
+        name = tool["name"]
+        prior = known.get(name)
+        annotations = tool.get("annotations")
+        views[name] = ToolView(
+            tool_name=name,
+            export_name=exports[name],
+            description=tool.get("description") if isinstance(tool.get("description"), str) else None,
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
+            input_schema=tool.get("inputSchema"),
+            output_schema=tool.get("outputSchema")
+            if tool.get("outputSchema") is not None
+            else (prior.output_schema if prior else None),
+        )
+    return dict(sorted(views.items()))
+
+
+def _names(names: Iterable[str]) -> str:
+    items = sorted(names)
+    shown = ", ".join(items[:MAX_NAMES_IN_WARNING])
+    return shown + (f" (+{len(items) - MAX_NAMES_IN_WARNING} more)" if len(items) > MAX_NAMES_IN_WARNING else "")
+
+
+def stale_message(config_id: str, out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> str | None:
+    """Describe how out/ differs from the live server, or None when they agree."""
+    added = set(live_tools) - set(out_tools)
+    removed = set(out_tools) - set(live_tools)
+    changed = {
+        name
+        for name in set(live_tools) & set(out_tools)
+        if live_tools[name].input_schema != out_tools[name].input_schema
+        or live_tools[name].description != out_tools[name].description
+    }
+    if not (added or removed or changed):
+        return None
+    parts = []
+    if added:
+        parts.append(f"new tools: {_names(added)}")
+    if removed:
+        parts.append(f"tools gone: {_names(removed)}")
+    if changed:
+        parts.append(f"changed: {_names(changed)}")
+    return f"out/ is stale for server '{config_id}' ({'; '.join(parts)}); using the live tool list"
+
+
+def manifest_views(
+    manifest: Mapping[str, Any] | None,
+    out_dir: Path,
+    configs: Mapping[str, ServerConfig],
+) -> dict[str, ServerView]:
+    """Servers described by out/, with their generated module text (read from out/servers/)."""
+    views: dict[str, ServerView] = {}
+    if manifest is None:
+        return views
+    for entry in manifest["servers"]:
+        config_id = entry.get("configId") if entry.get("configId") in configs else None
+        blocked = set(configs[config_id].blocklist) if config_id else set()
+        tools = {
+            str(t.get("toolName")): _tool_from_manifest(t)
+            for t in entry["tools"]
+            if isinstance(t, Mapping) and t.get("toolName") not in blocked
+        }
+        module_rel = entry.get("module") or f"servers/{entry['serverId']}.js"
+        module_path = out_dir / str(module_rel)
+        try:
+            source: str | None = module_path.read_text(encoding="utf-8")
+        except OSError:
+            source = None
+        views[entry["serverId"]] = ServerView(
+            server_id=entry["serverId"],
+            config_id=config_id,
+            server_name=str(entry.get("serverName") or entry.get("configId") or entry["serverId"]),
+            version=entry.get("version") if isinstance(entry.get("version"), str) else None,
+            description=entry.get("description") if isinstance(entry.get("description"), str) else None,
+            capabilities=[c for c in entry.get("capabilities", []) if isinstance(c, str)],
+            tools=dict(sorted(tools.items())),
+            module_source=source,
+        )
+    return views
+
+
+def module_paths_for(manifest: Mapping[str, Any] | None, configs: Mapping[str, ServerConfig]) -> dict[str, str]:
+    """configId → module path: out/'s choice where it has one, §5.0.1 otherwise."""
+    paths: dict[str, str] = {}
+    if manifest is not None:
+        for entry in manifest["servers"]:
+            if isinstance(entry.get("configId"), str):
+                paths[entry["configId"]] = entry["serverId"]
+    fresh = assign_module_paths(list(configs) + [c for c in paths if c not in configs])
+    taken = set(paths.values())
+    for config_id in configs:
+        if config_id not in paths:
+            candidate = fresh[config_id]
+            n = 2
+            base = candidate
+            while candidate in taken:
+                candidate = f"{base}--{n}"
+                n += 1
+            paths[config_id] = candidate
+            taken.add(candidate)
+    return paths

@@ -1,0 +1,374 @@
+"""The Python API: run agent scripts against the configured MCP servers.
+
+    async with CodeMode.from_config(".mcp.json", out="out") as cm:
+        response = await cm.run(code, limits={"timeoutMs": 5000})
+
+One `CodeMode` owns the MCP sessions (opened lazily, reused across runs) and the sandbox
+pool; every `run` gets a fresh sandbox (§1.4) and returns the §3.3 response
+`{logs, result, diagnostics, toolTrace}`, whatever the script did.
+
+Per run, before the sandbox starts, the host:
+- connects the servers the script names (static `@codemode/servers/...` imports and
+  `requestedCapabilities`, §3.2.3) concurrently, so their live tool lists are known and an
+  unavailable one is reported up front instead of in the middle of the script;
+- refreshes the tool list of every server that sent tools/list_changed (§8.1) and freezes the
+  run's catalog from there on (§8.2);
+- loads server modules from out/, building in memory (same generator code) any configured
+  server that out/ lacks or whose tools no longer match, with a diagnostic saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from codemode_gen.config import ServerConfig, Settings, load_config, load_settings
+from codemode_gen.errors import UserError
+from codemode_gen.runtime.bridge import Bridge
+from codemode_gen.runtime.catalog import (
+    Catalog,
+    LiveServer,
+    ServerView,
+    capabilities_of,
+    diagnostic,
+    load_manifest,
+    manifest_views,
+    module_paths_for,
+    stale_message,
+    tools_from_live,
+)
+from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
+from codemode_gen.runtime.discovery import discovery_module
+
+__all__ = ["CodeMode"]
+
+_IMPORT_RE = re.compile(r"""["']@codemode/servers/([^"'\s]+)["']""")
+# Bounds the in-memory module cache (one entry per distinct live tool list) so a server that
+# keeps changing its tools cannot grow host memory without end.
+MAX_BUILD_CACHE = 64
+
+
+class CodeMode:
+    """Owns sessions and sandboxes; `run()` many scripts through one instance."""
+
+    def __init__(
+        self,
+        configs: Mapping[str, ServerConfig],
+        *,
+        out_dir: Path,
+        settings: Settings | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.configs = dict(configs)
+        self.out_dir = Path(out_dir)
+        self.settings = settings if settings is not None else Settings()
+        self.log_dir = log_dir
+        self._stack: AsyncExitStack | None = None
+        self._sessions: Any = None
+        self._sandbox: Any = None
+        self._connected: dict[str, Any] = {}
+        self._manifest_key: tuple[int, int] | None = None
+        self._manifest: dict[str, Any] | None = None
+        self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
+
+    @classmethod
+    def from_config(
+        cls,
+        config: str | Path = ".mcp.json",
+        out: str | Path | None = None,
+        settings: Settings | str | Path | None = None,
+    ) -> CodeMode:
+        """Read `.mcp.json` (+ codemode.toml: `settings`, else one next to the config, else ./).
+
+        `out` defaults to the settings' out dir (`out`).
+        """
+        config_path = Path(config)
+        if isinstance(settings, Settings):
+            loaded = settings
+        elif settings is not None:
+            loaded = load_settings(Path(settings))
+        else:
+            beside = config_path.parent / "codemode.toml"
+            loaded = load_settings(beside if beside.is_file() else None)
+        configs = load_config(config_path, loaded)
+        return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> CodeMode:
+        from codemode_gen.runtime.sandbox import Sandbox
+        from codemode_gen.runtime.sessions import SessionManager
+
+        stack = AsyncExitStack()
+        try:
+            self._sessions = await stack.enter_async_context(
+                SessionManager(self.configs, log_dir=self.log_dir)
+            )
+            sandbox = Sandbox()
+            if hasattr(sandbox, "__aenter__"):
+                sandbox = await stack.enter_async_context(sandbox)
+            self._sandbox = sandbox
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        stack, self._stack = self._stack, None
+        self._connected.clear()
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
+
+    # ------------------------------------------------------------------ Connector (bridge)
+
+    async def session(self, config_id: str) -> Any:
+        """The live session of a configured server, connecting on first use."""
+        if self._sessions is None:
+            raise RuntimeError("use `async with CodeMode...` before running scripts")
+        session = await self._sessions.get(config_id)
+        self._connected[config_id] = session
+        return session
+
+    async def live(self, config_id: str) -> LiveServer:
+        """Connect if needed and return the server's current tool list (refreshed after
+        tools/list_changed by the session itself)."""
+        session = await self.session(config_id)
+        tools = await session.list_tools()
+        return LiveServer(server_json=dict(session.server_json), tools=tuple(tools))
+
+    # ------------------------------------------------------------------ run
+
+    async def run(
+        self,
+        code: str,
+        limits: Mapping[str, Any] | None = None,
+        requested_capabilities: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
+        """Execute one script in a fresh sandbox; always returns a §3.3 response."""
+        from codemode_gen.runtime.limits import Limits
+
+        if self._sandbox is None:
+            raise RuntimeError("use `async with CodeMode...` before running scripts")
+        if not isinstance(code, str):
+            raise TypeError("code must be a string of JavaScript")
+        if limits is not None and not isinstance(limits, Mapping):
+            raise TypeError("limits must be an object (mapping of limit name to integer)")
+        run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
+        catalog = await self.prepare(code, list(requested_capabilities or []))
+        bridge = Bridge(
+            catalog,
+            self,
+            self.configs,
+            max_tool_calls=getattr(run_limits, "max_tool_calls", None),
+        )
+        modules = catalog.modules()
+        modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        try:
+            response = await self._sandbox.run(code, modules, bridge.host_call, run_limits)
+        finally:
+            await bridge.aclose()
+        response = dict(response)
+        response["diagnostics"] = catalog.diagnostics + list(response.get("diagnostics", []))
+        response["toolTrace"] = bridge.trace
+        response.setdefault("logs", [])
+        response.setdefault("result", None)
+        return response
+
+    async def prepare(self, code: str, requested: list[str]) -> Catalog:
+        """This run's catalog: connect what the run needs, snapshot live tools, load modules."""
+        catalog = Catalog()
+        manifest = self._load_manifest()
+        paths = module_paths_for(manifest, self.configs)
+        by_path = {path: cid for cid, path in paths.items()}
+        views = manifest_views(manifest, self.out_dir, self.configs)
+        covered = {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
+
+        wanted: dict[str, str] = {}  # config id -> why it is connected now
+        for cap in requested:
+            cid = cap if cap in self.configs else by_path.get(cap)
+            if cid is None:
+                known = ", ".join(sorted(paths.values())) or "none"
+                catalog.diagnostics.append(diagnostic(
+                    "warning", "CAPABILITY_UNAVAILABLE",
+                    f"requested capability '{cap}' is not a configured server (available: {known})",
+                    "request one of the available server ids, or do without it",
+                ))
+            else:
+                wanted[cid] = "requested"
+        for path in _IMPORT_RE.findall(code):
+            cid = by_path.get(path)
+            if cid is not None:
+                wanted.setdefault(cid, "imported")
+        for cid in self.configs:
+            if cid not in covered:
+                wanted.setdefault(cid, "missing")
+        for cid in self._connected:
+            wanted.setdefault(cid, "connected")
+
+        order = list(wanted)
+        outcomes = await asyncio.gather(*(self.live(cid) for cid in order), return_exceptions=True)
+        lives: dict[str, LiveServer] = {}
+        failures: dict[str, str] = {}
+        for cid, outcome in zip(order, outcomes, strict=True):
+            if isinstance(outcome, LiveServer):
+                lives[cid] = outcome
+            elif isinstance(outcome, Exception):
+                failures[cid] = str(getattr(outcome, "reason", None) or outcome)
+                self._connected.pop(cid, None)
+            else:
+                raise outcome
+
+        to_build: list[str] = []
+        for cid, config in self.configs.items():
+            sid = paths[cid]
+            view = views.get(sid)
+            if view is not None and view.config_id != cid:
+                view = None
+            live = lives.get(cid)
+            if cid in failures:
+                reason = failures[cid]
+                if view is None:
+                    view = ServerView(server_id=sid, config_id=cid, server_name=cid)
+                    views[sid] = view
+                view.unavailable = reason
+                why = wanted.get(cid)
+                severity = "warning" if why in ("requested", "imported") else "info"
+                catalog.diagnostics.append(diagnostic(
+                    severity, "CAPABILITY_UNAVAILABLE",
+                    f"server '{sid}' is unavailable: {reason}",
+                    f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config"
+                    + (" (its module cannot be imported: out/ has none)" if view.module_source is None else ""),
+                ))
+                continue
+            if live is None:
+                continue  # in out/, not needed yet: connected lazily on first call
+            live_tools = tools_from_live(live.tools, config.blocklist, known=view.tools if view else None)
+            if view is None or view.module_source is None:
+                to_build.append(cid)
+                catalog.diagnostics.append(diagnostic(
+                    "info", "MODULE_BUILT_IN_MEMORY",
+                    f"server '{cid}' has no module in {self.out_dir}/; built it in memory from the live tool list",
+                    "run `codemode-gen record` then `codemode-gen generate` for typed, committed bindings",
+                ))
+                continue
+            stale = stale_message(cid, view.tools, live_tools)
+            if stale:
+                catalog.diagnostics.append(diagnostic(
+                    "warning", "STALE_OUT", stale,
+                    "run `codemode-gen record` then `codemode-gen generate` to refresh out/",
+                ))
+                if set(live_tools) != set(view.tools):
+                    to_build.append(cid)
+                    continue
+            for name, tool in live_tools.items():  # out/'s module defines the export names
+                tool.export_name = view.tools[name].export_name if name in view.tools else tool.export_name
+            _apply_live(view, live, live_tools)
+
+        if to_build:
+            built = self._build_in_memory({cid: lives[cid] for cid in to_build})
+            for cid in to_build:
+                sid, entry, source = built[cid]
+                old = views.get(paths[cid])
+                if old is not None and old.config_id == cid:
+                    del views[paths[cid]]
+                live = lives[cid]
+                view = ServerView(
+                    server_id=sid,
+                    config_id=cid,
+                    server_name=str(entry.get("serverName") or cid),
+                    module_source=source,
+                )
+                known_tools = old.tools if old is not None else None
+                _apply_live(
+                    view, live, tools_from_live(live.tools, self.configs[cid].blocklist, known=known_tools)
+                )
+                # export names must be the ones the built module exports
+                for tool_entry in entry.get("tools", []):
+                    tv = view.tools.get(tool_entry.get("toolName"))
+                    if tv is not None and isinstance(tool_entry.get("exportName"), str):
+                        tv.export_name = tool_entry["exportName"]
+                views[sid] = view
+        catalog.servers = dict(sorted(views.items()))
+        return catalog
+
+    # ------------------------------------------------------------------ helpers
+
+    def _load_manifest(self) -> dict[str, Any] | None:
+        path = self.out_dir / "manifest.json"
+        try:
+            st = path.stat()
+        except OSError:
+            self._manifest_key, self._manifest = None, None
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        if key != self._manifest_key:
+            self._manifest = load_manifest(self.out_dir)
+            self._manifest_key = key
+        return self._manifest
+
+    def _build_in_memory(self, lives: Mapping[str, LiveServer]) -> dict[str, tuple[str, dict[str, Any], str]]:
+        """Generate modules for servers out/ lacks, with the generator's own code (no calls)."""
+        from codemode_gen.generator.build import build_outputs
+        from codemode_gen.generator.fixtures import FixtureSet
+
+        result: dict[str, tuple[str, dict[str, Any], str]] = {}
+        pending: dict[str, str] = {}
+        for cid, live in lives.items():
+            blocked = set(self.configs[cid].blocklist)
+            tools = [dict(t) for t in live.tools if t.get("name") not in blocked]
+            key = json.dumps([cid, live.server_json, tools], sort_keys=True, default=str)
+            if key in self._builds:
+                result[cid] = self._builds[key]
+            else:
+                pending[cid] = key
+        if pending:
+            sets = []
+            for cid in pending:
+                live = lives[cid]
+                blocked = set(self.configs[cid].blocklist)
+                sets.append(FixtureSet(
+                    config_id=cid,
+                    server_json=dict(live.server_json),
+                    tools=[dict(t) for t in live.tools if t.get("name") not in blocked],
+                    calls={},
+                ))
+            outputs = build_outputs(sets, self.settings)
+            for entry in outputs.manifest.get("servers", []):
+                cid = entry.get("configId")
+                if cid not in pending:
+                    continue
+                module_rel = entry.get("module") or f"servers/{entry['serverId']}.js"
+                source = outputs.files.get(module_rel)
+                if source is None:
+                    raise UserError(f"in-memory build of '{cid}' produced no module {module_rel}")
+                built = (str(entry["serverId"]), entry, source)
+                if len(self._builds) >= MAX_BUILD_CACHE:
+                    self._builds.clear()
+                self._builds[pending[cid]] = built
+                result[cid] = built
+        return result
+
+
+def _apply_live(view: ServerView, live: LiveServer, tools: dict[str, Any]) -> None:
+    """Take the run's snapshot of a connected server (§8.2)."""
+    info = live.server_json.get("serverInfo")
+    info = info if isinstance(info, Mapping) else {}
+    if isinstance(info.get("name"), str) and (not view.server_name or view.server_name == view.config_id):
+        view.server_name = info["name"]
+    if view.version is None and isinstance(info.get("version"), str):
+        view.version = info["version"]
+    if view.description is None and isinstance(live.server_json.get("instructions"), str):
+        view.description = live.server_json["instructions"]
+    if not view.capabilities:
+        view.capabilities = capabilities_of(live.server_json)
+    view.tools = tools
+    view.live = True
