@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -33,6 +34,8 @@ __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
 MAX_ERROR_TEXT_CHARS = 2000
 # HTTP statuses that mean "your credentials were rejected" (mapped to AuthenticationError).
 AUTH_STATUSES = (401, 403)
+# sessions.py reports a 401/403 seen on the HTTP transport as "(HTTP 401)" in a CallError.
+_HTTP_AUTH_RE = re.compile(r"\bHTTP (401|403)\b")
 
 
 class Connector(Protocol):
@@ -71,6 +74,9 @@ def _auth_status(exc: BaseException) -> int | None:
         value = getattr(exc, attr, None)
         if isinstance(value, int) and value in AUTH_STATUSES:
             return value
+    match = _HTTP_AUTH_RE.search(str(getattr(exc, "message", "") or exc))
+    if match:
+        return int(match.group(1))
     data = getattr(exc, "data", None)
     if isinstance(data, dict):
         for key in ("status", "statusCode", "httpStatus"):

@@ -154,7 +154,7 @@ class CodeMode:
         requested_capabilities: Iterable[str] | None = None,
     ) -> dict[str, Any]:
         """Execute one script in a fresh sandbox; always returns a §3.3 response."""
-        from codemode_gen.runtime.limits import Limits
+        from codemode_gen.runtime.limits import Limits, LimitsError
 
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
@@ -162,13 +162,25 @@ class CodeMode:
             raise TypeError("code must be a string of JavaScript")
         if limits is not None and not isinstance(limits, Mapping):
             raise TypeError("limits must be an object (mapping of limit name to integer)")
-        run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
+        try:
+            run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
+        except LimitsError as exc:
+            return {
+                "logs": [],
+                "result": None,
+                "diagnostics": [diagnostic(
+                    "error", "INVALID_LIMITS", str(exc),
+                    "send limits as non-negative integers within the documented ranges, or omit them",
+                    path=f"/limits/{exc.key}",
+                )],
+                "toolTrace": [],
+            }
         catalog = await self.prepare(code, list(requested_capabilities or []))
         bridge = Bridge(
             catalog,
             self,
             self.configs,
-            max_tool_calls=getattr(run_limits, "max_tool_calls", None),
+            max_tool_calls=run_limits.maxToolCalls,
         )
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)

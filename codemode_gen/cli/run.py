@@ -49,12 +49,12 @@ def parse_limits(text: str | None) -> dict[str, Any] | None:
         raise UserError(f"--limits: invalid JSON at column {exc.colno}: {exc.msg}", hint=f"for example {example}") from None
     if not isinstance(value, dict):
         raise UserError("--limits must be a JSON object", hint=f"for example {example}")
-    for key, item in value.items():
-        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
-            raise UserError(
-                f"--limits: {key} must be a non-negative integer, got {json.dumps(item)}",
-                hint=f"for example {example}",
-            )
+    from codemode_gen.runtime.limits import Limits, LimitsError
+
+    try:
+        Limits.from_json(value)
+    except LimitsError as exc:
+        raise UserError(f"--limits: {exc}", hint=f"for example {example}") from None
     return value
 
 
