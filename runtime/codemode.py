@@ -76,6 +76,7 @@ class CodeMode:
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: dict[str, Any] | None = None
         self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
+        self._built_types: dict[str, str] = {}  # configId -> .d.ts of its in-memory module
 
     @classmethod
     def from_config(
@@ -312,6 +313,25 @@ class CodeMode:
         catalog.servers = dict(sorted(views.items()))
         return catalog
 
+    # ------------------------------------------------------------------ system prompt
+
+    def capability_ids(self) -> dict[str, str]:
+        """configId → the server id scripts import and `requestedCapabilities` accepts."""
+        return module_paths_for(self._load_manifest(), self.configs)
+
+    def declarations(self) -> str:
+        """out/codemode.d.ts plus the declarations of modules built in memory (§4.4)."""
+        parts = []
+        path = self.out_dir / "codemode.d.ts"
+        if path.is_file():
+            parts.append(path.read_text(encoding="utf-8"))
+        manifest = self._load_manifest()
+        in_out = {s.get("configId") for s in manifest["servers"]} if manifest else set()
+        for cid, text in sorted(self._built_types.items()):
+            if cid in self.configs and cid not in in_out:
+                parts.append(text)
+        return "\n".join(parts)
+
     # ------------------------------------------------------------------ helpers
 
     def _load_manifest(self) -> dict[str, Any] | None:
@@ -362,6 +382,9 @@ class CodeMode:
                 source = outputs.files.get(module_rel)
                 if source is None:
                     raise UserError(f"in-memory build of '{cid}' produced no module {module_rel}")
+                types_text = outputs.files.get(str(entry.get("types") or ""))
+                if types_text is not None:
+                    self._built_types[cid] = types_text
                 built = (str(entry["serverId"]), entry, source)
                 if len(self._builds) >= MAX_BUILD_CACHE:
                     self._builds.clear()

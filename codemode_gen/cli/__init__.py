@@ -20,6 +20,7 @@ from codemode_gen.errors import UserError
 _COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record", "Record MCP servers (tools and sample calls) into fixtures/."),
     "run": ("run", "Run an agent script in a fresh sandbox against the live servers."),
+    "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio."),
 }
 
 
