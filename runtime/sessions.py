@@ -257,10 +257,12 @@ class SessionManager:
             with anyio.CancelScope(shield=True):
                 await self.aclose()
         finally:
-            self._tg.cancel_scope.cancel()
-            result = await self._tg.__aexit__(exc_type, exc, tb)
-            self._tg = None
-        return result
+            # The body's own exception is left to propagate as is (not wrapped in a group):
+            # connection tasks never raise, so the group has nothing of its own to report.
+            tg, self._tg = self._tg, None
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+        return None
 
     def log_path(self, server_id: str) -> Path:
         return self.log_dir / f"{server_id}.stderr.log"

@@ -1,0 +1,155 @@
+"""Shared helpers for tests that start real MCP server processes.
+
+Servers over HTTP/SSE are started on 127.0.0.1 with `--port 0`; every server script prints
+`listening on http://127.0.0.1:<port>` to stderr once the socket accepts, and we also check
+the port accepts before handing it out. They are always killed at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode_gen.config import ServerConfig
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "servers"
+TEST_SERVERS = REPO / "tests" / "servers"
+PYTHON = sys.executable
+# Bounds how long a test waits for a server's readiness line (cold imports on a busy machine).
+SERVER_START_TIMEOUT = 30.0
+
+_READY = re.compile(r"listening on (http://\S+?):(\d+)")
+
+
+def server_script(name: str) -> Path:
+    """examples/servers/<name>.py or tests/servers/<name>.py."""
+    for folder in (EXAMPLES, TEST_SERVERS):
+        path = folder / f"{name}.py"
+        if path.is_file():
+            return path
+    raise FileNotFoundError(name)
+
+
+def stdio_config(server_id: str, name: str, *args: str, **fields: Any) -> ServerConfig:
+    return ServerConfig(
+        id=server_id,
+        transport="stdio",
+        command=PYTHON,
+        args=(str(server_script(name)), "stdio", *args),
+        **fields,
+    )
+
+
+def child_pids(parent: int | None = None) -> set[int]:
+    """Live (non-zombie) processes whose parent is `parent` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == parent and state != "Z":
+            found.add(int(entry))
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class RunningServer:
+    def __init__(self, proc: subprocess.Popen[str], base: str) -> None:
+        self.proc = proc
+        self.base = base  # e.g. http://127.0.0.1:41234
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base}/sse"
+
+
+def _drain(stream: Any) -> None:
+    for _line in stream:
+        pass
+
+
+@pytest.fixture
+def start_server() -> Iterator[Callable[..., RunningServer]]:
+    """start_server(name, "http"|"sse", *extra_args, env=...) -> RunningServer, killed after."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(name: str, transport: str, *extra: str, env: dict[str, str] | None = None) -> RunningServer:
+        proc = subprocess.Popen(
+            [PYTHON, str(server_script(name)), transport, "--port", "0", *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        started.append(proc)
+        assert proc.stderr is not None
+        lines: list[str] = []
+        found: list[re.Match[str]] = []
+
+        def read_ready() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                lines.append(line)
+                match = _READY.search(line)
+                if match:
+                    found.append(match)
+                    return
+
+        reader = threading.Thread(target=read_ready, daemon=True)
+        reader.start()
+        reader.join(SERVER_START_TIMEOUT)
+        if not found:
+            proc.kill()
+            raise RuntimeError(f"{name} {transport} did not start: {''.join(lines)[-2000:]}")
+        threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
+        host, port = found[0].group(1), int(found[0].group(2))
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while True:  # the readiness line should mean this already holds; make sure
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        return RunningServer(proc, f"{host}:{port}")
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
