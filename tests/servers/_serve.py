@@ -47,7 +47,9 @@ async def serve_asgi(app: ASGIApp, host: str, port: int) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", interface="asgi3"
+    )
     await _AnnouncingServer(config).serve(sockets=[sock])
 
 
