@@ -38,7 +38,7 @@ SPEC_RESERVED_WORDS = frozenset(
         "typeof", "var", "void", "while", "with", "yield", "let", "static", "await",
     }
 )  # fmt: skip
-# Not bindable in strict (module) code, or rejected by tsc as a declaration name; see module doc.
+# Reserved or not bindable in strict (module) code; see the module docstring.
 STRICT_MODE_RESERVED_WORDS = frozenset(
     {
         "enum", "implements", "interface", "package", "private", "protected", "public",

@@ -19,6 +19,7 @@ from codemode_gen.errors import UserError
 # name -> (module, short help). Order is the order shown in --help.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record", "Record MCP servers (tools and sample calls) into fixtures/."),
+    "generate": ("generate", "Generate typed modules, codemode.d.ts and manifest.json from fixtures/ into out/."),
     "run": ("run", "Run an agent script in a fresh sandbox against the live servers."),
     "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio."),
 }

@@ -1,0 +1,113 @@
+"""`codemode-gen generate`: fixtures/ -> out/ (typed modules, codemode.d.ts, manifest), offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from codemode_gen.errors import CheckFailed
+
+# Report lines printed before "... and N more" (the full list is in out/manifest.json).
+MAX_REPORT_LINES = 40
+
+
+def _echo_report(lines: list[str]) -> None:
+    for line in lines[:MAX_REPORT_LINES]:
+        click.echo(f"  {line}")
+    if len(lines) > MAX_REPORT_LINES:
+        click.echo(f"  ... and {len(lines) - MAX_REPORT_LINES} more (see out/manifest.json)")
+
+
+@click.command("generate")
+@click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/].",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder to write [default: codemode.toml `out`, else out/].",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 listing stale, missing or extra files if out/ is not up to date.",
+)
+@click.option(
+    "--python",
+    "with_python",
+    is_flag=True,
+    help="Also write pydantic models of every tool's input and output to out/python/.",
+)
+@click.option(
+    "--settings",
+    "settings_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Project settings [default: ./codemode.toml if present].",
+)
+def generate(
+    fixtures_dir: Path | None,
+    out_dir: Path | None,
+    check: bool,
+    with_python: bool,
+    settings_path: Path | None,
+) -> int:
+    """Generate typed ES modules, codemode.d.ts and manifest.json from recorded fixtures."""
+    from codemode_gen.config import load_settings
+    from codemode_gen.generator.build import build_outputs
+    from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
+    from codemode_gen.generator.fixtures import load_fixtures
+
+    settings = load_settings(settings_path)
+    fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
+    out = out_dir if out_dir is not None else settings.out_dir
+    outputs = build_outputs(load_fixtures(fixtures), settings)
+    if with_python:
+        from codemode_gen.generator.python_models import add_python_models
+
+        outputs = add_python_models(outputs)
+
+    if check:
+        problems = check_outputs(out, outputs)
+        if problems:
+            click.echo(
+                f"{out}: {len(problems)} file(s) differ from what `generate` would write:", err=True
+            )
+            for line in problems:
+                click.echo(f"  {line}", err=True)
+            hint = (
+                f"run `codemode-gen generate{' --python' if with_python else ''}` and commit {out}/"
+            )
+            if not with_python and any(p.startswith(f"extra: {PYTHON_DIR}/") for p in problems):
+                hint += f" (or add --python: {out}/{PYTHON_DIR}/ exists)"
+            raise CheckFailed(f"{out} is out of date with {fixtures}", hint=hint)
+        click.echo(f"{out}: up to date ({len(outputs.files)} files)")
+        return 0
+
+    removed = write_outputs(out, outputs)
+    servers = outputs.manifest["servers"]
+    tools = sum(len(s["tools"]) for s in servers)
+    click.echo(
+        f"wrote {len(outputs.files)} files to {out}/ ({len(servers)} servers, {tools} tools)"
+    )
+    for rel in removed:
+        click.echo(f"  removed stale {rel}")
+    for server in servers:
+        counts = {"declared": 0, "inferred": 0, "none": 0}
+        for tool in server["tools"]:
+            counts[tool["output"]["source"]] += 1
+        click.echo(
+            f"  {server['serverId']}: {len(server['tools'])} tools; output types: "
+            f"{counts['declared']} declared, {counts['inferred']} inferred, {counts['none']} unknown"
+        )
+    if outputs.report:
+        click.echo("warnings and drift:")
+        _echo_report(outputs.report)
+    return 0

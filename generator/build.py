@@ -1,0 +1,450 @@
+"""The pure core of `generate`: fixture sets in, every out/ file's text out. No I/O.
+
+Python builds the data (one model per server: module path, export names, type translations,
+doc lines, sample counts, drift); the Jinja templates in templates/ own the layout; the
+TypeScript translator (generator/typescript) owns every type expression and doc comment. The
+runtime calls `build_outputs` too, for live servers that were never recorded (fixture sets with
+no calls), so it must stay pure and cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+import codemode_gen.templates
+from codemode_gen import SPEC_VERSION, __version__
+from codemode_gen.config import Settings
+from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
+from codemode_gen.generator.merge import OutputModel, merge_output
+from codemode_gen.generator.names import assign_export_names, assign_module_paths, pascal_case
+from codemode_gen.generator.typescript import NameScope, TypeDecl, doc_comment, translate
+from codemode_gen.generator.unwrap import UnwrapMode
+from codemode_gen.jsonio import dumps_stable
+
+GENERATOR_NAME = "codemode-gen"
+MODULE_PREFIX = "@codemode/servers/"
+SERVERS_DIR = "servers"
+MANIFEST_FILE = "manifest.json"
+CODEMODE_DTS = "codemode.d.ts"
+TSCONFIG_FILE = "tsconfig.json"
+# §5.3.1: an absent or empty inputSchema means "no arguments or {}".
+EMPTY_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+# Spec §6.3 names first, in this order; other annotation keys follow alphabetically.
+KNOWN_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+# Drift findings quoted in one tool's doc comment (the manifest and report carry all of them);
+# bounds the agent-context cost of a server that disagrees with its schema everywhere.
+MAX_DRIFT_IN_DOC = 3
+# Optional field paths named in one tool's doc comment (bounds comment length).
+MAX_OPTIONAL_IN_DOC = 12
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Everything `generate` writes: relative path under out/ -> text, plus the report."""
+
+    files: dict[str, str]
+    manifest: dict[str, Any]
+    report: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolModel:
+    tool_name: str
+    export_name: str
+    input_type: str
+    input_optional: bool
+    output_type: str
+    decls: tuple[TypeDecl, ...]
+    doc: tuple[str, ...]
+    js_doc: tuple[str, ...]
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerModel:
+    config_id: str
+    server_id: str
+    module_specifier: str
+    doc: tuple[str, ...]
+    tools: tuple[ToolModel, ...]
+    meta: dict[str, Any]
+    manifest: dict[str, Any]
+
+
+class _ModuleScope(NameScope):
+    """A module's type-name scope that can reserve the tools' root names up front.
+
+    `translate` claims its root name itself; `expect_root` lets exactly that next claim take
+    the name reserved earlier instead of a deduplicated `Name2`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._root: str | None = None
+
+    def reserve(self, wanted: str) -> str:
+        return super().claim(wanted)
+
+    def expect_root(self, name: str) -> None:
+        self._root = name
+
+    def claim(self, wanted: str) -> str:
+        if self._root is not None and wanted == self._root:
+            self._root = None
+            return wanted
+        return super().claim(wanted)
+
+
+def _js(value: Any) -> str:
+    """A JS/TS literal for a JSON value: ASCII-only JSON, so no line terminator (U+2028/9), bidi
+    control or other invisible character from a server can reach generated code raw."""
+    return json.dumps(value, ensure_ascii=True, sort_keys=True, indent=2)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(codemode_gen.templates.__file__).parent),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # the output is code, not HTML; every untrusted value goes through a filter
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["js"] = _js
+    env.globals["doc_comment"] = doc_comment
+    return env
+
+
+def _render(template: str, **context: Any) -> str:
+    return _environment().get_template(template).render(**context)
+
+
+def header_line(manifest: Mapping[str, Any], prefix: str = "//") -> str:
+    """The generated-file header (templates/header.j2) for files built outside the templates."""
+    template = _environment().get_template("header.j2")
+    module = template.make_module(
+        {"generator": manifest["generator"], "fixtures_hash": manifest["fixturesHash"]}
+    )
+    return str(getattr(module, "header")(prefix))  # noqa: B009 (a Jinja macro, not a declared attribute)
+
+
+def _unwrap_mode(settings: Settings, config_id: str) -> UnwrapMode:
+    server = settings.servers.get(config_id)
+    return server.unwrap if server is not None else "spec"
+
+
+def _blocklist(settings: Settings, config_id: str) -> frozenset[str]:
+    server = settings.servers.get(config_id)
+    return frozenset(server.blocklist) if server is not None else frozenset()
+
+
+def _sources(fixture_set: FixtureSet) -> dict[str, str]:
+    """File hashes; a live (never recorded) set is hashed from its content instead."""
+    if fixture_set.hashes:
+        return dict(fixture_set.hashes)
+    digest = hashlib.sha256(
+        dumps_stable([fixture_set.server_json, fixture_set.tools, fixture_set.calls]).encode()
+    ).hexdigest()
+    return {f"{fixture_set.config_id}/live": f"sha256:{digest}"}
+
+
+def _input_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
+    schema = tool.get("inputSchema")
+    return schema if isinstance(schema, dict) and schema else dict(EMPTY_INPUT_SCHEMA)
+
+
+def _input_optional(schema: Mapping[str, Any]) -> bool:
+    """§5.3.1: an object schema with nothing required may be called with no argument at all."""
+    if schema.get("type") not in ("object", None):
+        return False
+    if any(k in schema for k in ("anyOf", "oneOf", "allOf", "$ref", "not", "if", "enum", "const")):
+        return False
+    if schema.get("type") is None and not ({"properties", "additionalProperties"} & set(schema)):
+        return False
+    required = schema.get("required")
+    return not (isinstance(required, list) and required)
+
+
+def _annotation_lines(annotations: Any) -> list[str]:
+    if not isinstance(annotations, dict) or not annotations:
+        return []
+    keys = [k for k in KNOWN_ANNOTATIONS if k in annotations]
+    keys += sorted(k for k in annotations if k not in KNOWN_ANNOTATIONS)
+    parts = [f"{k}: {json.dumps(annotations[k], ensure_ascii=False, sort_keys=True)}" for k in keys]
+    return ["Annotations (MCP hints, spec §6.3): " + ", ".join(parts)]
+
+
+def _provenance_lines(out: OutputModel, json_type: str | None, errors: int) -> list[str]:
+    if out.source == "declared":
+        lines = ["Output type: the tool's declared outputSchema."]
+        if out.samples:
+            lines[0] = (
+                f"Output type: the tool's declared outputSchema"
+                f" (checked against {out.samples} recorded sample{'s' * (out.samples != 1)})."
+            )
+    elif out.source == "inferred":
+        n = out.samples
+        lines = [
+            f"Output type: inferred from {n} recorded sample{'s' * (n != 1)}; it may not cover every case."
+        ]
+        if out.optional:
+            shown = ", ".join(out.optional[:MAX_OPTIONAL_IN_DOC])
+            more = len(out.optional) - MAX_OPTIONAL_IN_DOC
+            lines.append(
+                f"Optional fields (absent from some samples): {shown}{f' and {more} more' if more > 0 else ''}."
+            )
+    else:
+        recorded = (
+            f"only {errors} failed call{'s' * (errors != 1)} (isError) {'were' if errors != 1 else 'was'} recorded"
+            if errors
+            else "no call was recorded"
+        )
+        lines = [
+            f"Output type unknown: the tool declares no outputSchema and {recorded}."
+            " To get a type, run `codemode-gen record` with a successful sample call for this tool"
+            " (a [[samples]] entry in codemode.toml), then `codemode-gen generate`."
+        ]
+    if json_type is not None:
+        lines.append(
+            f"Returns a JSON string of type {json_type}: use JSON.parse(result) as {json_type}."
+        )
+    if out.drift:
+        lines.append(
+            f"Warning: {len(out.drift)} recorded result(s) do not match the declared outputSchema"
+            " (drift); expect values outside this type:"
+        )
+        lines += [f"- {d}" for d in out.drift[:MAX_DRIFT_IN_DOC]]
+    return lines
+
+
+def _build_tool(
+    server_id: str,
+    tool: dict[str, Any],
+    export_name: str,
+    names: dict[str, str],
+    scope: _ModuleScope,
+    out: OutputModel,
+    calls: Sequence[dict[str, Any]],
+    report: list[str],
+) -> ToolModel:
+    tool_name = tool["name"]
+    where = f"{server_id}.{export_name}"
+    description = tool.get("description") if isinstance(tool.get("description"), str) else None
+    input_schema = _input_schema(tool)
+
+    decls: list[TypeDecl] = []
+
+    def emit(schema: Any, name: str, doc: tuple[str, ...]) -> str:
+        scope.expect_root(name)
+        translation = translate(schema, name, scope, doc=doc)
+        if translation.root != name:  # the translator broke its "claims `name`" contract
+            raise AssertionError(f"translator renamed root {name!r} to {translation.root!r}")
+        decls.extend(translation.decls)
+        report.extend(f"{where}: {w}" for w in translation.warnings)
+        return translation.root
+
+    input_type = emit(input_schema, names["input"], (f"Input of {export_name}.",))
+    json_type: str | None = None
+    if out.json_text and out.json_schema is not None:
+        json_type = emit(
+            out.json_schema, names["json"], (f"The JSON inside the string {export_name} returns.",)
+        )
+    errors = sum(
+        1 for c in calls if isinstance(c.get("result"), dict) and c["result"].get("isError") is True
+    )
+    provenance = _provenance_lines(out, json_type, errors)
+    output_doc = (
+        f"Result of {export_name}, unwrapped (spec §5.3.2); see {export_name} for its provenance.",
+    )
+    output_type = emit(out.schema if out.schema is not None else {}, names["output"], output_doc)
+
+    doc: list[str] = []
+    if description:
+        doc += [description, ""]
+    if tool_name != export_name:
+        doc.append(f"MCP tool name: {json.dumps(tool_name, ensure_ascii=False)}.")
+    doc += _annotation_lines(tool.get("annotations"))
+    doc += provenance
+
+    report.extend(f"{where}: drift: {d}" for d in out.drift)
+    report.extend(f"{where}: {w}" for w in out.warnings)
+
+    entry: dict[str, Any] = {
+        "toolName": tool_name,
+        "exportName": export_name,
+        "inputSchema": input_schema,
+        "output": {
+            "source": out.source,
+            "declared": out.declared,
+            "inferred": out.inferred,
+            "samples": out.samples,
+            "jsonText": out.json_text,
+            "optional": list(out.optional),
+            "drift": list(out.drift),
+        },
+        "types": {"input": input_type, "output": output_type}
+        | ({"json": json_type} if json_type else {}),
+    }
+    if description is not None:
+        entry["description"] = description
+    if isinstance(tool.get("annotations"), dict):
+        entry["annotations"] = tool["annotations"]
+    if out.schema is not None:
+        entry["outputSchema"] = out.schema
+    return ToolModel(
+        tool_name=tool_name,
+        export_name=export_name,
+        input_type=input_type,
+        input_optional=_input_optional(input_schema),
+        output_type=output_type,
+        decls=tuple(decls),
+        doc=tuple(doc),
+        js_doc=(description,) if description else (),
+        manifest=entry,
+    )
+
+
+def _build_server(
+    fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str]
+) -> ServerModel:
+    config_id = fixture_set.config_id
+    mode = _unwrap_mode(settings, config_id)
+    hidden = _blocklist(settings, config_id)
+    tools = sorted(
+        (t for t in fixture_set.tools if t["name"] not in hidden), key=lambda t: t["name"]
+    )
+    if hidden:
+        report.append(
+            f"{server_id}: hidden by blocklist: {', '.join(sorted(hidden & {t['name'] for t in fixture_set.tools}))}"
+        )
+    exports = assign_export_names(t["name"] for t in tools)
+    outputs = {
+        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode) for t in tools
+    }
+    scope = _ModuleScope()
+    # Claim every tool's root type names before translating any schema, so a `$defs` name in
+    # one tool can never push another tool's `<Export>Input` to a suffixed name.
+    names: dict[str, dict[str, str]] = {}
+    for tool in tools:
+        stem = pascal_case(exports[tool["name"]])
+        names[tool["name"]] = {
+            "input": scope.reserve(stem + "Input"),
+            "output": scope.reserve(stem + "Output"),
+        }
+        if outputs[tool["name"]].json_text:
+            names[tool["name"]]["json"] = scope.reserve(stem + "Json")
+    models = [
+        _build_tool(
+            server_id,
+            tool,
+            exports[tool["name"]],
+            names[tool["name"]],
+            scope,
+            outputs[tool["name"]],
+            fixture_set.calls.get(tool["name"], []),
+            report,
+        )
+        for tool in tools
+    ]
+
+    info = fixture_set.server_json.get("serverInfo")
+    info = info if isinstance(info, dict) else {}
+    server_name = info.get("name") if isinstance(info.get("name"), str) else config_id
+    version = info.get("version") if isinstance(info.get("version"), str) else None
+    instructions = fixture_set.server_json.get("instructions")
+    description = instructions if isinstance(instructions, str) and instructions else None
+    caps = fixture_set.server_json.get("capabilities")
+    capabilities = sorted(caps) if isinstance(caps, dict) else []
+
+    meta: dict[str, Any] = {
+        "serverId": server_id,
+        "serverName": server_name,
+        "tools": [
+            {"toolName": m.tool_name, "exportName": m.export_name}
+            | ({"description": m.manifest["description"]} if "description" in m.manifest else {})
+            for m in models
+        ],
+    }
+    if version is not None:
+        meta["serverVersion"] = version
+    manifest: dict[str, Any] = {
+        "serverId": server_id,
+        "configId": config_id,
+        "serverName": server_name,
+        "capabilities": capabilities,
+        "unwrap": mode,
+        "module": f"{SERVERS_DIR}/{server_id}.js",
+        "types": f"{SERVERS_DIR}/{server_id}.d.ts",
+        "tools": [m.manifest for m in models],
+    }
+    if version is not None:
+        manifest["version"] = version
+    if description is not None:
+        manifest["description"] = description
+    title = json.dumps(server_name, ensure_ascii=False) + (f" {version}" if version else "")
+    doc = [f'Server {title}: import from "{MODULE_PREFIX}{server_id}".']
+    if description:
+        doc += ["", description]
+    if mode == "json":
+        doc += [
+            "",
+            'Text results that hold JSON are returned parsed (unwrap = "json", a deviation from spec §5.3.2).',
+        ]
+    return ServerModel(
+        config_id=config_id,
+        server_id=server_id,
+        module_specifier=MODULE_PREFIX + server_id,
+        doc=tuple(doc),
+        tools=tuple(models),
+        meta=meta,
+        manifest=manifest,
+    )
+
+
+def build_outputs(fixture_sets: Sequence[FixtureSet], settings: Settings | None = None) -> Outputs:
+    """Every out/ file for these servers, deterministically: same input, same bytes."""
+    settings = settings or Settings()
+    sets = sorted(fixture_sets, key=lambda s: s.config_id)
+    paths = assign_module_paths(s.config_id for s in sets)
+    report: list[str] = []
+    servers = [
+        _build_server(s, paths[s.config_id], settings, report)
+        for s in sorted(sets, key=lambda s: paths[s.config_id])
+    ]
+
+    sources: dict[str, str] = {}
+    for s in sets:
+        sources.update(_sources(s))
+    live_sets = [FixtureSet(s.config_id, {}, [], {}, _sources(s)) for s in sets]
+    hash_ = fixtures_hash(live_sets)
+    generator = {"name": GENERATOR_NAME, "version": __version__}
+    context = {"generator": generator, "fixtures_hash": hash_, "spec_version": SPEC_VERSION}
+
+    files: dict[str, str] = {}
+    for server in servers:
+        files[f"{SERVERS_DIR}/{server.server_id}.js"] = _render(
+            "server.js.j2", server=server, **context
+        )
+        files[f"{SERVERS_DIR}/{server.server_id}.d.ts"] = _render(
+            "server.d.ts.j2", server=server, **context
+        )
+    files[CODEMODE_DTS] = _render("codemode.d.ts.j2", servers=servers, **context)
+    files[TSCONFIG_FILE] = _render("tsconfig.json.j2", **context)
+    manifest: dict[str, Any] = {
+        "generator": generator,
+        "specVersion": SPEC_VERSION,
+        "fixturesHash": hash_,
+        "sources": dict(sorted(sources.items())),
+        "servers": [s.manifest for s in servers],
+    }
+    files[MANIFEST_FILE] = dumps_stable(manifest)
+    return Outputs(files=dict(sorted(files.items())), manifest=manifest, report=report)

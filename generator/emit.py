@@ -1,0 +1,122 @@
+"""Put generated files on disk all-or-nothing, and compare out/ with what generate would write.
+
+out/ is committed and read by the runtime, so a generate that fails half-way must leave the
+previous out/ exactly as it was: everything is staged in a sibling folder and swapped in with
+renames. Files generate owns (out/servers/*, out/python/* and the top-level files it writes)
+that are no longer produced are removed; anything else a user keeps in out/ is carried over.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from codemode_gen.errors import UserError
+from codemode_gen.generator.build import (
+    CODEMODE_DTS,
+    MANIFEST_FILE,
+    SERVERS_DIR,
+    TSCONFIG_FILE,
+    Outputs,
+)
+
+PYTHON_DIR = "python"
+# Sub-folders whose whole content belongs to generate: stale files there are deleted.
+OWNED_DIRS = (SERVERS_DIR, PYTHON_DIR)
+# Top-level files generate writes; together with OWNED_DIRS, the set `--check` compares.
+OWNED_FILES = (CODEMODE_DTS, MANIFEST_FILE, TSCONFIG_FILE)
+_STAGING_PREFIX = "."
+
+
+def _owned_files_on_disk(out_dir: Path) -> set[str]:
+    found: set[str] = set()
+    for name in OWNED_FILES:
+        if (out_dir / name).is_file():
+            found.add(name)
+    for sub in OWNED_DIRS:
+        base = out_dir / sub
+        if base.is_dir():
+            for path in base.rglob("*"):
+                if path.is_file() or path.is_symlink():
+                    found.add(path.relative_to(out_dir).as_posix())
+    return found
+
+
+def _safe_relative(rel: str) -> Path:
+    path = Path(rel)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise ValueError(f"generated path escapes out/: {rel!r}")  # a bug in build, not user input
+    return path
+
+
+def check_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
+    """One line per difference between out/ and `outputs` (empty when out/ is up to date)."""
+    problems: list[str] = []
+    for rel, text in sorted(outputs.files.items()):
+        path = out_dir / _safe_relative(rel)
+        if not path.is_file():
+            problems.append(f"missing: {rel}")
+            continue
+        try:
+            current = path.read_bytes()
+        except OSError as exc:
+            problems.append(f"unreadable: {rel} ({exc.strerror})")
+            continue
+        if current != text.encode("utf-8"):
+            problems.append(f"stale: {rel}")
+    for rel in sorted(_owned_files_on_disk(out_dir) - set(outputs.files)):
+        problems.append(f"extra: {rel}")
+    return problems
+
+
+def write_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
+    """Replace out/ with `outputs` atomically (as far as the filesystem allows); returns removed files.
+
+    The new tree is built completely in a staging folder next to out/ (same filesystem, so the
+    final renames cannot fail for lack of space half-way). Only then is the old out/ moved aside
+    and the new one moved in; if that second rename fails, the old out/ is moved back.
+    """
+    out_dir = out_dir.absolute()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a folder", hint="pass another --out folder")
+    parent = out_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{out_dir.name}.new-", dir=parent))
+    try:
+        removed: list[str] = []
+        if out_dir.is_dir():  # carry over what generate does not own (a README, scripts, ...)
+            owned = _owned_files_on_disk(out_dir)
+            for child in out_dir.iterdir():
+                if child.name in OWNED_DIRS or child.name in OWNED_FILES:
+                    continue
+                target = staging / child.name
+                if child.is_dir() and not child.is_symlink():
+                    shutil.copytree(child, target, symlinks=True)
+                else:
+                    shutil.copy2(child, target, follow_symlinks=False)
+            removed = sorted(owned - set(outputs.files))
+        for rel, text in sorted(outputs.files.items()):
+            path = staging / _safe_relative(rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+        os.chmod(staging, 0o755)
+        if out_dir.exists():
+            retired = Path(
+                tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{out_dir.name}.old-", dir=parent)
+            )
+            os.replace(out_dir, retired / out_dir.name)
+            try:
+                os.replace(staging, out_dir)
+            except BaseException:
+                os.replace(retired / out_dir.name, out_dir)
+                raise
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, out_dir)
+        return removed
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
