@@ -1,0 +1,395 @@
+"""`codemode-gen record` end to end against real servers, plus its pure helpers."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode_gen.cli import main
+from codemode_gen.config import Sample
+from codemode_gen.errors import UserError
+from codemode_gen.generator.fixtures import calls_file_name, load_fixture_set
+from codemode_gen.generator.record import load_samples_file, merge_calls, probe_input
+from codemode_gen.generator.redact import Redactor
+from codemode_gen.jsonio import dumps_stable
+
+from .conftest import PYTHON, REPO, child_pids, pid_alive, server_script
+
+NOTES_PROBED = {"export-csv", "list_notes", "render_chart", "stats", "summary", "tasks.list"}
+NOTES_NEVER_UNASKED = {"create_note", "delete_note", "update_note", "tasks.add", "flaky_sync"}
+RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
+EVERYTHING_BIN = REPO / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+def stdio_entry(name: str, *args: str, **extra: Any) -> dict[str, Any]:
+    return {"command": PYTHON, "args": [str(server_script(name)), "stdio", *args], **extra}
+
+
+def write_config(project: Path, servers: dict[str, dict[str, Any]]) -> Path:
+    path = project / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return path
+
+
+def record(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `codemode-gen record` in-process in `project`; returns (exit code, stdout, stderr)."""
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        with pytest.raises(SystemExit) as info:
+            main(["record", *args])
+    finally:
+        os.chdir(cwd)
+    captured = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0), captured.out, captured.err
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    code, out, err = record(tmp_path, capsys)
+    assert code == 0, out + err
+    assert "recorded 1 of 1 servers" in out
+    assert "notes: connecting" in err and "notes: recorded 13 tools" in err  # plain progress lines
+    folder = tmp_path / "fixtures" / "notes"
+    server = json.loads((folder / "server.json").read_text())
+    assert set(server) == {"serverInfo", "capabilities", "instructions", "protocolVersion"}
+    tools_text = (folder / "tools.json").read_text()
+    tools = json.loads(tools_text)
+    assert tools_text == dumps_stable(tools)  # sorted keys, 2-space indent, trailing newline
+    assert [t["name"] for t in tools] == sorted(t["name"] for t in tools)
+    assert len(tools) == 13
+    recorded = {p.name for p in (folder / "calls").iterdir()}
+    assert recorded == {calls_file_name(n) for n in NOTES_PROBED}
+    assert not {calls_file_name(n) for n in NOTES_NEVER_UNASKED} & recorded
+    for name in NOTES_PROBED:
+        (call,) = lines(folder / "calls" / calls_file_name(name))
+        assert set(call) == {"input", "result", "durationMs", "recordedAt"}
+        assert call["input"] == {}
+        assert isinstance(call["durationMs"], int)
+        assert RECORDED_AT.match(call["recordedAt"])
+        assert "content" in call["result"] and "resultType" not in call["result"]
+    fixture = load_fixture_set(folder)  # the generator can read what we wrote
+    assert fixture.calls["list_notes"][0]["result"]["structuredContent"]
+
+
+def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    (tmp_path / "codemode.toml").write_text(
+        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n', encoding="utf-8"
+    )
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(
+        '{"server": "notes", "tool": "get_note", "input": {"id": 1}}\n'
+        '\n'
+        '{"server": "notes", "tool": "get_note", "input": {"id": 2}}\n',
+        encoding="utf-8",
+    )
+    get_note = tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl"
+    for _ in range(2):
+        code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
+        assert code == 0, out
+        assert [c["input"] for c in lines(get_note)] == [{"id": 1}, {"id": 2}]
+    search = lines(tmp_path / "fixtures" / "notes" / "calls" / "search_notes.jsonl")
+    assert [c["input"] for c in search] == [{"query": "milk"}]
+    assert sorted(p.name for p in get_note.parent.iterdir()) == ["get_note.jsonl", "search_notes.jsonl"]
+
+    # another sample and a cap of 2: the oldest line goes, the new one is kept
+    listed = tmp_path / "more.json"
+    listed.write_text(json.dumps([{"server": "notes", "tool": "get_note", "input": {"id": 3}}]), encoding="utf-8")
+    code, out, _err = record(tmp_path, capsys, "--samples", str(listed), "--no-probe", "--max-samples", "2")
+    assert code == 0, out
+    assert [c["input"] for c in lines(get_note)] == [{"id": 2}, {"id": 3}]
+
+    # without new samples for a tool, its lines stay byte-identical
+    before = get_note.read_bytes()
+    code, out, _err = record(tmp_path, capsys)
+    assert code == 0, out
+    assert get_note.read_bytes() == before
+
+
+def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes")})
+    code, out, err = record(tmp_path, capsys)
+    assert code == 1
+    assert (tmp_path / "fixtures" / "notes" / "tools.json").is_file()
+    assert not (tmp_path / "fixtures" / "crash").exists()
+    assert "recorded 1 of 2 servers" in out
+    assert "crash: server exited during startup" in out
+    assert "database file missing" in out
+    assert "1 of 2 servers failed: crash" in err
+    assert "Traceback" not in out + err
+
+
+def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    assert record(tmp_path, capsys)[0] == 0
+    fixtures = tmp_path / "fixtures"
+    before = snapshot(fixtures)
+    write_config(tmp_path, {"notes": stdio_entry("crash_at_start")})
+    assert record(tmp_path, capsys)[0] == 1
+    write_config(tmp_path, {"notes": stdio_entry("hang_on_initialize")})
+    (tmp_path / "codemode.toml").write_text("[servers.notes]\nconnect_timeout = 1\n", encoding="utf-8")
+    code, out, _err = record(tmp_path, capsys)
+    assert code == 1 and "timed out after 1s" in out
+    assert snapshot(fixtures) == before
+    assert [p.name for p in fixtures.iterdir()] == ["notes"]  # no staging folders left
+
+
+def test_interrupted_record_leaves_old_fixtures_and_no_process(tmp_path: Path) -> None:
+    write_config(tmp_path, {"slow": stdio_entry("slow")})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    exe = [PYTHON, "-m", "codemode_gen"]
+    first = subprocess.run([*exe, "record", "--no-probe"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps([{"server": "slow", "tool": "sleep", "input": {"ms": 30000}}]))
+    fixtures = tmp_path / "fixtures"
+    before = snapshot(fixtures)
+    proc = subprocess.Popen(
+        [*exe, "record", "--samples", str(samples)], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "calling sleep" in line:
+            break
+    else:
+        pytest.fail("record never reached the sleep call: " + "".join(seen))
+    servers = child_pids(proc.pid)
+    assert servers, "the server process should be a child of record"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    assert snapshot(fixtures) == before
+    assert [p.name for p in fixtures.iterdir()] == ["slow"]
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(p) for p in servers)
+
+
+def test_redaction_of_env_headers_and_patterns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], start_server: Any
+) -> None:
+    token = "tok-abcdef123456"
+    auth = start_server("auth_http", "http", "--token", token)
+    write_config(
+        tmp_path,
+        {
+            "slow": stdio_entry("slow", env={"SLOW_SECRET": "${MY_SECRET}"}),
+            "auth": {"type": "http", "url": auth.mcp_url, "headers": {"Authorization": f"Bearer {token}"}},
+        },
+    )
+    (tmp_path / "codemode.toml").write_text('redact = ["sk-[A-Za-z0-9]+"]\n', encoding="utf-8")
+    secret = "hunter2-very-secret"
+    samples = tmp_path / "samples.json"
+    samples.write_text(json.dumps([
+        {"server": "slow", "tool": "env", "input": {"name": "SLOW_SECRET"}},
+        {"server": "slow", "tool": "echo", "input": {"value": f"key {secret} and sk-AbC123"}},
+        {"server": "auth", "tool": "echo", "input": {"message": f"my token is {token}"}},
+    ]))
+    os.environ["MY_SECRET"] = secret
+    try:
+        code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
+    finally:
+        del os.environ["MY_SECRET"]
+    assert code == 0, out
+    everything = b"".join(snapshot(tmp_path / "fixtures").values()).decode()
+    assert secret not in everything
+    assert token not in everything and "abcdef123456" not in everything
+    assert "sk-AbC123" not in everything
+    (env_call,) = lines(tmp_path / "fixtures" / "slow" / "calls" / "env.jsonl")
+    assert env_call["result"]["structuredContent"]["value"] == "<redacted:SLOW_SECRET>"
+    (echo_call,) = lines(tmp_path / "fixtures" / "slow" / "calls" / "echo.jsonl")
+    assert echo_call["input"] == {"value": "key <redacted:SLOW_SECRET> and <redacted:pattern>"}
+    (auth_echo,) = lines(tmp_path / "fixtures" / "auth" / "calls" / "echo.jsonl")
+    assert "<redacted:Authorization>" in auth_echo["input"]["message"]
+    assert "<redacted:Authorization>" in json.dumps(auth_echo["result"])
+
+
+def test_bad_schema_server_recorded_through_raw_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"bad": stdio_entry("bad_schema")})
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"server": "bad", "tool": "widget", "input": {}}\n')
+    code, out, _err = record(tmp_path, capsys, "--samples", str(samples))
+    assert code == 0, out
+    tools = {t["name"]: t for t in json.loads((tmp_path / "fixtures" / "bad" / "tools.json").read_text())}
+    assert tools["shout"]["inputSchema"]["type"] == "string"
+    (widget,) = lines(tmp_path / "fixtures" / "bad" / "calls" / "widget.jsonl")
+    assert any(block.get("type") == "widget" for block in widget["result"]["content"])
+
+
+def test_paginated_server_every_tool_and_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"paged": stdio_entry("paginated")})
+    code, out, _err = record(tmp_path, capsys)
+    assert code == 0, out
+    tools = json.loads((tmp_path / "fixtures" / "paged" / "tools.json").read_text())
+    assert [t["name"] for t in tools] == [f"item_{i:02d}" for i in range(1, 26)]
+    assert len(list((tmp_path / "fixtures" / "paged" / "calls").iterdir())) == 25
+
+
+def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not EVERYTHING_BIN.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{EVERYTHING_BIN} missing in CI: run `npm ci` (the .ci/run script does)")
+        pytest.skip(f"{EVERYTHING_BIN} not installed (run `npm ci`); required when CI is set")
+    write_config(tmp_path, {"everything": {"command": str(EVERYTHING_BIN), "args": ["stdio"]}})
+    code, out, err = record(tmp_path, capsys)
+    assert code == 0, out + err
+
+    async def live_names() -> list[str]:
+        from codemode_gen.config import load_config
+        from codemode_gen.runtime.sessions import SessionManager
+
+        configs = load_config(tmp_path / ".mcp.json")
+        async with SessionManager(configs, log_dir=tmp_path / "logs") as manager:
+            session = await manager.get("everything")
+            return [t["name"] for t in await session.list_tools()]
+
+    import anyio
+
+    listed = anyio.run(live_names)
+    folder = tmp_path / "fixtures" / "everything"
+    recorded = [t["name"] for t in json.loads((folder / "tools.json").read_text())]
+    assert recorded == listed and len(recorded) >= 10
+    fixture = load_fixture_set(folder)
+    probed = {t["name"] for t in fixture.tools if probe_input(t) is not None}
+    assert probed and set(fixture.calls) == probed
+
+
+# --------------------------------------------------------------------------- user errors
+
+
+def test_unknown_server_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    code, _out, err = record(tmp_path, capsys, "--server", "nope")
+    assert code == 2
+    assert "--server nope: no such server" in err and "notes" in err
+
+
+def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps([{"server": "ghost", "tool": "x"}]))
+    code, _out, err = record(tmp_path, capsys, "--samples", str(samples))
+    assert code == 2 and "server 'ghost'" in err
+    samples.write_text(json.dumps([
+        {"server": "notes", "tool": "no_such_tool"},
+        {"server": "notes", "tool": "get_note", "input": {"id": 1}},
+    ]))
+    code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
+    assert code == 1
+    assert "no_such_tool: the server lists no such tool" in out
+    assert lines(tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl")[0]["input"] == {"id": 1}
+
+
+def test_only_selected_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes"), "crash": stdio_entry("crash_at_start")})
+    code, out, _err = record(tmp_path, capsys, "--server", "notes", "--fixtures", "elsewhere", "--no-probe")
+    assert code == 0, out
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == ["notes"]
+
+
+def test_bad_config_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / ".mcp.json").write_text("{", encoding="utf-8")
+    code, _out, err = record(tmp_path, capsys)
+    assert code == 2 and ".mcp.json:1:2: invalid JSON" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_load_samples_file_formats_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    path.write_text('[{"server": "a", "tool": "t", "input": {"x": 1}}, {"server": "a", "tool": "u"}]')
+    assert load_samples_file(path) == [Sample("a", "t", {"x": 1}), Sample("a", "u", {})]
+    path.write_text('{"server": "a", "tool": "t"}\n{"server": "b", "tool": "u", "input": {}}\n')
+    assert [s.server for s in load_samples_file(path)] == ["a", "b"]
+    path.write_text('{"server": "a", "tool": "t"}\n{"server": "b", tool}\n')
+    with pytest.raises(UserError, match=r"s:2:\d+: invalid JSON"):
+        load_samples_file(path)
+    path.write_text('[{"server": "a"}]')
+    with pytest.raises(UserError, match=r"\[0\]\.tool must be a non-empty string"):
+        load_samples_file(path)
+    path.write_text("3")
+    with pytest.raises(UserError, match="expected a JSON list"):
+        load_samples_file(path)
+    with pytest.raises(UserError, match="not found"):
+        load_samples_file(tmp_path / "missing.json")
+
+
+def test_probe_input_only_read_only_without_required_args() -> None:
+    ro = {"readOnlyHint": True}
+    assert probe_input({"annotations": ro, "inputSchema": {"type": "object"}}) == {}
+    assert probe_input({"annotations": ro, "inputSchema": {"type": "object", "required": []}}) == {}
+    assert probe_input({"annotations": ro, "inputSchema": {"type": "object", "required": ["q"]}}) is None
+    assert probe_input({"annotations": {"readOnlyHint": False}, "inputSchema": {"type": "object"}}) is None
+    assert probe_input({"inputSchema": {"type": "object"}}) is None
+    assert probe_input({"annotations": {"readOnlyHint": "true"}, "inputSchema": {}}) is None
+    assert probe_input({"annotations": ro, "inputSchema": "weird"}) is None
+
+
+def test_merge_calls_replaces_same_input_and_keeps_newest() -> None:
+    old = [{"input": {"a": 1}, "result": {"v": "old1"}}, {"input": {"a": 2}, "result": {"v": "old2"}}]
+    new = [{"input": {"a": 1}, "result": {"v": "new1"}}]
+    assert merge_calls(old, new, 20) == [{"input": {"a": 2}, "result": {"v": "old2"}}, new[0]]
+    newer = [{"input": {"a": i}, "result": {}} for i in range(3, 6)]
+    assert [c["input"]["a"] for c in merge_calls(old, newer, 3)] == [3, 4, 5]
+    assert merge_calls(old, [], 20) == old
+
+
+def test_redactor_replaces_secrets_everywhere() -> None:
+    redactor = Redactor({"API_KEY": "abcdef123", "DEBUG": "1", "Authorization": "Bearer tok-999999"}, ["sk-[a-z]+"])
+    value = {"k abcdef123": ["x abcdef123 y", "Bearer tok-999999", "tok-999999", "sk-abc", 1, None]}
+    assert redactor.value(value) == {
+        "k <redacted:API_KEY>": [
+            "x <redacted:API_KEY> y", "<redacted:Authorization>", "<redacted:Authorization>", "<redacted:pattern>", 1, None,
+        ]
+    }
+    assert redactor.text("1 and 1") == "1 and 1"  # too short to be a secret: left alone
+
+
+def test_progress_live_redraws_in_place() -> None:
+    from codemode_gen.cli.record import _Progress
+
+    stream = io.StringIO()
+    progress = _Progress(["a", "bb"], stream, live=True)
+    progress("a", "connecting")
+    progress("a", "recorded 1 tool, 0 calls")
+    progress("bb", "failed: boom\nsecond line")
+    text = stream.getvalue()
+    assert "\x1b[2F" in text  # moved back up over the two status lines
+    assert text.rstrip("\n").split("\n")[-1].endswith("bb  failed: boom")
+    plain = io.StringIO()
+    _Progress(["a"], plain, live=False)("a", "connecting")
+    assert plain.getvalue() == "a: connecting\n"
+
+
+def test_cli_help_lists_record() -> None:
+    proc = subprocess.run([PYTHON, "-m", "codemode_gen", "record", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    for option in ("--config", "--fixtures", "--server", "--samples", "--no-probe", "--max-samples"):
+        assert option in proc.stdout
