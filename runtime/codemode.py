@@ -241,6 +241,7 @@ class CodeMode:
                 raise outcome
 
         to_build: list[str] = []
+        ghosts: dict[str, list[dict[str, Any]]] = {}
         for cid, config in self.configs.items():
             sid = paths[cid]
             view = views.get(sid)
@@ -280,6 +281,13 @@ class CodeMode:
                     "run `codemode-gen record` then `codemode-gen generate` to refresh out/",
                 ))
                 if set(live_tools) != set(view.tools):
+                    # Bindings for the live tools, plus the out/ tools that are gone so that a
+                    # script importing one still loads and gets ToolNotFoundError on the call.
+                    ghosts[cid] = [
+                        {"name": t.tool_name, "description": t.description or "",
+                         "inputSchema": t.input_schema if isinstance(t.input_schema, dict) else {"type": "object"}}
+                        for name, t in view.tools.items() if name not in live_tools
+                    ]
                     to_build.append(cid)
                     continue
             for name, tool in live_tools.items():  # out/'s module defines the export names
@@ -287,7 +295,7 @@ class CodeMode:
             _apply_live(view, live, live_tools)
 
         if to_build:
-            built = self._build_in_memory({cid: lives[cid] for cid in to_build})
+            built = self._build_in_memory({cid: lives[cid] for cid in to_build}, ghosts)
             for cid in to_build:
                 sid, entry, source = built[cid]
                 old = views.get(paths[cid])
@@ -325,6 +333,10 @@ class CodeMode:
         path = self.out_dir / "codemode.d.ts"
         if path.is_file():
             parts.append(path.read_text(encoding="utf-8"))
+        else:  # no out/: the generator's own @codemode/discovery + @codemode/errors declarations
+            from codemode_gen.generator.build import CODEMODE_DTS, build_outputs
+
+            parts.append(build_outputs([], self.settings).files[CODEMODE_DTS])
         manifest = self._load_manifest()
         in_out = {s.get("configId") for s in manifest["servers"]} if manifest else set()
         for cid, text in sorted(self._built_types.items()):
@@ -347,7 +359,9 @@ class CodeMode:
             self._manifest_key = key
         return self._manifest
 
-    def _build_in_memory(self, lives: Mapping[str, LiveServer]) -> dict[str, tuple[str, dict[str, Any], str]]:
+    def _build_in_memory(
+        self, lives: Mapping[str, LiveServer], ghosts: Mapping[str, list[dict[str, Any]]]
+    ) -> dict[str, tuple[str, dict[str, Any], str]]:
         """Generate modules for servers out/ lacks, with the generator's own code (no calls)."""
         from codemode_gen.generator.build import build_outputs
         from codemode_gen.generator.fixtures import FixtureSet
@@ -356,7 +370,7 @@ class CodeMode:
         pending: dict[str, str] = {}
         for cid, live in lives.items():
             blocked = set(self.configs[cid].blocklist)
-            tools = [dict(t) for t in live.tools if t.get("name") not in blocked]
+            tools = [dict(t) for t in live.tools if t.get("name") not in blocked] + list(ghosts.get(cid, []))
             key = json.dumps([cid, live.server_json, tools], sort_keys=True, default=str)
             if key in self._builds:
                 result[cid] = self._builds[key]
@@ -367,10 +381,11 @@ class CodeMode:
             for cid in pending:
                 live = lives[cid]
                 blocked = set(self.configs[cid].blocklist)
+                tools = [dict(t) for t in live.tools if t.get("name") not in blocked]
                 sets.append(FixtureSet(
                     config_id=cid,
                     server_json=dict(live.server_json),
-                    tools=[dict(t) for t in live.tools if t.get("name") not in blocked],
+                    tools=sorted(tools + list(ghosts.get(cid, [])), key=lambda t: str(t.get("name"))),
                     calls={},
                 ))
             outputs = build_outputs(sets, self.settings)
