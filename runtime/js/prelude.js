@@ -1,0 +1,885 @@
+// Sandbox prelude: runs once per fresh QuickJS runtime, before any agent code (spec §3.5, §11).
+//
+// 1. Takes the host bindings the worker installed on globalThis into this closure and deletes
+//    them, so agent code can never call them directly.
+// 2. Provides what QuickJS lacks (§3.5): console.*, setTimeout/clearTimeout on the host clock,
+//    URL/URLSearchParams, globalThis.__codemode_result__ (TextEncoder/TextDecoder are native).
+// 3. Loads @codemode/errors and @codemode/host (which takes the one-shot kernel) and freezes
+//    the exports of every @codemode/* module.
+// 4. Locks the realm down: removes every global outside an allowlist (eval, network, process,
+//    timers that repeat, ...), replaces every code-from-string constructor with one that
+//    throws, turns the data properties hit by the "override mistake" into accessors and
+//    freezes every intrinsic reachable from globalThis (SES style).
+// 5. Runs the agent module, waits until no tool call or timer is pending, and returns a JSON
+//    report {status, result | error} to the worker.
+//
+// The completion value of this script is the promise of that report.
+(function codemodePrelude() {
+  "use strict";
+
+  const g = globalThis;
+  // ---- 1. host bindings --------------------------------------------------------------------
+  const rawHost = g.__codemode_host__;
+  const rawLog = g.__codemode_log__;
+  const rawArm = g.__codemode_arm__;
+  const rawAlarm = g.__codemode_alarm__;
+  const rawTick = g.__codemode_tick__;
+  const rawNow = g.__codemode_now__;
+  const config = g.__codemode_config__;
+  for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_alarm__",
+    "__codemode_tick__", "__codemode_now__", "__codemode_config__"]) {
+    delete g[name];
+  }
+
+  // Intrinsics used after lockdown, captured while they are known to be pristine.
+  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyNames, getPrototypeOf, freeze, keys: objectKeys } = Object;
+  const hasOwn = Object.prototype.hasOwnProperty;
+  const ownKeys = Reflect.ownKeys;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const isArray = Array.isArray;
+  const StringCtor = String;
+  const PromiseCtor = Promise;
+  const race = Promise.race.bind(Promise);
+  const ErrorCtor = Error;
+  const isFiniteNumber = Number.isFinite;
+  const apply = Reflect.apply;
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+
+  function call(fn, thisArg, ...args) { return apply(fn, thisArg, args); }
+  function safeString(v) {
+    try { return StringCtor(v); } catch (e) { return "[Unprintable value]"; }
+  }
+
+  // ---- 2a. console --------------------------------------------------------------------------
+  const MAX_LOG_DEPTH = config.maxLogDepth;
+  function jsonQuote(s) { return stringify(s); }
+
+  // Stable JSON: keys sorted by UTF-16 code units (JS default sort), compact, toJSON honoured,
+  // undefined/functions/symbols dropped in objects and `null` in arrays (JSON.stringify's
+  // rules). Cycles, BigInt and depth > MAX_LOG_DEPTH throw, and the caller falls back to
+  // "[Unserializable Object]".
+  function stableJson(value, key, ancestors) {
+    let v = value;
+    if (v !== null && (typeof v === "object" || typeof v === "bigint") && typeof v.toJSON === "function") {
+      v = call(v.toJSON, v, key);
+    }
+    switch (typeof v) {
+      case "string": return jsonQuote(v);
+      case "number": return isFiniteNumber(v) ? StringCtor(v) : "null";
+      case "boolean": return v ? "true" : "false";
+      case "bigint": throw new TypeError("BigInt value can't be serialized in JSON");
+      case "undefined": case "function": case "symbol": return undefined;
+      default: break;
+    }
+    if (v === null) return "null";
+    if (v instanceof Number || v instanceof String || v instanceof Boolean) return stableJson(v.valueOf(), key, ancestors);
+    if (ancestors.length >= MAX_LOG_DEPTH) throw new RangeError("too deep");
+    for (let i = 0; i < ancestors.length; i++) if (ancestors[i] === v) throw new TypeError("circular structure");
+    ancestors.push(v);
+    let out;
+    if (isArray(v)) {
+      const parts = [];
+      const n = v.length;
+      for (let i = 0; i < n; i++) {
+        const s = stableJson(v[i], StringCtor(i), ancestors);
+        parts.push(s === undefined ? "null" : s);
+      }
+      out = "[" + parts.join(",") + "]";
+    } else {
+      let source = v;
+      if (v instanceof ErrorCtor) {
+        // Errors have their useful fields non-enumerable: show name and message first.
+        source = { name: v.name, message: v.message };
+        for (const k of objectKeys(v)) source[k] = v[k];
+      }
+      const parts = [];
+      for (const k of objectKeys(source).sort()) {
+        const s = stableJson(source[k], k, ancestors);
+        if (s !== undefined) parts.push(jsonQuote(k) + ":" + s);
+      }
+      out = "{" + parts.join(",") + "}";
+    }
+    ancestors.pop();
+    return out;
+  }
+
+  function formatArg(v) {
+    if (v === null || (typeof v !== "object" && typeof v !== "function")) return safeString(v);
+    if (typeof v === "function") return `[Function: ${(typeof v.name === "string" && v.name) || "anonymous"}]`;
+    try {
+      const s = stableJson(v, "", []);
+      return s === undefined ? "[Unserializable Object]" : s;
+    } catch (e) {
+      return "[Unserializable Object]";
+    }
+  }
+
+  let logsOpen = true;
+  function makeLogger(level) {
+    return function (...args) {
+      if (!logsOpen) return;
+      let message;
+      try {
+        const parts = [];
+        for (let i = 0; i < args.length; i++) parts.push(formatArg(args[i]));
+        message = parts.join(" ");
+      } catch (e) {
+        message = "[Unserializable Object]";
+      }
+      // JSON text across the boundary: a lone surrogate in a JS string cannot cross as a str.
+      if (!rawLog(level, stringify(message))) logsOpen = false;
+    };
+  }
+  const consoleObject = {
+    log: makeLogger("log"),
+    info: makeLogger("log"),
+    debug: makeLogger("debug"),
+    trace: makeLogger("debug"),
+    warn: makeLogger("warn"),
+    error: makeLogger("error"),
+    dir: makeLogger("log"),
+    table: makeLogger("log"),
+  };
+
+  // ---- 2b. timers on the host clock ---------------------------------------------------------
+  // The host keeps one alarm (rawArm sets or clears its due time, synchronously) and JS keeps at
+  // most one pending wait for it (rawAlarm), so any number of timers costs one pending host
+  // call. Timers fire in (due, creation) order from a min-heap.
+  const MAX_PENDING_TIMERS = config.maxPendingTimers;
+  const MAX_DELAY_MS = 2147483647;
+  const timers = new Map(); // id -> timer record
+  const heap = []; // min-heap of records by (due, seq); cleared records are skipped lazily
+  let nextTimerId = 1;
+  let armedDue = Infinity;
+  let waitingAlarm = false;
+  let fatalError = null;
+  let rejectFatal = null;
+  const fatal = new PromiseCtor((resolve, reject) => { rejectFatal = reject; });
+  fatal.catch(() => {});
+
+  function before(a, b) { return a.due < b.due || (a.due === b.due && a.seq < b.seq); }
+  function heapPush(rec) {
+    heap.push(rec);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!before(heap[i], heap[p])) break;
+      const t = heap[i]; heap[i] = heap[p]; heap[p] = t; i = p;
+    }
+  }
+  function heapPop() {
+    const top = heap[0];
+    const last = heap.pop();
+    if (heap.length > 0) {
+      heap[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let m = i;
+        if (l < heap.length && before(heap[l], heap[m])) m = l;
+        if (r < heap.length && before(heap[r], heap[m])) m = r;
+        if (m === i) break;
+        const t = heap[i]; heap[i] = heap[m]; heap[m] = t; i = m;
+      }
+    }
+    return top;
+  }
+  function earliest() {
+    while (heap.length > 0 && heap[0].cleared) heapPop();
+    return heap.length > 0 ? heap[0].due : Infinity;
+  }
+  function onAlarm(fired) {
+    waitingAlarm = false;
+    if (fired) armedDue = Infinity; // the host alarm is spent
+    fireDue();
+  }
+  function reschedule() {
+    const due = earliest();
+    if (due !== armedDue) {
+      armedDue = due;
+      rawArm(due === Infinity ? -1 : due);
+    }
+    if (due !== Infinity && !waitingAlarm) {
+      waitingAlarm = true;
+      rawAlarm().then(onAlarm);
+    }
+  }
+  function fireDue() {
+    const now = rawNow();
+    while (earliest() <= now) {
+      const rec = heapPop();
+      timers.delete(rec.id);
+      try {
+        apply(rec.fn, undefined, rec.args);
+      } catch (e) {
+        if (fatalError === null) {
+          fatalError = { error: e };
+          rejectFatal(e);
+        }
+      }
+    }
+    reschedule();
+    checkIdle();
+  }
+  function setTimeout(callback, delay, ...args) {
+    if (typeof callback !== "function") {
+      throw new TypeError("setTimeout needs a function: strings are never evaluated in this sandbox");
+    }
+    if (timers.size >= MAX_PENDING_TIMERS) {
+      throw new RangeError(`too many pending timers (limit ${MAX_PENDING_TIMERS})`);
+    }
+    let ms = Number(delay);
+    if (!(ms > 0)) ms = 0;
+    if (ms > MAX_DELAY_MS) ms = MAX_DELAY_MS;
+    const rec = { id: nextTimerId++, seq: nextTimerId, due: rawNow() + ms, fn: callback, args, cleared: false };
+    timers.set(rec.id, rec);
+    heapPush(rec);
+    reschedule();
+    return rec.id;
+  }
+  function clearTimeout(id) {
+    const rec = timers.get(id);
+    if (rec === undefined) return;
+    rec.cleared = true;
+    timers.delete(id);
+    reschedule();
+    checkIdle();
+  }
+
+  // ---- 2c. pending work, for "the run ends when nothing is pending" -------------------------
+  let pendingCalls = 0;
+  let idleWaiters = [];
+  function pending() { return pendingCalls + timers.size; }
+  function checkIdle() {
+    if (pending() !== 0 || idleWaiters.length === 0) return;
+    const waiters = idleWaiters;
+    idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+  function idle() {
+    return new PromiseCtor((resolve) => {
+      idleWaiters.push(resolve);
+      checkIdle();
+    });
+  }
+
+  // ---- 2d. URL / URLSearchParams (WHATWG-shaped subset: no IDNA, no IPv4 number forms) --------
+  const SPECIAL_PORTS = { __proto__: null, "ftp:": "21", "file:": "", "http:": "80", "https:": "443", "ws:": "80", "wss:": "443" };
+  const C0_SET = "";
+  const FRAGMENT_SET = " \"<>`";
+  const QUERY_SET = " \"#<>";
+  const SPECIAL_QUERY_SET = " \"#<>'";
+  const PATH_SET = " \"#<>?`{}";
+  const USERINFO_SET = PATH_SET + "/:;=@[\\]^|";
+  const FORM_KEEP = /^[A-Za-z0-9*\-._]$/;
+  function hex2(b) { return "%" + (b < 16 ? "0" : "") + b.toString(16).toUpperCase(); }
+  function percentEncode(s, set) {
+    let out = "";
+    for (const ch of s) {
+      const cp = ch.codePointAt(0);
+      if (cp < 0x21 || cp > 0x7e || set.includes(ch)) {
+        for (const b of encoder.encode(ch)) out += hex2(b);
+      } else {
+        out += ch;
+      }
+    }
+    return out;
+  }
+  function percentDecode(s) {
+    const bytes = [];
+    const raw = encoder.encode(s);
+    for (let i = 0; i < raw.length; i++) {
+      const b = raw[i];
+      if (b === 0x25 && i + 2 < raw.length + 0 && /^[0-9A-Fa-f]{2}$/.test(StringCtor.fromCharCode(raw[i + 1], raw[i + 2]))) {
+        bytes.push(parseInt(StringCtor.fromCharCode(raw[i + 1], raw[i + 2]), 16));
+        i += 2;
+      } else {
+        bytes.push(b);
+      }
+    }
+    return decoder.decode(new Uint8Array(bytes));
+  }
+  function formEncode(s) {
+    let out = "";
+    for (const ch of StringCtor(s)) {
+      if (ch === " ") out += "+";
+      else if (FORM_KEEP.test(ch)) out += ch;
+      else for (const b of encoder.encode(ch)) out += hex2(b);
+    }
+    return out;
+  }
+  function parseQueryString(q) {
+    const list = [];
+    for (const part of q.split("&")) {
+      if (part === "") continue;
+      const eq = part.indexOf("=");
+      const name = eq < 0 ? part : part.slice(0, eq);
+      const value = eq < 0 ? "" : part.slice(eq + 1);
+      list.push([percentDecode(name.replace(/\+/g, " ")), percentDecode(value.replace(/\+/g, " "))]);
+    }
+    return list;
+  }
+  function normalizePath(segments, special) {
+    const out = [];
+    const n = segments.length;
+    for (let i = 0; i < n; i++) {
+      const seg = segments[i];
+      const lower = seg.toLowerCase();
+      const last = i === n - 1;
+      if (lower === ".." || lower === ".%2e" || lower === "%2e." || lower === "%2e%2e") {
+        if (out.length > 0) out.pop();
+        if (last) out.push("");
+      } else if (lower === "." || lower === "%2e") {
+        if (last) out.push("");
+      } else {
+        out.push(percentEncode(seg, PATH_SET));
+      }
+    }
+    return "/" + out.join("/");
+  }
+  function splitTail(s) {
+    // -> [beforeQuery, query|null, fragment|null]
+    let fragment = null, query = null, rest = s;
+    const h = rest.indexOf("#");
+    if (h >= 0) { fragment = rest.slice(h + 1); rest = rest.slice(0, h); }
+    const q = rest.indexOf("?");
+    if (q >= 0) { query = rest.slice(q + 1); rest = rest.slice(0, q); }
+    return [rest, query, fragment];
+  }
+  function invalid(input) { return new TypeError(`Invalid URL: ${safeString(input)}`); }
+  function parseHost(raw, special, input) {
+    if (raw.startsWith("[")) {
+      if (!raw.endsWith("]") || !/^\[[0-9A-Fa-f:.]+\]$/.test(raw)) throw invalid(input);
+      return raw.toLowerCase();
+    }
+    const host = special ? percentDecode(raw).toLowerCase() : raw;
+    if (/[\u0000-\u0020#%/:<>?@[\\\]^|]/.test(special ? host : "") || (!special && /[\u0000-\u0020#/<>?@[\\\]^|]/.test(host))) {
+      throw invalid(input);
+    }
+    return special ? host : percentEncode(host, C0_SET);
+  }
+  function parseAuthorityAndPath(rec, rest, input) {
+    const special = rec.protocol in SPECIAL_PORTS;
+    const [beforeQuery, query, fragment] = splitTail(rest);
+    let s = beforeQuery;
+    if (special) s = s.replace(/\\/g, "/");
+    const slash = s.indexOf("/");
+    const authority = slash < 0 ? s : s.slice(0, slash);
+    const path = slash < 0 ? "" : s.slice(slash);
+    const at = authority.lastIndexOf("@");
+    let hostPort = authority;
+    rec.username = ""; rec.password = "";
+    if (at >= 0) {
+      const info = authority.slice(0, at);
+      hostPort = authority.slice(at + 1);
+      const colon = info.indexOf(":");
+      rec.username = percentEncode(colon < 0 ? info : info.slice(0, colon), USERINFO_SET);
+      rec.password = colon < 0 ? "" : percentEncode(info.slice(colon + 1), USERINFO_SET);
+    }
+    const m = /^(\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(hostPort);
+    if (m === null) throw invalid(input);
+    rec.hostname = parseHost(m[1], special, input);
+    let port = m[2] === undefined ? "" : m[2];
+    if (port !== "") {
+      if (!/^[0-9]+$/.test(port) || Number(port) > 65535) throw invalid(input);
+      port = StringCtor(Number(port));
+      if (SPECIAL_PORTS[rec.protocol] === port) port = "";
+    }
+    rec.port = port;
+    if (special && rec.protocol !== "file:" && rec.hostname === "") throw invalid(input);
+    rec.pathname = special ? normalizePath(path === "" ? [""] : path.slice(1).split("/"), true)
+      : (path === "" ? "" : normalizePath(path.slice(1).split("/"), false));
+    rec.query = query; rec.fragment = fragment;
+    rec.opaque = false;
+  }
+  function parseURL(input, base) {
+    const text = StringCtor(input).replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "").replace(/[\t\n\r]/g, "");
+    const rec = { protocol: "", username: "", password: "", hostname: null, port: "", pathname: "", query: null, fragment: null, opaque: false };
+    const m = /^([A-Za-z][A-Za-z0-9+.-]*):([\s\S]*)$/.exec(text);
+    if (m !== null && !(base && m[1].toLowerCase() + ":" === base.protocol && m[1].toLowerCase() + ":" in SPECIAL_PORTS && !/^[/\\]/.test(m[2]))) {
+      rec.protocol = m[1].toLowerCase() + ":";
+      const rest = m[2];
+      if (rec.protocol in SPECIAL_PORTS) {
+        parseAuthorityAndPath(rec, rest.replace(/^[/\\]*/, ""), input);
+      } else if (rest.startsWith("//")) {
+        parseAuthorityAndPath(rec, rest.slice(2), input);
+      } else if (rest.startsWith("/")) {
+        const [p, q, f] = splitTail(rest);
+        rec.pathname = normalizePath(p.slice(1).split("/"), false);
+        rec.query = q; rec.fragment = f;
+      } else {
+        const [p, q, f] = splitTail(rest);
+        rec.pathname = percentEncode(p, C0_SET);
+        rec.query = q; rec.fragment = f;
+        rec.opaque = true;
+      }
+    } else {
+      const relative = m !== null ? m[2] : text;
+      if (!base) throw invalid(input);
+      const special = base.protocol in SPECIAL_PORTS;
+      if (base.opaque && !relative.startsWith("#")) throw invalid(input);
+      rec.protocol = base.protocol;
+      const r = special ? relative.replace(/^([^?#]*)/, (p) => p.replace(/\\/g, "/")) : relative;
+      if (r.startsWith("//")) {
+        parseAuthorityAndPath(rec, r.slice(2), input);
+      } else {
+        rec.username = base.username; rec.password = base.password;
+        rec.hostname = base.hostname; rec.port = base.port; rec.opaque = base.opaque;
+        const [p, q, f] = splitTail(r);
+        if (p === "") {
+          rec.pathname = base.pathname;
+          rec.query = q !== null ? q : (r.startsWith("#") || r === "" ? base.query : null);
+          if (r.startsWith("?")) rec.query = q;
+        } else {
+          const dir = p.startsWith("/") ? "" : base.pathname.slice(0, base.pathname.lastIndexOf("/") + 1);
+          const full = dir + p;
+          rec.pathname = normalizePath(full.replace(/^\//, "").split("/"), special);
+          rec.query = q;
+        }
+        rec.fragment = f;
+      }
+    }
+    if (rec.query !== null) rec.query = percentEncode(rec.query, rec.protocol in SPECIAL_PORTS ? SPECIAL_QUERY_SET : QUERY_SET);
+    if (rec.fragment !== null) rec.fragment = percentEncode(rec.fragment, FRAGMENT_SET);
+    return rec;
+  }
+  function hrefOf(rec) {
+    let s = rec.protocol;
+    if (rec.hostname !== null) {
+      s += "//";
+      if (rec.username !== "" || rec.password !== "") {
+        s += rec.username + (rec.password !== "" ? ":" + rec.password : "") + "@";
+      }
+      s += rec.hostname + (rec.port !== "" ? ":" + rec.port : "");
+    } else if (!rec.opaque && rec.pathname.startsWith("//")) {
+      s += "/.";
+    }
+    s += rec.pathname;
+    if (rec.query !== null) s += "?" + rec.query;
+    if (rec.fragment !== null) s += "#" + rec.fragment;
+    return s;
+  }
+
+  const urlState = new WeakMap();
+  const paramsState = new WeakMap();
+  function urlRec(self) {
+    const rec = urlState.get(self);
+    if (rec === undefined) throw new TypeError("not a URL");
+    return rec;
+  }
+  function paramsRec(self) {
+    const rec = paramsState.get(self);
+    if (rec === undefined) throw new TypeError("not a URLSearchParams");
+    return rec;
+  }
+  function paramsChanged(prec) {
+    if (prec.url === null) return;
+    const rec = urlRec(prec.url);
+    const q = serializeParams(prec.list);
+    rec.query = q === "" ? null : q;
+  }
+  function serializeParams(list) {
+    const parts = [];
+    for (const [n, v] of list) parts.push(formEncode(n) + "=" + formEncode(v));
+    return parts.join("&");
+  }
+
+  class URLSearchParams {
+    constructor(init = "") {
+      const list = [];
+      if (init instanceof URLSearchParams) {
+        for (const [n, v] of paramsRec(init).list) list.push([n, v]);
+      } else if (init !== null && typeof init === "object" && typeof init[Symbol.iterator] === "function") {
+        for (const pair of init) {
+          const arr = [...pair];
+          if (arr.length !== 2) throw new TypeError("URLSearchParams: each pair must have exactly two items");
+          list.push([StringCtor(arr[0]), StringCtor(arr[1])]);
+        }
+      } else if (init !== null && (typeof init === "object" || typeof init === "function")) {
+        for (const k of objectKeys(init)) list.push([k, StringCtor(init[k])]);
+      } else {
+        let s = StringCtor(init);
+        if (s.startsWith("?")) s = s.slice(1);
+        for (const pair of parseQueryString(s)) list.push(pair);
+      }
+      paramsState.set(this, { list, url: null });
+    }
+    get size() { return paramsRec(this).list.length; }
+    append(name, value) { const r = paramsRec(this); r.list.push([StringCtor(name), StringCtor(value)]); paramsChanged(r); }
+    delete(name, value) {
+      const r = paramsRec(this); const n = StringCtor(name);
+      r.list = r.list.filter(([k, v]) => !(k === n && (value === undefined || v === StringCtor(value))));
+      paramsChanged(r);
+    }
+    get(name) { const n = StringCtor(name); const e = paramsRec(this).list.find(([k]) => k === n); return e === undefined ? null : e[1]; }
+    getAll(name) { const n = StringCtor(name); return paramsRec(this).list.filter(([k]) => k === n).map(([, v]) => v); }
+    has(name, value) {
+      const n = StringCtor(name);
+      return paramsRec(this).list.some(([k, v]) => k === n && (value === undefined || v === StringCtor(value)));
+    }
+    set(name, value) {
+      const r = paramsRec(this); const n = StringCtor(name); const v = StringCtor(value);
+      const i = r.list.findIndex(([k]) => k === n);
+      if (i < 0) r.list.push([n, v]);
+      else {
+        r.list[i] = [n, v];
+        r.list = r.list.filter(([k], j) => j <= i || k !== n);
+      }
+      paramsChanged(r);
+    }
+    sort() {
+      const r = paramsRec(this);
+      r.list = r.list.map((e, i) => [e, i]).sort((a, b) => (a[0][0] < b[0][0] ? -1 : a[0][0] > b[0][0] ? 1 : a[1] - b[1])).map(([e]) => e);
+      paramsChanged(r);
+    }
+    forEach(callback, thisArg) {
+      for (const [n, v] of paramsRec(this).list.slice()) call(callback, thisArg, v, n, this);
+    }
+    keys() { return paramsRec(this).list.map(([n]) => n)[Symbol.iterator](); }
+    values() { return paramsRec(this).list.map(([, v]) => v)[Symbol.iterator](); }
+    entries() { return paramsRec(this).list.map(([n, v]) => [n, v])[Symbol.iterator](); }
+    [Symbol.iterator]() { return this.entries(); }
+    toString() { return serializeParams(paramsRec(this).list); }
+    get [Symbol.toStringTag]() { return "URLSearchParams"; }
+  }
+
+  class URL {
+    constructor(url, base) {
+      let baseRec;
+      if (base !== undefined) baseRec = base instanceof URL ? urlRec(base) : parseURL(base, undefined);
+      const rec = parseURL(url, baseRec);
+      urlState.set(this, rec);
+      const params = new URLSearchParams(rec.query === null ? "" : rec.query);
+      paramsRec(params).url = this;
+      rec.searchParams = params;
+    }
+    static canParse(url, base) {
+      try { new URL(url, base); return true; } catch (e) { return false; }
+    }
+    static parse(url, base) {
+      try { return new URL(url, base); } catch (e) { return null; }
+    }
+    get href() { return hrefOf(urlRec(this)); }
+    set href(v) {
+      const rec = urlRec(this); const next = parseURL(v, undefined);
+      const params = rec.searchParams;
+      for (const k of objectKeys(next)) rec[k] = next[k];
+      rec.searchParams = params;
+      paramsRec(params).list = parseQueryString(rec.query === null ? "" : rec.query);
+    }
+    get origin() {
+      const rec = urlRec(this);
+      if (!(rec.protocol in SPECIAL_PORTS) || rec.protocol === "file:") return "null";
+      return rec.protocol + "//" + rec.hostname + (rec.port !== "" ? ":" + rec.port : "");
+    }
+    get protocol() { return urlRec(this).protocol; }
+    get username() { return urlRec(this).username; }
+    set username(v) { const r = urlRec(this); if (r.hostname) r.username = percentEncode(StringCtor(v), USERINFO_SET); }
+    get password() { return urlRec(this).password; }
+    set password(v) { const r = urlRec(this); if (r.hostname) r.password = percentEncode(StringCtor(v), USERINFO_SET); }
+    get host() { const r = urlRec(this); return r.hostname === null ? "" : r.hostname + (r.port !== "" ? ":" + r.port : ""); }
+    get hostname() { const r = urlRec(this); return r.hostname === null ? "" : r.hostname; }
+    set hostname(v) {
+      const r = urlRec(this);
+      if (r.opaque) return;
+      r.hostname = parseHost(StringCtor(v), r.protocol in SPECIAL_PORTS, v);
+    }
+    get port() { return urlRec(this).port; }
+    set port(v) {
+      const r = urlRec(this); const s = StringCtor(v);
+      if (r.hostname === null || r.protocol === "file:") return;
+      if (s === "") { r.port = ""; return; }
+      const m = /^[0-9]+/.exec(s);
+      if (m === null || Number(m[0]) > 65535) return;
+      const p = StringCtor(Number(m[0]));
+      r.port = SPECIAL_PORTS[r.protocol] === p ? "" : p;
+    }
+    get pathname() { return urlRec(this).pathname; }
+    set pathname(v) {
+      const r = urlRec(this);
+      if (r.opaque) return;
+      const s = StringCtor(v);
+      r.pathname = normalizePath(s.replace(/^\//, "").split("/"), r.protocol in SPECIAL_PORTS);
+    }
+    get search() { const q = urlRec(this).query; return q === null || q === "" ? "" : "?" + q; }
+    set search(v) {
+      const r = urlRec(this); let s = StringCtor(v);
+      if (s.startsWith("?")) s = s.slice(1);
+      r.query = s === "" ? null : percentEncode(s, r.protocol in SPECIAL_PORTS ? SPECIAL_QUERY_SET : QUERY_SET);
+      paramsRec(r.searchParams).list = parseQueryString(s);
+    }
+    get searchParams() { return urlRec(this).searchParams; }
+    get hash() { const f = urlRec(this).fragment; return f === null || f === "" ? "" : "#" + f; }
+    set hash(v) {
+      const r = urlRec(this); let s = StringCtor(v);
+      if (s.startsWith("#")) s = s.slice(1);
+      r.fragment = s === "" ? null : percentEncode(s, FRAGMENT_SET);
+    }
+    toString() { return this.href; }
+    toJSON() { return this.href; }
+    get [Symbol.toStringTag]() { return "URL"; }
+  }
+
+  // ---- 2e. install the provided globals -----------------------------------------------------
+  const provided = {
+    console: consoleObject, setTimeout, clearTimeout,
+    URL: typeof g.URL === "function" ? g.URL : URL,
+    URLSearchParams: typeof g.URLSearchParams === "function" ? g.URLSearchParams : URLSearchParams,
+  };
+  for (const name of objectKeys(provided)) {
+    defineProperty(g, name, { value: provided[name], writable: true, enumerable: false, configurable: true });
+  }
+  defineProperty(g, "__codemode_result__", { value: undefined, writable: true, enumerable: false, configurable: false });
+
+  // ---- 4. lockdown helpers ------------------------------------------------------------------
+  // Globals that may exist after lockdown: ECMAScript built-ins plus spec §3.5. Everything else
+  // the engine or binding adds (eval, performance, queueMicrotask, atob/btoa, DOMException,
+  // SharedArrayBuffer/Atomics, and anything a future binding version adds such as fetch) goes.
+  const ALLOWED_GLOBALS = new Set([
+    "Object", "Function", "Array", "Number", "Boolean", "String", "Symbol", "BigInt", "Math", "JSON",
+    "Reflect", "Proxy", "Promise", "Date", "RegExp", "Map", "Set", "WeakMap", "WeakSet", "WeakRef",
+    "FinalizationRegistry", "Iterator", "DisposableStack", "AsyncDisposableStack",
+    "Error", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError",
+    "InternalError", "AggregateError", "SuppressedError",
+    "ArrayBuffer", "DataView", "Uint8Array", "Int8Array", "Uint8ClampedArray", "Uint16Array", "Int16Array",
+    "Uint32Array", "Int32Array", "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+    "parseInt", "parseFloat", "isNaN", "isFinite", "decodeURI", "decodeURIComponent", "encodeURI",
+    "encodeURIComponent", "escape", "unescape", "Infinity", "NaN", "undefined", "globalThis",
+    "TextEncoder", "TextDecoder", "URL", "URLSearchParams", "setTimeout", "clearTimeout", "console",
+    "__codemode_result__",
+  ]);
+
+  function throwingConstructor(name) {
+    // A stand-in whose prototype is the real one, so `f instanceof Function` keeps working.
+    const stub = function () {
+      throw new TypeError(`${name}: code generation from strings is disabled in this sandbox (spec §3.5)`);
+    };
+    defineProperty(stub, "name", { value: name });
+    return stub;
+  }
+
+  function tameCodeGeneration() {
+    const pairs = [
+      ["Function", getPrototypeOf(function () {})],
+      ["AsyncFunction", getPrototypeOf(async function () {})],
+      ["GeneratorFunction", getPrototypeOf(function* () {})],
+      ["AsyncGeneratorFunction", getPrototypeOf(async function* () {})],
+    ];
+    for (const [name, proto] of pairs) {
+      const stub = throwingConstructor(name);
+      defineProperty(stub, "prototype", { value: proto, writable: false, enumerable: false, configurable: false });
+      defineProperty(proto, "constructor", { value: stub, writable: true, enumerable: false, configurable: true });
+      if (name === "Function") {
+        defineProperty(g, "Function", { value: stub, writable: true, enumerable: false, configurable: true });
+      }
+    }
+    // V8-style stack hooks would run agent code while errors are built inside @codemode/host.
+    for (const name of ["prepareStackTrace", "stackTraceLimit"]) {
+      const d = getOwnPropertyDescriptor(ErrorCtor, name);
+      if (d !== undefined) {
+        const value = name === "stackTraceLimit" ? (d.get ? call(d.get, ErrorCtor) : d.value) : undefined;
+        defineProperty(ErrorCtor, name, { value, writable: false, enumerable: false, configurable: false });
+      }
+    }
+  }
+
+  function removeGlobals() {
+    for (const name of ownKeys(g)) {
+      if (typeof name === "string" && ALLOWED_GLOBALS.has(name)) continue;
+      if (!delete g[name]) throw new Error(`lockdown: cannot remove global ${safeString(name)}`);
+    }
+  }
+
+  // Turn a data property into an accessor so that assigning it on an object that inherits
+  // from the frozen prototype creates an own property instead of throwing (override mistake).
+  function enableOverride(obj, key) {
+    const d = getOwnPropertyDescriptor(obj, key);
+    if (d === undefined || !hasOwn.call(d, "value") || !d.configurable) return;
+    const value = d.value;
+    defineProperty(obj, key, {
+      get() { return value; },
+      set(v) {
+        if (this === obj) throw new TypeError(`Cannot assign to read only property '${safeString(key)}' of frozen intrinsic`);
+        if (hasOwn.call(this, key)) this[key] = v;
+        else defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+      },
+      enumerable: d.enumerable,
+      configurable: false,
+    });
+  }
+
+  const OVERRIDABLE = ["constructor", "toString", "valueOf", "toLocaleString", "toJSON", "name", "message"];
+  function hiddenIntrinsics() {
+    const list = [
+      getPrototypeOf(function () {}), getPrototypeOf(async function () {}), getPrototypeOf(function* () {}),
+      getPrototypeOf(async function* () {}), getPrototypeOf(Uint8Array),
+      getPrototypeOf([][Symbol.iterator]()), getPrototypeOf(new Map()[Symbol.iterator]()),
+      getPrototypeOf(new Set()[Symbol.iterator]()), getPrototypeOf(""[Symbol.iterator]()),
+      getPrototypeOf(/a/[Symbol.matchAll]("")), getPrototypeOf((function* () {})()),
+      getPrototypeOf((async function* () {})()),
+    ];
+    try { list.push(getPrototypeOf([].values().map((x) => x))); } catch (e) { /* no iterator helpers */ }
+    try { list.push(getPrototypeOf(Iterator.from({ next() { return { done: true }; } }))); } catch (e) { /* absent */ }
+    return list;
+  }
+
+  function freezeIntrinsics(extraRoots) {
+    const roots = [];
+    for (const name of ownKeys(g)) {
+      if (name === "globalThis" || name === "__codemode_result__") continue;
+      const d = getOwnPropertyDescriptor(g, name);
+      if (hasOwn.call(d, "value")) roots.push(d.value);
+      else { roots.push(d.get); roots.push(d.set); }
+    }
+    for (const r of hiddenIntrinsics()) roots.push(r);
+    for (const r of extraRoots) roots.push(r);
+    roots.push(getPrototypeOf(g));
+
+    // Pass 1: collect everything reachable (own properties, accessors, prototypes).
+    const seen = new Set();
+    const stack = roots.slice();
+    while (stack.length > 0) {
+      const v = stack.pop();
+      if ((typeof v !== "object" && typeof v !== "function") || v === null || v === g || seen.has(v)) continue;
+      seen.add(v);
+      stack.push(getPrototypeOf(v));
+      for (const key of ownKeys(v)) {
+        const d = getOwnPropertyDescriptor(v, key);
+        if (d === undefined) continue;
+        if (hasOwn.call(d, "value")) stack.push(d.value);
+        else { stack.push(d.get); stack.push(d.set); }
+      }
+    }
+    // Pass 2: override-mistake enablement on every prototype object, everything on
+    // Object.prototype (plain objects overriding toString/hasOwnProperty/... are common).
+    const objectProto = Object.prototype;
+    for (const name of getOwnPropertyNames(objectProto)) enableOverride(objectProto, name);
+    for (const v of seen) {
+      if (typeof v !== "function") continue;
+      const d = getOwnPropertyDescriptor(v, "prototype");
+      const proto = d !== undefined && hasOwn.call(d, "value") ? d.value : undefined;
+      if (proto === null || typeof proto !== "object" || !seen.has(proto)) continue;
+      for (const key of OVERRIDABLE) enableOverride(proto, key);
+    }
+    for (const v of hiddenIntrinsics()) for (const key of OVERRIDABLE) enableOverride(v, key);
+    // Pass 3: freeze. New accessor functions made in pass 2 are frozen too.
+    for (const v of seen) {
+      freeze(v);
+      for (const key of ownKeys(v)) {
+        const d = getOwnPropertyDescriptor(v, key);
+        if (d !== undefined && !hasOwn.call(d, "value")) {
+          if (d.get) freeze(d.get);
+          if (d.set) freeze(d.set);
+        }
+      }
+    }
+  }
+
+  function sealGlobals() {
+    for (const name of ownKeys(g)) {
+      if (name === "__codemode_result__") continue;
+      const d = getOwnPropertyDescriptor(g, name);
+      if (!d.configurable && (!hasOwn.call(d, "value") || !d.writable)) continue;
+      if (hasOwn.call(d, "value")) {
+        defineProperty(g, name, { value: d.value, writable: false, enumerable: d.enumerable, configurable: false });
+      } else {
+        defineProperty(g, name, { get: d.get, set: d.set, enumerable: d.enumerable, configurable: false });
+      }
+    }
+  }
+
+  // ---- 5. report ----------------------------------------------------------------------------
+  function describeError(e, errorsModule) {
+    const out = { isError: false, name: null, message: null, stack: null, text: null, errorClass: null, hint: null };
+    try { out.isError = e instanceof ErrorCtor; } catch (x) { /* hostile proxy */ }
+    try { out.text = e === null ? "null" : e === undefined ? "undefined" : (out.isError ? safeString(e) : formatArg(e)); } catch (x) { out.text = "[Unprintable value]"; }
+    if (e !== null && (typeof e === "object" || typeof e === "function")) {
+      for (const key of ["name", "message", "stack", "hint"]) {
+        try {
+          const v = e[key];
+          if (typeof v === "string") out[key] = v;
+        } catch (x) { /* throwing getter */ }
+      }
+      try {
+        if (errorsModule !== null && e instanceof errorsModule.CodemodeError) {
+          const classes = [errorsModule.AuthenticationError, errorsModule.ToolCallError, errorsModule.SchemaValidationError,
+            errorsModule.ToolNotFoundError, errorsModule.ServerNotFoundError, errorsModule.SandboxLimitError,
+            errorsModule.CodemodeError];
+          for (const cls of classes) {
+            if (e instanceof cls) { out.errorClass = cls.name; break; }
+          }
+          if (out.errorClass === "SandboxLimitError") {
+            try { out.limit = safeString(e.limit); out.value = typeof e.value === "number" ? e.value : null; } catch (x) { /* ignore */ }
+          }
+        }
+      } catch (x) { /* hostile proxy */ }
+    }
+    return out;
+  }
+
+  async function run() {
+    let errorsModule = null;
+    try {
+      // ---- 3. @codemode modules: errors, then host (takes the kernel), then the rest -------
+      errorsModule = await import("@codemode/errors");
+      const kernel = {
+        hostCall: rawHost,
+        begin() { pendingCalls += 1; },
+        end() { pendingCalls -= 1; checkIdle(); },
+        maxConcurrentCalls: config.maxConcurrentCalls,
+      };
+      defineProperty(g, "__codemode_kernel__", { value: freeze(kernel), writable: false, enumerable: false, configurable: true });
+      const host = await import("@codemode/host");
+      if (hasOwn.call(g, "__codemode_kernel__")) {
+        delete g.__codemode_kernel__;
+        throw new Error("lockdown: @codemode/host did not take the kernel");
+      }
+      const namespaces = [errorsModule, host];
+      for (const spec of config.modules) {
+        try {
+          namespaces.push(await import(spec));
+        } catch (e) {
+          // Reported when (and only if) the agent imports it.
+        }
+      }
+      tameCodeGeneration();
+      removeGlobals();
+      freezeIntrinsics([]);
+      for (const ns of namespaces) {
+        for (const key of ownKeys(ns)) host.deepFreeze(ns[key]);
+      }
+      sealGlobals();
+    } catch (e) {
+      return stringify({ status: "setup_error", error: describeError(e, null) });
+    }
+
+    // ---- 5. the agent module, then wait for pending tool calls and timers -------------------
+    try {
+      await race([import(config.agentModule), fatal]);
+      for (;;) {
+        await race([idle(), fatal]);
+        await rawTick(); // one host turn: every queued job runs before we look again
+        if (pending() === 0) break;
+      }
+      if (fatalError !== null) throw fatalError.error;
+    } catch (e) {
+      return stringify({ status: "error", error: describeError(e, errorsModule) });
+    }
+    const value = g.__codemode_result__;
+    if (value === undefined) return stringify({ status: "ok", result: null });
+    let text;
+    try {
+      text = stringify(value);
+    } catch (e) {
+      return stringify({ status: "ok", result: null, resultError: safeString(e && e.message) });
+    }
+    if (text === undefined) {
+      return stringify({ status: "ok", result: null, resultError: `a ${typeof value} is not JSON-serialisable` });
+    }
+    return stringify({ status: "ok", result: text });
+  }
+
+  return run();
+})();

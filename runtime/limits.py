@@ -1,0 +1,145 @@
+"""Execution limits of one `codemode.run` (spec §3.2.4, §7.4, §11).
+
+Limits arrive from three places (built-in defaults, `codemode.toml`, the agent's request) and
+every one of them is untrusted input to the sandbox: a typo must be reported clearly, an
+unknown key must be ignored (§3.2.4 MUST), and no request may lift a limit past the hard
+ceiling the host can actually honour. Field names are the JSON keys (camelCase) on purpose:
+the same names appear in the system prompt, in `codemode.toml` and in responses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+# --- defaults -------------------------------------------------------------------------------
+
+#: Wall-clock budget of one run. Bounds runaway scripts (`while (true) {}`, slow native ops,
+#: tool calls that never return) so the caller always gets an answer.
+DEFAULT_TIMEOUT_MS = 30_000
+#: QuickJS heap budget. Bounds allocation bombs (`'x'.repeat(2**28)`, ever-growing arrays)
+#: that would otherwise take the host's memory with them.
+DEFAULT_MAX_MEMORY_BYTES = 64 * 1024 * 1024
+#: Total UTF-8 bytes of log messages kept. Bounds log floods that would blow up the agent's
+#: context window and the host's memory; excess is dropped with a final warning (§3.3.1).
+DEFAULT_MAX_LOG_BYTES = 64 * 1024
+#: Tool calls per run (enforced by the bridge). Bounds a script that hammers MCP servers in
+#: a loop.
+DEFAULT_MAX_TOOL_CALLS = 200
+#: Tool calls in flight at once; more wait in a JS-side queue. Bounds fan-out such as
+#: `Promise.all(ids.map(get))` over 10k ids against one server, and keeps the binding's own
+#: pending-call cap (which would abort the run uncatchably) out of reach.
+DEFAULT_MAX_CONCURRENT_CALLS = 32
+
+# --- ceilings: the most a request may ask for ----------------------------------------------
+
+#: A run may not hold a worker process longer than this, whatever it asks for.
+HARD_MAX_TIMEOUT_MS = 10 * 60 * 1000
+#: Above this a single run could starve the machine (2 cores / shared memory).
+HARD_MAX_MEMORY_BYTES = 1024 * 1024 * 1024
+#: Logs are returned inline in one JSON response; more than this is never useful.
+HARD_MAX_LOG_BYTES = 16 * 1024 * 1024
+#: Upper bound on calls per run, against runaway loops on expensive servers.
+HARD_MAX_TOOL_CALLS = 100_000
+#: The JS engine's pending host-call table is sized from this; keep it small.
+HARD_MAX_CONCURRENT_CALLS = 256
+
+# --- floors: below these the sandbox cannot even start --------------------------------------
+
+#: The prelude, the @codemode modules and a small script need a few MiB of heap.
+MIN_MEMORY_BYTES = 4 * 1024 * 1024
+MIN_TIMEOUT_MS = 1
+MIN_CONCURRENT_CALLS = 1
+
+
+class LimitsError(ValueError):
+    """A limits value is not a usable integer; the message names the key and the valid range."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"limits.{key}: {message}")
+        self.key = key
+
+
+class SandboxLimitExceeded(Exception):
+    """Raised by a host call (e.g. the bridge on the N+1th tool call) to end the run.
+
+    The sandbox turns it into a `SANDBOX_LIMIT` diagnostic with errorClass
+    `SandboxLimitError`, keeping the logs captured so far (§7.4).
+    """
+
+    def __init__(self, limit: str, value: int | float | str | None, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.message = message
+
+
+_RANGES: dict[str, tuple[int, int]] = {
+    "timeoutMs": (MIN_TIMEOUT_MS, HARD_MAX_TIMEOUT_MS),
+    "maxMemoryBytes": (MIN_MEMORY_BYTES, HARD_MAX_MEMORY_BYTES),
+    "maxLogBytes": (0, HARD_MAX_LOG_BYTES),
+    "maxToolCalls": (0, HARD_MAX_TOOL_CALLS),
+    "maxConcurrentCalls": (MIN_CONCURRENT_CALLS, HARD_MAX_CONCURRENT_CALLS),
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits of one run; construct with `Limits()` for the documented defaults."""
+
+    timeoutMs: int = DEFAULT_TIMEOUT_MS
+    maxMemoryBytes: int = DEFAULT_MAX_MEMORY_BYTES
+    maxLogBytes: int = DEFAULT_MAX_LOG_BYTES
+    maxToolCalls: int = DEFAULT_MAX_TOOL_CALLS
+    maxConcurrentCalls: int = DEFAULT_MAX_CONCURRENT_CALLS
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Limits:
+        """Defaults overridden by `data`; unknown keys ignored (§3.2.4), bad values raise
+        `LimitsError`."""
+        return merge(cls(), data)
+
+    def to_json(self) -> dict[str, int]:
+        return dict(asdict(self))
+
+
+def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Limits:
+    """`defaults` with every recognised key of `overrides` applied and validated.
+
+    Unknown keys are ignored without error (§3.2.4); `None` values mean "keep the default".
+    """
+    if overrides is None:
+        return defaults
+    if isinstance(overrides, Limits):
+        return overrides
+    if not isinstance(overrides, Mapping):
+        raise LimitsError("*", f"expected an object of limits, got {type(overrides).__name__}")
+    changes: dict[str, int] = {}
+    for key in _RANGES:
+        if key in overrides and overrides[key] is not None:
+            changes[key] = _coerce(key, overrides[key])
+    return replace(defaults, **changes)
+
+
+def _coerce(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise LimitsError(key, f"expected an integer, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise LimitsError(key, f"expected an integer, got {value!r}")
+    _check(key, value)
+    return value
+
+
+def _check(key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LimitsError(key, f"expected an integer, got {value!r}")
+    low, high = _RANGES[key]
+    if not low <= value <= high:
+        raise LimitsError(key, f"{value} is out of range; use an integer from {low} to {high}")
