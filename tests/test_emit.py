@@ -1,0 +1,91 @@
+"""write_outputs / check_outputs: all-or-nothing out/ replacement and staleness detection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codemode_gen.generator.build import Outputs, build_outputs
+from codemode_gen.generator.emit import check_outputs, write_outputs
+from codemode_gen.generator.fixtures import load_fixtures
+
+FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def outputs() -> Outputs:
+    return build_outputs(load_fixtures(FIXTURES))
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_write_then_check_is_clean(tmp_path: Path, outputs: Outputs) -> None:
+    out = tmp_path / "out"
+    assert write_outputs(out, outputs) == []
+    assert snapshot(out) == {rel: text.encode() for rel, text in outputs.files.items()}
+    assert check_outputs(out, outputs) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left behind
+
+
+def test_check_names_stale_missing_and_extra_files(tmp_path: Path, outputs: Outputs) -> None:
+    out = tmp_path / "out"
+    write_outputs(out, outputs)
+    (out / "servers" / "notes.d.ts").write_text("// edited\n")
+    (out / "manifest.json").unlink()
+    (out / "servers" / "gone.js").write_text("export {};\n")
+    (out / "README.md").write_text("mine\n")  # not owned by generate: never reported
+    assert check_outputs(out, outputs) == [
+        "missing: manifest.json",
+        "stale: servers/notes.d.ts",
+        "extra: servers/gone.js",
+    ]
+    assert check_outputs(tmp_path / "nowhere", outputs)[0] == "missing: codemode.d.ts"
+
+
+def test_write_removes_stale_owned_files_and_keeps_user_files(
+    tmp_path: Path, outputs: Outputs
+) -> None:
+    out = tmp_path / "out"
+    write_outputs(out, outputs)
+    (out / "servers" / "old-server.js").write_text("export {};\n")
+    (out / "python").mkdir()
+    (out / "python" / "old.py").write_text("x = 1\n")
+    (out / "README.md").write_text("mine\n")
+    (out / "scripts").mkdir()
+    (out / "scripts" / "a.ts").write_text("export {};\n")
+    removed = write_outputs(out, outputs)
+    assert removed == ["python/old.py", "servers/old-server.js"]
+    assert (out / "README.md").read_text() == "mine\n"
+    assert (out / "scripts" / "a.ts").exists()
+    assert check_outputs(out, outputs) == []
+
+
+def test_failed_write_leaves_previous_out_intact(tmp_path: Path, outputs: Outputs) -> None:
+    out = tmp_path / "out"
+    write_outputs(out, outputs)
+    (out / "README.md").write_text("mine\n")
+    before = snapshot(out)
+    # a path that escapes out/ is refused half-way through staging (files are written in order)
+    broken = Outputs(files={**outputs.files, "zz/../../escape.txt": "x"}, manifest=outputs.manifest)
+    with pytest.raises(ValueError, match="escapes out/"):
+        write_outputs(out, broken)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_out_that_is_a_file_is_a_user_error(tmp_path: Path, outputs: Outputs) -> None:
+    from codemode_gen.errors import UserError
+
+    target = tmp_path / "out"
+    target.write_text("not a folder")
+    with pytest.raises(UserError, match="not a folder"):
+        write_outputs(target, outputs)
+    assert target.read_text() == "not a folder"
