@@ -193,7 +193,8 @@ class Bridge:
                 try:
                     live = await self.connector.live(view.config_id)
                 except AuthError as exc:
-                    view.unavailable = f"authentication failed: {getattr(exc, 'reason', exc)}"
+                    view.unavailable = str(getattr(exc, "reason", None) or exc)
+                    view.auth_failed = True
                 except ConnectError as exc:
                     view.unavailable = str(getattr(exc, "reason", None) or exc)
                 else:
@@ -202,7 +203,7 @@ class Bridge:
                     )
                     view.live = True
         if view.unavailable is not None:
-            if view.unavailable.startswith("authentication failed"):
+            if view.auth_failed:
                 return _error(
                     "AuthenticationError",
                     f"server '{view.server_id}' rejected the connection: {view.unavailable}",

@@ -91,6 +91,7 @@ class ServerView:
     tools: dict[str, ToolView] = field(default_factory=dict)  # by canonical tool name
     live: bool = False  # tools come from the live tools/list (else from out/ until first use)
     unavailable: str | None = None  # why the server could not be connected, when known
+    auth_failed: bool = False  # the server rejected our credentials (AuthenticationError on use)
     module_source: str | None = None  # ES module text of @codemode/servers/<server_id>
 
     def info(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from codemode_gen.runtime.catalog import (
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
+from codemode_gen.runtime.sessions import AuthError
 
 __all__ = ["CodeMode"]
 
@@ -231,11 +232,14 @@ class CodeMode:
         outcomes = await asyncio.gather(*(self.live(cid) for cid in order), return_exceptions=True)
         lives: dict[str, LiveServer] = {}
         failures: dict[str, str] = {}
+        auth_failures: set[str] = set()
         for cid, outcome in zip(order, outcomes, strict=True):
             if isinstance(outcome, LiveServer):
                 lives[cid] = outcome
             elif isinstance(outcome, Exception):
                 failures[cid] = str(getattr(outcome, "reason", None) or outcome)
+                if isinstance(outcome, AuthError):
+                    auth_failures.add(cid)
                 self._connected.pop(cid, None)
             else:
                 raise outcome
@@ -254,6 +258,7 @@ class CodeMode:
                     view = ServerView(server_id=sid, config_id=cid, server_name=cid)
                     views[sid] = view
                 view.unavailable = reason
+                view.auth_failed = cid in auth_failures
                 why = wanted.get(cid)
                 severity = "warning" if why in ("requested", "imported") else "info"
                 catalog.diagnostics.append(diagnostic(

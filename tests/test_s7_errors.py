@@ -45,6 +45,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     out = base / "out"
     write_out(out, [
         fixture_set("broken", [{"name": "ping", "inputSchema": {"type": "object"}}]),
+        # generated while its credentials were still valid
+        fixture_set("locked", [{"name": "whoami", "inputSchema": {"type": "object", "properties": {}}}]),
         # out/ was generated when `stale` still had a tool called `vanished`
         fixture_set("stale", [
             {"name": "tick", "inputSchema": {"type": "object"}},
