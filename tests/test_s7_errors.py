@@ -16,7 +16,15 @@ import pytest
 
 from codemode_gen.config import ServerConfig
 
-from .runtime_support import HostThread, assert_ok, errors, fixture_set, start_http, stdio, write_out
+from .runtime_support import (
+    HostThread,
+    assert_ok,
+    errors,
+    fixture_set,
+    start_http,
+    stdio,
+    write_out,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
