@@ -1,0 +1,187 @@
+"""The project's own JSON Schema -> TypeScript translator (spec §6.2), one stage a module.
+
+normalize (draft spellings -> one vocabulary) -> refs ($ref targets) -> translate (schema ->
+`ast` nodes, soundness first) -> printer (AST -> text, sanitised). This module is the API
+the generator pipeline uses: `translate` for one schema into a shared `NameScope`, and
+`render_standalone` for the `codemode-gen types` command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from codemode_gen import __version__
+from codemode_gen.generator.typescript.printer import doc_comment, print_type, sanitize_doc
+from codemode_gen.generator.typescript.translate import pascal_case, translate_schema
+
+__all__ = [
+    "NameScope",
+    "Translation",
+    "TypeDecl",
+    "doc_comment",
+    "render_standalone",
+    "sanitize_doc",
+    "translate",
+]
+
+# Longest type name handed out (a server-chosen $defs key could be kilobytes long).
+MAX_NAME_CHARS = 64
+
+# Names a module-level `export type` must not take: shadowing these inside a `declare
+# module` block would silently change what `Promise<…>`, `Record<…>` etc. mean in the
+# generated function declarations next to them.
+_RESERVED_TYPE_NAMES = frozenset(
+    [
+        "Array",
+        "ArrayBuffer",
+        "Awaited",
+        "BigInt",
+        "Boolean",
+        "DataView",
+        "Date",
+        "Error",
+        "Exclude",
+        "Extract",
+        "Function",
+        "Infinity",
+        "InstanceType",
+        "Iterable",
+        "Iterator",
+        "JSON",
+        "Map",
+        "Math",
+        "NaN",
+        "NonNullable",
+        "Number",
+        "Object",
+        "Omit",
+        "Parameters",
+        "Partial",
+        "Pick",
+        "Promise",
+        "PromiseLike",
+        "Readonly",
+        "ReadonlyArray",
+        "Record",
+        "Required",
+        "RegExp",
+        "ReturnType",
+        "Set",
+        "String",
+        "Symbol",
+        "Uint8Array",
+        "Uppercase",
+        "Lowercase",
+        "Capitalize",
+        "Uncapitalize",
+        "WeakMap",
+        "WeakSet",
+        "Window",
+        "Document",
+        "Element",
+        "Node",
+        "Event",
+        "Console",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TypeDecl:
+    name: str  # exported type name
+    doc: tuple[str, ...]  # doc-comment lines, already sanitised
+    text: str  # printed type expression; multi-line text is indented relative to column 0
+
+
+class NameScope:
+    """Unique type names within one .d.ts module (tool types and their helpers share it)."""
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self._taken: set[str] = set(taken)
+
+    def claim(self, wanted: str) -> str:
+        """PascalCase `wanted`, make it a valid, non-shadowing identifier, dedupe (Foo, Foo2, …)."""
+        base = pascal_case(str(wanted))[:MAX_NAME_CHARS] or "Type"
+        if base[0].isdigit():
+            base = "T" + base
+        if base in _RESERVED_TYPE_NAMES:
+            base += "Type"
+        name, n = base, 1
+        while name in self._taken:
+            n += 1
+            name = f"{base}{n}"
+        self._taken.add(name)
+        return name
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._taken
+
+
+@dataclass
+class Translation:
+    root: str  # type expression for the root (normally the root decl's name)
+    decls: list[TypeDecl] = field(default_factory=list)  # root decl first, then helpers
+    warnings: list[str] = field(
+        default_factory=list
+    )  # "<pointer>: <keyword> cannot be represented; …"
+
+
+def translate(schema: Any, name: str, scope: NameScope, *, doc: Sequence[str] = ()) -> Translation:
+    """Translate `schema` into declarations; claims `name` (and helper names) in `scope`.
+
+    The caller passes the name it wants for the root type; the name actually used (after
+    PascalCasing and deduplication) is `result.root` and `result.decls[0].name`. Never
+    raises on any JSON value: what cannot be expressed is `unknown` plus a warning.
+    """
+    root_name = scope.claim(name)
+    result = translate_schema(schema, root_name, scope.claim, [sanitize_doc(d) for d in doc])
+    decls = [TypeDecl(root_name, _doc_lines(result.root_doc), print_type(result.root))]
+    decls += [TypeDecl(n, _doc_lines(d), print_type(node)) for n, node, d in result.helpers]
+    return Translation(root=root_name, decls=decls, warnings=list(result.warnings))
+
+
+def _doc_lines(lines: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for line in lines:
+        out.extend(sanitize_doc(line).split("\n"))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("codemode_gen.templates", ""),
+        autoescape=False,  # TypeScript, not HTML; every string is sanitised by the printer
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals["doc_comment"] = doc_comment
+    return env
+
+
+_HEADER_UNSAFE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def render_standalone(
+    schema: Any, name: str = "Root", *, source: str = "<schema>"
+) -> tuple[str, list[str]]:
+    """A whole .d.ts exporting `name` (and its helpers) for one schema; also the warnings."""
+    result = translate(schema, name, NameScope())
+    text = (
+        _environment()
+        .get_template("types.d.ts.j2")
+        .render(
+            version=__version__,
+            source=_HEADER_UNSAFE.sub("?", source),
+            decls=result.decls,
+        )
+    )
+    return text, result.warnings

@@ -1,0 +1,187 @@
+"""A small TypeScript type AST: the seam between schema semantics and text layout.
+
+Translation decides *what* type a schema means; the printer decides *how* it looks. Keeping
+the nodes frozen and hashable lets the translator deduplicate union members and compare
+types structurally (e.g. "is this the unconstrained object type?") without printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal as TLiteral
+
+KeywordName = TLiteral[
+    "string", "number", "boolean", "null", "unknown", "never", "any", "undefined"
+]
+
+
+@dataclass(frozen=True)
+class Keyword:
+    name: KeywordName
+
+
+@dataclass(frozen=True, eq=False)
+class Literal:
+    """A literal type; `value` is a JSON primitive (str, finite int/float, bool).
+
+    Equality is JSON equality (`true` is not `1`, `1` is `1.0`): Python's would merge
+    `Literal(True)` and `Literal(1)` when deduplicating union members.
+    """
+
+    value: str | int | float | bool
+
+    def _key(self) -> tuple[str, object]:
+        return (
+            type(self.value).__name__ if isinstance(self.value, (bool, str)) else "number",
+            self.value,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Literal) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to a named declaration in the same module."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Array:
+    element: TypeNode
+
+
+@dataclass(frozen=True)
+class Tuple:
+    """`[required..., optional?..., ...rest[]]`; `elements[:required]` are mandatory."""
+
+    elements: tuple[TypeNode, ...]
+    required: int
+    rest: TypeNode | None = None
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    type: TypeNode
+    optional: bool = False
+    readonly: bool = False
+    doc: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TemplateKey:
+    """A template-literal key type: `${string}` + literal + `${string}`, either side optional."""
+
+    literal: str
+    any_before: bool
+    any_after: bool
+
+
+@dataclass(frozen=True)
+class Object:
+    """An object type; `index` is the value type of a `[k: string]` signature, if any;
+    `patterns` are `[k: `…${string}`]` signatures from literal patternProperties."""
+
+    properties: tuple[Property, ...] = ()
+    index: TypeNode | None = None
+    index_doc: tuple[str, ...] = field(default=())
+    patterns: tuple[tuple[TemplateKey, TypeNode], ...] = ()
+
+
+@dataclass(frozen=True)
+class Union:
+    members: tuple[TypeNode, ...]
+
+
+@dataclass(frozen=True)
+class Intersection:
+    members: tuple[TypeNode, ...]
+
+
+TypeNode = Keyword | Literal | Ref | Array | Tuple | Object | Union | Intersection
+
+UNKNOWN = Keyword("unknown")
+NEVER = Keyword("never")
+STRING = Keyword("string")
+NUMBER = Keyword("number")
+BOOLEAN = Keyword("boolean")
+NULL = Keyword("null")
+UNDEFINED = Keyword("undefined")
+
+
+def union(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
+    """Flatten, deduplicate and simplify (`unknown` absorbs, `never` vanishes)."""
+    flat: list[TypeNode] = []
+    for m in members:
+        parts = m.members if isinstance(m, Union) else (m,)
+        for p in parts:
+            if p == UNKNOWN or p == Keyword("any"):
+                return p
+            if p == NEVER or p in flat:
+                continue
+            flat.append(p)
+    if BOOLEAN in flat:
+        flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, bool))]
+    if STRING in flat:
+        flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, str))]
+    if NUMBER in flat:
+        flat = [
+            p
+            for p in flat
+            if not (
+                isinstance(p, Literal)
+                and isinstance(p.value, (int, float))
+                and not isinstance(p.value, bool)
+            )
+        ]
+    if not flat:
+        return NEVER
+    if len(flat) == 1:
+        return flat[0]
+    return Union(tuple(flat))
+
+
+def intersection(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
+    """Flatten, deduplicate and simplify (`never` absorbs, `unknown` vanishes)."""
+    flat: list[TypeNode] = []
+    for m in members:
+        parts = m.members if isinstance(m, Intersection) else (m,)
+        for p in parts:
+            if p == NEVER:
+                return NEVER
+            if p == UNKNOWN or p in flat:
+                continue
+            flat.append(p)
+    if not flat:
+        return UNKNOWN
+    if len(flat) == 1:
+        return flat[0]
+    return Intersection(tuple(flat))
+
+
+def walk(node: TypeNode) -> list[TypeNode]:
+    """All nodes below and including `node`, pre-order."""
+    out: list[TypeNode] = [node]
+    if isinstance(node, Array):
+        out += walk(node.element)
+    elif isinstance(node, Tuple):
+        for e in node.elements:
+            out += walk(e)
+        if node.rest is not None:
+            out += walk(node.rest)
+    elif isinstance(node, Object):
+        for p in node.properties:
+            out += walk(p.type)
+        if node.index is not None:
+            out += walk(node.index)
+        for _, typ in node.patterns:
+            out += walk(typ)
+    elif isinstance(node, (Union, Intersection)):
+        for m in node.members:
+            out += walk(m)
+    return out

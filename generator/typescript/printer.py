@@ -1,0 +1,192 @@
+"""TS type AST -> TypeScript text, and the sanitising of every server-controlled string.
+
+Output is injected into an agent's context and compiled by tsc, and every string in it
+(descriptions, property names, enum values) comes from a server we do not trust. So:
+doc text can never close its comment (`*/`) or start new lines of code; property names
+that are not identifiers are quoted string literals, never raw; string literals escape
+line terminators, `*/` and invisible/bidi controls. Layout is deterministic, 2-space indent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from codemode_gen.generator.typescript import ast as t
+
+# Longest doc text kept for one schema field (bounds the agent-context cost of a hostile
+# or auto-generated multi-kilobyte description).
+MAX_DOC_CHARS = 2000
+# Most doc lines for one documented item (same attack as above, via many short lines).
+MAX_DOC_LINES = 60
+TRUNCATION_MARKER = " … [truncated]"
+INDENT = "  "
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+# Line terminators in JavaScript and common text: all become "\n" in doc text.
+_LINE_BREAKS = re.compile("\r\n|[\r\u2028\u2029\x85\x0b\x0c]")
+
+
+def _unsafe_char(ch: str) -> bool:
+    """Characters that must never appear raw in generated text."""
+    cat = unicodedata.category(ch)
+    return cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def sanitize_doc(text: object) -> str:
+    """Make server text safe inside `/** … */`: no comment end, no controls, bounded length.
+
+    Newlines are kept (the caller splits them into ` * ` lines); every other line
+    terminator becomes a newline, tabs become spaces, other control and format characters
+    (including bidi overrides used for "trojan source" tricks) are removed.
+    """
+    s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    s = _LINE_BREAKS.sub("\n", s).replace("\t", "  ")
+    s = "".join(ch for ch in s if ch == "\n" or not _unsafe_char(ch))
+    s = s.replace("*/", "*\\/")
+    lines = [line.rstrip() for line in s.split("\n")]
+    truncated = False
+    if len(lines) > MAX_DOC_LINES:
+        lines, truncated = lines[:MAX_DOC_LINES], True
+    s = "\n".join(lines).strip("\n")
+    if len(s) > MAX_DOC_CHARS:
+        s, truncated = s[:MAX_DOC_CHARS].rstrip(), True
+        if s.endswith("*"):  # never leave a "*" that the next text could pair with "/"
+            s = s[:-1]
+    if truncated:
+        s += TRUNCATION_MARKER
+    return s
+
+
+def doc_comment(lines: Sequence[str], indent: str = "") -> str:
+    """A JSDoc block for `lines` (sanitised again, idempotently), or "" when there are none."""
+    out: list[str] = []
+    for line in lines:
+        out.extend(sanitize_doc(line).split("\n"))
+    while out and not out[-1].strip():
+        out.pop()
+    while out and not out[0].strip():
+        out.pop(0)
+    if not out:
+        return ""
+    body = "".join(f"{indent} *{' ' + line if line else ''}\n" for line in out)
+    return f"{indent}/**\n{body}{indent} */\n"
+
+
+def string_literal(value: str) -> str:
+    """A double-quoted TS string literal that is safe anywhere (code or comment)."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "/" and out[-1] == "*":
+            out.append("\\/")
+        elif code < 0x20 or _unsafe_char(ch):
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\u{{{code:x}}}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def number_literal(value: int | float) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("non-finite number has no literal type")
+        if value.is_integer() and abs(value) < 2**53:
+            return str(int(value))
+        return repr(value)
+    return str(value)
+
+
+_TEMPLATE_SAFE = re.compile(r"^[^`$\\\x00-\x1f\x7f\u2028\u2029]*$")
+
+
+def template_key(key: t.TemplateKey) -> str:
+    """`` `${string}lit${string}` `` — the literal was checked to need no escaping."""
+    if not _TEMPLATE_SAFE.match(key.literal) or "*/" in key.literal:
+        raise ValueError("template literal text needs escaping")
+    before = "${string}" if key.any_before else ""
+    after = "${string}" if key.any_after else ""
+    return f"`{before}{key.literal}{after}`"
+
+
+def property_key(name: str) -> str:
+    return name if _IDENTIFIER.match(name) else string_literal(name)
+
+
+def is_identifier(name: str) -> bool:
+    return bool(_IDENTIFIER.match(name))
+
+
+def print_type(node: t.TypeNode, level: int = 0) -> str:
+    """Print `node`; lines after the first are indented by `level` steps."""
+    if isinstance(node, t.Keyword):
+        return node.name
+    if isinstance(node, t.Ref):
+        return node.name
+    if isinstance(node, t.Literal):
+        v = node.value
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return string_literal(v)
+        return number_literal(v)
+    if isinstance(node, t.Array):
+        return _wrap(node.element, level, postfix=True) + "[]"
+    if isinstance(node, t.Tuple):
+        parts = [_wrap(e, level, postfix=True) for e in node.elements[: node.required]]
+        parts += [_wrap(e, level, postfix=True) + "?" for e in node.elements[node.required :]]
+        if node.rest is not None:
+            parts.append("..." + _wrap(node.rest, level, postfix=True) + "[]")
+        return "[" + ", ".join(parts) + "]"
+    if isinstance(node, t.Object):
+        return _print_object(node, level)
+    if isinstance(node, t.Union):
+        return " | ".join(_wrap(m, level, postfix=False, in_union=True) for m in node.members)
+    if isinstance(node, t.Intersection):
+        return " & ".join(_wrap(m, level, postfix=False) for m in node.members)
+    raise TypeError(f"not a type node: {node!r}")
+
+
+def _wrap(node: t.TypeNode, level: int, *, postfix: bool, in_union: bool = False) -> str:
+    text = print_type(node, level)
+    needs = isinstance(node, t.Union) or (
+        isinstance(node, t.Intersection) and (postfix or in_union)
+    )
+    if postfix and isinstance(node, t.Literal) and text.startswith("-"):
+        needs = True
+    return f"({text})" if needs else text
+
+
+def _print_object(node: t.Object, level: int) -> str:
+    if not node.properties and node.index is None and not node.patterns:
+        return "{}"
+    pad = INDENT * (level + 1)
+    lines: list[str] = ["{\n"]
+    for prop in node.properties:
+        lines.append(doc_comment(prop.doc, pad))
+        ro = "readonly " if prop.readonly else ""
+        opt = "?" if prop.optional else ""
+        lines.append(
+            f"{pad}{ro}{property_key(prop.name)}{opt}: {print_type(prop.type, level + 1)};\n"
+        )
+    for key, typ in node.patterns:
+        lines.append(f"{pad}[k: {template_key(key)}]: {print_type(typ, level + 1)};\n")
+    if node.index is not None:
+        lines.append(doc_comment(node.index_doc, pad))
+        lines.append(f"{pad}[k: string]: {print_type(node.index, level + 1)};\n")
+    lines.append(INDENT * level + "}")
+    return "".join(lines)

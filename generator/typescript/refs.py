@@ -1,0 +1,141 @@
+"""`$ref` resolution inside one schema document.
+
+A tool schema is self-contained: the translator never fetches anything (a server could
+point `$ref` at any URL). What it can resolve cheaply it resolves: `#`, any JSON Pointer
+fragment (with `~0`/`~1` and percent-decoding), `$id`-scoped resources embedded in the
+document and `$anchor`s (or draft-07 `"$id": "#name"`). Everything else is reported by the
+caller as non-local and becomes `unknown`.
+
+Targets are identified by their JSON Pointer from the document root so the translator can
+give each one a single named declaration (which is also how recursion terminates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
+
+# Base URI of a document without `$id`. The `.invalid` TLD (RFC 2606) can never name a real
+# resource, so a relative `$ref` can only ever resolve to something inside this document.
+DEFAULT_BASE = "https://codemode.invalid/schema.json"
+
+# Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
+# Only these are walked for `$id`/`$anchor`: an `$id` inside `const` or `examples` is data.
+_SCHEMA_KEYS = (
+    "additionalProperties", "additionalItems", "items", "not", "if", "then", "else",
+    "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+)  # fmt: skip
+_MAP_KEYS = (
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+)
+_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+# Bounds the index walk on hostile documents (very deep nesting would exhaust the stack).
+MAX_INDEX_DEPTH = 200
+
+
+def escape_token(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def join_pointer(ptr: str, *tokens: str | int) -> str:
+    return ptr + "".join("/" + escape_token(str(t)) for t in tokens)
+
+
+def _strip_fragment(uri: str) -> str:
+    return uri.split("#", 1)[0]
+
+
+def resolve_uri(base: str, ref: str) -> str:
+    """RFC 3986 reference resolution that also copes with non-hierarchical bases (urn:)."""
+    if urlsplit(ref).scheme:
+        return ref
+    if ref.startswith("#"):
+        return _strip_fragment(base) + ref
+    if urlsplit(base).scheme in ("http", "https", "file", "ftp"):
+        return urljoin(base, ref)
+    return ref  # relative reference against a urn: base has no defined meaning
+
+
+@dataclass
+class Target:
+    pointer: str  # JSON Pointer from the document root
+    node: Any
+
+
+@dataclass
+class Resolver:
+    """Index of the resources and anchors of one document; `resolve` maps a `$ref` to a node."""
+
+    root: Any
+    draft: int = 2020
+    resources: dict[str, str] = field(default_factory=dict)  # absolute URI (no fragment) -> pointer
+    anchors: dict[str, str] = field(default_factory=dict)  # absolute URI#anchor -> pointer
+    bases: dict[str, str] = field(default_factory=dict)  # pointer -> base URI in effect there
+
+    def __post_init__(self) -> None:
+        self._walk(self.root, "", DEFAULT_BASE, 0)
+        self.resources.setdefault(DEFAULT_BASE, "")
+
+    def _walk(self, node: Any, ptr: str, base: str, depth: int) -> None:
+        if not isinstance(node, dict) or depth > MAX_INDEX_DEPTH:
+            return
+        ident = node.get("$id", node.get("id") if self.draft < 2020 else None)
+        if isinstance(ident, str) and not ("$ref" in node and self.draft < 2020):
+            if ident.startswith("#") and self.draft < 2020:
+                self.anchors.setdefault(_strip_fragment(base) + ident, ptr)
+            else:
+                base = resolve_uri(base, ident)
+                self.resources.setdefault(_strip_fragment(base), ptr)
+        self.bases[ptr] = base
+        for key in ("$anchor", "$dynamicAnchor"):
+            anchor = node.get(key)
+            if isinstance(anchor, str):
+                self.anchors.setdefault(_strip_fragment(base) + "#" + anchor, ptr)
+        for key in _SCHEMA_KEYS:
+            if key in node and not isinstance(node[key], list):
+                self._walk(node[key], join_pointer(ptr, key), base, depth + 1)
+        for key in _LIST_KEYS:
+            value = node.get(key)
+            if isinstance(value, list):
+                for i, sub in enumerate(value):
+                    self._walk(sub, join_pointer(ptr, key, i), base, depth + 1)
+        for key in _MAP_KEYS:
+            value = node.get(key)
+            if isinstance(value, dict):
+                for name, sub in value.items():
+                    self._walk(sub, join_pointer(ptr, key, name), base, depth + 1)
+
+    def base_at(self, ptr: str) -> str:
+        return self.bases.get(ptr, DEFAULT_BASE)
+
+    def resolve(self, ref: str, at: str) -> Target | None:
+        """The node `ref` (found at pointer `at`) points to, or None when it is not local."""
+        absolute = resolve_uri(self.base_at(at), ref)
+        doc, _, fragment = absolute.partition("#")
+        if fragment and not fragment.startswith("/"):
+            ptr = self.anchors.get(doc + "#" + unquote(fragment))
+            return None if ptr is None else self._target(ptr)
+        start = self.resources.get(doc)
+        if start is None:
+            return None
+        return self._target(start + unquote(fragment)) if fragment else self._target(start)
+
+    def _target(self, ptr: str) -> Target | None:
+        node = self.root
+        if ptr:
+            for token in ptr[1:].split("/"):
+                key = token.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and key in node:
+                    node = node[key]
+                elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                    node = node[int(key)]
+                else:
+                    return None
+        return Target(ptr, node)

@@ -1,0 +1,746 @@
+"""JSON Schema -> TS type AST, sound first, then as precise as TypeScript allows.
+
+Soundness: every JSON value valid against a schema must be assignable to its type. The
+translator therefore works on a *shape*: for each JSON kind (null, boolean, number,
+string, array, object) the TS type that kind's valid values have, or no entry when the
+kind is excluded. Keywords combine shapes the way the validator combines results:
+
+- `type`, `enum`/`const` restrict which kinds exist (and to which literals);
+- object keywords refine only the object kind, array keywords only the array kind;
+- `allOf`, `$ref` (with its siblings in 2019-09+) intersect kind by kind;
+- `anyOf`/`oneOf` unite kind by kind (a oneOf member never disappears next to `type`);
+- keywords TypeScript cannot express (`not` in general, `if`/`then`/`else`, `contains`,
+  `dependentSchemas`, ...) are either approximated from above or ignored, with a warning:
+  ignoring a constraint can only widen the type.
+
+A schema without `type` keeps every kind its keywords do not exclude — `{"properties": …}`
+accepts strings, as the validator does. `$ref` targets become named declarations; that is
+also what makes recursion terminate. Any malformed input becomes `unknown` plus a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codemode_gen.generator.typescript import ast as t
+from codemode_gen.generator.typescript.normalize import detect_draft, json_kind, normalize
+from codemode_gen.generator.typescript.printer import sanitize_doc
+from codemode_gen.generator.typescript.refs import Resolver, join_pointer
+
+# Deepest schema nesting translated; deeper subschemas become `unknown` (bounds stack use
+# and output size for hostile, deeply nested schemas).
+MAX_DEPTH = 40
+# Most members of a literal union from `enum` (bounds agent-context cost of huge enums);
+# larger enums widen to their primitive types.
+MAX_UNION_MEMBERS = 200
+# Longest string kept as a literal type (same reason; longer ones widen to `string`).
+MAX_LITERAL_CHARS = 500
+# Most tuple slots synthesised from minItems/maxItems (`[T, T, T?]`); beyond that, `T[]`.
+MAX_TUPLE_EXPANSION = 8
+# Most properties spelled out in one object type; the rest fall under the index signature.
+MAX_PROPERTIES = 500
+# Most named helper declarations per translation (bounds output of ref-heavy documents).
+MAX_DECLS = 500
+# Most `examples` quoted in one doc comment.
+MAX_EXAMPLES = 3
+# Longest JSON rendering of a `default`/example value in a doc comment.
+MAX_DOC_VALUE_CHARS = 200
+
+KINDS = ("object", "array", "string", "number", "boolean", "null")  # also the print order
+Shape = dict[str, t.TypeNode | None]  # kind -> type of that kind's values; None = unconstrained
+
+_UNCONSTRAINED: dict[str, t.TypeNode] = {
+    "null": t.NULL,
+    "boolean": t.BOOLEAN,
+    "number": t.NUMBER,
+    "string": t.STRING,
+    "array": t.Array(t.UNKNOWN),
+    "object": t.Object(index=t.UNKNOWN),
+}
+_IN_PLACE_APPLICATORS = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "if",
+    "dependentSchemas",
+)
+_ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "default", "examples", "deprecated", "readOnly",
+     "writeOnly", "$schema", "$anchor", "$dynamicAnchor", "$defs", "definitions", "format"}
+)  # fmt: skip
+_OBJECT_KEYS = (
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "unevaluatedProperties",
+)
+_ARRAY_KEYS = ("prefixItems", "items", "minItems", "maxItems", "unevaluatedItems")
+_CONSTRAINT_KEYS = (
+    "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
+    "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties",
+    "contentMediaType", "contentEncoding",
+)  # fmt: skip
+_STRUCTURAL_TOKENS = frozenset(
+    {"$defs", "definitions", "properties", "patternProperties", "items", "prefixItems", "allOf", "anyOf",
+     "oneOf", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
+     "dependentSchemas", "dependencies", "propertyNames", "unevaluatedItems", "unevaluatedProperties"}
+)  # fmt: skip
+
+
+_OBJECT_PROTOTYPE_MEMBERS = frozenset(
+    {"constructor", "toString", "toLocaleString", "valueOf", "hasOwnProperty", "isPrototypeOf",
+     "propertyIsEnumerable", "__defineGetter__", "__defineSetter__", "__lookupGetter__",
+     "__lookupSetter__", "__proto__"}
+)  # fmt: skip
+_FUNCTION = t.Ref("Function")
+_REGEX_META = frozenset(".*+?()[]{}|^$\\")
+
+
+def literal_pattern(pattern: str) -> tuple[str, bool, bool] | None:
+    """(literal, anchored at start, anchored at end) for regexes that are plain text."""
+    start = pattern.startswith("^")
+    body = pattern[1:] if start else pattern
+    end = body.endswith("$") and not body.endswith("\\$")
+    if end:
+        body = body[:-1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\":
+            if i + 1 < len(body) and body[i + 1] in ".-/_:@ ,;=!#%&~'\"":
+                out.append(body[i + 1])
+                i += 2
+                continue
+            return None
+        if ch in _REGEX_META:
+            return None
+        out.append(ch)
+        i += 1
+    literal = "".join(out)
+    if (
+        not literal
+        or "*/" in literal
+        or not all(c.isprintable() and c not in "`$\\" for c in literal)
+    ):
+        return None
+    return literal, start, end
+
+
+def template_matches(key: t.TemplateKey, name: str) -> bool:
+    if not key.any_before:
+        return name.startswith(key.literal)
+    if not key.any_after:
+        return name.endswith(key.literal)
+    return key.literal in name
+
+
+def all_kinds() -> Shape:
+    return dict.fromkeys(KINDS)
+
+
+def is_literalish(node: t.TypeNode) -> bool:
+    """True for types denoting a finite set of JSON values (enum/const output)."""
+    if isinstance(node, t.Literal) or node == t.NULL:
+        return True
+    if isinstance(node, t.Union):
+        return all(is_literalish(m) for m in node.members)
+    if isinstance(node, t.Tuple):
+        return (
+            node.rest is None
+            and node.required == len(node.elements)
+            and all(map(is_literalish, node.elements))
+        )
+    if isinstance(node, t.Object):
+        return node.index in (None, t.NEVER) and all(
+            not p.optional and is_literalish(p.type) for p in node.properties
+        )
+    return False
+
+
+def _members(node: t.TypeNode) -> tuple[t.TypeNode, ...]:
+    return node.members if isinstance(node, t.Union) else (node,)
+
+
+def conj(a: Shape, b: Shape) -> Shape:
+    """Shape of values valid against both."""
+    out: Shape = {}
+    for k in KINDS:
+        if k not in a or k not in b:
+            continue
+        x, y = a[k], b[k]
+        r: t.TypeNode | None
+        if x is None or x == y:
+            r = y
+        elif y is None:
+            r = x
+        elif is_literalish(x) and is_literalish(y):
+            ys = _members(y)
+            r = t.union([m for m in _members(x) if m in ys])
+        elif is_literalish(x):
+            r = x  # a finite literal set already lies inside the other constraint's type
+        elif is_literalish(y):
+            r = y
+        else:
+            r = t.intersection([x, y])
+        if r != t.NEVER:
+            out[k] = r
+    return out
+
+
+def disj(a: Shape, b: Shape) -> Shape:
+    """Shape of values valid against either."""
+    out: Shape = {}
+    for k in KINDS:
+        if k in a and k in b:
+            x, y = a[k], b[k]
+            out[k] = None if x is None or y is None else t.union([x, y])
+        elif k in a:
+            out[k] = a[k]
+        elif k in b:
+            out[k] = b[k]
+    return out
+
+
+def render(shape: Shape) -> t.TypeNode:
+    if len(shape) == len(KINDS) and all(v is None for v in shape.values()):
+        return t.UNKNOWN
+    members: list[t.TypeNode] = []
+    for k in KINDS:
+        if k in shape:
+            v = shape[k]
+            members.append(_UNCONSTRAINED[k] if v is None else v)
+    return t.union(members)
+
+
+def _compact_json(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > MAX_DOC_VALUE_CHARS:
+        text = text[:MAX_DOC_VALUE_CHARS] + "…"
+    return text
+
+
+def schema_doc(node: Any) -> list[str]:
+    """Doc-comment lines from a schema's annotations and the constraints TS cannot check."""
+    if not isinstance(node, dict):
+        return []
+    lines: list[str] = []
+    for key in ("title", "description"):
+        value = node.get(key)
+        if isinstance(value, str) and value.strip() and sanitize_doc(value) not in lines:
+            lines.append(sanitize_doc(value))
+    constraints: list[str] = []
+    types = node.get("type")
+    if types == "integer" or (
+        isinstance(types, list) and "integer" in types and "number" not in types
+    ):
+        constraints.append("integer")
+    if isinstance(node.get("format"), str):
+        constraints.append(f"format: {node['format']}")
+    for key in _CONSTRAINT_KEYS:
+        value = node.get(key)
+        if key in node and isinstance(value, (int, float, str, bool)):
+            constraints.append(f"{key}: {value if key == 'pattern' else _compact_json(value)}")
+    if constraints:
+        lines.append(sanitize_doc("Constraints: " + ", ".join(constraints) + "."))
+    if node.get("readOnly") is True:
+        lines.append("Read-only.")
+    if node.get("writeOnly") is True:
+        lines.append("Write-only.")
+    if "default" in node:
+        lines.append(sanitize_doc("@default " + _compact_json(node["default"])))
+    examples = node.get("examples")
+    if isinstance(examples, list):
+        lines.extend(sanitize_doc("@example " + _compact_json(e)) for e in examples[:MAX_EXAMPLES])
+    if node.get("deprecated") is True:
+        lines.append("@deprecated")
+    return lines
+
+
+def pascal_case(text: str) -> str:
+    parts = re.split(r"[^A-Za-z0-9]+", text)
+    return "".join(p[:1].upper() + p[1:] for p in parts if p)
+
+
+@dataclass
+class Result:
+    root: t.TypeNode
+    root_doc: list[str]
+    helpers: list[tuple[str, t.TypeNode, list[str]]]  # (name, type, doc) in first-reference order
+    warnings: list[str]
+
+
+class Translator:
+    """One translation of one document; holds the named targets discovered so far."""
+
+    def __init__(self, root: Any, root_name: str, claim: Callable[[str], str]) -> None:
+        self.root = root
+        self.root_name = root_name
+        self.claim = claim
+        self.draft = detect_draft(root)
+        self.warnings: list[str] = []
+        self.sinks: list[list[str]] = [[]]
+        self.names: dict[str, str] = {"": root_name}
+        self.shapes: dict[str, Shape] = {}
+        self.in_progress: set[str] = {""}
+        self.order: list[str] = []
+        self.decl_sinks: dict[str, list[str]] = {}
+        try:
+            self.resolver: Resolver | None = Resolver(root, self.draft)
+        except RecursionError:
+            self.resolver = None
+
+    # --- warnings -------------------------------------------------------------------------
+
+    def _warn(self, ptr: str, message: str) -> None:
+        text = f"#{ptr}: {message}"
+        if text not in self.warnings:
+            self.warnings.append(text)
+        line = "Warning: " + message
+        if line not in self.sinks[-1]:
+            self.sinks[-1].append(line)
+
+    def warn_unknown(self, ptr: str, keyword: str, why: str = "") -> None:
+        self._warn(ptr, f"{keyword} cannot be represented{why}; emitted unknown")
+
+    def warn_wider(self, ptr: str, keyword: str) -> None:
+        self._warn(ptr, f"{keyword} cannot be represented; the type is wider than the schema")
+
+    def _norm_warn(self, ptr: str, keyword: str, message: str) -> None:
+        self._warn(ptr, message)
+
+    # --- entry points ---------------------------------------------------------------------
+
+    def run(self) -> Result:
+        root_shape = self.shape(self.root, "", 0)
+        self.in_progress.discard("")
+        asts: dict[str, t.TypeNode] = {self.root_name: render(root_shape)}
+        docs: dict[str, list[str]] = {self.root_name: schema_doc(self.root) + self.sinks[0]}
+        for ptr in self.order:
+            name = self.names[ptr]
+            asts[name] = render(self.shapes.get(ptr, all_kinds()))
+            node = self.resolver.root if self.resolver else None
+            target = self.resolver._target(ptr) if self.resolver else None
+            node = target.node if target else None
+            docs[name] = schema_doc(node) + self.decl_sinks.get(ptr, [])
+        self._break_direct_cycles(asts, docs)
+        helpers = [(self.names[p], asts[self.names[p]], docs[self.names[p]]) for p in self.order]
+        return Result(asts[self.root_name], docs[self.root_name], helpers, self.warnings)
+
+    def _break_direct_cycles(self, asts: dict[str, t.TypeNode], docs: dict[str, list[str]]) -> None:
+        """TS rejects aliases that reach themselves through unions/intersections only."""
+        graph = {name: _immediate_refs(node) & asts.keys() for name, node in asts.items()}
+
+        def reach(start: str) -> set[str]:
+            seen: set[str] = set()
+            stack = list(graph[start])
+            while stack:
+                cur = stack.pop()
+                if cur not in seen:
+                    seen.add(cur)
+                    stack.extend(graph[cur])
+            return seen
+
+        reaches = {name: reach(name) for name in graph}
+        for name, targets in graph.items():
+            bad = {v for v in targets if name in reaches[v]}
+            if bad:
+                asts[name] = _replace_refs(asts[name], bad)
+                msg = f"recursive $ref without an object or array in between ({', '.join(sorted(bad))})"
+                self.warnings.append(f"{name}: {msg} cannot be represented; emitted unknown")
+                docs[name].append(f"Warning: {msg} cannot be represented; emitted unknown")
+
+    # --- schemas --------------------------------------------------------------------------
+
+    def type_of(self, node: Any, ptr: str, depth: int) -> t.TypeNode:
+        return render(self.shape(node, ptr, depth))
+
+    def shape(self, node: Any, ptr: str, depth: int) -> Shape:
+        if node is True:
+            return all_kinds()
+        if node is False:
+            return {}
+        if not isinstance(node, dict):
+            self.warn_unknown(ptr, "schema", " (not an object or boolean)")
+            return all_kinds()
+        if depth > MAX_DEPTH:
+            self.warn_unknown(ptr, "nesting", f" (deeper than {MAX_DEPTH} levels)")
+            return all_kinds()
+        try:
+            return self._shape(node, ptr, depth)
+        except RecursionError:
+            self.warn_unknown(ptr, "nesting", " (too deep)")
+            return all_kinds()
+        except Exception as exc:  # never crash on a schema: unknown is always sound
+            self.warn_unknown(ptr, "schema", f" (internal error {type(exc).__name__})")
+            return all_kinds()
+
+    def _shape(self, node: dict[str, Any], ptr: str, depth: int) -> Shape:
+        n = normalize(node, ptr, self.draft, self._norm_warn)
+        s = all_kinds()
+        if "$ref" in n:
+            s = conj(s, self.ref_shape(n["$ref"], join_pointer(ptr, "$ref"), ptr, depth))
+            if self.draft < 2020:
+                return s  # draft-07 and older ignore every sibling of $ref
+        for key in ("$dynamicRef", "$recursiveRef"):
+            if key in n:
+                self.warn_wider(ptr, key)
+        if "type" in n:
+            s = conj(s, {("number" if k == "integer" else k): None for k in n["type"]})
+        if "enum" in n:
+            s = conj(s, self.literal_shape(n["enum"], join_pointer(ptr, "enum")))
+        if any(k in n for k in _OBJECT_KEYS) and "object" in s:
+            s = conj(s, {**all_kinds(), "object": self.object_type(n, ptr, depth)})
+        if any(k in n for k in _ARRAY_KEYS) and "array" in s:
+            s = conj(s, {**all_kinds(), "array": self.array_type(n, ptr, depth)})
+        for i, sub in enumerate(n.get("allOf", ())):
+            s = conj(s, self.shape(sub, join_pointer(ptr, "allOf", i), depth + 1))
+        for key in ("anyOf", "oneOf"):
+            if key in n:
+                d: Shape = {}
+                for i, sub in enumerate(n[key]):
+                    d = disj(d, self.shape(sub, join_pointer(ptr, key, i), depth + 1))
+                s = conj(s, d)
+        if "not" in n:
+            s = self.apply_not(s, n["not"], join_pointer(ptr, "not"))
+        if "if" in n and ("then" in n or "else" in n):
+            cond = self.shape(n["if"], join_pointer(ptr, "if"), depth + 1)
+            then = self.shape(n.get("then", True), join_pointer(ptr, "then"), depth + 1)
+            other = self.shape(n.get("else", True), join_pointer(ptr, "else"), depth + 1)
+            s = conj(s, disj(conj(cond, then), other))
+            self.warn_wider(ptr, "if/then/else")
+        if isinstance(n.get("dependentSchemas"), dict) and n["dependentSchemas"]:
+            self.warn_wider(ptr, "dependentSchemas")
+        if "contains" in n:
+            self.warn_wider(ptr, "contains")
+        if "propertyNames" in n and n["propertyNames"] not in (True, False, {}):
+            self.warn_wider(ptr, "propertyNames")
+        return s
+
+    def apply_not(self, s: Shape, sub: Any, ptr: str) -> Shape:
+        """`not` is exact when it excludes whole kinds or null/booleans; otherwise ignored."""
+        if sub is True:
+            return {}
+        if sub is False:
+            return s
+        if isinstance(sub, dict):
+            n = normalize(sub, ptr, self.draft, lambda *_: None)
+            keys = set(n) - _ANNOTATIONS
+            if not keys:
+                return {}
+            if keys == {"type"}:
+                kinds = set(n["type"])
+                if "integer" in kinds and "number" not in kinds:
+                    kinds.discard("integer")  # non-integral numbers stay valid
+                return {k: v for k, v in s.items() if k not in kinds}
+            if keys == {"enum"} and isinstance(n["enum"], list):
+                values = n["enum"]
+                out = dict(s)
+                if any(v is None for v in values):
+                    out.pop("null", None)
+                bools = {v for v in values if isinstance(v, bool)}
+                if bools == {True, False}:
+                    out.pop("boolean", None)
+                elif bools and "boolean" in out and out["boolean"] in (None, t.BOOLEAN):
+                    out["boolean"] = t.Literal(not next(iter(bools)))
+                if len(values) == sum(1 for v in values if v is None or isinstance(v, bool)):
+                    return out
+                s = out
+        self.warn_wider(ptr, "not")
+        return s
+
+    # --- $ref -----------------------------------------------------------------------------
+
+    def ref_shape(self, ref: Any, ref_ptr: str, site: str, depth: int) -> Shape:
+        if not isinstance(ref, str):
+            self._warn(ref_ptr, "malformed `$ref` (not a string) ignored")
+            return all_kinds()
+        target = self.resolver.resolve(ref, site) if self.resolver else None
+        if target is None:
+            self.warn_unknown(ref_ptr, "$ref", f" (not local: {ref[:200]!r})")
+            return all_kinds()
+        tp = target.pointer
+        if tp not in self.names:
+            if len(self.order) >= MAX_DECLS:
+                self.warn_unknown(ref_ptr, "$ref", f" (more than {MAX_DECLS} named types)")
+                return all_kinds()
+            self.names[tp] = self.claim(self._name_for(tp, target.node))
+            self.order.append(tp)
+        name = self.names[tp]
+        if tp in self.shapes:
+            kinds: Iterable[str] = self.shapes[tp].keys()
+        elif tp in self.in_progress:
+            kinds = KINDS  # recursion: the target's kinds are not known yet; all is sound
+        else:
+            self.in_progress.add(tp)
+            self.sinks.append(self.decl_sinks.setdefault(tp, []))
+            try:
+                self.shapes[tp] = self.shape(target.node, tp, depth + 1)
+            finally:
+                self.sinks.pop()
+                self.in_progress.discard(tp)
+            kinds = self.shapes[tp].keys()
+        return {k: t.Ref(name) for k in kinds}
+
+    def _name_for(self, ptr: str, node: Any) -> str:
+        tokens = [tok.replace("~1", "/").replace("~0", "~") for tok in ptr.split("/")[1:]]
+        meaningful = [tok for tok in tokens if tok not in _STRUCTURAL_TOKENS and not tok.isdigit()]
+        if meaningful and pascal_case(meaningful[-1]):
+            return meaningful[-1]
+        if (
+            isinstance(node, dict)
+            and isinstance(node.get("title"), str)
+            and pascal_case(node["title"])
+        ):
+            return str(node["title"])
+        return self.root_name + "Item"
+
+    # --- literals -------------------------------------------------------------------------
+
+    def literal_shape(self, values: list[Any], ptr: str) -> Shape:
+        out: dict[str, list[t.TypeNode]] = {}
+        if len(values) > MAX_UNION_MEMBERS:
+            self._warn(ptr, f"enum with more than {MAX_UNION_MEMBERS} values widened to its types")
+            return {k: None for v in values if (k := json_kind(v)) is not None}
+        for v in values:
+            kind = json_kind(v)
+            if kind is None:
+                continue
+            out.setdefault(kind, []).append(self.literal_node(v, 0))
+        return {k: t.union(nodes) for k, nodes in out.items()}
+
+    def literal_node(self, v: Any, depth: int) -> t.TypeNode:
+        if v is None:
+            return t.NULL
+        if isinstance(v, bool):
+            return t.Literal(v)
+        if isinstance(v, (int, float)):
+            if isinstance(v, float) and not math.isfinite(v):
+                return t.NUMBER
+            return t.Literal(v) if abs(v) < 2**53 else t.NUMBER
+        if isinstance(v, str):
+            return t.Literal(v) if len(v) <= MAX_LITERAL_CHARS else t.STRING
+        if depth > MAX_DEPTH:
+            return t.UNKNOWN
+        if isinstance(v, list):
+            items = tuple(self.literal_node(x, depth + 1) for x in v)
+            return t.Tuple(items, len(items))
+        if isinstance(v, dict):
+            props = tuple(t.Property(str(k), self.literal_node(x, depth + 1)) for k, x in v.items())
+            return t.Object(props, None if props else t.NEVER)
+        return t.UNKNOWN
+
+    # --- objects --------------------------------------------------------------------------
+
+    def _sub(self, node: Any, ptr: str, depth: int) -> tuple[t.TypeNode, list[str]]:
+        """Translate a subschema that gets its own doc comment; returns (type, doc lines)."""
+        sink: list[str] = []
+        self.sinks.append(sink)
+        try:
+            typ = self.type_of(node, ptr, depth + 1)
+        finally:
+            self.sinks.pop()
+        return typ, schema_doc(node) + sink
+
+    def object_type(self, n: dict[str, Any], ptr: str, depth: int) -> t.TypeNode:
+        if n.get("propertyNames") is False:
+            return t.Object(index=t.NEVER)
+        props: dict[str, Any] = n.get("properties", {})
+        required: list[str] = n.get("required", [])
+        ap: Any = n.get("additionalProperties", True)
+        if "additionalProperties" not in n and "unevaluatedProperties" in n:
+            if not any(k in n for k in _IN_PLACE_APPLICATORS):
+                ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
+            elif n["unevaluatedProperties"] is not True:
+                self.warn_wider(ptr, "unevaluatedProperties")
+        if not isinstance(ap, (bool, dict)):
+            self._warn(
+                join_pointer(ptr, "additionalProperties"),
+                "malformed `additionalProperties` ignored",
+            )
+            ap = True
+
+        templates: list[tuple[t.TemplateKey, t.TypeNode]] = []
+        exact: list[tuple[str, t.TypeNode]] = []
+        regexes: list[tuple[re.Pattern[str] | None, t.TypeNode]] = []
+        for pat, sub in n.get("patternProperties", {}).items():
+            typ = self.type_of(sub, join_pointer(ptr, "patternProperties", pat), depth + 1)
+            lit = literal_pattern(pat)
+            if lit is not None and lit[1] and lit[2]:
+                exact.append((lit[0], typ))
+            elif lit is not None:
+                templates.append((t.TemplateKey(lit[0], not lit[1], not lit[2]), typ))
+            else:
+                try:
+                    regex: re.Pattern[str] | None = re.compile(pat)
+                except (re.error, RecursionError, OverflowError, ValueError):
+                    regex = None  # unknown matches: never used to narrow a declared property
+                regexes.append((regex, typ))
+
+        def matching(name: str) -> list[t.TypeNode]:
+            out = [typ for key, typ in templates if template_matches(key, name)]
+            out += [typ for lit, typ in exact if lit == name]
+            for regex, typ in regexes:
+                try:
+                    # Python's `$` also matches before a final newline, ECMA's does not.
+                    if regex is not None and "\n" not in name and regex.search(name):
+                        out.append(typ)
+                except RecursionError:
+                    pass
+            return out
+
+        members: list[t.Property] = []
+        names = list(props)
+        if len(names) > MAX_PROPERTIES:
+            self._warn(
+                ptr,
+                f"more than {MAX_PROPERTIES} properties; the rest fall under the index signature",
+            )
+            names = names[:MAX_PROPERTIES]
+            ap = True
+        for name in names:
+            sub = props[name]
+            typ, doc = self._sub(sub, join_pointer(ptr, "properties", name), depth)
+            typ = t.intersection([typ, *matching(name)])
+            readonly = isinstance(sub, dict) and sub.get("readOnly") is True
+            optional = name not in required
+            if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
+                typ = t.union([typ, _FUNCTION])  # `{}` inherits e.g. toString from Object.prototype
+            members.append(
+                t.Property(name, typ, optional=optional, readonly=readonly, doc=tuple(doc))
+            )
+        ap_type: t.TypeNode | None = None
+        if isinstance(ap, dict):
+            ap_type, _ = self._sub(ap, join_pointer(ptr, "additionalProperties"), depth)
+        for name in required:
+            if name in props:
+                continue
+            extra = matching(name)
+            if extra:
+                typ = t.intersection(extra)
+            elif ap is False:
+                return t.NEVER  # required but forbidden: no object is valid
+            else:
+                typ = ap_type if ap_type is not None else t.UNKNOWN
+            members.append(t.Property(name, typ))
+        declared = {p.name for p in members}
+        for exact_name, _ in exact:
+            if exact_name not in declared:
+                typ = t.intersection(matching(exact_name))
+                if exact_name in _OBJECT_PROTOTYPE_MEMBERS:
+                    typ = t.union([typ, _FUNCTION])
+                members.append(t.Property(exact_name, typ, optional=True))
+                declared.add(exact_name)
+
+        any_optional = any(p.optional for p in members)
+        index: t.TypeNode | None
+        if ap is True:
+            index = t.UNKNOWN
+        elif ap is False and not regexes:
+            index = None if members or templates else t.NEVER
+        else:
+            parts = [p.type for p in members] + [typ for _, typ in regexes]
+            parts += [typ for _, typ in templates]
+            if ap_type is not None:
+                parts.append(ap_type)
+            if any_optional:
+                parts.append(t.UNDEFINED)
+            index = t.union(parts)
+        pattern_sigs = []
+        for key, typ in templates:
+            parts = [typ] + [p.type for p in members if template_matches(key, p.name)]
+            if any(p.optional for p in members if template_matches(key, p.name)):
+                parts.append(t.UNDEFINED)
+            pattern_sigs.append((key, t.union(parts)))
+        if any(p.type == t.NEVER and not p.optional for p in members):
+            return t.NEVER
+        return t.Object(tuple(members), index, patterns=tuple(pattern_sigs))
+
+    # --- arrays ---------------------------------------------------------------------------
+
+    def array_type(self, n: dict[str, Any], ptr: str, depth: int) -> t.TypeNode:
+        prefix = n.get("prefixItems", [])
+        rest: Any = n.get("items", True)
+        rest_ptr = join_pointer(ptr, "items")
+        if "items" not in n and "unevaluatedItems" in n:
+            if not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains")):
+                rest, rest_ptr = n["unevaluatedItems"], join_pointer(ptr, "unevaluatedItems")
+            elif n["unevaluatedItems"] is not True:
+                self.warn_wider(ptr, "unevaluatedItems")
+        min_items: int = n.get("minItems", 0)
+        max_items: int | None = n.get("maxItems")
+        elems = [
+            self.type_of(sub, join_pointer(ptr, "prefixItems", i), depth + 1)
+            for i, sub in enumerate(prefix)
+        ]
+        rest_t: t.TypeNode | None = (
+            None if rest is False else self.type_of(rest, rest_ptr, depth + 1)
+        )
+        if rest_t == t.NEVER:
+            rest_t = None
+        if max_items is not None and max_items <= len(elems):
+            elems, rest_t = elems[:max_items], None
+        if max_items is not None and max_items < min_items:
+            return t.NEVER
+        if rest_t is None and min_items > len(elems):
+            return t.NEVER
+        required = min(min_items, len(elems))
+        if rest_t is not None and len(elems) < min_items <= MAX_TUPLE_EXPANSION:
+            elems += [rest_t] * (min_items - len(elems))
+            required = min_items
+        if (
+            rest_t is not None
+            and max_items is not None
+            and len(elems) < max_items <= MAX_TUPLE_EXPANSION
+        ):
+            elems += [rest_t] * (max_items - len(elems))
+            rest_t = None
+        # A required slot typed never, or an optional one followed by more: keep TS honest.
+        if any(e == t.NEVER for e in elems[:required]):
+            return t.NEVER
+        if not elems and rest_t is not None:
+            return t.Array(rest_t)
+        return t.Tuple(tuple(elems), required, rest_t)
+
+
+def _immediate_refs(node: t.TypeNode) -> set[str]:
+    if isinstance(node, t.Ref):
+        return {node.name}
+    if isinstance(node, (t.Union, t.Intersection)):
+        out: set[str] = set()
+        for m in node.members:
+            out |= _immediate_refs(m)
+        return out
+    return set()
+
+
+def _replace_refs(node: t.TypeNode, names: set[str]) -> t.TypeNode:
+    if isinstance(node, t.Ref) and node.name in names:
+        return t.UNKNOWN
+    if isinstance(node, t.Union):
+        return t.union([_replace_refs(m, names) for m in node.members])
+    if isinstance(node, t.Intersection):
+        return t.intersection([_replace_refs(m, names) for m in node.members])
+    return node
+
+
+def translate_schema(
+    schema: Any, root_name: str, claim: Callable[[str], str], doc: Sequence[str] = ()
+) -> Result:
+    """Translate one document; `claim` hands out unique names for helper declarations."""
+    result = Translator(schema, root_name, claim).run()
+    result.root_doc = [*doc, *result.root_doc]
+    return result
