@@ -306,12 +306,18 @@ class SessionManager:
 
     async def _run_connection(self, slot: _Slot) -> None:
         config = slot.config
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_path(config.id)
-        log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally, outlives a with
-        log.write(f"--- codemode-gen: connecting to {config.id} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
-        log.flush()
-        start_offset = log.tell()
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally, outlives a with
+            log.write(f"--- codemode-gen: connecting to {config.id} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+            log.flush()
+            start_offset = log.tell()
+        except OSError as exc:
+            slot.error = ConnectError(config.id, f"cannot write the server log {log_path}: {exc.strerror}")
+            slot.ready.set()
+            slot.done.set()
+            return
         probe = _HttpProbe()
         phase = ["starting"]
         try:
@@ -367,10 +373,21 @@ class SessionManager:
                 _log_line(log, f"[codemode-gen] unreadable message from server: {exc}")
 
             dispatcher = JSONRPCDispatcher(read, write, on_stream_exception=on_stream_exception)
+
+            async def run_dispatcher(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    await dispatcher.run(on_request, on_notify, task_status=task_status)
+                finally:
+                    # The server hung up (EOF): end this connection now, so the process is
+                    # reaped and the next get() reconnects instead of reusing a dead session.
+                    if holder:
+                        holder[0].closed = True
+                    slot.stop.set()
+
             tg = await stack.enter_async_context(anyio.create_task_group())
             # LIFO: cancel the dispatcher before the transport closes its streams under it.
             stack.callback(tg.cancel_scope.cancel)
-            await tg.start(dispatcher.run, on_request, on_notify)
+            await tg.start(run_dispatcher)
 
             phase[0] = "waiting for initialize"
             init = await dispatcher.send_raw_request(

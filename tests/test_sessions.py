@@ -378,6 +378,9 @@ def test_server_killed_midway_then_reconnects(tmp_path: Path) -> None:
             session = await manager.get("slow")
             (pid,) = child_pids() - before
             os.kill(pid, signal.SIGKILL)
+            with anyio.fail_after(10):  # noticed without any call: EOF ends the connection
+                while not session.closed:
+                    await anyio.sleep(0.02)
             with pytest.raises(CallError) as info:
                 await session.call_tool("sleep", {"ms": 10})
             assert info.value.code == -32000 and session.closed
