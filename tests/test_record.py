@@ -393,3 +393,21 @@ def test_cli_help_lists_record() -> None:
     assert proc.returncode == 0
     for option in ("--config", "--fixtures", "--server", "--samples", "--no-probe", "--max-samples"):
         assert option in proc.stdout
+
+
+def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codemode_gen.generator.fixtures import write_server_fixtures
+
+    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    (tmp_path / "codemode.toml").write_text('[servers.notes]\nblocklist = ["stats"]\n', encoding="utf-8")
+    old_call = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2020-01-01T00:00:00Z"}
+    write_server_fixtures(tmp_path / "fixtures", "notes", {}, [{"name": "gone_tool"}], {"gone_tool": [old_call]})
+    code, out, _err = record(tmp_path, capsys)
+    assert code == 0, out
+    calls = tmp_path / "fixtures" / "notes" / "calls"
+    names = {p.name for p in calls.iterdir()}
+    assert "stats.jsonl" not in names and "list_notes.jsonl" in names
+    assert "gone_tool.jsonl" not in names
+    assert "dropped recorded calls of tools no longer listed: gone_tool" in out
