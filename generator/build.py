@@ -157,9 +157,15 @@ def _sources(fixture_set: FixtureSet) -> dict[str, str]:
     return {f"{fixture_set.config_id}/live": f"sha256:{digest}"}
 
 
-def _input_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
+def _input_schema(tool: Mapping[str, Any], where: str, report: list[str]) -> dict[str, Any]:
     schema = tool.get("inputSchema")
-    return schema if isinstance(schema, dict) and schema else dict(EMPTY_INPUT_SCHEMA)
+    if isinstance(schema, dict) and schema:
+        return schema
+    if schema is not None and not isinstance(schema, dict):
+        report.append(
+            f"{where}: inputSchema ignored (expected an object); typed as an empty object"
+        )
+    return dict(EMPTY_INPUT_SCHEMA)
 
 
 def _input_optional(schema: Mapping[str, Any]) -> bool:
@@ -239,7 +245,7 @@ def _build_tool(
     tool_name = tool["name"]
     where = f"{server_id}.{export_name}"
     description = tool.get("description") if isinstance(tool.get("description"), str) else None
-    input_schema = _input_schema(tool)
+    input_schema = _input_schema(tool, where, report)
 
     decls: list[TypeDecl] = []
 
@@ -264,10 +270,14 @@ def _build_tool(
     provenance = _provenance_lines(out, json_type, errors)
     output_doc = (
         f"Result of {export_name}, unwrapped (spec §5.3.2); see {export_name} for its provenance.",
+        *([f"A string holding JSON of type {json_type}."] if json_type else []),
     )
     output_type = emit(out.schema if out.schema is not None else {}, names["output"], output_doc)
 
     doc: list[str] = []
+    title = tool.get("title")
+    if isinstance(title, str) and title and title != tool_name:
+        doc.append(title)
     if description:
         doc += [description, ""]
     if tool_name != export_name:
@@ -319,9 +329,16 @@ def _build_server(
     config_id = fixture_set.config_id
     mode = _unwrap_mode(settings, config_id)
     hidden = _blocklist(settings, config_id)
-    tools = sorted(
-        (t for t in fixture_set.tools if t["name"] not in hidden), key=lambda t: t["name"]
-    )
+    tools: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for tool in sorted(fixture_set.tools, key=lambda t: t["name"]):  # stable: first listing wins
+        if tool["name"] in seen:
+            report.append(
+                f"{server_id}: tool {json.dumps(tool['name'])} is listed twice; the first entry is used"
+            )
+        elif tool["name"] not in hidden:
+            tools.append(tool)
+        seen.add(tool["name"])
     if hidden:
         report.append(
             f"{server_id}: hidden by blocklist: {', '.join(sorted(hidden & {t['name'] for t in fixture_set.tools}))}"

@@ -439,3 +439,19 @@ def test_live_servers_without_recordings_build_quickly() -> None:
     )
     assert out.manifest["sources"] and out.manifest["fixturesHash"].startswith("sha256:")
     assert build_outputs([live]).files == out.files
+
+
+def test_duplicate_listings_and_bad_input_schemas_are_reported_not_fatal() -> None:
+    tools = [
+        {"name": "dup", "description": "first", "inputSchema": {"type": "object"}},
+        {"name": "dup", "description": "second", "inputSchema": {"type": "object"}},
+        {"name": "odd", "title": "Odd tool", "inputSchema": "not a schema"},
+    ]
+    out = build_outputs([FixtureSet("s", {}, tools)])
+    js = out.files["servers/s.js"]
+    assert js.count("export async function dup(") == 1
+    assert 's: tool "dup" is listed twice; the first entry is used' in out.report
+    assert "s.odd: inputSchema ignored (expected an object); typed as an empty object" in out.report
+    dts = out.files["servers/s.d.ts"]
+    assert "   * Odd tool\n" in dts
+    assert "export function odd(input?: OddInput)" in dts
