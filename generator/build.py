@@ -427,11 +427,25 @@ def _build_server(
     )
 
 
-def build_outputs(fixture_sets: Sequence[FixtureSet], settings: Settings | None = None) -> Outputs:
-    """Every out/ file for these servers, deterministically: same input, same bytes."""
+def build_outputs(
+    fixture_sets: Sequence[FixtureSet],
+    settings: Settings | None = None,
+    *,
+    module_paths: Mapping[str, str] | None = None,
+) -> Outputs:
+    """Every out/ file for these servers, deterministically: same input, same bytes.
+
+    `module_paths` (config id -> §5.0.1 path) lets the runtime keep the paths it already
+    assigned when it builds a subset of servers in memory; by default they are derived from
+    the config ids of `fixture_sets`.
+    """
     settings = settings or Settings()
     sets = sorted(fixture_sets, key=lambda s: s.config_id)
     paths = assign_module_paths(s.config_id for s in sets)
+    if module_paths:
+        paths.update({cid: path for cid, path in module_paths.items() if cid in paths})
+        if len(set(paths.values())) != len(paths):
+            raise ValueError(f"module_paths are not unique: {sorted(paths.items())}")
     report: list[str] = []
     servers = [
         _build_server(s, paths[s.config_id], settings, report)

@@ -455,3 +455,12 @@ def test_duplicate_listings_and_bad_input_schemas_are_reported_not_fatal() -> No
     dts = out.files["servers/s.d.ts"]
     assert "   * Odd tool\n" in dts
     assert "export function odd(input?: OddInput)" in dts
+
+
+def test_runtime_can_pin_module_paths() -> None:
+    live = FixtureSet("My Server", {}, [{"name": "t", "inputSchema": {"type": "object"}}])
+    assert build_outputs([live]).manifest["servers"][0]["serverId"] == "my-server"
+    out = build_outputs([live], module_paths={"My Server": "my-server--2"})
+    assert out.manifest["servers"][0]["serverId"] == "my-server--2"
+    assert "servers/my-server--2.js" in out.files
+    assert '__callTool("my-server--2", "t", input)' in out.files["servers/my-server--2.js"]

@@ -161,3 +161,10 @@ def test_s5_0_1_fallback_path_collides_like_any_other() -> None:
 )
 def test_pascal_case_type_stems(ident: str, expected: str) -> None:
     assert pascal_case(ident) == expected
+
+
+def test_host_export_names_stay_clean_because_the_module_aliases_its_imports() -> None:
+    assert assign_export_names(["callTool", "deepFreeze"]) == {
+        "callTool": "callTool",
+        "deepFreeze": "deepFreeze",
+    }
