@@ -8,6 +8,7 @@ that are no longer produced are removed; anything else a user keeps in out/ is c
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 from codemode_gen.errors import UserError
 from codemode_gen.generator.build import (
     CODEMODE_DTS,
+    GENERATOR_NAME,
     MANIFEST_FILE,
     SERVERS_DIR,
     TSCONFIG_FILE,
@@ -42,6 +44,36 @@ def _owned_files_on_disk(out_dir: Path) -> set[str]:
                 if path.is_file() or path.is_symlink():
                     found.add(path.relative_to(out_dir).as_posix())
     return found
+
+
+def _written_by_us(out_dir: Path) -> bool:
+    """True when out_dir holds a manifest.json that generate wrote."""
+    try:
+        data = json.loads((out_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("generator"), dict)
+        and data["generator"].get("name") == GENERATOR_NAME
+    )
+
+
+def _refuse_foreign_target(out_dir: Path) -> None:
+    """Replacing a folder generate did not write (`--out .`, `--out src`) could clobber a user's
+    tsconfig.json or move a whole project aside; refuse instead."""
+    cwd = Path.cwd().absolute()
+    if out_dir == cwd or out_dir in cwd.parents:
+        raise UserError(
+            f"{out_dir}: is the current folder or one of its parents; refusing to replace it",
+            hint="pass a dedicated output folder, e.g. --out out",
+        )
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not _written_by_us(out_dir):
+        raise UserError(
+            f"{out_dir}: exists, is not empty and was not written by codemode-gen"
+            f" (no {MANIFEST_FILE} from it); refusing to replace it",
+            hint="pass a new or empty --out folder, or delete this one if it is a broken earlier output",
+        )
 
 
 def _safe_relative(rel: str) -> Path:
@@ -81,6 +113,7 @@ def write_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
     out_dir = out_dir.absolute()
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: exists and is not a folder", hint="pass another --out folder")
+    _refuse_foreign_target(out_dir)
     parent = out_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{out_dir.name}.new-", dir=parent))

@@ -89,3 +89,26 @@ def test_out_that_is_a_file_is_a_user_error(tmp_path: Path, outputs: Outputs) ->
     with pytest.raises(UserError, match="not a folder"):
         write_outputs(target, outputs)
     assert target.read_text() == "not a folder"
+
+
+def test_refuses_to_replace_a_folder_it_did_not_write(
+    tmp_path: Path, outputs: Outputs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode_gen.errors import UserError
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "tsconfig.json").write_text("{}\n")
+    (project / "src" / "main.ts").write_text("export {};\n")
+    before = snapshot(project)
+    monkeypatch.chdir(project)
+    with pytest.raises(UserError, match="current folder"):
+        write_outputs(Path("."), outputs)
+    with pytest.raises(UserError, match="not written by codemode-gen"):
+        write_outputs(Path("src"), outputs)
+    assert snapshot(project) == before
+    write_outputs(Path("empty"), outputs)  # new folder: fine
+    (project / "empty2").mkdir()
+    write_outputs(Path("empty2"), outputs)  # empty folder: fine
+    write_outputs(Path("empty2"), outputs)  # our own output: fine
+    assert check_outputs(project / "empty2", outputs) == []
