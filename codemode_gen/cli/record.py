@@ -29,6 +29,8 @@ class _Progress:
 
     def __call__(self, server_id: str, text: str) -> None:
         first = text.splitlines()[0] if text else ""
+        if first.endswith(":") and "; " in first:  # "...; last lines of its stderr:" -> summary has them
+            first = first[: first.rindex("; ")] + " (details below)"
         self.lines[server_id] = first
         if not self.live:
             self.stream.write(f"{server_id}: {first}\n")
