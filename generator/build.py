@@ -258,7 +258,8 @@ def _build_tool(
         report.extend(f"{where}: {w}" for w in translation.warnings)
         return translation.root
 
-    input_type = emit(input_schema, names["input"], (f"Input of {export_name}.",))
+    # Type docs stay lean (they are agent context); provenance is on the function, once.
+    input_type = emit(input_schema, names["input"], ())
     json_type: str | None = None
     if out.json_text and out.json_schema is not None:
         json_type = emit(
@@ -268,10 +269,7 @@ def _build_tool(
         1 for c in calls if isinstance(c.get("result"), dict) and c["result"].get("isError") is True
     )
     provenance = _provenance_lines(out, json_type, errors)
-    output_doc = (
-        f"Result of {export_name}, unwrapped (spec §5.3.2); see {export_name} for its provenance.",
-        *([f"A string holding JSON of type {json_type}."] if json_type else []),
-    )
+    output_doc = (f"A string holding JSON of type {json_type}.",) if json_type else ()
     output_type = emit(out.schema if out.schema is not None else {}, names["output"], output_doc)
 
     doc: list[str] = []

@@ -464,3 +464,29 @@ def test_runtime_can_pin_module_paths() -> None:
     assert out.manifest["servers"][0]["serverId"] == "my-server--2"
     assert "servers/my-server--2.js" in out.files
     assert '__callTool("my-server--2", "t", input)' in out.files["servers/my-server--2.js"]
+
+
+def test_defs_names_never_take_another_tools_root_type_name() -> None:
+    steal = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/ZedInput"}},
+        "$defs": {"ZedInput": {"type": "string"}},
+    }
+    tools = [
+        {"name": "alpha", "inputSchema": steal},
+        {
+            "name": "zed",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+            },
+        },
+    ]
+    out = build_outputs([FixtureSet("s", {}, tools)])
+    dts = out.files["servers/s.d.ts"]
+    assert "export function zed(input: ZedInput): Promise<ZedOutput>;" in dts
+    assert "export type ZedInput = {" in dts
+    assert "export type ZedInput2 = string;" in dts
+    entry = tool_entry(out, "s", "zed")
+    assert entry["types"] == {"input": "ZedInput", "output": "ZedOutput"}
