@@ -197,6 +197,8 @@ class Bridge:
                     view.auth_failed = True
                 except ConnectError as exc:
                     view.unavailable = str(getattr(exc, "reason", None) or exc)
+                except CallError as exc:  # connected, but tools/list failed
+                    view.unavailable = f"tools/list failed: {exc}"
                 else:
                     view.tools = tools_from_live(
                         live.tools, self.configs[view.config_id].blocklist, known=view.tools

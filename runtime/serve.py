@@ -82,6 +82,8 @@ def system_prompt(cm: CodeMode, overrides: Mapping[str, Any] | None = None) -> s
         "",
         "## Script",
         "- `code` runs as an ES module: `import`/`export` and top-level `await` work. Nothing persists between runs.",
+        "- The run ends when the module has finished and no tool call or timer is pending (calls you did not await still run to completion), or when a limit is hit.",
+        "- Static imports of `@codemode/servers/*` connect those servers before the script starts; dynamic `import()` of them also works.",
         "- Set `globalThis.__codemode_result__ = value` to return a JSON value; `result` is null otherwise.",
         "- Servers: `import * as notes from \"@codemode/servers/<serverId>\"`, one async function per tool (names as in the declarations below).",
         "- Discovery: `import { listServers, describeServer, listTools, getTool, searchTools, specVersion } from \"@codemode/discovery\"`; `listTools(id, {detail: \"name\"|\"description\"|\"full\"})`, `searchTools(query, {detail, serverId, limit})`.",
