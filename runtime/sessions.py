@@ -227,7 +227,8 @@ class McpSession:
 class _Slot:
     config: ServerConfig
     ready: anyio.Event = field(default_factory=anyio.Event)
-    stop: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)  # end the connection (any reason)
+    closing: anyio.Event = field(default_factory=anyio.Event)  # the manager is closing
     done: anyio.Event = field(default_factory=anyio.Event)
     session: McpSession | None = None
     error: ConnectError | None = None
@@ -297,6 +298,7 @@ class SessionManager:
         self._closed = True
         slots = list(self._slots.values())
         for slot in slots:
+            slot.closing.set()
             slot.stop.set()
         with anyio.move_on_after(CLOSE_TIMEOUT):
             for slot in slots:
@@ -321,9 +323,18 @@ class SessionManager:
         probe = _HttpProbe()
         phase = ["starting"]
         try:
-            with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
-                await self._connect_and_serve(slot, scope, log, log_path, probe, phase)
-            if scope.cancelled_caught and slot.session is None:
+            async with anyio.create_task_group() as watchers:
+                with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
+
+                    async def abort_connect_on_close() -> None:
+                        await slot.closing.wait()
+                        if slot.session is None:  # closing while still connecting: give up now
+                            scope.cancel()
+
+                    watchers.start_soon(abort_connect_on_close)
+                    await self._connect_and_serve(slot, scope, log, log_path, probe, phase)
+                watchers.cancel_scope.cancel()
+            if scope.cancelled_caught and slot.session is None and not slot.closing.is_set():
                 raise TimeoutError(f"timed out after {config.connect_timeout:g}s while {phase[0]}")
         except Exception as exc:  # every failure of one server becomes its ConnectError
             if slot.session is None:
@@ -333,6 +344,8 @@ class SessionManager:
         finally:
             if slot.session is not None:
                 slot.session.closed = True
+            elif slot.error is None:  # cancelled while connecting (manager closing)
+                slot.error = ConnectError(config.id, "connection attempt cancelled", log_path=log_path)
             with contextlib.suppress(OSError):
                 log.close()
             slot.ready.set()

@@ -408,3 +408,29 @@ def test_log_file_receives_server_stderr(tmp_path: Path) -> None:
 
     run(go)
     assert "chatty: hello on stderr" in (tmp_path / "logs" / "chatty.stderr.log").read_text()
+
+
+def test_aclose_while_connecting_aborts_quickly(tmp_path: Path) -> None:
+    before = child_pids()
+    config = stdio_config("hang", "hang_on_initialize", connect_timeout=60)
+
+    async def go() -> str:
+        async with SessionManager({"hang": config}, log_dir=tmp_path) as manager:
+            errors: list[ConnectError] = []
+
+            async def getter() -> None:
+                try:
+                    await manager.get("hang")
+                except ConnectError as exc:
+                    errors.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(getter)
+                await anyio.sleep(0.5)
+                await manager.aclose()  # from a different task than the one waiting in get()
+            return errors[0].reason
+
+    started = time.monotonic()
+    assert run(go) == "connection attempt cancelled"
+    assert time.monotonic() - started < 15  # not the 60 s connect timeout
+    assert child_pids() - before == set()
