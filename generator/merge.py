@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonschema
+import referencing
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
@@ -113,14 +114,18 @@ def check_drift(
     The draft comes from the schema's `$schema` (default 2020-12). A schema jsonschema cannot
     compile is a warning, not a crash: the declared type is still emitted as the server wrote it.
     """
-    cls = jsonschema.validators.validator_for(declared, default=jsonschema.Draft202012Validator)
+    dialect = declared.get("$schema")
+    probe = declared if isinstance(dialect, str) else {}  # a non-string $schema means "default"
+    cls = jsonschema.validators.validator_for(probe, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(declared)
     except SchemaError as exc:
         return (), (
             f"declared outputSchema is not a valid JSON Schema ({exc.message[:120]}); drift not checked",
         )
-    validator = cls(declared)
+    # An empty registry: a `$ref` to a URL stays unresolved (a warning below) instead of making
+    # generate fetch whatever address an untrusted server put in its schema.
+    validator = cls(declared, registry=referencing.Registry())
     drift: list[str] = []
     total = 0
     for line, value in samples:
@@ -130,7 +135,8 @@ def check_drift(
                 key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
             )
         except Exception as exc:  # a $ref jsonschema cannot resolve, a pathological regex, ...
-            return tuple(drift), (f"drift check failed on sample {line}: {type(exc).__name__}",)
+            detail = (str(exc).splitlines() or [type(exc).__name__])[0][: MAX_DRIFT_VALUE_CHARS * 2]
+            return tuple(drift), (f"drift not checked from sample {line} on: {detail}",)
         for error in errors:
             total += 1
             if len(drift) < MAX_DRIFT_PER_TOOL:

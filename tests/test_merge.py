@@ -133,3 +133,30 @@ def test_json_text_passes_through_merge() -> None:
     assert (
         not as_json.json_text and as_json.schema is not None and as_json.schema["type"] == "object"
     )
+
+
+def test_remote_refs_are_never_fetched() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/never.json"}}}
+    out = merge_output({"name": "t", "outputSchema": schema}, [structured({"a": 1})])
+    assert out.source == "declared" and out.drift == ()
+    assert out.warnings == (
+        "drift not checked from sample 1 on: Unresolvable: http://127.0.0.1:9/never.json",
+    )
+
+
+def test_local_refs_are_followed() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"type": "string"}},
+    }
+    out = merge_output({"name": "t", "outputSchema": schema}, [structured({"a": 1})])
+    assert out.drift == ("/a: expected string, got integer (sample 1)",)
+
+
+def test_non_string_dollar_schema_is_a_warning() -> None:
+    out = merge_output(
+        {"name": "t", "outputSchema": {"$schema": 5, "type": "object"}}, [structured({"a": 1})]
+    )
+    assert out.source == "declared"
+    assert any("not a valid JSON Schema" in w for w in out.warnings)
