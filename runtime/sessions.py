@@ -28,6 +28,7 @@ A server's stderr (and its `notifications/message` log lines) go to
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import shutil
@@ -145,7 +146,7 @@ class McpSession:
         says the list changed (or `refresh`)."""
         if self._tools is None or self.tools_changed or refresh:
             self._tools = await self._list_all(self.config.call_timeout)
-        return [dict(t) for t in self._tools]
+        return copy.deepcopy(self._tools)  # callers may mutate; the cache must not change
 
     async def _list_all(self, timeout: float | None) -> list[dict[str, Any]]:
         # Cleared first: a change notification that arrives while we page re-arms it.
