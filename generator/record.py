@@ -135,10 +135,22 @@ def _input_key(value: Any) -> str:
 def merge_calls(
     old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], max_samples: int
 ) -> list[dict[str, Any]]:
-    """Old lines stay; a new call replaces an old one with the same input; newest N kept."""
+    """Old lines stay; a new call replaces an old one with the same input; newest N kept.
+
+    A new call whose result equals the old line's result keeps the old line untouched (its
+    recordedAt/durationMs too), so re-recording an unchanged server changes no byte of the
+    committed fixtures and does not make `generate --check` stale.
+    """
     merged: dict[str, dict[str, Any]] = {}
-    for record in [*old, *new]:
+    for record in old:
         key = _input_key(record.get("input"))
+        merged.pop(key, None)
+        merged[key] = dict(record)
+    for record in new:
+        key = _input_key(record.get("input"))
+        previous = merged.get(key)
+        if previous is not None and previous.get("result") == record.get("result"):
+            continue
         merged.pop(key, None)  # re-inserting moves it to the end: it is the newest
         merged[key] = dict(record)
     records = list(merged.values())

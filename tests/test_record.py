@@ -106,10 +106,14 @@ def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytes
         encoding="utf-8",
     )
     get_note = tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl"
+    first: dict[str, bytes] = {}
     for _ in range(2):
         code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
         assert code == 0, out
         assert [c["input"] for c in lines(get_note)] == [{"id": 1}, {"id": 2}]
+        # the demo server is deterministic: re-recording it changes no byte
+        assert snapshot(tmp_path / "fixtures") == (first or snapshot(tmp_path / "fixtures"))
+        first = snapshot(tmp_path / "fixtures")
     search = lines(tmp_path / "fixtures" / "notes" / "calls" / "search_notes.jsonl")
     assert [c["input"] for c in search] == [{"query": "milk"}]
     assert sorted(p.name for p in get_note.parent.iterdir()) == ["get_note.jsonl", "search_notes.jsonl"]
@@ -356,6 +360,8 @@ def test_merge_calls_replaces_same_input_and_keeps_newest() -> None:
     old = [{"input": {"a": 1}, "result": {"v": "old1"}}, {"input": {"a": 2}, "result": {"v": "old2"}}]
     new = [{"input": {"a": 1}, "result": {"v": "new1"}}]
     assert merge_calls(old, new, 20) == [{"input": {"a": 2}, "result": {"v": "old2"}}, new[0]]
+    same = [{"input": {"a": 1}, "result": {"v": "old1"}, "recordedAt": "later"}]
+    assert merge_calls(old, same, 20) == old  # same result: the old line (and its timestamp) stays
     newer = [{"input": {"a": i}, "result": {}} for i in range(3, 6)]
     assert [c["input"]["a"] for c in merge_calls(old, newer, 3)] == [3, 4, 5]
     assert merge_calls(old, [], 20) == old
