@@ -239,7 +239,7 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         parts.append(name)
         path = _pointer(parts)
         expected = f"only the properties {_list(sorted(allowed))}" if allowed else "no properties"
-        received = f"unexpected property {_show(name)}"
+        received = f"unexpected propert{'ies' if len(extra) > 1 else 'y'} {_list(extra)}"
         hint = f"remove {_where(path)}" + (
             f" (allowed: {_list(sorted(allowed))})" if allowed else ""
         )

@@ -111,6 +111,13 @@ function tokens(text) {
     .filter((w) => w.length > 0);
 }
 
+// "events" finds "event", "notes" finds "note": a query word that extends a word of at least
+// MIN_STEM characters counts as a prefix match (plural and -ing/-ed forms, no dictionary).
+const MIN_STEM = 4;
+function stem(queryWord, word) {
+  return word.length >= MIN_STEM && queryWord.length - word.length <= 3 && queryWord.startsWith(word);
+}
+
 // Name matches outrank description matches; whole words outrank prefixes and substrings.
 function score(tool, words, phrase) {
   const nameText = `${tool.toolName} ${tool.exportName}`.toLowerCase();
@@ -122,10 +129,10 @@ function score(tool, words, phrase) {
   for (const w of words) {
     let s = 0;
     if (nameWords.includes(w)) s = 10;
-    else if (nameWords.some((n) => n.startsWith(w))) s = 7;
+    else if (nameWords.some((n) => n.startsWith(w) || stem(w, n))) s = 7;
     else if (nameText.includes(w)) s = 5;
     if (descWords.includes(w)) s += 3;
-    else if (descWords.some((d) => d.startsWith(w))) s += 2;
+    else if (descWords.some((d) => d.startsWith(w) || stem(w, d))) s += 2;
     else if (descText.includes(w)) s += 1;
     if (s > 0) matched += 1;
     total += s;
