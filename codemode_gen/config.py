@@ -350,6 +350,11 @@ def load_config(
     """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order."""
     settings = settings if settings is not None else Settings()
     env = os.environ if environ is None else environ
+    if not mcp_path.exists():
+        raise UserError(
+            f"{mcp_path}: MCP server config not found",
+            hint='create it with {"mcpServers": {...}} (see docs/config.md) or pass --config PATH',
+        )
     data = read_json(mcp_path, what="MCP server config")
     if not isinstance(data, dict):
         raise UserError(

@@ -129,6 +129,7 @@ def test_expand_vars_directly() -> None:
 def test_missing_file(tmp_path: Path) -> None:
     err = user_error(load_config, tmp_path / "nope.json")
     assert "nope.json" in err.message and "not found" in err.message
+    assert err.hint and "--config" in err.hint
 
 
 def test_bad_json_reports_line_and_column(tmp_path: Path) -> None:
