@@ -66,7 +66,7 @@ def test_s7_4_timeout_cancels_in_flight_calls(host: HostThread) -> None:
     )
     took = time.monotonic() - started
     assert errors(r)[0]["code"] == "SANDBOX_LIMIT"
-    assert took < 1.5 * 1.0 + 0.5  # the deadline holds (plus host bookkeeping)
+    assert took < 1.5 * 1.0 + 0.75  # the deadline holds (plus host bookkeeping on a busy machine)
     deadline = time.monotonic() + 5
     while cancelled(host)["cancelled"] < before + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
