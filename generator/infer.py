@@ -33,8 +33,10 @@ MAX_INFER_SAMPLES = 100
 # An object with more keys than this is a map, not a record: typed as an open object instead
 # of a type with thousands of members (bounds type size and prompt length).
 MAX_OBJECT_PROPERTIES = 200
-# Only this many elements of one array are merged into its item type (bounds time on huge lists).
-MAX_ARRAY_ITEMS = 200
+# Values (nodes) walked per tool across all its samples; past the budget the rest is typed
+# unknown. Bounds inference time on huge results while staying sound: unknown accepts anything,
+# so a value never seen can never contradict the type (a "first N items" cut would).
+MAX_INFER_NODES = 200_000
 # Longer text results are not parsed to look for JSON-in-text (bounds parse time and memory).
 MAX_JSON_TEXT_CHARS = 2_000_000
 # Doc comments list at most this many optional field paths (bounds comment length).
@@ -120,8 +122,12 @@ def unwrapped_samples(calls: Sequence[dict[str, Any]], mode: UnwrapMode) -> list
     return out
 
 
-def _bound(value: Any, depth: int, notes: set[str]) -> Any:
+def _bound(value: Any, depth: int, notes: set[str], budget: list[int]) -> Any:
     """A copy of `value` with the limits applied (recursion depth is itself bounded)."""
+    if budget[0] <= 0:
+        notes.add(f"results larger than {MAX_INFER_NODES} values partly typed as unknown")
+        return _ANY
+    budget[0] -= 1
     if isinstance(value, dict):
         if depth >= MAX_INFER_DEPTH:
             notes.add(f"nesting deeper than {MAX_INFER_DEPTH} levels typed as unknown")
@@ -129,14 +135,12 @@ def _bound(value: Any, depth: int, notes: set[str]) -> Any:
         if len(value) > MAX_OBJECT_PROPERTIES:
             notes.add(f"objects with more than {MAX_OBJECT_PROPERTIES} keys typed as open maps")
             return _OPEN_OBJECT
-        return {k: _bound(v, depth + 1, notes) for k, v in value.items()}
+        return {k: _bound(v, depth + 1, notes, budget) for k, v in value.items()}
     if isinstance(value, list):
         if depth >= MAX_INFER_DEPTH:
             notes.add(f"nesting deeper than {MAX_INFER_DEPTH} levels typed as unknown")
             return _ANY
-        if len(value) > MAX_ARRAY_ITEMS:
-            notes.add(f"only the first {MAX_ARRAY_ITEMS} items of long arrays inspected")
-        return [_bound(v, depth + 1, notes) for v in value[:MAX_ARRAY_ITEMS]]
+        return [_bound(v, depth + 1, notes, budget) for v in value]
     return value
 
 
@@ -155,9 +159,10 @@ def _simplify(schema: Any) -> Any:
 def infer_schema(values: Sequence[Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """genson over all values (after the limits); returns (schema, warnings)."""
     notes: set[str] = set()
+    budget = [MAX_INFER_NODES]
     builder = _Builder(schema_uri=None)
     for value in values:
-        builder.add_object(_bound(value, 0, notes))
+        builder.add_object(_bound(value, 0, notes, budget))
     schema = _simplify(builder.to_schema())
     return schema, tuple(sorted(notes))
 
