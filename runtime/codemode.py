@@ -303,6 +303,13 @@ class CodeMode:
             built = self._build_in_memory({cid: lives[cid] for cid in to_build}, ghosts)
             for cid in to_build:
                 sid, entry, source = built[cid]
+                if sid != paths[cid]:  # §5.0.1 collision the subset build could not see
+                    catalog.diagnostics.append(diagnostic(
+                        "warning", "CAPABILITY_UNAVAILABLE",
+                        f"server '{cid}' cannot be loaded: its module path collides with another server",
+                        "run `codemode-gen record` then `codemode-gen generate` so out/ assigns unique paths",
+                    ))
+                    continue
                 old = views.get(paths[cid])
                 if old is not None and old.config_id == cid:
                     del views[paths[cid]]
