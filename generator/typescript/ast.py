@@ -112,24 +112,27 @@ NUMBER = Keyword("number")
 BOOLEAN = Keyword("boolean")
 NULL = Keyword("null")
 UNDEFINED = Keyword("undefined")
+ANY = Keyword("any")
 
 
 def union(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
     """Flatten, deduplicate and simplify (`unknown` absorbs, `never` vanishes)."""
-    flat: list[TypeNode] = []
+    if len(members) == 1 and not isinstance(members[0], Union):
+        return members[0]
+    seen: dict[TypeNode, None] = {}
     for m in members:
         parts = m.members if isinstance(m, Union) else (m,)
         for p in parts:
-            if p == UNKNOWN or p == Keyword("any"):
+            if p == UNKNOWN or p == ANY:
                 return p
-            if p == NEVER or p in flat:
-                continue
-            flat.append(p)
-    if BOOLEAN in flat:
+            if p != NEVER:
+                seen[p] = None
+    flat = list(seen)
+    if BOOLEAN in seen:
         flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, bool))]
-    if STRING in flat:
+    if STRING in seen:
         flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, str))]
-    if NUMBER in flat:
+    if NUMBER in seen:
         flat = [
             p
             for p in flat
@@ -148,6 +151,8 @@ def union(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
 
 def intersection(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
     """Flatten, deduplicate and simplify (`never` absorbs, `unknown` vanishes)."""
+    if len(members) == 1 and not isinstance(members[0], Intersection):
+        return members[0]
     flat: list[TypeNode] = []
     for m in members:
         parts = m.members if isinstance(m, Intersection) else (m,)

@@ -30,6 +30,10 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 _LINE_BREAKS = re.compile("\r\n|[\r\u2028\u2029\x85\x0b\x0c]")
 
 
+_ASCII_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+
+
 def _unsafe_char(ch: str) -> bool:
     """Characters that must never appear raw in generated text."""
     cat = unicodedata.category(ch)
@@ -44,8 +48,12 @@ def sanitize_doc(text: object) -> str:
     (including bidi overrides used for "trojan source" tricks) are removed.
     """
     s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    if len(s) <= MAX_DOC_CHARS and s.isascii() and s.isprintable() and "*/" not in s:
+        return s.strip()  # fast path: nothing to remove or escape
     s = _LINE_BREAKS.sub("\n", s).replace("\t", "  ")
-    s = "".join(ch for ch in s if ch == "\n" or not _unsafe_char(ch))
+    s = _ASCII_CONTROLS.sub("", s)
+    if not s.isascii():
+        s = _NON_ASCII.sub(lambda m: "" if _unsafe_char(m[0]) else m[0], s)
     s = s.replace("*/", "*\\/")
     lines = [line.rstrip() for line in s.split("\n")]
     truncated = False

@@ -45,7 +45,7 @@ MAX_TUPLE_EXPANSION = 8
 # Most properties spelled out in one object type; the rest fall under the index signature.
 MAX_PROPERTIES = 500
 # Most named helper declarations per translation (bounds output of ref-heavy documents).
-MAX_DECLS = 500
+MAX_DECLS = 2000
 # Most `examples` quoted in one doc comment.
 MAX_EXAMPLES = 3
 # Longest JSON rendering of a `default`/example value in a doc comment.
@@ -84,7 +84,7 @@ _OBJECT_KEYS = (
     "propertyNames",
     "unevaluatedProperties",
 )
-_ARRAY_KEYS = ("prefixItems", "items", "minItems", "maxItems", "unevaluatedItems")
+_ARRAY_KEYS = ("prefixItems", "items", "minItems", "maxItems", "unevaluatedItems", "contains")
 _CONSTRAINT_KEYS = (
     "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
     "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties",
@@ -212,7 +212,29 @@ def disj(a: Shape, b: Shape) -> Shape:
     return out
 
 
+def disj_many(shapes: list[Shape]) -> Shape:
+    """`disj` over many branches at once (one union per kind instead of n growing ones)."""
+    out: Shape = {}
+    for k in KINDS:
+        parts: list[t.TypeNode] = []
+        unconstrained = present = False
+        for sh in shapes:
+            if k in sh:
+                present = True
+                v = sh[k]
+                if v is None:
+                    unconstrained = True
+                    break
+                parts.append(v)
+        if present:
+            out[k] = None if unconstrained else t.union(parts)
+    return out
+
+
 def render(shape: Shape) -> t.TypeNode:
+    if len(shape) == 1:
+        ((k, v),) = shape.items()
+        return _UNCONSTRAINED[k] if v is None else v
     if len(shape) == len(KINDS) and all(v is None for v in shape.values()):
         return t.UNKNOWN
     members: list[t.TypeNode] = []
@@ -408,12 +430,15 @@ class Translator:
             s = conj(s, {**all_kinds(), "array": self.array_type(n, ptr, depth)})
         for i, sub in enumerate(n.get("allOf", ())):
             s = conj(s, self.shape(sub, join_pointer(ptr, "allOf", i), depth + 1))
+        if "oneOf" in n and sum(1 for sub in n["oneOf"] if _accepts_everything(sub)) >= 2:
+            s = {}  # every value matches at least two branches
         for key in ("anyOf", "oneOf"):
             if key in n:
-                d: Shape = {}
-                for i, sub in enumerate(n[key]):
-                    d = disj(d, self.shape(sub, join_pointer(ptr, key, i), depth + 1))
-                s = conj(s, d)
+                branches = [
+                    self.shape(sub, join_pointer(ptr, key, i), depth + 1)
+                    for i, sub in enumerate(n[key])
+                ]
+                s = conj(s, disj_many(branches))
         if "not" in n:
             s = self.apply_not(s, n["not"], join_pointer(ptr, "not"))
         if "if" in n and ("then" in n or "else" in n):
@@ -422,12 +447,172 @@ class Translator:
             other = self.shape(n.get("else", True), join_pointer(ptr, "else"), depth + 1)
             s = conj(s, disj(conj(cond, then), other))
             self.warn_wider(ptr, "if/then/else")
-        if isinstance(n.get("dependentSchemas"), dict) and n["dependentSchemas"]:
-            self.warn_wider(ptr, "dependentSchemas")
-        if "contains" in n:
-            self.warn_wider(ptr, "contains")
-        if "propertyNames" in n and n["propertyNames"] not in (True, False, {}):
-            self.warn_wider(ptr, "propertyNames")
+        if "object" in s:
+            s = self.apply_dependencies(s, n, ptr, depth)
+        if "object" in s:
+            for allowed in self.allowed_names(n, ptr, depth):
+                s["object"] = close_object(s["object"], allowed, self._object_kind_of)
+        if "array" in s and self.draft >= 2020 and "unevaluatedItems" in n and "items" not in n:
+            s = self.apply_unevaluated_items(s, n, ptr, depth)
+        if "contains" in n and n.get("maxContains") is not None:
+            self.warn_wider(ptr, "maxContains")
+        return s
+
+    def _object_kind_of(self, name: str) -> t.TypeNode | None:
+        """The object-kind type of a finished named declaration, for inlining."""
+        for ptr, known in self.names.items():
+            if known == name and ptr in self.shapes:
+                shape = self.shapes[ptr]
+                if "object" not in shape:
+                    return t.NEVER
+                return shape["object"] or t.Object(index=t.UNKNOWN)
+        return None
+
+    def apply_dependencies(self, s: Shape, n: dict[str, Any], ptr: str, depth: int) -> Shape:
+        """dependentRequired/dependentSchemas: "name absent, or present and …" as a union."""
+        deps: list[tuple[str, t.TypeNode | None]] = []
+        req = n.get("dependentRequired")
+        if isinstance(req, dict):
+            for name, needs in req.items():
+                if isinstance(needs, list) and needs:
+                    names = list(dict.fromkeys([name, *(x for x in needs if isinstance(x, str))]))
+                    deps.append(
+                        (name, t.Object(tuple(t.Property(x, t.UNKNOWN) for x in names), t.UNKNOWN))
+                    )
+        sch = n.get("dependentSchemas")
+        if isinstance(sch, dict):
+            for name, sub in sch.items():
+                sub_shape = self.shape(sub, join_pointer(ptr, "dependentSchemas", name), depth + 1)
+                present = t.Object((t.Property(name, t.UNKNOWN),), t.UNKNOWN)
+                if "object" not in sub_shape:
+                    deps.append((name, None))
+                else:
+                    obj = sub_shape["object"]
+                    deps.append((name, present if obj is None else t.intersection([present, obj])))
+        for name, present_type in deps:
+            absent_type = _FUNCTION if name in _OBJECT_PROTOTYPE_MEMBERS else t.NEVER
+            absent = t.Object((t.Property(name, absent_type, optional=True),), t.UNKNOWN)
+            either = absent if present_type is None else t.union([absent, present_type])
+            s = conj(s, {**all_kinds(), "object": either})
+        return s
+
+    def allowed_names(self, n: dict[str, Any], ptr: str, depth: int) -> list[list[str]]:
+        """Finite sets of property names the object may have (each one closes the type)."""
+        out: list[list[str]] = []
+        if n.get("maxProperties") == 0:
+            out.append([])
+        names = n.get("propertyNames")
+        if isinstance(names, dict) and names:
+            name_shape = self.shape(names, join_pointer(ptr, "propertyNames"), depth + 1)
+            strings = name_shape.get("string", t.STRING) if "string" in name_shape else t.NEVER
+            if strings == t.NEVER:
+                out.append([])
+            elif strings is not None and is_literalish(strings):
+                out.append(
+                    [
+                        m.value
+                        for m in _members(strings)
+                        if isinstance(m, t.Literal) and isinstance(m.value, str)
+                    ]
+                )
+            else:
+                self.warn_wider(ptr, "propertyNames")
+        un = n.get("unevaluatedProperties")
+        if self.draft >= 2020 and un is False and "additionalProperties" not in n:
+            if any(k in n for k in _IN_PLACE_APPLICATORS):
+                evaluated = self.evaluated_names(n, ptr, set(), top=True)
+                if evaluated is None:
+                    self.warn_wider(ptr, "unevaluatedProperties")
+                else:
+                    out.append(sorted(evaluated))
+        elif (
+            self.draft >= 2020
+            and un not in (None, True, False)
+            and any(k in n for k in _IN_PLACE_APPLICATORS)
+        ):
+            self.warn_wider(ptr, "unevaluatedProperties")
+        return out
+
+    def _in_place(self, n: dict[str, Any], ptr: str) -> list[tuple[Any, str]] | None:
+        """Subschemas applied to the same instance (None when a $ref cannot be followed)."""
+        subs: list[tuple[Any, str]] = []
+        for key in ("allOf", "anyOf", "oneOf"):
+            for i, sub in enumerate(n.get(key, ())):
+                subs.append((sub, join_pointer(ptr, key, i)))
+        for key in ("if", "then", "else"):
+            if key in n:
+                subs.append((n[key], join_pointer(ptr, key)))
+        for name, sub in (n.get("dependentSchemas") or {}).items():
+            subs.append((sub, join_pointer(ptr, "dependentSchemas", name)))
+        if "$ref" in n:
+            ref = n["$ref"]
+            target = (
+                self.resolver.resolve(ref, ptr) if self.resolver and isinstance(ref, str) else None
+            )
+            if target is None:
+                return None
+            subs.append((target.node, target.pointer))
+        if "$dynamicRef" in n or "$recursiveRef" in n:
+            return None
+        return subs
+
+    def evaluated_names(
+        self, node: Any, ptr: str, seen: set[str], *, top: bool = False
+    ) -> set[str] | None:
+        """Every property name an in-place part of `node` may evaluate; None = unbounded."""
+        if not isinstance(node, dict) or ptr in seen or len(seen) > MAX_DEPTH:
+            return set() if ptr in seen or not isinstance(node, dict) else None
+        n = normalize(node, ptr, self.draft, lambda *_: None)
+        if "additionalProperties" in n or "patternProperties" in n:
+            return None
+        if not top and "unevaluatedProperties" in n:
+            return None
+        names = set(n.get("properties", {}))
+        subs = self._in_place(n, ptr)
+        if subs is None:
+            return None
+        for sub, sub_ptr in subs:
+            more = self.evaluated_names(sub, sub_ptr, seen | {ptr})
+            if more is None:
+                return None
+            names |= more
+        return names
+
+    def evaluated_items(
+        self, node: Any, ptr: str, seen: set[str], *, top: bool = False
+    ) -> int | None:
+        """How many leading items in-place parts of `node` may evaluate; None = all of them."""
+        if not isinstance(node, dict) or ptr in seen or len(seen) > MAX_DEPTH:
+            return 0 if ptr in seen or not isinstance(node, dict) else None
+        n = normalize(node, ptr, self.draft, lambda *_: None)
+        if "items" in n or "contains" in n or (not top and "unevaluatedItems" in n):
+            return None
+        count = len(n.get("prefixItems", ()))
+        subs = self._in_place(n, ptr)
+        if subs is None:
+            return None
+        for sub, sub_ptr in subs:
+            more = self.evaluated_items(sub, sub_ptr, seen | {ptr})
+            if more is None:
+                return None
+            count = max(count, more)
+        return count
+
+    def apply_unevaluated_items(self, s: Shape, n: dict[str, Any], ptr: str, depth: int) -> Shape:
+        un = n["unevaluatedItems"]
+        if un is True or not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains")):
+            return s  # nothing to do, or already handled as `items` by array_type
+        count = self.evaluated_items(n, ptr, set(), top=True)
+        if count is None or count > MAX_TUPLE_EXPANSION:
+            self.warn_wider(ptr, "unevaluatedItems")
+            return s
+        rest = (
+            None
+            if un is False
+            else self.type_of(un, join_pointer(ptr, "unevaluatedItems"), depth + 1)
+        )
+        s = dict(s)
+        s["array"] = limit_items(s["array"], count, rest)
         return s
 
     def apply_not(self, s: Shape, sub: Any, ptr: str) -> Shape:
@@ -530,7 +715,8 @@ class Translator:
         if isinstance(v, (int, float)):
             if isinstance(v, float) and not math.isfinite(v):
                 return t.NUMBER
-            return t.Literal(v) if abs(v) < 2**53 else t.NUMBER
+            # Any finite JSON number printed back exactly denotes the same double in TS.
+            return t.Literal(v) if len(repr(v)) <= MAX_LITERAL_CHARS else t.NUMBER
         if isinstance(v, str):
             return t.Literal(v) if len(v) <= MAX_LITERAL_CHARS else t.STRING
         if depth > MAX_DEPTH:
@@ -561,11 +747,9 @@ class Translator:
         props: dict[str, Any] = n.get("properties", {})
         required: list[str] = n.get("required", [])
         ap: Any = n.get("additionalProperties", True)
-        if "additionalProperties" not in n and "unevaluatedProperties" in n:
+        if "additionalProperties" not in n and "unevaluatedProperties" in n and self.draft >= 2020:
             if not any(k in n for k in _IN_PLACE_APPLICATORS):
                 ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
-            elif n["unevaluatedProperties"] is not True:
-                self.warn_wider(ptr, "unevaluatedProperties")
         if not isinstance(ap, (bool, dict)):
             self._warn(
                 join_pointer(ptr, "additionalProperties"),
@@ -675,12 +859,17 @@ class Translator:
         prefix = n.get("prefixItems", [])
         rest: Any = n.get("items", True)
         rest_ptr = join_pointer(ptr, "items")
-        if "items" not in n and "unevaluatedItems" in n:
+        if "items" not in n and "unevaluatedItems" in n and self.draft >= 2020:
             if not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains")):
                 rest, rest_ptr = n["unevaluatedItems"], join_pointer(ptr, "unevaluatedItems")
-            elif n["unevaluatedItems"] is not True:
-                self.warn_wider(ptr, "unevaluatedItems")
         min_items: int = n.get("minItems", 0)
+        if "contains" in n:
+            # At least minContains (default 1) items match `contains`, so at least that many exist.
+            least = n.get("minContains", 1) if self.draft >= 2020 else 1
+            if isinstance(least, (int, float)) and not isinstance(least, bool) and least >= 0:
+                if n["contains"] is False and least >= 1:
+                    return t.NEVER
+                min_items = max(min_items, math.ceil(least))
         max_items: int | None = n.get("maxItems")
         elems = [
             self.type_of(sub, join_pointer(ptr, "prefixItems", i), depth + 1)
@@ -714,6 +903,81 @@ class Translator:
         if not elems and rest_t is not None:
             return t.Array(rest_t)
         return t.Tuple(tuple(elems), required, rest_t)
+
+
+def _accepts_everything(sub: Any) -> bool:
+    return sub is True or (isinstance(sub, dict) and not (set(sub) - _ANNOTATIONS - {"$id"}))
+
+
+def close_object(
+    node: t.TypeNode | None,
+    allowed: Sequence[str],
+    expand: Callable[[str], t.TypeNode | None] | None = None,
+) -> t.TypeNode:
+    """Restrict an object type to the property names in `allowed` (an exact object type).
+
+    `expand` inlines (one level of) named types so they can be closed too.
+    """
+    if node is None:
+        node = t.Object(index=t.UNKNOWN)
+    if isinstance(node, t.Union):
+        return t.union([close_object(m, allowed, expand) for m in node.members])
+    if isinstance(node, t.Intersection):
+        return t.intersection([close_object(m, allowed, expand) for m in node.members])
+    if isinstance(node, t.Ref) and expand is not None:
+        inner = expand(node.name)
+        return node if inner is None else close_object(inner, allowed, None)
+    if not isinstance(node, t.Object):
+        return node  # a named type: left open (wider, still sound)
+    keep = set(allowed)
+    props: list[t.Property] = []
+    for prop in node.properties:
+        if prop.name in keep:
+            props.append(prop)
+        elif not prop.optional:
+            return t.NEVER  # a required property that may not exist
+    declared = {p.name for p in props}
+    for name in allowed:
+        if name in declared:
+            continue
+        parts = [typ for key, typ in node.patterns if template_matches(key, name)]
+        if node.index is not None:
+            parts.append(node.index)
+        if not parts:
+            continue  # this member already forbids the name
+        typ = t.intersection(parts)
+        if name in _OBJECT_PROTOTYPE_MEMBERS:
+            typ = t.union([typ, _FUNCTION])
+        props.append(t.Property(name, typ, optional=True))
+    return t.Object(tuple(props), None if props else t.NEVER)
+
+
+def limit_items(node: t.TypeNode | None, count: int, rest: t.TypeNode | None) -> t.TypeNode:
+    """Items after the first `count` must match `rest` (None: must not exist)."""
+    if node is None:
+        node = t.Array(t.UNKNOWN)
+    if isinstance(node, t.Union):
+        return t.union([limit_items(m, count, rest) for m in node.members])
+    if isinstance(node, t.Intersection):
+        return t.intersection([limit_items(m, count, rest) for m in node.members])
+    if isinstance(node, t.Array):
+        node = t.Tuple((), 0, node.element)
+    if not isinstance(node, t.Tuple):
+        return node
+    elems = list(node.elements)
+    required = node.required
+    tail = node.rest
+    if len(elems) < count and tail is not None:
+        elems += [tail] * (count - len(elems))
+    if rest is None:
+        if required > count:
+            return t.NEVER
+        return t.Tuple(tuple(elems[:count]), min(required, count), None)
+    elems = elems[:count] + [t.intersection([e, rest]) for e in elems[count:]]
+    new_tail = None if tail is None else t.intersection([tail, rest])
+    if not elems and new_tail is not None:
+        return t.Array(new_tail)
+    return t.Tuple(tuple(elems), required, new_tail)
 
 
 def _immediate_refs(node: t.TypeNode) -> set[str]:
