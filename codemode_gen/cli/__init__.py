@@ -22,6 +22,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("generate", "Generate typed modules, codemode.d.ts and manifest.json from fixtures/ into out/."),
     "run": ("run", "Run an agent script in a fresh sandbox against the live servers."),
     "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio."),
+    "types": ("types", "Print a standalone TypeScript .d.ts for any JSON Schema file."),
 }
 
 
