@@ -329,7 +329,14 @@ def _build_server(
     hidden = _blocklist(settings, config_id)
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for tool in sorted(fixture_set.tools, key=lambda t: t["name"]):  # stable: first listing wins
+    listed = [
+        t for t in fixture_set.tools if isinstance(t, dict) and isinstance(t.get("name"), str)
+    ]
+    if len(listed) != len(fixture_set.tools):
+        report.append(
+            f"{server_id}: {len(fixture_set.tools) - len(listed)} tool(s) without a string name skipped"
+        )
+    for tool in sorted(listed, key=lambda t: t["name"]):  # stable: first listing wins
         if tool["name"] in seen:
             report.append(
                 f"{server_id}: tool {json.dumps(tool['name'])} is listed twice; the first entry is used"
@@ -337,10 +344,9 @@ def _build_server(
         elif tool["name"] not in hidden:
             tools.append(tool)
         seen.add(tool["name"])
-    if hidden:
-        report.append(
-            f"{server_id}: hidden by blocklist: {', '.join(sorted(hidden & {t['name'] for t in fixture_set.tools}))}"
-        )
+    blocked = sorted(hidden & {t["name"] for t in listed})
+    if blocked:
+        report.append(f"{server_id}: hidden by blocklist: {', '.join(blocked)}")
     exports = assign_export_names(t["name"] for t in tools)
     outputs = {
         t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode) for t in tools

@@ -490,3 +490,15 @@ def test_defs_names_never_take_another_tools_root_type_name() -> None:
     assert "export type ZedInput2 = string;" in dts
     entry = tool_entry(out, "s", "zed")
     assert entry["types"] == {"input": "ZedInput", "output": "ZedOutput"}
+
+
+def test_live_tool_lists_with_junk_entries_do_not_crash() -> None:
+    tools: list[Any] = [
+        {"name": 5},
+        "not a tool",
+        {"name": "ok", "description": 7, "annotations": "nope", "inputSchema": {"type": "object"}},
+    ]
+    out = build_outputs([FixtureSet("s", {"serverInfo": None, "capabilities": None}, tools)])
+    assert "s: 2 tool(s) without a string name skipped" in out.report
+    assert [t["toolName"] for t in out.manifest["servers"][0]["tools"]] == ["ok"]
+    assert "description" not in out.manifest["servers"][0]["tools"][0]
