@@ -123,7 +123,7 @@ def union(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
     for m in members:
         parts = m.members if isinstance(m, Union) else (m,)
         for p in parts:
-            if p == UNKNOWN or p == ANY:
+            if p in (UNKNOWN, ANY):
                 return p
             if p != NEVER:
                 seen[p] = None

@@ -747,9 +747,13 @@ class Translator:
         props: dict[str, Any] = n.get("properties", {})
         required: list[str] = n.get("required", [])
         ap: Any = n.get("additionalProperties", True)
-        if "additionalProperties" not in n and "unevaluatedProperties" in n and self.draft >= 2020:
-            if not any(k in n for k in _IN_PLACE_APPLICATORS):
-                ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
+        if (
+            "additionalProperties" not in n
+            and "unevaluatedProperties" in n
+            and self.draft >= 2020
+            and not any(k in n for k in _IN_PLACE_APPLICATORS)
+        ):
+            ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
         if not isinstance(ap, (bool, dict)):
             self._warn(
                 join_pointer(ptr, "additionalProperties"),
@@ -859,9 +863,13 @@ class Translator:
         prefix = n.get("prefixItems", [])
         rest: Any = n.get("items", True)
         rest_ptr = join_pointer(ptr, "items")
-        if "items" not in n and "unevaluatedItems" in n and self.draft >= 2020:
-            if not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains")):
-                rest, rest_ptr = n["unevaluatedItems"], join_pointer(ptr, "unevaluatedItems")
+        if (
+            "items" not in n
+            and "unevaluatedItems" in n
+            and self.draft >= 2020
+            and not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains"))
+        ):
+            rest, rest_ptr = n["unevaluatedItems"], join_pointer(ptr, "unevaluatedItems")
         min_items: int = n.get("minItems", 0)
         if "contains" in n:
             # At least minContains (default 1) items match `contains`, so at least that many exist.
