@@ -181,3 +181,20 @@ def test_s1_4_every_run_starts_with_a_fresh_sandbox(host: HostThread) -> None:
 def test_s3_response_is_json_serialisable(host: HostThread, tmp_path: Path) -> None:
     r = host.run("globalThis.__codemode_result__ = {a: [1, 'x', null, true]};")
     assert json.loads(json.dumps(r)) == r
+
+
+def test_s3_3_1_log_truncation_appends_a_final_warning(host: HostThread) -> None:
+    r = host.run("for (let i = 0; i < 50; i++) console.log('line', i);\nglobalThis.__codemode_result__ = 'done';",
+                 limits={"maxLogBytes": 100})
+    assert r["result"] == "done"
+    assert r["logs"][-1]["level"] == "warn" and "100" in r["logs"][-1]["message"]
+    assert sum(len(e["message"].encode()) for e in r["logs"][:-1]) <= 100
+
+
+def test_s3_2_4_memory_limit_is_a_sandbox_limit(host: HostThread) -> None:
+    r = host.run("console.log('start');\nconst a = []; for (;;) a.push('x'.repeat(1024) + a.length);",
+                 limits={"maxMemoryBytes": 8 * 1024 * 1024, "timeoutMs": 10_000})
+    assert r["result"] is None
+    diag = errors(r)[0]
+    assert diag["code"] == "SANDBOX_LIMIT" and diag.get("errorClass") == "SandboxLimitError"
+    assert r["logs"][0]["message"] == "start"
