@@ -1,0 +1,77 @@
+"""The repository's own artefacts: committed out/ is fresh, the README example type-checks
+and runs end to end on the demo servers, and the code is ruff/mypy clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .tsc import require_tsc
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+EXAMPLE = REPO / "examples" / "plan_week.js"
+
+
+def _env() -> dict[str, str]:
+    # .mcp.json starts the demo servers with `python`: make that the test interpreter.
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codemode_gen", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_committed_out_matches_committed_fixtures() -> None:
+    proc = _cli("generate", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_example_script_type_checks_against_generated_declarations(tmp_path: Path) -> None:
+    tsc = require_tsc()
+    config = {
+        "compilerOptions": {"target": "ES2022", "module": "ES2022", "moduleResolution": "bundler",
+                            "lib": ["ES2022"], "types": [], "strict": True, "noEmit": True,
+                            "skipLibCheck": False, "allowJs": True, "checkJs": True},
+        "files": [str(REPO / "out" / "codemode.d.ts"), str(EXAMPLE)],
+    }
+    (tmp_path / "tsconfig.json").write_text(json.dumps(config))
+    proc = subprocess.run([str(tsc), "-p", str(tmp_path / "tsconfig.json"), "--pretty", "false"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
+    # The check is real: a wrongly typed argument is rejected.
+    bad = tmp_path / "bad.js"
+    bad.write_text(EXAMPLE.read_text().replace("notes.list_notes()", "notes.list_notes({ tag: 3 })"))
+    config["files"] = [str(REPO / "out" / "codemode.d.ts"), str(bad)]
+    (tmp_path / "tsconfig.json").write_text(json.dumps(config))
+    proc = subprocess.run([str(tsc), "-p", str(tmp_path / "tsconfig.json"), "--pretty", "false"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "not assignable to type 'string'" in proc.stdout
+
+
+def test_example_chains_two_live_servers() -> None:
+    proc = _cli("run", str(EXAMPLE))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    response = json.loads(proc.stdout)
+    assert response["diagnostics"] == []
+    assert response["result"]["booked"][0]["note"] == "Groceries"
+    servers = {entry["serverId"] for entry in response["toolTrace"]}
+    assert servers == {"notes", "calendar"}
+    assert all(entry["ok"] for entry in response["toolTrace"])
+
+
+@pytest.mark.parametrize("tool", ["ruff", "mypy"])
+def test_code_is_lint_and_type_clean(tool: str) -> None:
+    exe = BIN / tool
+    if not exe.exists():
+        exe = Path(shutil.which(tool) or tool)
+    args = ["check", "."] if tool == "ruff" else ["codemode_gen", "generator", "runtime"]
+    proc = subprocess.run([str(exe), *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
