@@ -44,6 +44,8 @@ KNOWN_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint
 MAX_DRIFT_IN_DOC = 3
 # Optional field paths named in one tool's doc comment (bounds comment length).
 MAX_OPTIONAL_IN_DOC = 12
+# Longest recorded input shown as an example in a tool's doc comment (bounds agent context).
+MAX_EXAMPLE_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,20 @@ def _provenance_lines(out: OutputModel, json_type: str | None, errors: int) -> l
     return lines
 
 
+def _example_input(calls: Sequence[dict[str, Any]]) -> str | None:
+    """The input of the first successful recorded call, when it is short enough to show."""
+    for call in calls:
+        result = call.get("result")
+        if not isinstance(result, dict) or result.get("isError") is True or "input" not in call:
+            continue
+        value = call["input"]
+        if value is None or value == {}:
+            return None  # nothing worth showing: the call takes no arguments
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+        return text if len(text) <= MAX_EXAMPLE_CHARS else None
+    return None
+
+
 def _build_tool(
     server_id: str,
     tool: dict[str, Any],
@@ -282,6 +298,9 @@ def _build_tool(
         doc.append(f"MCP tool name: {json.dumps(tool_name, ensure_ascii=False)}.")
     doc += _annotation_lines(tool.get("annotations"))
     doc += provenance
+    example = _example_input(calls)
+    if example is not None:
+        doc.append(f"Example (a recorded call): await {export_name}({example});")
 
     report.extend(f"{where}: drift: {d}" for d in out.drift)
     report.extend(f"{where}: {w}" for w in out.warnings)

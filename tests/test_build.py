@@ -136,6 +136,15 @@ def test_s4_4_codemode_d_ts_and_agent_script_compile_with_tsc_strict(
     assert config["compilerOptions"]["strict"] is True
     assert config["compilerOptions"]["skipLibCheck"] is False
     (tmp_path / "agent.ts").write_text(AGENT_SCRIPT, encoding="utf-8")
+    # every recorded-call example in the doc comments must type-check too
+    lines = []
+    for i, server in enumerate(outputs.manifest["servers"]):
+        dts = outputs.files[server["types"]]
+        calls = re.findall(r"Example \(a recorded call\): await (\w+)\((.*)\);", dts)
+        lines.append(f'import * as s{i} from "@codemode/servers/{server["serverId"]}";')
+        lines += [f"await s{i}.{name}({args});" for name, args in calls]
+    assert sum(line.startswith("await") for line in lines) == 5
+    (tmp_path / "examples.ts").write_text("\n".join(lines) + "\nexport {};\n", encoding="utf-8")
     proc = tsc_project(out / "tsconfig.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
