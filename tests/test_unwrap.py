@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from codemode_gen.generator.unwrap import parse_json_text, unwrap_result
 
@@ -41,13 +42,14 @@ def test_s5_3_2_rule3_image_or_audio_returns_full_result_with_base64() -> None:
 
 
 def test_s5_3_2_rule4_everything_else_returns_full_result() -> None:
-    for result in (
+    results: tuple[dict[str, Any], ...] = (
         {"content": []},
         {"content": [TEXT, TEXT]},
         {"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}]},
         {"content": [{"type": "text"}]},  # malformed text block: no string to return
         {},
-    ):
+    )
+    for result in results:
         assert unwrap_result(result) == result
 
 
