@@ -20,8 +20,10 @@ Per run, before the sandbox starts, the host:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -53,6 +55,9 @@ _IMPORT_RE = re.compile(r"""["']@codemode/servers/([^"'\s]+)["']""")
 # Bounds the in-memory module cache (one entry per distinct live tool list) so a server that
 # keeps changing its tools cannot grow host memory without end.
 MAX_BUILD_CACHE = 64
+# Connecting servers slower than this at run start is worth an info diagnostic: it explains a
+# script timeout that looks too early.
+CONNECT_NOTICE_MS = 1000
 
 
 class CodeMode:
@@ -177,7 +182,18 @@ class CodeMode:
                 )],
                 "toolTrace": [],
             }
-        catalog = await self.prepare(code, list(requested_capabilities or []))
+        started = time.monotonic()
+        catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=run_limits.timeoutMs / 1000)
+        # The deadline is the caller's (§3.2.4): time spent connecting comes out of the script's.
+        spent_ms = round((time.monotonic() - started) * 1000)
+        if spent_ms >= CONNECT_NOTICE_MS:
+            catalog.diagnostics.append(diagnostic(
+                "info", "CONNECT_TIME",
+                f"connecting servers took {spent_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
+                "nothing to do; connections are reused by later runs of the same host",
+            ))
+        if spent_ms > 0:
+            run_limits = dataclasses.replace(run_limits, timeoutMs=max(1, run_limits.timeoutMs - spent_ms))
         bridge = Bridge(
             catalog,
             self,
@@ -197,8 +213,12 @@ class CodeMode:
         response.setdefault("result", None)
         return response
 
-    async def prepare(self, code: str, requested: list[str]) -> Catalog:
-        """This run's catalog: connect what the run needs, snapshot live tools, load modules."""
+    async def prepare(self, code: str, requested: list[str], budget_s: float | None = None) -> Catalog:
+        """This run's catalog: connect what the run needs, snapshot live tools, load modules.
+
+        Connecting waits at most `budget_s`; a server still connecting then stays lazy (its
+        first call waits for the same connection) and the run says so.
+        """
         catalog = Catalog()
         manifest = self._load_manifest()
         paths = module_paths_for(manifest, self.configs)
@@ -228,12 +248,22 @@ class CodeMode:
         for cid in self._connected:
             wanted.setdefault(cid, "connected")
 
-        order = list(wanted)
-        outcomes = await asyncio.gather(*(self.live(cid) for cid in order), return_exceptions=True)
+        tasks = {cid: asyncio.ensure_future(self.live(cid)) for cid in wanted}
+        if tasks:
+            await asyncio.wait(tasks.values(), timeout=budget_s)
         lives: dict[str, LiveServer] = {}
         failures: dict[str, str] = {}
         auth_failures: set[str] = set()
-        for cid, outcome in zip(order, outcomes, strict=True):
+        for cid, task in tasks.items():
+            if not task.done():
+                task.cancel()
+                catalog.diagnostics.append(diagnostic(
+                    "warning" if wanted[cid] in ("requested", "imported") else "info", "CAPABILITY_UNAVAILABLE",
+                    f"server '{paths[cid]}' did not finish connecting within the run's timeout",
+                    "raise limits.timeoutMs, or check the server's start-up (connect_timeout in codemode.toml)",
+                ))
+                continue
+            outcome = task.exception() or task.result()
             if isinstance(outcome, LiveServer):
                 lives[cid] = outcome
             elif isinstance(outcome, Exception):

@@ -128,6 +128,11 @@ def _engine_error(exc: Any) -> EngineError:
     return EngineError(str(name), str(message), str(getattr(exc, "stack", None) or ""))
 
 
+def preload() -> None:
+    """Import the binding now (worker start-up) rather than on the first run."""
+    import jsbox  # noqa: F401
+
+
 def new_engine(*, memory_limit: int, max_pending_calls: int) -> Engine:
     """A fresh engine for one run (spec §1.4)."""
     return JsboxEngine(memory_limit=memory_limit, max_pending_calls=max_pending_calls)

@@ -40,6 +40,7 @@ from codemode_gen.runtime.engine import (
     EnginePendingLimit,
     EngineTimeout,
     new_engine,
+    preload,
 )
 from codemode_gen.runtime.limits import Limits
 
@@ -317,7 +318,7 @@ def main() -> None:
     _die_with_parent()
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol stream
-    import jsbox  # noqa: F401  - pre-import: a pooled worker has paid the start-up cost
+    preload()  # a pooled worker has paid the engine's start-up cost before its first run
 
     worker = Worker(out_fd)
     asyncio.run(worker.serve())

@@ -29,6 +29,8 @@ const isFrozen = Object.isFrozen;
 const ownKeys = Reflect.ownKeys;
 const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const hasOwn = Object.prototype.hasOwnProperty;
+const defineProperty = Object.defineProperty;
+const ErrorCtor = Error;
 
 const CLASSES = freeze({
   CodemodeError, SchemaValidationError, ToolNotFoundError, ServerNotFoundError,
@@ -76,6 +78,9 @@ export async function callTool(serverId, toolName, input) {
   if (typeof serverId !== "string" || typeof toolName !== "string") {
     throw new TypeError("callTool(serverId, toolName, input): serverId and toolName must be strings");
   }
+  // The caller's frames exist only now (before the first await): keep them for the error, so
+  // a failed call points at the agent's line, not at this module.
+  const site = new ErrorCtor();
   const request = { op: "call", serverId, toolName };
   if (input !== undefined) request.input = input;
   let text;
@@ -102,7 +107,11 @@ export async function callTool(serverId, toolName, input) {
     end();
   }
   if (reply !== null && typeof reply === "object" && reply.ok === true) return reply.value;
-  throw toError(reply && reply.error, serverId, toolName);
+  const error = toError(reply && reply.error, serverId, toolName);
+  try {
+    defineProperty(error, "stack", { value: site.stack, writable: true, enumerable: false, configurable: true });
+  } catch (e) { /* keep the original stack */ }
+  throw error;
 }
 
 /** Freeze `value` and everything reachable through its own properties (not prototypes). */

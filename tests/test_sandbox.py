@@ -1,0 +1,336 @@
+"""runtime/sandbox.py: real worker processes running real QuickJS (jsbox).
+
+`host_call` here is the host side written as a plain async function (what the bridge does in
+production); nothing of QuickJS or MCP is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
+from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
+
+NOTES = """
+import { callTool, deepFreeze } from "@codemode/host";
+export async function echo(input) { return callTool("notes", "echo", input); }
+export async function slow(input) { return callTool("notes", "slow", input); }
+export async function fail(input) { return callTool("notes", "fail", input); }
+export const __meta__ = deepFreeze({ serverId: "notes", tools: [{ toolName: "echo", exportName: "echo" }] });
+"""
+MODULES = {"@codemode/servers/notes": NOTES}
+
+
+class Host:
+    """A host side that echoes, sleeps or fails, and records what it saw."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.active = 0
+        self.max_active = 0
+        self.cancelled = 0
+
+    async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(request)
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            tool = request["toolName"]
+            if tool == "slow":
+                await asyncio.sleep(request.get("input", {}).get("ms", 100) / 1000)
+                return {"ok": True, "value": request.get("input")}
+            if tool == "fail":
+                return {
+                    "ok": False,
+                    "error": {"errorClass": "ToolCallError", "message": "boom", "hint": "try again", "code": -32000},
+                }
+            return {"ok": True, "value": request.get("input")}
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.active -= 1
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+    loop = asyncio.new_event_loop()
+    sandbox = Sandbox(WorkerPool(2))
+    loop.run_until_complete(sandbox.start())
+    yield loop, sandbox
+    loop.run_until_complete(sandbox.aclose())
+    loop.close()
+
+
+def run(env: tuple[asyncio.AbstractEventLoop, Sandbox], code: str, host: Any = None, **limits: Any) -> dict[str, Any]:
+    loop, sandbox = env
+    return loop.run_until_complete(
+        sandbox.run(code, MODULES, host or Host(), Limits.from_json({"timeoutMs": 5000, **limits}))
+    )
+
+
+def codes(response: dict[str, Any]) -> list[str]:
+    return [d["code"] for d in response["diagnostics"]]
+
+
+def test_s3_2_1_module_semantics_with_top_level_await(env: Any) -> None:
+    host = Host()
+    r = run(env, """
+import { echo } from "@codemode/servers/notes";
+const got = await echo({ q: "hi" });
+export const unused = 1;
+globalThis.__codemode_result__ = { got, kinds: [typeof eval, typeof setTimeout] };
+""", host)
+    assert r["diagnostics"] == []
+    assert r["result"] == {"got": {"q": "hi"}, "kinds": ["undefined", "function"]}
+    assert host.requests == [{"op": "call", "serverId": "notes", "toolName": "echo", "input": {"q": "hi"}}]
+
+
+def test_s3_2_2_result_is_null_when_unset(env: Any) -> None:
+    r = run(env, "const x = 1;")
+    assert r == {"logs": [], "result": None, "diagnostics": []}
+
+
+def test_input_absent_when_called_without_argument(env: Any) -> None:
+    host = Host()
+    run(env, 'import { echo } from "@codemode/servers/notes"; await echo();', host)
+    assert host.requests == [{"op": "call", "serverId": "notes", "toolName": "echo"}]
+
+
+def test_s7_1_error_reply_becomes_class_with_fields_and_script_continues(env: Any) -> None:
+    r = run(env, """
+import { fail, echo } from "@codemode/servers/notes";
+import { ToolCallError, CodemodeError } from "@codemode/errors";
+let caught;
+try { await fail({}); } catch (e) {
+  caught = { name: e.name, message: e.message, hint: e.hint, code: e.code, serverId: e.serverId, toolName: e.toolName,
+             isTCE: e instanceof ToolCallError, isBase: e instanceof CodemodeError, isError: e instanceof Error };
+}
+globalThis.__codemode_result__ = { caught, after: await echo(1) };
+""")
+    assert r["diagnostics"] == []
+    assert r["result"] == {
+        "caught": {"name": "ToolCallError", "message": "boom", "hint": "try again", "code": -32000,
+                   "serverId": "notes", "toolName": "fail", "isTCE": True, "isBase": True, "isError": True},
+        "after": 1,
+    }
+
+
+def test_s3_3_4_uncaught_codemode_error_carries_class_and_hint(env: Any) -> None:
+    r = run(env, 'import { fail } from "@codemode/servers/notes";\nconsole.log("before");\nawait fail({});\n')
+    assert r["result"] is None
+    [d] = r["diagnostics"]
+    assert d["code"] == "UNCAUGHT_EXCEPTION"
+    assert d["errorClass"] == "ToolCallError"
+    assert d["hint"] == "try again"
+    assert d["path"] == "3:7"
+    assert [e["message"] for e in r["logs"]] == ["before"]
+
+
+def test_s10_1_promise_all_runs_calls_concurrently(env: Any) -> None:
+    host = Host()
+    t = time.monotonic()
+    r = run(env, """
+import { slow } from "@codemode/servers/notes";
+const out = await Promise.all(Array.from({ length: 20 }, (_, i) => slow({ ms: 200, i })));
+globalThis.__codemode_result__ = out.map((o) => o.i);
+""", host)
+    elapsed = time.monotonic() - t
+    assert r["result"] == list(range(20))
+    assert host.max_active == 20
+    assert elapsed < 2.0  # serial would be 4 s
+
+
+def test_concurrent_calls_are_capped_in_js_with_a_queue(env: Any) -> None:
+    host = Host()
+    r = run(env, """
+import { slow } from "@codemode/servers/notes";
+const out = await Promise.all(Array.from({ length: 30 }, (_, i) => slow({ ms: 20, i })));
+globalThis.__codemode_result__ = out.length;
+""", host, maxConcurrentCalls=3)
+    assert r["diagnostics"] == [] and r["result"] == 30
+    assert host.max_active == 3
+
+
+def test_fire_and_forget_calls_and_timers_finish_before_the_run_ends(env: Any) -> None:
+    host = Host()
+    r = run(env, """
+import { slow } from "@codemode/servers/notes";
+slow({ ms: 100 }).then(() => console.log("call done"));
+setTimeout(() => console.log("timer done"), 150);
+const t = setTimeout(() => console.log("never"), 10);
+clearTimeout(t);
+""", host)
+    assert r["diagnostics"] == []
+    assert [e["message"] for e in r["logs"]] == ["call done", "timer done"]
+
+
+def test_timers_fire_in_due_then_creation_order(env: Any) -> None:
+    r = run(env, """
+const order = [];
+setTimeout(() => order.push("c"), 30);
+setTimeout(() => order.push("a"), 0);
+setTimeout(() => order.push("b"), 0);
+setTimeout((x, y) => order.push(x + y), 10, "d", "e");
+await new Promise((resolve) => setTimeout(resolve, 60));
+globalThis.__codemode_result__ = order;
+""")
+    assert r["result"] == ["a", "b", "de", "c"]
+
+
+def test_s7_4_host_limit_ends_run_keeps_logs_and_cancels_in_flight_calls(env: Any) -> None:
+    host = Host()
+
+    async def limited(request: dict[str, Any]) -> dict[str, Any]:
+        if request["toolName"] == "echo":
+            raise SandboxLimitExceeded("maxToolCalls", 3, "too many tool calls")
+        return await host(request)
+
+    t = time.monotonic()
+    r = run(env, """
+import { slow, echo } from "@codemode/servers/notes";
+console.log("started");
+const pending = slow({ ms: 5000 });
+try { await echo(1); } catch (e) { console.log("caught?!"); }
+await pending;
+""", limited)
+    assert time.monotonic() - t < 3.0
+    assert r["result"] is None
+    [d] = r["diagnostics"]
+    assert d["code"] == "SANDBOX_LIMIT" and d["errorClass"] == "SandboxLimitError"
+    assert "maxToolCalls" in d["message"]
+    assert [e["message"] for e in r["logs"]] == ["started"]
+    assert host.cancelled == 1
+
+
+def test_sandbox_limit_error_reply_also_ends_the_run(env: Any) -> None:
+    async def limited(request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": {"errorClass": "SandboxLimitError", "message": "over", "limit": "maxToolCalls", "value": 0}}
+
+    r = run(env, 'import { echo } from "@codemode/servers/notes";\ntry { await echo(1); } catch {}\nglobalThis.__codemode_result__ = 1;', limited)
+    assert r["result"] is None and codes(r) == ["SANDBOX_LIMIT"]
+
+
+def test_host_exception_does_not_leak_into_the_sandbox(env: Any) -> None:
+    async def broken(request: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("secret at /home/host/codemode_gen/runtime/bridge.py line 12")
+
+    r = run(env, """
+import { echo } from "@codemode/servers/notes";
+try { await echo(1); } catch (e) { globalThis.__codemode_result__ = [e.name, e.message, String(e.stack)]; }
+""", broken)
+    name, message, stack = r["result"]
+    assert name == "ToolCallError"
+    assert "secret" not in message and ".py" not in message and ".py" not in stack
+
+
+def test_s3_2_4_timeout_of_a_busy_loop(env: Any) -> None:
+    t = time.monotonic()
+    r = run(env, 'console.log("spinning"); while (true) {}', timeoutMs=500)
+    assert time.monotonic() - t < 0.75
+    [d] = r["diagnostics"]
+    assert d["code"] == "SANDBOX_LIMIT" and "timeoutMs" in d["message"]
+    assert r["logs"][0]["message"] == "spinning"
+
+
+def test_watchdog_kills_a_worker_stuck_in_one_native_operation(env: Any) -> None:
+    # One splice over a million elements per iteration: the engine's interrupt check does not
+    # run inside the native call, so without the watchdog this runs for minutes.
+    t = time.monotonic()
+    r = run(env, """
+console.log("before the stuck loop");
+const a = new Array(1e6).fill(0);
+for (;;) { a.splice(0, 1); a.push(0); }
+""", timeoutMs=500, maxMemoryBytes=256 * 1024 * 1024)
+    elapsed = time.monotonic() - t
+    assert elapsed < 0.75, elapsed
+    assert codes(r) == ["SANDBOX_LIMIT"] and r["result"] is None
+    assert [e["message"] for e in r["logs"]] == ["before the stuck loop"]
+    # The pool replaced the killed worker: the next run works.
+    assert run(env, "globalThis.__codemode_result__ = 2;")["result"] == 2
+
+
+def test_s3_2_4_memory_limit(env: Any) -> None:
+    r = run(env, 'console.log("go"); const a = []; for (;;) a.push("x".repeat(1000) + a.length);', maxMemoryBytes=8 * 1024 * 1024)
+    assert codes(r) == ["SANDBOX_LIMIT"]
+    assert "maxMemoryBytes" in r["diagnostics"][0]["message"]
+    assert r["logs"][0]["message"] == "go"
+
+
+def test_memory_limit_when_the_engine_loses_the_error(env: Any) -> None:
+    # A Map growing until OOM comes back from the engine without a message.
+    r = run(env, "const m = new Map(); for (let i = 0; ; i++) m.set(i, [i]);", maxMemoryBytes=8 * 1024 * 1024)
+    assert codes(r) == ["SANDBOX_LIMIT"]
+
+
+def test_s1_4_fresh_runtime_per_run(env: Any) -> None:
+    first = run(env, "globalThis.leak = 41; globalThis.__codemode_result__ = typeof globalThis.leak;")
+    assert first["result"] == "number"
+    for _ in range(3):  # whichever pooled worker serves the run
+        r = run(env, "globalThis.__codemode_result__ = typeof globalThis.leak;")
+        assert r["result"] == "undefined"
+
+
+def test_s3_3_1_log_truncation_keeps_prefix_and_warns(env: Any) -> None:
+    r = run(env, 'for (let i = 0; i < 1000; i++) console.log("line " + i);', maxLogBytes=100)
+    logs = r["logs"]
+    assert sum(len(e["message"].encode()) for e in logs[:-1]) == 100
+    assert logs[0]["message"] == "line 0"
+    assert logs[-1]["level"] == "warn" and "maxLogBytes" in logs[-1]["message"] and "100" in logs[-1]["message"]
+    assert r["diagnostics"] == []
+
+
+def test_cancelling_run_kills_the_worker_and_cancels_host_calls(env: Any) -> None:
+    loop, sandbox = env
+    host = Host()
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(sandbox.run(
+            'import { slow } from "@codemode/servers/notes"; await slow({ ms: 10000 });',
+            MODULES, host, Limits.from_json({"timeoutMs": 20000}),
+        ))
+        while not host.requests:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    loop.run_until_complete(scenario())
+    assert host.cancelled == 1
+    assert run(env, "globalThis.__codemode_result__ = 3;")["result"] == 3
+
+
+def test_concurrent_runs_use_separate_workers(env: Any) -> None:
+    loop, sandbox = env
+
+    async def both() -> list[dict[str, Any]]:
+        code = 'import { slow } from "@codemode/servers/notes"; globalThis.__codemode_result__ = (await slow({ ms: 300, n: %d })).n;'
+        return await asyncio.gather(*(
+            sandbox.run(code % i, MODULES, Host(), Limits()) for i in range(3)
+        ))
+
+    t = time.monotonic()
+    results = loop.run_until_complete(both())
+    assert [r["result"] for r in results] == [0, 1, 2]
+    assert time.monotonic() - t < 2.5
+
+
+def test_lone_surrogates_cross_the_boundary_safely(env: Any) -> None:
+    host = Host()
+    r = run(env, r"""
+import { echo } from "@codemode/servers/notes";
+const back = await echo({ s: "a\uD800b" });
+console.log("x\uDC00y");
+globalThis.__codemode_result__ = { same: back.s === "a\uD800b", s: back.s };
+""", host)
+    assert r["diagnostics"] == []
+    assert r["result"]["same"] is True
+    assert r["result"]["s"] == "a\ufffdb"
+    assert r["logs"][0]["message"] == "x\ufffdy"
+    json.dumps(r, ensure_ascii=False).encode("utf-8")
