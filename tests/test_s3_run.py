@@ -6,6 +6,7 @@ Real servers (tests/servers/slow.py over stdio), real QuickJS, through the Pytho
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +22,15 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s3")
     out = base / "out"
     # `broken` is in out/ (so its module imports) but its process dies at start.
-    write_out(out, [fixture_set("broken", [{"name": "ping", "inputSchema": {"type": "object"}}])])
-    configs = {"slow": stdio("slow", "slow"), "broken": stdio("broken", "crash_at_start")}
+    write_out(out, [
+        fixture_set("broken", [{"name": "ping", "inputSchema": {"type": "object"}}]),
+        fixture_set("hang", [{"name": "ping", "inputSchema": {"type": "object"}}]),
+    ])
+    configs = {
+        "slow": stdio("slow", "slow"),
+        "broken": stdio("broken", "crash_at_start"),
+        "hang": stdio("hang", "hang_on_initialize", connect_timeout=5.0),
+    }
     h = HostThread(configs, out, base / "logs")
     yield h
     h.close()
@@ -198,3 +206,16 @@ def test_s3_2_4_memory_limit_is_a_sandbox_limit(host: HostThread) -> None:
     diag = errors(r)[0]
     assert diag["code"] == "SANDBOX_LIMIT" and diag.get("errorClass") == "SandboxLimitError"
     assert r["logs"][0]["message"] == "start"
+
+
+def test_s3_2_4_the_deadline_includes_connecting_servers(host: HostThread) -> None:
+    started = time.monotonic()
+    r = host.run(
+        "import * as hang from '@codemode/servers/hang';\n"
+        "try { await hang.ping(); } catch (e) { console.log(e.name); }",
+        limits={"timeoutMs": 1500},
+    )
+    took = time.monotonic() - started
+    assert took < 1.5 * 1.5 + 0.5
+    assert [d for d in r["diagnostics"] if d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"]]
+    assert errors(r) and errors(r)[0]["code"] == "SANDBOX_LIMIT"
