@@ -224,6 +224,8 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         missing = next((m for m in arg if isinstance(value, Mapping) and m not in value), arg[0])
         parts.append(missing)
         prop = sub.get("properties", {}).get(missing, {}) if isinstance(sub, Mapping) else {}
+        if isinstance(prop, Mapping) and isinstance(prop.get("$ref"), str):
+            prop = _resolve(root, prop["$ref"])
         expected = _describe(prop) if isinstance(prop, Mapping) and prop else "a value"
         received = "undefined"
         path = _pointer(parts)
