@@ -34,9 +34,11 @@ def run_cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Compl
 
 
 def test_run_prints_the_response_and_exits_0(project: Path) -> None:
-    proc = run_cli(project, "--no-pretty", "ok.js")
-    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(project, "--no-pretty", "--capability", "notes", "--capability", "nope", "ok.js")
+    assert proc.returncode == 0, proc.stderr  # warnings do not fail the run
     response = json.loads(proc.stdout)
+    warned = [d for d in response["diagnostics"] if d["severity"] == "warning"]
+    assert len(warned) == 1 and "nope" in warned[0]["message"]
     assert response["result"] == "Groceries"
     assert response["logs"][0]["message"] == "got 2"
     assert response["toolTrace"][0]["toolName"] == "get_note"
