@@ -120,6 +120,8 @@ class Bridge:
             )
         server_id = str(request.get("serverId", ""))
         tool_name = str(request.get("toolName", ""))
+        if self._closed:  # a call that raced the end of the run is never dispatched
+            return _error("ToolCallError", "the run has ended", "nothing to do", serverId=server_id, toolName=tool_name)
         self.calls += 1
         if self.max_tool_calls is not None and self.calls > self.max_tool_calls:
             self._record(server_id, tool_name, None, "SandboxLimitError: maxToolCalls")
@@ -129,7 +131,11 @@ class Bridge:
                 f"tool call limit reached: at most {self.max_tool_calls} tool calls per run (limits.maxToolCalls)",
             )
         started = self._clock()
-        reply = await self._call(server_id, tool_name, request)
+        try:
+            reply = await self._call(server_id, tool_name, request)
+        except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
+            self._record(server_id, tool_name, started, "ToolCallError: cancelled when the run ended")
+            raise
         error = reply.get("error") if not reply.get("ok") else None
         self._record(server_id, tool_name, started, error.get("_summary") if error else None)
         if error:

@@ -66,6 +66,8 @@ def test_s7_4_timeout_cancels_in_flight_calls(host: HostThread) -> None:
     )
     took = time.monotonic() - started
     assert errors(r)[0]["code"] == "SANDBOX_LIMIT"
+    assert [t["ok"] for t in r["toolTrace"]] == [False, False]  # both recorded as cancelled
+    assert all("cancelled" in t["error"] for t in r["toolTrace"])
     assert took < 1.5 * 1.0 + 0.75  # the deadline holds (plus host bookkeeping on a busy machine)
     deadline = time.monotonic() + 5
     while cancelled(host)["cancelled"] < before + 2 and time.monotonic() < deadline:
