@@ -50,6 +50,9 @@ MAX_PENDING_TIMERS = 10_000
 #: Host calls the engine may have pending beyond the JS-side tool-call cap: the timer alarm,
 #: the end-of-run tick and slack.
 EXTRA_PENDING_CALLS = 4
+#: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
+#: milliseconds, so hitting this means the engine is broken.
+PRELUDE_TIMEOUT_S = 10.0
 
 MODULE_ERRORS = "@codemode/errors"
 MODULE_HOST = "@codemode/host"
@@ -66,6 +69,7 @@ class Worker:
         self._inbox: asyncio.Queue[dict[str, Any] | None] | None = None
         self._replies: dict[int, asyncio.Future[str]] = {}
         self._ids = itertools.count(1)
+        self._warm: _Realm | None = None
         self.prelude = _js("prelude.js")
         self.errors_js = _js("errors.js")
         self.host_js = _js("host.js")
@@ -104,141 +108,82 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._inbox = asyncio.Queue()
         threading.Thread(target=self._reader, name="codemode-worker-stdin", daemon=True).start()
+        await self.prepare_next(Limits())
         self.send({"op": "ready"})
         while True:
             msg = await self._inbox.get()
             if msg is None or msg.get("op") == "exit":
                 return
             if msg.get("op") == "run":
+                limits = Limits()
                 try:
+                    limits = Limits.from_json(msg.get("limits") or {})
                     done = await self.run(msg)
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
                     done = {"result": None, "diagnostics": [resp.sandbox_error("internal error in the sandbox worker")]}
                 self.send({"op": "done", **done})
+                # Most runs share the host's limits: have the next realm ready with the same ones.
+                await self.prepare_next(limits)
 
     # ---- one run ------------------------------------------------------------------------------
     async def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
-        loop = asyncio.get_running_loop()
         limits = Limits.from_json(msg.get("limits") or {})
         code = str(msg.get("code") or "")
         modules: dict[str, str] = {str(k): str(v) for k, v in (msg.get("modules") or {}).items()}
         modules.pop(resp.AGENT_MODULE, None)
         modules[MODULE_ERRORS] = self.errors_js
         modules[MODULE_HOST] = self.host_js
-        logs = resp.LogCollector(limits.maxLogBytes)
-        truncation_sent = False
-        run_futures: list[asyncio.Future[Any]] = []
 
-        def now_ms() -> float:
-            return (time.monotonic() - t0) * 1000.0
-
-        def log(level: Any, text: Any) -> bool:
-            nonlocal truncation_sent
+        realm, self._warm = self._warm, None
+        if realm is None or realm.key != _realm_key(limits):
+            realm = None
             try:
-                message = json.loads(text) if isinstance(text, str) else str(text)
-                if not isinstance(message, str):
-                    message = str(message)
-            except ValueError:
-                message = "[Unserializable Object]"
-            entry = logs.add(str(level), message, int(now_ms()))
-            if entry is not None:
-                self.send({"op": "log", **entry})
-            if logs.truncated and not truncation_sent:
-                truncation_sent = True
-                self.send({"op": "logs_truncated"})
-            return not logs.truncated
-
-        async def host_call(text: Any) -> str:
-            call_id = next(self._ids)
-            fut: asyncio.Future[str] = loop.create_future()
-            self._replies[call_id] = fut
-            run_futures.append(fut)
-            self.send({"op": "call", "id": call_id, "request": str(text)})
-            return await fut
-
-        alarm: dict[str, Any] = {"handle": None, "waiter": None, "fired": False}
-
-        def fire() -> None:
-            alarm["handle"] = None
-            waiter = alarm["waiter"]
-            if waiter is not None and not waiter.done():
-                waiter.set_result(True)
-                alarm["waiter"] = None
-            else:
-                alarm["fired"] = True
-
-        def arm(due: Any) -> None:
-            if alarm["handle"] is not None:
-                alarm["handle"].cancel()
-                alarm["handle"] = None
-            alarm["fired"] = False
-            if not isinstance(due, int | float) or due < 0:
-                waiter = alarm["waiter"]
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(False)
-                alarm["waiter"] = None
-                return
-            alarm["handle"] = loop.call_later(max(0.0, (float(due) - now_ms()) / 1000.0), fire)
-
-        async def wait_alarm() -> bool:
-            if alarm["fired"]:
-                alarm["fired"] = False
-                return True
-            waiter: asyncio.Future[bool] = loop.create_future()
-            alarm["waiter"] = waiter
-            run_futures.append(waiter)
-            return await waiter
-
-        async def tick() -> None:
-            await asyncio.sleep(0)
-
-        engine = new_engine(
-            memory_limit=limits.maxMemoryBytes,
-            max_pending_calls=limits.maxConcurrentCalls + EXTRA_PENDING_CALLS,
-        )
+                realm = await _Realm.create(self, limits)
+            except Exception as exc:
+                return self._failed_setup(exc, limits)
         try:
+            realm.begin(t0, limits)
+            engine = realm.engine
             try:
                 engine.check_syntax(code)
             except EngineError as exc:
                 return {"result": None, "diagnostics": [resp.syntax_error(exc.message, exc.stack)]}
-            engine.bind_function("__codemode_host__", host_call)
-            engine.bind_function("__codemode_log__", log)
-            engine.bind_function("__codemode_arm__", arm)
-            engine.bind_function("__codemode_alarm__", wait_alarm)
-            engine.bind_function("__codemode_tick__", tick)
-            engine.bind_function("__codemode_now__", now_ms)
-            engine.bind_object(
-                "__codemode_config__",
-                {
-                    "maxConcurrentCalls": limits.maxConcurrentCalls,
-                    "maxPendingTimers": MAX_PENDING_TIMERS,
-                    "maxLogDepth": resp.MAX_LOG_DEPTH,
-                    "modules": sorted(m for m in modules if m not in (MODULE_ERRORS, MODULE_HOST)),
-                    "agentModule": resp.AGENT_MODULE,
-                },
-            )
             for name, source in modules.items():
                 engine.add_module(name, source)
             engine.add_module(resp.AGENT_MODULE, code)
+            run_config = {
+                "maxConcurrentCalls": limits.maxConcurrentCalls,
+                "modules": sorted(m for m in modules if m not in (MODULE_ERRORS, MODULE_HOST)),
+                "agentModule": resp.AGENT_MODULE,
+            }
+            script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
             remaining = limits.timeoutMs / 1000.0 - (time.monotonic() - t0)
-            return self._outcome(engine, code, modules, limits, await self._evaluate(engine, remaining))
+            return self._outcome(engine, code, modules, limits, await self._evaluate(engine, script, remaining))
         finally:
-            if alarm["handle"] is not None:
-                alarm["handle"].cancel()
-            for fut in run_futures:
-                if not fut.done():
-                    fut.cancel()
-            for call_id in [k for k, f in self._replies.items() if f in run_futures]:
-                self._replies.pop(call_id, None)
-            del engine
+            realm.end()
 
-    async def _evaluate(self, engine: Engine, remaining: float) -> dict[str, Any]:
+    async def prepare_next(self, limits: Limits) -> None:
+        """Build and lock down the realm for the next run while idle (off the request path)."""
+        if self._warm is not None and self._warm.key == _realm_key(limits):
+            return
+        try:
+            self._warm = await _Realm.create(self, limits)
+        except Exception:  # the run will build its own realm and report the failure
+            self._warm = None
+
+    def _failed_setup(self, exc: Exception, limits: Limits) -> dict[str, Any]:
+        message = exc.message if isinstance(exc, EngineError) else type(exc).__name__
+        if "out of memory" in message:
+            return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
+        return {"result": None, "diagnostics": [resp.sandbox_error(f"the sandbox could not be set up: {message}")]}
+
+    async def _evaluate(self, engine: Engine, script: str, remaining: float) -> dict[str, Any]:
         if remaining <= 0:
             return {"kind": "timeout"}
         try:
-            text = await engine.run(self.prelude, remaining)
+            text = await engine.run(script, remaining)
         except EngineTimeout:
             return {"kind": "timeout"}
         except EnginePendingLimit:
@@ -297,6 +242,135 @@ class Worker:
         if oom_text or (no_info and engine.heap_exhausted()):
             return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
         return {"result": None, "diagnostics": [resp.uncaught_exception(error, modules)]}
+
+
+def _realm_key(limits: Limits) -> tuple[int, int]:
+    """What a realm is built for: the engine's heap and pending-call limits are fixed at birth."""
+    return (limits.maxMemoryBytes, limits.maxConcurrentCalls)
+
+
+class _RunState:
+    """What the bound host functions of one realm act on during its (single) run."""
+
+    def __init__(self, t0: float, max_log_bytes: int) -> None:
+        self.t0 = t0
+        self.logs = resp.LogCollector(max_log_bytes)
+        self.truncation_sent = False
+        self.futures: list[asyncio.Future[Any]] = []
+        self.alarm_handle: asyncio.TimerHandle | None = None
+        self.alarm_waiter: asyncio.Future[bool] | None = None
+        self.alarm_fired = False
+
+
+class _Realm:
+    """One fresh engine, locked down by prelude phase A, used for exactly one run (§1.4)."""
+
+    def __init__(self, worker: Worker, limits: Limits) -> None:
+        self.worker = worker
+        self.key = _realm_key(limits)
+        self.state = _RunState(time.monotonic(), limits.maxLogBytes)
+        self.engine = new_engine(
+            memory_limit=limits.maxMemoryBytes,
+            max_pending_calls=limits.maxConcurrentCalls + EXTRA_PENDING_CALLS,
+        )
+        e = self.engine
+        e.bind_function("__codemode_host__", self.host_call)
+        e.bind_function("__codemode_log__", self.log)
+        e.bind_function("__codemode_arm__", self.arm)
+        e.bind_function("__codemode_alarm__", self.wait_alarm)
+        e.bind_function("__codemode_tick__", self.tick)
+        e.bind_function("__codemode_now__", self.now_ms)
+        e.bind_object(
+            "__codemode_config__",
+            {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH},
+        )
+
+    @classmethod
+    async def create(cls, worker: Worker, limits: Limits) -> _Realm:
+        realm = cls(worker, limits)
+        status = await realm.engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
+        if status != "locked":
+            raise EngineError("Error", f"prelude phase A returned {status!r}", "")
+        return realm
+
+    def begin(self, t0: float, limits: Limits) -> None:
+        self.state = _RunState(t0, limits.maxLogBytes)
+
+    def end(self) -> None:
+        st = self.state
+        if st.alarm_handle is not None:
+            st.alarm_handle.cancel()
+        for fut in st.futures:
+            if not fut.done():
+                fut.cancel()
+        replies = self.worker._replies
+        for call_id in [k for k, f in replies.items() if f in st.futures]:
+            replies.pop(call_id, None)
+
+    # ---- the bound host functions ---------------------------------------------------------
+    def now_ms(self) -> float:
+        return (time.monotonic() - self.state.t0) * 1000.0
+
+    def log(self, level: Any, text: Any) -> bool:
+        st = self.state
+        try:
+            message = json.loads(text) if isinstance(text, str) else str(text)
+            if not isinstance(message, str):
+                message = str(message)
+        except ValueError:
+            message = "[Unserializable Object]"
+        entry = st.logs.add(str(level), message, int(self.now_ms()))
+        if entry is not None:
+            self.worker.send({"op": "log", **entry})
+        if st.logs.truncated and not st.truncation_sent:
+            st.truncation_sent = True
+            self.worker.send({"op": "logs_truncated"})
+        return not st.logs.truncated
+
+    async def host_call(self, text: Any) -> str:
+        call_id = next(self.worker._ids)
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.worker._replies[call_id] = fut
+        self.state.futures.append(fut)
+        self.worker.send({"op": "call", "id": call_id, "request": str(text)})
+        return await fut
+
+    def _fire(self) -> None:
+        st = self.state
+        st.alarm_handle = None
+        if st.alarm_waiter is not None and not st.alarm_waiter.done():
+            st.alarm_waiter.set_result(True)
+            st.alarm_waiter = None
+        else:
+            st.alarm_fired = True
+
+    def arm(self, due: Any) -> None:
+        """Set (due >= 0, in ms on the run clock) or clear (due < 0) the single timer alarm."""
+        st = self.state
+        if st.alarm_handle is not None:
+            st.alarm_handle.cancel()
+            st.alarm_handle = None
+        st.alarm_fired = False
+        if not isinstance(due, int | float) or due < 0:
+            if st.alarm_waiter is not None and not st.alarm_waiter.done():
+                st.alarm_waiter.set_result(False)
+            st.alarm_waiter = None
+            return
+        delay = max(0.0, (float(due) - self.now_ms()) / 1000.0)
+        st.alarm_handle = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    async def wait_alarm(self) -> bool:
+        st = self.state
+        if st.alarm_fired:
+            st.alarm_fired = False
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        st.alarm_waiter = waiter
+        st.futures.append(waiter)
+        return await waiter
+
+    async def tick(self) -> None:
+        await asyncio.sleep(0)
 
 
 def _die_with_parent() -> None:

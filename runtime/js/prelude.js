@@ -1,19 +1,23 @@
-// Sandbox prelude: runs once per fresh QuickJS runtime, before any agent code (spec §3.5, §11).
+// Sandbox prelude: the trusted set-up of one fresh QuickJS realm (spec §3.5, §11).
 //
+// Phase A runs when the worker prepares a realm, before any run is known (so it is off the
+// request path):
 // 1. Takes the host bindings the worker installed on globalThis into this closure and deletes
 //    them, so agent code can never call them directly.
 // 2. Provides what QuickJS lacks (§3.5): console.*, setTimeout/clearTimeout on the host clock,
 //    URL/URLSearchParams, globalThis.__codemode_result__ (TextEncoder/TextDecoder are native).
-// 3. Loads @codemode/errors and @codemode/host (which takes the one-shot kernel) and freezes
-//    the exports of every @codemode/* module.
-// 4. Locks the realm down: removes every global outside an allowlist (eval, network, process,
+// 3. Locks the realm down: removes every global outside an allowlist (eval, network, process,
 //    timers that repeat, ...), replaces every code-from-string constructor with one that
-//    throws, turns the data properties hit by the "override mistake" into accessors and
-//    freezes every intrinsic reachable from globalThis (SES style).
-// 5. Runs the agent module, waits until no tool call or timer is pending, and returns a JSON
-//    report {status, result | error} to the worker.
+//    throws, turns the data properties hit by the "override mistake" into accessors, freezes
+//    every intrinsic reachable from globalThis (SES style) and makes the global bindings
+//    read-only.
+// 4. Leaves one entry point, globalThis.__codemode_start__, which deletes itself when called.
 //
-// The completion value of this script is the promise of that report.
+// Phase B (`__codemode_start__(runConfigJson)`, called by the worker once the run arrives):
+// 5. Loads @codemode/errors and @codemode/host (which takes a one-shot kernel holding the host
+//    binding) and the other @codemode/* modules, and deep-freezes their exports.
+// 6. Runs the agent module, waits until no tool call or timer is pending, and resolves to a
+//    JSON report {status, result | error} for the worker.
 (function codemodePrelude() {
   "use strict";
 
@@ -32,7 +36,7 @@
   }
 
   // Intrinsics used after lockdown, captured while they are known to be pristine.
-  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyNames, getPrototypeOf, freeze, keys: objectKeys } = Object;
+  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyDescriptors, getOwnPropertyNames, getPrototypeOf, freeze, keys: objectKeys } = Object;
   const hasOwn = Object.prototype.hasOwnProperty;
   const ownKeys = Reflect.ownKeys;
   const stringify = JSON.stringify;
@@ -698,16 +702,15 @@
     const d = getOwnPropertyDescriptor(obj, key);
     if (d === undefined || !hasOwn.call(d, "value") || !d.configurable) return;
     const value = d.value;
-    defineProperty(obj, key, {
-      get() { return value; },
-      set(v) {
-        if (this === obj) throw new TypeError(`Cannot assign to read only property '${safeString(key)}' of frozen intrinsic`);
-        if (hasOwn.call(this, key)) this[key] = v;
-        else defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
-      },
-      enumerable: d.enumerable,
-      configurable: false,
-    });
+    const get = function () { return value; };
+    const set = function (v) {
+      if (this === obj) throw new TypeError(`Cannot assign to read only property '${safeString(key)}' of frozen intrinsic`);
+      if (hasOwn.call(this, key)) this[key] = v;
+      else defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+    };
+    freeze(get);
+    freeze(set);
+    defineProperty(obj, key, { get, set, enumerable: d.enumerable, configurable: false });
   }
 
   const OVERRIDABLE = ["constructor", "toString", "valueOf", "toLocaleString", "toJSON", "name", "message"];
@@ -745,11 +748,16 @@
       if ((typeof v !== "object" && typeof v !== "function") || v === null || v === g || seen.has(v)) continue;
       seen.add(v);
       stack.push(getPrototypeOf(v));
-      for (const key of ownKeys(v)) {
-        const d = getOwnPropertyDescriptor(v, key);
-        if (d === undefined) continue;
-        if (hasOwn.call(d, "value")) stack.push(d.value);
-        else { stack.push(d.get); stack.push(d.set); }
+      const descriptors = getOwnPropertyDescriptors(v);
+      for (const key of ownKeys(descriptors)) {
+        const d = descriptors[key];
+        if (hasOwn.call(d, "value")) {
+          const x = d.value;
+          if ((typeof x === "object" || typeof x === "function") && x !== null) stack.push(x);
+        } else {
+          if (d.get !== undefined) stack.push(d.get);
+          if (d.set !== undefined) stack.push(d.set);
+        }
       }
     }
     // Pass 2: override-mistake enablement on every prototype object, everything on
@@ -764,22 +772,14 @@
       for (const key of OVERRIDABLE) enableOverride(proto, key);
     }
     for (const v of hiddenIntrinsics()) for (const key of OVERRIDABLE) enableOverride(v, key);
-    // Pass 3: freeze. New accessor functions made in pass 2 are frozen too.
-    for (const v of seen) {
-      freeze(v);
-      for (const key of ownKeys(v)) {
-        const d = getOwnPropertyDescriptor(v, key);
-        if (d !== undefined && !hasOwn.call(d, "value")) {
-          if (d.get) freeze(d.get);
-          if (d.set) freeze(d.set);
-        }
-      }
-    }
+    // Pass 3: freeze (accessor functions were collected in pass 1; those made in pass 2 are
+    // frozen where they are made).
+    for (const v of seen) freeze(v);
   }
 
   function sealGlobals() {
     for (const name of ownKeys(g)) {
-      if (name === "__codemode_result__") continue;
+      if (name === "__codemode_result__" || name === "__codemode_start__") continue;
       const d = getOwnPropertyDescriptor(g, name);
       if (!d.configurable && (!hasOwn.call(d, "value") || !d.writable)) continue;
       if (hasOwn.call(d, "value")) {
@@ -819,7 +819,7 @@
     return out;
   }
 
-  async function run() {
+  async function run(runConfig) {
     let errorsModule = null;
     try {
       // ---- 3. @codemode modules: errors, then host (takes the kernel), then the rest -------
@@ -828,7 +828,7 @@
         hostCall: rawHost,
         begin() { pendingCalls += 1; },
         end() { pendingCalls -= 1; checkIdle(); },
-        maxConcurrentCalls: config.maxConcurrentCalls,
+        maxConcurrentCalls: runConfig.maxConcurrentCalls,
       };
       defineProperty(g, "__codemode_kernel__", { value: freeze(kernel), writable: false, enumerable: false, configurable: true });
       const host = await import("@codemode/host");
@@ -837,27 +837,23 @@
         throw new Error("lockdown: @codemode/host did not take the kernel");
       }
       const namespaces = [errorsModule, host];
-      for (const spec of config.modules) {
+      for (const spec of runConfig.modules) {
         try {
           namespaces.push(await import(spec));
         } catch (e) {
           // Reported when (and only if) the agent imports it.
         }
       }
-      tameCodeGeneration();
-      removeGlobals();
-      freezeIntrinsics([]);
       for (const ns of namespaces) {
         for (const key of ownKeys(ns)) host.deepFreeze(ns[key]);
       }
-      sealGlobals();
     } catch (e) {
       return stringify({ status: "setup_error", error: describeError(e, null) });
     }
 
     // ---- 5. the agent module, then wait for pending tool calls and timers -------------------
     try {
-      await race([import(config.agentModule), fatal]);
+      await race([import(runConfig.agentModule), fatal]);
       for (;;) {
         await race([idle(), fatal]);
         await rawTick(); // one host turn: every queued job runs before we look again
@@ -881,5 +877,17 @@
     return stringify({ status: "ok", result: text });
   }
 
-  return run();
+  // ---- phase A ends here: lock the realm down now, before any run is known -----------------
+  tameCodeGeneration();
+  removeGlobals();
+  freezeIntrinsics([]);
+  // Phase B entry point, called once by the worker with the run's JSON config; it removes
+  // itself before anything else happens, so agent code can never call it.
+  function start(runConfigText) {
+    delete g.__codemode_start__;
+    return run(parse(runConfigText));
+  }
+  defineProperty(g, "__codemode_start__", { value: freeze(start), writable: false, enumerable: false, configurable: true });
+  sealGlobals();
+  return "locked";
 })();
