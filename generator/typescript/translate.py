@@ -377,12 +377,13 @@ class Translator:
             return seen
 
         reaches = {name: reach(name) for name in graph}
+        pointer_of = {name: ptr for ptr, name in self.names.items()}
         for name, targets in graph.items():
             bad = {v for v in targets if name in reaches[v]}
             if bad:
                 asts[name] = _replace_refs(asts[name], bad)
-                msg = f"recursive $ref without an object or array in between ({', '.join(sorted(bad))})"
-                self.warnings.append(f"{name}: {msg} cannot be represented; emitted unknown")
+                msg = f"recursive $ref to {', '.join(sorted(bad))} without an object or array in between"
+                self.warnings.append(f"#{pointer_of.get(name, '')}: {msg} cannot be represented; emitted unknown")
                 docs[name].append(f"Warning: {msg} cannot be represented; emitted unknown")
 
     # --- schemas --------------------------------------------------------------------------
