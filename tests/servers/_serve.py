@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -41,6 +42,18 @@ class _AnnouncingServer(uvicorn.Server):
             print(f"listening on http://{shown}:{port}", file=sys.stderr, flush=True)
 
 
+ORPHAN_CHECK_SECONDS = 1.0  # how quickly a server whose test process died notices and exits
+
+
+async def _exit_when_orphaned(server: uvicorn.Server, parent: int) -> None:
+    """A killed test run must not leave HTTP servers behind: stop once we are re-parented."""
+    while not server.should_exit:
+        if os.getppid() != parent:
+            server.should_exit = True
+            return
+        await asyncio.sleep(ORPHAN_CHECK_SECONDS)
+
+
 async def serve_asgi(app: ASGIApp, host: str, port: int) -> None:
     """Serve on a socket bound here, so `--port 0` can report the port the OS picked."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -50,7 +63,12 @@ async def serve_asgi(app: ASGIApp, host: str, port: int) -> None:
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", interface="asgi3"
     )
-    await _AnnouncingServer(config).serve(sockets=[sock])
+    server = _AnnouncingServer(config)
+    watchdog = asyncio.create_task(_exit_when_orphaned(server, os.getppid()))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watchdog.cancel()
 
 
 def loopback_security() -> TransportSecuritySettings:
