@@ -126,8 +126,11 @@ class _Worker:
 
 
 class WorkerPool:
-    """Keeps `size` worker processes started and ready (engine imported), so a run never
-    pays process start-up on its request path. Bound to the event loop that first uses it."""
+    """Up to `size` idle worker processes, started and ready (engine imported, next realm
+    locked down), so a run does not pay process start-up on its request path. `start()` fills
+    it; clean runs give their worker back; killed or recycled workers are replaced in the
+    background. More concurrent runs than `size` start extra workers, which are not kept.
+    Bound to the event loop that first uses it."""
 
     def __init__(self, size: int = DEFAULT_POOL_SIZE) -> None:
         self.size = max(0, size)
@@ -163,9 +166,17 @@ class WorkerPool:
             task.add_done_callback(self._starting.discard)
 
     async def _start_one(self) -> None:
-        worker = await _Worker.start()
+        try:
+            worker = await _Worker.start()
+        except (OSError, WorkerCrashed) as exc:
+            log.error("cannot start a sandbox worker: %s", exc)
+            return
         try:
             await worker.wait_ready()
+        except (OSError, WorkerCrashed, TimeoutError, ValueError) as exc:
+            log.error("sandbox worker failed to start: %s", exc)
+            await worker.reap()
+            return
         except BaseException:
             await worker.reap()
             raise
@@ -175,25 +186,30 @@ class WorkerPool:
             self._idle.append(worker)
 
     async def acquire(self) -> _Worker:
-        """A ready worker: a pooled one when available, else a new one (and refill)."""
+        """A ready worker: an idle one, else one that is starting, else a new one.
+
+        The pool is not refilled here: a clean run gives its worker back, so serial runs never
+        start a process; only killed or recycled workers are replaced (in `release`).
+        """
         if self._closed:
             raise RuntimeError("WorkerPool is closed")
         self._check_loop()
-        worker: _Worker | None = None
-        while self._idle:
-            candidate = self._idle.pop(0)
-            if candidate.alive():
-                worker = candidate
+        while True:
+            while self._idle:
+                candidate = self._idle.pop(0)
+                if candidate.alive():
+                    return candidate
+                await candidate.reap()
+            starting = [t for t in self._starting if not t.done()]
+            if not starting:
                 break
-            await candidate.reap()
-        self._fill()
-        if worker is None:
-            worker = await _Worker.start()
-            try:
-                await worker.wait_ready()
-            except BaseException:
-                await worker.reap()
-                raise
+            await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+        worker = await _Worker.start()
+        try:
+            await worker.wait_ready()
+        except BaseException:
+            await worker.reap()
+            raise
         return worker
 
     async def release(self, worker: _Worker, reusable: bool) -> None:
@@ -258,7 +274,7 @@ class Sandbox:
         """
         try:
             worker = await self._pool.acquire()
-        except (WorkerCrashed, OSError, TimeoutError) as exc:
+        except (WorkerCrashed, OSError, TimeoutError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
             return resp.build_response([], None, [resp.sandbox_error("the sandbox could not be started")])
         run = _Run(worker, host_call, limits)

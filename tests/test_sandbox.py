@@ -334,3 +334,66 @@ globalThis.__codemode_result__ = { same: back.s === "a\uD800b", s: back.s };
     assert r["result"]["s"] == "a\ufffdb"
     assert r["logs"][0]["message"] == "x\ufffdy"
     json.dumps(r, ensure_ascii=False).encode("utf-8")
+
+
+def test_s7_4_timeout_while_awaiting_a_tool_call_cancels_it(env: Any) -> None:
+    host = Host()
+    t = time.monotonic()
+    r = run(env, 'import { slow } from "@codemode/servers/notes";\nconsole.log("waiting");\nawait slow({ ms: 10000 });', host, timeoutMs=300)
+    assert time.monotonic() - t < 0.45
+    assert codes(r) == ["SANDBOX_LIMIT"] and "timeoutMs" in r["diagnostics"][0]["message"]
+    assert [e["message"] for e in r["logs"]] == ["waiting"]
+    assert host.cancelled == 1
+
+
+def test_deep_recursion_is_a_catchable_error_not_a_crash(env: Any) -> None:
+    r = run(env, """
+function f(n) { return f(n + 1) + 1; }
+let caught = null;
+try { f(0); } catch (e) { caught = e.name; }
+globalThis.__codemode_result__ = caught;
+f(0);
+""")
+    assert codes(r) == ["UNCAUGHT_EXCEPTION"]
+    assert "call stack" in r["diagnostics"][0]["message"]
+    assert run(env, "globalThis.__codemode_result__ = 4;")["result"] == 4
+
+
+def test_pending_timers_are_capped(env: Any) -> None:
+    r = run(env, """
+let err = null;
+try { for (let i = 0; i < 20000; i++) setTimeout(() => {}, 1); } catch (e) { err = e.name + ": " + e.message; }
+globalThis.__codemode_result__ = err;
+""")
+    assert r["diagnostics"] == []
+    assert r["result"].startswith("RangeError: too many pending timers")
+
+
+def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codemode_gen.runtime import sandbox as sandbox_module
+
+    started: list[object] = []
+    original = sandbox_module._Worker.start
+
+    async def counting_start() -> Any:
+        worker = await original()
+        started.append(worker)
+        return worker
+
+    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(counting_start))
+
+    async def scenario() -> None:
+        async with Sandbox(WorkerPool(2)) as sandbox:
+            assert len(started) == 2
+            for i in range(5):
+                r = await sandbox.run(f"globalThis.__codemode_result__ = {i};", {}, Host(), Limits())
+                assert r["result"] == i
+            assert len(started) == 2  # clean runs: the same warm processes served every run
+            await sandbox.run("while (true) {}", {}, Host(), Limits(timeoutMs=200))
+            r = await sandbox.run("const a = new Array(1e6).fill(0); for (;;) { a.splice(0, 1); a.push(0); }",
+                                  {}, Host(), Limits(timeoutMs=200, maxMemoryBytes=256 * 1024 * 1024))
+            assert codes(r) == ["SANDBOX_LIMIT"]
+            await asyncio.sleep(0.5)
+            assert len(started) == 3  # only the killed worker was replaced
+
+    asyncio.run(scenario())
