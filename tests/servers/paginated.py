@@ -4,10 +4,12 @@
 cursor is a JSON-RPC error (-32602), as the spec asks. Clients must follow `nextCursor` to the
 end (and must list every page before calling tools: the SDK re-fetches only page 1 for a tool
 it has not seen). Every tool `item_NN` takes an optional integer `n` and answers with text.
+`--tools N` serves N tools instead of 25 (bench/runtime.py uses it for many-server setups).
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 from typing import Any
@@ -19,50 +21,55 @@ from mcp.server import Server, ServerRequestContext
 
 TOOL_COUNT = 25
 PAGE_SIZE = 10
+MAX_TOOLS = 10_000  # bounds the tool list (and memory) a --tools typo can ask for
 
-TOOLS = [
-    types.Tool(
-        name=f"item_{i:02d}",
-        description=f"Paginated tool number {i}.",
-        input_schema={
-            "type": "object",
-            "properties": {"n": {"type": "integer", "description": "Any number, echoed back"}},
-        },
-        annotations=types.ToolAnnotations(read_only_hint=True),
-    )
-    for i in range(1, TOOL_COUNT + 1)
-]
-BY_NAME = {t.name: t for t in TOOLS}
+
+def make_tools(count: int) -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=f"item_{i:02d}",
+            description=f"Paginated tool number {i}.",
+            input_schema={
+                "type": "object",
+                "properties": {"n": {"type": "integer", "description": "Any number, echoed back"}},
+            },
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        )
+        for i in range(1, count + 1)
+    ]
 
 
 def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
 
 
-def decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str, count: int) -> int:
     try:
         offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["offset"]
     except (ValueError, KeyError, TypeError):
         raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
-    if not isinstance(offset, int) or not 0 <= offset < TOOL_COUNT:
+    if not isinstance(offset, int) or not 0 <= offset < count:
         raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}")
     return offset
 
 
-def build_server() -> Server[Any]:
+def build_server(count: int = TOOL_COUNT) -> Server[Any]:
+    tools = make_tools(count)
+    names = {t.name for t in tools}
+
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        offset = decode_cursor(params.cursor) if params and params.cursor else 0
+        offset = decode_cursor(params.cursor, count) if params and params.cursor else 0
         end = offset + PAGE_SIZE
         return types.ListToolsResult(
-            tools=TOOLS[offset:end], next_cursor=encode_cursor(end) if end < TOOL_COUNT else None
+            tools=tools[offset:end], next_cursor=encode_cursor(end) if end < count else None
         )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name not in BY_NAME:
+        if params.name not in names:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         n = (params.arguments or {}).get("n")
         return types.CallToolResult(
@@ -73,4 +80,9 @@ def build_server() -> Server[Any]:
 
 
 if __name__ == "__main__":
-    run_lowlevel(build_server())
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--tools", type=int, default=TOOL_COUNT, choices=range(1, MAX_TOOLS + 1), metavar="N"
+    )
+    known, rest = parser.parse_known_args()
+    run_lowlevel(build_server(known.tools), rest)
