@@ -39,6 +39,13 @@ def make_tools(count: int) -> list[types.Tool]:
     ]
 
 
+def tool_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= MAX_TOOLS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_TOOLS}")
+    return count
+
+
 def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
 
@@ -81,8 +88,6 @@ def build_server(count: int = TOOL_COUNT) -> Server[Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument(
-        "--tools", type=int, default=TOOL_COUNT, choices=range(1, MAX_TOOLS + 1), metavar="N"
-    )
+    parser.add_argument("--tools", type=tool_count, default=TOOL_COUNT, metavar="N")
     known, rest = parser.parse_known_args()
     run_lowlevel(build_server(known.tools), rest)
