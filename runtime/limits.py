@@ -49,7 +49,9 @@ HARD_MAX_CONCURRENT_CALLS = 256
 
 #: The prelude, the @codemode modules and a small script need a few MiB of heap.
 MIN_MEMORY_BYTES = 4 * 1024 * 1024
+#: A zero timeout could never run anything; 1 ms is the smallest meaningful deadline.
 MIN_TIMEOUT_MS = 1
+#: With no call slot every tool call would wait forever in the JS queue.
 MIN_CONCURRENT_CALLS = 1
 
 

@@ -24,7 +24,8 @@ LOG_LEVELS = ("debug", "log", "warn", "error")
 #: Nesting depth at which a logged object is given up as unserialisable (deep recursion would
 #: otherwise hit the JS stack limit inside console.log).
 MAX_LOG_DEPTH = 200
-#: Stack frames kept in an UNCAUGHT_EXCEPTION message; the rest is elided.
+#: Stack frames kept in an UNCAUGHT_EXCEPTION message; deep recursion would otherwise put
+#: thousands of frames into the agent's context.
 MAX_STACK_FRAMES = 20
 
 SYNTAX_ERROR = "SYNTAX_ERROR"

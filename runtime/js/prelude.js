@@ -283,7 +283,7 @@
     let out = "";
     for (const ch of s) {
       const cp = ch.codePointAt(0);
-      if (cp < 0x21 || cp > 0x7e || set.includes(ch)) {
+      if (cp < 0x20 || cp > 0x7e || set.includes(ch)) {
         for (const b of encoder.encode(ch)) out += hex2(b);
       } else {
         out += ch;
@@ -296,7 +296,7 @@
     const raw = encoder.encode(s);
     for (let i = 0; i < raw.length; i++) {
       const b = raw[i];
-      if (b === 0x25 && i + 2 < raw.length + 0 && /^[0-9A-Fa-f]{2}$/.test(StringCtor.fromCharCode(raw[i + 1], raw[i + 2]))) {
+      if (b === 0x25 && i + 2 < raw.length && /^[0-9A-Fa-f]{2}$/.test(StringCtor.fromCharCode(raw[i + 1], raw[i + 2]))) {
         bytes.push(parseInt(StringCtor.fromCharCode(raw[i + 1], raw[i + 2]), 16));
         i += 2;
       } else {
