@@ -297,8 +297,9 @@ class _Run:
         self.worker = worker
         self.host_call = host_call
         self.limits = limits
-        self.entries: list[dict[str, Any]] = []
-        self.truncated = False
+        # The worker truncates logs itself; the host enforces the limit again so that even a
+        # compromised worker process cannot flood the response.
+        self.logs = resp.LogCollector(limits.maxLogBytes)
         self.calls: set[asyncio.Task[None]] = set()
         self.limit_hit: asyncio.Future[SandboxLimitExceeded] | None = None
         self.clean = False
@@ -308,7 +309,7 @@ class _Run:
         return int((time.monotonic() - self.t0) * 1000)
 
     def respond(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        logs = resp.finish_logs(self.entries, self.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        logs = resp.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return resp.build_response(logs, result, diagnostics)
 
     async def execute(self, code: str, modules: dict[str, str]) -> dict[str, Any]:
@@ -350,18 +351,25 @@ class _Run:
                 return self.respond(None, [resp.sandbox_error(f"the sandbox worker failed: {exc}")])
             op = msg.get("op")
             if op == "log":
-                self.entries.append(
-                    {"level": msg.get("level"), "message": msg.get("message"), "timeMs": msg.get("timeMs")}
+                time_ms = msg.get("timeMs")
+                self.logs.add(
+                    str(msg.get("level")),
+                    str(msg.get("message")),
+                    time_ms if isinstance(time_ms, int) and time_ms >= 0 else self.elapsed_ms(),
                 )
             elif op == "logs_truncated":
-                self.truncated = True
+                self.logs.truncated = True
             elif op == "call":
                 task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
                 self.calls.add(task)
                 task.add_done_callback(self.calls.discard)
             elif op == "done":
+                diagnostics = msg.get("diagnostics")
+                if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
+                    self.worker.kill()
+                    return self.respond(None, [resp.sandbox_error("the sandbox worker sent a malformed response")])
                 self.clean = True
-                return self.respond(msg.get("result"), list(msg.get("diagnostics") or []))
+                return self.respond(msg.get("result"), diagnostics)
 
     async def _answer(self, call_id: Any, request_text: Any) -> None:
         request: Any = {}

@@ -122,6 +122,10 @@ let called = false;
 Error.prepareStackTrace = () => { called = true; return "x"; };
 try { await notes.fail({}); } catch (e) { String(e.stack); }
 return called;"""),
+    ("error_stack_accessor_redefined", 'Object.defineProperty(Error.prototype, "stack", { get() { return "forged"; } }); return new Error("x").stack === "forged";'),
+    ("iterator_helper_hijack", 'Iterator.prototype.map = function () { return "pwned"; }; return [].values().map((x) => x) === "pwned";'),
+    ("string_prototype_hijack", 'String.prototype.startsWith = () => true; return "abc".startsWith("zzz");'),
+    ("console_redefined_on_global", 'Reflect.defineProperty(globalThis, "console", { value: { log() {} } }); return !Object.isFrozen(console) || Object.keys(console).length === 1;'),
     ("reflect_set_on_intrinsic", 'return Reflect.set(Object.prototype, "polluted", 1) && ({}).polluted === 1;'),
     ("delete_intrinsic_global", 'delete globalThis.Array; return typeof Array === "undefined";'),
     ("console_replaced", 'console.log = () => {}; return console.log.toString().length < 10;'),
