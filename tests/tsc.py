@@ -46,14 +46,18 @@ def require_tsc() -> Path:
 
 
 def check(snippets: dict[str, str]) -> dict[str, list[Diagnostic]]:
-    """Compile every snippet (name -> TS source) in one run; returns name -> its errors."""
+    """Compile every snippet (name -> TS source) in one run; returns name -> its errors.
+
+    Snippets whose name ends in `.d.ts` are written as declaration files.
+    """
     tsc = require_tsc()
     names = sorted(snippets)
     with tempfile.TemporaryDirectory(prefix="tsc-") as tmp:
         root = Path(tmp)
         files = {}
         for i, name in enumerate(names):
-            fname = f"s{i}.ts"
+            # A name ending in .d.ts is compiled as a declaration file (ambient context).
+            fname = f"s{i}.d.ts" if name.endswith(".d.ts") else f"s{i}.ts"
             files[fname] = name
             (root / fname).write_text(snippets[name] + "\nexport {};\n", encoding="utf-8")
         config = {

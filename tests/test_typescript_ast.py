@@ -1,0 +1,43 @@
+"""The TS type AST's simplifying constructors (used for deduplication and soundness)."""
+
+from __future__ import annotations
+
+from codemode_gen.generator.typescript import ast as t
+
+
+def test_union_flattens_dedupes_and_absorbs() -> None:
+    a, b = t.Ref("A"), t.Ref("B")
+    assert t.union([a, t.Union((b, a)), t.NEVER]) == t.Union((a, b))
+    assert t.union([a, t.UNKNOWN]) == t.UNKNOWN
+    assert t.union([]) == t.NEVER
+    assert t.union([t.NEVER, a]) == a
+
+
+def test_union_drops_literals_covered_by_their_keyword() -> None:
+    members = [t.Literal("x"), t.STRING, t.Literal(1), t.Literal(True), t.BOOLEAN]
+    assert t.union(members) == t.Union((t.STRING, t.Literal(1), t.BOOLEAN))
+
+
+def test_intersection_flattens_and_absorbs() -> None:
+    a, b = t.Ref("A"), t.Ref("B")
+    assert t.intersection([a, t.Intersection((b, a)), t.UNKNOWN]) == t.Intersection((a, b))
+    assert t.intersection([a, t.NEVER]) == t.NEVER
+    assert t.intersection([]) == t.UNKNOWN
+
+
+def test_literal_equality_is_json_equality() -> None:
+    assert t.Literal(True) != t.Literal(1)
+    assert t.Literal(0) != t.Literal(False)
+    assert t.Literal(1) == t.Literal(1.0)
+    assert len({t.Literal(True), t.Literal(1), t.Literal(1.0), t.Literal("1")}) == 3
+    assert t.union([t.Literal(True), t.Literal(1)]) == t.Union((t.Literal(True), t.Literal(1)))
+
+
+def test_walk_visits_every_node() -> None:
+    node = t.Object(
+        (t.Property("a", t.Array(t.Ref("X"))),),
+        t.Union((t.NULL, t.Tuple((t.Ref("Y"),), 1, t.Ref("Z")))),
+        patterns=((t.TemplateKey("p", False, True), t.Ref("W")),),
+    )
+    refs = {n.name for n in t.walk(node) if isinstance(n, t.Ref)}
+    assert refs == {"X", "Y", "Z", "W"}
