@@ -130,8 +130,11 @@ class Worker:
     async def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         limits = Limits.from_json(msg.get("limits") or {})
-        code = str(msg.get("code") or "")
-        modules: dict[str, str] = {str(k): str(v) for k, v in (msg.get("modules") or {}).items()}
+        # Lone surrogates (legal in JSON escapes) cannot cross into the engine: U+FFFD instead.
+        code = resp.utf8_safe(str(msg.get("code") or ""))
+        modules: dict[str, str] = {
+            resp.utf8_safe(str(k)): resp.utf8_safe(str(v)) for k, v in (msg.get("modules") or {}).items()
+        }
         modules.pop(resp.AGENT_MODULE, None)
         modules[MODULE_ERRORS] = self.errors_js
         modules[MODULE_HOST] = self.host_js

@@ -397,3 +397,8 @@ def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.M
             assert len(started) == 3  # only the killed worker was replaced
 
     asyncio.run(scenario())
+
+
+def test_lone_surrogate_in_source_does_not_break_the_worker(env: Any) -> None:
+    r = run(env, 'globalThis.__codemode_result__ = "a\ud800b".length; // \udfff')
+    assert r["diagnostics"] == [] and r["result"] == 3
