@@ -21,6 +21,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+# Set on a normalised node whose `prefixItems` came from a draft-07 `items` array, so JSON
+# Pointers the translator builds still name the keyword present in the document.
+PREFIX_ORIGIN = "\x00prefixItems-origin"
+
 TYPE_NAMES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 Warn = Callable[[str, str, str], None]  # (pointer, keyword, message)
@@ -109,6 +113,7 @@ def normalize(node: dict[str, Any], ptr: str, draft: int, warn: Warn) -> dict[st
     items = n.get("items")
     if isinstance(items, list):
         n["prefixItems"] = items
+        n[PREFIX_ORIGIN] = "items"
         if "additionalItems" in n:
             n["items"] = n.pop("additionalItems")
         else:

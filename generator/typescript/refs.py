@@ -41,10 +41,16 @@ MAX_INDEX_DEPTH = 200
 
 
 def escape_token(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token
 
 
 def join_pointer(ptr: str, *tokens: str | int) -> str:
+    if len(tokens) == 1:
+        return f"{ptr}/{escape_token(str(tokens[0]))}"
+    if len(tokens) == 2:
+        return f"{ptr}/{escape_token(str(tokens[0]))}/{escape_token(str(tokens[1]))}"
     return ptr + "".join("/" + escape_token(str(t)) for t in tokens)
 
 
@@ -54,10 +60,10 @@ def _strip_fragment(uri: str) -> str:
 
 def resolve_uri(base: str, ref: str) -> str:
     """RFC 3986 reference resolution that also copes with non-hierarchical bases (urn:)."""
-    if urlsplit(ref).scheme:
-        return ref
     if ref.startswith("#"):
         return _strip_fragment(base) + ref
+    if urlsplit(ref).scheme:
+        return ref
     if urlsplit(base).scheme in ("http", "https", "file", "ftp"):
         return urljoin(base, ref)
     return ref  # relative reference against a urn: base has no defined meaning
@@ -77,9 +83,11 @@ class Resolver:
     draft: int = 2020
     resources: dict[str, str] = field(default_factory=dict)  # absolute URI (no fragment) -> pointer
     anchors: dict[str, str] = field(default_factory=dict)  # absolute URI#anchor -> pointer
-    bases: dict[str, str] = field(default_factory=dict)  # pointer -> base URI in effect there
+    scopes: dict[str, str] = field(default_factory=dict)  # pointer of an `$id` -> its base URI
+    _cache: dict[tuple[str, str], Target | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.scopes[""] = DEFAULT_BASE
         self._walk(self.root, "", DEFAULT_BASE, 0)
         self.resources.setdefault(DEFAULT_BASE, "")
 
@@ -93,7 +101,7 @@ class Resolver:
             else:
                 base = resolve_uri(base, ident)
                 self.resources.setdefault(_strip_fragment(base), ptr)
-        self.bases[ptr] = base
+                self.scopes[ptr] = base
         for key in ("$anchor", "$dynamicAnchor"):
             anchor = node.get(key)
             if isinstance(anchor, str):
@@ -113,11 +121,25 @@ class Resolver:
                     self._walk(sub, join_pointer(ptr, key, name), base, depth + 1)
 
     def base_at(self, ptr: str) -> str:
-        return self.bases.get(ptr, DEFAULT_BASE)
+        """The base URI in effect at `ptr`: that of the nearest enclosing `$id`."""
+        if len(self.scopes) == 1:
+            return self.scopes[""]
+        while ptr:
+            if ptr in self.scopes:
+                return self.scopes[ptr]
+            ptr = ptr.rpartition("/")[0]
+        return self.scopes[""]
 
     def resolve(self, ref: str, at: str) -> Target | None:
         """The node `ref` (found at pointer `at`) points to, or None when it is not local."""
-        absolute = resolve_uri(self.base_at(at), ref)
+        base = self.base_at(at)
+        key = (base, ref)
+        if key not in self._cache:
+            self._cache[key] = self._resolve(base, ref)
+        return self._cache[key]
+
+    def _resolve(self, base: str, ref: str) -> Target | None:
+        absolute = resolve_uri(base, ref)
         doc, _, fragment = absolute.partition("#")
         if fragment and not fragment.startswith("/"):
             ptr = self.anchors.get(doc + "#" + unquote(fragment))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codemode_gen.generator.typescript import ast as t
-from codemode_gen.generator.typescript.normalize import detect_draft, json_kind, normalize
+from codemode_gen.generator.typescript.normalize import PREFIX_ORIGIN, detect_draft, json_kind, normalize
 from codemode_gen.generator.typescript.printer import sanitize_doc
 from codemode_gen.generator.typescript.refs import Resolver, join_pointer
 
@@ -192,7 +192,9 @@ def conj(a: Shape, b: Shape) -> Shape:
         elif is_literalish(y):
             r = y
         else:
-            r = t.intersection([x, y])
+            r = merge_objects(x, y) if isinstance(x, t.Object) and isinstance(y, t.Object) else None
+            if r is None:
+                r = t.intersection([x, y])
         if r != t.NEVER:
             out[k] = r
     return out
@@ -235,7 +237,11 @@ def render(shape: Shape) -> t.TypeNode:
     if len(shape) == 1:
         ((k, v),) = shape.items()
         return _UNCONSTRAINED[k] if v is None else v
-    if len(shape) == len(KINDS) and all(v is None for v in shape.values()):
+    values = list(shape.values())
+    first = values[0] if values else None
+    if first is not None and all(v is first for v in values):
+        return first  # e.g. a $ref: the same named type for every kind it allows
+    if len(shape) == len(KINDS) and all(v is None for v in values):
         return t.UNKNOWN
     members: list[t.TypeNode] = []
     for k in KINDS:
@@ -255,15 +261,24 @@ def _compact_json(value: Any) -> str:
     return text
 
 
+_CONSTRAINT_SET = frozenset(_CONSTRAINT_KEYS)
+_DOC_KEYS = frozenset(
+    {"title", "description", "type", "format", *_CONSTRAINT_KEYS, "readOnly", "writeOnly", "default",
+     "examples", "deprecated"}
+)  # fmt: skip
+
+
 def schema_doc(node: Any) -> list[str]:
     """Doc-comment lines from a schema's annotations and the constraints TS cannot check."""
-    if not isinstance(node, dict):
+    if not isinstance(node, dict) or node.keys().isdisjoint(_DOC_KEYS):
         return []
     lines: list[str] = []
     for key in ("title", "description"):
         value = node.get(key)
-        if isinstance(value, str) and value.strip() and sanitize_doc(value) not in lines:
-            lines.append(sanitize_doc(value))
+        if isinstance(value, str) and value.strip():
+            text = sanitize_doc(value)
+            if text not in lines:
+                lines.append(text)
     constraints: list[str] = []
     types = node.get("type")
     if types == "integer" or (
@@ -272,10 +287,11 @@ def schema_doc(node: Any) -> list[str]:
         constraints.append("integer")
     if isinstance(node.get("format"), str):
         constraints.append(f"format: {node['format']}")
-    for key in _CONSTRAINT_KEYS:
-        value = node.get(key)
-        if key in node and isinstance(value, (int, float, str, bool)):
-            constraints.append(f"{key}: {value if key == 'pattern' else _compact_json(value)}")
+    if not node.keys().isdisjoint(_CONSTRAINT_SET):
+        for key in _CONSTRAINT_KEYS:
+            value = node.get(key)
+            if key in node and isinstance(value, (int, float, str, bool)):
+                constraints.append(f"{key}: {value if key == 'pattern' else _compact_json(value)}")
     if constraints:
         lines.append(sanitize_doc("Constraints: " + ", ".join(constraints) + "."))
     if node.get("readOnly") is True:
@@ -426,9 +442,13 @@ class Translator:
         if "enum" in n:
             s = conj(s, self.literal_shape(n["enum"], join_pointer(ptr, "enum")))
         if any(k in n for k in _OBJECT_KEYS) and "object" in s:
-            s = conj(s, {**all_kinds(), "object": self.object_type(n, ptr, depth)})
+            obj = self.object_type(n, ptr, depth)
+            if obj != _UNCONSTRAINED["object"]:
+                s = conj(s, {**all_kinds(), "object": obj})
         if any(k in n for k in _ARRAY_KEYS) and "array" in s:
-            s = conj(s, {**all_kinds(), "array": self.array_type(n, ptr, depth)})
+            arr = self.array_type(n, ptr, depth)
+            if arr != _UNCONSTRAINED["array"]:
+                s = conj(s, {**all_kinds(), "array": arr})
         for i, sub in enumerate(n.get("allOf", ())):
             s = conj(s, self.shape(sub, join_pointer(ptr, "allOf", i), depth + 1))
         if "oneOf" in n and sum(1 for sub in n["oneOf"] if _accepts_everything(sub)) >= 2:
@@ -679,7 +699,8 @@ class Translator:
                 self.sinks.pop()
                 self.in_progress.discard(tp)
             kinds = self.shapes[tp].keys()
-        return {k: t.Ref(name) for k in kinds}
+        ref_node = t.Ref(name)  # one object for every kind: render() can skip deduplication
+        return dict.fromkeys(kinds, ref_node)
 
     def _name_for(self, ptr: str, node: Any) -> str:
         tokens = [tok.replace("~1", "/").replace("~0", "~") for tok in ptr.split("/")[1:]]
@@ -863,7 +884,7 @@ class Translator:
     def array_type(self, n: dict[str, Any], ptr: str, depth: int) -> t.TypeNode:
         prefix = n.get("prefixItems", [])
         rest: Any = n.get("items", True)
-        rest_ptr = join_pointer(ptr, "items")
+        rest_ptr = join_pointer(ptr, "additionalItems" if PREFIX_ORIGIN in n else "items")
         if (
             "items" not in n
             and "unevaluatedItems" in n
@@ -880,10 +901,8 @@ class Translator:
                     return t.NEVER
                 min_items = max(min_items, math.ceil(least))
         max_items: int | None = n.get("maxItems")
-        elems = [
-            self.type_of(sub, join_pointer(ptr, "prefixItems", i), depth + 1)
-            for i, sub in enumerate(prefix)
-        ]
+        prefix_key = n.get(PREFIX_ORIGIN, "prefixItems")
+        elems = [self.type_of(sub, join_pointer(ptr, prefix_key, i), depth + 1) for i, sub in enumerate(prefix)]
         rest_t: t.TypeNode | None = (
             None if rest is False else self.type_of(rest, rest_ptr, depth + 1)
         )
@@ -912,6 +931,59 @@ class Translator:
         if not elems and rest_t is not None:
             return t.Array(rest_t)
         return t.Tuple(tuple(elems), required, rest_t)
+
+
+def _key_type(obj: t.Object, name: str) -> t.TypeNode | None:
+    """What `obj` requires of an undeclared property `name`; None when it forbids it."""
+    parts = [typ for key, typ in obj.patterns if template_matches(key, name)]
+    if obj.index is not None:
+        parts.append(obj.index)
+    return t.intersection(parts) if parts else None
+
+
+def merge_objects(a: t.Object, b: t.Object) -> t.TypeNode | None:
+    """One object type for `a & b` (keeps excess-property checks that `&` would lose).
+
+    Every property gets the conjunction of what both sides demand of it; a name one side
+    forbids must be absent. None when a side has no index signature information to merge.
+    """
+    if len(a.properties) + len(b.properties) > 2 * MAX_PROPERTIES:
+        return None
+    own_a = {p.name: p for p in a.properties}
+    own_b = {p.name: p for p in b.properties}
+    props: list[t.Property] = []
+    for name in [*own_a, *(n for n in own_b if n not in own_a)]:
+        pa, pb = own_a.get(name), own_b.get(name)
+        ta = pa.type if pa is not None else _key_type(a, name)
+        tb = pb.type if pb is not None else _key_type(b, name)
+        required = (pa is not None and not pa.optional) or (pb is not None and not pb.optional)
+        if ta is None or tb is None:
+            if required:
+                return t.NEVER
+            continue  # one side forbids it: it must be absent
+        typ = t.intersection([ta, tb])
+        if typ == t.NEVER and required:
+            return t.NEVER
+        first = pa if pa is not None else pb
+        assert first is not None
+        readonly = (pa is not None and pa.readonly) or (pb is not None and pb.readonly)
+        props.append(t.Property(name, typ, optional=not required, readonly=readonly, doc=first.doc))
+    optional = [p for p in props if p.optional]
+    index: t.TypeNode | None = None
+    if a.index is not None and b.index is not None:
+        index = t.intersection([a.index, b.index])
+        if optional and index != t.UNKNOWN:
+            index = t.union([index, t.UNDEFINED])
+    elif a.index is None and b.index is None and not props:
+        index = t.NEVER
+    patterns = []
+    for key, typ in [*a.patterns, *b.patterns]:
+        if any(template_matches(key, p.name) for p in optional):
+            typ = t.union([typ, t.UNDEFINED])
+        patterns.append((key, typ))
+    if index is None and not props and not patterns:
+        index = t.NEVER
+    return t.Object(tuple(props), index, patterns=tuple(patterns))
 
 
 def _accepts_everything(sub: Any) -> bool:
