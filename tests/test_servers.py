@@ -604,3 +604,56 @@ def test_test_servers_refuse_non_loopback_hosts() -> None:
         timeout=CALL_TIMEOUT,
     )
     assert done.returncode == 2 and "invalid choice: '0.0.0.0'" in done.stderr
+
+
+async def _next_event(lines: AsyncIterator[str]) -> tuple[str, str]:
+    """The next (event, data) of a text/event-stream."""
+    event, data = "message", ""
+    async for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data += line[5:].strip()
+        elif not line and data:
+            return event, data
+    raise AssertionError("event stream ended")
+
+
+def test_slow_server_over_legacy_sse(start_server: Callable[..., RunningServer]) -> None:
+    """The raw core speaks legacy HTTP+SSE too: answers arrive as events, concurrently."""
+    server = start_server("slow", "sse")
+
+    async def scenario() -> None:
+        async with (
+            httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http,
+            http.stream("GET", server.sse_url) as stream,
+        ):
+            lines = stream.aiter_lines()
+            kind, endpoint = await _next_event(lines)
+            assert kind == "endpoint" and endpoint.startswith("/messages/?session_id=")
+
+            async def post(message: dict[str, Any]) -> None:
+                sent = await http.post(server.base + endpoint, json={"jsonrpc": "2.0", **message})
+                assert sent.status_code == 202
+
+            await post(
+                {"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+            )
+            kind, data = await _next_event(lines)
+            assert kind == "message" and json.loads(data)["result"]["serverInfo"]["name"] == "slow"
+            started = time.monotonic()
+            for i in range(1, 6):
+                call = {"name": "sleep", "arguments": {"ms": 100}}
+                await post({"id": i, "method": "tools/call", "params": call})
+            answers = [json.loads((await _next_event(lines))[1]) for _ in range(5)]
+            assert time.monotonic() - started < 0.9
+            assert sorted(a["id"] for a in answers) == [1, 2, 3, 4, 5]
+            await post(
+                {"id": 9, "method": "tools/call", "params": {"name": "total", "arguments": [1, 2]}}
+            )
+            assert (
+                json.loads((await _next_event(lines))[1])["result"]["structuredContent"]["total"]
+                == 3
+            )
+
+    asyncio.run(scenario())

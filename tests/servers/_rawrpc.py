@@ -4,8 +4,9 @@ The SDK's server validates every inbound request and outbound result against the
 wire schema, so it cannot send a non-object `inputSchema`, an unknown content block type, or
 accept a bare array as `arguments`. Real servers do all of these. This core speaks the
 handshake-era protocol (initialize, ping, tools/list, tools/call, notifications/cancelled)
-over newline-delimited stdio or a minimal Streamable HTTP endpoint (POST /mcp answered with
-one JSON body), runs requests concurrently and cancels them on `notifications/cancelled`.
+over newline-delimited stdio, a minimal Streamable HTTP endpoint (POST /mcp answered with one
+JSON body) or legacy HTTP+SSE (GET /sse, POST /messages/?session_id=...), runs requests
+concurrently and cancels them on `notifications/cancelled`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,8 @@ from starlette.types import Receive, Scope, Send
 KNOWN_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MAX_MESSAGE_BYTES = 1 << 20  # larger requests get a parse error instead of unbounded buffering
 MAX_IN_FLIGHT = 256  # bounds concurrent request tasks a flooding client can create
+MAX_SSE_SESSIONS = 64  # bounds open legacy-SSE streams (each holds a queue and a task)
+MAX_SSE_BACKLOG = 1024  # answers queued for a slow SSE reader before new POSTs are refused
 
 INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, PARSE_ERROR = -32600, -32601, -32602, -32700
 REQUEST_CANCELLED = -32800  # only ever sent on HTTP, where every POST needs an answer
@@ -54,6 +58,8 @@ class RawServer:
     instructions: str | None = None
     on_cancelled: Callable[[Any], None] | None = None
     in_flight: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
+    sse_sessions: dict[str, asyncio.Queue[bytes]] = field(default_factory=dict)
+    background: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def handle(self, message: Any) -> dict[str, Any] | None:
         """One message in, at most one answer out (None for notifications and cancelled calls)."""
@@ -161,7 +167,14 @@ class RawServer:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
 
-        if scope["path"].rstrip("/") != "/mcp":
+        path = scope["path"].rstrip("/")
+        if path == "/sse" and scope["method"] == "GET":
+            await self._sse_stream(receive, send)
+            return
+        if path == "/messages" and scope["method"] == "POST":
+            await self._sse_post(scope, receive, respond)
+            return
+        if path != "/mcp":
             await respond(404, b"not found", b"text/plain")
             return
         if scope["method"] == "DELETE":
@@ -170,12 +183,7 @@ class RawServer:
         if scope["method"] != "POST":
             await respond(405, b"method not allowed", b"text/plain")
             return
-        body = b""
-        while True:
-            event = await receive()
-            body += event.get("body", b"")
-            if len(body) > MAX_MESSAGE_BYTES or not event.get("more_body"):
-                break
+        body = await _read_body(receive)
         try:
             reply = await self.handle_bytes(body)
         except asyncio.CancelledError:
@@ -188,6 +196,75 @@ class RawServer:
         else:
             await respond(200, json.dumps(reply).encode())
 
+    async def _sse_stream(self, receive: Receive, send: Send) -> None:
+        """Legacy SSE: announce the POST endpoint, then stream every answer as a message event."""
+        if len(self.sse_sessions) >= MAX_SSE_SESSIONS:
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        session = secrets.token_hex(16)
+        queue: asyncio.Queue[bytes] = asyncio.Queue(MAX_SSE_BACKLOG)
+        self.sse_sessions[session] = queue
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        endpoint = f"event: endpoint\ndata: /messages/?session_id={session}\n\n".encode()
+        await send({"type": "http.response.body", "body": endpoint, "more_body": True})
+        disconnected = asyncio.ensure_future(_disconnect(receive))
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait(
+                    {getter, disconnected}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if getter not in done:
+                    getter.cancel()
+                    return
+                event = b"event: message\ndata: " + getter.result() + b"\n\n"
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        finally:
+            disconnected.cancel()
+            self.sse_sessions.pop(session, None)
+
+    async def _sse_post(
+        self, scope: Scope, receive: Receive, respond: Callable[..., Awaitable[None]]
+    ) -> None:
+        query = dict(
+            part.split("=", 1) for part in scope["query_string"].decode().split("&") if "=" in part
+        )
+        queue = self.sse_sessions.get(query.get("session_id", ""))
+        if queue is None:
+            await respond(404, b"unknown session", b"text/plain")
+            return
+        if queue.full():
+            await respond(503, b"session backlog full", b"text/plain")
+            return
+        body = await _read_body(receive)
+        await respond(202, b"Accepted", b"text/plain")
+
+        async def answer() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                reply = await self.handle_bytes(body)
+                if reply is not None:
+                    await queue.put(json.dumps(reply).encode())
+
+        task = asyncio.create_task(answer())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    body = b""
+    while True:
+        event = await receive()
+        body += event.get("body", b"")
+        if len(body) > MAX_MESSAGE_BYTES or not event.get("more_body"):
+            return body
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
 
 def _key(request_id: Any) -> str:
     return json.dumps(request_id)
@@ -198,11 +275,11 @@ def _error(rid: Any, exc: RpcError) -> dict[str, Any]:
 
 
 def run(server: RawServer, transport: str, host: str, port: int) -> None:
-    """Serve on stdio or Streamable HTTP (JSON responses) until stdin closes or Ctrl-C."""
+    """Serve on stdio, Streamable HTTP (JSON answers) or legacy SSE until EOF or Ctrl-C."""
     with contextlib.suppress(KeyboardInterrupt):
         if transport == "stdio":
             asyncio.run(server.serve_stdio())
         else:
-            from _serve import serve_asgi  # uvicorn is only needed for http
+            from _asgi import serve_asgi  # uvicorn is only needed for http/sse
 
             asyncio.run(serve_asgi(server.http_app, host, port))

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
-import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-import uvicorn
+from _asgi import serve_asgi
 from _cli import parse_args
 from mcp.server import NotificationOptions, Server
 from mcp.server.mcpserver import MCPServer
@@ -29,46 +26,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """Prints the one readiness line tests wait for, after the socket really accepts."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started and sockets:
-            host, port = sockets[0].getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            print(f"listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-
-
-ORPHAN_CHECK_SECONDS = 1.0  # how quickly a server whose test process died notices and exits
-
-
-async def _exit_when_orphaned(server: uvicorn.Server, parent: int) -> None:
-    """A killed test run must not leave HTTP servers behind: stop once we are re-parented."""
-    while not server.should_exit:
-        if os.getppid() != parent:
-            server.should_exit = True
-            return
-        await asyncio.sleep(ORPHAN_CHECK_SECONDS)
-
-
-async def serve_asgi(app: ASGIApp, host: str, port: int) -> None:
-    """Serve on a socket bound here, so `--port 0` can report the port the OS picked."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", interface="asgi3"
-    )
-    server = _AnnouncingServer(config)
-    watchdog = asyncio.create_task(_exit_when_orphaned(server, os.getppid()))
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        watchdog.cancel()
 
 
 def loopback_security() -> TransportSecuritySettings:

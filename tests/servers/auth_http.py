@@ -18,8 +18,8 @@ import sys
 from typing import Any
 
 import mcp_types as types
+from _asgi import serve_asgi
 from _cli import parse_args
-from _serve import serve_asgi
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 

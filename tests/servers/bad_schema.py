@@ -1,6 +1,6 @@
 """Test server that sends what the SDK's strict client models reject, written as raw JSON-RPC.
 
-`python bad_schema.py [stdio|http] [--port N]`. No SDK on the server side: the SDK would
+`python bad_schema.py [stdio|http|sse] [--port N]`. No SDK on the server side: the SDK would
 refuse to send these messages. Tools:
 
 - `good_echo` {text}: an ordinary tool, so a lenient client can still use the server;
@@ -11,8 +11,8 @@ refuse to send these messages. Tools:
 
 One bad tool makes `ClientSession.list_tools()` raise for the whole server; codemode-gen must
 fall back to raw JSON-RPC instead of losing the server. http serves a minimal Streamable HTTP
-endpoint at /mcp that answers every POST with one JSON body (no SSE, no session id); there is
-no sse transport.
+endpoint at /mcp that answers every POST with one JSON body (no SSE, no session id); sse
+serves the legacy HTTP+SSE transport at /sse (see `_rawrpc.py`).
 """
 
 from __future__ import annotations
@@ -84,5 +84,5 @@ def build_server() -> RawServer:
 
 
 if __name__ == "__main__":
-    args = parse_args(transports=("stdio", "http"))
+    args = parse_args()
     run(build_server(), args.transport, args.host, args.port)

@@ -14,8 +14,8 @@ import sys
 import threading
 import time
 
+from _asgi import serve_asgi
 from _cli import parse_args
-from _serve import serve_asgi
 from starlette.types import Receive, Scope, Send
 
 HANG_MAX_SECONDS = 300  # bounds the life of a process a buggy client forgot to kill

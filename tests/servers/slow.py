@@ -1,6 +1,6 @@
 """Test server for concurrency, cancellation and the call-shape edge cases of spec §5.3.
 
-`python slow.py [stdio|http] [--port N]`. Written on raw JSON-RPC (`_rawrpc.py`), not the
+`python slow.py [stdio|http|sse] [--port N]`. Written on raw JSON-RPC (`_rawrpc.py`), not the
 SDK: the SDK server refuses both to list a non-object `inputSchema` and to accept a bare array
 as `arguments`, and `total` needs both (§5.3.1). So strict SDK clients cannot list this server
 either: use a lenient/raw client. Requests run concurrently; `notifications/cancelled` cancels
@@ -235,5 +235,5 @@ def build_server() -> RawServer:
 
 
 if __name__ == "__main__":
-    args = parse_args(transports=("stdio", "http"))
+    args = parse_args()
     run(build_server(), args.transport, args.host, args.port)
