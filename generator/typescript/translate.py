@@ -44,6 +44,9 @@ MAX_LITERAL_CHARS = 500
 MAX_TUPLE_EXPANSION = 8
 # Most properties spelled out in one object type; the rest fall under the index signature.
 MAX_PROPERTIES = 500
+# Most union members an object type is distributed over when intersected (`A & (B | C)` ->
+# `(A & B) | (A & C)`); bounds output growth from properties combined with oneOf/anyOf.
+MAX_DISTRIBUTE = 8
 # Most named helper declarations per translation (bounds output of ref-heavy documents).
 MAX_DECLS = 2000
 # Most `examples` quoted in one doc comment.
@@ -137,6 +140,19 @@ def literal_pattern(pattern: str) -> tuple[str, bool, bool] | None:
     return literal, start, end
 
 
+_NON_REGULAR = re.compile(r"[$^]|\\[bBAZz0-9]|\(\?[=!<]")
+
+
+def matches_every_name(pattern: str, regex: re.Pattern[str]) -> bool:
+    """True for unanchored patterns that match the empty string (so every string)."""
+    if _NON_REGULAR.search(pattern):
+        return False  # anchors, word boundaries, lookarounds, back-references
+    try:
+        return regex.search("") is not None
+    except RecursionError:
+        return False
+
+
 def template_matches(key: t.TemplateKey, name: str) -> bool:
     if not key.any_before:
         return name.startswith(key.literal)
@@ -192,7 +208,7 @@ def conj(a: Shape, b: Shape) -> Shape:
         elif is_literalish(y):
             r = y
         else:
-            r = merge_objects(x, y) if isinstance(x, t.Object) and isinstance(y, t.Object) else None
+            r = _merge(x, y)
             if r is None:
                 r = t.intersection([x, y])
         if r != t.NEVER:
@@ -459,6 +475,8 @@ class Translator:
                     self.shape(sub, join_pointer(ptr, key, i), depth + 1)
                     for i, sub in enumerate(n[key])
                 ]
+                if key == "oneOf":
+                    branches = self.close_one_of_branches(n, ptr, branches)
                 s = conj(s, disj_many(branches))
         if "not" in n:
             s = self.apply_not(s, n["not"], join_pointer(ptr, "not"))
@@ -488,6 +506,26 @@ class Translator:
                     return t.NEVER
                 return shape["object"] or t.Object(index=t.UNKNOWN)
         return None
+
+    def close_one_of_branches(self, n: dict[str, Any], ptr: str, branches: list[Shape]) -> list[Shape]:
+        """With `unevaluatedProperties: false`, exactly one oneOf branch contributes the
+        evaluated names, so each branch can be closed on its own names plus the rest's."""
+        if self.draft < 2020 or n.get("unevaluatedProperties") is not False or "additionalProperties" in n:
+            return branches
+        rest = {k: v for k, v in n.items() if k != "oneOf"}
+        base = self.evaluated_names(rest, ptr, set(), top=True)
+        if base is None:
+            return branches
+        out = []
+        for i, (sub, branch) in enumerate(zip(n["oneOf"], branches, strict=True)):
+            names = self.evaluated_names(sub, join_pointer(ptr, "oneOf", i), set())
+            if names is None or "object" not in branch:
+                out.append(branch)
+                continue
+            closed = dict(branch)
+            closed["object"] = close_object(branch["object"], sorted(base | names), self._object_kind_of)
+            out.append(closed)
+        return out
 
     def apply_dependencies(self, s: Shape, n: dict[str, Any], ptr: str, depth: int) -> Shape:
         """dependentRequired/dependentSchemas: "name absent, or present and …" as a union."""
@@ -786,6 +824,7 @@ class Translator:
         templates: list[tuple[t.TemplateKey, t.TypeNode]] = []
         exact: list[tuple[str, t.TypeNode]] = []
         regexes: list[tuple[re.Pattern[str] | None, t.TypeNode]] = []
+        match_all: list[t.TypeNode] = []  # patterns such as "a*" that match every name
         for pat, sub in n.get("patternProperties", {}).items():
             typ = self.type_of(sub, join_pointer(ptr, "patternProperties", pat), depth + 1)
             lit = literal_pattern(pat)
@@ -798,10 +837,13 @@ class Translator:
                     regex: re.Pattern[str] | None = re.compile(pat)
                 except (re.error, RecursionError, OverflowError, ValueError):
                     regex = None  # unknown matches: never used to narrow a declared property
-                regexes.append((regex, typ))
+                if regex is not None and matches_every_name(pat, regex):
+                    match_all.append(typ)
+                else:
+                    regexes.append((regex, typ))
 
         def matching(name: str) -> list[t.TypeNode]:
-            out = [typ for key, typ in templates if template_matches(key, name)]
+            out = [*match_all, *(typ for key, typ in templates if template_matches(key, name))]
             out += [typ for lit, typ in exact if lit == name]
             for regex, typ in regexes:
                 try:
@@ -869,6 +911,12 @@ class Translator:
             if any_optional:
                 parts.append(t.UNDEFINED)
             index = t.union(parts)
+        if match_all:
+            # Every name matches these patterns, so every value satisfies them (and
+            # additionalProperties never applies).
+            index = t.intersection(match_all)
+            if any_optional:
+                index = t.union([index, t.UNDEFINED])
         pattern_sigs = []
         for key, typ in templates:
             parts = [typ] + [p.type for p in members if template_matches(key, p.name)]
@@ -931,6 +979,24 @@ class Translator:
         if not elems and rest_t is not None:
             return t.Array(rest_t)
         return t.Tuple(tuple(elems), required, rest_t)
+
+
+def _merge(x: t.TypeNode, y: t.TypeNode) -> t.TypeNode | None:
+    """`x & y` as one object type, distributing over a small union of object types."""
+    if isinstance(x, t.Object) and isinstance(y, t.Object):
+        return merge_objects(x, y)
+    if isinstance(x, t.Union) and isinstance(y, t.Object):
+        x, y = y, x
+    if (
+        isinstance(x, t.Object)
+        and isinstance(y, t.Union)
+        and len(y.members) <= MAX_DISTRIBUTE
+        and all(isinstance(m, t.Object) for m in y.members)
+    ):
+        merged = [merge_objects(x, m) for m in y.members if isinstance(m, t.Object)]
+        if all(m is not None for m in merged):
+            return t.union([m for m in merged if m is not None])
+    return None
 
 
 def _key_type(obj: t.Object, name: str) -> t.TypeNode | None:
