@@ -172,7 +172,11 @@ CASES: dict[str, Case] = {
                 {"properties": {"b": {"type": "string"}}, "required": ["b"]},
             ],
         },
-        "{\n  kind: string;\n  a: number;\n  " + OPEN + "\n} | {\n  kind: string;\n  b: string;\n  " + OPEN + "\n}",
+        "{\n  kind: string;\n  a: number;\n  "
+        + OPEN
+        + "\n} | {\n  kind: string;\n  b: string;\n  "
+        + OPEN
+        + "\n}",
         [{"kind": "k", "a": 1}, {"kind": "k", "b": "x"}, {"kind": "k", "a": 1, "b": "x"}],
         [{"kind": "k"}, {"a": 1}, {"kind": "k", "a": "1"}],
     ),

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from codemode_gen.generator.typescript import ast as t
-from codemode_gen.generator.typescript.normalize import PREFIX_ORIGIN, detect_draft, json_kind, normalize
+from codemode_gen.generator.typescript.normalize import (
+    PREFIX_ORIGIN,
+    detect_draft,
+    json_kind,
+    normalize,
+)
 from codemode_gen.generator.typescript.printer import sanitize_doc
 from codemode_gen.generator.typescript.refs import Resolver, join_pointer
 
@@ -348,6 +353,7 @@ class Translator:
         self.warnings: list[str] = []
         self.sinks: list[list[str]] = [[]]
         self.names: dict[str, str] = {"": root_name}
+        self.pointer_of: dict[str, str] = {root_name: ""}
         self.shapes: dict[str, Shape] = {}
         self.in_progress: set[str] = {""}
         self.order: list[str] = []
@@ -381,11 +387,11 @@ class Translator:
     def run(self) -> Result:
         root_shape = self.shape(self.root, "", 0)
         self.in_progress.discard("")
-        asts: dict[str, t.TypeNode] = {self.root_name: render(root_shape)}
+        asts: dict[str, t.TypeNode] = {self.root_name: self.render(root_shape)}
         docs: dict[str, list[str]] = {self.root_name: schema_doc(self.root) + self.sinks[0]}
         for ptr in self.order:
             name = self.names[ptr]
-            asts[name] = render(self.shapes.get(ptr, all_kinds()))
+            asts[name] = self.render(self.shapes.get(ptr, all_kinds()))
             node = self.resolver.root if self.resolver else None
             target = self.resolver._target(ptr) if self.resolver else None
             node = target.node if target else None
@@ -409,19 +415,39 @@ class Translator:
             return seen
 
         reaches = {name: reach(name) for name in graph}
-        pointer_of = {name: ptr for ptr, name in self.names.items()}
+        pointer_of = self.pointer_of
         for name, targets in graph.items():
             bad = {v for v in targets if name in reaches[v]}
             if bad:
                 asts[name] = _replace_refs(asts[name], bad)
                 msg = f"recursive $ref to {', '.join(sorted(bad))} without an object or array in between"
-                self.warnings.append(f"#{pointer_of.get(name, '')}: {msg} cannot be represented; emitted unknown")
+                self.warnings.append(
+                    f"#{pointer_of.get(name, '')}: {msg} cannot be represented; emitted unknown"
+                )
                 docs[name].append(f"Warning: {msg} cannot be represented; emitted unknown")
 
     # --- schemas --------------------------------------------------------------------------
 
     def type_of(self, node: Any, ptr: str, depth: int) -> t.TypeNode:
-        return render(self.shape(node, ptr, depth))
+        return self.render(self.shape(node, ptr, depth))
+
+    def render(self, shape: Shape) -> t.TypeNode:
+        """`render`, but a named type standing in for a kind it does not cover alone is
+        replaced by its simple per-kind type: in `{…} | Bar` the `Bar` would re-admit
+        every object `Bar` allows, undoing whatever narrowed the object kind."""
+        values = list(shape.values())
+        if len(values) > 1 and not all(v is values[0] for v in values):
+            by_name = self.pointer_of
+            out: Shape = {}
+            for k, v in shape.items():
+                if isinstance(v, t.Ref) and by_name.get(v.name) in self.shapes:
+                    target = self.shapes[by_name[v.name]]
+                    own = target.get(k, v)
+                    if own is None or is_literalish(own) or isinstance(own, t.Keyword):
+                        v = own
+                out[k] = v
+            shape = out
+        return render(shape)
 
     def shape(self, node: Any, ptr: str, depth: int) -> Shape:
         if node is True:
@@ -507,10 +533,16 @@ class Translator:
                 return shape["object"] or t.Object(index=t.UNKNOWN)
         return None
 
-    def close_one_of_branches(self, n: dict[str, Any], ptr: str, branches: list[Shape]) -> list[Shape]:
+    def close_one_of_branches(
+        self, n: dict[str, Any], ptr: str, branches: list[Shape]
+    ) -> list[Shape]:
         """With `unevaluatedProperties: false`, exactly one oneOf branch contributes the
         evaluated names, so each branch can be closed on its own names plus the rest's."""
-        if self.draft < 2020 or n.get("unevaluatedProperties") is not False or "additionalProperties" in n:
+        if (
+            self.draft < 2020
+            or n.get("unevaluatedProperties") is not False
+            or "additionalProperties" in n
+        ):
             return branches
         rest = {k: v for k, v in n.items() if k != "oneOf"}
         base = self.evaluated_names(rest, ptr, set(), top=True)
@@ -523,7 +555,9 @@ class Translator:
                 out.append(branch)
                 continue
             closed = dict(branch)
-            closed["object"] = close_object(branch["object"], sorted(base | names), self._object_kind_of)
+            closed["object"] = close_object(
+                branch["object"], sorted(base | names), self._object_kind_of
+            )
             out.append(closed)
         return out
 
@@ -547,7 +581,10 @@ class Translator:
                     deps.append((name, None))
                 else:
                     obj = sub_shape["object"]
-                    deps.append((name, present if obj is None else t.intersection([present, obj])))
+                    merged = None if obj is None else _merge(present, obj)
+                    deps.append(
+                        (name, present if obj is None else merged or t.intersection([present, obj]))
+                    )
         for name, present_type in deps:
             absent_type = _FUNCTION if name in _OBJECT_PROTOTYPE_MEMBERS else t.NEVER
             absent = t.Object((t.Property(name, absent_type, optional=True),), t.UNKNOWN)
@@ -722,6 +759,7 @@ class Translator:
                 self.warn_unknown(ref_ptr, "$ref", f" (more than {MAX_DECLS} named types)")
                 return all_kinds()
             self.names[tp] = self.claim(self._name_for(tp, target.node))
+            self.pointer_of[self.names[tp]] = tp
             self.order.append(tp)
         name = self.names[tp]
         if tp in self.shapes:
@@ -950,7 +988,10 @@ class Translator:
                 min_items = max(min_items, math.ceil(least))
         max_items: int | None = n.get("maxItems")
         prefix_key = n.get(PREFIX_ORIGIN, "prefixItems")
-        elems = [self.type_of(sub, join_pointer(ptr, prefix_key, i), depth + 1) for i, sub in enumerate(prefix)]
+        elems = [
+            self.type_of(sub, join_pointer(ptr, prefix_key, i), depth + 1)
+            for i, sub in enumerate(prefix)
+        ]
         rest_t: t.TypeNode | None = (
             None if rest is False else self.type_of(rest, rest_ptr, depth + 1)
         )
