@@ -399,7 +399,7 @@ CASES: dict[str, Case] = {
                 "when": {
                     "type": "string",
                     "format": "date-time",
-                    "title": "When",
+                    "title": "Start time",
                     "description": "ISO time",
                     "default": "now",
                     "examples": ["2024-01-01T00:00:00Z"],
@@ -407,13 +407,23 @@ CASES: dict[str, Case] = {
                 "n": {"type": "integer", "minimum": 1, "maximum": 10, "pattern": "^a"},
             },
         },
-        '{\n  /**\n   * When\n   * ISO time\n   * Constraints: format: date-time.\n   * @default "now"\n'
+        '{\n  /**\n   * Start time\n   * ISO time\n   * Constraints: format: date-time.\n   * @default "now"\n'
         '   * @example "2024-01-01T00:00:00Z"\n   */\n  when?: string;\n  /**\n'
         "   * Constraints: integer, minimum: 1, maximum: 10, pattern: ^a.\n   */\n  n?: number;\n  "
         + OPEN
         + "\n}",
         [{"when": "2024-01-01T00:00:00Z", "n": 3}],
         [{"n": "3"}],
+    ),
+    "generated_titles_dropped": Case(
+        {
+            "type": "object",
+            "title": "Root Args",
+            "properties": {"max_items": {"title": "Max Items", "type": "integer"}},
+        },
+        "{\n  /**\n   * Constraints: integer.\n   */\n  max_items?: number;\n  " + OPEN + "\n}",
+        [{"max_items": 2}],
+        [{"max_items": "2"}],
     ),
     "not_excluding_a_type": Case(
         {"type": ["string", "number", "null"], "not": {"type": "null"}},

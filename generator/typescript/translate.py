@@ -289,13 +289,24 @@ _DOC_KEYS = frozenset(
 )  # fmt: skip
 
 
-def schema_doc(node: Any) -> list[str]:
+def _squash(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def schema_doc(node: Any, name: str | None = None) -> list[str]:
     """Doc-comment lines from a schema's annotations and the constraints TS cannot check."""
     if not isinstance(node, dict) or node.keys().isdisjoint(_DOC_KEYS):
         return []
     lines: list[str] = []
     for key in ("title", "description"):
         value = node.get(key)
+        if (
+            key == "title"
+            and name is not None
+            and isinstance(value, str)
+            and _squash(value) == _squash(name)
+        ):
+            continue  # generated titles ("Body" for `body`) only cost agent context
         if isinstance(value, str) and value.strip():
             text = sanitize_doc(value)
             if text not in lines:
@@ -829,7 +840,9 @@ class Translator:
 
     # --- objects --------------------------------------------------------------------------
 
-    def _sub(self, node: Any, ptr: str, depth: int) -> tuple[t.TypeNode, list[str]]:
+    def _sub(
+        self, node: Any, ptr: str, depth: int, name: str | None = None
+    ) -> tuple[t.TypeNode, list[str]]:
         """Translate a subschema that gets its own doc comment; returns (type, doc lines)."""
         sink: list[str] = []
         self.sinks.append(sink)
@@ -837,7 +850,7 @@ class Translator:
             typ = self.type_of(node, ptr, depth + 1)
         finally:
             self.sinks.pop()
-        return typ, schema_doc(node) + sink
+        return typ, schema_doc(node, name) + sink
 
     def object_type(self, n: dict[str, Any], ptr: str, depth: int) -> t.TypeNode:
         if n.get("propertyNames") is False:
@@ -903,7 +916,7 @@ class Translator:
             ap = True
         for name in names:
             sub = props[name]
-            typ, doc = self._sub(sub, join_pointer(ptr, "properties", name), depth)
+            typ, doc = self._sub(sub, join_pointer(ptr, "properties", name), depth, name)
             typ = t.intersection([typ, *matching(name)])
             readonly = isinstance(sub, dict) and sub.get("readOnly") is True
             optional = name not in required
