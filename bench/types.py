@@ -183,6 +183,9 @@ def _tsc(source: str) -> dict[int, list[str]]:
         m = re.match(r"^.*?\((\d+),\d+\): error (TS\d+: .*)$", line)
         if m:
             errors.setdefault(int(m[1]), []).append(m[2])
+    if any(re.match(r"TS1\d{3}:", e) for errs in errors.values() for e in errs):
+        # One syntax error makes tsc skip every semantic check: the figures would be void.
+        raise SystemExit(f"syntax errors in the generated TypeScript: {list(errors.items())[:3]}")
     return errors
 
 

@@ -23,6 +23,7 @@ TSC = REPO / "node_modules" / ".bin" / "tsc"
 # Bounds one batched compile (hundreds of snippets take a few seconds; a hang is a bug).
 TSC_TIMEOUT = 300
 
+_SYNTAX = re.compile(r"^TS1\d{3}$")  # TS1000-TS1999: syntactic diagnostics
 _DIAG = re.compile(
     r"^(?P<file>[^(\n]+)\((?P<line>\d+),(?P<col>\d+)\): error (?P<code>TS\d+): (?P<msg>.*)$"
 )
@@ -96,6 +97,13 @@ def check(snippets: dict[str, str]) -> dict[str, list[Diagnostic]]:
     if unparsed or (proc.returncode not in (0, 1, 2)):
         raise AssertionError(
             f"tsc failed (exit {proc.returncode}):\n" + "\n".join(unparsed) + proc.stderr
+        )
+    syntax = [(name, d) for name, diags in out.items() for d in diags if _SYNTAX.match(d.code)]
+    if syntax:
+        # tsc skips every semantic check once any file has a syntax error, so nothing else
+        # in this batch was really checked: never let that pass as "no errors".
+        raise AssertionError(
+            f"syntax errors in generated TypeScript (batch not type-checked): {syntax[:5]}"
         )
     return out
 

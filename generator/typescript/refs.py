@@ -36,6 +36,10 @@ _MAP_KEYS = (
 )
 _LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
+_SCHEMA_KEY_SET = frozenset(_SCHEMA_KEYS)
+_MAP_KEY_SET = frozenset(_MAP_KEYS)
+_LIST_KEY_SET = frozenset(_LIST_KEYS)
+
 # Bounds the index walk on hostile documents (very deep nesting would exhaust the stack).
 MAX_INDEX_DEPTH = 200
 
@@ -106,19 +110,18 @@ class Resolver:
             anchor = node.get(key)
             if isinstance(anchor, str):
                 self.anchors.setdefault(_strip_fragment(base) + "#" + anchor, ptr)
-        for key in _SCHEMA_KEYS:
-            if key in node and not isinstance(node[key], list):
-                self._walk(node[key], join_pointer(ptr, key), base, depth + 1)
-        for key in _LIST_KEYS:
-            value = node.get(key)
-            if isinstance(value, list):
-                for i, sub in enumerate(value):
-                    self._walk(sub, join_pointer(ptr, key, i), base, depth + 1)
-        for key in _MAP_KEYS:
-            value = node.get(key)
+        for key, value in node.items():
             if isinstance(value, dict):
-                for name, sub in value.items():
-                    self._walk(sub, join_pointer(ptr, key, name), base, depth + 1)
+                if key in _SCHEMA_KEY_SET:
+                    self._walk(value, f"{ptr}/{key}", base, depth + 1)
+                elif key in _MAP_KEY_SET:
+                    for name, sub in value.items():
+                        if isinstance(sub, dict):
+                            self._walk(sub, f"{ptr}/{key}/{escape_token(name)}", base, depth + 1)
+            elif isinstance(value, list) and key in _LIST_KEY_SET:
+                for i, sub in enumerate(value):
+                    if isinstance(sub, dict):
+                        self._walk(sub, f"{ptr}/{key}/{i}", base, depth + 1)
 
     def base_at(self, ptr: str) -> str:
         """The base URI in effect at `ptr`: that of the nearest enclosing `$id`."""
