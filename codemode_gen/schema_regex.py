@@ -65,7 +65,7 @@ MAX_CACHED_PATTERNS = 512
 # A pattern that timed out this many times is not run again while it stays cached, so a
 # hostile schema costs at most a few timeouts per process instead of one per tool call.
 MAX_TIMEOUTS_PER_PATTERN = 3
-# Bounds the unverifiable events one session keeps (a report, not a log of every value).
+# Bounds the distinct unverifiable events one session keeps (a report, not a log).
 MAX_SKIPPED_PER_SESSION = 50
 # Bounds how much of a pattern is quoted in a report line (untrusted text, sanitised later).
 MAX_QUOTED_PATTERN_CHARS = 60
@@ -77,8 +77,10 @@ _ECMA_SPACE = "\\t\\n\\x0b\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202
 # JavaScript's `.` (without the `s` flag) excludes every LineTerminator, not only "\n".
 _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 _ANY = "(?s:.)"
-# ASCII: in ECMA-262 `\d`, `\w` and `\b` are ASCII-only, unlike Python's Unicode defaults.
-_FLAGS = regex.V0 | regex.ASCII
+_FLAGS = regex.V0
+# In ECMA-262 `\d`, `\w` and `\b` are ASCII-only, unlike Python's Unicode defaults: outside a
+# class they get a scoped ASCII flag (which leaves `\p{…}` Unicode), inside a class explicit sets.
+_CLASS_SETS = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
 _HEX = frozenset("0123456789abcdefABCDEF")
 _DIGITS = frozenset("0123456789")
 _OCTAL = frozenset("01234567")
@@ -121,7 +123,8 @@ class RegexReport:
     skipped: list[Skipped] = field(default_factory=list)
 
     def add(self, skipped: Skipped) -> None:
-        if len(self.skipped) < MAX_SKIPPED_PER_SESSION:
+        """Record `skipped` once (the same pattern fails the same way on every value)."""
+        if len(self.skipped) < MAX_SKIPPED_PER_SESSION and skipped not in self.skipped:
             self.skipped.append(skipped)
 
 
@@ -147,7 +150,7 @@ def regex_session(budget_s: float = SESSION_BUDGET_S) -> Iterator[RegexReport]:
 
 
 def translate(pattern: str) -> str:
-    """Rewrite an ECMA-262 pattern into `regex` (V0, ASCII) syntax with the same meaning.
+    """Rewrite an ECMA-262 pattern into `regex` (V0) syntax with the same meaning.
 
     Covers what differs in practice: `\\d \\w \\b` are ASCII, `\\s` and `.` use the JS code point
     sets, `$` is end of input only, `[]`/`[^]`, `(?<name>…)`/`\\k<name>`, `\\cX`, `\\u{…}` and
@@ -218,16 +221,14 @@ def _escape(p: str, i: int, *, in_class: bool) -> tuple[str, int]:
         raise PatternError("pattern ends with a lone backslash")
     c = p[i + 1]
     j = i + 2
-    if c in "dDwW":
-        return "\\" + c, j
-    if c == "s":
-        return (_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]"), j
-    if c == "S":
-        return f"[^{_ECMA_SPACE}]", j  # inside a class handled by _char_class
+    if c in "dws":
+        return (_CLASS_SETS[c] if in_class else f"[{_CLASS_SETS[c]}]"), j
+    if c in "DWS":
+        return f"[^{_CLASS_SETS[c.lower()]}]", j  # inside a class handled by _char_class
     if c in "bB":
         if in_class:
             return ("\\x08" if c == "b" else "B"), j
-        return "\\" + c, j
+        return f"(?a:\\{c})", j
     if c in "fnrtv":
         return "\\" + c, j
     if c == "0" and not (j < len(p) and p[j] in _DIGITS):
@@ -303,7 +304,7 @@ def _char_class(p: str, i: int) -> tuple[str, int]:
     if negated:
         j += 1
     body: list[str] = []
-    non_space = False  # `\S` inside a class: added as an alternative below
+    negated_sets: list[str] = []  # `\D \W \S` inside a class: added as alternatives below
     while True:
         if j >= len(p):
             raise PatternError(f"unterminated character class at position {i}")
@@ -312,8 +313,8 @@ def _char_class(p: str, i: int) -> tuple[str, int]:
             j += 1
             break
         if c == "\\":
-            if p.startswith("\\S", j):
-                non_space = True
+            if p[j + 1 : j + 2] in ("D", "W", "S"):
+                negated_sets.append(f"[^{_CLASS_SETS[p[j + 1].lower()]}]")
                 j += 2
                 continue
             piece, j = _escape(p, j, in_class=True)
@@ -325,13 +326,13 @@ def _char_class(p: str, i: int) -> tuple[str, int]:
             body.append(c)
             j += 1
     inner = "".join(body)
-    parts = ([f"[{inner}]"] if inner else []) + ([f"[^{_ECMA_SPACE}]"] if non_space else [])
+    parts = ([f"[{inner}]"] if inner else []) + negated_sets
     if not parts:
         return ("(?!)" if not negated else _ANY), j
     union = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
     if not negated:
         return union, j
-    if not non_space:
+    if not negated_sets:
         return f"[^{inner}]", j
     return f"(?:(?!{union}){_ANY})", j
 

@@ -19,6 +19,7 @@ import jsonschema
 import referencing
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from codemode_gen import schema_regex
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
 from codemode_gen.generator.unwrap import UnwrapMode
 
@@ -116,9 +117,11 @@ def check_drift(
     """
     dialect = declared.get("$schema")
     probe = declared if isinstance(dialect, str) else {}  # a non-string $schema means "default"
-    cls = jsonschema.validators.validator_for(probe, default=jsonschema.Draft202012Validator)
+    # Patterns are evaluated with a timeout (schema_regex): a server's catastrophic regex makes
+    # its keyword unverifiable (a warning below) instead of hanging generate.
+    cls = schema_regex.validator_for(probe, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(declared)
+        schema_regex.check_schema(cls, declared)
     except SchemaError as exc:
         return (), (
             f"declared outputSchema is not a valid JSON Schema ({exc.message[:120]}); drift not checked",
@@ -127,24 +130,40 @@ def check_drift(
     # generate fetch whatever address an untrusted server put in its schema.
     validator = cls(declared, registry=referencing.Registry())
     drift: list[str] = []
+    unverifiable: dict[str, int] = {}  # description -> first sample line
     total = 0
-    for line, value in samples:
-        try:
-            errors = sorted(
-                validator.iter_errors(value),
-                key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
-            )
-        except Exception as exc:  # a $ref jsonschema cannot resolve, a pathological regex, ...
-            detail = (str(exc).splitlines() or [type(exc).__name__])[0][: MAX_DRIFT_VALUE_CHARS * 2]
-            return tuple(drift), (f"drift not checked from sample {line} on: {detail}",)
-        for error in errors:
-            total += 1
-            if len(drift) < MAX_DRIFT_PER_TOOL:
-                drift.append(describe_error(error, line))
-    warnings: tuple[str, ...] = ()
+    with schema_regex.regex_session() as regex_report:
+        for line, value in samples:
+            seen = len(regex_report.skipped)
+            try:
+                errors = sorted(
+                    validator.iter_errors(value),
+                    key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
+                )
+            except Exception as exc:  # a $ref jsonschema cannot resolve, ...
+                detail = (str(exc).splitlines() or [type(exc).__name__])[0][: MAX_DRIFT_VALUE_CHARS * 2]
+                return tuple(drift), (
+                    *_unverifiable_lines(unverifiable),
+                    f"drift not checked from sample {line} on: {detail}",
+                )
+            for skipped in regex_report.skipped[seen:]:
+                unverifiable.setdefault(skipped.describe(), line)
+            for error in errors:
+                total += 1
+                if len(drift) < MAX_DRIFT_PER_TOOL:
+                    drift.append(describe_error(error, line))
+    warnings = _unverifiable_lines(unverifiable)
     if total > len(drift):
-        warnings = (f"{total - len(drift)} more drift findings not listed",)
+        warnings += (f"{total - len(drift)} more drift findings not listed",)
     return tuple(drift), warnings
+
+
+def _unverifiable_lines(unverifiable: dict[str, int]) -> tuple[str, ...]:
+    """One warning per pattern that could not be evaluated (first sample it happened on)."""
+    return tuple(
+        f"drift not checked: {what} (sample {line})"
+        for what, line in list(unverifiable.items())[:MAX_DRIFT_PER_TOOL]
+    )
 
 
 def merge_output(

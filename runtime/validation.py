@@ -20,6 +20,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
+from codemode_gen import schema_regex
+
 __all__ = [
     "MAX_EXAMPLE_DEPTH",
     "InputInvalid",
@@ -113,7 +115,11 @@ def prepare_arguments(
     validator = _validator(schema)
     if validator is None:
         return value
-    error = best_match(validator.iter_errors(value))
+    # Server patterns run with a timeout and a per-call budget (schema_regex): one that cannot
+    # be evaluated is skipped for this value, so the event loop never stalls and the server
+    # stays the judge of what its catastrophic pattern accepts.
+    with schema_regex.regex_session():
+        error = best_match(validator.iter_errors(value))
     if error is not None:
         _raise_from(error, schema, tool_name, export_name)
     return value
@@ -130,8 +136,8 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
         return _validators[key]
     validator: jsonschema.protocols.Validator | None
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
+        cls = schema_regex.validator_for(schema, default=jsonschema.Draft202012Validator)
+        schema_regex.check_schema(cls, schema)
         validator = cls(schema)
     except (SchemaError, TypeError, ValueError, LookupError):
         validator = None
