@@ -166,6 +166,17 @@ def template_matches(key: t.TemplateKey, name: str) -> bool:
     return key.literal in name
 
 
+# Keys that never change a schema's shape beyond its single `type` (docs and constraints TS
+# cannot express): such leaves skip normalisation entirely.
+_LEAF_KEYS = frozenset(
+    {"type", "title", "description", "$comment", "default", "examples", "format", "minimum", "maximum",
+     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
+     "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding"}
+)  # fmt: skip
+_REF_LEAF_KEYS = _LEAF_KEYS | {"$ref"}
+_LEAF_KINDS = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "null": "null"}
+
+
 def all_kinds() -> Shape:
     return dict.fromkeys(KINDS)
 
@@ -472,6 +483,14 @@ class Translator:
             self.warn_unknown(ptr, "nesting", f" (deeper than {MAX_DEPTH} levels)")
             return all_kinds()
         try:
+            keys = node.keys()
+            if keys <= _LEAF_KEYS:
+                kind = node.get("type")
+                if isinstance(kind, str) and kind in _LEAF_KINDS:
+                    return {_LEAF_KINDS[kind]: None}  # fast path: `{"type": "string", …docs}`
+            elif "$ref" in node and "type" not in node and keys <= _REF_LEAF_KEYS:
+                # fast path: `{"$ref": …, …docs}` is exactly the referenced type
+                return self.ref_shape(node["$ref"], join_pointer(ptr, "$ref"), ptr, depth)
             return self._shape(node, ptr, depth)
         except RecursionError:
             self.warn_unknown(ptr, "nesting", " (too deep)")
