@@ -77,9 +77,10 @@ _ECMA_SPACE = "\\t\\n\\x0b\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202
 # JavaScript's `.` (without the `s` flag) excludes every LineTerminator, not only "\n".
 _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 _ANY = "(?s:.)"
+# V0: re-compatible behaviour, no nested sets or set operations inside `[…]`.
 _FLAGS = regex.V0
-# In ECMA-262 `\d`, `\w` and `\b` are ASCII-only, unlike Python's Unicode defaults: outside a
-# class they get a scoped ASCII flag (which leaves `\p{…}` Unicode), inside a class explicit sets.
+# In ECMA-262 `\d`, `\w` and `\b` are ASCII-only, unlike Python's Unicode defaults: `\d \w \s`
+# become explicit sets, `\b \B` get a scoped ASCII flag (a global one would make `\p{…}` ASCII).
 _CLASS_SETS = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
 _HEX = frozenset("0123456789abcdefABCDEF")
 _DIGITS = frozenset("0123456789")
@@ -347,10 +348,16 @@ class _Compiled:
     timeouts: int = 0
 
 
-@functools.lru_cache(maxsize=MAX_CACHED_PATTERNS)
+_TOO_LONG = _Compiled(None, "pattern too long")
+
+
 def _compile(pattern: str) -> _Compiled:
-    if len(pattern) > MAX_PATTERN_CHARS:
-        return _Compiled(None, "pattern too long")
+    # Checked before the cache, so an over-long pattern never becomes a cache key.
+    return _TOO_LONG if len(pattern) > MAX_PATTERN_CHARS else _compile_cached(pattern)
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_PATTERNS)
+def _compile_cached(pattern: str) -> _Compiled:
     try:
         return _Compiled(regex.compile(translate(pattern), _FLAGS), None)
     except Exception:  # regex.error, PatternError, RecursionError, OverflowError, MemoryError…
@@ -365,7 +372,7 @@ def search(pattern: Any, text: str) -> bool | None:
     """
     report = _session.get()
     if not isinstance(pattern, str):
-        return _skip(report, repr(pattern), "invalid")
+        return _skip(report, repr(pattern)[:MAX_QUOTED_PATTERN_CHARS], "invalid")
     compiled = _compile(pattern)
     if compiled.error is not None:
         return _skip(report, pattern, compiled.error)
@@ -398,7 +405,7 @@ def search(pattern: Any, text: str) -> bool | None:
 def _skip(report: RegexReport | None, pattern: str, reason: SkipReason) -> bool | None:
     """Record an unverifiable evaluation; returns None, the "no verdict" value of `search`."""
     if report is not None:
-        report.add(Skipped(pattern, reason))
+        report.add(Skipped(pattern[: MAX_PATTERN_CHARS + 1], reason))
     return None
 
 

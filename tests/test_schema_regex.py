@@ -280,6 +280,31 @@ def test_oversized_pattern_and_value_are_skipped() -> None:
     assert [s.reason for s in report.skipped] == ["pattern too long", "value too long"]
 
 
+@pytest.mark.parametrize(
+    "cls",
+    [
+        jsonschema.Draft3Validator,
+        jsonschema.Draft4Validator,
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+        jsonschema.Draft201909Validator,
+        jsonschema.Draft202012Validator,
+    ],
+)
+def test_every_regex_keyword_is_replaced(cls: Any) -> None:
+    """Guards against a jsonschema upgrade renaming a keyword function: the stock one (Python
+    `re`, no timeout) must never survive in a safe class."""
+    safe = schema_regex.safe_validator_class(cls)
+    for keyword in ("pattern", "patternProperties", "additionalProperties", "unevaluatedProperties"):
+        if keyword in cls.VALIDATORS:
+            assert safe.VALIDATORS[keyword] is not cls.VALIDATORS[keyword], keyword
+    assert safe.FORMAT_CHECKER.checkers["regex"][0] is not cls.FORMAT_CHECKER.checkers["regex"][0]
+    schema = {"pattern": REGEX_CATASTROPHIC}
+    with schema_regex.regex_session() as report:
+        assert safe(schema).is_valid(EVIL)
+    assert report.skipped
+
+
 def test_format_regex_checks_ecma_syntax_without_python_re() -> None:
     cls = schema_regex.validator_for({})
     validator = cls({"format": "regex"}, format_checker=cls.FORMAT_CHECKER)
