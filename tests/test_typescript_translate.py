@@ -425,6 +425,44 @@ CASES: dict[str, Case] = {
         [{"max_items": 2}],
         [{"max_items": "2"}],
     ),
+    "one_of_with_catch_all_excludes_kinds": Case(
+        {"oneOf": [{"type": "number"}, {}]},
+        "{\n  " + OPEN + "\n} | unknown[] | string | boolean | null",
+        ["x", None, [1], {"a": 1}],
+        [1, 2.5],
+    ),
+    "if_true_takes_then": Case(
+        {"if": True, "then": {"const": "then"}, "else": {"const": "else"}},
+        '"then"',
+        ["then"],
+        ["else"],
+    ),
+    "pattern_matching_every_name": Case(
+        {
+            "type": "object",
+            "patternProperties": {"a*": {"type": "integer"}},
+            "properties": {"b": {"type": "number"}},
+        },
+        "{\n  b?: number;\n  [k: string]: number | undefined;\n}",
+        [{"b": 1, "c": 2}, {}],
+        [{"c": "x"}],
+    ),
+    "dependent_schemas_merged": Case(
+        {
+            "type": "object",
+            "properties": {"foo": {}},
+            "dependentSchemas": {
+                "foo": {"properties": {"bar": {"type": "string"}}, "required": ["bar"]}
+            },
+        },
+        "{\n  foo?: never;\n  "
+        + OPEN
+        + "\n} | {\n  foo: unknown;\n  bar: string;\n  "
+        + OPEN
+        + "\n}",
+        [{}, {"foo": 1, "bar": "x"}, {"bar": 2}],
+        [{"foo": 1}, {"foo": 1, "bar": 2}],
+    ),
     "not_excluding_a_type": Case(
         {"type": ["string", "number", "null"], "not": {"type": "null"}},
         "string | number",

@@ -174,7 +174,13 @@ _LEAF_KEYS = frozenset(
      "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding"}
 )  # fmt: skip
 _REF_LEAF_KEYS = _LEAF_KEYS | {"$ref"}
-_LEAF_KINDS = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "null": "null"}
+_LEAF_KINDS = {
+    "string": "string",
+    "number": "number",
+    "integer": "number",
+    "boolean": "boolean",
+    "null": "null",
+}
 
 
 def all_kinds() -> Shape:
@@ -525,6 +531,13 @@ class Translator:
             s = conj(s, self.shape(sub, join_pointer(ptr, "allOf", i), depth + 1))
         if "oneOf" in n and sum(1 for sub in n["oneOf"] if _accepts_everything(sub)) >= 2:
             s = {}  # every value matches at least two branches
+        elif "oneOf" in n and sum(1 for sub in n["oneOf"] if _accepts_everything(sub)) == 1:
+            # With one catch-all branch, a value is valid iff it matches no other branch:
+            # exact when the others only exclude whole kinds (`{"type": "number"}`).
+            covered = [_whole_kinds(sub) for sub in n["oneOf"] if not _accepts_everything(sub)]
+            if all(c is not None for c in covered):
+                gone = {k for c in covered if c is not None for k in c}
+                s = {k: v for k, v in s.items() if k not in gone}
         for key in ("anyOf", "oneOf"):
             if key in n:
                 branches = [
@@ -536,7 +549,11 @@ class Translator:
                 s = conj(s, disj_many(branches))
         if "not" in n:
             s = self.apply_not(s, n["not"], join_pointer(ptr, "not"))
-        if "if" in n and ("then" in n or "else" in n):
+        if "if" in n and ("then" in n or "else" in n) and _accepts_everything(n["if"]):
+            s = conj(s, self.shape(n.get("then", True), join_pointer(ptr, "then"), depth + 1))
+        elif "if" in n and ("then" in n or "else" in n) and n["if"] is False:
+            s = conj(s, self.shape(n.get("else", True), join_pointer(ptr, "else"), depth + 1))
+        elif "if" in n and ("then" in n or "else" in n):
             cond = self.shape(n["if"], join_pointer(ptr, "if"), depth + 1)
             then = self.shape(n.get("then", True), join_pointer(ptr, "then"), depth + 1)
             other = self.shape(n.get("else", True), join_pointer(ptr, "else"), depth + 1)
@@ -1123,6 +1140,21 @@ def merge_objects(a: t.Object, b: t.Object) -> t.TypeNode | None:
     if index is None and not props and not patterns:
         index = t.NEVER
     return t.Object(tuple(props), index, patterns=tuple(patterns))
+
+
+def _whole_kinds(sub: Any) -> set[str] | None:
+    """The kinds a `{"type": …}`-only schema accepts entirely (integer is not all numbers)."""
+    if not isinstance(sub, dict) or set(sub) - _ANNOTATIONS - {"type"}:
+        return None
+    types = sub.get("type")
+    names = [types] if isinstance(types, str) else types
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(x, str) and x in KINDS for x in names)
+    ):
+        return None
+    return set(names)
 
 
 def _accepts_everything(sub: Any) -> bool:
