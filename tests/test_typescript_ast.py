@@ -25,6 +25,12 @@ def test_intersection_flattens_and_absorbs() -> None:
     assert t.intersection([]) == t.UNKNOWN
 
 
+def test_intersection_drops_unions_that_contain_another_member() -> None:
+    u = t.Union((t.STRING, t.NUMBER))
+    assert t.intersection([t.NUMBER, u]) == t.NUMBER
+    assert t.intersection([t.Ref("A"), u]) == t.Intersection((t.Ref("A"), u))
+
+
 def test_literal_equality_is_json_equality() -> None:
     assert t.Literal(True) != t.Literal(1)
     assert t.Literal(0) != t.Literal(False)

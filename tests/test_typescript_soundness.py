@@ -411,7 +411,18 @@ _LEAVES = (
             "#/$defs/a/not",
         ]
     )
-    | st.sampled_from(["^a", "b$", "[", "^x$", "*/", "http://json-schema.org/draft-07/schema#"])
+    | st.sampled_from(
+        [
+            "^a",
+            "b$",
+            "[",
+            "^x$",
+            "*/",
+            "http://json-schema.org/draft-07/schema#",
+            "http://[",
+            "urn:x",
+        ]
+    )
 )
 _SCHEMAS = st.recursive(
     st.booleans()

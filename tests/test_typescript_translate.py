@@ -463,6 +463,22 @@ CASES: dict[str, Case] = {
         [{}, {"foo": 1, "bar": "x"}, {"bar": 2}],
         [{"foo": 1}, {"foo": 1, "bar": 2}],
     ),
+    "template_signatures_consistent": Case(
+        {
+            "type": "object",
+            "patternProperties": {
+                "a": {"type": "integer"},
+                "^abc": {"type": "number"},
+                "x\\-": {"type": "string"},
+                "x-": {"minLength": 1},
+                "z*": {"type": ["integer", "string"]},
+            },
+        },
+        "{\n  [k: `${string}a${string}`]: number;\n  [k: `abc${string}`]: number;\n"
+        "  [k: `${string}x-${string}`]: string;\n  [k: string]: string | number;\n}",
+        [{"abc": 1, "x-y": "s", "q": 2}, {}],
+        [{"a": "s"}, {"x-": 1}, {"q": None}],
+    ),
     "not_excluding_a_type": Case(
         {"type": ["string", "number", "null"], "not": {"type": "null"}},
         "string | number",

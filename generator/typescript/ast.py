@@ -162,6 +162,9 @@ def intersection(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
             if p == UNKNOWN or p in flat:
                 continue
             flat.append(p)
+    # `A & (A | B)` is `A`: drop a union that already contains another member.
+    plain = [p for p in flat if not isinstance(p, Union)]
+    flat = [p for p in flat if not (isinstance(p, Union) and any(q in p.members for q in plain))]
     if not flat:
         return UNKNOWN
     if len(flat) == 1:

@@ -63,13 +63,19 @@ def _strip_fragment(uri: str) -> str:
 
 
 def resolve_uri(base: str, ref: str) -> str:
-    """RFC 3986 reference resolution that also copes with non-hierarchical bases (urn:)."""
+    """RFC 3986 reference resolution that also copes with non-hierarchical bases (urn:).
+
+    Malformed URIs (e.g. "http://[") resolve to themselves: they then match no resource.
+    """
     if ref.startswith("#"):
         return _strip_fragment(base) + ref
-    if urlsplit(ref).scheme:
+    try:
+        if urlsplit(ref).scheme:
+            return ref
+        if urlsplit(base).scheme in ("http", "https", "file", "ftp"):
+            return urljoin(base, ref)
+    except ValueError:
         return ref
-    if urlsplit(base).scheme in ("http", "https", "file", "ftp"):
-        return urljoin(base, ref)
     return ref  # relative reference against a urn: base has no defined meaning
 
 

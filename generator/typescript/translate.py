@@ -388,7 +388,7 @@ class Translator:
         self.decl_sinks: dict[str, list[str]] = {}
         try:
             self.resolver: Resolver | None = Resolver(root, self.draft)
-        except RecursionError:
+        except Exception:  # never crash: without an index every $ref is non-local (unknown)
             self.resolver = None
 
     # --- warnings -------------------------------------------------------------------------
@@ -1012,7 +1012,7 @@ class Translator:
             pattern_sigs.append((key, t.union(parts)))
         if any(p.type == t.NEVER and not p.optional for p in members):
             return t.NEVER
-        return t.Object(tuple(members), index, patterns=tuple(pattern_sigs))
+        return t.Object(tuple(members), index, patterns=finish_patterns(pattern_sigs, index))
 
     # --- arrays ---------------------------------------------------------------------------
 
@@ -1139,7 +1139,42 @@ def merge_objects(a: t.Object, b: t.Object) -> t.TypeNode | None:
         patterns.append((key, typ))
     if index is None and not props and not patterns:
         index = t.NEVER
-    return t.Object(tuple(props), index, patterns=tuple(patterns))
+    return t.Object(tuple(props), index, patterns=finish_patterns(patterns, index))
+
+
+def _template_contains(outer: t.TemplateKey, inner: t.TemplateKey) -> bool:
+    """Every name matching `inner` also matches `outer` (as TypeScript also concludes)."""
+    if outer.any_before and outer.any_after:
+        return outer.literal in inner.literal
+    if outer.any_after:
+        return not inner.any_before and inner.literal.startswith(outer.literal)
+    if outer.any_before:
+        return not inner.any_after and inner.literal.endswith(outer.literal)
+    return False
+
+
+def finish_patterns(
+    patterns: Sequence[tuple[t.TemplateKey, t.TypeNode]], index: t.TypeNode | None
+) -> tuple[tuple[t.TemplateKey, t.TypeNode], ...]:
+    """Make template index signatures consistent the way tsc demands (TS2413/TS2374).
+
+    One signature per key; a signature whose names all match another one also satisfies
+    that one's type, and every signature satisfies the string index. All of this holds for
+    every valid value already, so the intersections narrow nothing valid.
+    """
+    grouped: dict[t.TemplateKey, list[t.TypeNode]] = {}
+    for key, typ in patterns:
+        grouped.setdefault(key, []).append(typ)
+    out = []
+    for key, types in grouped.items():
+        parts = list(types)
+        for other, other_types in grouped.items():
+            if other != key and _template_contains(other, key):
+                parts.extend(other_types)
+        if index is not None:
+            parts.append(index)
+        out.append((key, t.intersection(parts)))
+    return tuple(out)
 
 
 def _whole_kinds(sub: Any) -> set[str] | None:
