@@ -80,6 +80,7 @@ def test_additional_items_without_items_array_has_no_effect() -> None:
 
 def test_prefix_items_is_not_a_keyword_before_2020() -> None:
     assert "prefixItems" not in norm({"prefixItems": [True]}, draft=7)[0]
+    assert "prefixItems" not in norm({"prefixItems": [True]}, draft=2019)[0]
     assert "prefixItems" in norm({"prefixItems": [True]}, draft=2020)[0]
 
 
@@ -127,7 +128,7 @@ def test_normalize_does_not_mutate_input() -> None:
         ({"$schema": "http://json-schema.org/draft-07/schema#"}, 7),
         ({"$schema": "http://json-schema.org/draft-04/schema#"}, 7),
         ({"$schema": "https://json-schema.org/draft/2020-12/schema"}, 2020),
-        ({"$schema": "https://json-schema.org/draft/2019-09/schema"}, 2020),
+        ({"$schema": "https://json-schema.org/draft/2019-09/schema"}, 2019),
         ({}, 2020),
         (True, 2020),
     ],

@@ -479,6 +479,28 @@ CASES: dict[str, Case] = {
         [{"abc": 1, "x-y": "s", "q": 2}, {}],
         [{"a": "s"}, {"x-": 1}, {"q": None}],
     ),
+    "prefix_items_is_not_a_2019_keyword": Case(
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "type": "array",
+            "prefixItems": [{"type": "string"}],
+        },
+        "unknown[]",
+        [[1], ["a"]],
+        ["a"],
+    ),
+    "ref_siblings_apply_in_2019": Case(
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "$defs": {"s": {"type": "string"}},
+            "$ref": "#/$defs/s",
+            "enum": ["a", 1],
+        },
+        '"a"',
+        ["a"],
+        ["b", 1],
+        helpers={"S": "string"},
+    ),
     "not_excluding_a_type": Case(
         {"type": ["string", "number", "null"], "not": {"type": "null"}},
         "string | number",

@@ -31,11 +31,13 @@ Warn = Callable[[str, str, str], None]  # (pointer, keyword, message)
 
 
 def detect_draft(root: Any) -> int:
-    """2020 for 2019-09/2020-12 or no `$schema` (the MCP default); 7 for draft-04/06/07."""
+    """7 for draft-03/04/06/07, 2019 for 2019-09, else 2020 (2020-12 is the MCP default)."""
     if isinstance(root, dict):
         uri = root.get("$schema")
         if isinstance(uri, str) and any(f"draft-0{n}" in uri for n in (3, 4, 6, 7)):
             return 7
+        if isinstance(uri, str) and "2019-09" in uri:
+            return 2019
     return 2020
 
 

@@ -104,9 +104,9 @@ class Resolver:
     def _walk(self, node: Any, ptr: str, base: str, depth: int) -> None:
         if not isinstance(node, dict) or depth > MAX_INDEX_DEPTH:
             return
-        ident = node.get("$id", node.get("id") if self.draft < 2020 else None)
-        if isinstance(ident, str) and not ("$ref" in node and self.draft < 2020):
-            if ident.startswith("#") and self.draft < 2020:
+        ident = node.get("$id", node.get("id") if self.draft < 2019 else None)
+        if isinstance(ident, str) and not ("$ref" in node and self.draft < 2019):
+            if ident.startswith("#") and self.draft < 2019:
                 self.anchors.setdefault(_strip_fragment(base) + ident, ptr)
             else:
                 base = resolve_uri(base, ident)

@@ -510,7 +510,7 @@ class Translator:
         s = all_kinds()
         if "$ref" in n:
             s = conj(s, self.ref_shape(n["$ref"], join_pointer(ptr, "$ref"), ptr, depth))
-            if self.draft < 2020:
+            if self.draft < 2019:
                 return s  # draft-07 and older ignore every sibling of $ref
         for key in ("$dynamicRef", "$recursiveRef"):
             if key in n:
@@ -564,7 +564,7 @@ class Translator:
         if "object" in s:
             for allowed in self.allowed_names(n, ptr, depth):
                 s["object"] = close_object(s["object"], allowed, self._object_kind_of)
-        if "array" in s and self.draft >= 2020 and "unevaluatedItems" in n and "items" not in n:
+        if "array" in s and self.draft >= 2019 and "unevaluatedItems" in n and "items" not in n:
             s = self.apply_unevaluated_items(s, n, ptr, depth)
         if "contains" in n and n.get("maxContains") is not None:
             self.warn_wider(ptr, "maxContains")
@@ -586,7 +586,7 @@ class Translator:
         """With `unevaluatedProperties: false`, exactly one oneOf branch contributes the
         evaluated names, so each branch can be closed on its own names plus the rest's."""
         if (
-            self.draft < 2020
+            self.draft < 2019
             or n.get("unevaluatedProperties") is not False
             or "additionalProperties" in n
         ):
@@ -661,7 +661,7 @@ class Translator:
             else:
                 self.warn_wider(ptr, "propertyNames")
         un = n.get("unevaluatedProperties")
-        if self.draft >= 2020 and un is False and "additionalProperties" not in n:
+        if self.draft >= 2019 and un is False and "additionalProperties" not in n:
             if any(k in n for k in _IN_PLACE_APPLICATORS):
                 evaluated = self.evaluated_names(n, ptr, set(), top=True)
                 if evaluated is None:
@@ -669,7 +669,7 @@ class Translator:
                 else:
                     out.append(sorted(evaluated))
         elif (
-            self.draft >= 2020
+            self.draft >= 2019
             and un not in (None, True, False)
             and any(k in n for k in _IN_PLACE_APPLICATORS)
         ):
@@ -897,7 +897,7 @@ class Translator:
         if (
             "additionalProperties" not in n
             and "unevaluatedProperties" in n
-            and self.draft >= 2020
+            and self.draft >= 2019
             and not any(k in n for k in _IN_PLACE_APPLICATORS)
         ):
             ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
@@ -1023,14 +1023,14 @@ class Translator:
         if (
             "items" not in n
             and "unevaluatedItems" in n
-            and self.draft >= 2020
+            and self.draft >= 2019
             and not any(k in n for k in (*_IN_PLACE_APPLICATORS, "contains"))
         ):
             rest, rest_ptr = n["unevaluatedItems"], join_pointer(ptr, "unevaluatedItems")
         min_items: int = n.get("minItems", 0)
         if "contains" in n:
             # At least minContains (default 1) items match `contains`, so at least that many exist.
-            least = n.get("minContains", 1) if self.draft >= 2020 else 1
+            least = n.get("minContains", 1) if self.draft >= 2019 else 1
             if isinstance(least, (int, float)) and not isinstance(least, bool) and least >= 0:
                 if n["contains"] is False and least >= 1:
                     return t.NEVER
