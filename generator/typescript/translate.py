@@ -420,10 +420,8 @@ class Translator:
         for ptr in self.order:
             name = self.names[ptr]
             asts[name] = self.render(self.shapes.get(ptr, all_kinds()))
-            node = self.resolver.root if self.resolver else None
-            target = self.resolver._target(ptr) if self.resolver else None
-            node = target.node if target else None
-            docs[name] = schema_doc(node) + self.decl_sinks.get(ptr, [])
+            target = self.resolver.node_at(ptr) if self.resolver else None
+            docs[name] = schema_doc(target.node if target else None) + self.decl_sinks.get(ptr, [])
         self._break_direct_cycles(asts, docs)
         helpers = [(self.names[p], asts[self.names[p]], docs[self.names[p]]) for p in self.order]
         return Result(asts[self.root_name], docs[self.root_name], helpers, self.warnings)
@@ -572,13 +570,13 @@ class Translator:
 
     def _object_kind_of(self, name: str) -> t.TypeNode | None:
         """The object-kind type of a finished named declaration, for inlining."""
-        for ptr, known in self.names.items():
-            if known == name and ptr in self.shapes:
-                shape = self.shapes[ptr]
-                if "object" not in shape:
-                    return t.NEVER
-                return shape["object"] or t.Object(index=t.UNKNOWN)
-        return None
+        ptr = self.pointer_of.get(name)
+        if ptr is None or ptr not in self.shapes:
+            return None  # the root or a type still being translated (recursion): stays open
+        shape = self.shapes[ptr]
+        if "object" not in shape:
+            return t.NEVER
+        return shape["object"] or t.Object(index=t.UNKNOWN)
 
     def close_one_of_branches(
         self, n: dict[str, Any], ptr: str, branches: list[Shape]
