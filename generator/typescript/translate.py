@@ -174,6 +174,7 @@ _LEAF_KEYS = frozenset(
      "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding"}
 )  # fmt: skip
 _REF_LEAF_KEYS = _LEAF_KEYS | {"$ref"}
+_ARRAY_LEAF_KEYS = _LEAF_KEYS | {"items", "uniqueItems"}
 _LEAF_KINDS = {
     "string": "string",
     "number": "number",
@@ -495,6 +496,14 @@ class Translator:
             elif "$ref" in node and "type" not in node and keys <= _REF_LEAF_KEYS:
                 # fast path: `{"$ref": …, …docs}` is exactly the referenced type
                 return self.ref_shape(node["$ref"], join_pointer(ptr, "$ref"), ptr, depth)
+            elif (
+                keys <= _ARRAY_LEAF_KEYS
+                and node.get("type") == "array"
+                and isinstance(node.get("items"), dict)
+            ):
+                # fast path: `{"type": "array", "items": {…}, …docs}`
+                element = self.type_of(node["items"], join_pointer(ptr, "items"), depth + 1)
+                return {"array": t.Tuple((), 0) if element == t.NEVER else t.Array(element)}
             return self._shape(node, ptr, depth)
         except RecursionError:
             self.warn_unknown(ptr, "nesting", " (too deep)")
