@@ -106,6 +106,9 @@ class Bridge:
         self._clock = clock
         self._inflight: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
+        # Sessions this run already obtained, by config id: asking the session manager again
+        # costs two event-loop turns (its lock and ready event) on every call.
+        self._sessions: dict[str, Any] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ entry point
@@ -265,13 +268,19 @@ class Bridge:
         server_id = view.server_id
         where = f"{server_id}.{tool_name}"
         try:
-            session = await self.connector.session(config.id)
-            task = asyncio.ensure_future(session.call_tool(tool_name, arguments, timeout=config.call_timeout))
-            self._inflight.add(task)
+            session = self._sessions.get(config.id)
+            if session is None or getattr(session, "closed", False):
+                session = await self.connector.session(config.id)
+                self._sessions[config.id] = session
+            # The calling task itself is what aclose() cancels: no extra task per call.
+            task = asyncio.current_task()
+            if task is not None:
+                self._inflight.add(task)
             try:
-                result = await task
+                result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
             finally:
-                self._inflight.discard(task)
+                if task is not None:
+                    self._inflight.discard(task)
         except CallTimeout:
             return _error(
                 "ToolCallError",

@@ -109,6 +109,16 @@ class _Worker:
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
 
+    def send_reply(self, call_id: Any, body: str) -> None:
+        """`{"op":"reply","id":N,"reply":<body>}` with `body` the reply's ASCII JSON text,
+        framed the way the worker slices it (worker.REPLY_PREFIX): encoded once, never decoded
+        by the worker."""
+        assert self.proc.stdin is not None
+        if isinstance(call_id, int) and not isinstance(call_id, bool) and call_id >= 0:
+            self.proc.stdin.write(b'{"op":"reply","id":%d,"reply":%s}\n' % (call_id, body.encode("ascii")))
+        else:
+            self.send({"op": "reply", "id": call_id, "reply": body})
+
     async def drain(self) -> None:
         assert self.proc.stdin is not None
         with contextlib.suppress(ConnectionError):
@@ -301,7 +311,8 @@ class _Run:
         # compromised worker process cannot flood the response.
         self.logs = resp.LogCollector(limits.maxLogBytes)
         self.calls: set[asyncio.Task[None]] = set()
-        self.limit_hit: asyncio.Future[SandboxLimitExceeded] | None = None
+        self.limit_exc: SandboxLimitExceeded | None = None
+        self.deadline: asyncio.Timeout | None = None
         self.clean = False
         self.t0 = 0.0
 
@@ -314,7 +325,6 @@ class _Run:
 
     async def execute(self, code: str, modules: dict[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        self.limit_hit = loop.create_future()
         self.t0 = time.monotonic()
         kill_at = loop.time() + self.limits.timeoutMs / 1000.0 * WATCHDOG_FACTOR
         try:
@@ -323,68 +333,84 @@ class _Run:
         except (ConnectionError, BrokenPipeError):
             return self.respond(None, [resp.sandbox_error("the sandbox worker exited before the run started")])
 
-        while True:
-            recv = loop.create_task(self.worker.recv())
-            try:
-                done, _ = await asyncio.wait(
-                    {recv, self.limit_hit},
-                    timeout=max(0.0, kill_at - loop.time()),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            except asyncio.CancelledError:
-                recv.cancel()
-                self.worker.kill()
-                raise
-            if self.limit_hit in done:
-                recv.cancel()
-                self.worker.kill()
-                exc = self.limit_hit.result()
-                return self.respond(None, [resp.sandbox_limit(exc.limit, exc.value, exc.message)])
-            if recv not in done:  # the watchdog: the worker missed its own deadline
-                recv.cancel()
-                self.worker.kill()
-                return self.respond(None, [resp.timeout_limit(self.limits.timeoutMs)])
-            try:
-                msg = recv.result()
-            except (WorkerCrashed, ValueError) as exc:
-                self.worker.kill()
-                return self.respond(None, [resp.sandbox_error(f"the sandbox worker failed: {exc}")])
-            op = msg.get("op")
-            if op == "log":
-                time_ms = msg.get("timeMs")
-                self.logs.add(
-                    str(msg.get("level")),
-                    str(msg.get("message")),
-                    time_ms if isinstance(time_ms, int) and time_ms >= 0 else self.elapsed_ms(),
-                )
-            elif op == "logs_truncated":
-                self.logs.truncated = True
-            elif op == "call":
-                task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
-                self.calls.add(task)
-                task.add_done_callback(self.calls.discard)
-            elif op == "done":
-                diagnostics = msg.get("diagnostics")
-                if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
-                    self.worker.kill()
-                    return self.respond(None, [resp.sandbox_error("the sandbox worker sent a malformed response")])
-                self.clean = True
-                return self.respond(msg.get("result"), diagnostics)
+        # One coroutine reads the worker's messages in order. The watchdog and a limit hit by a
+        # host call interrupt it through one asyncio.Timeout (a limit reschedules it to now),
+        # so a message costs a single await: no task and no asyncio.wait per message.
+        try:
+            async with asyncio.timeout_at(kill_at) as deadline:
+                self.deadline = deadline
+                try:
+                    while True:
+                        try:
+                            msg = await self.worker.recv()
+                        except (WorkerCrashed, ValueError) as exc:
+                            self.worker.kill()
+                            return self.respond(None, [resp.sandbox_error(f"the sandbox worker failed: {exc}")])
+                        done = self._handle(loop, msg)
+                        if done is not None:
+                            return done
+                finally:
+                    self.deadline = None
+        except TimeoutError:
+            self.worker.kill()
+            hit = self.limit_exc
+            if hit is not None:
+                return self.respond(None, [resp.sandbox_limit(hit.limit, hit.value, hit.message)])
+            # the watchdog: the worker missed its own deadline
+            return self.respond(None, [resp.timeout_limit(self.limits.timeoutMs)])
+        except asyncio.CancelledError:
+            self.worker.kill()
+            raise
 
-    async def _answer(self, call_id: Any, request_text: Any) -> None:
+    def _handle(self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """Act on one worker message; the response when it ends the run."""
+        op = msg.get("op")
+        if op == "call":
+            task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
+            self.calls.add(task)
+            task.add_done_callback(self.calls.discard)
+        elif op == "log":
+            time_ms = msg.get("timeMs")
+            self.logs.add(
+                str(msg.get("level")),
+                str(msg.get("message")),
+                time_ms if isinstance(time_ms, int) and time_ms >= 0 else self.elapsed_ms(),
+            )
+        elif op == "logs_truncated":
+            self.logs.truncated = True
+        elif op == "done":
+            diagnostics = msg.get("diagnostics")
+            if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
+                self.worker.kill()
+                return self.respond(None, [resp.sandbox_error("the sandbox worker sent a malformed response")])
+            self.clean = True
+            return self.respond(msg.get("result"), diagnostics)
+        return None
+
+    def _limit(self, exc: SandboxLimitExceeded) -> None:
+        """A host call hit a limit: end the run now (the reader loop sees an expired deadline)."""
+        if self.limit_exc is not None or self.deadline is None:
+            return
+        self.limit_exc = exc
+        with contextlib.suppress(RuntimeError):  # the loop is already leaving its deadline
+            self.deadline.reschedule(asyncio.get_running_loop().time())
+
+    async def _answer(self, call_id: Any, request_value: Any) -> None:
         request: Any = {}
         try:
-            request = json.loads(request_text) if isinstance(request_text, str) else {}
+            # The worker embeds the request as a JSON value (older form: JSON text).
+            if isinstance(request_value, str):
+                request_value = json.loads(request_value)
+            request = request_value if isinstance(request_value, dict) else {}
             reply = await self.host_call(request)
             error = reply.get("error") if isinstance(reply, dict) and reply.get("ok") is False else None
             if isinstance(error, dict) and error.get("errorClass") == "SandboxLimitError":
                 raise SandboxLimitExceeded(
                     str(error.get("limit") or "limit"), error.get("value"), str(error.get("message") or "limit exceeded")
                 )
-            reply_text = json.dumps(reply, ensure_ascii=True)
+            reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
         except SandboxLimitExceeded as exc:
-            if self.limit_hit is not None and not self.limit_hit.done():
-                self.limit_hit.set_result(exc)
+            self._limit(exc)
             return
         except asyncio.CancelledError:
             raise
@@ -404,11 +430,11 @@ class _Run:
                     "toolName": tool,
                 },
             }
-            reply_text = json.dumps(reply, ensure_ascii=True)
+            reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
         if not self.worker.alive():
             return
         with contextlib.suppress(ConnectionError, BrokenPipeError, RuntimeError):
-            self.worker.send({"op": "reply", "id": call_id, "reply": reply_text})
+            self.worker.send_reply(call_id, reply_text)
             await self.worker.drain()
 
     async def cancel_calls(self) -> None:

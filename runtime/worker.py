@@ -11,10 +11,14 @@ next inside JS); the host reuses a worker only after a run that ended cleanly, a
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: one JSON object per line. stdin (host → worker): `{"op": "run", "code",
-"modules", "limits"}`, `{"op": "reply", "id", "reply": <JSON text>}`. stdout (worker → host):
+"modules", "limits"}`, `{"op": "reply", "id", "reply": <JSON value>}`. stdout (worker → host):
 `{"op": "ready"}`, `{"op": "log", "level", "message", "timeMs"}`, `{"op": "logs_truncated"}`,
-`{"op": "call", "id", "request": <JSON text>}`, `{"op": "done", "result", "diagnostics"}`.
+`{"op": "call", "id", "request": <JSON value>}`, `{"op": "done", "result", "diagnostics"}`.
 Nothing else may write to the protocol stream: fd 1 is redirected to stderr at start-up.
+The request and the reply are JSON values embedded as they are (JS produced or consumes them as
+JSON text), so a tool call is encoded and decoded once per side, not twice. A `reply` whose
+line starts exactly like `REPLY_PREFIX` is handed to JS as the raw text after it, without
+being decoded in Python; a reply given as a JSON string is still accepted as that text.
 
 This module must stay cheap to import: no `mcp`, no generator.
 """
@@ -27,7 +31,6 @@ import itertools
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 from importlib import resources
@@ -54,6 +57,15 @@ EXTRA_PENDING_CALLS = 4
 #: milliseconds, so hitting this means the engine is broken.
 PRELUDE_TIMEOUT_S = 10.0
 
+#: Bytes taken from stdin per read; a run message bigger than this (modules) arrives in several
+#: reads and is reassembled, so this only trades syscalls against one buffer's size.
+READ_CHUNK_BYTES = 256 * 1024
+
+#: How the host frames a reply (`sandbox._Worker.send_reply`): the worker slices the reply's
+#: JSON text out of such a line instead of decoding and re-encoding it.
+REPLY_PREFIX = b'{"op":"reply","id":'
+REPLY_SEPARATOR = b',"reply":'
+
 MODULE_ERRORS = "@codemode/errors"
 MODULE_HOST = "@codemode/host"
 
@@ -63,8 +75,10 @@ def _js(name: str) -> str:
 
 
 class Worker:
-    def __init__(self, out_fd: int) -> None:
+    def __init__(self, out_fd: int, in_fd: int = 0) -> None:
         self._out = out_fd
+        self._in = in_fd
+        self._buf = bytearray()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inbox: asyncio.Queue[dict[str, Any] | None] | None = None
         self._replies: dict[int, asyncio.Future[str]] = {}
@@ -76,28 +90,78 @@ class Worker:
 
     # ---- pipe ---------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+        self._write((json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
+
+    def send_call(self, call_id: int, request_text: Any) -> None:
+        """A call message with the JS-made request JSON embedded verbatim (no re-escaping)."""
+        if isinstance(request_text, str):
+            try:
+                self._write(b'{"op":"call","id":%d,"request":%s}\n' % (call_id, request_text.encode("utf-8")))
+                return
+            except UnicodeEncodeError:  # a lone surrogate slipped through: escape it as text
+                pass
+        self.send({"op": "call", "id": call_id, "request": str(request_text)})
+
+    def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             n = os.write(self._out, view)
             view = view[n:]
 
-    def _reader(self) -> None:
-        """Thread: stdin lines → replies resolve futures, runs go to the inbox; EOF ends."""
-        assert self._loop is not None and self._inbox is not None
-        loop, inbox = self._loop, self._inbox
-        for line in sys.stdin.buffer:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("op") == "reply":
-                loop.call_soon_threadsafe(self._resolve, msg.get("id"), msg.get("reply"))
-            else:
-                loop.call_soon_threadsafe(inbox.put_nowait, msg)
-        loop.call_soon_threadsafe(inbox.put_nowait, None)
+    def _on_readable(self) -> None:
+        """stdin is readable: take what is there, handle every complete line.
+
+        Read on the event loop itself (not a reader thread): a reply then resolves its future
+        in the same loop iteration that sees it, without a thread hop, a self-pipe wake-up
+        and a GIL hand-over on every tool call."""
+        assert self._inbox is not None
+        try:
+            chunk = os.read(self._in, READ_CHUNK_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            assert self._loop is not None
+            self._loop.remove_reader(self._in)
+            self._inbox.put_nowait(None)
+            return
+        buf = self._buf
+        start = len(buf)
+        buf += chunk
+        pos = 0
+        while True:
+            end = buf.find(b"\n", max(pos, start))
+            if end < 0:
+                break
+            self._handle_line(bytes(buf[pos:end]))
+            pos = end + 1
+            start = pos
+        if pos:
+            del buf[:pos]
+
+    def _handle_line(self, line: bytes) -> None:
+        assert self._inbox is not None
+        if line.startswith(REPLY_PREFIX) and line.endswith(b"}"):
+            head, sep, body = line[len(REPLY_PREFIX):-1].partition(REPLY_SEPARATOR)
+            if sep and head.isdigit() and body:
+                try:
+                    text = body.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = None
+                if text is not None:
+                    self._resolve(int(head), text)
+                    return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(msg, dict):
+            return
+        if msg.get("op") == "reply":
+            self._resolve(msg.get("id"), msg.get("reply"))
+        else:
+            self._inbox.put_nowait(msg)
 
     def _resolve(self, call_id: Any, reply: Any) -> None:
         fut = self._replies.pop(call_id, None) if isinstance(call_id, int) else None
@@ -107,7 +171,8 @@ class Worker:
     async def serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._inbox = asyncio.Queue()
-        threading.Thread(target=self._reader, name="codemode-worker-stdin", daemon=True).start()
+        os.set_blocking(self._in, False)
+        self._loop.add_reader(self._in, self._on_readable)
         await self.prepare_next(Limits())
         self.send({"op": "ready"})
         while True:
@@ -330,13 +395,15 @@ class _Realm:
             self.worker.send({"op": "logs_truncated"})
         return not st.logs.truncated
 
-    async def host_call(self, text: Any) -> str:
+    def host_call(self, text: Any) -> asyncio.Future[str]:
+        """Send the request now and give JS the reply future itself (a Promise to JS): no
+        coroutine, no task, so the reply settles the promise one event-loop turn sooner."""
         call_id = next(self.worker._ids)
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.worker._replies[call_id] = fut
         self.state.futures.append(fut)
-        self.worker.send({"op": "call", "id": call_id, "request": str(text)})
-        return await fut
+        self.worker.send_call(call_id, text)
+        return fut
 
     def _fire(self) -> None:
         st = self.state
