@@ -960,7 +960,8 @@ class Translator:
         for name in names:
             sub = props[name]
             typ, doc = self._sub(sub, join_pointer(ptr, "properties", name), depth, name)
-            typ = t.intersection([typ, *matching(name)])
+            if templates or exact or regexes or match_all:
+                typ = t.intersection([typ, *matching(name)])
             readonly = isinstance(sub, dict) and sub.get("readOnly") is True
             optional = name not in required
             if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
