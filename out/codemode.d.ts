@@ -278,6 +278,7 @@ declare module "@codemode/servers/calendar" {
    *
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
+   * Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30});
    */
   export function free_slots(input: FreeSlotsInput): Promise<FreeSlotsOutput>;
 
@@ -320,6 +321,7 @@ declare module "@codemode/servers/calendar" {
    * Output type: the tool's declared outputSchema (checked against 3 recorded samples).
    * Warning: 1 recorded result(s) do not match the declared outputSchema (drift); expect values outside this type:
    * - /id: expected integer, got string (sample 3)
+   * Example (a recorded call): await get_event({"id": 1});
    */
   export function get_event(input: GetEventInput): Promise<GetEventOutput>;
 
@@ -392,18 +394,15 @@ declare module "@codemode/servers/notes" {
    */
   export type CreateNoteInput = {
     /**
-     * Body
      * Free text, markdown allowed
      */
     body: string;
     /**
-     * Tags
      * Tags; stored lower-cased and sorted
      * @default null
      */
     tags?: string[] | null;
     /**
-     * Title
      * Short title
      * Constraints: maxLength: 200.
      */
@@ -415,35 +414,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type CreateNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -460,7 +449,6 @@ declare module "@codemode/servers/notes" {
    */
   export type DeleteNoteInput = {
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
@@ -470,17 +458,12 @@ declare module "@codemode/servers/notes" {
    * Deleted
    */
   export type DeleteNoteOutput = {
-    /**
-     * Deleted
-     */
     deleted: boolean;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
     /**
-     * Remaining
      * Number of notes left after the deletion
      * Constraints: integer.
      */
@@ -500,7 +483,6 @@ declare module "@codemode/servers/notes" {
    */
   export type ExportCsvInput = {
     /**
-     * Tag
      * @default null
      */
     tag?: string | null;
@@ -526,9 +508,6 @@ declare module "@codemode/servers/notes" {
    * flaky_syncOutput
    */
   export type FlakySyncOutput = {
-    /**
-     * Result
-     */
     result: string;
     [k: string]: unknown;
   };
@@ -545,7 +524,6 @@ declare module "@codemode/servers/notes" {
    */
   export type GetNoteInput = {
     /**
-     * Id
      * Note id, as returned by list_notes
      * Constraints: integer.
      */
@@ -557,35 +535,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type GetNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -594,6 +562,7 @@ declare module "@codemode/servers/notes" {
    *
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
+   * Example (a recorded call): await get_note({"id": 2});
    */
   export function get_note(input: GetNoteInput): Promise<GetNoteOutput>;
 
@@ -602,7 +571,6 @@ declare module "@codemode/servers/notes" {
    */
   export type ListNotesInput = {
     /**
-     * Tag
      * Only notes carrying this tag
      * @default null
      */
@@ -613,9 +581,6 @@ declare module "@codemode/servers/notes" {
    * list_notesOutput
    */
   export type ListNotesOutput = {
-    /**
-     * Result
-     */
     result: Note[];
     [k: string]: unknown;
   };
@@ -624,35 +589,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type Note = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -669,7 +624,6 @@ declare module "@codemode/servers/notes" {
    */
   export type RenderChartInput = {
     /**
-     * By
      * @default "tag"
      */
     by?: "tag" | "status";
@@ -700,13 +654,11 @@ declare module "@codemode/servers/notes" {
    */
   export type SearchNotesInput = {
     /**
-     * Limit
      * Constraints: integer, minimum: 1, maximum: 50.
      * @default 5
      */
     limit?: number;
     /**
-     * Query
      * Words to look for in titles, tags and bodies
      */
     query: string;
@@ -735,6 +687,7 @@ declare module "@codemode/servers/notes" {
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: inferred from 2 recorded samples; it may not cover every case.
    * Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson.
+   * Example (a recorded call): await search_notes({"query": "search"});
    */
   export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
 
@@ -846,14 +799,10 @@ declare module "@codemode/servers/notes" {
    */
   export type TasksAddInput = {
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -861,24 +810,16 @@ declare module "@codemode/servers/notes" {
    * Task
    */
   export type TasksAddOutput = {
-    /**
-     * Done
-     */
     done: boolean;
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -896,7 +837,6 @@ declare module "@codemode/servers/notes" {
    */
   export type TasksListInput = {
     /**
-     * Include Done
      * @default true
      */
     include_done?: boolean;
@@ -906,9 +846,6 @@ declare module "@codemode/servers/notes" {
    * tasks_listOutput
    */
   export type TasksListOutput = {
-    /**
-     * Result
-     */
     result: Task[];
     [k: string]: unknown;
   };
@@ -916,24 +853,16 @@ declare module "@codemode/servers/notes" {
    * Task
    */
   export type Task = {
-    /**
-     * Done
-     */
     done: boolean;
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -951,27 +880,22 @@ declare module "@codemode/servers/notes" {
    */
   export type UpdateNoteInput = {
     /**
-     * Body
      * @default null
      */
     body?: string | null;
     /**
-     * Done
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * @default null
      */
     tags?: string[] | null;
     /**
-     * Title
      * @default null
      */
     title?: string | null;
@@ -982,35 +906,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type UpdateNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };

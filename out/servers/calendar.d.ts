@@ -106,6 +106,7 @@ declare module "@codemode/servers/calendar" {
    *
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
+   * Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30});
    */
   export function free_slots(input: FreeSlotsInput): Promise<FreeSlotsOutput>;
 
@@ -148,6 +149,7 @@ declare module "@codemode/servers/calendar" {
    * Output type: the tool's declared outputSchema (checked against 3 recorded samples).
    * Warning: 1 recorded result(s) do not match the declared outputSchema (drift); expect values outside this type:
    * - /id: expected integer, got string (sample 3)
+   * Example (a recorded call): await get_event({"id": 1});
    */
   export function get_event(input: GetEventInput): Promise<GetEventOutput>;
 

@@ -11,18 +11,15 @@ declare module "@codemode/servers/notes" {
    */
   export type CreateNoteInput = {
     /**
-     * Body
      * Free text, markdown allowed
      */
     body: string;
     /**
-     * Tags
      * Tags; stored lower-cased and sorted
      * @default null
      */
     tags?: string[] | null;
     /**
-     * Title
      * Short title
      * Constraints: maxLength: 200.
      */
@@ -34,35 +31,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type CreateNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -79,7 +66,6 @@ declare module "@codemode/servers/notes" {
    */
   export type DeleteNoteInput = {
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
@@ -89,17 +75,12 @@ declare module "@codemode/servers/notes" {
    * Deleted
    */
   export type DeleteNoteOutput = {
-    /**
-     * Deleted
-     */
     deleted: boolean;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
     /**
-     * Remaining
      * Number of notes left after the deletion
      * Constraints: integer.
      */
@@ -119,7 +100,6 @@ declare module "@codemode/servers/notes" {
    */
   export type ExportCsvInput = {
     /**
-     * Tag
      * @default null
      */
     tag?: string | null;
@@ -145,9 +125,6 @@ declare module "@codemode/servers/notes" {
    * flaky_syncOutput
    */
   export type FlakySyncOutput = {
-    /**
-     * Result
-     */
     result: string;
     [k: string]: unknown;
   };
@@ -164,7 +141,6 @@ declare module "@codemode/servers/notes" {
    */
   export type GetNoteInput = {
     /**
-     * Id
      * Note id, as returned by list_notes
      * Constraints: integer.
      */
@@ -176,35 +152,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type GetNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -213,6 +179,7 @@ declare module "@codemode/servers/notes" {
    *
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
+   * Example (a recorded call): await get_note({"id": 2});
    */
   export function get_note(input: GetNoteInput): Promise<GetNoteOutput>;
 
@@ -221,7 +188,6 @@ declare module "@codemode/servers/notes" {
    */
   export type ListNotesInput = {
     /**
-     * Tag
      * Only notes carrying this tag
      * @default null
      */
@@ -232,9 +198,6 @@ declare module "@codemode/servers/notes" {
    * list_notesOutput
    */
   export type ListNotesOutput = {
-    /**
-     * Result
-     */
     result: Note[];
     [k: string]: unknown;
   };
@@ -243,35 +206,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type Note = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -288,7 +241,6 @@ declare module "@codemode/servers/notes" {
    */
   export type RenderChartInput = {
     /**
-     * By
      * @default "tag"
      */
     by?: "tag" | "status";
@@ -319,13 +271,11 @@ declare module "@codemode/servers/notes" {
    */
   export type SearchNotesInput = {
     /**
-     * Limit
      * Constraints: integer, minimum: 1, maximum: 50.
      * @default 5
      */
     limit?: number;
     /**
-     * Query
      * Words to look for in titles, tags and bodies
      */
     query: string;
@@ -354,6 +304,7 @@ declare module "@codemode/servers/notes" {
    * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
    * Output type: inferred from 2 recorded samples; it may not cover every case.
    * Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson.
+   * Example (a recorded call): await search_notes({"query": "search"});
    */
   export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
 
@@ -465,14 +416,10 @@ declare module "@codemode/servers/notes" {
    */
   export type TasksAddInput = {
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -480,24 +427,16 @@ declare module "@codemode/servers/notes" {
    * Task
    */
   export type TasksAddOutput = {
-    /**
-     * Done
-     */
     done: boolean;
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -515,7 +454,6 @@ declare module "@codemode/servers/notes" {
    */
   export type TasksListInput = {
     /**
-     * Include Done
      * @default true
      */
     include_done?: boolean;
@@ -525,9 +463,6 @@ declare module "@codemode/servers/notes" {
    * tasks_listOutput
    */
   export type TasksListOutput = {
-    /**
-     * Result
-     */
     result: Task[];
     [k: string]: unknown;
   };
@@ -535,24 +470,16 @@ declare module "@codemode/servers/notes" {
    * Task
    */
   export type Task = {
-    /**
-     * Done
-     */
     done: boolean;
     /**
-     * Due
      * Due date, YYYY-MM-DD
      * @default null
      */
     due?: string | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
@@ -570,27 +497,22 @@ declare module "@codemode/servers/notes" {
    */
   export type UpdateNoteInput = {
     /**
-     * Body
      * @default null
      */
     body?: string | null;
     /**
-     * Done
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * @default null
      */
     tags?: string[] | null;
     /**
-     * Title
      * @default null
      */
     title?: string | null;
@@ -601,35 +523,25 @@ declare module "@codemode/servers/notes" {
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type UpdateNoteOutput = {
-    /**
-     * Body
-     */
     body: string;
     /**
-     * Created
      * ISO 8601 timestamp (UTC)
      */
     created: string;
     /**
-     * Done
      * Completion state for to-do notes
      * @default null
      */
     done?: boolean | null;
     /**
-     * Id
      * Stable integer id, assigned by the server
      * Constraints: integer.
      */
     id: number;
     /**
-     * Tags
      * Lower-case tags, sorted
      */
     tags: string[];
-    /**
-     * Title
-     */
     title: string;
     [k: string]: unknown;
   };
