@@ -267,7 +267,7 @@ def _build_tool(
 
     def emit(schema: Any, name: str, doc: tuple[str, ...]) -> str:
         scope.expect_root(name)
-        translation = translate(schema, name, scope, doc=doc)
+        translation = translate(schema, name, scope, doc=doc, derived_from=(tool_name,))
         if translation.root != name:  # the translator broke its "claims `name`" contract
             raise AssertionError(f"translator renamed root {name!r} to {translation.root!r}")
         decls.extend(translation.decls)

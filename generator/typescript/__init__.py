@@ -132,15 +132,26 @@ class Translation:
     )  # "<pointer>: <keyword> cannot be represented; …"
 
 
-def translate(schema: Any, name: str, scope: NameScope, *, doc: Sequence[str] = ()) -> Translation:
+def translate(
+    schema: Any,
+    name: str,
+    scope: NameScope,
+    *,
+    doc: Sequence[str] = (),
+    derived_from: Sequence[str] = (),
+) -> Translation:
     """Translate `schema` into declarations; claims `name` (and helper names) in `scope`.
 
     The caller passes the name it wants for the root type; the name actually used (after
     PascalCasing and deduplication) is `result.root` and `result.decls[0].name`. Never
     raises on any JSON value: what cannot be expressed is `unknown` plus a warning.
+    `derived_from` names what the root name was made from (the tool name): root titles that
+    only respell it or the root name (`create_noteArguments`) are generated noise, not docs.
     """
     root_name = scope.claim(name)
-    result = translate_schema(schema, root_name, scope.claim, [sanitize_doc(d) for d in doc])
+    result = translate_schema(
+        schema, root_name, scope.claim, [sanitize_doc(d) for d in doc], derived_from
+    )
     decls = [TypeDecl(root_name, _doc_lines(result.root_doc), print_type(result.root))]
     decls += [TypeDecl(n, _doc_lines(d), print_type(node)) for n, node, d in result.helpers]
     return Translation(root=root_name, decls=decls, warnings=list(result.warnings))

@@ -307,24 +307,58 @@ _DOC_KEYS = frozenset(
 )  # fmt: skip
 
 
+# Suffixes that server frameworks append to a function's name to title the models they
+# synthesise for it (pydantic/FastMCP `create_noteArguments`, `create_noteOutput`; other SDKs
+# `…Input`, `…Params`, `…Result`, …). Longest first, so one suffix is stripped at most.
+_GENERATED_TITLE_SUFFIXES = (
+    "parameters", "arguments", "response", "request", "output", "params", "result", "input", "args",
+)  # fmt: skip
+_NOT_ALNUM = re.compile(r"[^0-9a-z]")
+
+
 def _squash(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", text.lower())
+    return _NOT_ALNUM.sub("", text.lower())
 
 
-def schema_doc(node: Any, name: str | None = None) -> list[str]:
-    """Doc-comment lines from a schema's annotations and the constraints TS cannot check."""
+def _stem(squashed: str) -> str:
+    for suffix in _GENERATED_TITLE_SUFFIXES:
+        if squashed.endswith(suffix) and len(squashed) > len(suffix):
+            return squashed[: -len(suffix)]
+    return squashed
+
+
+def is_generated_title(title: str, names: Sequence[str]) -> bool:
+    """True when `title` only respells one of `names` (a type or tool name), in any casing or
+    separators and with or without a generated suffix: it carries no information, so printing
+    it would only cost agent context on every request."""
+    squashed = _squash(title)
+    if not squashed:
+        return False
+    stem = _stem(squashed)
+    for name in names:
+        other = _squash(name)
+        if squashed == other or stem == _stem(other):
+            return True
+    return False
+
+
+def schema_doc(node: Any, name: str | None = None, *, derived: Sequence[str] = ()) -> list[str]:
+    """Doc-comment lines from a schema's annotations and the constraints TS cannot check.
+
+    `name` is the property or type name the lines document: a title that only repeats it is
+    dropped; `derived` are the names of a declaration (its own and the tool's) whose generated
+    spellings (`create_noteArguments` for `CreateNoteInput`) are dropped too.
+    """
     if not isinstance(node, dict) or node.keys().isdisjoint(_DOC_KEYS):
         return []
     lines: list[str] = []
     for key in ("title", "description"):
         value = node.get(key)
-        if (
-            key == "title"
-            and name is not None
-            and isinstance(value, str)
-            and _squash(value) == _squash(name)
-        ):
-            continue  # generated titles ("Body" for `body`) only cost agent context
+        if key == "title" and isinstance(value, str):
+            if name is not None and _squash(value) == _squash(name):
+                continue  # generated titles ("Body" for `body`) only cost agent context
+            if derived and is_generated_title(value, derived):
+                continue
         if isinstance(value, str) and value.strip():
             text = sanitize_doc(value)
             if text not in lines:
@@ -374,9 +408,16 @@ class Result:
 class Translator:
     """One translation of one document; holds the named targets discovered so far."""
 
-    def __init__(self, root: Any, root_name: str, claim: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        root: Any,
+        root_name: str,
+        claim: Callable[[str], str],
+        derived_from: Sequence[str] = (),
+    ) -> None:
         self.root = root
         self.root_name = root_name
+        self.derived_from = tuple(derived_from)
         self.claim = claim
         self.draft = detect_draft(root)
         self.warnings: list[str] = []
@@ -417,12 +458,15 @@ class Translator:
         root_shape = self.shape(self.root, "", 0)
         self.in_progress.discard("")
         asts: dict[str, t.TypeNode] = {self.root_name: self.render(root_shape)}
-        docs: dict[str, list[str]] = {self.root_name: schema_doc(self.root) + self.sinks[0]}
+        root_doc = schema_doc(self.root, derived=(self.root_name, *self.derived_from))
+        docs: dict[str, list[str]] = {self.root_name: root_doc + self.sinks[0]}
         for ptr in self.order:
             name = self.names[ptr]
             asts[name] = self.render(self.shapes.get(ptr, all_kinds()))
             target = self.resolver.node_at(ptr) if self.resolver else None
-            docs[name] = schema_doc(target.node if target else None) + self.decl_sinks.get(ptr, [])
+            docs[name] = schema_doc(
+                target.node if target else None, derived=(name,)
+            ) + self.decl_sinks.get(ptr, [])
         self._break_direct_cycles(asts, docs)
         helpers = [(self.names[p], asts[self.names[p]], docs[self.names[p]]) for p in self.order]
         return Result(asts[self.root_name], docs[self.root_name], helpers, self.warnings)
@@ -1297,9 +1341,17 @@ def _replace_refs(node: t.TypeNode, names: set[str]) -> t.TypeNode:
 
 
 def translate_schema(
-    schema: Any, root_name: str, claim: Callable[[str], str], doc: Sequence[str] = ()
+    schema: Any,
+    root_name: str,
+    claim: Callable[[str], str],
+    doc: Sequence[str] = (),
+    derived_from: Sequence[str] = (),
 ) -> Result:
-    """Translate one document; `claim` hands out unique names for helper declarations."""
-    result = Translator(schema, root_name, claim).run()
+    """Translate one document; `claim` hands out unique names for helper declarations.
+
+    `derived_from`: names (the tool's) the root name was made from; a root title that only
+    respells one of them or the root name is a framework's generated title and is dropped.
+    """
+    result = Translator(schema, root_name, claim, derived_from).run()
     result.root_doc = [*doc, *result.root_doc]
     return result

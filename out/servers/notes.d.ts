@@ -6,9 +6,6 @@
  * Personal notes and a small task list. Notes have integer ids, a title, a body, lower-case tags and an ISO creation time; list or search them before reading one with get_note. Writes are in memory only and reset when the server restarts.
  */
 declare module "@codemode/servers/notes" {
-  /**
-   * create_noteArguments
-   */
   export type CreateNoteInput = {
     /**
      * Free text, markdown allowed
@@ -61,9 +58,6 @@ declare module "@codemode/servers/notes" {
    */
   export function create_note(input: CreateNoteInput): Promise<CreateNoteOutput>;
 
-  /**
-   * delete_noteArguments
-   */
   export type DeleteNoteInput = {
     /**
      * Constraints: integer.
@@ -95,9 +89,6 @@ declare module "@codemode/servers/notes" {
    */
   export function delete_note(input: DeleteNoteInput): Promise<DeleteNoteOutput>;
 
-  /**
-   * export_csvArguments
-   */
   export type ExportCsvInput = {
     /**
      * @default null
@@ -115,15 +106,9 @@ declare module "@codemode/servers/notes" {
    */
   export function export_csv(input?: ExportCsvInput): Promise<ExportCsvOutput>;
 
-  /**
-   * flaky_syncArguments
-   */
   export type FlakySyncInput = {
     [k: string]: unknown;
   };
-  /**
-   * flaky_syncOutput
-   */
   export type FlakySyncOutput = {
     result: string;
     [k: string]: unknown;
@@ -136,9 +121,6 @@ declare module "@codemode/servers/notes" {
    */
   export function flaky_sync(input?: FlakySyncInput): Promise<FlakySyncOutput>;
 
-  /**
-   * get_noteArguments
-   */
   export type GetNoteInput = {
     /**
      * Note id, as returned by list_notes
@@ -183,9 +165,6 @@ declare module "@codemode/servers/notes" {
    */
   export function get_note(input: GetNoteInput): Promise<GetNoteOutput>;
 
-  /**
-   * list_notesArguments
-   */
   export type ListNotesInput = {
     /**
      * Only notes carrying this tag
@@ -194,15 +173,11 @@ declare module "@codemode/servers/notes" {
     tag?: string | null;
     [k: string]: unknown;
   };
-  /**
-   * list_notesOutput
-   */
   export type ListNotesOutput = {
     result: Note[];
     [k: string]: unknown;
   };
   /**
-   * Note
    * One note. `done` is only present on notes that are used as to-dos.
    */
   export type Note = {
@@ -236,9 +211,6 @@ declare module "@codemode/servers/notes" {
    */
   export function list_notes(input?: ListNotesInput): Promise<ListNotesOutput>;
 
-  /**
-   * render_chartArguments
-   */
   export type RenderChartInput = {
     /**
      * @default "tag"
@@ -266,9 +238,6 @@ declare module "@codemode/servers/notes" {
    */
   export function render_chart(input?: RenderChartInput): Promise<RenderChartOutput>;
 
-  /**
-   * search_notesArguments
-   */
   export type SearchNotesInput = {
     /**
      * Constraints: integer, minimum: 1, maximum: 50.
@@ -308,9 +277,6 @@ declare module "@codemode/servers/notes" {
    */
   export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
 
-  /**
-   * statsArguments
-   */
   export type StatsInput = {
     [k: string]: unknown;
   };
@@ -396,9 +362,6 @@ declare module "@codemode/servers/notes" {
    */
   export function stats(input?: StatsInput): Promise<StatsOutput>;
 
-  /**
-   * summaryArguments
-   */
   export type SummaryInput = {
     [k: string]: unknown;
   };
@@ -411,9 +374,6 @@ declare module "@codemode/servers/notes" {
    */
   export function summary(input?: SummaryInput): Promise<SummaryOutput>;
 
-  /**
-   * tasks_addArguments
-   */
   export type TasksAddInput = {
     /**
      * Due date, YYYY-MM-DD
@@ -449,9 +409,6 @@ declare module "@codemode/servers/notes" {
    */
   export function tasks_add(input: TasksAddInput): Promise<TasksAddOutput>;
 
-  /**
-   * tasks_listArguments
-   */
   export type TasksListInput = {
     /**
      * @default true
@@ -459,16 +416,10 @@ declare module "@codemode/servers/notes" {
     include_done?: boolean;
     [k: string]: unknown;
   };
-  /**
-   * tasks_listOutput
-   */
   export type TasksListOutput = {
     result: Task[];
     [k: string]: unknown;
   };
-  /**
-   * Task
-   */
   export type Task = {
     done: boolean;
     /**
@@ -492,9 +443,6 @@ declare module "@codemode/servers/notes" {
    */
   export function tasks_list(input?: TasksListInput): Promise<TasksListOutput>;
 
-  /**
-   * update_noteArguments
-   */
   export type UpdateNoteInput = {
     /**
      * @default null
