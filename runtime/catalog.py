@@ -64,18 +64,27 @@ class ToolView:
     input_schema: Any = None
     output_schema: Any = None
 
-    def definition(self) -> dict[str, Any]:
-        """Full ToolDefinition (§4.2.4); discovery trims it by detail level."""
+    def definition(self, *, copy_values: bool = True) -> dict[str, Any]:
+        """Full ToolDefinition (§4.2.4); discovery trims it by detail level.
+
+        `copy_values=False` shares the schema and annotation objects: for a caller that only
+        serialises the result (the discovery module, once per run), where deep copies of
+        every schema were most of the run's set-up time."""
+        clone = copy.deepcopy if copy_values else _same
         out: dict[str, Any] = {"toolName": self.tool_name, "exportName": self.export_name}
         if self.description is not None:
             out["description"] = self.description
         if self.annotations:
-            out["annotations"] = copy.deepcopy(self.annotations)
+            out["annotations"] = clone(self.annotations)
         if self.input_schema is not None:
-            out["inputSchema"] = copy.deepcopy(self.input_schema)
+            out["inputSchema"] = clone(self.input_schema)
         if self.output_schema is not None:
-            out["outputSchema"] = copy.deepcopy(self.output_schema)
+            out["outputSchema"] = clone(self.output_schema)
         return out
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass

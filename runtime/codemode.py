@@ -20,6 +20,7 @@ Per run, before the sandbox starts, the host:
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import re
@@ -79,6 +80,7 @@ class CodeMode:
         self._sessions: Any = None
         self._sandbox: Any = None
         self._connected: dict[str, Any] = {}
+        self._lives: dict[str, tuple[Any, LiveServer]] = {}  # configId -> (session, its snapshot)
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: dict[str, Any] | None = None
         self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
@@ -132,6 +134,7 @@ class CodeMode:
     ) -> None:
         stack, self._stack = self._stack, None
         self._connected.clear()
+        self._lives.clear()
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
 
@@ -149,8 +152,15 @@ class CodeMode:
         """Connect if needed and return the server's current tool list (refreshed after
         tools/list_changed by the session itself)."""
         session = await self.session(config_id)
-        tools = await session.list_tools()
-        return LiveServer(server_json=dict(session.server_json), tools=tuple(tools))
+        tools = await session.tools_snapshot()
+        cached = self._lives.get(config_id)
+        if cached is not None and cached[0] is session and cached[1].tools is tools:
+            return cached[1]
+        # One LiveServer per tool-list version: the tools are the session's read-only snapshot
+        # (not deep-copied per run), and every per-run step only reads them.
+        live = LiveServer(server_json=dict(session.server_json), tools=tools)
+        self._lives[config_id] = (session, live)
+        return live
 
     # ------------------------------------------------------------------ run
 
@@ -423,11 +433,12 @@ class CodeMode:
             for cid in pending:
                 live = lives[cid]
                 blocked = set(self.configs[cid].blocklist)
-                tools = [dict(t) for t in live.tools if t.get("name") not in blocked]
+                # The live tools are the session's shared snapshot: the generator gets copies.
+                tools = [copy.deepcopy(dict(t)) for t in live.tools if t.get("name") not in blocked]
                 sets.append(FixtureSet(
                     config_id=cid,
                     server_json=dict(live.server_json),
-                    tools=sorted(tools + list(ghosts.get(cid, [])), key=lambda t: str(t.get("name"))),
+                    tools=sorted(tools + copy.deepcopy(list(ghosts.get(cid, []))), key=lambda t: str(t.get("name"))),
                     calls={},
                 ))
             outputs = build_outputs(sets, self.settings)

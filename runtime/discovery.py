@@ -31,12 +31,14 @@ def _template() -> str:
     return resources.files("codemode_gen.runtime").joinpath("js/discovery.js").read_text(encoding="utf-8")
 
 
-def discovery_data(catalog: Catalog) -> dict[str, Any]:
-    """The JSON the module serves: visible servers with their full tool definitions."""
+def discovery_data(catalog: Catalog, *, copy_values: bool = True) -> dict[str, Any]:
+    """The JSON the module serves: visible servers with their full tool definitions.
+
+    `copy_values=False` shares schema objects with the catalog (only for serialising)."""
     servers = []
     for view in catalog.visible():
         entry = view.describe()
-        entry["tools"] = [tool.definition() for _, tool in sorted(view.tools.items())]
+        entry["tools"] = [tool.definition(copy_values=copy_values) for _, tool in sorted(view.tools.items())]
         servers.append(entry)
     return {
         "specVersion": SPEC_VERSION,
@@ -48,6 +50,6 @@ def discovery_data(catalog: Catalog) -> dict[str, Any]:
 
 def discovery_module(catalog: Catalog) -> str:
     """ES module text; the data is a JSON string literal, so no server text is ever code."""
-    text = json.dumps(discovery_data(catalog), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(discovery_data(catalog, copy_values=False), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     # A second dumps makes a JS string literal; ensure_ascii also escapes U+2028/2029.
     return _template().replace(_PLACEHOLDER, json.dumps(text, ensure_ascii=True), 1)

@@ -134,7 +134,7 @@ class McpSession:
         # Tools dropped from the list (not an object / no string name) and other oddities.
         self.warnings: list[str] = []
         self._dispatcher = dispatcher
-        self._tools: list[dict[str, Any]] | None = None
+        self._tools: tuple[dict[str, Any], ...] | None = None
         self._auth_failed: Callable[[], int | None] = lambda: None
 
     @property
@@ -144,9 +144,17 @@ class McpSession:
     async def list_tools(self, *, refresh: bool = False) -> list[dict[str, Any]]:
         """All pages of tools/list, verbatim wire JSON sorted by name; cached until the server
         says the list changed (or `refresh`)."""
+        return copy.deepcopy(list(await self.tools_snapshot(refresh=refresh)))  # callers may mutate
+
+    async def tools_snapshot(self, *, refresh: bool = False) -> tuple[dict[str, Any], ...]:
+        """The same tools as `list_tools`, not copied: read-only by contract.
+
+        The same tuple object is returned until the list is refreshed, so a caller that runs
+        often (the runtime, once per run) can reuse work keyed by its identity instead of
+        deep-copying every tool definition each time."""
         if self._tools is None or self.tools_changed or refresh:
-            self._tools = await self._list_all(self.config.call_timeout)
-        return copy.deepcopy(self._tools)  # callers may mutate; the cache must not change
+            self._tools = tuple(await self._list_all(self.config.call_timeout))
+        return self._tools
 
     async def _list_all(self, timeout: float | None) -> list[dict[str, Any]]:
         # Cleared first: a change notification that arrives while we page re-arms it.
@@ -428,7 +436,7 @@ class SessionManager:
             session._auth_failed = probe.take
             holder.append(session)
             phase[0] = "listing tools"
-            session._tools = await session._list_all(None)  # bounded by the connect deadline
+            session._tools = tuple(await session._list_all(None))  # bounded by the connect deadline
 
             # Connected: the connect deadline no longer bounds this connection's lifetime.
             scope.deadline = math.inf
