@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,12 @@ from codemode_gen import SPEC_VERSION, __version__
 from codemode_gen.config import Settings
 from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
 from codemode_gen.generator.merge import OutputModel, merge_output
-from codemode_gen.generator.names import assign_export_names, assign_module_paths, pascal_case
+from codemode_gen.generator.names import (
+    assign_export_names,
+    assign_module_paths,
+    is_identifier,
+    pascal_case,
+)
 from codemode_gen.generator.typescript import NameScope, TypeDecl, doc_comment, translate
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
@@ -46,6 +51,10 @@ MAX_DRIFT_IN_DOC = 3
 MAX_OPTIONAL_IN_DOC = 12
 # Longest recorded input shown as an example in a tool's doc comment (bounds agent context).
 MAX_EXAMPLE_CHARS = 160
+# A one-line declaration body shorter than this is printed again instead of becoming an alias
+# of an identical declaration: `= string` costs the agent's context no more than
+# `= OtherToolOutput` and is clearer. Longer or multi-line bodies are printed once per module.
+MIN_SHARED_BODY_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -340,6 +349,64 @@ def _build_tool(
     )
 
 
+def _shared_name(title: str | None, members: Sequence[TypeDecl], scope: _ModuleScope) -> str | None:
+    """The title identical declarations share, when it can name their body: already one of
+    their names, or a free identifier the scope hands out unchanged (not a TS global)."""
+    if title is None or not is_identifier(title):
+        return None
+    if any(m.name == title for m in members):
+        return title
+    if title in scope:
+        return None
+    return title if scope.reserve(title) == title else None
+
+
+def share_identical_types(tools: Sequence[ToolModel], scope: _ModuleScope) -> tuple[ToolModel, ...]:
+    """Print each type body once per module: later identical declarations become aliases.
+
+    The module is agent context on every request, and servers repeat types (one `Note` as the
+    result of create/get/update_note, and again as a `$defs` helper). Every exported name stays
+    (scripts reference `GetNoteOutput`); the body goes to the identical schemas' shared title
+    when that is a usable name, else to the alphabetically first declaration. Doc lines the
+    body already shows are dropped from the aliases; the rest (what differs) stay on them.
+    """
+    positions: dict[str, list[tuple[int, int]]] = {}
+    for ti, tool in enumerate(tools):
+        for di, decl in enumerate(tool.decls):
+            if "\n" in decl.text or len(decl.text) >= MIN_SHARED_BODY_CHARS:
+                positions.setdefault(decl.text, []).append((ti, di))
+    replaced: dict[tuple[int, int], TypeDecl] = {}
+    inserted: dict[tuple[int, int], TypeDecl] = {}  # a new body, printed before this position
+    for text, where in positions.items():  # first-appearance order: deterministic
+        if len(where) < 2:
+            continue
+        members = [tools[ti].decls[di] for ti, di in where]
+        titles = {m.title for m in members}
+        name = _shared_name(titles.pop() if len(titles) == 1 else None, members, scope)
+        if name is None:
+            name = min(m.name for m in members)
+        body = next((m for m in members if m.name == name), None)
+        if body is None:  # a new declaration named after the title; keep the docs all share
+            common = tuple(line for line in members[0].doc if all(line in m.doc for m in members))
+            body = TypeDecl(name, tuple(line for line in common if line != name), text, name)
+            inserted[where[0]] = body
+        for pos, member in zip(where, members, strict=True):
+            if member is not body:
+                doc = tuple(line for line in member.doc if line not in body.doc and line != name)
+                replaced[pos] = TypeDecl(member.name, doc, name, member.title)
+    if not replaced:
+        return tuple(tools)
+    out: list[ToolModel] = []
+    for ti, tool in enumerate(tools):
+        decls: list[TypeDecl] = []
+        for di, decl in enumerate(tool.decls):
+            if (ti, di) in inserted:
+                decls.append(inserted[(ti, di)])
+            decls.append(replaced.get((ti, di), decl))
+        out.append(replace(tool, decls=tuple(decls)))
+    return tuple(out)
+
+
 def _build_server(
     fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str]
 ) -> ServerModel:
@@ -395,6 +462,7 @@ def _build_server(
         )
         for tool in tools
     ]
+    models = list(share_identical_types(models, scope))
 
     info = fixture_set.server_json.get("serverInfo")
     info = info if isinstance(info, dict) else {}

@@ -97,6 +97,9 @@ class TypeDecl:
     name: str  # exported type name
     doc: tuple[str, ...]  # doc-comment lines, already sanitised
     text: str  # printed type expression; multi-line text is indented relative to column 0
+    # The schema's own `title`, raw (never printed as is): lets a module that declares the
+    # same type several times name the shared body after it (generator/build.py).
+    title: str | None = None
 
 
 class NameScope:
@@ -152,8 +155,15 @@ def translate(
     result = translate_schema(
         schema, root_name, scope.claim, [sanitize_doc(d) for d in doc], derived_from
     )
-    decls = [TypeDecl(root_name, _doc_lines(result.root_doc), print_type(result.root))]
-    decls += [TypeDecl(n, _doc_lines(d), print_type(node)) for n, node, d in result.helpers]
+    titles = result.titles
+    decls = [
+        TypeDecl(
+            root_name, _doc_lines(result.root_doc), print_type(result.root), titles.get(root_name)
+        )
+    ]
+    decls += [
+        TypeDecl(n, _doc_lines(d), print_type(node), titles.get(n)) for n, node, d in result.helpers
+    ]
     return Translation(root=root_name, decls=decls, warnings=list(result.warnings))
 
 

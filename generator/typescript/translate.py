@@ -24,7 +24,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from codemode_gen.generator.typescript import ast as t
@@ -403,6 +403,7 @@ class Result:
     root_doc: list[str]
     helpers: list[tuple[str, t.TypeNode, list[str]]]  # (name, type, doc) in first-reference order
     warnings: list[str]
+    titles: dict[str, str] = field(default_factory=dict)  # declaration name -> its schema's title
 
 
 class Translator:
@@ -460,16 +461,20 @@ class Translator:
         asts: dict[str, t.TypeNode] = {self.root_name: self.render(root_shape)}
         root_doc = schema_doc(self.root, derived=(self.root_name, *self.derived_from))
         docs: dict[str, list[str]] = {self.root_name: root_doc + self.sinks[0]}
+        titles: dict[str, str] = {}
+        if isinstance(self.root, dict) and isinstance(self.root.get("title"), str):
+            titles[self.root_name] = self.root["title"]
         for ptr in self.order:
             name = self.names[ptr]
             asts[name] = self.render(self.shapes.get(ptr, all_kinds()))
             target = self.resolver.node_at(ptr) if self.resolver else None
-            docs[name] = schema_doc(
-                target.node if target else None, derived=(name,)
-            ) + self.decl_sinks.get(ptr, [])
+            node = target.node if target else None
+            docs[name] = schema_doc(node, derived=(name,)) + self.decl_sinks.get(ptr, [])
+            if isinstance(node, dict) and isinstance(node.get("title"), str):
+                titles[name] = node["title"]
         self._break_direct_cycles(asts, docs)
         helpers = [(self.names[p], asts[self.names[p]], docs[self.names[p]]) for p in self.order]
-        return Result(asts[self.root_name], docs[self.root_name], helpers, self.warnings)
+        return Result(asts[self.root_name], docs[self.root_name], helpers, self.warnings, titles)
 
     def _break_direct_cycles(self, asts: dict[str, t.TypeNode], docs: dict[str, list[str]]) -> None:
         """TS rejects aliases that reach themselves through unions/intersections only."""

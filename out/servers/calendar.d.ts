@@ -116,31 +116,7 @@ declare module "@codemode/servers/calendar" {
      */
     id: number;
   };
-  export type GetEventOutput = {
-    attendees: string[];
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    end: string;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
-    location?: string | null;
-    /**
-     * Id of a related note on the notes server
-     * Constraints: integer.
-     */
-    noteId: number | null;
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    start: string;
-    title: string;
-    [k: string]: unknown;
-  };
+  export type GetEventOutput = CreateEventOutput;
   /**
    * Get event
    * Fetch one event by id.

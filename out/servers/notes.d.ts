@@ -23,33 +23,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /**
-   * Note
-   * One note. `done` is only present on notes that are used as to-dos.
-   */
-  export type CreateNoteOutput = {
-    body: string;
-    /**
-     * ISO 8601 timestamp (UTC)
-     */
-    created: string;
-    /**
-     * Completion state for to-do notes
-     * @default null
-     */
-    done?: boolean | null;
-    /**
-     * Stable integer id, assigned by the server
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * Lower-case tags, sorted
-     */
-    tags: string[];
-    title: string;
-    [k: string]: unknown;
-  };
+  export type CreateNoteOutput = Note;
   /**
    * Create a note and return it with its new id.
    *
@@ -129,33 +103,7 @@ declare module "@codemode/servers/notes" {
     id: number;
     [k: string]: unknown;
   };
-  /**
-   * Note
-   * One note. `done` is only present on notes that are used as to-dos.
-   */
-  export type GetNoteOutput = {
-    body: string;
-    /**
-     * ISO 8601 timestamp (UTC)
-     */
-    created: string;
-    /**
-     * Completion state for to-do notes
-     * @default null
-     */
-    done?: boolean | null;
-    /**
-     * Stable integer id, assigned by the server
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * Lower-case tags, sorted
-     */
-    tags: string[];
-    title: string;
-    [k: string]: unknown;
-  };
+  export type GetNoteOutput = Note;
   /**
    * Fetch one note by id.
    *
@@ -277,9 +225,7 @@ declare module "@codemode/servers/notes" {
    */
   export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
 
-  export type StatsInput = {
-    [k: string]: unknown;
-  };
+  export type StatsInput = FlakySyncInput;
   /**
    * The JSON inside the string stats returns.
    */
@@ -362,9 +308,7 @@ declare module "@codemode/servers/notes" {
    */
   export function stats(input?: StatsInput): Promise<StatsOutput>;
 
-  export type SummaryInput = {
-    [k: string]: unknown;
-  };
+  export type SummaryInput = FlakySyncInput;
   export type SummaryOutput = string;
   /**
    * A short prose summary of the notes, for reading rather than parsing.
@@ -383,23 +327,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /**
-   * Task
-   */
-  export type TasksAddOutput = {
-    done: boolean;
-    /**
-     * Due date, YYYY-MM-DD
-     * @default null
-     */
-    due?: string | null;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
-    title: string;
-    [k: string]: unknown;
-  };
+  export type TasksAddOutput = Task;
   /**
    * Add a task to the task list.
    *
@@ -466,33 +394,7 @@ declare module "@codemode/servers/notes" {
     title?: string | null;
     [k: string]: unknown;
   };
-  /**
-   * Note
-   * One note. `done` is only present on notes that are used as to-dos.
-   */
-  export type UpdateNoteOutput = {
-    body: string;
-    /**
-     * ISO 8601 timestamp (UTC)
-     */
-    created: string;
-    /**
-     * Completion state for to-do notes
-     * @default null
-     */
-    done?: boolean | null;
-    /**
-     * Stable integer id, assigned by the server
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * Lower-case tags, sorted
-     */
-    tags: string[];
-    title: string;
-    [k: string]: unknown;
-  };
+  export type UpdateNoteOutput = Note;
   /**
    * Replace the given fields of a note; fields left out keep their value.
    *
