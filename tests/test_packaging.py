@@ -27,11 +27,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("src") / "codemode-gen"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "node_modules", "build", "*.egg-info", "__pycache__", ".*_cache"))
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
          "-w", str(dist), str(source)],
-        check=True, cwd=source, capture_output=True,
+        cwd=source, capture_output=True, text=True,
     )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = dist.glob("codemode_gen-*.whl")
     return found
 
