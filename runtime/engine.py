@@ -153,8 +153,8 @@ class _Drive:
     async def run(self, script: str) -> Any:
         loop = asyncio.get_running_loop()
         self._outcome = loop.create_future()
-        timer = loop.call_later(self._timeout, self._expire)
         self._rt._begin_async(script, self._timeout)  # raises, untouched, if the Runtime is busy
+        timer = loop.call_later(self._timeout, self._expire)
         try:
             self._step()
             return await self._outcome
