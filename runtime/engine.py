@@ -128,6 +128,7 @@ class JsboxEngine:
 #: jsbox 0.1.x drives an async evaluation with four Runtime methods that its own `eval_async`
 #: wraps; `_Drive` uses them directly (and falls back to `eval_async` when they are absent).
 _STEPPING_METHODS = ("_begin_async", "_poll", "_settle", "_end_async")
+#: Switch to fall back to jsbox's own `eval_async` (same semantics, one loop turn more per call).
 _HAS_STEPPING_API = True
 
 
@@ -161,7 +162,10 @@ class _Drive:
         finally:
             self._closed = True
             timer.cancel()
-            self._rt._end_async()
+            # Host futures still pending keep their done-callbacks (and so this object): drop
+            # the Runtime here so it is freed now, on its own thread, not by a later GC pass.
+            rt, self._rt = self._rt, None
+            rt._end_async()
 
     def _finish(self, value: Any = None, exc: BaseException | None = None) -> None:
         out = self._outcome
