@@ -5,12 +5,10 @@ Why this is not just `mcp.Client`:
 - The SDK validates every result against its pydantic models. One tool with a non-object
   `inputSchema`, one unknown content-block type, or structured content that drifts from a
   declared `outputSchema` makes `list_tools()`/`call_tool()` raise for the whole server. We
-  record and relay *wire JSON* anyway, so every request goes through a raw
-  `send_raw_request`: results come back as plain dicts, verbatim, and a bad tool costs only
-  itself. This raw path is the only path, so there is no strict/lenient divergence to test
-  twice. HTTP and SSE use the SDK's transports and `JSONRPCDispatcher`; stdio uses
-  `_StdioRpc`, the same contract written directly on the process pipes (no pydantic
-  envelope models, memory streams or extra tasks per message: the tool-call hot path).
+  record and relay *wire JSON* anyway, so after the (envelope-only) handshake every request
+  goes through `JSONRPCDispatcher.send_raw_request`: results come back as plain dicts,
+  verbatim, and a bad tool costs only itself. This raw path is the only path, so there is no
+  strict/lenient divergence to test twice.
 - The SDK waits forever by default; here the connect phase (spawn/connect + initialize + every
   page of tools/list) has `connect_timeout` and every call has `call_timeout`.
 - The SDK raises nested ExceptionGroups on connect failures; `ConnectError` flattens them
@@ -29,21 +27,18 @@ A server's stderr (and its `notifications/message` log lines) go to
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import json
 import math
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, cast
+from typing import IO, Any, TextIO, cast
 
 import anyio
 import anyio.abc
@@ -75,15 +70,6 @@ HTTP_READ_TIMEOUT = 600.0
 # Bounds how long aclose() waits for one connection to shut down (the stdio transport's own
 # escalation stdin-close -> SIGTERM -> SIGKILL takes at most ~6 s).
 CLOSE_TIMEOUT = 15.0
-
-# Seconds a stdio server gets to exit after its stdin closes, then after SIGTERM, then after
-# SIGKILL (the SDK's shutdown escalation): bounds close() on a server that ignores EOF.
-STDIO_EXIT_GRACE_S = 2.0
-# Bytes taken from a stdio server's stdout per read; only trades syscalls against buffer size.
-STDIO_READ_BYTES = 256 * 1024
-# Longest line accepted from a stdio server: bounds host memory for a server that never ends a
-# line (the connection is dropped instead).
-MAX_STDIO_LINE_BYTES = 256 * 1024 * 1024
 
 # JSON-RPC codes the SDK's dispatcher uses for its own outcomes.
 _CONNECTION_CLOSED = -32000
@@ -388,11 +374,7 @@ class SessionManager:
         config = slot.config
         async with contextlib.AsyncExitStack() as stack:
             phase[0] = "connecting" if config.transport != "stdio" else "starting the server"
-            stdio_process = None
-            if config.transport == "stdio":
-                stdio_process = await stack.enter_async_context(_stdio_process(config, log))
-            else:
-                read, write = await stack.enter_async_context(_open_transport(config, log, probe))
+            read, write = await stack.enter_async_context(_open_transport(config, log, probe))
             holder: list[McpSession] = []
 
             async def on_request(dctx: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -412,11 +394,7 @@ class SessionManager:
             async def on_stream_exception(exc: Exception) -> None:
                 _log_line(log, f"[codemode-gen] unreadable message from server: {exc}")
 
-            dispatcher: Any
-            if stdio_process is not None:
-                dispatcher = _StdioRpc(stdio_process, on_stream_exception)
-            else:
-                dispatcher = JSONRPCDispatcher(read, write, on_stream_exception=on_stream_exception)
+            dispatcher = JSONRPCDispatcher(read, write, on_stream_exception=on_stream_exception)
 
             async def run_dispatcher(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                 try:
@@ -516,253 +494,23 @@ def _resolve_command(config: ServerConfig, env: Mapping[str, str]) -> str:
     return command
 
 
-# --------------------------------------------------------------------------- stdio transport
-
-
-class _StdioRpc:
-    """JSON-RPC 2.0 over a stdio server's pipes: the raw path without the SDK's layers.
-
-    Why: every request through the SDK's stdio transport + dispatcher is validated into pydantic
-    models both ways, passes two memory streams and three tasks, and opens an otel span; a tool
-    call from the sandbox paid that on top of its own relay (about half the host's CPU per
-    call). Here the caller writes its request line itself and one reader task resolves the
-    caller's future from the parsed line. Same contract as `JSONRPCDispatcher` as McpSession
-    uses it (`run`, `send_raw_request`, `notify`): `MCPError` with the dispatcher's codes
-    (-32000 connection closed, -32001 timeout), `notifications/cancelled` when a caller abandons
-    a request it sent (unless `cancel_on_abandon` is false) or its timeout passes, server
-    requests answered through `on_request` (errors become JSON-RPC errors), notifications
-    through `on_notify`, unreadable lines through `on_stream_exception`."""
-
-    def __init__(self, process: asyncio.subprocess.Process, on_stream_exception: Callable[[Exception], Any]) -> None:
-        self._process = process
-        self._on_stream_exception = on_stream_exception
-        self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._next_id = 0
-        self._running = False
-        self._closed = False
-
-    def _write(self, message: Mapping[str, Any]) -> None:
-        stdin = self._process.stdin
-        if self._closed or stdin is None or stdin.is_closing():
-            raise ConnectionResetError("the server's stdin is closed")
-        # ensure_ascii: a lone surrogate (legal in the agent's JSON) cannot break the encoding.
-        stdin.write((json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
-
-    async def _send(self, message: Mapping[str, Any]) -> None:
-        from mcp.shared.exceptions import MCPError
-
-        try:
-            self._write(message)
-            assert self._process.stdin is not None
-            await self._process.stdin.drain()  # back-pressure only; returns at once normally
-        except (ConnectionError, BrokenPipeError, RuntimeError, ValueError):
-            raise MCPError(code=_CONNECTION_CLOSED, message="Connection closed") from None
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params:
-            message["params"] = dict(params)
-        await self._send(message)
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None
-    ) -> Any:
-        from mcp.shared.exceptions import MCPError
-
-        if self._closed:
-            raise MCPError(code=_CONNECTION_CLOSED, message="Connection closed")
-        if not self._running:
-            raise RuntimeError("_StdioRpc.send_raw_request called before run()")
-        opts = opts or {}
-        self._next_id += 1
-        request_id = self._next_id
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params:
-            message["params"] = dict(params)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = fut
-        sent = False
-        timeout = opts.get("timeout")
-        try:
-            await self._send(message)
-            sent = True
-            if timeout is None:
-                return await fut
-            try:
-                with anyio.fail_after(timeout):
-                    return await fut
-            except TimeoutError:
-                self._cancel_remote(request_id, "timeout")
-                raise MCPError(code=_REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
-        except BaseException as exc:
-            # A cancelled caller cancels `fut` too: "no answer yet" is "not done, or cancelled".
-            unanswered = not fut.done() or fut.cancelled()
-            if sent and unanswered and opts.get("cancel_on_abandon", True) and not isinstance(exc, MCPError):
-                self._cancel_remote(request_id, "the caller abandoned the request")
-            raise
-        finally:
-            self._pending.pop(request_id, None)
-
-    def _cancel_remote(self, request_id: int, reason: str) -> None:
-        """notifications/cancelled, best effort and without awaiting (the caller may be cancelled)."""
-        with contextlib.suppress(Exception):
-            self._write(
-                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
-            )
-
-    async def run(
-        self,
-        on_request: Callable[..., Any],
-        on_notify: Callable[..., Any],
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        stdout = self._process.stdout
-        assert stdout is not None
-        self._running = True
-        task_status.started()
-        buf = bytearray()
-        try:
-            while True:
-                try:
-                    chunk = await stdout.read(STDIO_READ_BYTES)
-                except (ConnectionError, OSError):
-                    break
-                if not chunk:
-                    break
-                searched = len(buf)
-                buf += chunk
-                pos = 0
-                while True:
-                    end = buf.find(b"\n", max(pos, searched))
-                    if end < 0:
-                        break
-                    line = bytes(buf[pos:end])
-                    pos = searched = end + 1
-                    if line.strip():
-                        await self._dispatch(line, on_request, on_notify)
-                if pos:
-                    del buf[:pos]
-                if len(buf) > MAX_STDIO_LINE_BYTES:
-                    await self._on_stream_exception(ValueError(f"a line longer than {MAX_STDIO_LINE_BYTES} bytes"))
-                    break
-        finally:
-            self._close()
-
-    def _close(self) -> None:
-        from mcp.shared.exceptions import MCPError
-
-        self._closed = True
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(MCPError(code=_CONNECTION_CLOSED, message="Connection closed"))
-
-    async def _dispatch(self, line: bytes, on_request: Callable[..., Any], on_notify: Callable[..., Any]) -> None:
-        from mcp.shared.exceptions import MCPError
-
-        try:
-            msg = json.loads(line)
-        except ValueError as exc:
-            await self._on_stream_exception(exc)
-            return
-        if not isinstance(msg, dict):
-            await self._on_stream_exception(ValueError(f"not a JSON-RPC message: {line[:120]!r}"))
-            return
-        method = msg.get("method")
-        if isinstance(method, str):
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else None
-            if msg.get("id") is None:
-                await on_notify(None, method, params)
-                return
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": msg["id"]}
-            try:
-                reply["result"] = await on_request(None, method, params)
-            except MCPError as exc:
-                reply["error"] = {"code": exc.error.code, "message": exc.error.message}
-            with contextlib.suppress(MCPError):
-                await self._send(reply)
-            return
-        request_id = msg.get("id")
-        if isinstance(request_id, str) and request_id.isdigit():
-            request_id = int(request_id)
-        fut = self._pending.get(request_id) if isinstance(request_id, int) else None
-        if fut is None or fut.done():
-            return  # a late answer to a request that timed out or was abandoned
-        error = msg.get("error")
-        if isinstance(error, dict):
-            code = error.get("code")
-            fut.set_exception(
-                MCPError(
-                    code=code if isinstance(code, int) else -32603,
-                    message=str(error.get("message", "")),
-                    data=error.get("data"),
-                )
-            )
-        elif "result" in msg:
-            fut.set_result(msg["result"])
-        else:
-            await self._on_stream_exception(ValueError(f"response {request_id} has neither result nor error"))
-
-
-@contextlib.asynccontextmanager
-async def _stdio_process(config: ServerConfig, log: IO[str]) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Start a stdio server (own process group, stderr to its log); stop it on exit the way the
-    SDK does: close stdin, wait, SIGTERM the group, wait, SIGKILL."""
-    from mcp.client.stdio import get_default_environment
-
-    # The SDK's whitelist (HOME, PATH, ...) plus the configured env: a server should not see
-    # our secrets by accident.
-    env = get_default_environment() | dict(config.env)
-    env.setdefault("PATH", os.environ.get("PATH", os.defpath))
-    command = _resolve_command(config, env)
-    process = await asyncio.create_subprocess_exec(
-        command,
-        *config.args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=log,
-        env=env,
-        cwd=config.cwd,
-        start_new_session=True,
-    )
-    try:
-        yield process
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _stop_stdio_process(process)
-
-
-async def _stop_stdio_process(process: asyncio.subprocess.Process) -> None:
-    async def drain() -> None:  # a server blocked writing to a full stdout could not exit
-        with contextlib.suppress(Exception):
-            assert process.stdout is not None
-            while await process.stdout.read(STDIO_READ_BYTES):
-                pass
-
-    drainer = asyncio.ensure_future(drain())
-    try:
-        if process.stdin is not None:
-            with contextlib.suppress(Exception):
-                process.stdin.close()
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None and process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                    os.killpg(process.pid, sig)
-            with contextlib.suppress(TimeoutError):
-                with anyio.fail_after(STDIO_EXIT_GRACE_S):
-                    await process.wait()
-            if process.returncode is not None:
-                break
-    finally:
-        drainer.cancel()
-        with contextlib.suppress(BaseException):
-            await drainer
-
-
 @contextlib.asynccontextmanager
 async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's HTTP transports (Streamable HTTP, legacy SSE); stdio is `_stdio_process`."""
+    if config.transport == "stdio":
+        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+        # The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
+        # server should not see our secrets by accident. PATH is in the whitelist.
+        env = get_default_environment() | dict(config.env)
+        env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        _resolve_command(config, env)
+        params = StdioServerParameters(
+            command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
+        )
+        async with stdio_client(params, errlog=cast(TextIO, log)) as streams:
+            yield streams[0], streams[1]
+        return
+
     import httpx2
 
     timeout = httpx2.Timeout(config.connect_timeout, read=max(HTTP_READ_TIMEOUT, config.call_timeout + 5))
