@@ -9,8 +9,6 @@ writing another `Engine` here; nothing else in the runtime names the binding.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -102,8 +100,6 @@ class JsboxEngine:
     async def run(self, script: str, timeout: float) -> Any:
         timeout = max(timeout, 0.001)
         try:
-            if _HAS_STEPPING_API and all(hasattr(self._rt, m) for m in _STEPPING_METHODS):
-                return await _Drive(self._rt, self._jsbox, timeout).run(script)
             return await self._rt.eval_async(script, timeout=timeout)
         except self._jsbox.JsTimeoutError:
             raise EngineTimeout() from None
@@ -123,93 +119,6 @@ class JsboxEngine:
         except Exception:
             return False
         return False
-
-
-#: jsbox 0.1.x drives an async evaluation with four Runtime methods that its own `eval_async`
-#: wraps; `_Drive` uses them directly (and falls back to `eval_async` when they are absent).
-_STEPPING_METHODS = ("_begin_async", "_poll", "_settle", "_end_async")
-#: Switch to fall back to jsbox's own `eval_async` (same semantics, one loop turn more per call).
-_HAS_STEPPING_API = True
-
-
-class _Drive:
-    """Settles one async evaluation from the host calls' own done-callbacks.
-
-    jsbox's `eval_async` awaits `asyncio.wait` over every pending host call after each step:
-    a set, a waiter, a timer and a task wake-up per tool call. Here each pending future gets
-    one done-callback that settles the JS promise and runs JS on the spot, so a tool call's
-    reply reaches the script one event-loop turn after it arrives. Semantics are those of
-    `eval_async`: same deadline (raised as `JsTimeoutError`), a host exception rejects the
-    JS promise, a cancelled host future rejects it with `CancelledError`, and `_end_async`
-    always runs (it drops the host calls still pending)."""
-
-    def __init__(self, rt: Any, jsbox: Any, timeout: float) -> None:
-        self._rt = rt
-        self._jsbox = jsbox
-        self._timeout = timeout
-        self._watched: set[int] = set()
-        self._closed = False
-        self._outcome: asyncio.Future[Any] | None = None
-
-    async def run(self, script: str) -> Any:
-        loop = asyncio.get_running_loop()
-        self._outcome = loop.create_future()
-        self._rt._begin_async(script, self._timeout)  # raises, untouched, if the Runtime is busy
-        timer = loop.call_later(self._timeout, self._expire)
-        try:
-            self._step()
-            return await self._outcome
-        finally:
-            self._closed = True
-            timer.cancel()
-            # Host futures still pending keep their done-callbacks (and so this object): drop
-            # the Runtime here so it is freed now, on its own thread, not by a later GC pass.
-            rt, self._rt = self._rt, None
-            rt._end_async()
-
-    def _finish(self, value: Any = None, exc: BaseException | None = None) -> None:
-        out = self._outcome
-        if out is None or out.done():
-            return
-        if exc is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result(value)
-
-    def _expire(self) -> None:
-        self._finish(exc=self._jsbox.JsTimeoutError("script exceeded its timeout"))
-
-    def _step(self) -> None:
-        if self._closed or (self._outcome is not None and self._outcome.done()):
-            return
-        try:
-            done, result = self._rt._poll()
-        except BaseException as exc:
-            self._finish(exc=exc)
-            return
-        if done:
-            self._finish(result)
-            return
-        for call_id, fut in result:
-            if call_id not in self._watched:
-                self._watched.add(call_id)
-                fut.add_done_callback(functools.partial(self._settled, call_id))
-
-    def _settled(self, call_id: int, fut: asyncio.Future[Any]) -> None:
-        self._watched.discard(call_id)
-        if self._closed or (self._outcome is not None and self._outcome.done()):
-            return
-        try:
-            if fut.cancelled():
-                self._rt._settle(call_id, False, asyncio.CancelledError())
-            elif fut.exception() is not None:
-                self._rt._settle(call_id, False, fut.exception())
-            else:
-                self._rt._settle(call_id, True, fut.result())
-        except BaseException as exc:
-            self._finish(exc=exc)
-            return
-        self._step()
 
 
 def _engine_error(exc: Any) -> EngineError:
