@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -24,7 +23,13 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import unwrap_result
 from codemode_gen.runtime.catalog import Catalog, LiveServer, ServerView, tools_from_live
 from codemode_gen.runtime.limits import SandboxLimitExceeded
-from codemode_gen.runtime.sessions import AuthError, CallError, CallTimeout, ConnectError
+from codemode_gen.runtime.sessions import (
+    AuthError,
+    CallAuthError,
+    CallError,
+    CallTimeout,
+    ConnectError,
+)
 from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
 
 __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
@@ -32,10 +37,6 @@ __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
 # Bounds how much of a server's error text is copied into an exception message: a server can
 # answer with megabytes, and the message lands in the agent's context.
 MAX_ERROR_TEXT_CHARS = 2000
-# HTTP statuses that mean "your credentials were rejected" (mapped to AuthenticationError).
-AUTH_STATUSES = (401, 403)
-# sessions.py reports a 401/403 seen on the HTTP transport as "(HTTP 401)" in a CallError.
-_HTTP_AUTH_RE = re.compile(r"\bHTTP (401|403)\b")
 
 
 class Connector(Protocol):
@@ -66,23 +67,6 @@ def _content_text(result: dict[str, Any]) -> str:
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ]
     return "\n".join(texts)
-
-
-def _auth_status(exc: BaseException) -> int | None:
-    """401/403 when a call failure is really an authentication failure."""
-    for attr in ("status", "status_code", "code"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, int) and value in AUTH_STATUSES:
-            return value
-    match = _HTTP_AUTH_RE.search(str(getattr(exc, "message", "") or exc))
-    if match:
-        return int(match.group(1))
-    data = getattr(exc, "data", None)
-    if isinstance(data, dict):
-        for key in ("status", "statusCode", "httpStatus"):
-            if data.get(key) in AUTH_STATUSES:
-                return int(data[key])
-    return None
 
 
 class Bridge:
@@ -294,21 +278,20 @@ class Bridge:
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials: {getattr(exc, 'reason', exc)}",
                 f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
-                serverId=server_id, toolName=tool_name, code=_auth_status(exc),
+                serverId=server_id, toolName=tool_name, code=exc.status,
                 _summary="AuthenticationError",
             )
+        except CallAuthError as exc:
+            return _error(
+                "AuthenticationError",
+                f"{where}: the server rejected the credentials ({exc.status}): {_clip(exc.message)}",
+                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                serverId=server_id, toolName=tool_name, code=exc.status,
+                _summary=f"AuthenticationError ({exc.status})",
+            )
         except CallError as exc:
-            status = _auth_status(exc)
-            code = getattr(exc, "code", None)
-            text = str(getattr(exc, "message", None) or exc)
-            if status is not None:
-                return _error(
-                    "AuthenticationError",
-                    f"{where}: the server rejected the credentials ({status}): {_clip(text)}",
-                    f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
-                    serverId=server_id, toolName=tool_name, code=status,
-                    _summary=f"AuthenticationError ({status})",
-                )
+            code = exc.code
+            text = exc.message
             return _error(
                 "ToolCallError",
                 f"{where} failed with JSON-RPC error {code}: {_clip(text)}",

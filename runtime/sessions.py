@@ -48,6 +48,7 @@ from codemode_gen.config import ServerConfig
 
 __all__ = [
     "AuthError",
+    "CallAuthError",
     "CallError",
     "CallTimeout",
     "ConnectError",
@@ -90,7 +91,11 @@ class ConnectError(Exception):
 
 
 class AuthError(ConnectError):
-    """The server rejected our credentials (HTTP 401/403)."""
+    """The server rejected our credentials (HTTP 401/403) while connecting."""
+
+    def __init__(self, server_id: str, reason: str, *, status: int, log_path: Path | None = None) -> None:
+        super().__init__(server_id, reason, log_path=log_path)
+        self.status = status
 
 
 class CallError(Exception):
@@ -105,6 +110,14 @@ class CallError(Exception):
 
 class CallTimeout(CallError):
     """The server did not answer within the call timeout; a cancellation was sent."""
+
+
+class CallAuthError(CallError):
+    """An established connection's request was answered HTTP 401/403 (credentials revoked or expired)."""
+
+    def __init__(self, code: int | None, message: str, data: Any = None, *, status: int) -> None:
+        super().__init__(code, message, data)
+        self.status = status
 
 
 def default_log_dir() -> Path:
@@ -219,7 +232,9 @@ class McpSession:
                 raise CallError(code, f"connection to {self.server_id} closed (see {self.log_path})") from None
             status = self._auth_failed()
             if status is not None:
-                raise CallError(code, f"{self.server_id} rejected the credentials (HTTP {status})", exc.error.data) from None
+                raise CallAuthError(
+                    code, f"{self.server_id} rejected the credentials (HTTP {status})", exc.error.data, status=status
+                ) from None
             raise CallError(code, exc.error.message, exc.error.data) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.closed = True
@@ -581,6 +596,7 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
         return AuthError(
             sid,
             f"{where} rejected the credentials (HTTP {status}); check the headers configured for it",
+            status=status,
             log_path=log_path,
         )
     for leaf in leaves:

@@ -444,7 +444,7 @@ def test_auth_http_rejects_missing_or_wrong_bearer(
             authed,
             _client(streamable_http_client(server.mcp_url, http_client=authed)) as client,
         ):
-            assert {t.name for t in await _all_tools(client)} == {"whoami", "echo"}
+            assert {t.name for t in await _all_tools(client)} == {"whoami", "echo", "revoke"}
             me = (await client.call_tool("whoami", {})).structured_content
             assert me == {"user": "demo", "tokenSuffix": "1234"}
             assert _text(await client.call_tool("echo", {"message": "hello"})) == "hello"

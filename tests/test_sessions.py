@@ -16,6 +16,7 @@ import pytest
 from codemode_gen.config import ServerConfig, load_config
 from codemode_gen.runtime.sessions import (
     AuthError,
+    CallAuthError,
     CallError,
     CallTimeout,
     ConnectError,
@@ -434,3 +435,23 @@ def test_aclose_while_connecting_aborts_quickly(tmp_path: Path) -> None:
     assert run(go) == "connection attempt cancelled"
     assert time.monotonic() - started < 15  # not the 60 s connect timeout
     assert child_pids() - before == set()
+
+
+def test_http_credentials_revoked_mid_session_are_call_auth_error(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
+    server = start_server("auth_http", "http", "--token", "right-token")
+    config = ServerConfig(
+        id="auth", transport="http", url=server.mcp_url, headers={"Authorization": "Bearer right-token"},
+        connect_timeout=10, call_timeout=10,
+    )
+
+    async def go() -> None:
+        async with SessionManager({"auth": config}, log_dir=tmp_path) as manager:
+            session = await manager.get("auth")
+            assert (await session.call_tool("revoke", {}))["content"][0]["text"] == "revoked"
+            with pytest.raises(CallAuthError) as info:
+                await session.call_tool("whoami", {})
+            assert info.value.status == 401 and "HTTP 401" in info.value.message
+
+    run(go)

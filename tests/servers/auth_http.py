@@ -3,7 +3,9 @@
 `python auth_http.py [http] [--port N] [--token T]` (token also from env AUTH_TOKEN). Every
 HTTP request without `Authorization: Bearer <token>` gets 401 with a `WWW-Authenticate`
 header, before any MCP processing, as OAuth-protected servers answer. Tools: `whoami`
-(structured: the last 4 characters of the caller's token, never the whole token) and `echo`.
+(structured: the last 4 characters of the caller's token, never the whole token), `echo`, and
+`revoke`, which invalidates the token so that every later request of the session gets 401 (a
+credential revoked or expired mid-session).
 """
 
 from __future__ import annotations
@@ -26,14 +28,19 @@ from mcp.server import Server, ServerRequestContext
 TOKEN_SUFFIX_CHARS = 4  # whoami reveals only this much of the secret
 
 
+# The accepted Authorization header; `revoke` clears it (no header can match an empty value).
+_ACCEPTED: dict[str, bytes] = {"header": b""}
+
+
 def require_bearer(app: Any, token: str) -> Any:
     """ASGI middleware: 401 unless the exact bearer token is presented (constant-time compare)."""
-    expected = f"Bearer {token}".encode()
+    _ACCEPTED["header"] = f"Bearer {token}".encode()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            expected = _ACCEPTED["header"]
+            if not expected or not hmac.compare_digest(given, expected):
                 reason = "missing bearer token" if not given else "invalid bearer token"
                 body = json.dumps({"error": "invalid_token", "error_description": reason}).encode()
                 await send(
@@ -79,6 +86,12 @@ TOOLS = [
         },
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
+    types.Tool(
+        name="revoke",
+        description="Revoke the server's token: every later request is answered 401.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=types.ToolAnnotations(destructive_hint=True),
+    ),
 ]
 
 
@@ -108,6 +121,9 @@ def build_server() -> Server[Any]:
                     is_error=True,
                 )
             return types.CallToolResult(content=[types.TextContent(type="text", text=message)])
+        if params.name == "revoke":
+            _ACCEPTED["header"] = b""
+            return types.CallToolResult(content=[types.TextContent(type="text", text="revoked")])
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
 
     return Server("auth-http", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
