@@ -47,3 +47,24 @@ def test_walk_visits_every_node() -> None:
     )
     refs = {n.name for n in t.walk(node) if isinstance(n, t.Ref)}
     assert refs == {"X", "Y", "Z", "W"}
+
+
+def test_union_deduplicates_the_same_with_and_without_hashing() -> None:
+    """Small unions deduplicate by equality, large ones by hashing: the results agree."""
+    obj = t.Object((t.Property("a", t.STRING),), t.UNKNOWN)
+    same_obj = t.Object((t.Property("a", t.STRING),), t.UNKNOWN)
+    parts: list[t.TypeNode] = [obj, t.NULL, same_obj, t.Literal(True), t.BOOLEAN, t.Literal(1)]
+    assert len(parts) <= t.SMALL_UNION
+    small = t.union(parts)
+    padding = [t.Literal(f"s{i}") for i in range(t.SMALL_UNION)]
+    large = t.union([*parts, *padding])
+    assert small == t.Union((obj, t.NULL, t.BOOLEAN, t.Literal(1)))
+    assert large == t.Union((obj, t.NULL, t.BOOLEAN, t.Literal(1), *padding))
+    assert t.union([t.Literal("x"), t.STRING, t.NEVER]) == t.STRING
+    assert t.union([t.Keyword("any"), obj]) == t.ANY
+
+
+def test_is_never_is_keyword_equality() -> None:
+    assert t.is_never(t.NEVER) and t.is_never(t.Keyword("never"))
+    assert not t.is_never(t.UNKNOWN) and not t.is_never(t.Literal("never"))
+    assert not t.is_never(t.Ref("never"))

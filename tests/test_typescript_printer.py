@@ -182,3 +182,31 @@ def test_printed_types_compile() -> None:
     )
     source = f"type T = {print_type(node)};\nconst v: T = {{c: {{d: null, e: 1}}, 'a-b': [1, '*/', 's'], 'x-y': 2}};"
     assert tsc.check_one(source) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["  lead\ntrail   \n\n  middle  \n", "\n\nonly\n", "a\n\n\nb", "x\n" * MAX_DOC_LINES, "\n"],
+)
+def test_sanitize_doc_multiline_fast_path_matches_the_general_path(text: str) -> None:
+    """Plain multi-line text takes a fast path; a removable control character forces the
+    general path over the same text, and both must agree."""
+    assert sanitize_doc(text) == sanitize_doc(text + "\x01")
+    assert sanitize_doc(sanitize_doc(text)) == sanitize_doc(text)
+
+
+def test_doc_comment_single_line_fast_path_matches_the_general_layout() -> None:
+    assert doc_comment(["one"], "  ") == "  /**\n   * one\n   */\n"
+    assert doc_comment(["one", ""], "  ") == doc_comment(["one"], "  ")
+    assert doc_comment(["   "]) == "" and doc_comment([""]) == ""
+
+
+def test_string_literal_fast_path_round_trips() -> None:
+    """Strings with nothing to escape are quoted as they are; every literal is JSON that
+    decodes to the original and never contains a comment end."""
+    samples = ["plain text", "a*b/c", "a*/b", 'q"', "b\\s", "tab\tx", "é", "*/", "/*"]
+    for value in samples:
+        literal = string_literal(value)
+        assert json.loads(literal) == value
+        assert "*/" not in literal
+    assert string_literal("plain text") == '"plain text"'

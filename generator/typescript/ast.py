@@ -115,24 +115,44 @@ UNDEFINED = Keyword("undefined")
 ANY = Keyword("any")
 
 
+def is_never(node: TypeNode) -> bool:
+    """`node == NEVER`, without dataclass equality's two method calls (a hot check)."""
+    return type(node) is Keyword and node.name == "never"
+
+
+# Unions up to this many members deduplicate by equality instead of hashing.
+SMALL_UNION = 8
+
+
 def union(members: list[TypeNode] | tuple[TypeNode, ...]) -> TypeNode:
     """Flatten, deduplicate and simplify (`unknown` absorbs, `never` vanishes)."""
     if len(members) == 1 and not isinstance(members[0], Union):
         return members[0]
-    seen: dict[TypeNode, None] = {}
+    # Few members (the common case) are deduplicated by equality: hashing would walk every
+    # member's whole subtree (frozen dataclasses do not cache their hash).
+    small = len(members) <= SMALL_UNION and not any(isinstance(m, Union) for m in members)
+    seen: dict[TypeNode, None] | list[TypeNode] = [] if small else {}
+    keywords: set[str] = set()
     for m in members:
         parts = m.members if isinstance(m, Union) else (m,)
         for p in parts:
-            if p in (UNKNOWN, ANY):
-                return p
-            if p != NEVER:
+            if type(p) is Keyword:  # only a Keyword equals a keyword (cheaper than ==)
+                if p.name == "unknown" or p.name == "any":
+                    return p
+                if p.name == "never":
+                    continue
+                keywords.add(p.name)
+            if isinstance(seen, list):
+                if p not in seen:
+                    seen.append(p)
+            else:
                 seen[p] = None
     flat = list(seen)
-    if BOOLEAN in seen:
+    if "boolean" in keywords:
         flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, bool))]
-    if STRING in seen:
+    if "string" in keywords:
         flat = [p for p in flat if not (isinstance(p, Literal) and isinstance(p.value, str))]
-    if NUMBER in seen:
+    if "number" in keywords:
         flat = [
             p
             for p in flat

@@ -48,8 +48,14 @@ def sanitize_doc(text: object) -> str:
     (including bidi overrides used for "trojan source" tricks) are removed.
     """
     s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
-    if len(s) <= MAX_DOC_CHARS and s.isascii() and s.isprintable() and "*/" not in s:
-        return s.strip()  # fast path: nothing to remove or escape
+    if len(s) <= MAX_DOC_CHARS and s.isascii() and "*/" not in s:
+        if s.isprintable():
+            return s.strip()  # fast path: nothing to remove or escape
+        if "\n" in s and s.replace("\n", "").isprintable():
+            # fast path for plain multi-line text: exactly what the general path does to it
+            lines = s.split("\n")
+            if len(lines) <= MAX_DOC_LINES:
+                return "\n".join([line.rstrip() for line in lines]).strip("\n")
     s = _LINE_BREAKS.sub("\n", s).replace("\t", "  ")
     s = _ASCII_CONTROLS.sub("", s)
     if not s.isascii():
@@ -71,21 +77,39 @@ def sanitize_doc(text: object) -> str:
 
 def doc_comment(lines: Sequence[str], indent: str = "") -> str:
     """A JSDoc block for `lines` (sanitised again, idempotently), or "" when there are none."""
+    if not lines:
+        return ""
+    if len(lines) == 1:  # the common case, without the general path's list juggling
+        text = sanitize_doc(lines[0])
+        if "\n" not in text:
+            return f"{indent}/**\n{indent} * {text}\n{indent} */\n" if text.strip() else ""
     out: list[str] = []
     for line in lines:
-        out.extend(sanitize_doc(line).split("\n"))
+        text = sanitize_doc(line)
+        if "\n" in text:
+            out.extend(text.split("\n"))
+        else:
+            out.append(text)
     while out and not out[-1].strip():
         out.pop()
     while out and not out[0].strip():
         out.pop(0)
     if not out:
         return ""
-    body = "".join(f"{indent} *{' ' + line if line else ''}\n" for line in out)
+    body = "".join([f"{indent} *{' ' + line if line else ''}\n" for line in out])
     return f"{indent}/**\n{body}{indent} */\n"
 
 
 def string_literal(value: str) -> str:
     """A double-quoted TS string literal that is safe anywhere (code or comment)."""
+    if (
+        value.isascii()
+        and value.isprintable()
+        and '"' not in value
+        and "\\" not in value
+        and "*/" not in value
+    ):
+        return f'"{value}"'  # fast path: no character needs an escape
     out = ['"']
     for ch in value:
         code = ord(ch)
@@ -179,18 +203,32 @@ def _wrap(node: t.TypeNode, level: int, *, postfix: bool, in_union: bool = False
     return f"({text})" if needs else text
 
 
+# Node types that print as their `name` and never need parentheses.
+_NAMED = (t.Ref, t.Keyword)
+
+
 def _print_object(node: t.Object, level: int) -> str:
     if not node.properties and node.index is None and not node.patterns:
         return "{}"
     pad = INDENT * (level + 1)
     lines: list[str] = ["{\n"]
+    is_ident = _IDENTIFIER.match
     for prop in node.properties:
-        lines.append(doc_comment(prop.doc, pad))
+        if prop.doc:
+            lines.append(doc_comment(prop.doc, pad))
         ro = "readonly " if prop.readonly else ""
         opt = "?" if prop.optional else ""
-        lines.append(
-            f"{pad}{ro}{property_key(prop.name)}{opt}: {print_type(prop.type, level + 1)};\n"
-        )
+        name = prop.name if is_ident(prop.name) else string_literal(prop.name)
+        typ = prop.type
+        # names print as themselves: skip the dispatch for the commonest property types
+        kind = type(typ)
+        if kind is t.Ref or kind is t.Keyword:
+            text = typ.name
+        elif kind is t.Array and type(typ.element) in _NAMED:
+            text = typ.element.name + "[]"
+        else:
+            text = print_type(typ, level + 1)
+        lines.append(f"{pad}{ro}{name}{opt}: {text};\n")
     for key, typ in node.patterns:
         lines.append(f"{pad}[k: {template_key(key)}]: {print_type(typ, level + 1)};\n")
     if node.index is not None:

@@ -36,9 +36,17 @@ _MAP_KEYS = (
 )
 _LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
-_SCHEMA_KEY_SET = frozenset(_SCHEMA_KEYS)
-_MAP_KEY_SET = frozenset(_MAP_KEYS)
-_LIST_KEY_SET = frozenset(_LIST_KEYS)
+# The index walk looks each key up once: what kinds of value it walks (bit flags).
+_ONE, _MAP, _LIST = 1, 2, 4
+_WALK_KINDS: dict[str, int] = {}
+for _key in _SCHEMA_KEYS:
+    _WALK_KINDS[_key] = _WALK_KINDS.get(_key, 0) | _ONE
+for _key in _MAP_KEYS:
+    _WALK_KINDS[_key] = _WALK_KINDS.get(_key, 0) | _MAP
+for _key in _LIST_KEYS:
+    _WALK_KINDS[_key] = _WALK_KINDS.get(_key, 0) | _LIST
+# A subschema with none of these keys indexes nothing (most property schemas): not visited.
+_INDEXED_KEYS = frozenset({*_WALK_KINDS, "$id", "id", "$anchor", "$dynamicAnchor"})
 
 # Bounds the index walk on hostile documents (very deep nesting would exhaust the stack).
 MAX_INDEX_DEPTH = 200
@@ -112,19 +120,24 @@ class Resolver:
                 base = resolve_uri(base, ident)
                 self.resources.setdefault(_strip_fragment(base), ptr)
                 self.scopes[ptr] = base
-        for key in ("$anchor", "$dynamicAnchor"):
-            anchor = node.get(key)
-            if isinstance(anchor, str):
-                self.anchors.setdefault(_strip_fragment(base) + "#" + anchor, ptr)
+        if "$anchor" in node or "$dynamicAnchor" in node:
+            for key in ("$anchor", "$dynamicAnchor"):
+                anchor = node.get(key)
+                if isinstance(anchor, str):
+                    self.anchors.setdefault(_strip_fragment(base) + "#" + anchor, ptr)
+        kinds = _WALK_KINDS
         for key, value in node.items():
+            kind = kinds.get(key)
+            if kind is None:
+                continue  # most keys: annotations, validation keywords, data
             if isinstance(value, dict):
-                if key in _SCHEMA_KEY_SET:
+                if kind & _ONE:
                     self._walk(value, f"{ptr}/{key}", base, depth + 1)
-                elif key in _MAP_KEY_SET:
+                elif kind & _MAP:
                     for name, sub in value.items():
-                        if isinstance(sub, dict):
+                        if isinstance(sub, dict) and not _INDEXED_KEYS.isdisjoint(sub):
                             self._walk(sub, f"{ptr}/{key}/{escape_token(name)}", base, depth + 1)
-            elif isinstance(value, list) and key in _LIST_KEY_SET:
+            elif kind & _LIST and isinstance(value, list):
                 for i, sub in enumerate(value):
                     if isinstance(sub, dict):
                         self._walk(sub, f"{ptr}/{key}/{i}", base, depth + 1)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from codemode_gen.generator.typescript.normalize import (
     normalize,
 )
 from codemode_gen.generator.typescript.printer import sanitize_doc
-from codemode_gen.generator.typescript.refs import Resolver, join_pointer
+from codemode_gen.generator.typescript.refs import Resolver, escape_token, join_pointer
 
 # Deepest schema nesting translated; deeper subschemas become `unknown` (bounds stack use
 # and output size for hostile, deeply nested schemas).
@@ -190,7 +190,7 @@ def all_kinds() -> Shape:
 
 def is_literalish(node: t.TypeNode) -> bool:
     """True for types denoting a finite set of JSON values (enum/const output)."""
-    if isinstance(node, t.Literal) or node == t.NULL:
+    if isinstance(node, t.Literal) or (type(node) is t.Keyword and node.name == "null"):
         return True
     if isinstance(node, t.Union):
         return all(is_literalish(m) for m in node.members)
@@ -234,7 +234,7 @@ def conj(a: Shape, b: Shape) -> Shape:
             r = _merge(x, y)
             if r is None:
                 r = t.intersection([x, y])
-        if r != t.NEVER:
+        if not t.is_never(r):
             out[k] = r
     return out
 
@@ -278,9 +278,10 @@ def render(shape: Shape) -> t.TypeNode:
         return _UNCONSTRAINED[k] if v is None else v
     values = list(shape.values())
     first = values[0] if values else None
-    if first is not None and all(v is first for v in values):
+    same = len(set(map(id, values))) == 1
+    if first is not None and same:
         return first  # e.g. a $ref: the same named type for every kind it allows
-    if len(shape) == len(KINDS) and all(v is None for v in values):
+    if len(shape) == len(KINDS) and same and first is None:
         return t.UNKNOWN
     members: list[t.TypeNode] = []
     for k in KINDS:
@@ -305,6 +306,7 @@ _DOC_KEYS = frozenset(
     {"title", "description", "type", "format", *_CONSTRAINT_KEYS, "readOnly", "writeOnly", "default",
      "examples", "deprecated"}
 )  # fmt: skip
+_RARE_DOC_KEYS = _DOC_KEYS - {"title", "description", "type"}
 
 
 # Suffixes that server frameworks append to a function's name to title the models they
@@ -349,29 +351,38 @@ def schema_doc(node: Any, name: str | None = None, *, derived: Sequence[str] = (
     dropped; `derived` are the names of a declaration (its own and the tool's) whose generated
     spellings (`create_noteArguments` for `CreateNoteInput`) are dropped too.
     """
-    if not isinstance(node, dict) or node.keys().isdisjoint(_DOC_KEYS):
+    if not isinstance(node, dict):
+        return []
+    keys = node.keys()
+    if keys.isdisjoint(_DOC_KEYS):
         return []
     lines: list[str] = []
-    for key in ("title", "description"):
-        value = node.get(key)
-        if key == "title" and isinstance(value, str):
-            if name is not None and _squash(value) == _squash(name):
-                continue  # generated titles ("Body" for `body`) only cost agent context
-            if derived and is_generated_title(value, derived):
-                continue
-        if isinstance(value, str) and value.strip():
-            text = sanitize_doc(value)
-            if text not in lines:
-                lines.append(text)
-    constraints: list[str] = []
-    types = node.get("type")
-    if types == "integer" or (
-        isinstance(types, list) and "integer" in types and "number" not in types
+    title = node.get("title")
+    if (
+        isinstance(title, str)
+        and title.strip()
+        # generated titles ("Body" for `body`) only cost agent context
+        and (name is None or _squash(title) != _squash(name))
+        and not (derived and is_generated_title(title, derived))
     ):
-        constraints.append("integer")
+        lines.append(sanitize_doc(title))
+    description = node.get("description")
+    if isinstance(description, str) and description.strip():
+        text = sanitize_doc(description)
+        if text not in lines:
+            lines.append(text)
+    types = node.get("type")
+    integer = types == "integer" or (
+        isinstance(types, list) and "integer" in types and "number" not in types
+    )
+    if keys.isdisjoint(_RARE_DOC_KEYS):  # most schemas document no more than this
+        if integer:
+            lines.append("Constraints: integer.")
+        return lines
+    constraints: list[str] = ["integer"] if integer else []
     if isinstance(node.get("format"), str):
         constraints.append(f"format: {node['format']}")
-    if not node.keys().isdisjoint(_CONSTRAINT_SET):
+    if not keys.isdisjoint(_CONSTRAINT_SET):
         for key in _CONSTRAINT_KEYS:
             value = node.get(key)
             if key in node and isinstance(value, (int, float, str, bool)):
@@ -429,6 +440,8 @@ class Translator:
         self.in_progress: set[str] = {""}
         self.order: list[str] = []
         self.decl_sinks: dict[str, list[str]] = {}
+        self.ref_shapes: dict[str, Shape] = {}  # target pointer -> its finished `$ref` shape
+        self.ref_done: dict[str, Shape] = {}  # `$ref` text -> the same, when it has one meaning
         try:
             self.resolver: Resolver | None = Resolver(root, self.draft)
         except Exception:  # never crash: without an index every $ref is non-local (unknown)
@@ -479,21 +492,15 @@ class Translator:
     def _break_direct_cycles(self, asts: dict[str, t.TypeNode], docs: dict[str, list[str]]) -> None:
         """TS rejects aliases that reach themselves through unions/intersections only."""
         graph = {name: _immediate_refs(node) & asts.keys() for name, node in asts.items()}
-
-        def reach(start: str) -> set[str]:
-            seen: set[str] = set()
-            stack = list(graph[start])
-            while stack:
-                cur = stack.pop()
-                if cur not in seen:
-                    seen.add(cur)
-                    stack.extend(graph[cur])
-            return seen
-
-        reaches = {name: reach(name) for name in graph}
+        if not any(graph.values()):
+            return
+        # An edge closes a cycle iff both ends are in one strongly connected component; one
+        # linear pass instead of a reachability search from every name (quadratic on big
+        # documents such as FHIR's 680 definitions).
+        component = _components(graph)
         pointer_of = self.pointer_of
         for name, targets in graph.items():
-            bad = {v for v in targets if name in reaches[v]}
+            bad = {v for v in targets if component[v] == component[name]}
             if bad:
                 asts[name] = _replace_refs(asts[name], bad)
                 msg = f"recursive $ref to {', '.join(sorted(bad))} without an object or array in between"
@@ -511,8 +518,13 @@ class Translator:
         """`render`, but a named type standing in for a kind it does not cover alone is
         replaced by its simple per-kind type: in `{…} | Bar` the `Bar` would re-admit
         every object `Bar` allows, undoing whatever narrowed the object kind."""
+        if len(shape) == 1:
+            ((k, v),) = shape.items()
+            return _UNCONSTRAINED[k] if v is None else v
         values = list(shape.values())
-        if len(values) > 1 and not all(v is values[0] for v in values):
+        if len(set(map(id, values))) == 1 and values[0] is not None:
+            return values[0]  # e.g. a $ref: the same named type for every kind it allows
+        if len(values) > 1 and len(set(map(id, values))) > 1:
             by_name = self.pointer_of
             out: Shape = {}
             for k, v in shape.items():
@@ -544,15 +556,15 @@ class Translator:
                     return {_LEAF_KINDS[kind]: None}  # fast path: `{"type": "string", …docs}`
             elif "$ref" in node and "type" not in node and keys <= _REF_LEAF_KEYS:
                 # fast path: `{"$ref": …, …docs}` is exactly the referenced type
-                return self.ref_shape(node["$ref"], join_pointer(ptr, "$ref"), ptr, depth)
+                return self.ref_shape(node["$ref"], ptr + "/$ref", ptr, depth)
             elif (
                 keys <= _ARRAY_LEAF_KEYS
                 and node.get("type") == "array"
                 and isinstance(node.get("items"), dict)
             ):
                 # fast path: `{"type": "array", "items": {…}, …docs}`
-                element = self.type_of(node["items"], join_pointer(ptr, "items"), depth + 1)
-                return {"array": t.Tuple((), 0) if element == t.NEVER else t.Array(element)}
+                element = self.type_of(node["items"], ptr + "/items", depth + 1)
+                return {"array": t.Tuple((), 0) if t.is_never(element) else t.Array(element)}
             return self._shape(node, ptr, depth)
         except RecursionError:
             self.warn_unknown(ptr, "nesting", " (too deep)")
@@ -852,11 +864,17 @@ class Translator:
         if not isinstance(ref, str):
             self._warn(ref_ptr, "malformed `$ref` (not a string) ignored")
             return all_kinds()
+        done = self.ref_done.get(ref)
+        if done is not None:
+            return done.copy()  # callers may extend the shape they get
         target = self.resolver.resolve(ref, site) if self.resolver else None
         if target is None:
             self.warn_unknown(ref_ptr, "$ref", f" (not local: {ref[:200]!r})")
             return all_kinds()
         tp = target.pointer
+        done = self.ref_shapes.get(tp)
+        if done is not None:
+            return done.copy()  # callers may extend the shape they get
         if tp not in self.names:
             if len(self.order) >= MAX_DECLS:
                 self.warn_unknown(ref_ptr, "$ref", f" (more than {MAX_DECLS} named types)")
@@ -879,7 +897,13 @@ class Translator:
                 self.in_progress.discard(tp)
             kinds = self.shapes[tp].keys()
         ref_node = t.Ref(name)  # one object for every kind: render() can skip deduplication
-        return dict.fromkeys(kinds, ref_node)
+        out = dict.fromkeys(kinds, ref_node)
+        if tp in self.shapes:  # final: every later $ref to this target gets the same kinds
+            self.ref_shapes[tp] = out.copy()
+            if self.resolver is not None and len(self.resolver.scopes) == 1:
+                # no `$id` anywhere: the same `$ref` text means the same target everywhere
+                self.ref_done[ref] = self.ref_shapes[tp]
+        return out
 
     def _name_for(self, ptr: str, node: Any) -> str:
         tokens = [tok.replace("~1", "/").replace("~0", "~") for tok in ptr.split("/")[1:]]
@@ -939,10 +963,13 @@ class Translator:
         sink: list[str] = []
         self.sinks.append(sink)
         try:
-            typ = self.type_of(node, ptr, depth + 1)
+            typ = self.render(self.shape(node, ptr, depth + 1))
         finally:
             self.sinks.pop()
-        return typ, schema_doc(node, name) + sink
+        doc = schema_doc(node, name)
+        if sink:
+            doc += sink
+        return typ, doc
 
     def object_type(self, n: dict[str, Any], ptr: str, depth: int) -> t.TypeNode:
         if n.get("propertyNames") is False:
@@ -1006,18 +1033,27 @@ class Translator:
             )
             names = names[:MAX_PROPERTIES]
             ap = True
-        for name in names:
+        patterned = bool(templates or exact or regexes or match_all)
+        prop_ptr = join_pointer(ptr, "properties") + "/"
+        sinks, shape, render = self.sinks, self.shape, self.render
+        for name in names:  # the hottest loop: `_sub` inlined
             sub = props[name]
-            typ, doc = self._sub(sub, join_pointer(ptr, "properties", name), depth, name)
-            if templates or exact or regexes or match_all:
+            sink: list[str] = []
+            sinks.append(sink)
+            try:
+                typ = render(shape(sub, prop_ptr + escape_token(str(name)), depth + 1))
+            finally:
+                sinks.pop()
+            doc = schema_doc(sub, name)
+            if sink:
+                doc += sink
+            if patterned:
                 typ = t.intersection([typ, *matching(name)])
             readonly = isinstance(sub, dict) and sub.get("readOnly") is True
             optional = name not in required
             if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
                 typ = t.union([typ, _FUNCTION])  # `{}` inherits e.g. toString from Object.prototype
-            members.append(
-                t.Property(name, typ, optional=optional, readonly=readonly, doc=tuple(doc))
-            )
+            members.append(t.Property(name, typ, optional, readonly, tuple(doc)))
         ap_type: t.TypeNode | None = None
         if isinstance(ap, dict):
             ap_type, _ = self._sub(ap, join_pointer(ptr, "additionalProperties"), depth)
@@ -1067,7 +1103,7 @@ class Translator:
             if any(p.optional for p in members if template_matches(key, p.name)):
                 parts.append(t.UNDEFINED)
             pattern_sigs.append((key, t.union(parts)))
-        if any(p.type == t.NEVER and not p.optional for p in members):
+        if any(t.is_never(p.type) and not p.optional for p in members):
             return t.NEVER
         return t.Object(tuple(members), index, patterns=finish_patterns(pattern_sigs, index))
 
@@ -1101,7 +1137,7 @@ class Translator:
         rest_t: t.TypeNode | None = (
             None if rest is False else self.type_of(rest, rest_ptr, depth + 1)
         )
-        if rest_t == t.NEVER:
+        if rest_t is not None and t.is_never(rest_t):
             rest_t = None
         if max_items is not None and max_items <= len(elems):
             elems, rest_t = elems[:max_items], None
@@ -1322,6 +1358,47 @@ def limit_items(node: t.TypeNode | None, count: int, rest: t.TypeNode | None) ->
     if not elems and new_tail is not None:
         return t.Array(new_tail)
     return t.Tuple(tuple(elems), required, new_tail)
+
+
+def _components(graph: dict[str, set[str]]) -> dict[str, str]:
+    """Each node's strongly connected component (named by its root); iterative Tarjan, so
+    long alias chains cannot exhaust the stack."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    component: dict[str, str] = {}
+    for root in graph:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(graph[root]))]
+        while work:
+            v, successors = work[-1]
+            for w in successors:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(graph[w])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component[w] = v
+                        if w == v:
+                            break
+    return component
 
 
 def _immediate_refs(node: t.TypeNode) -> set[str]:
