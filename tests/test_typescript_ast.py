@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from codemode_gen.generator.typescript import ast as t
 
 
@@ -68,3 +72,12 @@ def test_is_never_is_keyword_equality() -> None:
     assert t.is_never(t.NEVER) and t.is_never(t.Keyword("never"))
     assert not t.is_never(t.UNKNOWN) and not t.is_never(t.Literal("never"))
     assert not t.is_never(t.Ref("never"))
+
+
+def test_make_property_builds_the_same_frozen_property() -> None:
+    fast = t.make_property("a", t.STRING, True, False, ("doc",))
+    slow = t.Property("a", t.STRING, optional=True, readonly=False, doc=("doc",))
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert type(fast) is t.Property and dataclasses.asdict(fast) == dataclasses.asdict(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "b"

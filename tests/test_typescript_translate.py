@@ -684,3 +684,25 @@ def test_same_ref_text_under_different_ids_resolves_per_scope() -> None:
     assert "a?: X;" in text and "d?: X;" in text
     assert "X = string" in text and "X2 = number" in text
     assert "c?: X2;" in text
+
+
+def test_repeated_refs_reuse_the_finished_target_with_the_same_result() -> None:
+    """Later `$ref`s to a finished target skip re-translation (the speed path for big
+    documents); they must print exactly what the first one did, docs included."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/S", "description": "first"},
+            "b": {"$ref": "#/$defs/S", "description": "second"},
+            "c": {"type": "array", "items": {"$ref": "#/$defs/S"}},
+            "d": {"$ref": "#/$defs/Nothing"},
+            "e": {"$ref": "#/$defs/Nothing", "title": "E"},
+        },
+        "$defs": {"S": {"type": "string"}, "Nothing": False},
+    }
+    result = translate(schema, "Root", NameScope())
+    assert result.decls[0].text == (
+        "{\n  /**\n   * first\n   */\n  a?: S;\n  /**\n   * second\n   */\n  b?: S;\n"
+        "  c?: S[];\n  d?: never;\n  e?: never;\n  " + OPEN + "\n}"
+    )
+    assert [(d.name, d.text) for d in result.decls[1:]] == [("S", "string"), ("Nothing", "never")]

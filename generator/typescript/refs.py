@@ -132,14 +132,15 @@ class Resolver:
                 continue  # most keys: annotations, validation keywords, data
             if isinstance(value, dict):
                 if kind & _ONE:
-                    self._walk(value, f"{ptr}/{key}", base, depth + 1)
+                    if not _INDEXED_KEYS.isdisjoint(value):
+                        self._walk(value, f"{ptr}/{key}", base, depth + 1)
                 elif kind & _MAP:
                     for name, sub in value.items():
                         if isinstance(sub, dict) and not _INDEXED_KEYS.isdisjoint(sub):
                             self._walk(sub, f"{ptr}/{key}/{escape_token(name)}", base, depth + 1)
             elif kind & _LIST and isinstance(value, list):
                 for i, sub in enumerate(value):
-                    if isinstance(sub, dict):
+                    if isinstance(sub, dict) and not _INDEXED_KEYS.isdisjoint(sub):
                         self._walk(sub, f"{ptr}/{key}/{i}", base, depth + 1)
 
     def base_at(self, ptr: str) -> str:

@@ -34,7 +34,7 @@ from codemode_gen.generator.typescript.normalize import (
     json_kind,
     normalize,
 )
-from codemode_gen.generator.typescript.printer import sanitize_doc
+from codemode_gen.generator.typescript.printer import MAX_DOC_CHARS, sanitize_doc
 from codemode_gen.generator.typescript.refs import Resolver, escape_token, join_pointer
 
 # Deepest schema nesting translated; deeper subschemas become `unknown` (bounds stack use
@@ -367,9 +367,19 @@ def schema_doc(node: Any, name: str | None = None, *, derived: Sequence[str] = (
     ):
         lines.append(sanitize_doc(title))
     description = node.get("description")
-    if isinstance(description, str) and description.strip():
-        text = sanitize_doc(description)
-        if text not in lines:
+    if isinstance(description, str):
+        if (
+            len(description) <= MAX_DOC_CHARS
+            and description.isascii()
+            and description.isprintable()
+            and "*/" not in description
+        ):
+            text = description.strip()  # sanitize_doc's own fast path, without the call
+            keep = bool(text)
+        else:
+            keep = bool(description.strip())
+            text = sanitize_doc(description) if keep else ""
+        if keep and text not in lines:
             lines.append(text)
     types = node.get("type")
     integer = types == "integer" or (
@@ -442,6 +452,8 @@ class Translator:
         self.decl_sinks: dict[str, list[str]] = {}
         self.ref_shapes: dict[str, Shape] = {}  # target pointer -> its finished `$ref` shape
         self.ref_done: dict[str, Shape] = {}  # `$ref` text -> the same, when it has one meaning
+        self.ref_types: dict[str, t.TypeNode] = {}  # `$ref` text -> its rendered `ref_done` shape
+        self.target_nodes: dict[str, Any] = {}  # pointer of a named declaration -> its schema
         try:
             self.resolver: Resolver | None = Resolver(root, self.draft)
         except Exception:  # never crash: without an index every $ref is non-local (unknown)
@@ -480,8 +492,7 @@ class Translator:
         for ptr in self.order:
             name = self.names[ptr]
             asts[name] = self.render(self.shapes.get(ptr, all_kinds()))
-            target = self.resolver.node_at(ptr) if self.resolver else None
-            node = target.node if target else None
+            node = self.target_nodes.get(ptr)
             docs[name] = schema_doc(node, derived=(name,)) + self.decl_sinks.get(ptr, [])
             if isinstance(node, dict) and isinstance(node.get("title"), str):
                 titles[name] = node["title"]
@@ -563,7 +574,10 @@ class Translator:
                 and isinstance(node.get("items"), dict)
             ):
                 # fast path: `{"type": "array", "items": {…}, …docs}`
-                element = self.type_of(node["items"], ptr + "/items", depth + 1)
+                items = node["items"]
+                element = self.known_ref_type(items, depth + 1) or self.type_of(
+                    items, ptr + "/items", depth + 1
+                )
                 return {"array": t.Tuple((), 0) if t.is_never(element) else t.Array(element)}
             return self._shape(node, ptr, depth)
         except RecursionError:
@@ -587,11 +601,11 @@ class Translator:
             s = conj(s, {("number" if k == "integer" else k): None for k in n["type"]})
         if "enum" in n:
             s = conj(s, self.literal_shape(n["enum"], join_pointer(ptr, "enum")))
-        if any(k in n for k in _OBJECT_KEYS) and "object" in s:
+        if "object" in s and not n.keys().isdisjoint(_OBJECT_KEYS):
             obj = self.object_type(n, ptr, depth)
             if obj != _UNCONSTRAINED["object"]:
                 s = conj(s, {**all_kinds(), "object": obj})
-        if any(k in n for k in _ARRAY_KEYS) and "array" in s:
+        if "array" in s and not n.keys().isdisjoint(_ARRAY_KEYS):
             arr = self.array_type(n, ptr, depth)
             if arr != _UNCONSTRAINED["array"]:
                 s = conj(s, {**all_kinds(), "array": arr})
@@ -730,7 +744,7 @@ class Translator:
                 self.warn_wider(ptr, "propertyNames")
         un = n.get("unevaluatedProperties")
         if self.draft >= 2019 and un is False and "additionalProperties" not in n:
-            if any(k in n for k in _IN_PLACE_APPLICATORS):
+            if not n.keys().isdisjoint(_IN_PLACE_APPLICATORS):
                 evaluated = self.evaluated_names(n, ptr, set(), top=True)
                 if evaluated is None:
                     self.warn_wider(ptr, "unevaluatedProperties")
@@ -739,7 +753,7 @@ class Translator:
         elif (
             self.draft >= 2019
             and un not in (None, True, False)
-            and any(k in n for k in _IN_PLACE_APPLICATORS)
+            and not n.keys().isdisjoint(_IN_PLACE_APPLICATORS)
         ):
             self.warn_wider(ptr, "unevaluatedProperties")
         return out
@@ -882,6 +896,7 @@ class Translator:
             self.names[tp] = self.claim(self._name_for(tp, target.node))
             self.pointer_of[self.names[tp]] = tp
             self.order.append(tp)
+            self.target_nodes[tp] = target.node
         name = self.names[tp]
         if tp in self.shapes:
             kinds: Iterable[str] = self.shapes[tp].keys()
@@ -903,7 +918,18 @@ class Translator:
             if self.resolver is not None and len(self.resolver.scopes) == 1:
                 # no `$id` anywhere: the same `$ref` text means the same target everywhere
                 self.ref_done[ref] = self.ref_shapes[tp]
+                # one Ref for every kind: rendering depends on nothing else
+                self.ref_types[ref] = self.render(out)
         return out
+
+    def known_ref_type(self, node: Any, depth: int) -> t.TypeNode | None:
+        """The type of a plain `{"$ref": …, …docs}` (what `shape`'s fast path would give)
+        when the reference was already resolved and its target finished; else None."""
+        if type(node) is dict and depth <= MAX_DEPTH and "$ref" in node and "type" not in node:
+            ref = node["$ref"]
+            if type(ref) is str and node.keys() <= _REF_LEAF_KEYS:
+                return self.ref_types.get(ref)
+        return None
 
     def _name_for(self, ptr: str, node: Any) -> str:
         tokens = [tok.replace("~1", "/").replace("~0", "~") for tok in ptr.split("/")[1:]]
@@ -981,7 +1007,7 @@ class Translator:
             "additionalProperties" not in n
             and "unevaluatedProperties" in n
             and self.draft >= 2019
-            and not any(k in n for k in _IN_PLACE_APPLICATORS)
+            and n.keys().isdisjoint(_IN_PLACE_APPLICATORS)
         ):
             ap = n["unevaluatedProperties"]  # nothing else can evaluate properties here
         if not isinstance(ap, (bool, dict)):
@@ -1038,22 +1064,29 @@ class Translator:
         sinks, shape, render = self.sinks, self.shape, self.render
         for name in names:  # the hottest loop: `_sub` inlined
             sub = props[name]
-            sink: list[str] = []
-            sinks.append(sink)
-            try:
-                typ = render(shape(sub, prop_ptr + escape_token(str(name)), depth + 1))
-            finally:
-                sinks.pop()
-            doc = schema_doc(sub, name)
-            if sink:
-                doc += sink
+            known = self.known_ref_type(sub, depth + 1)
+            if known is not None:  # most properties of big documents: a finished $ref
+                typ = known
+                doc = schema_doc(sub, name)
+            else:
+                sink: list[str] = []
+                sinks.append(sink)
+                plain = type(name) is str and "/" not in name and "~" not in name
+                key = name if plain else escape_token(str(name))
+                try:
+                    typ = render(shape(sub, prop_ptr + key, depth + 1))
+                finally:
+                    sinks.pop()
+                doc = schema_doc(sub, name)
+                if sink:
+                    doc += sink
             if patterned:
                 typ = t.intersection([typ, *matching(name)])
             readonly = isinstance(sub, dict) and sub.get("readOnly") is True
             optional = name not in required
             if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
                 typ = t.union([typ, _FUNCTION])  # `{}` inherits e.g. toString from Object.prototype
-            members.append(t.Property(name, typ, optional, readonly, tuple(doc)))
+            members.append(t.make_property(name, typ, optional, readonly, tuple(doc)))
         ap_type: t.TypeNode | None = None
         if isinstance(ap, dict):
             ap_type, _ = self._sub(ap, join_pointer(ptr, "additionalProperties"), depth)
@@ -1068,7 +1101,7 @@ class Translator:
             else:
                 typ = ap_type if ap_type is not None else t.UNKNOWN
             members.append(t.Property(name, typ))
-        declared = {p.name for p in members}
+        declared = {p.name for p in members} if exact else set()
         for exact_name, _ in exact:
             if exact_name not in declared:
                 typ = t.intersection(matching(exact_name))
@@ -1077,7 +1110,8 @@ class Translator:
                 members.append(t.Property(exact_name, typ, optional=True))
                 declared.add(exact_name)
 
-        any_optional = any(p.optional for p in members)
+        # only the index signature and match-all patterns depend on it
+        any_optional = (ap is not True or bool(match_all)) and any(p.optional for p in members)
         index: t.TypeNode | None
         if ap is True:
             index = t.UNKNOWN
