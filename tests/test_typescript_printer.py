@@ -210,3 +210,12 @@ def test_string_literal_fast_path_round_trips() -> None:
         assert json.loads(literal) == value
         assert "*/" not in literal
     assert string_literal("plain text") == '"plain text"'
+
+
+def test_property_name_with_a_trailing_newline_is_quoted_and_compiles() -> None:
+    """`$` in a regex also matches before a final newline: such a name must still be quoted."""
+    assert property_key("a\n") == '"a\\n"'
+    node = t.Object((t.Property("a\n", t.STRING), t.Property("b", t.NUMBER)), t.UNKNOWN)
+    text = print_type(node)
+    assert '  "a\\n": string;\n' in text
+    assert tsc.check_one(f"type T = {text};\nconst v: T = {{ 'a\\n': 'x', b: 1 }};") == []

@@ -25,7 +25,9 @@ MAX_DOC_LINES = 60
 TRUNCATION_MARKER = " … [truncated]"
 INDENT = "  "
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+# `\Z`, not `$`: `$` also matches before a final newline, which would let a server-chosen
+# property name such as "a\n" be printed raw and break the declaration file.
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 # Line terminators in JavaScript and common text: all become "\n" in doc text.
 _LINE_BREAKS = re.compile("\r\n|[\r\u2028\u2029\x85\x0b\x0c]")
 
