@@ -51,9 +51,10 @@ MAX_DRIFT_IN_DOC = 3
 MAX_OPTIONAL_IN_DOC = 12
 # Longest recorded input shown as an example in a tool's doc comment (bounds agent context).
 MAX_EXAMPLE_CHARS = 160
-# A one-line declaration body shorter than this is printed again instead of becoming an alias
-# of an identical declaration: `= string` costs the agent's context no more than
-# `= OtherToolOutput` and is clearer. Longer or multi-line bodies are printed once per module.
+# A declaration body shorter than this is printed again instead of becoming an alias of an
+# identical declaration: `= string` or an empty open object (`{ [k: string]: unknown; }`)
+# costs the agent's context no more than `= OtherToolInput` and is clearer. Longer bodies are
+# printed once per module.
 MIN_SHARED_BODY_CHARS = 40
 
 
@@ -373,7 +374,7 @@ def share_identical_types(tools: Sequence[ToolModel], scope: _ModuleScope) -> tu
     positions: dict[str, list[tuple[int, int]]] = {}
     for ti, tool in enumerate(tools):
         for di, decl in enumerate(tool.decls):
-            if "\n" in decl.text or len(decl.text) >= MIN_SHARED_BODY_CHARS:
+            if len(decl.text) >= MIN_SHARED_BODY_CHARS:
                 positions.setdefault(decl.text, []).append((ti, di))
     replaced: dict[tuple[int, int], TypeDecl] = {}
     inserted: dict[tuple[int, int], TypeDecl] = {}  # a new body, printed before this position

@@ -584,7 +584,9 @@ declare module "@codemode/servers/notes" {
    */
   export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
 
-  export type StatsInput = FlakySyncInput;
+  export type StatsInput = {
+    [k: string]: unknown;
+  };
   /**
    * The JSON inside the string stats returns.
    */
@@ -667,7 +669,9 @@ declare module "@codemode/servers/notes" {
    */
   export function stats(input?: StatsInput): Promise<StatsOutput>;
 
-  export type SummaryInput = FlakySyncInput;
+  export type SummaryInput = {
+    [k: string]: unknown;
+  };
   export type SummaryOutput = string;
   /**
    * A short prose summary of the notes, for reading rather than parsing.
