@@ -119,10 +119,7 @@ class CodeMode:
             self._sessions = await stack.enter_async_context(
                 SessionManager(self.configs, log_dir=self.log_dir)
             )
-            sandbox = Sandbox()
-            if hasattr(sandbox, "__aenter__"):
-                sandbox = await stack.enter_async_context(sandbox)
-            self._sandbox = sandbox
+            self._sandbox = await stack.enter_async_context(Sandbox())
         except BaseException:
             await stack.aclose()
             raise
