@@ -36,7 +36,7 @@ from codemode_gen.jsonio import atomic_write_text, dumps_stable
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-NOTES = REPO / "examples" / "servers" / "notes.py"
+NOTES = REPO / "examples" / "servers" / "notes_server.py"
 SLOW = REPO / "tests" / "servers" / "slow.py"
 PAGINATED = REPO / "tests" / "servers" / "paginated.py"
 

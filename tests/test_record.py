@@ -66,7 +66,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     code, out, err = record(tmp_path, capsys)
     assert code == 0, out + err
     assert "recorded 1 of 1 servers" in out
@@ -94,7 +94,7 @@ def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     (tmp_path / "codemode.toml").write_text(
         '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n', encoding="utf-8"
     )
@@ -133,7 +133,7 @@ def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytes
 
 
 def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes")})
+    write_config(tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes_server")})
     code, out, err = record(tmp_path, capsys)
     assert code == 1
     assert (tmp_path / "fixtures" / "notes" / "tools.json").is_file()
@@ -146,7 +146,7 @@ def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.C
 
 
 def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     assert record(tmp_path, capsys)[0] == 0
     fixtures = tmp_path / "fixtures"
     before = snapshot(fixtures)
@@ -288,14 +288,14 @@ def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_unknown_server_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     code, _out, err = record(tmp_path, capsys, "--server", "nope")
     assert code == 2
     assert "--server nope: no such server" in err and "notes" in err
 
 
 def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     samples = tmp_path / "s.json"
     samples.write_text(json.dumps([{"server": "ghost", "tool": "x"}]))
     code, _out, err = record(tmp_path, capsys, "--samples", str(samples))
@@ -311,7 +311,7 @@ def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_only_selected_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes"), "crash": stdio_entry("crash_at_start")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server"), "crash": stdio_entry("crash_at_start")})
     code, out, _err = record(tmp_path, capsys, "--server", "notes", "--fixtures", "elsewhere", "--no-probe")
     assert code == 0, out
     assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == ["notes"]
@@ -406,7 +406,7 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
 ) -> None:
     from codemode_gen.generator.fixtures import write_server_fixtures
 
-    write_config(tmp_path, {"notes": stdio_entry("notes")})
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     (tmp_path / "codemode.toml").write_text('[servers.notes]\nblocklist = ["stats"]\n', encoding="utf-8")
     old_call = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2020-01-01T00:00:00Z"}
     write_server_fixtures(tmp_path / "fixtures", "notes", {}, [{"name": "gone_tool"}], {"gone_tool": [old_call]})

@@ -19,7 +19,7 @@ CLI = [sys.executable, "-m", "codemode_gen"]
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("runcli")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes")]}}}))
+    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
     (base / "ok.js").write_text(
         "import { get_note } from '@codemode/servers/notes';\n"
         "const n = await get_note({id: 2});\nconsole.log('got', n.id);\n"

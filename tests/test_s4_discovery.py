@@ -22,7 +22,7 @@ NOTES_TOOLS = [
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s4")
-    configs = {"notes": stdio("notes", "notes"), "calendar": stdio("calendar", "calendar", blocklist=("create_event",))}
+    configs = {"notes": stdio("notes", "notes_server"), "calendar": stdio("calendar", "calendar_server", blocklist=("create_event",))}
     h = HostThread(configs, base / "out", base / "logs")
     yield h
     h.close()

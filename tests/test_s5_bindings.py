@@ -21,8 +21,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s5")
     configs = {
         "slow": stdio("slow", "slow"),
-        "notes": stdio("notes", "notes"),
-        "Notes_JSON": stdio("Notes_JSON", "notes", unwrap="json"),
+        "notes": stdio("notes", "notes_server"),
+        "Notes_JSON": stdio("Notes_JSON", "notes_server", unwrap="json"),
     }
     h = HostThread(configs, base / "out", base / "logs")
     yield h

@@ -174,7 +174,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 def test_notes_stdio_every_notable_tool() -> None:
     async def scenario() -> None:
-        async with _client(_stdio("notes")) as client:
+        async with _client(_stdio("notes_server")) as client:
             assert client.server_info is not None
             assert (client.server_info.name, client.server_info.version) == ("notes", "1.0.0")
             assert client.instructions and "notes" in client.instructions.lower()
@@ -254,7 +254,7 @@ def test_notes_seed_is_deterministic_across_processes() -> None:
     """Two fresh processes answer the same call identically (fixtures must be reproducible)."""
 
     async def one() -> dict[str, Any]:
-        async with _client(_stdio("notes")) as client:
+        async with _client(_stdio("notes_server")) as client:
             await client.call_tool("create_note", {"title": "x", "body": "y"})
             return _dump(await client.call_tool("list_notes", {}))
 
@@ -266,7 +266,7 @@ def test_notes_seed_is_deterministic_across_processes() -> None:
 
 
 def test_notes_over_streamable_http_and_sse(start_server: Callable[..., RunningServer]) -> None:
-    http, sse = start_server("notes", "http"), start_server("notes", "sse")
+    http, sse = start_server("notes_server", "http"), start_server("notes_server", "sse")
     assert http.base.startswith("http://127.0.0.1:")
 
     async def scenario() -> None:
@@ -287,7 +287,7 @@ def test_notes_over_streamable_http_and_sse(start_server: Callable[..., RunningS
 
 def test_calendar_stdio_tools_and_schema_drift() -> None:
     async def scenario() -> None:
-        async with _client(_stdio("calendar")) as client:
+        async with _client(_stdio("calendar_server")) as client:
             assert client.server_info is not None and client.server_info.name == "calendar"
             tools = {t.name: t for t in await _all_tools(client)}
             assert set(tools) == {"list_events", "get_event", "create_event", "free_slots"}
@@ -345,7 +345,7 @@ def test_calendar_stdio_tools_and_schema_drift() -> None:
                 await client.call_tool("no_such_tool", {})
             assert unknown.value.code == types.INVALID_PARAMS
 
-        async with raw_stdio("calendar") as raw:
+        async with raw_stdio("calendar_server") as raw:
             await raw.initialize()
             schema = next(
                 t["outputSchema"] for t in (await raw.request("tools/list"))["result"]["tools"]

@@ -77,7 +77,7 @@ async def check_notes(session: McpSession) -> None:
 
 def test_stdio_session_lists_and_calls(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"notes": stdio_config("notes", "notes")}, log_dir=tmp_path) as manager:
+        async with SessionManager({"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path) as manager:
             session = await manager.get("notes")
             assert await manager.get("notes") is session  # reused, not reconnected
             await check_notes(session)
@@ -117,7 +117,7 @@ def test_http_wrong_token_is_auth_error(tmp_path: Path, start_server: Callable[.
 
 
 def test_notes_over_streamable_http(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
-    server = start_server("notes", "http")
+    server = start_server("notes_server", "http")
     config = ServerConfig(id="notes", transport="http", url=server.mcp_url, headers={"X-Trace": "1"})
 
     async def go() -> None:
@@ -128,7 +128,7 @@ def test_notes_over_streamable_http(tmp_path: Path, start_server: Callable[..., 
 
 
 def test_notes_over_legacy_sse(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
-    server = start_server("notes", "sse")
+    server = start_server("notes_server", "sse")
     config = ServerConfig(id="notes", transport="sse", url=server.sse_url, headers={"X-Trace": "1"})
 
     async def go() -> None:
@@ -203,7 +203,7 @@ def test_http_hang_times_out(tmp_path: Path, start_server: Callable[..., Running
 
 
 def test_wrong_http_path_is_named(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
-    server = start_server("notes", "http")
+    server = start_server("notes_server", "http")
     err = connect_error(ServerConfig(id="n", transport="http", url=f"{server.base}/nope"), tmp_path)
     assert "HTTP 404" in err.reason and "MCP endpoint" in err.reason
 
@@ -218,7 +218,7 @@ def test_unknown_server_id(tmp_path: Path) -> None:
 
 
 def test_one_failing_server_does_not_affect_others(tmp_path: Path) -> None:
-    configs = {"crash": stdio_config("crash", "crash_at_start"), "notes": stdio_config("notes", "notes")}
+    configs = {"crash": stdio_config("crash", "crash_at_start"), "notes": stdio_config("notes", "notes_server")}
 
     async def go() -> None:
         async with SessionManager(configs, log_dir=tmp_path) as manager:
@@ -345,7 +345,7 @@ def test_get_in_one_task_close_from_another_leaves_no_process(tmp_path: Path) ->
     before = child_pids()
 
     async def go() -> set[int]:
-        async with SessionManager({"notes": stdio_config("notes", "notes")}, log_dir=tmp_path) as manager:
+        async with SessionManager({"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path) as manager:
             sessions: list[McpSession] = []
 
             async def getter() -> None:
@@ -398,8 +398,9 @@ def test_log_file_receives_server_stderr(tmp_path: Path) -> None:
     script.write_text(
         "import sys, runpy\n"
         "print('chatty: hello on stderr', file=sys.stderr, flush=True)\n"
-        f"sys.argv = [{str(server_script('notes'))!r}, 'stdio']\n"
-        f"runpy.run_path({str(server_script('notes'))!r}, run_name='__main__')\n"
+        f"sys.argv = [{str(server_script('notes_server'))!r}, 'stdio']\n"
+        f"sys.path.insert(0, {str(server_script('notes_server').parent)!r})  # as `python <file>` would\n"
+        f"runpy.run_path({str(server_script('notes_server'))!r}, run_name='__main__')\n"
     )
     config = ServerConfig(id="chatty", transport="stdio", command=PYTHON, args=(str(script),))
 

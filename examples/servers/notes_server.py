@@ -1,6 +1,6 @@
 """Demo MCP server: a small notes and tasks service.
 
-Run:  python examples/servers/notes.py [stdio|http|sse] [--port N] [--host 127.0.0.1]
+Run:  python examples/servers/notes_server.py [stdio|http|sse] [--port N] [--host 127.0.0.1]
 
 It exists so that codemode-gen has something realistic to record, type and run against, so it
 deliberately shows the shapes real servers send: structured results with a declared
@@ -13,36 +13,21 @@ State lives in memory and starts from the same seed every time; timestamps come 
 clock, so two recordings of the same calls produce the same results.
 """
 
-# ruff: noqa: E402  (imports follow the sys.path fix below, on purpose)
 from __future__ import annotations
 
-import os
-import sys
-
-# This folder also holds calendar.py, which would shadow the standard library's `calendar`
-# module (imported by http.cookiejar, email, ...) for every script started from here.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _entry in [p for p in sys.path if os.path.abspath(p or os.curdir) == _HERE]:
-    sys.path.remove(_entry)
-
-import argparse
-import asyncio
 import csv
 import io
 import json
-import socket
 import struct
 import zlib
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-import uvicorn
+from _serving import run as serve
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
-from starlette.applications import Starlette
 
 VERSION = "1.0.0"
 
@@ -428,57 +413,15 @@ def build_server() -> MCPServer:
     return app
 
 
-# --- command line (same convention for every demo and test server) ---------------------------
-
-LOOPBACK_HOSTS = (
-    "127.0.0.1",
-    "localhost",
-    "::1",
-)  # the demo has no auth: never listen beyond this machine
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """Prints the one readiness line tests wait for, after the socket really accepts."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started and sockets:
-            host, port = sockets[0].getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            print(f"listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-
-
-async def serve_http(app: Starlette, host: str, port: int) -> None:
-    """Serve an ASGI app on a socket we bind ourselves, so `--port 0` can report the real port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    await _AnnouncingServer(config).serve(sockets=[sock])
-
-
-def parse_args(argv: list[str] | None, default_port: int) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("transport", nargs="?", default="stdio", choices=["stdio", "http", "sse"])
-    parser.add_argument("--port", type=int, default=default_port, help="0 picks a free port")
-    parser.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS)
-    return parser.parse_args(argv)
-
-
 def run(app: MCPServer, argv: list[str] | None = None, *, default_port: int = 8765) -> None:
-    args = parse_args(argv, default_port)
-    builders: dict[str, Callable[[], Starlette]] = {
-        "http": lambda: app.streamable_http_app(host=args.host),
-        "sse": lambda: app.sse_app(host=args.host),
-    }
-    try:
-        if args.transport == "stdio":
-            asyncio.run(app.run_stdio_async())
-        else:
-            asyncio.run(serve_http(builders[args.transport](), args.host, args.port))
-    except KeyboardInterrupt:
-        pass
+    serve(
+        stdio=app.run_stdio_async,
+        http=lambda host: app.streamable_http_app(host=host),
+        sse=lambda host: app.sse_app(host=host),
+        default_port=default_port,
+        doc=__doc__,
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Demo MCP server: a small calendar, the second server of the chaining example.
 
-Run:  python examples/servers/calendar.py [stdio|http|sse] [--port N] [--host 127.0.0.1]
+Run:  python examples/servers/calendar_server.py [stdio|http|sse] [--port N] [--host 127.0.0.1]
 
 Written with the SDK's low-level `Server` API and hand-written JSON Schemas, as many real
 servers are. Events can point at a note of the notes server (`noteId`), so one script can
@@ -11,28 +11,15 @@ chain both. One seeded event was imported from a legacy system and `get_event` r
 State lives in memory and starts from the same seed every time.
 """
 
-# ruff: noqa: E402  (imports follow the sys.path fix below, on purpose)
 from __future__ import annotations
 
-import os
-import sys
-
-# This file is named like the standard library's `calendar` module, which http.cookiejar,
-# email and others import: drop our own folder from the import path before anything else.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _entry in [p for p in sys.path if os.path.abspath(p or os.curdir) == _HERE]:
-    sys.path.remove(_entry)
-
-import argparse
-import asyncio
 import json
-import socket
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import mcp_types as types
-import uvicorn
+from _serving import run as serve
 from jsonschema import Draft202012Validator
 from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -399,30 +386,7 @@ def build_server() -> Server[Any]:
     )
 
 
-# --- command line (same convention for every demo and test server) ---------------------------
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # no auth: never listen beyond this machine
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """Prints the one readiness line tests wait for, after the socket really accepts."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started and sockets:
-            host, port = sockets[0].getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            print(f"listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-
-
-async def serve_http(app: Starlette, host: str, port: int) -> None:
-    """Serve an ASGI app on a socket we bind ourselves, so `--port 0` can report the real port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    await _AnnouncingServer(config).serve(sockets=[sock])
+# --- transports the low-level Server needs assembled (MCPServer has its own) ------------
 
 
 def _security() -> TransportSecuritySettings:
@@ -455,28 +419,16 @@ async def serve_stdio(server: Server[Any], options: NotificationOptions) -> None
         await server.run(read, write, server.create_initialization_options(options))
 
 
-def parse_args(argv: list[str] | None, default_port: int) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("transport", nargs="?", default="stdio", choices=["stdio", "http", "sse"])
-    parser.add_argument("--port", type=int, default=default_port, help="0 picks a free port")
-    parser.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS)
-    return parser.parse_args(argv)
-
-
 def run(server: Server[Any], argv: list[str] | None = None, *, default_port: int = 8766) -> None:
-    args = parse_args(argv, default_port)
     options = NotificationOptions()
-    try:
-        if args.transport == "stdio":
-            asyncio.run(serve_stdio(server, options))
-        elif args.transport == "http":
-            asyncio.run(
-                serve_http(server.streamable_http_app(host=args.host), args.host, args.port)
-            )
-        else:
-            asyncio.run(serve_http(sse_app(server, options), args.host, args.port))
-    except KeyboardInterrupt:
-        pass
+    serve(
+        stdio=lambda: serve_stdio(server, options),
+        http=lambda host: server.streamable_http_app(host=host),
+        sse=lambda host: sse_app(server, options),
+        default_port=default_port,
+        doc=__doc__,
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":
