@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import json
 import re
 import time
@@ -189,9 +188,11 @@ class CodeMode:
                 )],
                 "toolTrace": [],
             }
+        # The deadline is the caller's (§3.2.4): one instant, fixed now, that connecting, waiting
+        # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic()
-        catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=run_limits.timeoutMs / 1000)
-        # The deadline is the caller's (§3.2.4): time spent connecting comes out of the script's.
+        deadline = started + run_limits.timeoutMs / 1000
+        catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
         spent_ms = round((time.monotonic() - started) * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:
             catalog.diagnostics.append(diagnostic(
@@ -199,8 +200,6 @@ class CodeMode:
                 f"connecting servers took {spent_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
                 "nothing to do; connections are reused by later runs of the same host",
             ))
-        if spent_ms > 0:
-            run_limits = dataclasses.replace(run_limits, timeoutMs=max(1, run_limits.timeoutMs - spent_ms))
         bridge = Bridge(
             catalog,
             self,
@@ -210,7 +209,7 @@ class CodeMode:
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
         try:
-            response = await self._sandbox.run(code, modules, bridge.host_call, run_limits)
+            response = await self._sandbox.run(code, modules, bridge.host_call, run_limits, deadline=deadline)
         finally:
             await bridge.aclose()
         response = dict(response)

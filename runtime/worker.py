@@ -11,9 +11,14 @@ next inside JS); the host reuses a worker only after a run that ended cleanly, a
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: one JSON object per line. stdin (host → worker): `{"op": "run", "code",
-"modules", "limits"}`, `{"op": "reply", "id", "reply": <JSON value>}`. stdout (worker → host):
-`{"op": "ready"}`, `{"op": "log", "level", "message", "timeMs"}`, `{"op": "logs_truncated"}`,
-`{"op": "call", "id", "request": <JSON value>}`, `{"op": "done", "result", "diagnostics"}`.
+"modules", "limits", "budgetMs"?}`, `{"op": "reply", "id", "reply": <JSON value>}`. stdout
+(worker → host): `{"op": "ready"}`, `{"op": "log", "level", "message", "timeMs"}`,
+`{"op": "logs_truncated"}`, `{"op": "call", "id", "request": <JSON value>}`, `{"op": "done",
+"result", "diagnostics"}`.
+`budgetMs` is the time left until the caller's deadline when the host sent the run (the host
+may have spent part of `limits.timeoutMs` connecting servers or starting this worker): the
+script is interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as the
+caller's `timeoutMs`.
 Nothing else may write to the protocol stream: fd 1 is redirected to stderr at start-up.
 The request and the reply are JSON values embedded as they are (JS produced or consumes them as
 JSON text), so a tool call is encoded and decoded once per side, not twice. A `reply` whose
@@ -195,6 +200,10 @@ class Worker:
     async def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         limits = Limits.from_json(msg.get("limits") or {})
+        budget_ms = msg.get("budgetMs")
+        budget_s = limits.timeoutMs / 1000.0
+        if isinstance(budget_ms, int | float) and not isinstance(budget_ms, bool) and budget_ms >= 0:
+            budget_s = min(budget_s, budget_ms / 1000.0)
         # Lone surrogates (legal in JSON escapes) cannot cross into the engine: U+FFFD instead.
         code = resp.utf8_safe(str(msg.get("code") or ""))
         modules: dict[str, str] = {
@@ -227,7 +236,7 @@ class Worker:
                 "agentModule": resp.AGENT_MODULE,
             }
             script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
-            remaining = limits.timeoutMs / 1000.0 - (time.monotonic() - t0)
+            remaining = budget_s - (time.monotonic() - t0)
             return self._outcome(engine, code, modules, limits, await self._evaluate(engine, script, remaining))
         finally:
             realm.end()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,27 @@ def test_run_outside_the_context_manager_is_a_clear_error(tmp_path: Path) -> Non
     cm = CodeMode.from_config(tmp_path / ".mcp.json")
     with pytest.raises(RuntimeError, match="async with"):
         anyio.run(cm.run, "1")
+
+
+def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: Path) -> None:
+    # `notes` and `hang` are missing from out/, so both are connected before the script starts;
+    # `hang` never answers initialize (connect_timeout 5 s), so connecting uses up the whole
+    # budget. The answer still comes within 1.5x of the caller's timeoutMs, counted from the
+    # call, and names the caller's timeoutMs (not what was left after connecting).
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "notes": {"command": PYTHON, "args": [script("notes_server"), "stdio"]},
+        "hang": {"command": PYTHON, "args": [script("hang_on_initialize"), "stdio"]},
+    }}))
+    (tmp_path / "codemode.toml").write_text("[servers.hang]\nconnect_timeout = 5\n")
+
+    async def main() -> tuple[float, dict[str, Any]]:
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
+            t = time.monotonic()
+            response = await cm.run("for (;;) {}", limits={"timeoutMs": 1000})
+            return time.monotonic() - t, response
+
+    elapsed, response = anyio.run(main)
+    assert elapsed < 1.0 * 1.5, elapsed
+    [limit] = [d for d in response["diagnostics"] if d["severity"] == "error"]
+    assert limit["code"] == "SANDBOX_LIMIT" and "1000 ms" in limit["message"], limit
+    assert any(d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"] for d in response["diagnostics"])

@@ -413,3 +413,71 @@ def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.M
 def test_lone_surrogate_in_source_does_not_break_the_worker(env: Any) -> None:
     r = run(env, 'globalThis.__codemode_result__ = "a\ud800b".length; // \udfff')
     assert r["diagnostics"] == [] and r["result"] == 3
+
+
+def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline() -> None:
+    # An empty pool: every run starts a worker (a few hundred ms) on its request path. That
+    # wait is the caller's time too, so a busy loop still answers within 1.5x of timeoutMs
+    # counted from the call, and the message names the timeoutMs the caller gave.
+    async def scenario() -> tuple[float, dict[str, Any]]:
+        async with Sandbox(pool_size=0) as sandbox:
+            t = time.monotonic()
+            r = await sandbox.run("for (;;) {}", {}, Host(), Limits(timeoutMs=300))
+            return time.monotonic() - t, r
+
+    elapsed, r = asyncio.run(scenario())
+    assert elapsed < 0.3 * 1.5, elapsed
+    [d] = r["diagnostics"]
+    assert d["code"] == "SANDBOX_LIMIT" and d["errorClass"] == "SandboxLimitError"
+    assert "300 ms" in d["message"] and r["result"] is None
+
+
+def test_s3_2_4_deadline_fixed_by_the_caller_bounds_the_run_and_messages_keep_timeout_ms(env: Any) -> None:
+    # A host that spent most of timeoutMs before the sandbox (connecting servers) passes the
+    # deadline it fixed; the script gets only what is left, the message the caller's 2000 ms.
+    warm(env)
+    loop, sandbox = env
+    t = time.monotonic()
+    r = loop.run_until_complete(sandbox.run(
+        'console.log("spinning"); for (;;) {}', {}, Host(), Limits(timeoutMs=2000), deadline=t + 0.3,
+    ))
+    elapsed = time.monotonic() - t
+    assert elapsed < 0.3 + 2.0 * 0.5, elapsed  # stopped near the deadline, well before 2000 ms
+    [d] = r["diagnostics"]
+    assert d["code"] == "SANDBOX_LIMIT" and "2000 ms" in d["message"] and "1700" not in d["message"]
+    assert [e["message"] for e in r["logs"]] == ["spinning"]
+
+
+def test_s3_2_4_a_deadline_already_past_still_answers_sandbox_limit_promptly(env: Any) -> None:
+    warm(env)
+    loop, sandbox = env
+    t = time.monotonic()
+    r = loop.run_until_complete(sandbox.run(
+        "globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=1000), deadline=t - 0.5,
+    ))
+    assert time.monotonic() - t < 1.0
+    assert codes(r) == ["SANDBOX_LIMIT"] and "1000 ms" in r["diagnostics"][0]["message"] and r["result"] is None
+
+
+def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loaded machine can take longer than timeoutMs to start a worker: the run answers at the
+    # watchdog instant anyway (the real worker process is started, just 0.4 s late).
+    from codemode_gen.runtime import sandbox as sandbox_module
+
+    original = sandbox_module._Worker.start
+
+    async def slow_start() -> Any:
+        await asyncio.sleep(0.4)
+        return await original()
+
+    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(slow_start))
+
+    async def scenario() -> tuple[float, dict[str, Any]]:
+        async with Sandbox(pool_size=0) as sandbox:
+            t = time.monotonic()
+            r = await sandbox.run("globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=300))
+            return time.monotonic() - t, r
+
+    elapsed, r = asyncio.run(scenario())
+    assert elapsed < 0.3 * 1.5, elapsed
+    assert codes(r) == ["SANDBOX_LIMIT"] and "300 ms" in r["diagnostics"][0]["message"]
