@@ -8,6 +8,8 @@ pool; every `run` gets a fresh sandbox (§1.4) and returns the §3.3 response
 `{logs, result, diagnostics, toolTrace}`, whatever the script did.
 
 Per run, before the sandbox starts, the host:
+- has a worker check the script's syntax (no server is connected for a script that cannot
+  parse: the response is the sandbox's own SYNTAX_ERROR);
 - connects the servers the script names (static `@codemode/servers/...` imports and
   `requestedCapabilities`, §3.2.3) concurrently, so their live tool lists are known and an
   unavailable one is reported up front instead of in the middle of the script;
@@ -192,6 +194,11 @@ class CodeMode:
         # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic()
         deadline = started + run_limits.timeoutMs / 1000
+        # A script that cannot parse never runs: answer as the sandbox would, before connecting
+        # anything (a first connect can take seconds).
+        syntax = await self._sandbox.check_syntax(code, deadline=deadline)
+        if syntax is not None:
+            return {"logs": [], "result": None, "diagnostics": syntax, "toolTrace": []}
         catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
         spent_ms = round((time.monotonic() - started) * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:

@@ -11,14 +11,17 @@ next inside JS); the host reuses a worker only after a run that ended cleanly, a
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: one JSON object per line. stdin (host → worker): `{"op": "run", "code",
-"modules", "limits", "budgetMs"?}`, `{"op": "reply", "id", "reply": <JSON value>}`. stdout
-(worker → host): `{"op": "ready"}`, `{"op": "log", "level", "message", "timeMs"}`,
-`{"op": "logs_truncated"}`, `{"op": "call", "id", "request": <JSON value>}`, `{"op": "done",
-"result", "diagnostics"}`.
+"modules", "limits", "budgetMs"?}`, `{"op": "reply", "id", "reply": <JSON value>}`,
+`{"op": "check", "code"}`. stdout (worker → host): `{"op": "ready"}`, `{"op": "log", "level",
+"message", "timeMs"}`, `{"op": "logs_truncated"}`, `{"op": "call", "id", "request": <JSON
+value>}`, `{"op": "done", "result", "diagnostics"}`, `{"op": "checked", "diagnostics"}`.
 `budgetMs` is the time left until the caller's deadline when the host sent the run (the host
 may have spent part of `limits.timeoutMs` connecting servers or starting this worker): the
 script is interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as the
-caller's `timeoutMs`.
+caller's `timeoutMs`. `check` parses `code` as the agent module without running anything
+(between runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a
+run of the same code would report; it lets the host skip connecting servers for a script that
+can never start.
 Nothing else may write to the protocol stream: fd 1 is redirected to stderr at start-up.
 The request and the reply are JSON values embedded as they are (JS produced or consumes them as
 JSON text), so a tool call is encoded and decoded once per side, not twice. A `reply` whose
@@ -184,7 +187,9 @@ class Worker:
             msg = await self._inbox.get()
             if msg is None or msg.get("op") == "exit":
                 return
-            if msg.get("op") == "run":
+            if msg.get("op") == "check":
+                self.send({"op": "checked", "diagnostics": await self.check(msg)})
+            elif msg.get("op") == "run":
                 limits = Limits()
                 try:
                     limits = Limits.from_json(msg.get("limits") or {})
@@ -197,6 +202,24 @@ class Worker:
                 await self.prepare_next(limits)
 
     # ---- one run ------------------------------------------------------------------------------
+    async def check(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        """The syntax diagnostics `run` would give `msg["code"]` ([] when it parses).
+
+        Parses on the warm realm (parsing registers nothing, so the realm stays fresh for the
+        next run), building one only when none is waiting."""
+        code = resp.utf8_safe(str(msg.get("code") or ""))
+        try:
+            if self._warm is None:
+                await self.prepare_next(Limits())
+            if self._warm is None:
+                return []  # no engine to parse with: the run will report the setup failure
+            self._warm.engine.check_syntax(code)
+        except EngineError as exc:
+            return [resp.syntax_error(exc.message, exc.stack)]
+        except Exception:  # a bug here must not hang the host: the run reports what it finds
+            traceback.print_exc(file=sys.stderr)
+        return []
+
     async def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         limits = Limits.from_json(msg.get("limits") or {})

@@ -74,3 +74,25 @@ def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: P
     [limit] = [d for d in response["diagnostics"] if d["severity"] == "error"]
     assert limit["code"] == "SANDBOX_LIMIT" and "1000 ms" in limit["message"], limit
     assert any(d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"] for d in response["diagnostics"])
+
+
+def test_s3_3_4_syntax_error_is_answered_without_connecting_servers(tmp_path: Path) -> None:
+    # `hang` is imported, requested and missing from out/, and can never connect (connect_timeout
+    # 5 s): a script that cannot parse is answered before any connection is attempted.
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "hang": {"command": PYTHON, "args": [script("hang_on_initialize"), "stdio"]},
+    }}))
+    (tmp_path / "codemode.toml").write_text("[servers.hang]\nconnect_timeout = 5\n")
+    code = "import * as hang from '@codemode/servers/hang';\nconsole.log('never');\nawait hang.ping(;\n"
+
+    async def main() -> tuple[float, dict[str, Any]]:
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
+            t = time.monotonic()
+            response = await cm.run(code, requested_capabilities=["hang"])
+            return time.monotonic() - t, response
+
+    elapsed, response = anyio.run(main)
+    assert elapsed < 2.0, elapsed  # well under hang's 5 s connect timeout
+    [d] = response["diagnostics"]
+    assert d["code"] == "SYNTAX_ERROR" and d["severity"] == "error" and d["path"].startswith("3:"), d
+    assert (response["logs"], response["result"], response["toolTrace"]) == ([], None, [])

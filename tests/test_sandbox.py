@@ -481,3 +481,51 @@ def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(monkey
     elapsed, r = asyncio.run(scenario())
     assert elapsed < 0.3 * 1.5, elapsed
     assert codes(r) == ["SANDBOX_LIMIT"] and "300 ms" in r["diagnostics"][0]["message"]
+
+
+def test_s3_3_4_check_syntax_reports_what_the_run_would_without_running(env: Any) -> None:
+    loop, sandbox = env
+    bad = 'import { echo } from "@codemode/servers/notes";\nconsole.log("never");\nconst x = ;\n'
+    checked = loop.run_until_complete(sandbox.check_syntax(bad))
+    ran = run(env, bad)
+    assert checked is not None and checked == ran["diagnostics"]
+    assert checked[0]["code"] == "SYNTAX_ERROR" and checked[0]["path"].startswith("3:")
+    assert ran["logs"] == [] and ran["result"] is None
+    # Module syntax: top-level await and imports parse; checking runs nothing and leaves the
+    # worker fit for the next run.
+    good = 'import { echo } from "@codemode/servers/notes";\nglobalThis.__codemode_result__ = await echo({ a: 1 });'
+    assert loop.run_until_complete(sandbox.check_syntax(good)) is None
+    host = Host()
+    assert run(env, good, host)["result"] == {"a": 1} and len(host.requests) == 1
+
+
+def test_check_syntax_gives_up_at_the_deadline(env: Any) -> None:
+    loop, sandbox = env
+    t = time.monotonic()
+    assert loop.run_until_complete(sandbox.check_syntax("const x = ;", deadline=t - 1.0)) is None
+    assert time.monotonic() - t < 1.0
+
+
+def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With no idle worker the check is skipped (the run reports the error itself): a syntax
+    # check must not cost a process start on a busy or empty pool.
+    from codemode_gen.runtime import sandbox as sandbox_module
+
+    started: list[object] = []
+    original = sandbox_module._Worker.start
+
+    async def counting_start() -> Any:
+        worker = await original()
+        started.append(worker)
+        return worker
+
+    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(counting_start))
+
+    async def scenario() -> tuple[Any, dict[str, Any]]:
+        async with Sandbox(pool_size=0) as sandbox:
+            checked = await sandbox.check_syntax("const x = ;")
+            assert started == []
+            return checked, await sandbox.run("const x = ;", {}, Host(), Limits())
+
+    checked, r = asyncio.run(scenario())
+    assert checked is None and codes(r) == ["SYNTAX_ERROR"] and len(started) == 1
