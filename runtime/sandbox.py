@@ -240,8 +240,11 @@ class WorkerPool:
         return None
 
     async def release(self, worker: _Worker, reusable: bool, *, ran: bool = True) -> None:
-        """Return a worker after a clean run (or a syntax check: `ran=False`, which does not
-        count towards MAX_RUNS_PER_WORKER), or kill it; keep the pool filled."""
+        """Return a worker after a clean run, or kill it; keep the pool filled.
+
+        After a syntax check (`ran=False`: not counted towards MAX_RUNS_PER_WORKER) the worker
+        goes back first in line, so the run that follows gets it: it is idle with its realm
+        ready, while a worker that just finished a run is still building its next realm."""
         if ran:
             worker.runs += 1
         if (
@@ -252,7 +255,10 @@ class WorkerPool:
             and len(self._idle) < self.size
             and asyncio.get_running_loop() is self._loop
         ):
-            self._idle.append(worker)
+            if ran:
+                self._idle.append(worker)
+            else:
+                self._idle.insert(0, worker)
         else:
             await worker.reap()
         self._fill()

@@ -529,3 +529,23 @@ def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> 
 
     checked, r = asyncio.run(scenario())
     assert checked is None and codes(r) == ["SYNTAX_ERROR"] and len(started) == 1
+
+
+def test_the_run_after_a_syntax_check_gets_the_checked_worker() -> None:
+    # The worker that just finished a run is still building its next realm; the checked one is
+    # idle and ready, so the pool hands it out next (and a check does not count as a run).
+    async def scenario() -> None:
+        pool = WorkerPool(2)
+        await pool.start()
+        try:
+            first = await pool.acquire()
+            await pool.release(first, True)  # a run: goes to the back
+            checked = await pool.acquire_idle()
+            assert checked is not None and checked is not first
+            await pool.release(checked, True, ran=False)
+            assert await pool.acquire() is checked and checked.runs == 0
+            await pool.release(checked, True)
+        finally:
+            await pool.aclose()
+
+    asyncio.run(scenario())
