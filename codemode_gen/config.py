@@ -49,7 +49,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from codemode_gen.errors import UserError
-from codemode_gen.jsonio import read_json
+from codemode_gen.jsonio import json_type, read_json
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -485,18 +485,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_WITH_ARTICLE = {"boolean": "a boolean", "integer": "a number", "number": "a number",
+                 "string": "a string", "array": "an array", "object": "an object", "null": "null"}
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    return _WITH_ARTICLE[json_type(value) or "object"]
 
 
 def _show(value: Any) -> str:

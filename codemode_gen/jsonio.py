@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,55 @@ def read_json(path: Path, *, what: str = "JSON file") -> Any:
             f"{path}:{exc.lineno}:{exc.colno}: invalid JSON in {what}: {exc.msg}",
             hint="fix the syntax at that position (trailing commas and comments are not JSON)",
         ) from None
+
+
+def json_type(value: Any, *, integer: bool = True) -> str | None:
+    """JSON Schema type name of a decoded JSON value; None for anything JSON cannot hold.
+
+    `integer=True` names whole numbers "integer" (what validation messages and drift lines
+    say); `integer=False` gives the six JSON kinds only (what TypeScript can tell apart).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if integer else "number"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return None
+
+
+def iter_jsonl(text: str, path: Path, *, what: str, hint: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for each non-blank line; a bad line is a UserError at path:line:col."""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{lineno}:{exc.colno}: invalid JSON in {what}: {exc.msg}", hint=hint) from None
+
+
+
+def resolve_pointer(document: Any, pointer: str, default: Any = None) -> Any:
+    """The value at a JSON Pointer (RFC 6901, "" = the whole document), or `default`."""
+    node = document
+    if pointer:
+        if not pointer.startswith("/"):
+            return default
+        for token in pointer[1:].split("/"):
+            key = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                return default
+    return node

@@ -14,7 +14,6 @@ interrupted record leaves the previous recording intact.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from codemode_gen.errors import UserError
-from codemode_gen.jsonio import atomic_write_text, dumps_line, dumps_stable, read_json
+from codemode_gen.jsonio import atomic_write_text, dumps_line, dumps_stable, iter_jsonl, read_json
 
 SERVER_FILE = "server.json"
 TOOLS_FILE = "tools.json"
@@ -83,20 +82,12 @@ def _load_json_file(path: Path, what: str, hashes: dict[str, str], key: str) -> 
 
 def _load_calls(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{path}:{lineno}:{exc.colno}: invalid JSON in recorded call: {exc.msg}",
-                hint="delete that line (or the file) and run `codemode-gen record` again",
-            ) from None
+    hint = "delete that line (or the file) and run `codemode-gen record` again"
+    text = path.read_text(encoding="utf-8")
+    for lineno, record in iter_jsonl(text, path, what="recorded call", hint=hint):
         if not isinstance(record, dict) or not isinstance(record.get("result"), dict):
             raise UserError(
-                f"{path}:{lineno}: a recorded call must be an object with a `result` object",
-                hint="delete that line (or the file) and run `codemode-gen record` again",
+                f"{path}:{lineno}: a recorded call must be an object with a `result` object", hint=hint
             )
         records.append(record)
     return records

@@ -22,6 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from codemode_gen import schema_regex
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
 from codemode_gen.generator.unwrap import UnwrapMode
+from codemode_gen.jsonio import json_type
 
 OutputSource = Literal["declared", "inferred", "none"]
 
@@ -30,15 +31,6 @@ MAX_DRIFT_PER_TOOL = 20
 # Server values quoted in a drift line are cut to this many characters (bounds report size;
 # the text is untrusted and later sanitised again when it reaches a doc comment).
 MAX_DRIFT_VALUE_CHARS = 60
-
-_JSON_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
-    (bool, "boolean"),
-    ((int, float), "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-    (type(None), "null"),
-)
 
 
 @dataclass(frozen=True)
@@ -55,16 +47,6 @@ class OutputModel:
     optional: tuple[str, ...]
     drift: tuple[str, ...]
     warnings: tuple[str, ...]
-
-
-def json_type(value: Any) -> str:
-    """JSON type name of a Python JSON value ("integer" for whole numbers)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return "integer"
-    for py, name in _JSON_TYPES:
-        if isinstance(value, py):
-            return name
-    return type(value).__name__
 
 
 def _short(value: Any) -> str:
@@ -88,7 +70,7 @@ def describe_error(error: ValidationError, sample_line: int) -> str:
             if isinstance(error.validator_value, list)
             else str(error.validator_value)
         )
-        got = json_type(error.instance)
+        got = json_type(error.instance) or type(error.instance).__name__
     elif keyword == "required":
         missing = [
             k
@@ -189,7 +171,7 @@ def merge_output(
         )
     warnings = inference.warnings
     if declared is not None:
-        warnings += (f"outputSchema ignored: expected an object, got {json_type(declared)}",)
+        warnings += (f"outputSchema ignored: expected an object, got {json_type(declared) or type(declared).__name__}",)
     if inference.schema is None:
         return OutputModel("none", None, None, None, 0, False, None, (), (), warnings)
     return OutputModel(

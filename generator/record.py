@@ -36,6 +36,7 @@ from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.jsonio import iter_jsonl
 
 __all__ = [
     "Sample",
@@ -99,19 +100,11 @@ def load_samples_file(path: Path) -> list[Sample]:
             f"{path}: expected a JSON list of samples or JSONL (one sample object a line)",
             hint='for example [{"server": "notes", "tool": "search_notes", "input": {"query": "milk"}}]',
         )
-    samples: list[Sample] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{path}:{lineno}:{exc.colno}: invalid JSON in samples file: {exc.msg}",
-                hint="a samples file is one JSON list, or one JSON object per line (JSONL)",
-            ) from None
-        samples.append(parse_sample(item, f"{path}:{lineno}"))
-    return samples
+    hint = "a samples file is one JSON list, or one JSON object per line (JSONL)"
+    return [
+        parse_sample(item, f"{path}:{lineno}")
+        for lineno, item in iter_jsonl(text, path, what="samples file", hint=hint)
+    ]
 
 
 def probe_input(tool: Mapping[str, Any]) -> dict[str, Any] | None:

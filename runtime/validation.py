@@ -21,6 +21,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from codemode_gen import schema_regex
+from codemode_gen.jsonio import json_type, resolve_pointer
 
 __all__ = [
     "MAX_EXAMPLE_DEPTH",
@@ -154,23 +155,6 @@ def _pointer(parts: list[Any]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def js_type(value: Any) -> str:
-    """The JS-side name of a JSON value's type, as the agent wrote it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _show(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -182,7 +166,7 @@ def _show(value: Any) -> str:
 
 
 def _received(value: Any) -> str:
-    kind = js_type(value)
+    kind = json_type(value) or "object"
     if kind in ("object", "array"):
         return kind
     return f"{kind} {_show(value)}"
@@ -271,7 +255,7 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         bound = "at least" if keyword.startswith("min") else "at most"
         expected = f"{bound} {arg} {what}"
         size = len(value) if isinstance(value, str | list | Mapping) else "?"
-        received = f"{js_type(value)} with {size} {what}"
+        received = f"{json_type(value) or 'object'} with {size} {what}"
         path = _pointer(parts)
         hint = f"give {_where(path)} {bound} {arg} {what}"
     elif keyword == "pattern":
@@ -348,18 +332,7 @@ def example_for(schema: Any) -> Any:
 
 
 def _resolve(root: Any, ref: str) -> Any:
-    if not ref.startswith("#"):
-        return {}
-    node = root
-    for raw in ref[1:].split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return {}
-    return node
+    return resolve_pointer(root, ref[1:], {}) if ref.startswith("#") else {}
 
 
 def _example(schema: Any, root: Any, depth: int) -> Any:

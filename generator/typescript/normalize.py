@@ -21,6 +21,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from codemode_gen.jsonio import json_type
+
 # Set on a normalised node whose `prefixItems` came from a draft-07 `items` array, so JSON
 # Pointers the translator builds still name the keyword present in the document.
 PREFIX_ORIGIN = "\x00prefixItems-origin"
@@ -56,19 +58,7 @@ def json_equal(a: Any, b: Any) -> bool:
 
 def json_kind(value: Any) -> str | None:
     """The JSON Schema type name of a decoded JSON value (numbers are all "number")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return None
+    return json_type(value, integer=False)
 
 
 def normalize(node: dict[str, Any], ptr: str, draft: int, warn: Warn) -> dict[str, Any]:

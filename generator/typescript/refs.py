@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
+from codemode_gen.jsonio import resolve_pointer
+
 # Base URI of a document without `$id`. The `.invalid` TLD (RFC 2606) can never name a real
 # resource, so a relative `$ref` can only ever resolve to something inside this document.
 DEFAULT_BASE = "https://codemode.invalid/schema.json"
@@ -47,6 +49,8 @@ for _key in _LIST_KEYS:
     _WALK_KINDS[_key] = _WALK_KINDS.get(_key, 0) | _LIST
 # A subschema with none of these keys indexes nothing (most property schemas): not visited.
 _INDEXED_KEYS = frozenset({*_WALK_KINDS, "$id", "id", "$anchor", "$dynamicAnchor"})
+
+_MISSING = object()  # resolve_pointer's answer for a pointer into nothing
 
 # Bounds the index walk on hostile documents (very deep nesting would exhaust the stack).
 MAX_INDEX_DEPTH = 200
@@ -177,14 +181,5 @@ class Resolver:
         return self._target(ptr)
 
     def _target(self, ptr: str) -> Target | None:
-        node = self.root
-        if ptr:
-            for token in ptr[1:].split("/"):
-                key = token.replace("~1", "/").replace("~0", "~")
-                if isinstance(node, dict) and key in node:
-                    node = node[key]
-                elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-                    node = node[int(key)]
-                else:
-                    return None
-        return Target(ptr, node)
+        node = resolve_pointer(self.root, ptr, _MISSING)
+        return None if node is _MISSING else Target(ptr, node)
