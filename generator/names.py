@@ -27,7 +27,7 @@ Choices beyond the letter of the spec (documented in docs/DESIGN.md "Names"):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 # Spec §6.1 list, verbatim.
 SPEC_RESERVED_WORDS = frozenset(
@@ -77,26 +77,35 @@ def tool_identifier(tool_name: str) -> str:
     return ident
 
 
-def assign_export_names(tool_names: Iterable[str]) -> dict[str, str]:
-    """Canonical tool name -> unique export identifier, independent of input order (§6.1)."""
-    ordered = sorted(set(tool_names))
-    base = {name: tool_identifier(name) for name in ordered}
+def _assign_unique(names: Iterable[str], clean: Callable[[str], str], separator: str) -> dict[str, str]:
+    """Name -> unique cleaned form, independent of input order (§6.1 and §5.0.1 share this).
+
+    Names are taken in alphabetical order; the first occurrence of each clean form keeps it,
+    then the duplicates get `<clean><separator>N`, N from 2, skipping anything already taken.
+    """
+    ordered = sorted(set(names))
+    base = {name: clean(name) for name in ordered}
     taken: set[str] = set()
     result: dict[str, str] = {}
     duplicates: list[str] = []
-    for name in ordered:  # pass 1: the first occurrence of each clean name keeps it
+    for name in ordered:  # pass 1: the first occurrence of each clean form keeps it
         if base[name] in taken:
             duplicates.append(name)
         else:
             taken.add(base[name])
             result[name] = base[name]
-    for name in duplicates:  # pass 2: `__N`, N from 2, skipping anything already taken
+    for name in duplicates:  # pass 2: suffixes, skipping anything already taken
         n = 2
-        while f"{base[name]}__{n}" in taken:
+        while f"{base[name]}{separator}{n}" in taken:
             n += 1
-        result[name] = f"{base[name]}__{n}"
+        result[name] = f"{base[name]}{separator}{n}"
         taken.add(result[name])
     return result
+
+
+def assign_export_names(tool_names: Iterable[str]) -> dict[str, str]:
+    """Canonical tool name -> unique export identifier, independent of input order (§6.1)."""
+    return _assign_unique(tool_names, tool_identifier, "__")
 
 
 def module_path(server_id: str) -> str:
@@ -112,25 +121,7 @@ def assign_module_paths(server_ids: Iterable[str]) -> dict[str, str]:
     A normalised path never contains `--` (runs are collapsed), so a suffixed path can never
     equal another server's clean path.
     """
-    ordered = sorted(set(server_ids))
-    taken: set[str] = set()
-    result: dict[str, str] = {}
-    duplicates: list[str] = []
-    for sid in ordered:
-        path = module_path(sid)
-        if path in taken:
-            duplicates.append(sid)
-        else:
-            taken.add(path)
-            result[sid] = path
-    for sid in duplicates:
-        path = module_path(sid)
-        n = 2
-        while f"{path}--{n}" in taken:
-            n += 1
-        result[sid] = f"{path}--{n}"
-        taken.add(result[sid])
-    return result
+    return _assign_unique(server_ids, module_path, "--")
 
 
 def pascal_case(identifier: str) -> str:

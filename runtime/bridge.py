@@ -273,18 +273,13 @@ class Bridge:
                 serverId=server_id, toolName=tool_name, code="timeout",
                 _summary=f"ToolCallError: timeout after {config.call_timeout:g} s",
             )
-        except AuthError as exc:
+        except (AuthError, CallAuthError) as exc:
+            # Rejected while connecting (AuthError) or on an established connection whose
+            # credentials were revoked or expired (CallAuthError): the same fix either way.
+            detail = exc.reason if isinstance(exc, AuthError) else _clip(exc.message)
             return _error(
                 "AuthenticationError",
-                f"{where}: the server rejected the credentials: {getattr(exc, 'reason', exc)}",
-                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
-                serverId=server_id, toolName=tool_name, code=exc.status,
-                _summary="AuthenticationError",
-            )
-        except CallAuthError as exc:
-            return _error(
-                "AuthenticationError",
-                f"{where}: the server rejected the credentials ({exc.status}): {_clip(exc.message)}",
+                f"{where}: the server rejected the credentials ({exc.status}): {detail}",
                 f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
                 serverId=server_id, toolName=tool_name, code=exc.status,
                 _summary=f"AuthenticationError ({exc.status})",
