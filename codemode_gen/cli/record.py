@@ -9,6 +9,7 @@ from typing import TextIO
 
 import click
 
+from codemode_gen.cli.options import config_option
 from codemode_gen.errors import CheckFailed, UserError
 
 # Redraws of the live status block are skipped if they come faster than this (seconds):
@@ -65,8 +66,7 @@ class _Progress:
 
 
 @click.command("record")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path(".mcp.json"),
-              show_default=True, help="MCP server config (.mcp.json / Claude Desktop format).")
+@config_option
 @click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
               help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures].")
 @click.option("--server", "servers", multiple=True, metavar="ID",
@@ -78,7 +78,7 @@ class _Progress:
 @click.option("--max-samples", type=click.IntRange(min=1), default=None,
               help="Recorded calls kept per tool [default: codemode.toml `max_samples`, else 20].")
 def record(
-    config_path: Path,
+    config: Path,
     fixtures_dir: Path | None,
     servers: tuple[str, ...],
     samples_path: Path | None,
@@ -92,13 +92,13 @@ def record(
     from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
 
     settings = load_settings()
-    configs = load_config(config_path, settings)
+    configs = load_config(config, settings)
     if not configs:
-        raise UserError(f"{config_path}: \"mcpServers\" is empty", hint="add a server to record")
+        raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server to record")
     for sid in servers:
         if sid not in configs:
             raise UserError(
-                f"--server {sid}: no such server in {config_path}",
+                f"--server {sid}: no such server in {config}",
                 hint=f"configured servers: {', '.join(configs)}",
             )
     selected = {sid: cfg for sid, cfg in configs.items() if not servers or sid in servers}
@@ -110,7 +110,7 @@ def record(
         if sample.server not in configs:
             source = samples_path if samples_path is not None else settings.path
             raise UserError(
-                f"{source}: a sample names server {sample.server!r}, which is not in {config_path}",
+                f"{source}: a sample names server {sample.server!r}, which is not in {config}",
                 hint=f"configured servers: {', '.join(configs)}",
             )
 

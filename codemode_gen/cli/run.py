@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.errors import UserError
 
 # Bounds how much of a result the human view prints; the JSON on stdout is always complete.
@@ -90,10 +91,8 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
 
 
 @click.command(name="run")
-@click.option("--config", "config", type=click.Path(path_type=Path), default=Path(".mcp.json"),
-              show_default=True, help="MCP server config (.mcp.json / Claude Desktop format).")
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
-              help="Generated modules (default: codemode.toml's out, else out/).")
+@config_option
+@out_option
 @click.option("--limits", "limits", default=None, metavar="JSON",
               help='Run limits, e.g. \'{"timeoutMs": 5000, "maxToolCalls": 20}\'.')
 @click.option("--capability", "capabilities", multiple=True, metavar="ID",

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import click
 
+from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.errors import UserError
 
 
 @click.command(name="serve")
-@click.option("--config", "config", type=click.Path(path_type=Path), default=Path(".mcp.json"),
-              show_default=True, help="MCP server config (.mcp.json / Claude Desktop format).")
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
-              help="Generated modules (default: codemode.toml's out, else out/).")
+@config_option
+@out_option
 def serve(config: Path, out: Path | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio (sessions are reused across runs)."""
     from codemode_gen.runtime.serve import serve_stdio
