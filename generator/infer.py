@@ -39,8 +39,6 @@ MAX_OBJECT_PROPERTIES = 200
 MAX_INFER_NODES = 200_000
 # Longer text results are not parsed to look for JSON-in-text (bounds parse time and memory).
 MAX_JSON_TEXT_CHARS = 2_000_000
-# Doc comments list at most this many optional field paths (bounds comment length).
-MAX_OPTIONAL_LISTED = 20
 # MIME type marking a string that holds JSON (JSON Schema 2019-09+ `contentMediaType`).
 JSON_MEDIA_TYPE = "application/json"
 

@@ -125,12 +125,6 @@ class Catalog:
     servers: dict[str, ServerView] = field(default_factory=dict)  # by server_id
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
-    def by_config_id(self, config_id: str) -> ServerView | None:
-        for view in self.servers.values():
-            if view.config_id == config_id:
-                return view
-        return None
-
     def visible(self) -> list[ServerView]:
         """Servers discovery lists: configured and not known to be unavailable (§3.2.3)."""
         return [

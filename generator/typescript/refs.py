@@ -176,10 +176,6 @@ class Resolver:
             return None
         return self._target(start + unquote(fragment)) if fragment else self._target(start)
 
-    def node_at(self, ptr: str) -> Target | None:
-        """The node at a JSON Pointer (escaped tokens, no percent-encoding) from the root."""
-        return self._target(ptr)
-
     def _target(self, ptr: str) -> Target | None:
         node = resolve_pointer(self.root, ptr, _MISSING)
         return None if node is _MISSING else Target(ptr, node)
