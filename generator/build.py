@@ -22,6 +22,7 @@ import jinja2
 import codemode_gen.templates
 from codemode_gen import SPEC_VERSION, __version__
 from codemode_gen.config import Settings
+from codemode_gen.generator.agent import AgentTool, annotation_tags, render_server
 from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
 from codemode_gen.generator.merge import OutputModel, merge_output
 from codemode_gen.generator.names import (
@@ -31,6 +32,8 @@ from codemode_gen.generator.names import (
     pascal_case,
 )
 from codemode_gen.generator.typescript import NameScope, TypeDecl, doc_comment, translate
+from codemode_gen.generator.typescript.ast import Ref, walk
+from codemode_gen.generator.typescript.printer import joined_doc
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
 
@@ -42,13 +45,14 @@ CODEMODE_DTS = "codemode.d.ts"
 TSCONFIG_FILE = "tsconfig.json"
 # §5.3.1: an absent or empty inputSchema means "no arguments or {}".
 EMPTY_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-# Spec §6.3 names first, in this order; other annotation keys follow alphabetically.
-KNOWN_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 # Drift findings quoted in one tool's doc comment (the manifest and report carry all of them);
 # bounds the agent-context cost of a server that disagrees with its schema everywhere.
 MAX_DRIFT_IN_DOC = 3
 # Optional field paths named in one tool's doc comment (bounds comment length).
 MAX_OPTIONAL_IN_DOC = 12
+# Server instructions quoted in a .d.ts header (the manifest and discovery's describeServer
+# keep them whole): one server's 2 KB of instructions repeated in every agent context is noise.
+MAX_INSTRUCTIONS_IN_DTS = 400
 # Longest recorded input shown as an example in a tool's doc comment (bounds agent context).
 MAX_EXAMPLE_CHARS = 160
 # A declaration body shorter than this is printed again instead of becoming an alias of an
@@ -71,9 +75,12 @@ class Outputs:
 class ToolModel:
     tool_name: str
     export_name: str
-    input_type: str
+    input_type: str  # the type expression the signature shows
+    input_name: str  # the input type's name (declared only when input_decl is None)
+    input_decl: TypeDecl | None  # the inlined input type's declaration, for the agent rendering
     input_optional: bool
     output_type: str
+    json_type: str | None
     decls: tuple[TypeDecl, ...]
     doc: tuple[str, ...]
     js_doc: tuple[str, ...]
@@ -133,6 +140,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["js"] = _js
     env.globals["doc_comment"] = doc_comment
+    env.globals["tool_doc"] = joined_doc
     return env
 
 
@@ -192,45 +200,24 @@ def _input_optional(schema: Mapping[str, Any]) -> bool:
     return not (isinstance(required, list) and required)
 
 
-def _annotation_lines(annotations: Any) -> list[str]:
-    if not isinstance(annotations, dict) or not annotations:
-        return []
-    keys = [k for k in KNOWN_ANNOTATIONS if k in annotations]
-    keys += sorted(k for k in annotations if k not in KNOWN_ANNOTATIONS)
-    parts = [f"{k}: {json.dumps(annotations[k], ensure_ascii=False, sort_keys=True)}" for k in keys]
-    return ["Annotations (MCP hints, spec §6.3): " + ", ".join(parts)]
+def _provenance_lines(out: OutputModel, json_type: str | None) -> list[str]:
+    """What the reader of a type must know about where it came from: only the surprising cases.
 
-
-def _provenance_lines(out: OutputModel, json_type: str | None, errors: int) -> list[str]:
-    if out.source == "declared":
-        lines = ["Output type: the tool's declared outputSchema."]
-        if out.samples:
-            lines[0] = (
-                f"Output type: the tool's declared outputSchema"
-                f" (checked against {out.samples} recorded sample{'s' * (out.samples != 1)})."
-            )
-    elif out.source == "inferred":
+    A declared outputSchema needs no sentence (it is the normal case, and this text is agent
+    context); an inferred or unknown type, a JSON string, and drift do.
+    """
+    lines: list[str] = []
+    if out.source == "inferred":
         n = out.samples
-        lines = [
-            f"Output type: inferred from {n} recorded sample{'s' * (n != 1)}; it may not cover every case."
-        ]
+        lines.append(
+            f"Output type inferred from {n} recorded sample{'s' * (n != 1)}; it may not cover every case."
+        )
         if out.optional:
             shown = ", ".join(out.optional[:MAX_OPTIONAL_IN_DOC])
             more = len(out.optional) - MAX_OPTIONAL_IN_DOC
             lines.append(
                 f"Optional fields (absent from some samples): {shown}{f' and {more} more' if more > 0 else ''}."
             )
-    else:
-        recorded = (
-            f"only {errors} failed call{'s' * (errors != 1)} (isError) {'were' if errors != 1 else 'was'} recorded"
-            if errors
-            else "no call was recorded"
-        )
-        lines = [
-            f"Output type unknown: the tool declares no outputSchema and {recorded}."
-            " To get a type, run `codemode-gen record` with a successful sample call for this tool"
-            " (a [[samples]] entry in codemode.toml), then `codemode-gen generate`."
-        ]
     if json_type is not None:
         lines.append(
             f"Returns a JSON string of type {json_type}: use JSON.parse(result) as {json_type}."
@@ -275,9 +262,11 @@ def _build_tool(
 
     decls: list[TypeDecl] = []
 
-    def emit(schema: Any, name: str, doc: tuple[str, ...]) -> str:
+    def emit(schema: Any, name: str, doc: tuple[str, ...], *, closed: bool = False) -> str:
         scope.expect_root(name)
-        translation = translate(schema, name, scope, doc=doc, derived_from=(tool_name,))
+        translation = translate(
+            schema, name, scope, doc=doc, derived_from=(tool_name,), closed=closed
+        )
         if translation.root != name:  # the translator broke its "claims `name`" contract
             raise AssertionError(f"translator renamed root {name!r} to {translation.root!r}")
         decls.extend(translation.decls)
@@ -285,28 +274,43 @@ def _build_tool(
         return translation.root
 
     # Type docs stay lean (they are agent context); provenance is on the function, once.
-    input_type = emit(input_schema, names["input"], ())
+    input_type = emit(input_schema, names["input"], (), closed=True)
+    # The input type is written where it is used, in the signature (`get_note(input: { id:
+    # number })`): a name would only make the reader look it up. A recursive input keeps it.
+    input_decl: TypeDecl | None = None
+    input_text = input_type
+    root = next(d for d in decls if d.name == input_type)
+    if not any(
+        isinstance(node, Ref) and node.name == input_type
+        for d in decls
+        if d.node is not None
+        for node in walk(d.node)
+    ):
+        decls.remove(root)
+        input_decl, input_text = root, root.text
     json_type: str | None = None
     if out.json_text and out.json_schema is not None:
         json_type = emit(
             out.json_schema, names["json"], (f"The JSON inside the string {export_name} returns.",)
         )
-    errors = sum(
-        1 for c in calls if isinstance(c.get("result"), dict) and c["result"].get("isError") is True
-    )
-    provenance = _provenance_lines(out, json_type, errors)
+    provenance = _provenance_lines(out, json_type)
     output_doc = (f"A string holding JSON of type {json_type}.",) if json_type else ()
-    output_type = emit(out.schema if out.schema is not None else {}, names["output"], output_doc)
+    # No schema, no sample: `Promise<unknown>` says it all; a named alias of unknown would not.
+    output_type = (
+        emit(out.schema, names["output"], output_doc) if out.schema is not None else "unknown"
+    )
 
     doc: list[str] = []
     title = tool.get("title")
     if isinstance(title, str) and title and title != tool_name:
         doc.append(title)
     if description:
-        doc += [description, ""]
+        doc.append(description)
     if tool_name != export_name:
         doc.append(f"MCP tool name: {json.dumps(tool_name, ensure_ascii=False)}.")
-    doc += _annotation_lines(tool.get("annotations"))
+    tags = annotation_tags(tool.get("annotations"), terse=True)  # §6.3, one line of tags
+    if tags:
+        doc.append(" ".join(tags))
     doc += provenance
     example = _example_input(calls)
     if example is not None:
@@ -328,7 +332,8 @@ def _build_tool(
             "optional": list(out.optional),
             "drift": list(out.drift),
         },
-        "types": {"input": input_type, "output": output_type}
+        "types": ({"input": input_type} if input_decl is None else {})
+        | ({"output": output_type} if out.schema is not None else {})
         | ({"json": json_type} if json_type else {}),
     }
     if description is not None:
@@ -340,9 +345,12 @@ def _build_tool(
     return ToolModel(
         tool_name=tool_name,
         export_name=export_name,
-        input_type=input_type,
+        input_type=input_text,
+        input_name=input_type,
+        input_decl=input_decl,
         input_optional=_input_optional(input_schema),
         output_type=output_type,
+        json_type=json_type,
         decls=tuple(decls),
         doc=tuple(doc),
         js_doc=(description,) if description else (),
@@ -389,12 +397,14 @@ def share_identical_types(tools: Sequence[ToolModel], scope: _ModuleScope) -> tu
         body = next((m for m in members if m.name == name), None)
         if body is None:  # a new declaration named after the title; keep the docs all share
             common = tuple(line for line in members[0].doc if all(line in m.doc for m in members))
-            body = TypeDecl(name, tuple(line for line in common if line != name), text, name)
+            body = TypeDecl(
+                name, tuple(line for line in common if line != name), text, name, members[0].node
+            )
             inserted[where[0]] = body
         for pos, member in zip(where, members, strict=True):
             if member is not body:
                 doc = tuple(line for line in member.doc if line not in body.doc and line != name)
-                replaced[pos] = TypeDecl(member.name, doc, name, member.title)
+                replaced[pos] = TypeDecl(member.name, doc, name, member.title, Ref(name))
     if not replaced:
         return tuple(tools)
     out: list[ToolModel] = []
@@ -406,6 +416,25 @@ def share_identical_types(tools: Sequence[ToolModel], scope: _ModuleScope) -> tu
             decls.append(replaced.get((ti, di), decl))
         out.append(replace(tool, decls=tuple(decls)))
     return tuple(out)
+
+
+def _agent_tool(model: ToolModel) -> AgentTool:
+    entry = model.manifest
+    return AgentTool(
+        tool_name=model.tool_name,
+        export_name=model.export_name,
+        input_type=model.input_name,
+        input_optional=model.input_optional,
+        output_type=model.output_type,
+        json_type=model.json_type,
+        description=entry.get("description"),
+        annotations=entry.get("annotations"),
+        output_source=entry["output"]["source"],
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _build_server(
@@ -464,6 +493,15 @@ def _build_server(
         for tool in tools
     ]
     models = list(share_identical_types(models, scope))
+    agent = render_server(
+        server_id,
+        [_agent_tool(m) for m in models],
+        {d.name: d for m in models for d in (*m.decls, *([m.input_decl] if m.input_decl else []))},
+    )
+    models = [
+        replace(m, manifest=m.manifest | {"declaration": agent.declarations[m.tool_name]})
+        for m in models
+    ]
 
     info = fixture_set.server_json.get("serverInfo")
     info = info if isinstance(info, dict) else {}
@@ -494,6 +532,8 @@ def _build_server(
         "module": f"{SERVERS_DIR}/{server_id}.js",
         "types": f"{SERVERS_DIR}/{server_id}.d.ts",
         "tools": [m.manifest for m in models],
+        # The compact agent rendering (generator/agent.py) the serve prompt is made of.
+        "agent": {"full": agent.full, "plain": agent.plain},
     }
     if version is not None:
         manifest["version"] = version
@@ -502,7 +542,7 @@ def _build_server(
     title = json.dumps(server_name, ensure_ascii=False) + (f" {version}" if version else "")
     doc = [f'Server {title}: import from "{MODULE_PREFIX}{server_id}".']
     if description:
-        doc += ["", description]
+        doc += ["", _cut(description, MAX_INSTRUCTIONS_IN_DTS)]
     if mode == "json":
         doc += [
             "",

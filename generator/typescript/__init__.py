@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from codemode_gen import __version__
+from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.printer import doc_comment, print_type, sanitize_doc
 from codemode_gen.generator.typescript.translate import pascal_case, translate_schema
 
@@ -100,6 +101,9 @@ class TypeDecl:
     # The schema's own `title`, raw (never printed as is): lets a module that declares the
     # same type several times name the shared body after it (generator/build.py).
     title: str | None = None
+    # The type as an AST (for the compact agent rendering, which inlines and re-prints it);
+    # an alias made by build.share_identical_types holds a `Ref` to the shared body.
+    node: t.TypeNode | None = None
 
 
 class NameScope:
@@ -142,6 +146,7 @@ def translate(
     *,
     doc: Sequence[str] = (),
     derived_from: Sequence[str] = (),
+    closed: bool = False,
 ) -> Translation:
     """Translate `schema` into declarations; claims `name` (and helper names) in `scope`.
 
@@ -156,15 +161,21 @@ def translate(
         schema, root_name, scope.claim, [sanitize_doc(d) for d in doc], derived_from
     )
     titles = result.titles
+    shut = t.close_objects if closed else _same
+    root = shut(result.root)
     decls = [
         TypeDecl(
-            root_name, _doc_lines(result.root_doc), print_type(result.root), titles.get(root_name)
+            root_name, _doc_lines(result.root_doc), print_type(root), titles.get(root_name), root
         )
     ]
-    decls += [
-        TypeDecl(n, _doc_lines(d), print_type(node), titles.get(n)) for n, node, d in result.helpers
-    ]
+    for n, node, d in result.helpers:
+        node = shut(node)
+        decls.append(TypeDecl(n, _doc_lines(d), print_type(node), titles.get(n), node))
     return Translation(root=root_name, decls=decls, warnings=list(result.warnings))
+
+
+def _same(node: t.TypeNode) -> t.TypeNode:
+    return node
 
 
 def _doc_lines(lines: Sequence[str]) -> tuple[str, ...]:

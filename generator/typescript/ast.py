@@ -245,3 +245,40 @@ def walk(node: TypeNode) -> list[TypeNode]:
         for m in node.members:
             out += walk(m)
     return out
+
+
+def close_objects(node: TypeNode) -> TypeNode:
+    """`node` without the `[k: string]: unknown` of objects that declare properties.
+
+    For values the agent writes (tool inputs): the index signature only says "other keys are
+    allowed", which a caller never needs, and dropping it narrows the type (still sound for
+    an input). An object with no declared property keeps it: it is a free-form map.
+    """
+    kind = type(node)
+    if kind is Object:
+        assert isinstance(node, Object)
+        props = tuple(
+            make_property(p.name, close_objects(p.type), p.optional, p.readonly, p.doc)
+            for p in node.properties
+        )
+        index = node.index
+        if index is not None and props and index == UNKNOWN:
+            index = None
+        elif index is not None:
+            index = close_objects(index)
+        patterns = tuple((k, close_objects(v)) for k, v in node.patterns)
+        return Object(props, index, node.index_doc if index is not None else (), patterns)
+    if kind is Array:
+        assert isinstance(node, Array)
+        return Array(close_objects(node.element))
+    if kind is Tuple:
+        assert isinstance(node, Tuple)
+        rest = close_objects(node.rest) if node.rest is not None else None
+        return Tuple(tuple(close_objects(e) for e in node.elements), node.required, rest)
+    if kind is Union:
+        assert isinstance(node, Union)
+        return Union(tuple(close_objects(m) for m in node.members))
+    if kind is Intersection:
+        assert isinstance(node, Intersection)
+        return Intersection(tuple(close_objects(m) for m in node.members))
+    return node

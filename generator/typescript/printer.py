@@ -23,6 +23,14 @@ MAX_DOC_CHARS = 2000
 # Most doc lines for one documented item (same attack as above, via many short lines).
 MAX_DOC_LINES = 60
 TRUNCATION_MARKER = " … [truncated]"
+# A doc comment of one line up to this length prints as `/** text */` on one line.
+MAX_ONE_LINE_DOC_CHARS = 240
+# Starts the doc line of constraints TypeScript cannot check (translate.schema_doc writes it).
+CONSTRAINTS_LABEL = "Constraints: "
+# An object type without docs prints on one line up to this length (`{ id: number }`).
+MAX_ONE_LINE_OBJECT_CHARS = 60
+# Most doc lines of one property that field_doc joins on one line.
+MAX_FIELD_DOC_LINES = 4
 INDENT = "  "
 
 # `\Z`, not `$`: `$` also matches before a final newline, which would let a server-chosen
@@ -84,7 +92,12 @@ def doc_comment(lines: Sequence[str], indent: str = "") -> str:
     if len(lines) == 1:  # the common case, without the general path's list juggling
         text = sanitize_doc(lines[0])
         if "\n" not in text:
-            return f"{indent}/**\n{indent} * {text}\n{indent} */\n" if text.strip() else ""
+            if not text.strip():
+                return ""
+            # One line stays one line: `/** a */` is what editors show, at a third of the bytes.
+            if len(text) <= MAX_ONE_LINE_DOC_CHARS:
+                return f"{indent}/** {text} */\n"
+            return f"{indent}/**\n{indent} * {text}\n{indent} */\n"
     out: list[str] = []
     for line in lines:
         text = sanitize_doc(line)
@@ -98,8 +111,32 @@ def doc_comment(lines: Sequence[str], indent: str = "") -> str:
         out.pop(0)
     if not out:
         return ""
+    if len(out) == 1 and len(out[0]) <= MAX_ONE_LINE_DOC_CHARS:
+        return f"{indent}/** {out[0]} */\n"
     body = "".join([f"{indent} *{' ' + line if line else ''}\n" for line in out])
     return f"{indent}/**\n{body}{indent} */\n"
+
+
+def joined_doc(lines: Sequence[str], indent: str = "") -> str:
+    """`doc_comment`, but short lines join into one `/** … */` line (a tool's one-line
+    description and its annotation tags read as well on one line as on five)."""
+    if len(lines) <= MAX_FIELD_DOC_LINES:
+        joined = " ".join(sanitize_doc(line) for line in lines if line)
+        if joined.strip() and "\n" not in joined and len(joined) <= MAX_ONE_LINE_DOC_CHARS:
+            return f"{indent}/** {joined} */\n"
+    return doc_comment(lines, indent)
+
+
+def field_doc(lines: Sequence[str], indent: str = "") -> str:
+    """A property's doc. Short lines join into one `/** … */ ` that the property's own line
+    starts with (no newline: editors attach it all the same, and a field's doc is a phrase or
+    two, where a block costs three lines); anything longer is a block ending in a newline."""
+    if len(lines) <= MAX_FIELD_DOC_LINES:
+        # On one line the constraints read as such without their label ("Id. integer, ≥1.").
+        joined = " ".join(sanitize_doc(line.removeprefix(CONSTRAINTS_LABEL)) for line in lines)
+        if joined.strip() and "\n" not in joined and len(joined) <= MAX_ONE_LINE_DOC_CHARS:
+            return f"{indent}/** {joined} */ "
+    return doc_comment(lines, indent)
 
 
 def string_literal(value: str) -> str:
@@ -213,11 +250,11 @@ def _print_object(node: t.Object, level: int) -> str:
     if not node.properties and node.index is None and not node.patterns:
         return "{}"
     pad = INDENT * (level + 1)
-    lines: list[str] = ["{\n"]
+    members: list[str] = []
+    docs: list[str] = []  # per member: "" (none), a block ending in "\n", or a `/** … */ ` lead
     is_ident = _IDENTIFIER.match
     for prop in node.properties:
-        if prop.doc:
-            lines.append(doc_comment(prop.doc, pad))
+        docs.append(field_doc(prop.doc, pad) if prop.doc else "")
         ro = "readonly " if prop.readonly else ""
         opt = "?" if prop.optional else ""
         name = prop.name if is_ident(prop.name) else string_literal(prop.name)
@@ -230,11 +267,23 @@ def _print_object(node: t.Object, level: int) -> str:
             text = typ.element.name + "[]"
         else:
             text = print_type(typ, level + 1)
-        lines.append(f"{pad}{ro}{name}{opt}: {text};\n")
+        members.append(f"{ro}{name}{opt}: {text}")
     for key, typ in node.patterns:
-        lines.append(f"{pad}[k: {template_key(key)}]: {print_type(typ, level + 1)};\n")
+        docs.append("")
+        members.append(f"[k: {template_key(key)}]: {print_type(typ, level + 1)}")
     if node.index is not None:
-        lines.append(doc_comment(node.index_doc, pad))
-        lines.append(f"{pad}[k: string]: {print_type(node.index, level + 1)};\n")
+        docs.append(doc_comment(node.index_doc, pad))
+        members.append(f"[k: string]: {print_type(node.index, level + 1)}")
+    if not any(docs):
+        # A small undocumented object reads best on one line, as a formatter would print it.
+        flat = "{ " + "; ".join(members) + " }"
+        if len(flat) <= MAX_ONE_LINE_OBJECT_CHARS and "\n" not in flat:
+            return flat
+    lines: list[str] = ["{\n"]
+    for doc, member in zip(docs, members, strict=True):
+        if doc.endswith("\n"):
+            lines.append(doc)
+            doc = ""
+        lines.append(f"{doc or pad}{member};\n")
     lines.append(INDENT * level + "}")
     return "".join(lines)

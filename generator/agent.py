@@ -1,0 +1,275 @@
+"""The compact agent rendering of one server: what a model reads, as opposed to what tsc reads.
+
+Same translation as the committed .d.ts (the `TypeDecl` ASTs `build` made), laid out for a
+model's context (spec §4.4, §6.2, §6.3): one signature per tool with its input and output
+types inline where they are used once or are short, and named where several tools share them
+or they are recursive; the first sentence of the description; annotations as terse tags.
+Three texts come out of it, all deterministic:
+
+- `declarations[tool]`: one tool, self-contained (its signature plus the named types it
+  reaches), with notes: what `@codemode/discovery` returns as `declaration`.
+- `full`: the whole server as a `declare module` block, with notes.
+- `plain`: the same signatures without any comment: the step down when `full` does not fit
+  the prompt budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codemode_gen.generator.typescript import TypeDecl
+from codemode_gen.generator.typescript import ast as t
+from codemode_gen.generator.typescript.compact import first_sentence, one_line, print_compact
+from codemode_gen.generator.typescript.printer import INDENT, string_literal
+
+__all__ = ["AgentServer", "AgentTool", "annotation_tags", "render_server"]
+
+# A named type whose one-line text is at most this long is printed where it is used, even when
+# several tools share it: `Promise<string[]>` reads better than a name to look up.
+SHORT_TYPE_CHARS = 32
+# Longest annotation value shown in a tag (non-standard annotations can hold anything).
+MAX_TAG_VALUE_CHARS = 40
+# MCP's hint annotations (spec §6.3) in the order tags print; others follow alphabetically.
+HINT_TAGS = {
+    "readOnlyHint": "readOnly",
+    "destructiveHint": "destructive",
+    "idempotentHint": "idempotent",
+    "openWorldHint": "openWorld",
+}
+# The false values that differ from MCP's defaults for an absent hint, in the terse rendering.
+TERSE_FALSE = {"destructiveHint": "@nonDestructive", "openWorldHint": "@closedWorld"}
+# Longest JSON-text type quoted in a tool's summary; a bigger one is named by its shape only.
+MAX_JSON_TYPE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    """What the agent rendering needs of one tool (build.ToolModel has it all)."""
+
+    tool_name: str
+    export_name: str
+    input_type: str
+    input_optional: bool
+    output_type: str
+    json_type: str | None
+    description: str | None
+    annotations: Mapping[str, Any] | None
+    output_source: str  # "declared" | "inferred" | "none"
+
+
+@dataclass(frozen=True)
+class AgentServer:
+    declarations: dict[str, str]  # canonical tool name -> self-contained declaration
+    full: str
+    plain: str
+
+
+def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = False) -> list[str]:
+    """§6.3 hints as tags: `@readOnly` for true, `@destructive=false` for false, others as JSON.
+
+    `terse` (the agent rendering) keeps the information and drops the words: a hint equal to
+    MCP's default for an absent one says nothing (`readOnlyHint`/`idempotentHint` false), the
+    `destructiveHint`/`idempotentHint` of a read-only tool are meaningless (MCP: "meaningful
+    only when readOnlyHint == false"), and the informative false values get a word of their
+    own (`@nonDestructive`, `@closedWorld`).
+    """
+    if not isinstance(annotations, Mapping):
+        return []
+    tags: list[str] = []
+    read_only = annotations.get("readOnlyHint") is True
+    for key, tag in HINT_TAGS.items():
+        value = annotations.get(key)
+        if value is not True and value is not False:
+            continue
+        if not terse:
+            tags.append(f"@{tag}" if value else f"@{tag}=false")
+        elif read_only and key in ("destructiveHint", "idempotentHint"):
+            continue
+        elif value:
+            tags.append(f"@{tag}")
+        elif key in TERSE_FALSE:
+            tags.append(TERSE_FALSE[key])
+    for key in sorted(k for k in annotations if k not in HINT_TAGS and k != "title"):
+        if not isinstance(key, str) or not key.isidentifier():
+            continue
+        text = json.dumps(annotations[key], ensure_ascii=False, sort_keys=True, default=str)
+        if len(text) > MAX_TAG_VALUE_CHARS:
+            text = text[: MAX_TAG_VALUE_CHARS - 1] + "…"
+        tags.append(f"@{key}={text}")
+    return tags
+
+
+class _Graph:
+    """The server's named types after aliasing: what each name really is, who uses it."""
+
+    def __init__(self, tools: Sequence[AgentTool], decls: Mapping[str, TypeDecl]) -> None:
+        self.decls = decls
+        self._closed: dict[str, t.TypeNode] = {}
+        self.order: list[str] = []  # reachable names, first-use order
+        uses: dict[str, int] = {}
+        edges: dict[str, set[str]] = {}
+        pending = [
+            self.target(n)
+            for tool in tools
+            for n in (tool.input_type, tool.output_type, tool.json_type)
+            if n is not None
+        ]
+        for name in pending:
+            uses[name] = uses.get(name, 0) + 1
+        queue = list(dict.fromkeys(pending))
+        seen = set(queue)
+        while queue:
+            name = queue.pop(0)
+            self.order.append(name)
+            node = self._node(name)
+            refs = [self.target(r.name) for r in t.walk(node) if isinstance(r, t.Ref)] if node else []
+            edges[name] = {r for r in refs if r in decls}
+            for ref in refs:
+                if ref not in decls:
+                    continue
+                uses[ref] = uses.get(ref, 0) + 1
+                if ref not in seen:
+                    seen.add(ref)
+                    queue.append(ref)
+        recursive = _cyclic(edges)
+        self.inline: dict[str, t.TypeNode] = {}
+        for name in self.order:
+            node = self._node(name)
+            if node is None or name in recursive:
+                continue
+            if uses.get(name, 0) <= 1 or len(print_compact(node)) <= SHORT_TYPE_CHARS:
+                self.inline[name] = node
+        # Aliases resolve to their target, inlined or by name.
+        self.alias: dict[str, t.TypeNode] = {}
+        for name in decls:
+            target = self.target(name)
+            if target != name:
+                self.alias[name] = self.inline.get(target, t.Ref(target))
+        self.edges = edges
+
+    def _node(self, name: str) -> t.TypeNode | None:
+        decl = self.decls.get(name)
+        if decl is None or decl.node is None:
+            return None
+        node = self._closed.get(name)
+        if node is None:
+            # A model needs no `[k: string]: unknown` to read a result or write an input.
+            node = self._closed[name] = t.close_objects(decl.node)
+        return node
+
+    def target(self, name: str) -> str:
+        """Follow `type A = B` aliases (share_identical_types) to the declaration with the body."""
+        seen = {name}
+        while True:
+            node = self._node(name)
+            if type(node) is not t.Ref or node.name not in self.decls or node.name in seen:  # type: ignore[union-attr]
+                return name
+            name = node.name  # type: ignore[union-attr]
+            seen.add(name)
+
+    def node(self, name: str) -> t.TypeNode:
+        return self._node(name) or t.UNKNOWN
+
+    def inline_map(self) -> dict[str, t.TypeNode]:
+        return {**self.alias, **self.inline}
+
+    def named_reach(self, roots: Sequence[str]) -> list[str]:
+        """Named (not inlined) types reachable from `roots`, in first-use order."""
+        found: set[str] = set()
+        stack = [self.target(r) for r in roots]
+        while stack:
+            name = stack.pop()
+            if name in found or name not in self.decls:
+                continue
+            found.add(name)
+            stack.extend(self.edges.get(name, ()))
+        return [n for n in self.order if n in found and n not in self.inline]
+
+
+def _cyclic(edges: Mapping[str, set[str]]) -> set[str]:
+    """Names that reach themselves: they must stay named (TS cannot inline a recursive type)."""
+    out: set[str] = set()
+    for start in edges:
+        stack, seen = list(edges.get(start, ())), set()
+        while stack:
+            name = stack.pop()
+            if name == start:
+                out.add(start)
+                break
+            if name not in seen:
+                seen.add(name)
+                stack.extend(edges.get(name, ()))
+    return out
+
+
+def _doc(tool: AgentTool, json_text: str | None) -> str:
+    parts = [first_sentence(tool.description)] if tool.description else []
+    if json_text is not None and len(json_text) <= MAX_JSON_TYPE_CHARS:
+        parts.append(f"Returns JSON text: JSON.parse(result) as {json_text}.")
+    elif json_text is not None:
+        parts.append("Returns JSON text: JSON.parse(result).")
+    if tool.output_source == "inferred":
+        parts.append("@inferred")  # the output type was inferred from recorded samples
+    parts += annotation_tags(tool.annotations, terse=True)
+    text = one_line(" ".join(p for p in parts if p))
+    return f"/** {text} */" if text else ""
+
+
+def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str, TypeDecl]) -> AgentServer:
+    """The agent rendering of one server's tools; `decls` are the module's named types by name."""
+    graph = _Graph(tools, decls)
+    inline = graph.inline_map()
+
+    def signature(tool: AgentTool, notes: bool, level: int) -> str:
+        node = inline.get(tool.input_type, t.Ref(tool.input_type))
+        if tool.input_optional and _no_input(node):
+            params = ""
+        else:
+            text = print_compact(node, notes=notes, level=level, inline=inline)
+            params = f"input{'?' if tool.input_optional else ''}: {text}"
+        # Notes go on inputs only: they say how to write a correct call; a result's field
+        # names and types are what a script needs to use it.
+        out = print_compact(t.Ref(tool.output_type), level=level, inline=inline)
+        return f"function {tool.export_name}({params}): Promise<{out}>;"
+
+    def json_text(tool: AgentTool) -> str | None:
+        return print_compact(t.Ref(tool.json_type), inline=inline) if tool.json_type else None
+
+    def type_decl(name: str, level: int) -> str:
+        # Named types are mostly results (inputs are used once, so inlined): no notes.
+        node = graph.node(name)
+        return f"type {name} = {print_compact(node, level=level, inline=inline)};"
+
+    declarations: dict[str, str] = {}
+    for tool in tools:
+        lines = [_doc(tool, json_text(tool)), "export " + signature(tool, True, 0)]
+        lines += [type_decl(n, 0) for n in graph.named_reach([tool.input_type, tool.output_type])]
+        declarations[tool.tool_name] = "\n".join(line for line in lines if line)
+
+    shared = [n for n in graph.order if n not in graph.inline and n in decls]
+
+    def block(notes: bool) -> str:
+        body: list[str] = []
+        for tool in tools:
+            doc = _doc(tool, json_text(tool)) if notes else ""
+            if doc:
+                body.append(INDENT + doc)
+            body.append(INDENT + signature(tool, notes, 1))
+        body += [INDENT + type_decl(n, 1) for n in shared]
+        head = f"declare module {string_literal('@codemode/servers/' + server_id)} {{"
+        return "\n".join([head, *body, "}"])
+
+    return AgentServer(declarations=declarations, full=block(True), plain=block(False))
+
+
+def _no_input(node: t.TypeNode) -> bool:
+    """An input with nothing to say (§5.3.1: no arguments or `{}`): the signature shows `()`."""
+    return (
+        isinstance(node, t.Object)
+        and not node.properties
+        and not node.patterns
+        and (node.index is None or node.index == t.UNKNOWN)
+    )
