@@ -1,0 +1,35 @@
+"""Recorded tool catalogs of real third-party MCP servers (tests/data/catalogs/<id>/).
+
+Each catalog is what `codemode-gen record --no-probe` wrote for one server: `server.json` (the
+initialize result) and `tools.json` (tools/list, all pages, sorted by name, verbatim). The
+README.md next to them names the package and version each was recorded from. Used by tests and
+by bench/ scripts that compare generated TypeScript and prompts with the raw tools/list JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CATALOGS_DIR = Path(__file__).resolve().parent / "data" / "catalogs"
+
+
+def catalog_ids() -> list[str]:
+    """Ids of every recorded catalog (folders holding a tools.json), sorted."""
+    return sorted(p.parent.name for p in CATALOGS_DIR.glob("*/tools.json"))
+
+
+def load_catalog(catalog_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(server_json, tools) of one catalog; raises KeyError naming the known ids if unknown."""
+    folder = CATALOGS_DIR / catalog_id
+    if "/" in catalog_id or "\\" in catalog_id or not (folder / "tools.json").is_file():
+        raise KeyError(f"unknown catalog {catalog_id!r}; known: {', '.join(catalog_ids())}")
+    server_json = json.loads((folder / "server.json").read_text(encoding="utf-8"))
+    tools = json.loads((folder / "tools.json").read_text(encoding="utf-8"))
+    return server_json, tools
+
+
+def tools_list_bytes(tools: list[dict[str, Any]]) -> int:
+    """Size of the tools as compact JSON in UTF-8: what a tools/list result costs on the wire."""
+    return len(json.dumps(tools, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
