@@ -11,8 +11,15 @@ written twice: `.mcp.json` / Claude Desktop style
 `type` is "stdio", "http" (alias "streamable-http"/"streamableHttp") or "sse"; without it a
 `command` means stdio and a `url` means Streamable HTTP. Every string value may use `${VAR}`
 (an unset VAR is an error naming the file, server and field) or `${VAR:-default}` (the
-default is used when VAR is unset or empty). Keys we do not know are ignored, because the
+default is used when VAR is unset or empty); `${CODEMODE_PYTHON}` is the interpreter running
+codemode-gen unless the environment sets it. Keys we do not know are ignored, because the
 same file also feeds other clients with their own extensions.
+
+Paths in `.mcp.json` are relative to the folder holding it, not to the process's working
+directory: an agent client launches `serve` from wherever it likes. A stdio server's `cwd`
+defaults to that folder, a relative `cwd` is resolved against it, and so is a relative
+`command` with a path separator (`./bin/server`, `.venv/bin/python`); a bare name (`npx`) is
+still looked up on PATH. `project_settings` roots codemode.toml and the default out/ there too.
 
 Project settings live in an optional `codemode.toml`; every key has a default, so a bare
 `.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml.
@@ -41,9 +48,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -62,6 +70,7 @@ __all__ = [
     "expand_vars",
     "load_config",
     "load_settings",
+    "project_settings",
 ]
 
 # Bounds a server that never finishes starting/initializing/listing: the SDK would wait forever.
@@ -85,6 +94,11 @@ _TRANSPORT_ALIASES: dict[str, Transport] = {
     "sse": "sse",
 }
 _VAR_RE = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
+# Variables with a value of their own when the environment leaves them unset or empty: a client
+# launches `serve` without the project's virtualenv active, so a demo config saying "python"
+# would start an interpreter without the `mcp` package; "${CODEMODE_PYTHON:-python}" names the
+# one running codemode-gen (which has it) and still means something to other readers.
+BUILTIN_VARS: dict[str, Callable[[], str | None]] = {"CODEMODE_PYTHON": lambda: sys.executable or None}
 _VAR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -329,6 +343,9 @@ def expand_vars(text: str, environ: Mapping[str, str], *, where: str) -> str:
         value = environ.get(name)
         if value:
             return value
+        builtin = BUILTIN_VARS.get(name)
+        if builtin is not None and (found := builtin()):
+            return found
         if default is not None:
             return default
         if value is not None:  # set but empty, no default: the user asked for exactly that
@@ -347,7 +364,11 @@ def load_config(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, ServerConfig]:
-    """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order."""
+    """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order.
+
+    Relative paths in it are resolved against its folder (see the module docstring), so the
+    result does not depend on the working directory of whoever launched us.
+    """
     settings = settings if settings is not None else Settings()
     env = os.environ if environ is None else environ
     if not mcp_path.exists():
@@ -372,10 +393,38 @@ def load_config(
             f"{mcp_path}: \"mcpServers\" must be an object mapping server ids to settings, got {_json_type(servers)}",
             hint='write {"mcpServers": {"<id>": {"command": "..."}}}',
         )
+    base = Path(os.path.abspath(mcp_path)).parent
     result: dict[str, ServerConfig] = {}
     for sid, entry in servers.items():
-        result[sid] = _parse_server(mcp_path, sid, entry, settings, env)
+        result[sid] = _resolve_paths(_parse_server(mcp_path, sid, entry, settings, env), base)
     return result
+
+
+def _resolve_paths(config: ServerConfig, base: Path) -> ServerConfig:
+    """Anchor a stdio server's `cwd` and path-like `command` at the config's folder."""
+    if config.transport != "stdio":
+        return config
+    cwd = base if config.cwd is None else base / config.cwd
+    command = config.command or ""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        command = os.path.normpath(base / command)
+    return replace(config, cwd=os.path.normpath(cwd), command=command)
+
+
+def project_settings(config_path: Path, settings_path: Path | None = None) -> Settings:
+    """Settings for a project identified by its `.mcp.json`.
+
+    `settings_path` if given, else the codemode.toml beside the config, else the defaults
+    rooted at the config's folder: a client launching `serve --config /abs/.mcp.json` from its
+    own working directory must get the project's out/, not a stray ./out/ of that directory.
+    """
+    if settings_path is not None:
+        return load_settings(settings_path)
+    base = Path(os.path.abspath(config_path)).parent
+    beside = base / _TOML_NAME
+    if beside.is_file():
+        return load_settings(beside)
+    return Settings(fixtures_dir=base / "fixtures", out_dir=base / "out")
 
 
 def _parse_server(

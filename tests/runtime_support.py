@@ -2,7 +2,8 @@
 
 `HostThread` runs one `CodeMode` on its own event loop in a background thread, so a
 module-scoped fixture can keep real server processes and sessions alive across tests while
-each test calls `host.run(code)` synchronously. The CodeMode is entered and exited inside
+each test calls `host.run(code)` synchronously. It starts once the servers out/ lacks have
+connected (or failed): keep hanging servers in out/, or start-up waits for their connect_timeout. The CodeMode is entered and exited inside
 one long-lived task, as anyio's task groups require.
 """
 
@@ -63,6 +64,11 @@ class HostThread:
         self._stop = asyncio.Event()
         try:
             async with self.cm:
+                # As `serve` does at start-up: servers out/ lacks connect in the background, and a
+                # run includes only those connected by then. Tests expect every server in
+                # discovery from the first run, so the host is ready once they have settled.
+                self.cm.connect_in_background()
+                await self.cm.wait_background(RUN_TIMEOUT)
                 ready.set_result(None)
                 await self._stop.wait()
         except BaseException as exc:

@@ -53,10 +53,10 @@ def test_run_outside_the_context_manager_is_a_clear_error(tmp_path: Path) -> Non
 
 
 def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: Path) -> None:
-    # `notes` and `hang` are missing from out/, so both are connected before the script starts;
-    # `hang` never answers initialize (connect_timeout 5 s), so connecting uses up the whole
-    # budget. The answer still comes within 1.5x of the caller's timeoutMs, counted from the
-    # call, and names the caller's timeoutMs (not what was left after connecting).
+    # `hang` is requested (§3.2.3), so it is connected before the script starts; it never
+    # answers initialize (connect_timeout 5 s), so connecting uses up the whole budget. The
+    # answer still comes within 1.5x of the caller's timeoutMs, counted from the call, and
+    # names the caller's timeoutMs (not what was left after connecting).
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
         "notes": {"command": PYTHON, "args": [script("notes_server"), "stdio"]},
         "hang": {"command": PYTHON, "args": [script("hang_on_initialize"), "stdio"]},
@@ -66,7 +66,7 @@ def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: P
     async def main() -> tuple[float, dict[str, Any]]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             t = time.monotonic()
-            response = await cm.run("for (;;) {}", limits={"timeoutMs": 1000})
+            response = await cm.run("for (;;) {}", limits={"timeoutMs": 1000}, requested_capabilities=["hang"])
             return time.monotonic() - t, response
 
     elapsed, response = anyio.run(main)
@@ -96,3 +96,21 @@ def test_s3_3_4_syntax_error_is_answered_without_connecting_servers(tmp_path: Pa
     [d] = response["diagnostics"]
     assert d["code"] == "SYNTAX_ERROR" and d["severity"] == "error" and d["path"].startswith("3:"), d
     assert (response["logs"], response["result"], response["toolTrace"]) == ([], None, [])
+
+
+def test_from_config_roots_settings_and_out_at_the_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent client launches serve from its own working directory: a codemode.toml or out/
+    # there must not be picked up; an explicit relative --out stays the caller's.
+    project, client = tmp_path / "project", tmp_path / "client"
+    project.mkdir()
+    client.mkdir()
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": "python", "args": ["s.py"]}}}))
+    (project / "codemode.toml").write_text('out = "generated"\n[limits]\ntimeoutMs = 1234\n')
+    (client / "codemode.toml").write_text("not = = toml")
+    monkeypatch.chdir(client)
+    cm = CodeMode.from_config("../project/.mcp.json")
+    assert cm.out_dir == project / "generated" and cm.settings.limits == {"timeoutMs": 1234}
+    assert cm.configs["notes"].cwd == str(project)
+    assert CodeMode.from_config("../project/.mcp.json", out="mine").out_dir == Path("mine")
+    (project / "codemode.toml").unlink()
+    assert CodeMode.from_config("../project/.mcp.json").out_dir == project / "out"

@@ -16,6 +16,7 @@ from codemode_gen.config import (
     expand_vars,
     load_config,
     load_settings,
+    project_settings,
 )
 from codemode_gen.errors import UserError
 
@@ -124,6 +125,56 @@ def test_invalid_variable_reference(tmp_path: Path) -> None:
 
 def test_expand_vars_directly() -> None:
     assert expand_vars("${A}-${B:-b}-${C:-}", {"A": "a"}, where="w") == "a-b-"
+
+
+def test_paths_resolve_against_the_config_folder_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project, client = tmp_path / "project", tmp_path / "client"
+    project.mkdir()
+    client.mkdir()
+    write_json(project, {"mcpServers": {
+        "bare": {"command": "python", "args": ["servers/notes.py"]},
+        "local": {"command": "./bin/server", "cwd": "sub"},
+        "venv": {"command": ".venv/bin/python", "cwd": "/srv"},
+        "absolute": {"command": "/usr/bin/env", "cwd": "../elsewhere"},
+        "remote": {"url": "http://127.0.0.1:9/mcp"},
+    }})
+    monkeypatch.chdir(client)
+    servers = load_config(Path("../project/.mcp.json"), environ={})
+    assert (servers["bare"].command, servers["bare"].cwd) == ("python", str(project))  # PATH lookup, cwd = config folder
+    assert servers["bare"].args == ("servers/notes.py",)  # args are the server's business: relative to its cwd
+    assert (servers["local"].command, servers["local"].cwd) == (str(project / "bin" / "server"), str(project / "sub"))
+    assert (servers["venv"].command, servers["venv"].cwd) == (str(project / ".venv" / "bin" / "python"), "/srv")
+    assert (servers["absolute"].command, servers["absolute"].cwd) == ("/usr/bin/env", str(tmp_path / "elsewhere"))
+    assert servers["remote"].cwd is None and servers["remote"].command is None
+
+
+def test_codemode_python_is_the_running_interpreter_unless_set(tmp_path: Path) -> None:
+    import sys
+
+    path = write_json(tmp_path, {"mcpServers": {
+        "a": {"command": "${CODEMODE_PYTHON:-python}", "env": {"PY": "${CODEMODE_PYTHON}"}},
+    }})
+    a = load_config(path, environ={})["a"]
+    assert a.command == sys.executable and dict(a.env) == {"PY": sys.executable}
+    b = load_config(path, environ={"CODEMODE_PYTHON": "/opt/py/bin/python3"})["a"]
+    assert b.command == "/opt/py/bin/python3"
+    assert expand_vars("${CODEMODE_PYTHON}", {"CODEMODE_PYTHON": ""}, where="w") == sys.executable
+
+
+def test_project_settings_live_beside_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project, client = tmp_path / "project", tmp_path / "client"
+    project.mkdir()
+    client.mkdir()
+    config = write_json(project, {"mcpServers": {}})
+    (client / "codemode.toml").write_text("not = = toml")  # the caller's cwd is never read
+    monkeypatch.chdir(client)
+    defaults = project_settings(Path("../project/.mcp.json"))
+    assert (defaults.out_dir, defaults.fixtures_dir) == (project / "out", project / "fixtures")
+    (project / "codemode.toml").write_text('out = "gen"\n')
+    assert project_settings(config).out_dir == project / "gen"
+    explicit = tmp_path / "other.toml"
+    explicit.write_text('fixtures = "rec"\n')
+    assert project_settings(config, explicit).fixtures_dir == tmp_path / "rec"
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -1,28 +1,149 @@
 """`codemode-gen serve`: expose Code Mode to an agent host as an MCP server over stdio.
 
-stdout carries the MCP protocol, so nothing else may be printed there; configuration mistakes
-are reported on stderr (exit 2) before the server starts.
+stdout carries the MCP protocol, so nothing else may be printed there while serving. A
+configuration mistake does not stop the server: a client shows our stderr only in a log view
+and takes a server that exits for a flaky connection, so the error goes to stderr *and* into
+the tool's description and every run (runtime/serve.py).
+
+`--print-prompt` and `--print-config` answer on stdout and exit without serving: the first
+shows exactly what the model will read, the second how to register this very command (with
+absolute paths, since clients launch it from their own working directory and without the
+project's virtualenv).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from codemode_gen.cli.options import config_option, out_option
-from codemode_gen.errors import UserError
+from codemode_gen.runtime import limits as limit_defaults
+from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, MIN_PROMPT_BUDGET
+
+# The key the snippets register the server under in each client's config.
+SERVER_KEY = "codemode"
+# Codex gives a server this long to start and list its tools (its default, 10 s, is close to
+# what a cold start with imports and the sandbox's warm-up takes on a slow machine).
+CODEX_STARTUP_TIMEOUT_SEC = 30
+# Codex cuts a tool call after tool_timeout_sec (default 60 s); a run may take up to the hard
+# maximum timeoutMs and answers within 1.5x of it (the run's watchdog), so allow that.
+CODEX_TOOL_TIMEOUT_SEC = math.ceil(limit_defaults.HARD_MAX_TIMEOUT_MS / 1000 * 1.5)
+CLIENTS = ("claude-code", "cursor", "codex", "json")
+
+
+def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from codemode_gen.runtime.serve import TOOL_NAME_RE
+
+    if not TOOL_NAME_RE.match(value):
+        raise click.BadParameter(
+            f"{value!r} is not a valid MCP tool name: use 1-128 characters from A-Z a-z 0-9 . _ - "
+            "(SEP-986); for model APIs that reject dots (OpenAI), use codemode_run",
+        )
+    return value
+
+
+def self_command() -> list[str]:
+    """How to start the codemode-gen that is running now, from any directory and environment.
+
+    The console script by absolute path when that is how we were started (a client has no
+    virtualenv on its PATH), else this interpreter with `-m codemode_gen`.
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name in ("codemode-gen", "codemode-gen.exe"):
+        found = argv0 if (os.sep in argv0 or (os.altsep and os.altsep in argv0)) else shutil.which(argv0)
+        if found and os.path.isfile(found):
+            return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "codemode_gen"]
+
+
+def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int) -> list[str]:
+    """The full `serve` command line with absolute paths (options only when not the default)."""
+    argv = [*self_command(), "serve", "--config", os.path.abspath(config)]
+    if out is not None:
+        argv += ["--out", os.path.abspath(out)]
+    if tool_name != DEFAULT_TOOL_NAME:
+        argv += ["--tool-name", tool_name]
+    if prompt_budget != DEFAULT_PROMPT_BUDGET:
+        argv += ["--prompt-budget", str(prompt_budget)]
+    return argv
+
+
+def _toml_string(text: str) -> str:
+    # JSON escapes are TOML basic-string escapes; TOML also forbids a raw DEL.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def client_snippet(client: str, argv: list[str]) -> str:
+    """What to paste (or run) to register `argv` as an MCP server in `client`."""
+    entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
+    if client == "claude-code":
+        spec = json.dumps({"type": "stdio", **entry}, ensure_ascii=False)
+        return f"claude mcp add-json -s user {SERVER_KEY} {shlex.quote(spec)}\n"
+    if client == "codex":
+        args = ", ".join(_toml_string(a) for a in entry["args"])
+        return (
+            "# ~/.codex/config.toml\n"
+            f"[mcp_servers.{SERVER_KEY}]\n"
+            f"command = {_toml_string(entry['command'])}\n"
+            f"args = [{args}]\n"
+            f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_SEC}\n"
+            f"tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SEC}\n"
+        )
+    # cursor (~/.cursor/mcp.json) and the generic format share Claude Desktop's shape
+    return json.dumps({"mcpServers": {SERVER_KEY: entry}}, ensure_ascii=False, indent=2) + "\n"
+
+
+def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int) -> None:
+    from codemode_gen.runtime.prompt import prompt_size
+    from codemode_gen.runtime.serve import load_host, tool_description
+
+    cm, problem = load_host(config, out)
+    if problem is not None:
+        click.echo(problem.render(), err=True)
+    text = tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget,
+                            on_error=lambda exc: click.echo(exc.render(), err=True))
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    size = prompt_size(text)
+    click.echo(
+        f"{size['chars']} characters, ~{size['approxTokens']} tokens (chars/4); budget {prompt_budget}",
+        err=True,
+    )
 
 
 @click.command(name="serve")
 @config_option
 @out_option
-def serve(config: Path, out: Path | None) -> int:
+@click.option("--tool-name", "tool_name", default=DEFAULT_TOOL_NAME, show_default=True, callback=_check_tool_name,
+              help="Name of the one tool (codemode_run for clients whose model API rejects dots).")
+@click.option("--prompt-budget", "prompt_budget", type=click.IntRange(min=MIN_PROMPT_BUDGET),
+              default=DEFAULT_PROMPT_BUDGET, show_default=True,
+              help="Characters the tool description may use (Claude Code cuts at 16,384).")
+@click.option("--print-prompt", "print_prompt", is_flag=True,
+              help="Print the tool description exactly as served (its size on stderr) and exit.")
+@click.option("--print-config", "print_config", type=click.Choice(CLIENTS), default=None,
+              help="Print the snippet that registers this serve command in a client, and exit.")
+def serve(config: Path, out: Path | None, tool_name: str, prompt_budget: int, print_prompt: bool,
+          print_config: str | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio (sessions are reused across runs)."""
+    if print_config is not None:
+        if not config.is_file():
+            click.echo(f"warning: {os.path.abspath(config)} does not exist yet; serve will report it", err=True)
+        sys.stdout.write(client_snippet(print_config, serve_command(config, out, tool_name, prompt_budget)))
+        return 0
+    if print_prompt:
+        _print_prompt(config, out, tool_name, prompt_budget)
+        return 0
     from codemode_gen.runtime.serve import serve_stdio
 
-    if not config.is_file():
-        raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
-    asyncio.run(serve_stdio(config, out))
+    asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget))
     return 0
