@@ -28,8 +28,10 @@ __all__ = [
     "LiveServer",
     "ServerView",
     "ToolView",
+    "adopt_built",
     "diagnostic",
     "load_manifest",
+    "lost_declarations",
 ]
 
 SERVER_MODULE_PREFIX = "@codemode/servers/"
@@ -62,7 +64,13 @@ class ToolView:
     description: str | None = None
     annotations: dict[str, Any] | None = None
     input_schema: Any = None
-    output_schema: Any = None
+    output_schema: Any = None  # effective: declared, else inferred from recordings
+    # The TypeScript declaration generate wrote for this tool; None when unknown or when it was
+    # generated from a different definition than the live one (it would describe the wrong tool).
+    declaration: str | None = None
+    # What the server itself declared, to tell whether out/ was generated from this very tool.
+    declared_output_schema: Any = None
+    title: str | None = None  # MCP title (or annotations.title): searched, not shown (§4.2.3 has none)
 
     def definition(self, *, copy_values: bool = True) -> dict[str, Any]:
         """Full ToolDefinition (§4.2.4); discovery trims it by detail level.
@@ -80,6 +88,8 @@ class ToolView:
             out["inputSchema"] = clone(self.input_schema)
         if self.output_schema is not None:
             out["outputSchema"] = clone(self.output_schema)
+        if self.declaration is not None:
+            out["declaration"] = self.declaration
         return out
 
 
@@ -166,13 +176,45 @@ def capabilities_of(server_json: Mapping[str, Any]) -> list[str]:
 
 
 def _tool_from_manifest(entry: Mapping[str, Any]) -> ToolView:
+    output = entry.get("output")
+    annotations = entry.get("annotations")
     return ToolView(
         tool_name=str(entry.get("toolName", "")),
         export_name=str(entry.get("exportName", "")),
-        description=entry.get("description") if isinstance(entry.get("description"), str) else None,
-        annotations=dict(entry["annotations"]) if isinstance(entry.get("annotations"), Mapping) else None,
+        description=_text(entry.get("description")),
+        annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
         input_schema=entry.get("inputSchema"),
         output_schema=entry.get("outputSchema"),
+        declaration=_text(entry.get("declaration")),
+        # A manifest without provenance cannot tell declared from inferred: assume declared, so
+        # that a live tool without an outputSchema counts as changed (never a wrong declaration).
+        declared_output_schema=output.get("declared") if isinstance(output, Mapping) else entry.get("outputSchema"),
+        title=_title(entry.get("title"), annotations),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _title(title: Any, annotations: Any) -> str | None:
+    if isinstance(title, str) and title:
+        return title
+    nested = annotations.get("title") if isinstance(annotations, Mapping) else None
+    return nested if isinstance(nested, str) and nested else None
+
+
+def _same_source(tool: Mapping[str, Any], prior: ToolView) -> bool:
+    """Whether out/ was generated from this very definition, so its declaration still holds.
+
+    Everything a declaration is printed from counts (doc text, annotation tags, input and
+    declared output types); an inferred output schema is out/'s own and never differs."""
+    annotations = tool.get("annotations")
+    return (
+        tool.get("inputSchema") == prior.input_schema
+        and _text(tool.get("description")) == prior.description
+        and (dict(annotations) if isinstance(annotations, Mapping) else None) == prior.annotations
+        and tool.get("outputSchema") == prior.declared_output_schema
     )
 
 
@@ -184,7 +226,8 @@ def tools_from_live(
     """Live tools/list → views; export names follow §6.1 over the live set.
 
     An out/ output schema (possibly inferred from recordings) is kept when the live tool does
-    not declare one, so discovery does not lose what generate learned.
+    not declare one, so discovery does not lose what generate learned; out/'s declaration is
+    kept only while the live tool is the one it was generated from (`_same_source`).
     """
     hidden = set(blocklist)
     listed = [t for t in tools if isinstance(t.get("name"), str) and t["name"] not in hidden]
@@ -198,14 +241,44 @@ def tools_from_live(
         views[name] = ToolView(
             tool_name=name,
             export_name=exports[name],
-            description=tool.get("description") if isinstance(tool.get("description"), str) else None,
+            description=_text(tool.get("description")),
             annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
             input_schema=tool.get("inputSchema"),
             output_schema=tool.get("outputSchema")
             if tool.get("outputSchema") is not None
             else (prior.output_schema if prior else None),
+            declaration=prior.declaration if prior is not None and _same_source(tool, prior) else None,
+            declared_output_schema=tool.get("outputSchema"),
+            title=_title(tool.get("title"), annotations),
         )
     return dict(sorted(views.items()))
+
+
+def lost_declarations(out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> bool:
+    """Whether out/ declared a tool whose live definition changed (its declaration was dropped)."""
+    return any(
+        view.declaration is None and name in out_tools and out_tools[name].declaration is not None
+        for name, view in live_tools.items()
+    )
+
+
+def adopt_built(tools: Mapping[str, ToolView], entry: Mapping[str, Any], *, export_names: bool) -> None:
+    """Take what an in-memory build says about these tools.
+
+    `export_names=True` when the built module is the one the run imports: its export names win.
+    A built declaration fills a gap only: where out/'s still holds (same definition, same
+    export) it is kept, since out/'s also knows the output types inferred from recordings."""
+    for built in entry.get("tools", []):
+        view = tools.get(str(built.get("toolName"))) if isinstance(built, Mapping) else None
+        if view is None:
+            continue
+        export = built.get("exportName")
+        declaration = _text(built.get("declaration"))
+        if export_names and isinstance(export, str) and export != view.export_name:
+            view.export_name = export
+            view.declaration = declaration  # out/'s text names the old export
+        elif view.declaration is None and export == view.export_name:
+            view.declaration = declaration
 
 
 def _names(names: Iterable[str]) -> str:

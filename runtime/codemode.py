@@ -12,7 +12,9 @@ Per run, before the sandbox starts, the host:
   parse: the response is the sandbox's own SYNTAX_ERROR);
 - connects the servers the script names (static `@codemode/servers/...` imports and
   `requestedCapabilities`, §3.2.3) concurrently, so their live tool lists are known and an
-  unavailable one is reported up front instead of in the middle of the script;
+  unavailable one is reported up front instead of in the middle of the script; servers out/
+  lacks connect in the background and join the runs after they are connected, so a slow or
+  hanging server never delays a run that does not name it;
 - refreshes the tool list of every server that sent tools/list_changed (§8.1) and freezes the
   run's catalog from there on (§8.2);
 - loads server modules from out/, building in memory (same generator code) any configured
@@ -22,6 +24,7 @@ Per run, before the sandbox starts, the host:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import re
@@ -32,16 +35,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from codemode_gen.config import ServerConfig, Settings, load_config, load_settings
+from codemode_gen.config import ServerConfig, Settings, load_config, project_settings
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import (
     Catalog,
     LiveServer,
     ServerView,
+    adopt_built,
     capabilities_of,
     diagnostic,
     load_manifest,
+    lost_declarations,
     manifest_views,
     module_paths_for,
     stale_message,
@@ -82,10 +87,14 @@ class CodeMode:
         self._sandbox: Any = None
         self._connected: dict[str, Any] = {}
         self._lives: dict[str, tuple[Any, LiveServer]] = {}  # configId -> (session, its snapshot)
+        # configId -> connection of a server out/ lacks, started ahead of need (never awaited by
+        # a run that does not name the server, so a hanging server delays nothing)
+        self._background: dict[str, asyncio.Task[LiveServer]] = {}
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: dict[str, Any] | None = None
         self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
         self._built_types: dict[str, str] = {}  # configId -> .d.ts of its in-memory module
+        self._built_entries: dict[str, dict[str, Any]] = {}  # configId -> its in-memory manifest entry
 
     @classmethod
     def from_config(
@@ -94,18 +103,17 @@ class CodeMode:
         out: str | Path | None = None,
         settings: Settings | str | Path | None = None,
     ) -> CodeMode:
-        """Read `.mcp.json` (+ codemode.toml: `settings`, else one next to the config, else ./).
+        """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
-        `out` defaults to the settings' out dir (`out`).
+        `out` defaults to the settings' out dir, which is rooted at the config's folder (not the
+        caller's working directory: an agent client launches us from anywhere); an explicit
+        relative `out` stays relative to the working directory, as a CLI user expects.
         """
         config_path = Path(config)
         if isinstance(settings, Settings):
             loaded = settings
-        elif settings is not None:
-            loaded = load_settings(Path(settings))
         else:
-            beside = config_path.parent / "codemode.toml"
-            loaded = load_settings(beside if beside.is_file() else None)
+            loaded = project_settings(config_path, Path(settings) if settings is not None else None)
         configs = load_config(config_path, loaded)
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded)
 
@@ -131,6 +139,12 @@ class CodeMode:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         stack, self._stack = self._stack, None
+        background = list(self._background.values())
+        self._background.clear()
+        for task in background:
+            task.cancel()
+        if background:
+            await asyncio.gather(*background, return_exceptions=True)
         self._connected.clear()
         self._lives.clear()
         if stack is not None:
@@ -159,6 +173,63 @@ class CodeMode:
         live = LiveServer(server_json=dict(session.server_json), tools=tools)
         self._lives[config_id] = (session, live)
         return live
+
+    def connect_in_background(self) -> list[asyncio.Task[LiveServer]]:
+        """Start connecting every configured server out/ lacks, without waiting for any.
+
+        Such a server has no module until it is connected, so it joins the runs that start
+        after it is; starting early (`serve` does at start-up) makes that the first run. The
+        tasks end with the server's LiveServer or its ConnectError.
+        """
+        covered = self._covered()
+        return [self._background_task(cid) for cid in self.configs if cid not in covered]
+
+    async def wait_background(self, timeout: float | None = None) -> None:
+        """Wait (at most `timeout` seconds) until the background connections have settled."""
+        tasks = list(self._background.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    def _covered(self) -> set[str]:
+        """Config ids whose module out/ provides."""
+        manifest = self._load_manifest()
+        views = manifest_views(manifest, self.out_dir, self.configs)
+        return {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
+
+    def _background_task(self, config_id: str) -> asyncio.Task[LiveServer]:
+        task = self._background.get(config_id)
+        if task is None:
+            task = asyncio.ensure_future(self._connect_and_build(config_id))
+            task.add_done_callback(_retrieve)
+            self._background[config_id] = task
+        return task
+
+    async def _connect_and_build(self, config_id: str) -> LiveServer:
+        live = await self.live(config_id)
+        # Its declarations join the tool description (tools/list) as soon as it is connected;
+        # the run that needs the module reuses this build (same cache key), or builds it again
+        # and reports why it cannot.
+        with contextlib.suppress(Exception):
+            self._build_in_memory({config_id: live}, {})
+        return live
+
+    def _current_live(self, config_id: str) -> LiveServer | None:
+        """The snapshot of an open session whose tools did not change since: usable without
+        waiting (§8.1 needs no refresh)."""
+        cached = self._lives.get(config_id)
+        if cached is None:
+            return None
+        session, live = cached
+        if getattr(session, "closed", False) or getattr(session, "tools_changed", False):
+            return None
+        return live
+
+    def _needs_refresh(self, config_id: str) -> bool:
+        """An open session that announced tools/list_changed: one round trip re-lists it."""
+        session = self._connected.get(config_id)
+        if session is None or getattr(session, "closed", False):
+            return False
+        return self._current_live(config_id) is None
 
     # ------------------------------------------------------------------ run
 
@@ -229,8 +300,12 @@ class CodeMode:
     async def prepare(self, code: str, requested: list[str], budget_s: float | None = None) -> Catalog:
         """This run's catalog: connect what the run needs, snapshot live tools, load modules.
 
-        Connecting waits at most `budget_s`; a server still connecting then stays lazy (its
-        first call waits for the same connection) and the run says so.
+        Only the servers the script names (static imports, `requestedCapabilities`) and open
+        sessions that announced tools/list_changed (§8.1, §8.2) are waited for, at most
+        `budget_s`; a server still connecting then stays lazy (its first call waits for the same
+        connection) and the run says so. Servers out/ lacks connect in the background and join
+        the runs that start after they are connected: one slow or hanging server never delays a
+        run that does not use it.
         """
         catalog = Catalog()
         manifest = self._load_manifest()
@@ -255,11 +330,9 @@ class CodeMode:
             cid = by_path.get(path)
             if cid is not None:
                 wanted.setdefault(cid, "imported")
-        for cid in self.configs:
-            if cid not in covered:
-                wanted.setdefault(cid, "missing")
         for cid in self._connected:
-            wanted.setdefault(cid, "connected")
+            if cid not in wanted and self._needs_refresh(cid):
+                wanted[cid] = "connected"
 
         tasks = {cid: asyncio.ensure_future(self.live(cid)) for cid in wanted}
         if tasks:
@@ -286,8 +359,39 @@ class CodeMode:
                 self._connected.pop(cid, None)
             else:
                 raise outcome
+        for cid in self.configs:
+            if cid in tasks:
+                continue
+            live = self._current_live(cid)
+            if live is not None:
+                lives[cid] = live
+                continue
+            if cid in covered:
+                continue  # out/ has its module: connected lazily on first call
+            background = self._background_task(cid)
+            if background.done():
+                # Settled since the last run: take a failure (and retry for the runs after this
+                # one); a success is in _current_live unless it went stale, so reconnect then.
+                del self._background[cid]
+                failed = None if background.cancelled() else background.exception()
+                if isinstance(failed, Exception):
+                    failures[cid] = str(getattr(failed, "reason", None) or failed)
+                    if isinstance(failed, AuthError):
+                        auth_failures.add(cid)
+                    self._connected.pop(cid, None)
+                    self._background_task(cid)
+                    continue
+                background = self._background_task(cid)
+            if not background.done():
+                catalog.diagnostics.append(diagnostic(
+                    "info", "CAPABILITY_UNAVAILABLE",
+                    f"server '{paths[cid]}' is still connecting in the background; this run does not include it",
+                    "import it statically or list it in requestedCapabilities to wait for it; "
+                    "later runs include it once it is connected",
+                ))
 
         to_build: list[str] = []
+        redeclare: dict[str, ServerView] = {}  # out/'s module stays, its declarations are stale
         ghosts: dict[str, list[dict[str, Any]]] = {}
         for cid, config in self.configs.items():
             sid = paths[cid]
@@ -340,6 +444,8 @@ class CodeMode:
                     continue
             for name, tool in live_tools.items():  # out/'s module defines the export names
                 tool.export_name = view.tools[name].export_name if name in view.tools else tool.export_name
+            if lost_declarations(view.tools, live_tools):
+                redeclare[cid] = view
             _apply_live(view, live, live_tools)
 
         if to_build:
@@ -367,12 +473,12 @@ class CodeMode:
                 _apply_live(
                     view, live, tools_from_live(live.tools, self.configs[cid].blocklist, known=known_tools)
                 )
-                # export names must be the ones the built module exports
-                for tool_entry in entry.get("tools", []):
-                    tv = view.tools.get(tool_entry.get("toolName"))
-                    if tv is not None and isinstance(tool_entry.get("exportName"), str):
-                        tv.export_name = tool_entry["exportName"]
+                adopt_built(view.tools, entry, export_names=True)  # the names the built module exports
                 views[sid] = view
+        if redeclare:  # declarations of the live definitions, from the same (cached) in-memory build
+            rebuilt = self._build_in_memory({cid: lives[cid] for cid in redeclare}, {})
+            for cid, view in redeclare.items():
+                adopt_built(view.tools, rebuilt[cid][1], export_names=False)
         catalog.servers = dict(sorted(views.items()))
         return catalog
 
@@ -398,6 +504,22 @@ class CodeMode:
             if cid in self.configs and cid not in in_out:
                 parts.append(text)
         return "\n".join(parts)
+
+    def prompt_servers(self) -> list[dict[str, Any]]:
+        """Manifest entries (out/ or built in memory) of the configured servers, by server id;
+        a configured server known to neither is a stub `{serverId, configId}` (§4.4 deferral)."""
+        manifest = self._load_manifest()
+        paths = module_paths_for(manifest, self.configs)
+        by_config = {
+            s.get("configId"): s for s in (manifest or {}).get("servers", []) if isinstance(s, dict)
+        }
+        out: list[dict[str, Any]] = []
+        for cid, sid in paths.items():
+            if cid not in self.configs:
+                continue
+            entry = by_config.get(cid) or self._built_entries.get(cid)
+            out.append(dict(entry) if entry is not None else {"serverId": sid, "configId": cid})
+        return sorted(out, key=lambda e: str(e.get("serverId")))
 
     # ------------------------------------------------------------------ helpers
 
@@ -456,12 +578,20 @@ class CodeMode:
                 types_text = outputs.files.get(str(entry.get("types") or ""))
                 if types_text is not None:
                     self._built_types[cid] = types_text
+                self._built_entries[cid] = entry
                 built = (str(entry["serverId"]), entry, source)
                 if len(self._builds) >= MAX_BUILD_CACHE:
                     self._builds.clear()
                 self._builds[pending[cid]] = built
                 result[cid] = built
         return result
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a background task's failure as seen: the run that needs the server reports it, and
+    asyncio must not log it as an unhandled error on stderr when none does."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _apply_live(view: ServerView, live: LiveServer, tools: dict[str, Any]) -> None:

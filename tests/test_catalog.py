@@ -11,7 +11,10 @@ from codemode_gen.errors import UserError
 from codemode_gen.runtime.catalog import (
     MAX_NAMES_IN_WARNING,
     ToolView,
+    adopt_built,
     load_manifest,
+    lost_declarations,
+    manifest_views,
     module_paths_for,
     stale_message,
     tools_from_live,
@@ -65,3 +68,70 @@ def test_load_manifest_missing_is_none_and_malformed_is_a_user_error(tmp_path: P
     with pytest.raises(UserError, match="not a codemode-gen manifest") as info:
         load_manifest(tmp_path)
     assert info.value.hint and "generate" in info.value.hint
+
+
+def _out_view(**changes: object) -> ToolView:
+    """A tool as out/ describes it: generated from LIVE_GET with an inferred output schema."""
+    view = ToolView(
+        "get", "get", description="Fetch one.", annotations={"readOnlyHint": True},
+        input_schema={"type": "object"}, output_schema={"type": "object", "title": "inferred"},
+        declaration="/** Fetch one. */\nexport function get(input: {}): Promise<Get>;",
+        declared_output_schema=None,
+    )
+    for key, value in changes.items():
+        setattr(view, key, value)
+    return view
+
+
+LIVE_GET = {"name": "get", "description": "Fetch one.", "annotations": {"readOnlyHint": True},
+            "inputSchema": {"type": "object"}}
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"description": "Fetch two."}, {"annotations": {"readOnlyHint": False}},
+    {"inputSchema": {"type": "object", "required": ["id"]}}, {"outputSchema": {"type": "object"}},
+])
+def test_s4_3_out_declaration_kept_only_for_the_definition_it_was_generated_from(change: dict) -> None:
+    known = {"get": _out_view()}
+    view = tools_from_live([{**LIVE_GET, **change}], blocklist=[], known=known)["get"]
+    assert view.declaration == (known["get"].declaration if not change else None)
+    assert lost_declarations(known, {"get": view}) is bool(change)
+
+
+def test_s4_3_out_declaration_holds_for_a_declared_output_schema_too(tmp_path: Path) -> None:
+    declared = {"type": "object", "properties": {"id": {"type": "integer"}}}
+    known = {"get": _out_view(output_schema=declared, declared_output_schema=declared)}
+    view = tools_from_live([{**LIVE_GET, "outputSchema": declared}], blocklist=[], known=known)["get"]
+    assert view.declaration is not None
+    # A manifest without output provenance counts its schema as declared: a live tool without
+    # one no longer matches, so the declaration is dropped rather than possibly wrong.
+    manifest = {"servers": [{"serverId": "s", "configId": "s", "tools": [
+        {"toolName": "get", "exportName": "get", "outputSchema": declared, "inputSchema": {"type": "object"},
+         "declaration": "x"}]}]}
+    legacy = manifest_views(manifest, tmp_path, {"s": cfg("s")})["s"].tools["get"]
+    bare = {"name": "get", "inputSchema": {"type": "object"}}
+    assert tools_from_live([{**bare, "outputSchema": declared}], [], known={"get": legacy})["get"].declaration == "x"
+    assert tools_from_live([bare], [], known={"get": legacy})["get"].declaration is None
+
+
+def test_s4_3_adopt_built_export_names_and_declarations() -> None:
+    built = {"tools": [
+        {"toolName": "get", "exportName": "get__2", "declaration": "export function get__2(): Promise<unknown>;"},
+        {"toolName": "put", "exportName": "put", "declaration": "export function put(): Promise<unknown>;"},
+        {"toolName": "gone", "exportName": "gone", "declaration": "export function gone(): Promise<unknown>;"},
+    ]}
+    # The built module is the one imported: its names win, its text replaces a renamed one.
+    tools = {"get": _out_view(), "put": ToolView("put", "put", declaration="kept from out/")}
+    adopt_built(tools, built, export_names=True)
+    assert tools["get"].export_name == "get__2" and tools["get"].declaration is not None
+    assert "get__2" in tools["get"].declaration and tools["put"].declaration == "kept from out/"
+    # out/'s module is imported: built text only fills gaps, and only under the same name.
+    tools = {"get": _out_view(declaration=None), "put": ToolView("put", "put")}
+    adopt_built(tools, built, export_names=False)
+    assert tools["get"].export_name == "get" and tools["get"].declaration is None
+    assert tools["put"].declaration == "export function put(): Promise<unknown>;"
+
+
+def test_s4_3_definition_carries_declaration_when_known() -> None:
+    assert _out_view().definition()["declaration"].startswith("/** Fetch one. */")
+    assert "declaration" not in ToolView("a", "a").definition()
