@@ -1,19 +1,30 @@
-"""The `codemode.run` description: everything the spec says a host MUST document in its system
-prompt (§3.2.1, §3.2.3, §3.2.4, §3.5, §5.3.2, §10.1) and the declarations of §4.4.
+"""The `codemode.run` description: the whole system prompt a model gets from `serve`.
+
+It says what the spec requires a host to document (§3.2.1 restrictions, §3.2.3 capability
+ids, §3.2.4 limit keys, §3.5 globals and deviations, §5.3.2 unwrapping, §10.1 concurrency)
+and carries the declarations of §4.4 — within a character budget, because clients cut long
+descriptions (Claude Code at 16,384 characters) and every character is paid on every turn.
+The declarations are the compact agent rendering (generator/agent.py), degraded in steps when
+the catalog is too big: signatures with notes → signatures alone → tool names per server →
+servers only. §4.4 allows deferring the rest; the prompt then says exactly how to fetch it
+through `@codemode/discovery` in the first run.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from codemode_gen import SPEC_VERSION, __version__
+from codemode_gen import SPEC_VERSION
+from codemode_gen.generator.typescript.compact import first_sentence, one_line
 from codemode_gen.runtime import limits as limit_defaults
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode
 
-__all__ = ["DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "system_prompt"]
+__all__ = [
+    "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "MIN_PROMPT_BUDGET", "prompt_size", "render_prompt", "system_prompt",
+]
 
 # Spec §2 names the one outer tool `codemode.run`; `serve --tool-name` changes it for clients
 # whose model APIs reject dots in tool names.
@@ -21,80 +32,287 @@ DEFAULT_TOOL_NAME = "codemode.run"
 # Characters of the whole description. Claude Code forwards at most 16,384 characters of a tool
 # description and cuts the rest; staying under it means the model sees all of what we send.
 DEFAULT_PROMPT_BUDGET = 16_000
-# Bounds the declarations embedded in the tool description: a huge out/ would otherwise make
-# every tools/list answer (and the agent's context) megabytes long.
-MAX_DECLARATIONS_CHARS = 400_000
+# The rules alone need about this much; a smaller budget could not say how to call anything.
+MIN_PROMPT_BUDGET = 4_000
+# Server instructions quoted with full signatures (a server's 2 KB of instructions would cost
+# more than its tools); the lower tiers quote the first sentence only.
+MAX_INSTRUCTIONS_CHARS = 240
+MAX_SERVER_SUMMARY_CHARS = 100
+# Characters of capability ids listed in the rules; more servers than fit are named by count.
+MAX_CAPABILITY_IDS_CHARS = 600
+# Room kept for the closing "… N more servers" line when even the server list is cut.
+MORE_LINE_RESERVE = 200
 
-
-def _limits_text() -> str:
-    rows = [
-        ("timeoutMs", limit_defaults.DEFAULT_TIMEOUT_MS, limit_defaults.HARD_MAX_TIMEOUT_MS, "wall-clock ms for the whole run"),
-        ("maxMemoryBytes", limit_defaults.DEFAULT_MAX_MEMORY_BYTES, limit_defaults.HARD_MAX_MEMORY_BYTES, "JS heap bytes"),
-        ("maxLogBytes", limit_defaults.DEFAULT_MAX_LOG_BYTES, limit_defaults.HARD_MAX_LOG_BYTES, "bytes of console output kept; then a final warn entry says logs were truncated"),
-        ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS, limit_defaults.HARD_MAX_TOOL_CALLS, "tool calls per run"),
-        ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS, limit_defaults.HARD_MAX_CONCURRENT_CALLS, "tool calls in flight at once; more wait in a queue"),
-    ]
-    return "\n".join(f"- `{k}` (default {d}, max {m}): {what}" for k, d, m, what in rows)
+_FENCE = "```"
+NAMES_HINT = "Only tool names are listed here"
+MIXED_HINT = "The servers listed by tool name only have no declarations here"
 
 
 def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: int = DEFAULT_PROMPT_BUDGET) -> str:
-    """The `codemode.run` description: everything the spec says a host MUST document."""
+    """The description `serve` gives its one tool, from `cm`'s out/ and in-memory modules."""
     paths = cm.capability_ids()
-    json_servers = [paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths]
-    defaults = dict(cm.settings.limits)
-    declarations = cm.declarations()
-    if len(declarations) > MAX_DECLARATIONS_CHARS:
-        declarations = declarations[:MAX_DECLARATIONS_CHARS] + "\n// … declarations truncated; use @codemode/discovery getTool() for the rest\n"
-    parts = [
-        f"Run JavaScript against MCP servers in a fresh, isolated QuickJS sandbox (Code Mode spec {SPEC_VERSION}, codemode-gen {__version__}).",
+    json_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths)
+    return render_prompt(
+        cm.prompt_servers(),
+        tool_name=tool_name,
+        budget=budget,
+        json_servers=json_servers,
+        host_limits=dict(cm.settings.limits),
+    )
+
+
+def render_prompt(
+    servers: Sequence[Mapping[str, Any]],
+    *,
+    tool_name: str = DEFAULT_TOOL_NAME,
+    budget: int = DEFAULT_PROMPT_BUDGET,
+    json_servers: Sequence[str] = (),
+    host_limits: Mapping[str, Any] | None = None,
+) -> str:
+    """The description for these servers (out/manifest.json entries), at most `budget` chars.
+
+    Pure, so that `--print-prompt`, the tests and bench/prompt.py measure what is served.
+    """
+    budget = max(budget, MIN_PROMPT_BUDGET)
+    ids = [str(s.get("serverId")) for s in servers]
+    example = _example_call(servers)
+    rules = _rules(tool_name, ids, example, json_servers, host_limits or {})
+    room = budget - len(rules)
+    for tier in (_full, _plain):
+        text = tier(servers, example)
+        if text is not None and len(text) <= room:
+            return rules + text
+    mixed = _mixed(servers, example, room)
+    if mixed is not None:
+        return rules + mixed
+    text = _servers_only(servers, example)
+    return rules + (text if len(text) <= room else _cut_server_list(servers, room))
+
+
+# ---------------------------------------------------------------------------------- rules
+
+
+def _limits_line(host_limits: Mapping[str, Any]) -> str:
+    rows = [
+        ("timeoutMs", limit_defaults.DEFAULT_TIMEOUT_MS, limit_defaults.HARD_MAX_TIMEOUT_MS),
+        ("maxMemoryBytes", limit_defaults.DEFAULT_MAX_MEMORY_BYTES, limit_defaults.HARD_MAX_MEMORY_BYTES),
+        ("maxLogBytes", limit_defaults.DEFAULT_MAX_LOG_BYTES, limit_defaults.HARD_MAX_LOG_BYTES),
+        ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS, limit_defaults.HARD_MAX_TOOL_CALLS),
+        ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS, limit_defaults.HARD_MAX_CONCURRENT_CALLS),
+    ]
+    parts = [f"{key} {host_limits.get(key, default)} (≤{ceiling})" for key, default, ceiling in rows]
+    return "- `limits` (integers; unknown keys ignored): " + ", ".join(parts) + ". Exceeding one ends the run with SANDBOX_LIMIT (logs kept)."
+
+
+def _example_call(servers: Sequence[Mapping[str, Any]]) -> tuple[str, str, str]:
+    """(server id, export, tool) of a real tool to show in the rules, so examples are callable."""
+    for server in servers:
+        tools = server.get("tools")
+        if isinstance(tools, list) and tools and isinstance(tools[0], Mapping):
+            return str(server.get("serverId")), str(tools[0].get("exportName")), str(tools[0].get("toolName"))
+    sid = str(servers[0].get("serverId")) if servers else "notes"
+    return sid, "some_tool", "some_tool"
+
+
+def _rules(
+    tool_name: str,
+    ids: Sequence[str],
+    example: tuple[str, str, str],
+    json_servers: Sequence[str],
+    host_limits: Mapping[str, Any],
+) -> str:
+    sid, export, _ = example
+    alias = _alias(sid)
+    lines = [
+        f"Runs a JavaScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools and returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
         "",
-        "## Script",
-        "- `code` runs as an ES module: `import`/`export` and top-level `await` work. Nothing persists between runs.",
-        "- The run ends when the module has finished and no tool call or timer is pending (calls you did not await still run to completion), or when a limit is hit.",
-        "- Static imports of `@codemode/servers/*` connect those servers before the script starts; dynamic `import()` of them also works.",
-        "- Set `globalThis.__codemode_result__ = value` to return a JSON value; `result` is null otherwise.",
-        "- Servers: `import * as notes from \"@codemode/servers/<serverId>\"`, one async function per tool (names as in the declarations below).",
-        "- Discovery: `import { listServers, describeServer, listTools, getTool, searchTools, specVersion } from \"@codemode/discovery\"`; `listTools(id, {detail: \"name\"|\"description\"|\"full\"})`, `searchTools(query, {detail, serverId, limit})`.",
-        "- Errors: `import { CodemodeError, SchemaValidationError, ToolNotFoundError, ServerNotFoundError, ToolCallError, AuthenticationError, SandboxLimitError } from \"@codemode/errors\"`. Every error has a `hint`. A failed tool call throws a normal exception you can catch; the script continues. Only exceeding a limit ends the run.",
-        "",
-        "## Calling tools",
-        "- Pass one argument: the tool's input object. Tools without parameters accept `()` or `({})`. A tool whose input schema is not an object (e.g. an array) takes that value itself: `total([1, 2, 3])`.",
-        "- Input is validated before the call: a SchemaValidationError names the JSON Pointer `path`, `expected`, `received` and an `example`.",
-        "- Results are unwrapped, in this order: (1) the tool's `structuredContent` if present (content is ignored); (2) the text string if the result is a single text block; (3) if there is any image or audio block, the full MCP result `{content: [...]}` with binary data as base64 strings; (4) otherwise the full MCP result object.",
+        "Rules",
+        f'- `import * as {alias} from "@codemode/servers/{sid}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
+        "- Return data: `globalThis.__codemode_result__ = value` (JSON; else `result` is null). console.log/debug/warn/error are captured: log summaries, not dumps.",
+        "- Results are unwrapped: `structuredContent` if present; else the string of a single text block; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
+        '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", each with a `hint`): catch it and go on. Only a limit ends a run.',
+        "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer is pending.",
+        "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch or network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
+        _limits_line(host_limits),
+        "- `requestedCapabilities`: servers to connect before the script starts: " + _id_list(ids) + ".",
+        "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; SYNTAX_ERROR, UNCAUGHT_EXCEPTION and IMPORT_FAILURE are diagnostics, not tool errors.",
+        '- Discovery: `import { listServers, listTools, getTool, searchTools }} from "@codemode/discovery"`; `searchTools("words", { detail: "full" })` ranks tools; at detail "full" a tool has `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
     ]
     if json_servers:
-        parts.append(
-            "- Deviation: for the servers " + ", ".join(f"`{s}`" for s in sorted(json_servers))
-            + " a single text block that is valid JSON is returned parsed (other text stays a string)."
+        lines.append(
+            "- Deviation: for " + ", ".join(f"`{s}`" for s in json_servers)
+            + " a single text block holding valid JSON is returned parsed."
         )
-    parts += [
-        "",
-        "## Concurrency",
-        "- Tool calls run concurrently: `await Promise.all([a.x(), b.y()])` overlaps them, up to `maxConcurrentCalls` in flight; the rest wait in a queue.",
-        "",
-        "## Limits (`limits` field, integers; unknown keys are ignored)",
-        _limits_text(),
-    ]
-    if defaults:
-        parts.append("- This host's defaults override: " + json.dumps(defaults, sort_keys=True))
-    parts += [
-        "- Exceeding one ends the run with a `SANDBOX_LIMIT` diagnostic (logs so far are kept); in-flight tool calls are cancelled.",
-        "",
-        "## requestedCapabilities",
-        "- Server ids to connect before the script starts (they are otherwise connected on first use). An unavailable one gets a diagnostic at start and throws ServerNotFoundError (or AuthenticationError) when used.",
-        "- Supported ids: " + (", ".join(f"`{p}`" for p in sorted(paths.values())) or "(no servers configured)"),
-        "",
-        "## Globals",
-        "- Standard built-ins (JSON, Math, Date, Promise, Map, Set, WeakMap, WeakSet, Symbol, Proxy, Reflect, RegExp, Error, Array, Object, String, Number, Boolean, BigInt, typed arrays, ArrayBuffer, DataView), URL, URLSearchParams, TextEncoder, TextDecoder, setTimeout/clearTimeout, console.log/debug/warn/error.",
-        "- Not available: fetch or any network API, setInterval, eval and the Function constructor (also async/generator function constructors), process, require. Built-in prototypes are frozen.",
-        "- `console.*` arguments: primitives via String(), objects as stable JSON. Prefer logging summaries (counts, top-N) to full dumps.",
-        "",
-        "## Response",
-        "`{logs: [{level, message, timeMs}], result, diagnostics: [{severity, code, message, hint?, path?, errorClass?}], toolTrace: [{serverId, toolName, durationMs, ok, error?}]}`. Syntax errors, uncaught exceptions and import failures come back as diagnostics (SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE, SANDBOX_LIMIT), never as a failed tool call.",
-        "",
-        "## TypeScript declarations of the available modules",
-        "```ts",
-        declarations.rstrip() or "// (no generated declarations: run `codemode-gen generate`; use @codemode/discovery)",
-        "```",
-    ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(lines) + "\n\n"
+
+
+def _id_list(ids: Sequence[str]) -> str:
+    """The capability ids (§3.2.3), bounded: with hundreds of servers the rest is listServers()."""
+    shown: list[str] = []
+    used = 0
+    for sid in ids:
+        used += len(sid) + 4
+        if used > MAX_CAPABILITY_IDS_CHARS:
+            return ", ".join(shown) + f" and {len(ids) - len(shown)} more (listServers() lists them all)"
+        shown.append(f"`{sid}`")
+    return ", ".join(shown) or "(none configured)"
+
+
+def _alias(server_id: str) -> str:
+    """A JS identifier for `import * as <alias>` in examples."""
+    alias = "".join(ch if ch.isalnum() else "_" for ch in server_id) or "server"
+    return "_" + alias if alias[0].isdigit() else alias
+
+
+# ---------------------------------------------------------------------------------- tiers
+
+
+def _summary(server: Mapping[str, Any], limit: int) -> str:
+    text = server.get("description")
+    return first_sentence(text, limit) if isinstance(text, str) else ""
+
+
+def _instructions(server: Mapping[str, Any]) -> str:
+    text = server.get("description")
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    flat = one_line(text)
+    return flat if len(flat) <= MAX_INSTRUCTIONS_CHARS else flat[: MAX_INSTRUCTIONS_CHARS - 1].rstrip() + "…"
+
+
+def _tools(server: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tools = server.get("tools")
+    return [t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else []
+
+
+def _unknown_line(server: Mapping[str, Any]) -> str:
+    sid = server.get("serverId")
+    return f'// {sid}: not generated yet; its tools: (await listTools("{sid}", {{ detail: "full" }})).map(t => t.declaration)'
+
+
+def _block(server: Mapping[str, Any], key: str) -> str | None:
+    """One server's declarations at a tier ("full" or "plain"), with its header comment."""
+    if "tools" not in server:
+        return _unknown_line(server)
+    agent = server.get("agent")
+    if not isinstance(agent, Mapping) or not isinstance(agent.get(key), str):
+        return None  # an out/ from an older generator: only the tiers that need no rendering
+    head = _instructions(server) if key == "full" else _summary(server, MAX_SERVER_SUMMARY_CHARS)
+    return (f"// {server.get('serverId')}: {head}\n" if head else "") + agent[key]
+
+
+def _fenced(blocks: Sequence[str]) -> str:
+    body = "\n".join(blocks).replace(_FENCE, "'''")  # server text must not close the fence
+    return f"Servers and their tools (TypeScript declarations)\n{_FENCE}ts\n{body}\n{_FENCE}\n"
+
+
+def _declarations(servers: Sequence[Mapping[str, Any]], key: str) -> str | None:
+    blocks = [_block(server, key) for server in servers]
+    if any(b is None for b in blocks):
+        return None
+    return _fenced([b for b in blocks if b is not None])
+
+
+def _mixed(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str], room: int) -> str | None:
+    """Every server by its tool names, and as many as then fit by their signatures.
+
+    The step between "signatures for all" and "names for all": with 16 servers the names take
+    a third of the budget, and the rest is better spent on whole declarations than left empty.
+    Cheapest servers first (most servers fully typed), each with notes if that fits, else
+    without; deterministic for a given catalog and budget.
+    """
+    names = _names(servers, example)
+    if len(names) > room:
+        return None
+    full = {i: _block(s, "full") for i, s in enumerate(servers) if "tools" in s}
+    plain = {i: _block(s, "plain") for i, s in enumerate(servers) if "tools" in s}
+    lines = {i: _server_line(s, with_tools=True) for i, s in enumerate(servers)}
+    chosen: dict[int, str] = {}
+    overhead = len(_fenced([])) + len(_fetch_hint(MIXED_HINT, example)) - len(_fetch_hint(NAMES_HINT, example))
+    used = len(names) + overhead
+    for i in sorted(plain, key=lambda i: (len(plain[i] or ""), i)):
+        for block in (full[i], plain[i]):
+            if block is not None and used + len(block) + 1 - len(lines[i]) - 1 <= room:
+                chosen[i] = block
+                used += len(block) + 1 - len(lines[i]) - 1
+                break
+    if not chosen:
+        return names
+    rest = [lines[i] for i in range(len(servers)) if i not in chosen]
+    text = _fenced([chosen[i] for i in sorted(chosen)])
+    if rest:
+        text += "Other servers and their tools (import name: the function to call)\n" + "\n".join(rest) + "\n"
+    return text + _fetch_hint(MIXED_HINT, example)
+
+
+def _full(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str | None:
+    return _declarations(servers, "full")
+
+
+def _plain(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str | None:
+    text = _declarations(servers, "plain")
+    return None if text is None else text + _fetch_hint("The signatures above have no descriptions", example)
+
+
+def _names(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str:
+    lines = ["Servers and their tools (import name: the function to call)"]
+    for server in servers:
+        lines.append(_server_line(server, with_tools=True))
+    return "\n".join(lines) + "\n" + _fetch_hint(NAMES_HINT, example)
+
+
+def _servers_only(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str:
+    lines = ["Servers (module `@codemode/servers/<id>`)"]
+    for server in servers:
+        lines.append(_server_line(server, with_tools=False))
+    return "\n".join(lines) + "\n" + _fetch_hint("Only servers are listed here", example, search=True)
+
+
+
+
+def _server_line(server: Mapping[str, Any], *, with_tools: bool) -> str:
+    sid = server.get("serverId")
+    tools = _tools(server)
+    summary = _summary(server, MAX_SERVER_SUMMARY_CHARS)
+    if "tools" not in server:
+        return f"- {sid}: not generated yet; call listTools(\"{sid}\")"
+    head = f"- {sid} ({len(tools)} tool{'s' * (len(tools) != 1)})" + (f" — {summary}" if summary else "")
+    if not with_tools:
+        return head
+    return head + ": " + ", ".join(str(t.get("exportName")) for t in tools)
+
+
+def _fetch_hint(what: str, example: tuple[str, str, str], *, search: bool = False) -> str:
+    sid, export, _ = example
+    calls = (
+        'const { results } = await searchTools("what you need", { detail: "full" }); '
+        'console.log(results.map((t) => `${t.serverId}: ${t.declaration}`).join("\\n"));'
+    )
+    if not search:
+        calls += f' — or all of one server: (await listTools("{sid}", {{ detail: "full" }})).map((t) => t.declaration)'
+    return (
+        f"{what}: before calling a tool, read its TypeScript declaration (parameters, types, result) in a first run: "
+        f'`import {{ searchTools, listTools, getTool }} from "@codemode/discovery"; {calls}`. '
+        f'One tool: `(await getTool("{sid}", "{export}")).declaration`.\n'
+    )
+
+
+def _cut_server_list(servers: Sequence[Mapping[str, Any]], room: int) -> str:
+    """The last step: as many server lines as fit, then how to list the rest."""
+    head = "Servers (module `@codemode/servers/<id>`)\n"
+    tail_template = "… and {n} more servers: call listServers() from \"@codemode/discovery\", then searchTools(\"what you need\", {{ detail: \"full\" }}) for declarations.\n"
+    lines: list[str] = []
+    used = len(head) + MORE_LINE_RESERVE
+    for server in servers:
+        line = _server_line(server, with_tools=False) + "\n"
+        if used + len(line) > room:
+            break
+        lines.append(line)
+        used += len(line)
+    rest = len(servers) - len(lines)
+    return head + "".join(lines) + (tail_template.format(n=rest) if rest else "")
+
+
+def prompt_size(text: str) -> dict[str, int]:
+    """Characters and an approximate token count (4 characters a token) of a description."""
+    return {"chars": len(text), "approxTokens": (len(text) + 3) // 4}

@@ -1,0 +1,129 @@
+"""Benchmark: what a model receives from `serve`, side by side with the tools/list it replaces.
+
+    .venv/bin/python bench/prompt.py [--budget N]
+
+Not a test. For each catalog it builds out/ in memory with the real generator (the same
+`build_outputs` that `codemode-gen generate` runs) and renders the `codemode.run` description
+with the same `render_prompt` that `serve` uses, then prints, per catalog:
+
+- tools/list: the raw tool definitions as compact JSON (what a client would put in context
+  without Code Mode), in bytes and approximate tokens (4 bytes a token);
+- prompt: the whole `codemode.run` description (rules + declarations), its tier, and its ratio
+  to tools/list;
+- .d.ts: the committed per-server declarations (out/servers/*.d.ts) and their ratio.
+
+Catalogs: the demo (fixtures/), 16 real servers recorded in tests/data/catalogs (166 tools), a
+200-tool catalog and a 5,000-tool single server (real tools, renamed copies).
+Targets (issue "agent surface"): demo prompt <= 0.5x its tools/list while listing every tool;
+every prompt <= the budget; committed .d.ts <= 0.5x tools/list on the real catalogs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
+
+from codemode_gen.generator.build import build_outputs  # noqa: E402
+from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
+from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, render_prompt  # noqa: E402
+
+TARGET_DEMO_PROMPT_RATIO = 0.5
+TARGET_DTS_RATIO = 0.5
+BYTES_PER_TOKEN = 4
+
+
+def copies(total: int, servers: int) -> list[FixtureSet]:
+    """`total` real tools (renamed copies of the recordings) spread over `servers` servers."""
+    pool = [t for cid in catalog_ids() for t in load_catalog(cid)[1]]
+    sets = []
+    per = -(-total // servers)
+    for n in range(servers):
+        tools = []
+        for k in range(min(per, total - n * per)):
+            tool = dict(pool[(n * per + k) % len(pool)])
+            tool["name"] = f"{tool['name']}_{n * per + k}"
+            tools.append(tool)
+        sets.append(FixtureSet(f"s{n:02d}", {}, tools, {}))
+    return sets
+
+
+def tier_of(prompt: str) -> str:
+    if "listed by tool name only" in prompt:
+        return "signatures + names"
+    if "```ts" in prompt:
+        return "signatures" if "/**" in prompt else "signatures, no docs"
+    if "Only tool names" in prompt:
+        return "tool names"
+    return "servers only"
+
+
+def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    outputs = build_outputs(sets)
+    build_s = time.perf_counter() - started
+    raw = sum(tools_list_bytes(s.tools) for s in sets)
+    prompt = render_prompt(outputs.manifest["servers"], budget=budget)
+    dts = sum(
+        len(text.encode()) for path, text in outputs.files.items()
+        if path.startswith("servers/") and path.endswith(".d.ts")
+    )
+    exports = [t["exportName"] for s in outputs.manifest["servers"] for t in s["tools"]]
+    return {
+        "catalog": name,
+        "servers": len(sets),
+        "tools": len(exports),
+        "raw": raw,
+        "prompt": len(prompt),
+        "tier": tier_of(prompt),
+        "every_tool": all(e in prompt for e in exports),
+        "dts": dts,
+        "build_s": build_s,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=DEFAULT_PROMPT_BUDGET)
+    args = parser.parse_args(argv)
+
+    rows = [
+        measure("demo", load_fixtures(REPO / "fixtures"), args.budget),
+        measure("16 real servers", [FixtureSet(c, *load_catalog(c), {}) for c in catalog_ids()], args.budget),
+        measure("200 tools / 10 servers", copies(200, 10), args.budget),
+        measure("5,000 tools / 1 server", copies(5000, 1), args.budget),
+    ]
+    head = f"{'catalog':<24} {'tools':>5} {'tools/list B':>12} {'~tok':>7} {'prompt ch':>9} {'~tok':>6} {'x list':>6}  {'tier':<20} {'.d.ts B':>8} {'x list':>6} {'build s':>7}"
+    print(f"prompt budget: {args.budget} characters")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['catalog']:<24} {r['tools']:>5} {r['raw']:>12,} {r['raw'] // BYTES_PER_TOKEN:>7,} "
+            f"{r['prompt']:>9,} {r['prompt'] // BYTES_PER_TOKEN:>6,} {r['prompt'] / r['raw']:>6.2f}  "
+            f"{r['tier']:<20} {r['dts']:>8,} {r['dts'] / r['raw']:>6.2f} {r['build_s']:>7.2f}"
+        )
+    demo, real = rows[0], rows[1]
+    checks = [
+        (f"demo prompt <= {TARGET_DEMO_PROMPT_RATIO}x its tools/list, listing every tool",
+         demo["prompt"] <= TARGET_DEMO_PROMPT_RATIO * demo["raw"] and demo["every_tool"]),
+        (f"every prompt <= the budget ({args.budget})", all(r["prompt"] <= args.budget for r in rows)),
+        (f"committed .d.ts <= {TARGET_DTS_RATIO}x tools/list on the real catalogs",
+         real["dts"] <= TARGET_DTS_RATIO * real["raw"]),
+    ]
+    print()
+    for text, ok in checks:
+        print(f"{'met   ' if ok else 'MISSED'} {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
