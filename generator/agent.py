@@ -16,6 +16,7 @@ Three texts come out of it, all deterministic:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,8 @@ HINT_TAGS = {
     "idempotentHint": "idempotent",
     "openWorldHint": "openWorld",
 }
+# Annotation keys printed as they are in a tag (`@x-vendor=…`); others are JSON-quoted.
+_TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 # The false values that differ from MCP's defaults for an absent hint, in the terse rendering.
 TERSE_FALSE = {"destructiveHint": "@nonDestructive", "openWorldHint": "@closedWorld"}
 # Longest JSON-text type quoted in a tool's summary; a bigger one is named by its shape only.
@@ -92,13 +95,12 @@ def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = Fals
             tags.append(f"@{tag}")
         elif key in TERSE_FALSE:
             tags.append(TERSE_FALSE[key])
-    for key in sorted(k for k in annotations if k not in HINT_TAGS and k != "title"):
-        if not isinstance(key, str) or not key.isidentifier():
-            continue
+    for key in sorted(str(k) for k in annotations if k not in HINT_TAGS and k != "title"):
         text = json.dumps(annotations[key], ensure_ascii=False, sort_keys=True, default=str)
         if len(text) > MAX_TAG_VALUE_CHARS:
             text = text[: MAX_TAG_VALUE_CHARS - 1] + "…"
-        tags.append(f"@{key}={text}")
+        name = key if _TAG_NAME.fullmatch(key) else json.dumps(key[:MAX_TAG_VALUE_CHARS], ensure_ascii=False)
+        tags.append(f"@{name}={text}")  # §6.3: every annotation present is surfaced
     return tags
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -50,6 +51,8 @@ EMPTY_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 MAX_DRIFT_IN_DOC = 3
 # Optional field paths named in one tool's doc comment (bounds comment length).
 MAX_OPTIONAL_IN_DOC = 12
+# Characters the §6.1 mapping plainly turns into `_` (no "MCP tool name" line for those alone).
+_SEPARATORS = re.compile(r"[-.]")
 # Server instructions quoted in a .d.ts header (the manifest and discovery's describeServer
 # keep them whole): one server's 2 KB of instructions repeated in every agent context is noise.
 MAX_INSTRUCTIONS_IN_DTS = 400
@@ -301,12 +304,18 @@ def _build_tool(
     )
 
     doc: list[str] = []
-    title = tool.get("title")
+    raw_annotations = tool.get("annotations")
+    annotations: dict[str, Any] = raw_annotations if isinstance(raw_annotations, dict) else {}
+    title = tool.get("title") if isinstance(tool.get("title"), str) else annotations.get("title")
     if isinstance(title, str) and title and title != tool_name:
-        doc.append(title)
+        doc.append(title)  # §6.3: an annotations.title counts as the tool's title
     if description:
         doc.append(description)
-    if tool_name != export_name:
+    if input_decl is not None and input_decl.doc:
+        doc += ["Input: " + " ".join(input_decl.doc)]  # the inlined input schema's own doc
+    if export_name != _SEPARATORS.sub("_", tool_name):
+        # Only a mapping a reader could not guess (`delete_` for "delete", `a__2`): "get-env" is
+        # plainly `get_env`, and __meta__ and discovery keep every canonical name anyway.
         doc.append(f"MCP tool name: {json.dumps(tool_name, ensure_ascii=False)}.")
     tags = annotation_tags(tool.get("annotations"), terse=True)  # §6.3, one line of tags
     if tags:

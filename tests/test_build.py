@@ -22,7 +22,7 @@ import pytest
 
 from codemode_gen import SPEC_VERSION, __version__
 from codemode_gen.config import ServerSettings, Settings
-from codemode_gen.generator.build import Outputs, build_outputs
+from codemode_gen.generator.build import MAX_INSTRUCTIONS_IN_DTS, Outputs, build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -279,21 +279,50 @@ def test_s5_0_1_module_paths_and_collisions(outputs: Outputs) -> None:
     assert servers["weird-server"]["module"] == "servers/weird-server--2.js"
     assert servers["weird-server"]["types"] == "servers/weird-server--2.d.ts"
     assert 'declare module "@codemode/servers/weird-server--2" {' in outputs.files["codemode.d.ts"]
-    assert 'readonly serverId: "weird-server--2";' in outputs.files["servers/weird-server--2.d.ts"]
+    assert (
+        'export const __meta__: Readonly<{ serverId: "weird-server--2"; '
+        in outputs.files["servers/weird-server--2.d.ts"]
+    )
+
+
+def signature(dts: str, export_name: str) -> str:
+    """The `export function` declaration of one tool, from its name to `Promise<…>;`
+    (an input type written in the signature may span lines)."""
+    start = dts.index(f"  export function {export_name}(")
+    end = dts.index(">;\n", dts.index("): Promise<", start)) + 2
+    return dts[start:end].strip()
+
+
+def tool_doc(dts: str, export_name: str) -> str:
+    """The doc comment right above one tool's `export function` (one line or a block)."""
+    head = dts[: dts.index(f"  export function {export_name}(")]
+    assert head.endswith("*/\n"), f"{export_name} has no doc comment"
+    return head[head.rindex("/**") : -1]
 
 
 def test_s6_1_export_names_in_declarations(outputs: Outputs) -> None:
     dts = outputs.files["servers/weird-server.d.ts"]
-    for decl in (
-        "export function _123go(input: T123goInput): Promise<T123goOutput>;",
-        "export function __meta___(input?: MetaInput): Promise<MetaOutput>;",
-        "export function a_b(input?: ABInput): Promise<ABOutput>;",
-        "export function a_b__2(input?: AB2Input): Promise<AB2Output>;",
-        "export function delete_(input: DeleteInput): Promise<DeleteOutput>;",
-        "export function eval_(input?: EvalInput): Promise<EvalOutput>;",
-    ):
-        assert decl in dts
-    assert 'MCP tool name: "a.b".' in dts
+    anything = "{ [k: string]: unknown }"  # §5.3.1: no inputSchema means "no arguments or {}"
+    assert (
+        signature(dts, "_123go")
+        == "export function _123go(input: string[]): Promise<T123goOutput>;"
+    )
+    assert signature(dts, "__meta___") == (
+        f"export function __meta___(input?: {anything}): Promise<MetaOutput>;"
+    )
+    # No outputSchema and no recorded sample: the output is `unknown`, not a named alias of it.
+    assert signature(dts, "a_b") == f"export function a_b(input?: {anything}): Promise<unknown>;"
+    assert signature(dts, "a_b__2") == (
+        f"export function a_b__2(input?: {anything}): Promise<unknown>;"
+    )
+    delete = signature(dts, "delete_")
+    assert delete.startswith("export function delete_(input: {\n")
+    assert delete.endswith("\n  }): Promise<DeleteOutput>;")
+    assert (
+        signature(dts, "eval_")
+        == f"export function eval_(input?: {anything}): Promise<EvalOutput>;"
+    )
+    assert 'MCP tool name: "a.b".' in tool_doc(dts, "a_b__2")
 
 
 def test_build_is_deterministic_and_order_independent(outputs: Outputs) -> None:
@@ -323,27 +352,67 @@ def test_no_raw_line_terminators_or_comment_breakouts(outputs: Outputs) -> None:
 
 
 def test_s6_3_annotations_and_provenance_in_doc_comments(outputs: Outputs) -> None:
+    """§6.3: MCP annotations are surfaced in each tool's doc comment, as one line of terse tags:
+    true hints by name, the informative false values by a word of their own (`@nonDestructive`,
+    `@closedWorld`), nothing for what MCP's defaults already say or for hints meaningless on a
+    read-only tool. Provenance is said only where it surprises the reader (inferred outputs,
+    drift); a declared outputSchema needs no sentence, an unknown output is `Promise<unknown>`."""
     dts = outputs.files["servers/notes.d.ts"]
-    assert (
-        "Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false,"
-        " idempotentHint: true, openWorldHint: false"
-    ) in dts
-    assert (
-        "Output type: the tool's declared outputSchema (checked against 3 recorded samples)." in dts
+    weird = outputs.files["servers/weird-server.d.ts"]
+    # readOnlyHint true, destructiveHint false, idempotentHint true, openWorldHint false
+    get_note = tool_doc(dts, "get_note")
+    assert "\n   * @readOnly @closedWorld\n" in get_note
+    assert "@idempotent" not in get_note and "@nonDestructive" not in get_note
+    assert tool_entry(outputs, "notes", "get_note")["annotations"] == {
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+        "readOnlyHint": True,
+    }  # the manifest (ToolSummary/ToolDefinition) keeps them as given
+    # not read-only: destructiveHint false and openWorldHint false say something, idempotentHint
+    # false is MCP's default
+    assert tool_doc(dts, "tasks_add") == (
+        '/** Add a task to the task list. @nonDestructive @closedWorld */'
     )
-    assert "Output type: inferred from 3 recorded samples; it may not cover every case." in dts
-    assert "Optional fields (absent from some samples): [].snippet." in dts
-    assert "- /id: expected integer, got string (sample 4)" in dts
-    assert "only 1 failed call (isError) was recorded" in dts
-    assert "run `codemode-gen record` with a successful sample call" in dts
+    assert tool_doc(dts, "flaky_sync").endswith(" @openWorld */")  # openWorldHint true
+    assert "\n   * @destructive\n" in tool_doc(weird, "delete_")  # destructiveHint true
+    ping = tool_doc(outputs.files["servers/weird-server--2.d.ts"], "ping")
+    assert ping.startswith("/** Answers pong. ") and ping.endswith(" @readOnly */")  # readOnlyHint only
+    assert "@" not in tool_doc(weird, "eval_")  # no annotations, no tags
+
+    assert "Output type: the tool's declared outputSchema" not in dts
+    search = tool_doc(dts, "search_notes")
+    assert "Output type inferred from 3 recorded samples; it may not cover every case." in search
+    assert "Optional fields (absent from some samples): [].snippet." in search
+    assert "- /id: expected integer, got string (sample 4)" in get_note
+    # flaky_sync declares no outputSchema and only an isError call was recorded
+    assert signature(dts, "flaky_sync") == (
+        "export function flaky_sync(input?: { [k: string]: unknown }): Promise<unknown>;"
+    )
+    assert "FlakySyncOutput" not in dts and "Output type unknown" not in dts
+    flaky = tool_entry(outputs, "notes", "flaky_sync")
+    assert flaky["output"]["source"] == "none" and flaky["types"] == {}
 
 
 def test_s5_3_1_input_arity(outputs: Outputs) -> None:
+    """The input type is written in the signature; `input` is optional exactly when the
+    schema requires nothing (§5.3.1), and a required property stays required."""
     dts = outputs.files["servers/notes.d.ts"]
-    assert "export function get_note(input: GetNoteInput)" in dts  # required property
-    assert "export function summary(input?: SummaryInput)" in dts  # nothing required
-    assert "export function tasks_list(input?: TasksListInput)" in dts  # all optional
-    assert "export type T123goInput = string[];" in outputs.files["servers/weird-server.d.ts"]
+    get_note = signature(dts, "get_note")  # required property
+    assert get_note.startswith("export function get_note(input: {\n")
+    assert re.search(r"\*/ id: number;\n", get_note)
+    assert signature(dts, "summary") == (  # nothing required
+        "export function summary(input?: { [k: string]: unknown }): Promise<SummaryOutput>;"
+    )
+    assert signature(dts, "tasks_list") == (  # all optional
+        "export function tasks_list(input?: {\n    /** @default true */ include_done?: boolean;\n"
+        "  }): Promise<TasksListOutput>;"
+    )
+    assert "GetNoteInput" not in dts and "SummaryInput" not in dts and "TasksListInput" not in dts
+    weird = outputs.files["servers/weird-server.d.ts"]
+    assert signature(weird, "_123go") == (  # a non-object root input is required
+        "export function _123go(input: string[]): Promise<T123goOutput>;"
+    )
 
 
 def test_json_text_output_is_a_string_with_a_named_json_type(outputs: Outputs) -> None:
@@ -354,13 +423,11 @@ def test_json_text_output_is_a_string_with_a_named_json_type(outputs: Outputs) -
         "Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson."
         in dts
     )
+    assert signature(dts, "search_notes").endswith("): Promise<SearchNotesOutput>;")
     entry = tool_entry(outputs, "notes", "search_notes")
     assert entry["output"]["jsonText"] is True
-    assert entry["types"] == {
-        "input": "SearchNotesInput",
-        "output": "SearchNotesOutput",
-        "json": "SearchNotesJson",
-    }
+    # no "input": the input type is written in the signature, not declared
+    assert entry["types"] == {"output": "SearchNotesOutput", "json": "SearchNotesJson"}
     assert entry["outputSchema"]["contentMediaType"] == "application/json"
 
 
@@ -442,9 +509,8 @@ def test_live_servers_without_recordings_build_quickly() -> None:
     start = time.perf_counter()
     out = build_outputs([live])
     assert time.perf_counter() - start < 5
-    assert (
-        "export function tool_49(input?: Tool49Input): Promise<Tool49Output>;"
-        in out.files["servers/live.d.ts"]
+    assert signature(out.files["servers/live.d.ts"], "tool_49") == (
+        "export function tool_49(input?: { q?: string }): Promise<unknown>;"
     )
     assert out.manifest["sources"] and out.manifest["fixturesHash"].startswith("sha256:")
     assert build_outputs([live]).files == out.files
@@ -462,8 +528,26 @@ def test_duplicate_listings_and_bad_input_schemas_are_reported_not_fatal() -> No
     assert 's: tool "dup" is listed twice; the first entry is used' in out.report
     assert "s.odd: inputSchema ignored (expected an object); typed as an empty object" in out.report
     dts = out.files["servers/s.d.ts"]
-    assert "   * Odd tool\n" in dts
-    assert "export function odd(input?: OddInput)" in dts
+    assert tool_doc(dts, "odd") == "/** Odd tool */"
+    assert signature(dts, "odd") == (
+        "export function odd(input?: { [k: string]: unknown }): Promise<unknown>;"
+    )
+
+
+def test_server_instructions_are_cut_in_the_d_ts_header_and_kept_whole_in_the_manifest() -> None:
+    """A server's instructions are agent context in every .d.ts reader: the header quotes at
+    most MAX_INSTRUCTIONS_IN_DTS characters; the manifest (describeServer) keeps them whole."""
+    long = "Use the tools carefully. " * 100
+    tools = [{"name": "t", "inputSchema": {"type": "object"}}]
+    out = build_outputs([FixtureSet("s", {"instructions": long}, tools)])
+    header = out.files["servers/s.d.ts"].split("declare module", 1)[0]
+    (quoted,) = [line[3:] for line in header.splitlines() if line.startswith(" * Use the tools")]
+    assert len(quoted) == MAX_INSTRUCTIONS_IN_DTS and quoted.endswith("carefully.…")
+    assert long.startswith(quoted[:-1])
+    assert out.manifest["servers"][0]["description"] == long
+    short = "Use the tools carefully."
+    out = build_outputs([FixtureSet("s", {"instructions": short}, tools)])
+    assert f" * {short}\n */\ndeclare module" in out.files["servers/s.d.ts"]
 
 
 def test_runtime_can_pin_module_paths() -> None:
@@ -475,30 +559,54 @@ def test_runtime_can_pin_module_paths() -> None:
     assert '__callTool("my-server--2", "t", input)' in out.files["servers/my-server--2.js"]
 
 
-def test_defs_names_never_take_another_tools_root_type_name() -> None:
+def test_defs_names_never_take_another_tools_root_type_name(tmp_path: Path) -> None:
+    """Every tool's root type names (`<Tool>Input`, `<Tool>Output`) are reserved before any
+    tool is translated: a `$defs` name of an earlier tool that spells them gets a suffix. Inputs
+    are written in the signature unless recursive, so the contract shows on a recursive input
+    (still declared by its name) and on a declared output."""
     steal = {
         "type": "object",
-        "properties": {"x": {"$ref": "#/$defs/ZedInput"}},
-        "$defs": {"ZedInput": {"type": "string"}},
+        "properties": {"x": {"$ref": "#/$defs/ZedInput"}, "y": {"$ref": "#/$defs/ZedOutput"}},
+        "$defs": {"ZedInput": {"type": "string"}, "ZedOutput": {"type": "number"}},
     }
     tools = [
-        {"name": "alpha", "inputSchema": steal},
+        {"name": "alpha", "inputSchema": steal},  # translated first ("alpha" < "zed")
         {
             "name": "zed",
             "inputSchema": {
                 "type": "object",
-                "properties": {"n": {"type": "integer"}},
+                "properties": {"n": {"type": "integer"}, "next": {"$ref": "#"}},
                 "required": ["n"],
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {"ok": {"type": "boolean"}},
+                "required": ["ok"],
             },
         },
     ]
     out = build_outputs([FixtureSet("s", {}, tools)])
     dts = out.files["servers/s.d.ts"]
-    assert "export function zed(input: ZedInput): Promise<ZedOutput>;" in dts
-    assert "export type ZedInput = {" in dts
+    assert signature(dts, "zed") == "export function zed(input: ZedInput): Promise<ZedOutput>;"
+    assert "export type ZedInput = {" in dts  # recursive: kept named
+    assert "next?: ZedInput;" in dts
+    assert "export type ZedOutput = { ok: boolean; [k: string]: unknown };" in dts
     assert "export type ZedInput2 = string;" in dts
-    entry = tool_entry(out, "s", "zed")
-    assert entry["types"] == {"input": "ZedInput", "output": "ZedOutput"}
+    assert "export type ZedOutput2 = number;" in dts
+    assert signature(dts, "alpha") == (
+        "export function alpha(input?: { x?: ZedInput2; y?: ZedOutput2 }): Promise<unknown>;"
+    )
+    assert tool_entry(out, "s", "zed")["types"] == {"input": "ZedInput", "output": "ZedOutput"}
+    assert tool_entry(out, "s", "alpha")["types"] == {}
+    root = write(tmp_path, out)
+    (tmp_path / "use.ts").write_text(
+        'import { alpha, zed } from "@codemode/servers/s";\n'
+        "const ok: boolean = (await zed({ n: 1, next: { n: 2 } })).ok;\n"
+        'await alpha({ x: "a", y: 1 });\nexport {};\n',
+        encoding="utf-8",
+    )
+    proc = tsc_project(root / "tsconfig.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_live_tool_lists_with_junk_entries_do_not_crash() -> None:

@@ -29,10 +29,7 @@ NOTE = {
     "properties": {"id": {"type": "integer"}, "body": {"type": "string"}},
     "required": ["id", "body"],
 }
-NOTE_BODY = (
-    "{\n    /**\n     * Constraints: integer.\n     */\n    id: number;\n"
-    "    body: string;\n    [k: string]: unknown;\n  }"
-)
+NOTE_BODY = "{\n    /** integer. */ id: number;\n    body: string;\n    [k: string]: unknown;\n  }"
 
 
 def tool(name: str, output: Any = None, **extra: Any) -> dict[str, Any]:
@@ -72,13 +69,13 @@ def test_s4_4_identical_outputs_share_the_title_named_body_and_compile(tmp_path:
     ]
     outputs = build_outputs([FixtureSet("s", {}, tools)])
     text = outputs.files["servers/s.d.ts"]
-    assert text.count(" = {\n    /**\n     * Constraints: integer.") == 1
-    assert "  /**\n   * One note.\n   */\n  export type Note = " + NOTE_BODY + ";\n" in text
+    assert text.count(" = {\n    /** integer. */ id: number;") == 1
+    assert "  /** One note. */\n  export type Note = " + NOTE_BODY + ";\n" in text
     for name in ("CreateNoteOutput", "GetNoteOutput", "UpdateNoteOutput"):
         assert f"  export type {name} = Note;\n" in text
     # the body comes first, before the first alias; tool docs stay on the functions
     assert text.index("export type Note =") < text.index("export type CreateNoteOutput =")
-    assert "   * Fetch a note.\n" in text
+    assert "  /** Fetch a note. */\n  export function get_note(" in text
     # the manifest keeps naming the tools' own types
     server = outputs.manifest["servers"][0]
     assert [t["types"]["output"] for t in server["tools"]] == [
@@ -108,10 +105,11 @@ def test_identical_helper_named_like_the_title_holds_the_body() -> None:
     }
     text = dts([tool("get_note", NOTE), tool("list_notes", listing)])
     assert "  export type GetNoteOutput = Note;\n" in text
-    assert "    result: Note[];\n" in text
+    assert "  export type ListNotesOutput = { result: Note[]; [k: string]: unknown };\n" in text
     assert text.count(NOTE_BODY) == 1
-    assert "  /**\n   * One note.\n   */\n  export type Note = " + NOTE_BODY in text
-    assert "   * Note\n" not in text  # the title is now the body's name: no doc line repeats it
+    assert "  /** One note. */\n  export type Note = " + NOTE_BODY in text
+    # the title is now the body's name: no doc line repeats it
+    assert "* Note\n" not in text and "/** Note " not in text
 
 
 def test_identical_helpers_of_two_tools_are_shared() -> None:

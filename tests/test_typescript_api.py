@@ -108,7 +108,7 @@ def test_deep_nesting_becomes_unknown_with_warning() -> None:
 
 
 def test_doc_comment_and_sanitize_are_exported() -> None:
-    assert doc_comment(["a"], "  ") == "  /**\n   * a\n   */\n"
+    assert doc_comment(["a"], "  ") == "  /** a */\n"
     assert sanitize_doc("*/") == "*\\/"
 
 

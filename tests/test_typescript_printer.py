@@ -12,8 +12,11 @@ from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.printer import (
     MAX_DOC_CHARS,
     MAX_DOC_LINES,
+    MAX_ONE_LINE_DOC_CHARS,
     TRUNCATION_MARKER,
     doc_comment,
+    field_doc,
+    joined_doc,
     print_type,
     property_key,
     sanitize_doc,
@@ -67,7 +70,39 @@ def test_doc_comment_layout() -> None:
 
 
 def test_doc_comment_sanitises_again() -> None:
-    assert doc_comment(["x */ y"]) == "/**\n * x *\\/ y\n */\n"
+    """Both layouts (one line, block) re-sanitise: the only `*/` left is the comment's own end."""
+    assert doc_comment(["x */ y"]) == "/** x *\\/ y */\n"
+    long = "x */ y " + "z" * MAX_ONE_LINE_DOC_CHARS
+    block = doc_comment([long])
+    assert block == f"/**\n * {sanitize_doc(long)}\n */\n"
+    for text in (doc_comment(["x */ y"]), block, doc_comment(["a */", "b */"])):
+        assert text.count("*/") == 1 and text.endswith("*/\n")
+
+
+def test_field_doc_joins_short_lines_before_the_property_and_stays_a_comment() -> None:
+    """A property's short doc is one `/** … */ ` that its own line starts with (the
+    "Constraints: " label goes on one line); anything longer is a block. Both re-sanitise."""
+    assert (
+        field_doc(["Note id.", "Constraints: integer, ≥1."], "  ")
+        == "  /** Note id. integer, ≥1. */ "
+    )
+    assert field_doc(["a */ b", "@default 1"]) == "/** a *\\/ b @default 1 */ "
+    assert field_doc(["one\ntwo"]) == doc_comment(["one\ntwo"])  # a line break: a block
+    five = ["1", "2", "3", "4", "5"]
+    assert field_doc(five, "  ") == doc_comment(five, "  ")  # more than MAX_FIELD_DOC_LINES
+    long = ["w" * MAX_ONE_LINE_DOC_CHARS, "x"]
+    assert field_doc(long) == doc_comment(long)
+    for text in (field_doc(["x */ y", "*/"]), joined_doc(["x */ y", "*/"])):
+        assert text.count("*/") == 1
+
+
+def test_joined_doc_puts_a_tools_short_lines_on_one_line() -> None:
+    """A tool's one-line description and its annotation tags read as well on one line."""
+    assert joined_doc(["Fetch a note.", "", "@readOnly"]) == "/** Fetch a note. @readOnly */\n"
+    # only a property's doc drops the label
+    assert joined_doc(["Constraints: kept."]) == "/** Constraints: kept. */\n"
+    assert joined_doc(["a\nb", "c"]) == doc_comment(["a\nb", "c"])
+    assert joined_doc(["", " "]) == ""
 
 
 @pytest.mark.parametrize(
@@ -124,7 +159,14 @@ def test_print_nested_objects_indent_two_spaces() -> None:
     inner = t.Object((t.Property("b", t.NUMBER, optional=True, doc=("doc",)),), None)
     node = t.Object((t.Property("a", inner, readonly=True),), t.UNKNOWN)
     assert print_type(node) == (
-        "{\n  readonly a: {\n    /**\n     * doc\n     */\n    b?: number;\n  };\n  [k: string]: unknown;\n}"
+        "{\n  readonly a: {\n    /** doc */ b?: number;\n  };\n  [k: string]: unknown;\n}"
+    )
+    # A doc of several lines is a block, indented like the property it documents.
+    inner = t.Object((t.Property("b", t.NUMBER, optional=True, doc=("one\ntwo",)),), None)
+    node = t.Object((t.Property("a", inner, readonly=True),), t.UNKNOWN)
+    assert print_type(node) == (
+        "{\n  readonly a: {\n    /**\n     * one\n     * two\n     */\n    b?: number;\n  };\n"
+        "  [k: string]: unknown;\n}"
     )
 
 
@@ -148,7 +190,7 @@ def test_print_literals() -> None:
     assert print_type(t.Literal(1.0)) == "1"
     assert print_type(t.Literal(1.5e300)) == "1.5e+300"
     assert print_type(t.Literal(-2)) == "-2"
-    assert print_type(t.Object(index=t.NEVER)) == "{\n  [k: string]: never;\n}"
+    assert print_type(t.Object(index=t.NEVER)) == "{ [k: string]: never }"
     assert print_type(t.Object()) == "{}"
 
 
@@ -159,7 +201,7 @@ def test_print_template_literal_index_signatures() -> None:
             (t.TemplateKey("_id", True, False), t.NUMBER),
         )
     )
-    assert print_type(node) == "{\n  [k: `x-${string}`]: string;\n  [k: `${string}_id`]: number;\n}"
+    assert print_type(node) == "{ [k: `x-${string}`]: string; [k: `${string}_id`]: number }"
 
 
 def test_printed_types_compile() -> None:
@@ -196,8 +238,14 @@ def test_sanitize_doc_multiline_fast_path_matches_the_general_path(text: str) ->
 
 
 def test_doc_comment_single_line_fast_path_matches_the_general_layout() -> None:
-    assert doc_comment(["one"], "  ") == "  /**\n   * one\n   */\n"
+    assert doc_comment(["one"], "  ") == "  /** one */\n"
     assert doc_comment(["one", ""], "  ") == doc_comment(["one"], "  ")
+    # Past MAX_ONE_LINE_DOC_CHARS both paths print the same block.
+    long = "w" * (MAX_ONE_LINE_DOC_CHARS + 1)
+    assert doc_comment([long], "  ") == f"  /**\n   * {long}\n   */\n"
+    assert doc_comment([long, ""], "  ") == doc_comment([long], "  ")
+    edge = "w" * MAX_ONE_LINE_DOC_CHARS
+    assert doc_comment([edge]) == doc_comment(["", edge]) == f"/** {edge} */\n"
     assert doc_comment(["   "]) == "" and doc_comment([""]) == ""
 
 
@@ -217,5 +265,5 @@ def test_property_name_with_a_trailing_newline_is_quoted_and_compiles() -> None:
     assert property_key("a\n") == '"a\\n"'
     node = t.Object((t.Property("a\n", t.STRING), t.Property("b", t.NUMBER)), t.UNKNOWN)
     text = print_type(node)
-    assert '  "a\\n": string;\n' in text
+    assert text == '{ "a\\n": string; b: number; [k: string]: unknown }'
     assert tsc.check_one(f"type T = {text};\nconst v: T = {{ 'a\\n': 'x', b: 1 }};") == []

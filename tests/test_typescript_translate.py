@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from codemode_gen.generator.typescript import NameScope, doc_comment, translate
+from codemode_gen.generator.typescript.translate import is_generated_title
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tsc
@@ -34,6 +35,7 @@ class Case:
 
 
 OPEN = "[k: string]: unknown;"
+OPEN1 = "[k: string]: unknown"  # the same member in a one-line object (`{ a?: string; … }`)
 
 CASES: dict[str, Case] = {
     "type_string": Case({"type": "string"}, "string", ["", "x"], [1, None, True, [], {}]),
@@ -47,7 +49,7 @@ CASES: dict[str, Case] = {
     ),
     "enum_literals": Case(
         {"enum": ["a", 1, True, None, {"k": [1, "x"]}]},
-        '{\n  k: [1, "x"];\n} | "a" | 1 | true | null',
+        '{ k: [1, "x"] } | "a" | 1 | true | null',
         ["a", 1, True, None, {"k": [1, "x"]}],
         ["b", 2, False, {"k": [1]}, {"k": [1, "x"], "z": 1}],
     ),
@@ -59,7 +61,7 @@ CASES: dict[str, Case] = {
     "empty_schema": Case({}, "unknown", [1, "x", None, [], {"a": 1}]),
     "no_type_keeps_all_kinds": Case(
         {"properties": {"a": {"type": "string"}}},
-        "{\n  a?: string;\n  " + OPEN + "\n} | unknown[] | string | number | boolean | null",
+        "{ a?: string; " + OPEN1 + " } | unknown[] | string | number | boolean | null",
         [{"a": "x", "b": 1}, [1], "s", 2, True, None],
         [{"a": 1}],
     ),
@@ -69,9 +71,8 @@ CASES: dict[str, Case] = {
             "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
             "required": ["id"],
         },
-        "{\n  /**\n   * Constraints: integer.\n   */\n  id: number;\n  name?: string;\n  "
-        + OPEN
-        + "\n}",
+        # A property's short doc starts its line; on one line the "Constraints: " label goes.
+        "{\n  /** integer. */ id: number;\n  name?: string;\n  " + OPEN + "\n}",
         [{"id": 1}, {"id": 1, "name": "n", "extra": [1]}],
         [{}, {"name": "n"}, {"id": "1"}, {"id": 1, "name": 2}, [], "x"],
     ),
@@ -82,13 +83,13 @@ CASES: dict[str, Case] = {
             "required": ["id"],
             "additionalProperties": False,
         },
-        "{\n  /**\n   * Constraints: integer.\n   */\n  id: number;\n}",
+        "{\n  /** integer. */ id: number;\n}",
         [{"id": 1}],
         [{"id": 1, "extra": 2}, {}],
     ),
     "empty_closed_object": Case(
         {"type": "object", "additionalProperties": False},
-        "{\n  [k: string]: never;\n}",
+        "{ [k: string]: never }",
         [{}],
         [{"a": 1}, [], "x"],
     ),
@@ -98,7 +99,7 @@ CASES: dict[str, Case] = {
             "properties": {"a": {"type": "string"}},
             "additionalProperties": {"type": "number"},
         },
-        "{\n  a?: string;\n  [k: string]: string | number | undefined;\n}",
+        "{ a?: string; [k: string]: string | number | undefined }",
         [{"a": "x", "b": 2}, {}],
         [{"b": True}, {"a": 1}],
     ),
@@ -108,7 +109,7 @@ CASES: dict[str, Case] = {
             "patternProperties": {"^x-": {"type": "string"}, "[0-9]+": {"type": "integer"}},
             "additionalProperties": False,
         },
-        "{\n  [k: `x-${string}`]: string;\n  [k: string]: number | string;\n}",
+        "{ [k: `x-${string}`]: string; [k: string]: number | string }",
         [{"x-a": "s", "n1": 2}, {}],
         [{"x-a": 1}, {"n1": None}],
     ),
@@ -118,7 +119,7 @@ CASES: dict[str, Case] = {
             "patternProperties": {"^only$": {"type": "boolean"}},
             "additionalProperties": False,
         },
-        "{\n  only?: boolean;\n}",
+        "{ only?: boolean }",
         [{"only": True}, {}],
         [{"only": 1}, {"other": True}],
     ),
@@ -172,11 +173,7 @@ CASES: dict[str, Case] = {
                 {"properties": {"b": {"type": "string"}}, "required": ["b"]},
             ],
         },
-        "{\n  kind: string;\n  a: number;\n  "
-        + OPEN
-        + "\n} | {\n  kind: string;\n  b: string;\n  "
-        + OPEN
-        + "\n}",
+        "{ kind: string; a: number; " + OPEN1 + " } | { kind: string; b: string; " + OPEN1 + " }",
         [{"kind": "k", "a": 1}, {"kind": "k", "b": "x"}, {"kind": "k", "a": 1, "b": "x"}],
         [{"kind": "k"}, {"a": 1}, {"kind": "k", "a": "1"}],
     ),
@@ -191,7 +188,7 @@ CASES: dict[str, Case] = {
                 },
             ]
         },
-        "{\n  a?: string;\n  b?: number;\n}",
+        "{ a?: string; b?: number }",
         [{"a": "x", "b": 1}, {}, {"b": 2}],
         [{"a": 1}, {"b": "x"}],
     ),
@@ -212,10 +209,10 @@ CASES: dict[str, Case] = {
                 "unused": {"type": "string"},
             },
         },
-        "{\n  owner?: User;\n  watchers?: User[];\n  " + OPEN + "\n}",
+        "{ owner?: User; watchers?: User[]; " + OPEN1 + " }",
         [{"owner": {"login": "a"}, "watchers": [{"login": "b"}]}],
         [{"owner": {}}, {"watchers": [{"login": 1}]}, {"owner": {"login": "a", "x": 1}}],
-        helpers={"User": "{\n  login: string;\n}"},
+        helpers={"User": "{ login: string }"},
     ),
     "ref_to_definitions": Case(
         {"$ref": "#/definitions/Name", "definitions": {"Name": {"type": "string"}}},
@@ -230,10 +227,10 @@ CASES: dict[str, Case] = {
             "$ref": "#/$defs/o",
             "required": ["a"],
         },
-        "O & {\n  a: unknown;\n  " + OPEN + "\n}",
+        "O & { a: unknown; " + OPEN1 + " }",
         [{"a": "x"}],
         [{}, {"a": 1}],
-        helpers={"O": "{\n  a?: string;\n  " + OPEN + "\n}"},
+        helpers={"O": "{ a?: string; " + OPEN1 + " }"},
     ),
     "ref_siblings_ignored_in_draft7": Case(
         {
@@ -257,7 +254,7 @@ CASES: dict[str, Case] = {
             "required": ["value"],
             "additionalProperties": False,
         },
-        "{\n  value: number;\n  children?: Root[];\n}",
+        "{ value: number; children?: Root[] }",
         [{"value": 1, "children": [{"value": 2, "children": []}]}],
         [{"value": 1, "children": [{}]}, {"value": 1, "children": [{"value": "x"}]}],
     ),
@@ -370,7 +367,7 @@ CASES: dict[str, Case] = {
     "boolean_schema_false": Case(False, "never", [], [1, None]),
     "boolean_subschemas": Case(
         {"type": "object", "properties": {"any": True, "none": False}},
-        "{\n  any?: unknown;\n  none?: never;\n  " + OPEN + "\n}",
+        "{ any?: unknown; none?: never; " + OPEN1 + " }",
         [{"any": [1]}, {}],
         [{"none": 1}],
     ),
@@ -386,9 +383,7 @@ CASES: dict[str, Case] = {
                 }
             },
         },
-        "{\n  /**\n   * Server id.\n   * Read-only.\n   * @deprecated\n   */\n  readonly id?: string;\n  "
-        + OPEN
-        + "\n}",
+        "{\n  /** Server id. Read-only. @deprecated */ readonly id?: string;\n  " + OPEN + "\n}",
         [{"id": "x"}],
         [{"id": 1}],
     ),
@@ -407,11 +402,11 @@ CASES: dict[str, Case] = {
                 "n": {"type": "integer", "minimum": 1, "maximum": 10, "pattern": "^a"},
             },
         },
+        # `when` has more doc lines than field_doc joins: a block, with its "Constraints: " label;
+        # `n` has one line: it starts the property's line, label dropped, bounds as symbols.
         '{\n  /**\n   * Start time\n   * ISO time\n   * Constraints: format: date-time.\n   * @default "now"\n'
-        '   * @example "2024-01-01T00:00:00Z"\n   */\n  when?: string;\n  /**\n'
-        "   * Constraints: integer, minimum: 1, maximum: 10, pattern: ^a.\n   */\n  n?: number;\n  "
-        + OPEN
-        + "\n}",
+        '   * @example "2024-01-01T00:00:00Z"\n   */\n  when?: string;\n'
+        "  /** integer, ≥1, ≤10, pattern: ^a. */ n?: number;\n  " + OPEN + "\n}",
         [{"when": "2024-01-01T00:00:00Z", "n": 3}],
         [{"n": "3"}],
     ),
@@ -421,13 +416,13 @@ CASES: dict[str, Case] = {
             "title": "Root Args",
             "properties": {"max_items": {"title": "Max Items", "type": "integer"}},
         },
-        "{\n  /**\n   * Constraints: integer.\n   */\n  max_items?: number;\n  " + OPEN + "\n}",
+        "{\n  /** integer. */ max_items?: number;\n  " + OPEN + "\n}",
         [{"max_items": 2}],
         [{"max_items": "2"}],
     ),
     "one_of_with_catch_all_excludes_kinds": Case(
         {"oneOf": [{"type": "number"}, {}]},
-        "{\n  " + OPEN + "\n} | unknown[] | string | boolean | null",
+        "{ " + OPEN1 + " } | unknown[] | string | boolean | null",
         ["x", None, [1], {"a": 1}],
         [1, 2.5],
     ),
@@ -443,7 +438,7 @@ CASES: dict[str, Case] = {
             "patternProperties": {"a*": {"type": "integer"}},
             "properties": {"b": {"type": "number"}},
         },
-        "{\n  b?: number;\n  [k: string]: number | undefined;\n}",
+        "{ b?: number; [k: string]: number | undefined }",
         [{"b": 1, "c": 2}, {}],
         [{"c": "x"}],
     ),
@@ -455,11 +450,7 @@ CASES: dict[str, Case] = {
                 "foo": {"properties": {"bar": {"type": "string"}}, "required": ["bar"]}
             },
         },
-        "{\n  foo?: never;\n  "
-        + OPEN
-        + "\n} | {\n  foo: unknown;\n  bar: string;\n  "
-        + OPEN
-        + "\n}",
+        "{ foo?: never; " + OPEN1 + " } | { foo: unknown; bar: string; " + OPEN1 + " }",
         [{}, {"foo": 1, "bar": "x"}, {"bar": 2}],
         [{"foo": 1}, {"foo": 1, "bar": 2}],
     ),
@@ -529,7 +520,7 @@ CASES: dict[str, Case] = {
     ),
     "dependent_required": Case(
         {"type": "object", "dependentRequired": {"a": ["b"]}},
-        "{\n  a?: never;\n  " + OPEN + "\n} | {\n  a: unknown;\n  b: unknown;\n  " + OPEN + "\n}",
+        "{ a?: never; " + OPEN1 + " } | { a: unknown; b: unknown; " + OPEN1 + " }",
         [{}, {"b": 1}, {"a": 1, "b": 2}],
         [{"a": 1}],
     ),
@@ -540,13 +531,13 @@ CASES: dict[str, Case] = {
             "allOf": [{"properties": {"b": {"type": "number"}}}],
             "unevaluatedProperties": False,
         },
-        "{\n  a?: string;\n  b?: number;\n}",
+        "{ a?: string; b?: number }",
         [{"a": "x", "b": 1}, {}],
         [{"c": 1}, {"b": "x"}],
     ),
     "property_names_enum": Case(
         {"type": "object", "propertyNames": {"enum": ["x", "y"]}},
-        "{\n  x?: unknown;\n  y?: unknown;\n}",
+        "{ x?: unknown; y?: unknown }",
         [{"x": 1}, {}],
         [{"z": 1}],
     ),
@@ -555,10 +546,10 @@ CASES: dict[str, Case] = {
             "type": "object",
             "properties": {"a": 5, "b": {"type": 7}, "c": {"items": "x", "type": "array"}},
         },
-        "{\n  /**\n   * Warning: schema cannot be represented (not an object or boolean); emitted unknown\n   */\n"
-        "  a?: unknown;\n  /**\n   * Warning: malformed `type` ignored\n   */\n  b?: unknown;\n"
-        "  /**\n   * Warning: schema cannot be represented (not an object or boolean); emitted unknown\n   */\n"
-        "  c?: unknown[];\n  " + OPEN + "\n}",
+        "{\n  /** Warning: schema cannot be represented (not an object or boolean); emitted unknown */"
+        " a?: unknown;\n  /** Warning: malformed `type` ignored */ b?: unknown;\n"
+        "  /** Warning: schema cannot be represented (not an object or boolean); emitted unknown */"
+        " c?: unknown[];\n  " + OPEN + "\n}",
         [{"a": 1, "b": "x", "c": [1]}],
         [{"c": 1}],
         warns=(
@@ -702,7 +693,42 @@ def test_repeated_refs_reuse_the_finished_target_with_the_same_result() -> None:
     }
     result = translate(schema, "Root", NameScope())
     assert result.decls[0].text == (
-        "{\n  /**\n   * first\n   */\n  a?: S;\n  /**\n   * second\n   */\n  b?: S;\n"
+        "{\n  /** first */ a?: S;\n  /** second */ b?: S;\n"
         "  c?: S[];\n  d?: never;\n  e?: never;\n  " + OPEN + "\n}"
     )
     assert [(d.name, d.text) for d in result.decls[1:]] == [("S", "string"), ("Nothing", "never")]
+
+
+@pytest.mark.parametrize(
+    ("title", "names", "generated"),
+    [
+        ("addArguments", ["git_add", "GitAddInput"], True),  # the function, minus the git_ prefix
+        ("navigateParams", ["browser_navigate"], True),
+        ("git_addArguments", ["git_add"], True),
+        ("Arguments", ["git_add"], False),  # nothing but a suffix
+        ("adArguments", ["git_add"], False),  # a stem shorter than MIN_TITLE_STEM says little
+        ("Address", ["git_add"], False),  # a word of its own, no generated suffix
+        ("addArguments", ["git_commit"], False),
+    ],
+)
+def test_titles_named_after_a_prefixed_tool_count_as_generated(
+    title: str, names: list[str], generated: bool
+) -> None:
+    """Frameworks title a tool's input model after the function (`addArguments`), which the
+    server prefixes in the tool name (`git_add`): such a title repeats the name and is dropped."""
+    assert is_generated_title(title, names) is generated
+
+
+def test_a_generated_title_for_a_prefixed_tool_is_not_printed() -> None:
+    schema = {
+        "type": "object",
+        "title": "addArguments",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+    result = translate(schema, "GitAddInput", NameScope(), derived_from=("git_add",))
+    assert result.decls[0].doc == ()
+    kept = translate(
+        dict(schema, title="Stage files"), "GitAddInput", NameScope(), derived_from=("git_add",)
+    )
+    assert kept.decls[0].doc == ("Stage files",)

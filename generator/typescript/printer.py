@@ -24,7 +24,7 @@ MAX_DOC_CHARS = 2000
 MAX_DOC_LINES = 60
 TRUNCATION_MARKER = " … [truncated]"
 # A doc comment of one line up to this length prints as `/** text */` on one line.
-MAX_ONE_LINE_DOC_CHARS = 240
+MAX_ONE_LINE_DOC_CHARS = 320
 # Starts the doc line of constraints TypeScript cannot check (translate.schema_doc writes it).
 CONSTRAINTS_LABEL = "Constraints: "
 # An object type without docs prints on one line up to this length (`{ id: number }`).
@@ -121,10 +121,19 @@ def joined_doc(lines: Sequence[str], indent: str = "") -> str:
     """`doc_comment`, but short lines join into one `/** … */` line (a tool's one-line
     description and its annotation tags read as well on one line as on five)."""
     if len(lines) <= MAX_FIELD_DOC_LINES:
-        joined = " ".join(sanitize_doc(line) for line in lines if line)
+        joined = _join([sanitize_doc(line) for line in lines if line])
         if joined.strip() and "\n" not in joined and len(joined) <= MAX_ONE_LINE_DOC_CHARS:
             return f"{indent}/** {joined} */\n"
     return doc_comment(lines, indent)
+
+
+def _join(texts: Sequence[str]) -> str:
+    """Doc lines as one line: sentences keep their full stop (so "by the server" and "integer."
+    do not run together), and `@tags` go last (a tag's text runs to the end of the comment)."""
+    prose = [t for t in texts if not t.startswith("@")]
+    tags = [t for t in texts if t.startswith("@")]
+    prose = [t if t.endswith((".", "!", "?", ":", ";")) or i == len(prose) - 1 else t + "." for i, t in enumerate(prose)]
+    return " ".join(prose + tags)
 
 
 def field_doc(lines: Sequence[str], indent: str = "") -> str:
@@ -133,7 +142,7 @@ def field_doc(lines: Sequence[str], indent: str = "") -> str:
     two, where a block costs three lines); anything longer is a block ending in a newline."""
     if len(lines) <= MAX_FIELD_DOC_LINES:
         # On one line the constraints read as such without their label ("Id. integer, ≥1.").
-        joined = " ".join(sanitize_doc(line.removeprefix(CONSTRAINTS_LABEL)) for line in lines)
+        joined = _join([sanitize_doc(line.removeprefix(CONSTRAINTS_LABEL)) for line in lines])
         if joined.strip() and "\n" not in joined and len(joined) <= MAX_ONE_LINE_DOC_CHARS:
             return f"{indent}/** {joined} */ "
     return doc_comment(lines, indent)

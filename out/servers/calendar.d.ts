@@ -6,183 +6,68 @@
  * A small calendar. Times are ISO 8601 UTC strings. Events may link a note of the notes server through noteId. free_slots searches working hours, 09:00-17:00 UTC.
  */
 declare module "@codemode/servers/calendar" {
-  /**
-   * @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"}
-   */
-  export type CreateEventInput = {
-    /**
-     * Constraints: maxItems: 50.
-     * @default []
-     */
-    attendees?: string[];
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    end: string;
-    /**
-     * Constraints: maxLength: 200.
-     */
-    location?: string;
-    /**
-     * Constraints: integer, minimum: 1.
-     */
-    noteId?: number;
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    start: string;
-    /**
-     * Constraints: minLength: 1, maxLength: 200.
-     */
-    title: string;
-  };
   export type CreateEventOutput = {
     attendees: string[];
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    end: string;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
+    /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
+    /** integer. */ id: number;
     location?: string | null;
-    /**
-     * Id of a related note on the notes server
-     * Constraints: integer.
-     */
-    noteId: number | null;
-    /**
-     * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-     * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-     */
-    start: string;
+    /** Id of a related note on the notes server. integer. */ noteId: number | null;
+    /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ start: string;
     title: string;
     [k: string]: unknown;
   };
-  /**
-   * Create event
-   * Create an event. Use noteId to link the note it is about.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false
-   * Output type: the tool's declared outputSchema.
-   */
-  export function create_event(input: CreateEventInput): Promise<CreateEventOutput>;
-
-  export type FreeSlotsInput = {
-    /**
-     * Day to search, YYYY-MM-DD
-     * Constraints: format: date, pattern: ^\d{4}-\d{2}-\d{2}$.
-     */
-    date: string;
-    /**
-     * Constraints: integer, minimum: 5, maximum: 480.
-     */
-    durationMinutes: number;
-  };
+  /** Create event. Create an event. Use noteId to link the note it is about. Input: @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"} @nonDestructive @closedWorld */
+  export function create_event(input: {
+    /** items ≤50. @default [] */ attendees?: string[];
+    /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
+    /** length ≤200. */ location?: string;
+    /** integer, ≥1. */ noteId?: number;
+    /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ start: string;
+    /** length ≥1, length ≤200. */ title: string;
+  }): Promise<CreateEventOutput>;
   export type FreeSlotsOutput = {
     date: string;
     slots: {
-      /**
-       * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-       * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-       */
-      end: string;
-      /**
-       * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-       * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-       */
-      start: string;
+      /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
+      /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ start: string;
       [k: string]: unknown;
     }[];
     [k: string]: unknown;
   };
-  /**
-   * Find free slots
-   * Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC).
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
-   * Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30});
-   */
-  export function free_slots(input: FreeSlotsInput): Promise<FreeSlotsOutput>;
-
-  export type GetEventInput = {
-    /**
-     * Constraints: integer, minimum: 1.
-     */
-    id: number;
-  };
+  /** Find free slots. Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC). Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30}); @readOnly @closedWorld */
+  export function free_slots(input: {
+    /** Day to search, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ date: string;
+    /** integer, ≥5, ≤480. */ durationMinutes: number;
+  }): Promise<FreeSlotsOutput>;
   export type GetEventOutput = CreateEventOutput;
   /**
    * Get event
    * Fetch one event by id.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 3 recorded samples).
+   * @readOnly @closedWorld
    * Warning: 1 recorded result(s) do not match the declared outputSchema (drift); expect values outside this type:
    * - /id: expected integer, got string (sample 3)
    * Example (a recorded call): await get_event({"id": 1});
    */
-  export function get_event(input: GetEventInput): Promise<GetEventOutput>;
-
-  export type ListEventsInput = {
-    /**
-     * First day, YYYY-MM-DD
-     * Constraints: format: date, pattern: ^\d{4}-\d{2}-\d{2}$.
-     */
-    from?: string;
-    /**
-     * Last day, YYYY-MM-DD
-     * Constraints: format: date, pattern: ^\d{4}-\d{2}-\d{2}$.
-     */
-    to?: string;
-  };
+  export function get_event(input: {
+    /** integer, ≥1. */ id: number;
+  }): Promise<GetEventOutput>;
   export type ListEventsOutput = {
     events: {
       attendees: string[];
-      /**
-       * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-       * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-       */
-      end: string;
-      /**
-       * Constraints: integer.
-       */
-      id: number;
+      /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
+      /** integer. */ id: number;
       location?: string | null;
-      /**
-       * Id of a related note on the notes server
-       * Constraints: integer.
-       */
-      noteId: number | null;
-      /**
-       * ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z
-       * Constraints: format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$.
-       */
-      start: string;
+      /** Id of a related note on the notes server. integer. */ noteId: number | null;
+      /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ start: string;
       title: string;
       [k: string]: unknown;
     }[];
     [k: string]: unknown;
   };
-  /**
-   * List events
-   * List events that start within an optional date range (inclusive), earliest first.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
-   */
-  export function list_events(input?: ListEventsInput): Promise<ListEventsOutput>;
-
-  /** Module metadata (spec §5.2): the canonical MCP tool name behind every export. */
-  export const __meta__: {
-    readonly serverId: "calendar";
-    readonly serverName: string;
-    readonly serverVersion?: string;
-    readonly tools: ReadonlyArray<{ readonly toolName: string; readonly exportName: string; readonly description?: string }>;
-  };
+  /** List events. List events that start within an optional date range (inclusive), earliest first. @readOnly @closedWorld */
+  export function list_events(input?: {
+    /** First day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ from?: string;
+    /** Last day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ to?: string;
+  }): Promise<ListEventsOutput>;
+  export const __meta__: Readonly<{ serverId: "calendar"; serverName: string; serverVersion?: string; tools: ReadonlyArray<Readonly<{ toolName: string; exportName: string; description?: string }>> }>;
 }

@@ -3,30 +3,22 @@
 // Server "calendar": one async function per MCP tool (spec §5.1), each a thin call into the host.
 import { callTool as __callTool, deepFreeze as __deepFreeze } from "@codemode/host";
 
-/**
- * Create an event. Use noteId to link the note it is about.
- */
+/** Create an event. Use noteId to link the note it is about. */
 export async function create_event(input) {
   return __callTool("calendar", "create_event", input);
 }
 
-/**
- * Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC).
- */
+/** Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC). */
 export async function free_slots(input) {
   return __callTool("calendar", "free_slots", input);
 }
 
-/**
- * Fetch one event by id.
- */
+/** Fetch one event by id. */
 export async function get_event(input) {
   return __callTool("calendar", "get_event", input);
 }
 
-/**
- * List events that start within an optional date range (inclusive), earliest first.
- */
+/** List events that start within an optional date range (inclusive), earliest first. */
 export async function list_events(input) {
   return __callTool("calendar", "list_events", input);
 }

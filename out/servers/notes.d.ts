@@ -6,166 +6,52 @@
  * Personal notes and a small task list. Notes have integer ids, a title, a body, lower-case tags and an ISO creation time; list or search them before reading one with get_note. Writes are in memory only and reset when the server restarts.
  */
 declare module "@codemode/servers/notes" {
-  export type CreateNoteInput = {
-    /**
-     * Free text, markdown allowed
-     */
-    body: string;
-    /**
-     * Tags; stored lower-cased and sorted
-     * @default null
-     */
-    tags?: string[] | null;
-    /**
-     * Short title
-     * Constraints: maxLength: 200.
-     */
-    title: string;
-    [k: string]: unknown;
-  };
   export type CreateNoteOutput = Note;
-  /**
-   * Create a note and return it with its new id.
-   *
-   * Annotations (MCP hints, spec §6.3): destructiveHint: false, idempotentHint: false, openWorldHint: false
-   * Output type: the tool's declared outputSchema.
-   */
-  export function create_note(input: CreateNoteInput): Promise<CreateNoteOutput>;
-
-  export type DeleteNoteInput = {
-    /**
-     * Constraints: integer.
-     */
-    id: number;
-    [k: string]: unknown;
-  };
-  /**
-   * Deleted
-   */
+  /** Create a note and return it with its new id. @nonDestructive @closedWorld */
+  export function create_note(input: {
+    /** Free text, markdown allowed */ body: string;
+    /** Tags; stored lower-cased and sorted @default null */ tags?: string[] | null;
+    /** Short title. length ≤200. */ title: string;
+  }): Promise<CreateNoteOutput>;
+  /** Deleted */
   export type DeleteNoteOutput = {
     deleted: boolean;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * Number of notes left after the deletion
-     * Constraints: integer.
-     */
-    remaining: number;
+    /** integer. */ id: number;
+    /** Number of notes left after the deletion. integer. */ remaining: number;
     [k: string]: unknown;
   };
-  /**
-   * Delete a note permanently.
-   *
-   * Annotations (MCP hints, spec §6.3): destructiveHint: true, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema.
-   */
-  export function delete_note(input: DeleteNoteInput): Promise<DeleteNoteOutput>;
-
-  export type ExportCsvInput = {
-    /**
-     * @default null
-     */
-    tag?: string | null;
-    [k: string]: unknown;
-  };
+  /** Delete a note permanently. @destructive @idempotent @closedWorld */
+  export function delete_note(input: {
+    /** integer. */ id: number;
+  }): Promise<DeleteNoteOutput>;
   export type ExportCsvOutput = string;
-  /**
-   * Export notes as CSV (id,title,tags,created,done), optionally only one tag.
-   *
-   * MCP tool name: "export-csv".
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: inferred from 1 recorded sample; it may not cover every case.
-   */
-  export function export_csv(input?: ExportCsvInput): Promise<ExportCsvOutput>;
-
-  export type FlakySyncInput = {
-    [k: string]: unknown;
-  };
-  export type FlakySyncOutput = {
-    result: string;
-    [k: string]: unknown;
-  };
-  /**
-   * Push notes to the sync service. (The demo service is always down: this tool always fails.)
-   *
-   * Annotations (MCP hints, spec §6.3): destructiveHint: false, idempotentHint: true, openWorldHint: true
-   * Output type: the tool's declared outputSchema.
-   */
-  export function flaky_sync(input?: FlakySyncInput): Promise<FlakySyncOutput>;
-
-  export type GetNoteInput = {
-    /**
-     * Note id, as returned by list_notes
-     * Constraints: integer.
-     */
-    id: number;
-    [k: string]: unknown;
-  };
+  /** Export notes as CSV (id,title,tags,created,done), optionally only one tag. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  export function export_csv(input?: {
+    /** @default null */ tag?: string | null;
+  }): Promise<ExportCsvOutput>;
+  export type FlakySyncOutput = { result: string; [k: string]: unknown };
+  /** Push notes to the sync service. (The demo service is always down: this tool always fails.) @nonDestructive @idempotent @openWorld */
+  export function flaky_sync(input?: { [k: string]: unknown }): Promise<FlakySyncOutput>;
   export type GetNoteOutput = Note;
-  /**
-   * Fetch one note by id.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
-   * Example (a recorded call): await get_note({"id": 2});
-   */
-  export function get_note(input: GetNoteInput): Promise<GetNoteOutput>;
-
-  export type ListNotesInput = {
-    /**
-     * Only notes carrying this tag
-     * @default null
-     */
-    tag?: string | null;
-    [k: string]: unknown;
-  };
-  export type ListNotesOutput = {
-    result: Note[];
-    [k: string]: unknown;
-  };
-  /**
-   * One note. `done` is only present on notes that are used as to-dos.
-   */
+  /** Fetch one note by id. Example (a recorded call): await get_note({"id": 2}); @readOnly @closedWorld */
+  export function get_note(input: {
+    /** Note id, as returned by list_notes. integer. */ id: number;
+  }): Promise<GetNoteOutput>;
+  export type ListNotesOutput = { result: Note[]; [k: string]: unknown };
+  /** One note. `done` is only present on notes that are used as to-dos. */
   export type Note = {
     body: string;
-    /**
-     * ISO 8601 timestamp (UTC)
-     */
-    created: string;
-    /**
-     * Completion state for to-do notes
-     * @default null
-     */
-    done?: boolean | null;
-    /**
-     * Stable integer id, assigned by the server
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * Lower-case tags, sorted
-     */
-    tags: string[];
+    /** ISO 8601 timestamp (UTC) */ created: string;
+    /** Completion state for to-do notes @default null */ done?: boolean | null;
+    /** Stable integer id, assigned by the server. integer. */ id: number;
+    /** Lower-case tags, sorted */ tags: string[];
     title: string;
     [k: string]: unknown;
   };
-  /**
-   * List notes, oldest first, optionally filtered by tag.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
-   */
-  export function list_notes(input?: ListNotesInput): Promise<ListNotesOutput>;
-
-  export type RenderChartInput = {
-    /**
-     * @default "tag"
-     */
-    by?: "tag" | "status";
-    [k: string]: unknown;
-  };
+  /** List notes, oldest first, optionally filtered by tag. @readOnly @closedWorld */
+  export function list_notes(input?: {
+    /** Only notes carrying this tag @default null */ tag?: string | null;
+  }): Promise<ListNotesOutput>;
   export type RenderChartOutput = {
     content: {
       data?: string;
@@ -177,35 +63,13 @@ declare module "@codemode/servers/notes" {
     isError: boolean;
     [k: string]: unknown;
   };
-  /**
-   * Render a small bar chart (PNG) of notes per tag or per status, with a caption.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: inferred from 1 recorded sample; it may not cover every case.
-   * Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text.
-   */
-  export function render_chart(input?: RenderChartInput): Promise<RenderChartOutput>;
-
-  export type SearchNotesInput = {
-    /**
-     * Constraints: integer, minimum: 1, maximum: 50.
-     * @default 5
-     */
-    limit?: number;
-    /**
-     * Words to look for in titles, tags and bodies
-     */
-    query: string;
-    [k: string]: unknown;
-  };
-  /**
-   * The JSON inside the string search_notes returns.
-   */
+  /** Render a small bar chart (PNG) of notes per tag or per status, with a caption. Output type inferred from 1 recorded sample; it may not cover every case. Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text. @readOnly @closedWorld */
+  export function render_chart(input?: {
+    /** @default "tag" */ by?: "tag" | "status";
+  }): Promise<RenderChartOutput>;
+  /** The JSON inside the string search_notes returns. */
   export type SearchNotesJson = {
-    /**
-     * Constraints: integer.
-     */
-    id: number;
+    /** integer. */ id: number;
     title: string;
     score: number;
     [k: string]: unknown;
@@ -217,81 +81,35 @@ declare module "@codemode/servers/notes" {
   export type SearchNotesOutput = string;
   /**
    * Full-text search. Returns a JSON array of {id, title, score}, best match first.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: inferred from 2 recorded samples; it may not cover every case.
+   * @readOnly @closedWorld
+   * Output type inferred from 2 recorded samples; it may not cover every case.
    * Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson.
    * Example (a recorded call): await search_notes({"query": "search"});
    */
-  export function search_notes(input: SearchNotesInput): Promise<SearchNotesOutput>;
-
-  export type StatsInput = {
-    [k: string]: unknown;
-  };
-  /**
-   * The JSON inside the string stats returns.
-   */
+  export function search_notes(input: {
+    /** integer, ≥1, ≤50. @default 5 */ limit?: number;
+    /** Words to look for in titles, tags and bodies */ query: string;
+  }): Promise<SearchNotesOutput>;
+  /** The JSON inside the string stats returns. */
   export type StatsJson = {
-    /**
-     * Constraints: integer.
-     */
-    notes: number;
-    /**
-     * Constraints: integer.
-     */
-    todo: number;
-    /**
-     * Constraints: integer.
-     */
-    done: number;
+    /** integer. */ notes: number;
+    /** integer. */ todo: number;
+    /** integer. */ done: number;
     tasks: {
-      /**
-       * Constraints: integer.
-       */
-      open: number;
-      /**
-       * Constraints: integer.
-       */
-      done: number;
+      /** integer. */ open: number;
+      /** integer. */ done: number;
       [k: string]: unknown;
     };
     byTag: {
-      /**
-       * Constraints: integer.
-       */
-      books: number;
-      /**
-       * Constraints: integer.
-       */
-      home: number;
-      /**
-       * Constraints: integer.
-       */
-      perf: number;
-      /**
-       * Constraints: integer.
-       */
-      personal: number;
-      /**
-       * Constraints: integer.
-       */
-      planning: number;
-      /**
-       * Constraints: integer.
-       */
-      release: number;
-      /**
-       * Constraints: integer.
-       */
-      search: number;
-      /**
-       * Constraints: integer.
-       */
-      shopping: number;
-      /**
-       * Constraints: integer.
-       */
-      work: number;
+      /** integer. */ books: number;
+      /** integer. */ home: number;
+      /** integer. */ perf: number;
+      /** integer. */ personal: number;
+      /** integer. */ planning: number;
+      /** integer. */ release: number;
+      /** integer. */ search: number;
+      /** integer. */ shopping: number;
+      /** integer. */ work: number;
       [k: string]: unknown;
     };
     [k: string]: unknown;
@@ -301,117 +119,37 @@ declare module "@codemode/servers/notes" {
    * Constraints: contentMediaType: "application/json".
    */
   export type StatsOutput = string;
-  /**
-   * Counts of notes and tasks, as a JSON object.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: inferred from 1 recorded sample; it may not cover every case.
-   * Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson.
-   */
-  export function stats(input?: StatsInput): Promise<StatsOutput>;
-
-  export type SummaryInput = {
-    [k: string]: unknown;
-  };
+  /** Counts of notes and tasks, as a JSON object. Output type inferred from 1 recorded sample; it may not cover every case. Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson. @readOnly @closedWorld */
+  export function stats(input?: { [k: string]: unknown }): Promise<StatsOutput>;
   export type SummaryOutput = string;
-  /**
-   * A short prose summary of the notes, for reading rather than parsing.
-   *
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: inferred from 1 recorded sample; it may not cover every case.
-   */
-  export function summary(input?: SummaryInput): Promise<SummaryOutput>;
-
-  export type TasksAddInput = {
-    /**
-     * Due date, YYYY-MM-DD
-     * @default null
-     */
-    due?: string | null;
-    title: string;
-    [k: string]: unknown;
-  };
+  /** A short prose summary of the notes, for reading rather than parsing. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  export function summary(input?: { [k: string]: unknown }): Promise<SummaryOutput>;
   export type TasksAddOutput = Task;
-  /**
-   * Add a task to the task list.
-   *
-   * MCP tool name: "tasks.add".
-   * Annotations (MCP hints, spec §6.3): destructiveHint: false, idempotentHint: false, openWorldHint: false
-   * Output type: the tool's declared outputSchema.
-   */
-  export function tasks_add(input: TasksAddInput): Promise<TasksAddOutput>;
-
-  export type TasksListInput = {
-    /**
-     * @default true
-     */
-    include_done?: boolean;
-    [k: string]: unknown;
-  };
-  export type TasksListOutput = {
-    result: Task[];
-    [k: string]: unknown;
-  };
+  /** Add a task to the task list. @nonDestructive @closedWorld */
+  export function tasks_add(input: {
+    /** Due date, YYYY-MM-DD @default null */ due?: string | null;
+    title: string;
+  }): Promise<TasksAddOutput>;
+  export type TasksListOutput = { result: Task[]; [k: string]: unknown };
   export type Task = {
     done: boolean;
-    /**
-     * Due date, YYYY-MM-DD
-     * @default null
-     */
-    due?: string | null;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
+    /** Due date, YYYY-MM-DD @default null */ due?: string | null;
+    /** integer. */ id: number;
     title: string;
     [k: string]: unknown;
   };
-  /**
-   * List tasks in creation order.
-   *
-   * MCP tool name: "tasks.list".
-   * Annotations (MCP hints, spec §6.3): readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema (checked against 1 recorded sample).
-   */
-  export function tasks_list(input?: TasksListInput): Promise<TasksListOutput>;
-
-  export type UpdateNoteInput = {
-    /**
-     * @default null
-     */
-    body?: string | null;
-    /**
-     * @default null
-     */
-    done?: boolean | null;
-    /**
-     * Constraints: integer.
-     */
-    id: number;
-    /**
-     * @default null
-     */
-    tags?: string[] | null;
-    /**
-     * @default null
-     */
-    title?: string | null;
-    [k: string]: unknown;
-  };
+  /** List tasks in creation order. @readOnly @closedWorld */
+  export function tasks_list(input?: {
+    /** @default true */ include_done?: boolean;
+  }): Promise<TasksListOutput>;
   export type UpdateNoteOutput = Note;
-  /**
-   * Replace the given fields of a note; fields left out keep their value.
-   *
-   * Annotations (MCP hints, spec §6.3): destructiveHint: true, idempotentHint: true, openWorldHint: false
-   * Output type: the tool's declared outputSchema.
-   */
-  export function update_note(input: UpdateNoteInput): Promise<UpdateNoteOutput>;
-
-  /** Module metadata (spec §5.2): the canonical MCP tool name behind every export. */
-  export const __meta__: {
-    readonly serverId: "notes";
-    readonly serverName: string;
-    readonly serverVersion?: string;
-    readonly tools: ReadonlyArray<{ readonly toolName: string; readonly exportName: string; readonly description?: string }>;
-  };
+  /** Replace the given fields of a note; fields left out keep their value. @destructive @idempotent @closedWorld */
+  export function update_note(input: {
+    /** @default null */ body?: string | null;
+    /** @default null */ done?: boolean | null;
+    /** integer. */ id: number;
+    /** @default null */ tags?: string[] | null;
+    /** @default null */ title?: string | null;
+  }): Promise<UpdateNoteOutput>;
+  export const __meta__: Readonly<{ serverId: "notes"; serverName: string; serverVersion?: string; tools: ReadonlyArray<Readonly<{ toolName: string; exportName: string; description?: string }>> }>;
 }

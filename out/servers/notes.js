@@ -3,93 +3,67 @@
 // Server "notes": one async function per MCP tool (spec §5.1), each a thin call into the host.
 import { callTool as __callTool, deepFreeze as __deepFreeze } from "@codemode/host";
 
-/**
- * Create a note and return it with its new id.
- */
+/** Create a note and return it with its new id. */
 export async function create_note(input) {
   return __callTool("notes", "create_note", input);
 }
 
-/**
- * Delete a note permanently.
- */
+/** Delete a note permanently. */
 export async function delete_note(input) {
   return __callTool("notes", "delete_note", input);
 }
 
-/**
- * Export notes as CSV (id,title,tags,created,done), optionally only one tag.
- */
+/** Export notes as CSV (id,title,tags,created,done), optionally only one tag. */
 export async function export_csv(input) {
   return __callTool("notes", "export-csv", input);
 }
 
-/**
- * Push notes to the sync service. (The demo service is always down: this tool always fails.)
- */
+/** Push notes to the sync service. (The demo service is always down: this tool always fails.) */
 export async function flaky_sync(input) {
   return __callTool("notes", "flaky_sync", input);
 }
 
-/**
- * Fetch one note by id.
- */
+/** Fetch one note by id. */
 export async function get_note(input) {
   return __callTool("notes", "get_note", input);
 }
 
-/**
- * List notes, oldest first, optionally filtered by tag.
- */
+/** List notes, oldest first, optionally filtered by tag. */
 export async function list_notes(input) {
   return __callTool("notes", "list_notes", input);
 }
 
-/**
- * Render a small bar chart (PNG) of notes per tag or per status, with a caption.
- */
+/** Render a small bar chart (PNG) of notes per tag or per status, with a caption. */
 export async function render_chart(input) {
   return __callTool("notes", "render_chart", input);
 }
 
-/**
- * Full-text search. Returns a JSON array of {id, title, score}, best match first.
- */
+/** Full-text search. Returns a JSON array of {id, title, score}, best match first. */
 export async function search_notes(input) {
   return __callTool("notes", "search_notes", input);
 }
 
-/**
- * Counts of notes and tasks, as a JSON object.
- */
+/** Counts of notes and tasks, as a JSON object. */
 export async function stats(input) {
   return __callTool("notes", "stats", input);
 }
 
-/**
- * A short prose summary of the notes, for reading rather than parsing.
- */
+/** A short prose summary of the notes, for reading rather than parsing. */
 export async function summary(input) {
   return __callTool("notes", "summary", input);
 }
 
-/**
- * Add a task to the task list.
- */
+/** Add a task to the task list. */
 export async function tasks_add(input) {
   return __callTool("notes", "tasks.add", input);
 }
 
-/**
- * List tasks in creation order.
- */
+/** List tasks in creation order. */
 export async function tasks_list(input) {
   return __callTool("notes", "tasks.list", input);
 }
 
-/**
- * Replace the given fields of a note; fields left out keep their value.
- */
+/** Replace the given fields of a note; fields left out keep their value. */
 export async function update_note(input) {
   return __callTool("notes", "update_note", input);
 }
