@@ -74,7 +74,7 @@ def render_prompt(
     Pure, so that `--print-prompt`, the tests and bench/prompt.py measure what is served.
     """
     budget = max(budget, MIN_PROMPT_BUDGET)
-    ids = [str(s.get("serverId")) for s in servers]
+    ids = [_counted(s) for s in servers]
     example = _example_call(servers)
     rules = _rules(tool_name, ids, example, json_servers, host_limits or {})
     room = budget - len(rules)
@@ -124,19 +124,20 @@ def _rules(
     sid, export, _ = example
     alias = _alias(sid)
     lines = [
-        f"Runs a JavaScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools and returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
+        f"Runs a JavaScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
+        # Servers and how to discover them come first: some clients cut descriptions short.
+        "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `searchTools("words", { detail: "full" })` ranks tools, each with `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
         "",
         "Rules",
         f'- `import * as {alias} from "@codemode/servers/{sid}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
         "- Return data: `globalThis.__codemode_result__ = value` (JSON; else `result` is null). console.log/debug/warn/error are captured: log summaries, not dumps.",
-        "- Results are unwrapped: `structuredContent` if present; else the string of a single text block; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
+        "- Results are unwrapped: `structuredContent` if present; else a single text block's string; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
         '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", each with a `hint`): catch it and go on. Only a limit ends a run.',
-        "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer is pending.",
+        "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer pends.",
         "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch or network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
         _limits_line(host_limits),
-        "- `requestedCapabilities`: servers to connect before the script starts: " + _id_list(ids) + ".",
-        "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; SYNTAX_ERROR, UNCAUGHT_EXCEPTION and IMPORT_FAILURE are diagnostics, not tool errors.",
-        '- Discovery: `import { listServers, listTools, getTool, searchTools }} from "@codemode/discovery"`; `searchTools("words", { detail: "full" })` ranks tools; at detail "full" a tool has `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
+        "- `requestedCapabilities`: ids of servers above to connect before the script starts.",
+        "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; script errors (SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE) are diagnostics.",
     ]
     if json_servers:
         lines.append(
@@ -144,6 +145,13 @@ def _rules(
             + " a single text block holding valid JSON is returned parsed."
         )
     return "\n".join(lines) + "\n\n"
+
+
+def _counted(server: Mapping[str, Any]) -> str:
+    """`notes` (13 tools): a capability id (§3.2.3) and how big the server is."""
+    tools = server.get("tools")
+    count = f" ({len(tools)} tool{'s' * (len(tools) != 1)})" if isinstance(tools, list) else ""
+    return f"`{server.get('serverId')}`{count}"
 
 
 def _id_list(ids: Sequence[str]) -> str:
@@ -154,7 +162,7 @@ def _id_list(ids: Sequence[str]) -> str:
         used += len(sid) + 4
         if used > MAX_CAPABILITY_IDS_CHARS:
             return ", ".join(shown) + f" and {len(ids) - len(shown)} more (listServers() lists them all)"
-        shown.append(f"`{sid}`")
+        shown.append(sid)
     return ", ".join(shown) or "(none configured)"
 
 
@@ -236,13 +244,16 @@ def _mixed(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str], 
                 chosen[i] = block
                 used += len(block) + 1 - len(lines[i]) - 1
                 break
-    if not chosen:
-        return names
-    rest = [lines[i] for i in range(len(servers)) if i not in chosen]
-    text = _fenced([chosen[i] for i in sorted(chosen)])
-    if rest:
-        text += "Other servers and their tools (import name: the function to call)\n" + "\n".join(rest) + "\n"
-    return text + _fetch_hint(MIXED_HINT, example)
+    while chosen:
+        rest = [lines[i] for i in range(len(servers)) if i not in chosen]
+        text = _fenced([chosen[i] for i in sorted(chosen)])
+        if rest:
+            text += "Other servers and their tools (import name: the function to call)\n" + "\n".join(rest) + "\n"
+        text += _fetch_hint(MIXED_HINT, example)
+        if len(text) <= room:  # the estimate above is close; this makes the budget exact
+            return text
+        chosen.popitem()
+    return names
 
 
 def _full(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str | None:

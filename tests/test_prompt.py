@@ -82,7 +82,7 @@ def test_s3_host_documents_what_the_spec_requires() -> None:
         for needle in (
             "ES module", "Top-level await", "__codemode_result__",  # §3.2.1, §3.2.2
             "timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "unknown keys ignored",  # §3.2.4
-            "`calendar`, `notes`",  # §3.2.3 capability ids
+            "`calendar` (4 tools), `notes` (13 tools)",  # §3.2.3 capability ids
             "structuredContent", "single text block", "base64",  # §5.3.2
             "setInterval", "fetch", "eval",  # §3.5 deviations
             "Promise.all",  # §10.1
@@ -181,3 +181,11 @@ def test_an_out_dir_from_an_older_generator_still_fits() -> None:
         server.pop("agent")
     prompt = render_prompt(servers)
     assert "create_note" in prompt and "```ts" not in prompt
+
+
+def test_no_budget_is_ever_exceeded() -> None:
+    """Every step's size is checked, not estimated: sweep budgets over catalogs of every shape."""
+    catalogs = [demo()[0], real_catalogs(), synthetic(40, 5)]
+    for budget in range(MIN_PROMPT_BUDGET, 24_000, 397):
+        for servers in catalogs:
+            assert len(render_prompt(servers, budget=budget)) <= budget, budget

@@ -258,6 +258,7 @@ def _snippet_command(client: str, stdout: str) -> tuple[str, list[str]]:
     elif client == "codex":
         entry = tomllib.loads(stdout)["mcp_servers"]["codemode"]
         assert entry["tool_timeout_sec"] >= 600 and entry["startup_timeout_sec"] >= 10
+        assert entry["required"] is True  # Codex waits for serve before the model's first turn
     else:
         entry = json.loads(stdout)["mcpServers"]["codemode"]
     return entry["command"], entry["args"]

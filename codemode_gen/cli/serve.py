@@ -97,6 +97,9 @@ def client_snippet(client: str, argv: list[str]) -> str:
             f"args = [{args}]\n"
             f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_SEC}\n"
             f"tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SEC}\n"
+            # Codex sends its first model request without waiting for servers still starting:
+            # without this the model's first turn may have no codemode tool.
+            "required = true\n"
         )
     # cursor (~/.cursor/mcp.json) and the generic format share Claude Desktop's shape
     return json.dumps({"mcpServers": {SERVER_KEY: entry}}, ensure_ascii=False, indent=2) + "\n"
