@@ -93,7 +93,6 @@ class CodeMode:
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: dict[str, Any] | None = None
         self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
-        self._built_types: dict[str, str] = {}  # configId -> .d.ts of its in-memory module
         self._built_entries: dict[str, dict[str, Any]] = {}  # configId -> its in-memory manifest entry
 
     @classmethod
@@ -488,23 +487,6 @@ class CodeMode:
         """configId → the server id scripts import and `requestedCapabilities` accepts."""
         return module_paths_for(self._load_manifest(), self.configs)
 
-    def declarations(self) -> str:
-        """out/codemode.d.ts plus the declarations of modules built in memory (§4.4)."""
-        parts = []
-        path = self.out_dir / "codemode.d.ts"
-        if path.is_file():
-            parts.append(path.read_text(encoding="utf-8"))
-        else:  # no out/: the generator's own @codemode/discovery + @codemode/errors declarations
-            from codemode_gen.generator.build import CODEMODE_DTS, build_outputs
-
-            parts.append(build_outputs([], self.settings).files[CODEMODE_DTS])
-        manifest = self._load_manifest()
-        in_out = {s.get("configId") for s in manifest["servers"]} if manifest else set()
-        for cid, text in sorted(self._built_types.items()):
-            if cid in self.configs and cid not in in_out:
-                parts.append(text)
-        return "\n".join(parts)
-
     def prompt_servers(self) -> list[dict[str, Any]]:
         """Manifest entries (out/ or built in memory) of the configured servers, by server id;
         a configured server known to neither is a stub `{serverId, configId}` (§4.4 deferral)."""
@@ -575,9 +557,6 @@ class CodeMode:
                 source = outputs.files.get(module_rel)
                 if source is None:
                     raise UserError(f"in-memory build of '{cid}' produced no module {module_rel}")
-                types_text = outputs.files.get(str(entry.get("types") or ""))
-                if types_text is not None:
-                    self._built_types[cid] = types_text
                 self._built_entries[cid] = entry
                 built = (str(entry["serverId"]), entry, source)
                 if len(self._builds) >= MAX_BUILD_CACHE:
