@@ -29,6 +29,8 @@ MAX_ONE_LINE_DOC_CHARS = 320
 CONSTRAINTS_LABEL = "Constraints: "
 # An object type without docs prints on one line up to this length (`{ id: number }`).
 MAX_ONE_LINE_OBJECT_CHARS = 60
+# More members than this never fit in MAX_ONE_LINE_OBJECT_CHARS (`a: T; ` is 6+): skip the try.
+MAX_ONE_LINE_OBJECT_MEMBERS = 8
 # Most doc lines of one property that field_doc joins on one line.
 MAX_FIELD_DOC_LINES = 4
 INDENT = "  "
@@ -140,7 +142,11 @@ def field_doc(lines: Sequence[str], indent: str = "") -> str:
     """A property's doc. Short lines join into one `/** … */ ` that the property's own line
     starts with (no newline: editors attach it all the same, and a field's doc is a phrase or
     two, where a block costs three lines); anything longer is a block ending in a newline."""
-    if len(lines) <= MAX_FIELD_DOC_LINES:
+    if len(lines) == 1:  # the common case (the translator's hottest doc path), no list work
+        text = sanitize_doc(lines[0].removeprefix(CONSTRAINTS_LABEL))
+        if text.strip() and "\n" not in text and len(text) <= MAX_ONE_LINE_DOC_CHARS:
+            return f"{indent}/** {text} */ "
+    elif len(lines) <= MAX_FIELD_DOC_LINES:
         # On one line the constraints read as such without their label ("Id. integer, ≥1.").
         joined = _join([sanitize_doc(line.removeprefix(CONSTRAINTS_LABEL)) for line in lines])
         if joined.strip() and "\n" not in joined and len(joined) <= MAX_ONE_LINE_DOC_CHARS:
@@ -283,7 +289,7 @@ def _print_object(node: t.Object, level: int) -> str:
     if node.index is not None:
         docs.append(doc_comment(node.index_doc, pad))
         members.append(f"[k: string]: {print_type(node.index, level + 1)}")
-    if not any(docs):
+    if len(members) <= MAX_ONE_LINE_OBJECT_MEMBERS and not any(docs):
         # A small undocumented object reads best on one line, as a formatter would print it.
         flat = "{ " + "; ".join(members) + " }"
         if len(flat) <= MAX_ONE_LINE_OBJECT_CHARS and "\n" not in flat:
