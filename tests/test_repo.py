@@ -20,7 +20,8 @@ EXAMPLE = REPO / "examples" / "plan_week.js"
 
 
 def _env() -> dict[str, str]:
-    # .mcp.json starts the demo servers with `python`: make that the test interpreter.
+    # As the README's first command runs: the venv active (the demo .mcp.json itself needs no
+    # PATH: ${CODEMODE_PYTHON:-python} is the interpreter running codemode-gen).
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
