@@ -27,6 +27,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     fixtures = "fixtures"                  # where `record` writes and `generate` reads
     out = "out"                            # where `generate` writes
     max_samples = 20                       # recorded calls kept per tool
+    max_result_bytes = 262144              # largest result `record` keeps per call (cut beyond)
     redact = ["sk-[A-Za-z0-9]+"]           # extra regexes redacted from fixtures
     [limits]                               # default run limits (spec §3.2.4)
     timeoutMs = 30000
@@ -62,7 +63,9 @@ from codemode_gen.jsonio import json_type, read_json
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_SAMPLES",
+    "MIN_RESULT_BYTES",
     "Sample",
     "ServerConfig",
     "ServerSettings",
@@ -79,6 +82,12 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 60.0
 # Bounds fixture growth: repeated `record` runs keep at most this many calls per tool.
 DEFAULT_MAX_SAMPLES = 20
+# Bounds what `record` keeps of one call's result (UTF-8 bytes of its JSON line part): a server
+# answering with 50 MiB of text wrote it whole into fixtures/ (committed, read by generate).
+# Larger results are cut, marked and reported; 256 KiB is far beyond what inference needs.
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+# Below this a cut result could not even hold its truncation markers.
+MIN_RESULT_BYTES = 1024
 # Bounds a typo such as `connect_timeout = 30000` (meant ms) from hanging a run for hours.
 MAX_TIMEOUT_SECONDS = 3600.0
 
@@ -159,6 +168,7 @@ class Settings:
     fixtures_dir: Path = Path("fixtures")
     out_dir: Path = Path("out")
     max_samples: int = DEFAULT_MAX_SAMPLES
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     samples: tuple[Sample, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     limits: Mapping[str, int] = field(default_factory=_frozen)
@@ -220,6 +230,14 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
             hint="for example max_samples = 20",
         )
 
+    max_result_bytes = data.get("max_result_bytes", DEFAULT_MAX_RESULT_BYTES)
+    if not _is_int(max_result_bytes) or max_result_bytes < MIN_RESULT_BYTES:
+        raise UserError(
+            f"{where('max_result_bytes')} must be an integer of at least {MIN_RESULT_BYTES}"
+            f" (bytes), got {_show(max_result_bytes)}",
+            hint=f"for example max_result_bytes = {DEFAULT_MAX_RESULT_BYTES}",
+        )
+
     redact = data.get("redact", [])
     if not isinstance(redact, list) or not all(isinstance(p, str) and p for p in redact):
         raise UserError(
@@ -265,6 +283,7 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         fixtures_dir=rel("fixtures", Path("fixtures")),
         out_dir=rel("out", Path("out")),
         max_samples=max_samples,
+        max_result_bytes=max_result_bytes,
         samples=samples,
         redact_patterns=tuple(redact),
         limits=_frozen(limits),

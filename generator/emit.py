@@ -2,18 +2,19 @@
 
 out/ is committed and read by the runtime, so a generate that fails half-way must leave the
 previous out/ exactly as it was: everything is staged in a sibling folder and swapped in with
-renames. Files generate owns (out/servers/*, out/python/* and the top-level files it writes)
-that are no longer produced are removed; anything else a user keeps in out/ is carried over.
+renames by `codemode_gen.dirswap` (the same routine as fixtures/, with rollback and recovery of
+an interrupted earlier run's leftovers). Files generate owns (out/servers/*, out/python/* and
+the top-level files it writes) that are no longer produced are removed; anything else a user
+keeps in out/ is carried over.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from codemode_gen import dirswap
 from codemode_gen.errors import UserError
 from codemode_gen.generator.build import (
     CODEMODE_DTS,
@@ -29,7 +30,6 @@ PYTHON_DIR = "python"
 OWNED_DIRS = (SERVERS_DIR, PYTHON_DIR)
 # Top-level files generate writes; together with OWNED_DIRS, the set `--check` compares.
 OWNED_FILES = (CODEMODE_DTS, MANIFEST_FILE, TSCONFIG_FILE)
-_STAGING_PREFIX = "."
 
 
 def _owned_files_on_disk(out_dir: Path) -> set[str]:
@@ -103,21 +103,34 @@ def check_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
     return problems
 
 
-def write_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
+def leftover_notes(out_dir: Path) -> list[str]:
+    """One line per hidden folder an interrupted generate left next to out_dir."""
+    out_dir = out_dir.absolute()
+    return [
+        f"{leftover.describe()}; the next `codemode-gen generate` removes it"
+        + (" and restores out/ from it" if leftover.retired_tree and not out_dir.exists() else "")
+        for leftover in dirswap.leftovers(out_dir.parent, out_dir.name)
+    ]
+
+
+def write_outputs(out_dir: Path, outputs: Outputs, *, notes: list[str] | None = None) -> list[str]:
     """Replace out/ with `outputs` atomically (as far as the filesystem allows); returns removed files.
 
     The new tree is built completely in a staging folder next to out/ (same filesystem, so the
     final renames cannot fail for lack of space half-way). Only then is the old out/ moved aside
-    and the new one moved in; if that second rename fails, the old out/ is moved back.
+    and the new one moved in; if that second rename fails, the old out/ is moved back. What an
+    interrupted earlier generate left is recovered first; `notes` (if given) gets a line each.
     """
     out_dir = out_dir.absolute()
+    if dirswap.leftovers(out_dir.parent, out_dir.name):
+        recovered = dirswap.recover(out_dir)  # before reading out/: it may be the retired copy
+        if notes is not None:
+            notes.extend(recovered)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: exists and is not a folder", hint="pass another --out folder")
     _refuse_foreign_target(out_dir)
-    parent = out_dir.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{out_dir.name}.new-", dir=parent))
-    try:
+    with dirswap.replace_dir(out_dir) as swap:
+        staging = swap.staging
         removed: list[str] = []
         if out_dir.is_dir():  # carry over what generate does not own (a README, scripts, ...)
             owned = _owned_files_on_disk(out_dir)
@@ -135,21 +148,6 @@ def write_outputs(out_dir: Path, outputs: Outputs) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
-        os.chmod(staging, 0o755)
-        if out_dir.exists():
-            retired = Path(
-                tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{out_dir.name}.old-", dir=parent)
-            )
-            os.replace(out_dir, retired / out_dir.name)
-            try:
-                os.replace(staging, out_dir)
-            except BaseException:
-                os.replace(retired / out_dir.name, out_dir)
-                raise
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, out_dir)
-        return removed
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    if notes is not None:
+        notes.extend(swap.notes)
+    return removed

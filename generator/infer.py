@@ -110,11 +110,15 @@ class Inference:
 
 
 def unwrapped_samples(calls: Sequence[dict[str, Any]], mode: UnwrapMode) -> list[Sample]:
-    """Unwrap every recorded non-error result; isError results never describe the return type."""
+    """Unwrap every recorded non-error result; isError results never describe the return type,
+    nor do results `record` cut to `max_result_bytes` (a cut JSON text is no longer JSON, a cut
+    array no longer its real length): lines marked `"truncated"`."""
     out: list[Sample] = []
     for line, record in enumerate(calls, start=1):
         result = record.get("result")
         if not isinstance(result, dict) or result.get("isError") is True:
+            continue
+        if record.get("truncated") is not None:
             continue
         out.append(Sample(line, unwrap_result(result, mode)))
     return out

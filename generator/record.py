@@ -18,11 +18,23 @@ Failure levels: a *server* failure (cannot connect, tools/list fails, connection
 nothing for that server; a failed *sample* (JSON-RPC error, timeout, unknown tool) is
 reported and makes the run fail, but the server's other recordings are written; a failed
 *probe* is only a note, since nobody asked for it.
+
+Hostile servers (issue 8; spec §11: server responses are untrusted input):
+- a result is kept only if it is JSON (`json_problem`: no NaN/Infinity, no lone surrogate, no
+  nesting past MAX_RECORDED_DEPTH); otherwise that call fails with the reason, the rest stays;
+- a result larger than `max_result_bytes` (codemode.toml) is cut (`cap_result`): long strings
+  end in TRUNCATION_MARK, long arrays lose their tail, the line gets a `"truncated"` field and
+  the report a warning; inference skips such lines;
+- a tool definition that is not JSON is left out of tools.json with a warning;
+- tool names become calls file names only through `fixtures.calls_file_names`, and reach the
+  report only through `shown` (no control characters, bounded).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +44,7 @@ from typing import Any
 
 import anyio
 
+from codemode_gen import dirswap
 from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
@@ -42,16 +55,36 @@ __all__ = [
     "Sample",
     "ServerOutcome",
     "StatusFn",
+    "cap_result",
+    "json_problem",
     "load_samples_file",
     "merge_calls",
     "probe_input",
     "record_servers",
+    "shown",
 ]
 
 StatusFn = Callable[[str, str], None]  # (server_id, short status text)
 
 # Bounds a --samples file read fully into memory (a wrong path to a huge log file).
 MAX_SAMPLES_FILE_BYTES = 50 * 1024 * 1024
+# Bounds the nesting of a result or tool definition `record` keeps: the redactor, json.dumps
+# and generate's readers recurse per level, and a few hundred levels from a hostile server
+# would end in RecursionError (a traceback) instead of a clear error for that call or tool.
+MAX_RECORDED_DEPTH = 200
+# Shortest string `cap_result` cuts: type tags, ids and MIME types stay whole, so a cut result
+# keeps its shape (content block kinds) for inference and readers.
+MIN_CUT_STRING_CHARS = 64
+# Bounds the serialisations `cap_result` spends lowering the string length (each one is at
+# most the size of the result); halving alone reaches MIN_CUT_STRING_CHARS in under 20.
+MAX_CUT_ROUNDS = 24
+# Array lengths `cap_result` tries, after cutting strings alone was not enough (a result of a
+# million small items); an array keeps its first N items.
+CUT_ARRAY_ITEMS = (1024, 256, 64, 16, 4, 1)
+# Appended to a string `cap_result` cut: visible to anyone reading the fixture or the types.
+TRUNCATION_MARK = " [... cut by codemode-gen record: {total} characters in all]"
+# Bounds how much of a server-chosen name (a 300-character tool name) one report line quotes.
+MAX_SHOWN_CHARS = 80
 
 
 @dataclass
@@ -64,6 +97,8 @@ class ServerOutcome:
     calls: int = 0
     failed_samples: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # something was kept only in part or left out (cut results, non-JSON probes or tools)
+    warnings: list[str] = field(default_factory=list)
     log_path: Path | None = None
 
     @property
@@ -150,6 +185,113 @@ def merge_calls(
     return records[-max_samples:] if max_samples > 0 else []
 
 
+# --------------------------------------------------------------------------- untrusted values
+
+
+def shown(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A server-chosen string for one report line: printable, bounded, never a terminal escape."""
+    out: list[str] = []
+    for ch in text[: limit + 1]:
+        if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF:
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    result = "".join(out)
+    return result if len(text) <= limit else result[:limit] + "…"
+
+
+def _pointer_token(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH) -> str | None:
+    """Why `value` (decoded from a server's JSON) cannot be written as JSON, or None.
+
+    Catches what Python's JSON decoder lets through: NaN/Infinity (RFC 8259 has no such
+    numbers), lone surrogates (not Unicode, so not UTF-8), nesting deeper than `max_depth`.
+    Iterative, so it cannot itself overflow the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, ptr, depth = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                return f"{node!r} (not a JSON number) at {shown(ptr or '/')}"
+        elif isinstance(node, str):
+            if _lone_surrogate(node):
+                return f"a lone surrogate (not Unicode text) in the string at {shown(ptr or '/')}"
+        elif isinstance(node, dict | list):
+            if depth >= max_depth:
+                return f"nested deeper than {max_depth} levels at {shown(ptr or '/')}"
+            if isinstance(node, dict):
+                for key, item in node.items():
+                    if not isinstance(key, str) or _lone_surrogate(key):
+                        return f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
+                    stack.append((item, f"{ptr}/{_pointer_token(key)}", depth + 1))
+            else:
+                stack.extend((item, f"{ptr}/{i}", depth + 1) for i, item in enumerate(node))
+        elif node is not None and not isinstance(node, bool | int):
+            return f"a {type(node).__name__} value at {shown(ptr or '/')}"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str) -> bool:
+    # json.loads joins escaped surrogate pairs into one code point: any surrogate left is lone.
+    return _SURROGATE.search(text) is not None
+
+
+def _json_bytes(value: Any) -> int:
+    line = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return len(line.encode("utf-8", "surrogatepass"))
+
+
+def _cut(value: Any, max_chars: int, max_items: int | None) -> Any:
+    """A copy with strings over max_chars cut (and marked) and arrays over max_items cut."""
+    if isinstance(value, str):
+        if len(value) <= max_chars:
+            return value
+        return value[:max_chars] + TRUNCATION_MARK.format(total=len(value))
+    if isinstance(value, dict):
+        return {key: _cut(item, max_chars, max_items) for key, item in value.items()}
+    if isinstance(value, list):
+        items = value if max_items is None else value[:max_items]
+        return [_cut(item, max_chars, max_items) for item in items]
+    return value
+
+
+def cap_result(result: Any, max_bytes: int) -> tuple[Any, int | None]:
+    """(what to keep of `result`, its original size in bytes if it was cut, else None).
+
+    Strings are cut first, all to one length (so no single one eats the budget): from
+    max_bytes characters, lowered by the excess while that is small (one huge text ends just
+    under the cap) and halved otherwise, down to MIN_CUT_STRING_CHARS. If that is not enough,
+    arrays are cut to their first CUT_ARRAY_ITEMS items. Returns (None, size) when nothing
+    that small keeps the shape (the call is then not recorded). `result` must pass
+    `json_problem` (its depth is bounded, so the recursive copy is safe).
+    """
+    size = _json_bytes(result)
+    if size <= max_bytes:
+        return result, None
+    limit = max_bytes
+    for _ in range(MAX_CUT_ROUNDS):
+        kept = _cut(result, limit, None)
+        excess = _json_bytes(kept) - max_bytes
+        if excess <= 0:
+            return kept, size
+        if limit <= MIN_CUT_STRING_CHARS:
+            break
+        # every cut string loses `excess` more characters, i.e. at least `excess` bytes
+        limit = max(limit - excess if excess < limit // 2 else limit // 2, MIN_CUT_STRING_CHARS)
+    for items in CUT_ARRAY_ITEMS:
+        kept = _cut(result, MIN_CUT_STRING_CHARS, items)
+        if _json_bytes(kept) <= max_bytes:
+            return kept, size
+    return None, size
+
+
 # --------------------------------------------------------------------------- recording
 
 
@@ -217,15 +359,33 @@ async def _record_one(
         except ConnectError as exc:
             outcome.log_path = exc.log_path or outcome.log_path
             raise _ServerFailed(exc.reason) from None
-        tools = await session.list_tools()
+        server_problem = json_problem(session.server_json)
+        if server_problem is not None:
+            raise _ServerFailed(f"its initialize result is not valid JSON: {server_problem}")
+        listed = await session.list_tools()
         for warning in session.warnings:
             outcome.notes.append(warning)
+        tools: list[dict[str, Any]] = []
+        for tool in listed:
+            problem = json_problem(tool)
+            if problem is None:
+                tools.append(tool)
+            else:
+                name = tool.get("name")
+                label = shown(name) if isinstance(name, str) else "a tool"
+                outcome.warnings.append(
+                    f"tool {label} left out: its definition is not valid JSON: {problem}"
+                )
         by_name = {t["name"]: t for t in tools}
 
         planned: list[tuple[str, Any, bool]] = []  # (tool, input, is_probe)
         for sample in samples:
             if sample.tool not in by_name:
                 outcome.failed_samples.append(f"{sample.tool}: the server lists no such tool")
+                continue
+            problem = json_problem(sample.input)  # a samples file may hold "\ud800" escapes
+            if problem is not None:
+                outcome.failed_samples.append(f"{shown(sample.tool)}: its input is not valid JSON: {problem}")
                 continue
             planned.append((sample.tool, sample.input, False))
         if probe:
@@ -239,7 +399,7 @@ async def _record_one(
 
         new_calls: dict[str, list[dict[str, Any]]] = {}
         for index, (tool_name, args, is_probe) in enumerate(planned, start=1):
-            status(sid, f"calling {tool_name} ({index}/{len(planned)})")
+            status(sid, f"calling {shown(tool_name)} ({index}/{len(planned)})")
             started = time.perf_counter()
             try:
                 result = await session.call_tool(tool_name, args)
@@ -248,20 +408,46 @@ async def _record_one(
                 continue
             except CallError as exc:
                 if session.closed:
-                    raise _ServerFailed(f"connection lost while calling {tool_name}: {exc.message}") from None
+                    raise _ServerFailed(
+                        f"connection lost while calling {shown(tool_name)}: {exc.message}"
+                    ) from None
                 _call_failed(outcome, tool_name, args, is_probe, str(exc))
                 continue
             duration = round((time.perf_counter() - started) * 1000)
-            new_calls.setdefault(tool_name, []).append(
-                {
-                    "input": redactor.value(args),
-                    "result": redactor.value(result),
-                    "durationMs": duration,
-                    "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                }
-            )
+            problem = json_problem(result)
+            if problem is not None:
+                _call_failed(
+                    outcome, tool_name, args, is_probe, f"result is not valid JSON: {problem}", warn=True
+                )
+                continue
+            kept, cut_from = cap_result(redactor.value(result), settings.max_result_bytes)
+            if kept is None:
+                _call_failed(
+                    outcome, tool_name, args, is_probe,
+                    f"result of {cut_from:,} bytes cannot be cut below max_result_bytes"
+                    f" ({settings.max_result_bytes:,}) and keep its shape", warn=True,
+                )
+                continue
+            record: dict[str, Any] = {
+                "input": redactor.value(args),
+                "result": kept,
+                "durationMs": duration,
+                "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            if cut_from is not None:
+                kept_bytes = _json_bytes(kept)
+                record["truncated"] = {"originalBytes": cut_from, "keptBytes": kept_bytes}
+                outcome.warnings.append(
+                    f"{shown(tool_name)} {shown(_input_key(args))}: result of {cut_from:,} bytes cut"
+                    f" to {kept_bytes:,} (max_result_bytes = {settings.max_result_bytes:,}); the"
+                    " recorded line is marked \"truncated\""
+                )
+            new_calls.setdefault(tool_name, []).append(record)
 
         status(sid, "writing fixtures")
+        # An interrupted earlier record may have left the previous recording hidden: restore it
+        # before reading the calls it holds, so they are merged, not lost.
+        outcome.notes.extend(dirswap.recover(fixtures_dir / sid))
         old_calls = _old_calls(fixtures_dir / sid, outcome)
         calls: dict[str, list[dict[str, Any]]] = {}
         for name in by_name:
@@ -270,13 +456,18 @@ async def _record_one(
                 calls[name] = merged
         dropped = sorted(set(old_calls) - set(by_name))
         if dropped:
-            outcome.notes.append(f"dropped recorded calls of tools no longer listed: {', '.join(dropped)}")
-        write_server_fixtures(
-            fixtures_dir,
-            sid,
-            redactor.value(session.server_json),
-            [redactor.value(t) for t in tools],
-            calls,
+            outcome.notes.append(
+                "dropped recorded calls of tools no longer listed: "
+                + ", ".join(shown(name) for name in dropped)
+            )
+        outcome.notes.extend(
+            write_server_fixtures(
+                fixtures_dir,
+                sid,
+                redactor.value(session.server_json),
+                [redactor.value(t) for t in tools],
+                calls,
+            )
         )
         outcome.tools = len(tools)
         outcome.calls = sum(len(v) for v in new_calls.values())
@@ -295,10 +486,14 @@ async def _record_one(
         status(sid, f"failed: {outcome.error}")
 
 
-def _call_failed(outcome: ServerOutcome, tool: str, args: Any, is_probe: bool, reason: str) -> None:
-    text = f"{tool} {_input_key(args)}: {reason}"
+def _call_failed(
+    outcome: ServerOutcome, tool: str, args: Any, is_probe: bool, reason: str, *, warn: bool = False
+) -> None:
+    """A sample that failed fails the run; a probe only gets a line (a warning when the server
+    misbehaved rather than refused)."""
+    text = f"{shown(tool)} {shown(_input_key(args))}: {reason}"
     if is_probe:
-        outcome.notes.append(f"probe {text} (not recorded)")
+        (outcome.warnings if warn else outcome.notes).append(f"probe {text} (not recorded)")
     else:
         outcome.failed_samples.append(text)
 
@@ -317,4 +512,6 @@ def _summary(outcome: ServerOutcome) -> str:
     text = f"recorded {outcome.tools} tool{'' if outcome.tools == 1 else 's'}, {outcome.calls} call{'' if outcome.calls == 1 else 's'}"
     if outcome.failed_samples:
         text += f", {len(outcome.failed_samples)} samples failed"
+    if outcome.warnings:
+        text += f", {len(outcome.warnings)} warning{'' if len(outcome.warnings) == 1 else 's'}"
     return text

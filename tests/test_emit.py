@@ -112,3 +112,57 @@ def test_refuses_to_replace_a_folder_it_did_not_write(
     write_outputs(Path("empty2"), outputs)  # empty folder: fine
     write_outputs(Path("empty2"), outputs)  # our own output: fine
     assert check_outputs(project / "empty2", outputs) == []
+
+
+# --------------------------------------------------------------------------- swap and recovery
+# (issue 8: one swap helper with rollback, codemode_gen/dirswap.py, shared with fixtures/)
+
+
+def test_failed_final_rename_restores_out_and_leaves_nothing_hidden(
+    tmp_path: Path, outputs: Outputs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from codemode_gen import dirswap
+
+    out = tmp_path / "out"
+    write_outputs(out, outputs)
+    (out / "README.md").write_text("mine\n")
+    before = snapshot(out)
+    real_replace = os.replace
+
+    def failing(src: object, dst: object) -> None:
+        if Path(str(dst)) == out and ".new-" in Path(str(src)).name:  # the last rename only
+            raise OSError(18, "Invalid cross-device link")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirswap.os, "replace", failing)
+    changed = Outputs(files={**outputs.files, "manifest.json": "{}\n"}, manifest=outputs.manifest)
+    with pytest.raises(OSError, match="cross-device"):
+        write_outputs(out, changed)
+    assert snapshot(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_out_left_hidden_by_a_crash_is_restored_by_the_next_generate(
+    tmp_path: Path, outputs: Outputs
+) -> None:
+    from codemode_gen.generator.emit import leftover_notes
+
+    out = tmp_path / "out"
+    write_outputs(out, outputs)
+    (out / "README.md").write_text("mine\n")
+    # a crash between "out -> .out.old-*/out" and "staging -> out"
+    holder = tmp_path / ".out.old-abcd1234"
+    holder.mkdir()
+    out.rename(holder / "out")
+    (tmp_path / ".out.new-efgh5678" / "servers").mkdir(parents=True)
+    assert any("restores out/" in note for note in leftover_notes(out))
+    notes: list[str] = []
+    write_outputs(out, outputs, notes=notes)
+    assert (out / "README.md").read_text() == "mine\n"  # the user's file came back with it
+    assert check_outputs(out, outputs) == []
+    assert any(note.startswith(f"restored {out}") for note in notes)
+    assert any("removed .out.new-efgh5678" in note for note in notes)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert leftover_notes(out) == []

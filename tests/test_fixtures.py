@@ -86,3 +86,227 @@ def test_missing_folder_and_bad_files_are_user_errors(tmp_path: Path) -> None:
     (tmp_path / "demo" / "calls" / "a%2Ftool.jsonl").write_text('{"input": {}}\n')
     with pytest.raises(UserError, match=r"a%2Ftool.jsonl:1: a recorded call must be an object"):
         load_fixtures(tmp_path)
+
+
+# --------------------------------------------------------------------------- hostile tool names
+# (issue 8: a 300-character name failed the whole server with "File name too long")
+
+HOSTILE_NAMES = [
+    "long_" + "x" * 295,
+    "ü" * 60,  # short, but its percent-encoding is 360 characters
+    "a/b/../../c",
+    "../escape",
+    "nul\x00byte",
+    "ctl\x01\x1b[31mred\x7f",
+    "ünïcødé-名前",
+    ".hidden",
+    "..",
+    "",
+    "con",
+    "NUL.txt",
+    "lone\ud800surrogate",
+    "x~y",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_calls_file_names_are_safe_bounded_and_stable(name: str) -> None:
+    from codemode_gen.generator.fixtures import MAX_CALLS_FILE_NAME_CHARS
+
+    file_name = calls_file_name(name)
+    assert file_name == calls_file_name(name)  # stable: depends on the name only
+    assert file_name.endswith(".jsonl") and len(file_name) <= MAX_CALLS_FILE_NAME_CHARS
+    assert file_name.isascii() and file_name.isprintable()
+    assert "/" not in file_name and "\\" not in file_name and not file_name.startswith(".")
+    assert file_name.split(".", 1)[0].upper() not in {"CON", "NUL"}
+
+
+def test_short_safe_names_keep_their_existing_file_names() -> None:
+    """Recordings made before stay byte-identical: short names are percent-encoded as ever."""
+    assert calls_file_name("get_note") == "get_note.jsonl"
+    assert calls_file_name("tasks.list") == "tasks.list.jsonl"
+    assert calls_file_name("a/tool") == "a%2Ftool.jsonl"
+    assert calls_file_name("..") == "%2E..jsonl"
+    assert calls_file_name("x" * 122) == "x" * 122 + ".jsonl"  # the longest plain name
+    assert "@" in calls_file_name("x" * 123)
+    assert calls_file_name("x~y") == "x~y.jsonl"  # `quote` keeps "~": still plain, still decoded
+
+
+def test_names_differing_only_in_case_get_distinct_files() -> None:
+    from codemode_gen.generator.fixtures import calls_file_names
+
+    files = calls_file_names(["Case", "case", "other"])
+    assert files["other"] == "other.jsonl"
+    assert len({f.lower() for f in files.values()}) == 3  # distinct on macOS and Windows too
+    assert files["Case"].startswith("Case@") and files["case"].startswith("case@")
+
+
+def test_hostile_names_round_trip_through_write_and_load(tmp_path: Path) -> None:
+    names = [n for n in HOSTILE_NAMES if "\ud800" not in n] + ["Case", "case", "plain"]
+    tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+    calls = {n: [{**CALL, "input": {"i": i}}] for i, n in enumerate(names)}
+    write_server_fixtures(tmp_path, "demo", SERVER, tools, calls)
+    calls_dir = tmp_path / "demo" / "calls"
+    files = sorted(p.name for p in calls_dir.iterdir())
+    assert len(files) == len(names)
+    assert all(p.parent == calls_dir for p in calls_dir.rglob("*"))  # nothing escaped calls/
+    loaded = load_fixture_set(tmp_path / "demo")
+    assert loaded.calls == calls  # the canonical names, and no `tool` field in the records
+    hashed = {
+        json.loads((calls_dir / f).read_text(encoding="utf-8"))["tool"] for f in files if "@" in f
+    }
+    assert hashed == {"long_" + "x" * 295, "ü" * 60, "", "con", "NUL.txt", "Case", "case"}
+    assert (calls_dir / "plain.jsonl").read_text() == json.dumps(
+        {**CALL, "input": {"i": len(names) - 1}}, sort_keys=True, separators=(",", ":")
+    ) + "\n"
+
+
+def test_older_long_plain_file_names_still_read(tmp_path: Path) -> None:
+    """A long name an earlier version wrote percent-encoded (it fit in 255 bytes) still loads."""
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+    name = "y" * 200
+    (tmp_path / "demo" / "calls").mkdir()
+    (tmp_path / "demo" / "calls" / f"{name}.jsonl").write_text(json.dumps(CALL) + "\n")
+    assert load_fixture_set(tmp_path / "demo").calls == {name: [CALL]}
+
+
+def test_calls_files_that_cannot_be_attributed_are_user_errors(tmp_path: Path) -> None:
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [CALL]})
+    calls_dir = tmp_path / "demo" / "calls"
+    hashed = calls_dir / calls_file_name("z" * 300)
+    assert "@" in hashed.name
+    hashed.write_text(json.dumps(CALL) + "\n")
+    with pytest.raises(UserError, match="cannot tell which tool"):
+        load_fixture_set(tmp_path / "demo")
+    hashed.write_text(json.dumps({**CALL, "tool": "a/tool"}) + "\n")
+    with pytest.raises(UserError, match="holds calls of tool 'a/tool'"):
+        load_fixture_set(tmp_path / "demo")
+    hashed.write_text(
+        json.dumps({**CALL, "tool": "p"}) + "\n" + json.dumps({**CALL, "tool": "q"}) + "\n"
+    )
+    with pytest.raises(UserError, match=r":2: `tool` must be the same tool name"):
+        load_fixture_set(tmp_path / "demo")
+
+
+# --------------------------------------------------------------------------- swap and recovery
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_failed_final_rename_rolls_back_and_leaves_nothing_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from codemode_gen import dirswap
+
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [CALL]})
+    before = {p.name: p.read_bytes() for p in (tmp_path / "demo").rglob("*") if p.is_file()}
+    real_replace = os.replace
+    target = tmp_path / "demo"
+
+    def failing(src: object, dst: object) -> None:
+        if Path(str(dst)) == target and ".new-" in Path(str(src)).name:  # the last step only
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirswap.os, "replace", failing)
+    with pytest.raises(OSError, match="No space left"):
+        write_server_fixtures(tmp_path, "demo", SERVER, TOOLS[:1], {})
+    after = {p.name: p.read_bytes() for p in (tmp_path / "demo").rglob("*") if p.is_file()}
+    assert after == before
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # no .demo.old-* / .demo.new-*
+
+
+def test_failed_rollback_is_reported_and_recovered_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from codemode_gen import dirswap
+    from codemode_gen.generator.fixtures import leftover_notes
+
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [CALL]})
+    real_replace = os.replace
+    target = tmp_path / "demo"
+
+    def failing(src: object, dst: object) -> None:
+        if Path(str(dst)) == target:  # neither the new version nor the old one can move in
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirswap.os, "replace", failing)
+    with pytest.raises(UserError, match=r"nor the previous one back .* it is kept in .*\.demo\.old-"):
+        write_server_fixtures(tmp_path, "demo", SERVER, TOOLS[:1], {})
+    monkeypatch.undo()
+    assert not target.exists()
+    # generate does not skip the hidden copy silently: it refuses, naming it and the fix
+    with pytest.raises(UserError, match=r"demo: missing; an interrupted record left") as info:
+        load_fixtures(tmp_path)
+    assert "record --server demo" in (info.value.hint or "")
+    assert any("previous version of demo" in note for note in leftover_notes(tmp_path))
+    # the next write (record) restores it first, then replaces it
+    notes = dirswap.recover(target)
+    assert notes and notes[0].startswith(f"restored {target}")
+    assert load_fixture_set(target).calls == {"a/tool": [CALL]}
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]
+
+
+def test_leftovers_of_a_crashed_run_are_recovered_or_removed(tmp_path: Path) -> None:
+    from codemode_gen.generator.fixtures import leftover_notes
+
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [CALL]})
+    write_server_fixtures(tmp_path, "other", SERVER, TOOLS, {})
+    # a crash while staging, and one after the swap but before the cleanup
+    (tmp_path / ".demo.new-abcd1234" / "calls").mkdir(parents=True)
+    (tmp_path / ".demo.old-efgh5678" / "demo").mkdir(parents=True)
+    (tmp_path / ".other.old-zz_z9999").mkdir()  # crashed between mkdtemp and the rename
+    assert [s.config_id for s in load_fixtures(tmp_path)] == ["demo", "other"]  # nothing lost
+    notes = leftover_notes(tmp_path)
+    assert len(notes) == 3 and all("the next `codemode-gen record --server" in n for n in notes)
+    swap_notes = write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [CALL]})
+    assert sorted(swap_notes) == [
+        "removed .demo.new-abcd1234: an unfinished new version left by an interrupted run",
+        "removed .demo.old-efgh5678: a superseded old version left by an interrupted run",
+    ]
+    assert _hidden(tmp_path) == [".other.old-zz_z9999"]  # another server's: left to its record
+    write_server_fixtures(tmp_path, "other", SERVER, TOOLS, {})
+    assert _hidden(tmp_path) == []
+
+
+def test_a_server_id_that_looks_like_a_leftover_is_not_confused(tmp_path: Path) -> None:
+    write_server_fixtures(tmp_path, "a.new-abcd1234", SERVER, TOOLS, {})
+    write_server_fixtures(tmp_path, "a", SERVER, TOOLS, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a.new-abcd1234"]
+
+
+def test_a_swap_waits_for_another_process_and_gives_up_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two records at once: the folder lock keeps one from deleting the other's staging as a
+    "leftover"; a lock held too long is a clear error, not a hang."""
+    import subprocess
+    import sys
+
+    from codemode_gen import dirswap
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+         str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        monkeypatch.setattr(dirswap, "LOCK_TIMEOUT_S", 0.3)
+        with pytest.raises(UserError, match="another codemode-gen process has been writing here"):
+            write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})  # released with its process
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]

@@ -417,3 +417,139 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
     assert "stats.jsonl" not in names and "list_notes.jsonl" in names
     assert "gone_tool.jsonl" not in names
     assert "dropped recorded calls of tools no longer listed: gone_tool" in out
+
+
+# --------------------------------------------------------------------------- issue 8: hostile results
+
+
+def test_json_problem_names_what_is_not_json() -> None:
+    from codemode_gen.generator.record import MAX_RECORDED_DEPTH, json_problem
+
+    assert json_problem({"content": [{"type": "text", "text": "ok"}], "n": [1, 2.5, None, True]}) is None
+    assert json_problem({"a": {"b": float("nan")}}) == "nan (not a JSON number) at /a/b"
+    assert json_problem([1, float("-inf")]) == "-inf (not a JSON number) at /1"
+    assert "lone surrogate" in (json_problem({"t": "x\ud800y"}) or "")
+    assert "key that is not Unicode" in (json_problem({"k\udfff": 1}) or "")
+    deep: Any = "leaf"
+    for _ in range(MAX_RECORDED_DEPTH + 5):
+        deep = [deep]
+    assert f"nested deeper than {MAX_RECORDED_DEPTH} levels" in (json_problem(deep) or "")
+    assert json_problem([[1]] * 3) is None
+    # iterative: a nesting far past the recursion limit is a clear answer, not a RecursionError
+    very: Any = {}
+    for _ in range(100_000):
+        very = {"a": very}
+    assert "nested deeper" in (json_problem(very) or "")
+
+
+def test_cap_result_cuts_strings_then_arrays_and_marks_them() -> None:
+    from codemode_gen.generator.record import TRUNCATION_MARK, _json_bytes, cap_result
+
+    small = {"content": [{"type": "text", "text": "hello"}]}
+    assert cap_result(small, 1024) == (small, None)
+
+    huge = {"content": [{"type": "text", "text": "b" * 3_000_000}], "structuredContent": {"id": "x"}}
+    kept, size = cap_result(huge, 65_536)
+    assert size == _json_bytes(huge)
+    assert 60_000 < _json_bytes(kept) <= 65_536  # close to the cap, not half of it
+    text = kept["content"][0]["text"]
+    assert text.endswith(TRUNCATION_MARK.format(total=3_000_000)) and text.startswith("bbbb")
+    assert kept["content"][0]["type"] == "text" and kept["structuredContent"] == {"id": "x"}
+    assert huge["content"][0]["text"] == "b" * 3_000_000  # the input is not modified
+
+    many = {"structuredContent": {"items": [{"id": i, "name": "n"} for i in range(200_000)]}}
+    kept, size = cap_result(many, 4096)
+    assert size is not None and _json_bytes(kept) <= 4096
+    items = kept["structuredContent"]["items"]
+    assert 1 <= len(items) < 200_000 and items[0] == {"id": 0, "name": "n"}
+
+    keys = {f"k{i}": i for i in range(100_000)}  # no string or array left to cut
+    assert cap_result(keys, 4096) == (None, _json_bytes(keys))
+
+
+def test_shown_keeps_report_lines_printable_and_short() -> None:
+    from codemode_gen.generator.record import MAX_SHOWN_CHARS, shown
+
+    assert shown("get_note") == "get_note"
+    assert shown("ctl\x01\x1b[31mred\x00") == "ctl\\x01\\x1b[31mred\\x00"
+    assert shown("ünï-名前") == "ünï-名前"
+    assert shown("bad\ud800") == "bad\\ud800"
+    long = shown("x" * 300)
+    assert len(long) == MAX_SHOWN_CHARS + 1 and long.endswith("…")
+
+
+def test_max_result_bytes_setting(tmp_path: Path) -> None:
+    from codemode_gen.config import DEFAULT_MAX_RESULT_BYTES, load_settings
+
+    path = tmp_path / "codemode.toml"
+    path.write_text("", encoding="utf-8")
+    assert load_settings(path).max_result_bytes == DEFAULT_MAX_RESULT_BYTES
+    path.write_text("max_result_bytes = 4096\n", encoding="utf-8")
+    assert load_settings(path).max_result_bytes == 4096
+    for bad in ("10", '"1MB"', "true"):
+        path.write_text(f"max_result_bytes = {bad}\n", encoding="utf-8")
+        with pytest.raises(UserError, match="max_result_bytes must be an integer of at least 1024"):
+            load_settings(path)
+
+
+def test_final_rename_failure_keeps_old_fixtures_and_no_hidden_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode_gen import dirswap
+
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
+    assert record(tmp_path, capsys)[0] == 0
+    fixtures = tmp_path / "fixtures"
+    (fixtures / "notes" / "calls" / "stats.jsonl").unlink()  # so the next record changes it
+    before = snapshot(fixtures)
+    real_replace = os.replace
+
+    def failing(src: Any, dst: Any) -> None:
+        if Path(dst).name == "notes" and ".new-" in Path(src).name:  # the final rename only
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(dirswap.os, "replace", failing)
+    code, out, err = record(tmp_path, capsys)
+    assert code == 1
+    assert "notes: cannot write fixtures: [Errno 28] No space left on device" in out
+    assert "Traceback" not in out + err
+    assert snapshot(fixtures) == before  # rolled back: the old recording, in its place
+    assert [p.name for p in fixtures.iterdir()] == ["notes"]  # nothing hidden left behind
+    monkeypatch.undo()
+    code, out, _err = record(tmp_path, capsys)
+    assert code == 0, out
+    assert (fixtures / "notes" / "calls" / "stats.jsonl").is_file()
+
+
+def test_record_restores_what_a_crashed_record_left_hidden(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(tmp_path, {"notes": stdio_entry("notes_server")})
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps([{"server": "notes", "tool": "get_note", "input": {"id": 1}}]))
+    assert record(tmp_path, capsys, "--samples", str(samples), "--no-probe")[0] == 0
+    fixtures = tmp_path / "fixtures"
+    get_note = fixtures / "notes" / "calls" / "get_note.jsonl"
+    recorded = get_note.read_bytes()
+    # SIGKILL between "notes -> .notes.old-*/notes" and "staging -> notes"
+    holder = fixtures / ".notes.old-abcd1234"
+    holder.mkdir()
+    (fixtures / "notes").rename(holder / "notes")
+    (fixtures / ".notes.new-efgh5678").mkdir()
+    # generate refuses instead of silently leaving the server out
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(SystemExit) as info:
+            main(["generate"])
+    finally:
+        os.chdir(cwd)
+    assert info.value.code == 2
+    assert "fixtures/notes: missing; an interrupted record left" in capsys.readouterr().err
+    # the next record restores it before merging, so its recorded calls are kept
+    code, out, _err = record(tmp_path, capsys, "--no-probe")
+    assert code == 0, out
+    assert "note: notes: restored" in out and "removed .notes.new-efgh5678" in out
+    assert get_note.read_bytes() == recorded
+    assert [p.name for p in fixtures.iterdir()] == ["notes"]

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from codemode_gen import schema_regex
 from codemode_gen.generator.typescript import NameScope, doc_comment, translate
 from codemode_gen.generator.typescript.translate import is_generated_title
 
@@ -442,6 +443,34 @@ CASES: dict[str, Case] = {
         [{"b": 1, "c": 2}, {}],
         [{"c": "x"}],
     ),
+    # issue 8: server-supplied patterns run through the bounded ECMA-262 matcher
+    # (codemode_gen.schema_regex), never Python's `re`: `\d` is ASCII-only as in JavaScript...
+    "pattern_properties_use_ecma_semantics": Case(
+        {
+            "type": "object",
+            "properties": {"\u0661\u0662": {"type": "string"}, "12": {}},
+            "patternProperties": {"^\\d+$": {"type": "integer"}},
+        },
+        '{ "\u0661\u0662"?: string; "12"?: number; [k: string]: unknown }',
+        [{"\u0661\u0662": "x", "12": 3}, {}],
+        [{"12": "x"}, {"\u0661\u0662": 1}],
+    ),
+    # ...and a catastrophic pattern (seconds per name with `re`, doubling per character) gives
+    # up within its timeout: the property keeps its own type (wider), with a warning.
+    "pattern_properties_catastrophic_backtracking": Case(
+        {
+            "type": "object",
+            "properties": {"a" * 28 + "!": {"type": "string"}, "aaaa": {"type": "number"}},
+            "patternProperties": {"^(a|a)*$": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+        '{\n  "' + "a" * 28 + '!"?: string;\n  aaaa?: number;\n'
+        "  [k: string]: string | number | undefined;\n}",
+        [{"a" * 28 + "!": "s", "aaaa": 2}, {}],
+        [{"a" * 28 + "!": 1}, {"aaaa": "x"}],
+        warns=("pattern could not be evaluated within 50 ms; the type is wider than the schema",),
+        validates=False,  # the validator would give up on the same pattern (fail open)
+    ),
     "dependent_schemas_merged": Case(
         {
             "type": "object",
@@ -583,7 +612,8 @@ def test_case_instances_agree_with_jsonschema(name: str) -> None:
     case = CASES[name]
     if "malformed" in name or not case.validates:
         pytest.skip("not a schema a validator can evaluate")
-    cls = jsonschema.validators.validator_for(case.schema, default=jsonschema.Draft202012Validator)
+    # the validator the project runs on server schemas: ECMA-262 patterns, as JSON Schema says
+    cls = schema_regex.validator_for(case.schema, default=jsonschema.Draft202012Validator)
     validator = cls(case.schema)
     for value in case.valid:
         assert validator.is_valid(value), value
@@ -732,3 +762,78 @@ def test_a_generated_title_for_a_prefixed_tool_is_not_printed() -> None:
         dict(schema, title="Stage files"), "GitAddInput", NameScope(), derived_from=("git_add",)
     )
     assert kept.decls[0].doc == ("Stage files",)
+
+
+# --------------------------------------------------------------------------- issue 8: hostile patterns
+
+CATASTROPHIC = ["^(a|a)*$", "^(a|aa)*$", "^(a+)+$", "^([a-z]+)*$", "^(a|a?)+$", "^(\\w+\\s?)*$"]
+
+
+def test_catastrophic_patterns_cannot_hang_translation() -> None:
+    """Many catastrophic patterns times many names: bounded by the per-match timeout, the
+    per-pattern give-up and the translation's regex budget (generous bound: no tight timing)."""
+    import time
+
+    names = {"a" * n + "!": {"type": "string"} for n in range(20, 60)}
+    schema = {
+        "type": "object",
+        "properties": names,
+        "required": ["a" * 70 + "!"],
+        "patternProperties": {f"{p}|x{i}": {"type": "integer"} for i, p in enumerate(CATASTROPHIC)},
+        "additionalProperties": False,
+    }
+    started = time.monotonic()
+    result = translate(schema, "Root", NameScope())
+    assert time.monotonic() - started < 10
+    assert any("could not be evaluated" in w or "budget" in w for w in result.warnings)
+    text = result.decls[0].text
+    assert '"' + "a" * 20 + '!"?: string;' in text  # declared: its own type, wider than the schema
+    # required, forbidden unless a pattern matches, and no pattern could be told: the union of
+    # what the patterns allow (sound), never `never`
+    assert '"' + "a" * 70 + '!": number;' in text
+
+
+def test_matches_every_name_uses_the_bounded_matcher() -> None:
+    from codemode_gen.generator.typescript.translate import matches_every_name
+
+    assert matches_every_name("a*") and matches_every_name("(?:)")
+    assert not matches_every_name("^a*$")  # anchored: not "every name"
+    assert not matches_every_name("a+") and not matches_every_name("(?i)a*")  # not ECMA: unknown
+    assert not matches_every_name("[")  # invalid: unknown, never "every name"
+
+
+def test_generate_finishes_on_a_catastrophic_pattern(tmp_path: Path) -> None:
+    """End to end, in a process with a timeout: `generate` on fixtures whose tool declares
+    `^(a|a)*$` next to 24- to 40-character property names (5.8 s for the first with `re`,
+    4x more every 2 characters)."""
+    import subprocess
+    import time
+
+    from codemode_gen.generator.fixtures import write_server_fixtures
+
+    properties = {"a" * n + "!": {"type": "string"} for n in range(24, 41, 2)}
+    tool = {
+        "name": "hostile_tool",
+        "inputSchema": {
+            "type": "object",
+            "properties": properties,
+            "patternProperties": {"^(a|a)*$": {"type": "integer"}},
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": properties,
+            "patternProperties": {"^(b|b)*$": {"type": "integer"}},
+        },
+    }
+    server = {"serverInfo": {"name": "h", "version": "1"}, "capabilities": {"tools": {}}}
+    write_server_fixtures(tmp_path / "fixtures", "hostile", server, [tool], {})
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "generate"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert elapsed < 10, f"generate took {elapsed:.1f}s"
+    assert "could not be evaluated" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr

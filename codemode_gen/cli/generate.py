@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from codemode_gen.errors import CheckFailed
+from codemode_gen.errors import CheckFailed, UserError
 
 # Report lines printed before "... and N more" (the full list is in out/manifest.json).
 MAX_REPORT_LINES = 40
@@ -61,20 +61,27 @@ def generate(
 ) -> int:
     """Generate typed ES modules, codemode.d.ts and manifest.json from recorded fixtures."""
     from codemode_gen.config import load_settings
+    from codemode_gen.generator import emit
     from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
-    from codemode_gen.generator.fixtures import load_fixtures
+    from codemode_gen.generator.fixtures import leftover_notes, load_fixtures
 
     settings = load_settings(settings_path)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
     out = out_dir if out_dir is not None else settings.out_dir
     outputs = build_outputs(load_fixtures(fixtures), settings)
+    # Hidden folders an interrupted record/generate left: nothing is lost (load_fixtures refuses
+    # a server hidden in one), but they are said, not silently skipped.
+    for note in leftover_notes(fixtures):
+        click.echo(f"note: {note}", err=True)
     if with_python:
         from codemode_gen.generator.python_models import add_python_models
 
         outputs = add_python_models(outputs)
 
     if check:
+        for note in emit.leftover_notes(out):
+            click.echo(f"note: {note}", err=True)
         problems = check_outputs(out, outputs)
         if problems:
             click.echo(
@@ -91,7 +98,16 @@ def generate(
         click.echo(f"{out}: up to date ({len(outputs.files)} files)")
         return 0
 
-    removed = write_outputs(out, outputs)
+    notes: list[str] = []
+    try:
+        removed = write_outputs(out, outputs, notes=notes)
+    except OSError as exc:  # disk full, permissions: the previous out/ is still in place
+        raise UserError(
+            f"{out}: cannot write: {exc.strerror or exc}",
+            hint=f"nothing was changed in {out}/; fix the cause and run `codemode-gen generate` again",
+        ) from None
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     servers = outputs.manifest["servers"]
     tools = sum(len(s["tools"]) for s in servers)
     click.echo(

@@ -139,6 +139,8 @@ def record(
     for o in outcomes:
         if o.error is None:
             out.write(f"  {o.server_id}: {_n(o.tools, 'tool')}, {_n(o.calls, 'call')} recorded\n")
+        for warning in o.warnings:
+            out.write(f"  warning: {o.server_id}: {warning}\n")
         for note in o.notes:
             out.write(f"  note: {o.server_id}: {note}\n")
     if failed:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from codemode_gen import schema_regex
 from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.normalize import (
     PREFIX_ORIGIN,
@@ -58,6 +59,12 @@ MAX_DECLS = 2000
 MAX_EXAMPLES = 3
 # Longest JSON rendering of a `default`/example value in a doc comment.
 MAX_DOC_VALUE_CHARS = 200
+# Bounds the regex time one translation spends matching server-supplied `patternProperties`
+# against property names. Every pattern runs through the ECMA-262 matcher the validators use
+# (codemode_gen.schema_regex: its own per-match timeout and length caps): with Python's `re`,
+# `^(a|a)*$` against a 24-character name took seconds and doubled per character, hanging
+# `generate` and `serve`. Once spent, the remaining matches count as unknown (wider types).
+PATTERN_BUDGET_S = 0.5
 
 KINDS = ("object", "array", "string", "number", "boolean", "null")  # also the print order
 Shape = dict[str, t.TypeNode | None]  # kind -> type of that kind's values; None = unconstrained
@@ -148,14 +155,15 @@ def literal_pattern(pattern: str) -> tuple[str, bool, bool] | None:
 _NON_REGULAR = re.compile(r"[$^]|\\[bBAZz0-9]|\(\?[=!<]")
 
 
-def matches_every_name(pattern: str, regex: re.Pattern[str]) -> bool:
-    """True for unanchored patterns that match the empty string (so every string)."""
+def matches_every_name(pattern: str) -> bool:
+    """True for unanchored patterns that match the empty string (so every string).
+
+    False also when that cannot be told (an invalid or too slow pattern): the pattern is then
+    matched name by name, which can only make the type wider.
+    """
     if _NON_REGULAR.search(pattern):
         return False  # anchors, word boundaries, lookarounds, back-references
-    try:
-        return regex.search("") is not None
-    except RecursionError:
-        return False
+    return schema_regex.search(pattern, "") is True
 
 
 def template_matches(key: t.TemplateKey, name: str) -> bool:
@@ -469,6 +477,8 @@ class Translator:
         self.ref_done: dict[str, Shape] = {}  # `$ref` text -> the same, when it has one meaning
         self.ref_types: dict[str, t.TypeNode] = {}  # `$ref` text -> its rendered `ref_done` shape
         self.target_nodes: dict[str, Any] = {}  # pointer of a named declaration -> its schema
+        # the `schema_regex.regex_session` of this translation (translate_schema opens it)
+        self.regex_report: schema_regex.RegexReport | None = None
         try:
             self.resolver: Resolver | None = Resolver(root, self.draft)
         except Exception:  # never crash: without an index every $ref is non-local (unknown)
@@ -489,6 +499,21 @@ class Translator:
 
     def warn_wider(self, ptr: str, keyword: str) -> None:
         self._warn(ptr, f"{keyword} cannot be represented; the type is wider than the schema")
+
+    def pattern_matches(self, pattern: str, name: str, ptr: str) -> bool | None:
+        """Does a server-supplied pattern match `name`? None (and a warning) when that cannot
+        be told in bounded time: invalid, too long, too slow, or the budget is spent."""
+        found = schema_regex.search(pattern, name)
+        if found is None:
+            why = "could not be evaluated"
+            report = self.regex_report
+            if report is not None:
+                key = pattern[: schema_regex.MAX_PATTERN_CHARS + 1]
+                skipped = next((each for each in report.skipped if each.pattern == key), None)
+                if skipped is not None:  # the reason without the (server-written) pattern
+                    why = schema_regex.Skipped("", skipped.reason).describe().removeprefix('pattern "" ')
+            self._warn(ptr, f"pattern {why}; the type is wider than the schema")
+        return found
 
     def _norm_warn(self, ptr: str, keyword: str, message: str) -> None:
         self._warn(ptr, message)
@@ -1034,36 +1059,33 @@ class Translator:
 
         templates: list[tuple[t.TemplateKey, t.TypeNode]] = []
         exact: list[tuple[str, t.TypeNode]] = []
-        regexes: list[tuple[re.Pattern[str] | None, t.TypeNode]] = []
+        regexes: list[tuple[str, str, t.TypeNode]] = []  # (pattern, its pointer, type)
         match_all: list[t.TypeNode] = []  # patterns such as "a*" that match every name
         for pat, sub in n.get("patternProperties", {}).items():
-            typ = self.type_of(sub, join_pointer(ptr, "patternProperties", pat), depth + 1)
+            pat_ptr = join_pointer(ptr, "patternProperties", pat)
+            typ = self.type_of(sub, pat_ptr, depth + 1)
             lit = literal_pattern(pat)
             if lit is not None and lit[1] and lit[2]:
                 exact.append((lit[0], typ))
             elif lit is not None:
                 templates.append((t.TemplateKey(lit[0], not lit[1], not lit[2]), typ))
+            elif matches_every_name(pat):
+                match_all.append(typ)
             else:
-                try:
-                    regex: re.Pattern[str] | None = re.compile(pat)
-                except (re.error, RecursionError, OverflowError, ValueError):
-                    regex = None  # unknown matches: never used to narrow a declared property
-                if regex is not None and matches_every_name(pat, regex):
-                    match_all.append(typ)
-                else:
-                    regexes.append((regex, typ))
+                regexes.append((pat, pat_ptr, typ))
 
-        def matching(name: str) -> list[t.TypeNode]:
+        def matching(name: str) -> tuple[list[t.TypeNode], list[t.TypeNode]]:
+            """(types of the patterns that match `name`, of those that may: unknown)."""
             out = [*match_all, *(typ for key, typ in templates if template_matches(key, name))]
             out += [typ for lit, typ in exact if lit == name]
-            for regex, typ in regexes:
-                try:
-                    # Python's `$` also matches before a final newline, ECMA's does not.
-                    if regex is not None and "\n" not in name and regex.search(name):
-                        out.append(typ)
-                except RecursionError:
-                    pass
-            return out
+            maybe: list[t.TypeNode] = []
+            for pat, pat_ptr, typ in regexes:
+                found = self.pattern_matches(pat, name, pat_ptr)
+                if found:
+                    out.append(typ)
+                elif found is None:
+                    maybe.append(typ)
+            return out, maybe
 
         members: list[t.Property] = []
         names = list(props)
@@ -1095,8 +1117,8 @@ class Translator:
                 doc = schema_doc(sub, name)
                 if sink:
                     doc += sink
-            if patterned:
-                typ = t.intersection([typ, *matching(name)])
+            if patterned:  # a pattern that may match is left out: the type can only be wider
+                typ = t.intersection([typ, *matching(name)[0]])
             readonly = isinstance(sub, dict) and sub.get("readOnly") is True
             optional = name not in required
             if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
@@ -1108,9 +1130,12 @@ class Translator:
         for name in required:
             if name in props:
                 continue
-            extra = matching(name)
+            extra, maybe = matching(name)
             if extra:
                 typ = t.intersection(extra)
+            elif maybe:  # whichever of them match (or none): their union, and the fallback
+                fallback = [] if ap is False else [ap_type if ap_type is not None else t.UNKNOWN]
+                typ = t.union([*maybe, *fallback])
             elif ap is False:
                 return t.NEVER  # required but forbidden: no object is valid
             else:
@@ -1119,7 +1144,7 @@ class Translator:
         declared = {p.name for p in members} if exact else set()
         for exact_name, _ in exact:
             if exact_name not in declared:
-                typ = t.intersection(matching(exact_name))
+                typ = t.intersection(matching(exact_name)[0])
                 if exact_name in _OBJECT_PROTOTYPE_MEMBERS:
                     typ = t.union([typ, _FUNCTION])
                 members.append(t.Property(exact_name, typ, optional=True))
@@ -1133,7 +1158,7 @@ class Translator:
         elif ap is False and not regexes:
             index = None if members or templates else t.NEVER
         else:
-            parts = [p.type for p in members] + [typ for _, typ in regexes]
+            parts = [p.type for p in members] + [typ for _, _, typ in regexes]
             parts += [typ for _, typ in templates]
             if ap_type is not None:
                 parts.append(ap_type)
@@ -1483,6 +1508,9 @@ def translate_schema(
     `derived_from`: names (the tool's) the root name was made from; a root title that only
     respells one of them or the root name is a framework's generated title and is dropped.
     """
-    result = Translator(schema, root_name, claim, derived_from).run()
+    translator = Translator(schema, root_name, claim, derived_from)
+    with schema_regex.regex_session(PATTERN_BUDGET_S) as report:
+        translator.regex_report = report
+        result = translator.run()
     result.root_doc = [*doc, *result.root_doc]
     return result
