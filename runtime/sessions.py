@@ -11,6 +11,12 @@ Why this is not just `mcp.Client`:
   strict/lenient divergence to test twice.
 - The SDK waits forever by default; here the connect phase (spawn/connect + initialize + every
   page of tools/list) has `connect_timeout` and every call has `call_timeout`.
+- The SDK's stdio transport drops every line it cannot parse (the request then waits out its
+  timeout) and buffers lines without bound. stdio runs on `stdio.stdio_transport` instead: the
+  SDK's process handling with a hardened reader, where a bad frame (too large, too deep, not
+  JSON, not JSON-RPC) fails its own request at once as a `BadFrameError`, and a `tools/list`
+  page with one too-deep tool keeps the others (that tool's schema becomes `{}`, unknown, with
+  a warning). HTTP and SSE keep the SDK's transports.
 - The SDK raises nested ExceptionGroups on connect failures; `ConnectError` flattens them
   into one line per server (command not found, exited at start with its stderr tail,
   connection refused, HTTP 401/403 as `AuthError`, timeout).
@@ -42,12 +48,14 @@ from typing import IO, Any, TextIO, cast
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from codemode_gen import __version__
 from codemode_gen.config import ServerConfig
 
 __all__ = [
     "AuthError",
+    "BadFrameError",
     "CallAuthError",
     "CallError",
     "CallTimeout",
@@ -110,6 +118,17 @@ class CallError(Exception):
 
 class CallTimeout(CallError):
     """The server did not answer within the call timeout; a cancellation was sent."""
+
+
+class BadFrameError(CallError):
+    """The server's answer to this request was unusable (too large, nested too deeply, not
+    JSON, not a JSON-RPC response), or the request itself could not be serialised. Only this
+    request failed; the session goes on. `kind` is one of the `stdio.BadFrame` kinds."""
+
+    def __init__(self, code: int | None, message: str, *, kind: str, frame: str | None = None) -> None:
+        super().__init__(code, message)
+        self.kind = kind
+        self.frame = frame  # the frame's text, kept only for salvaging a too-deep tools/list page
 
 
 class CallAuthError(CallError):
@@ -178,7 +197,12 @@ class McpSession:
         warnings: list[str] = []
         for page_no in range(MAX_TOOL_PAGES):
             params = {"cursor": cursor} if cursor is not None else None
-            page = await self._request("tools/list", params, timeout)
+            try:
+                page = await self._request("tools/list", params, timeout, keep_frame=True)
+            except BadFrameError as exc:
+                if exc.kind != "too-deep":
+                    raise
+                page = await self._salvage_page(exc, page_no, warnings)
             items = page.get("tools")
             if not isinstance(items, list):
                 raise CallError(None, f"tools/list page {page_no + 1} has no \"tools\" array")
@@ -205,6 +229,44 @@ class McpSession:
         self.warnings = warnings
         return [tools[name] for name in sorted(tools)]
 
+    async def _salvage_page(self, exc: BadFrameError, page_no: int, warnings: list[str]) -> dict[str, Any]:
+        """A tools/list page nested too deeply: keep every tool, turning the schema (or other
+        field) that holds the too-deep part into `{}` (unknown), with a warning per tool."""
+        from codemode_gen.runtime.stdio import MAX_FRAME_DEPTH, MAX_SALVAGE_BYTES, parse_pruned
+
+        frame, exc.frame = exc.frame, None
+        if frame is None:
+            raise BadFrameError(
+                exc.code, f"{exc.message}; the page is larger than {MAX_SALVAGE_BYTES // 2**20} MiB, "
+                "too large to salvage its other tools", kind=exc.kind,
+            ) from None
+        try:
+            # a pure-Python walk over every token: off the event loop, so other sessions go on
+            message, marker = await anyio.to_thread.run_sync(parse_pruned, frame, MAX_FRAME_DEPTH)
+        except ValueError:
+            raise BadFrameError(exc.code, f"{exc.message}; the page is not JSON either", kind=exc.kind) from None
+        del frame
+        result = message.get("result") if isinstance(message, dict) else None
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            raise BadFrameError(exc.code, f"{exc.message}; no tools could be salvaged", kind=exc.kind) from None
+        for key in [k for k in result if k != "tools" and _holds(result[k], marker)]:
+            del result[key]
+            warnings.append(f"tools/list page {page_no + 1}: dropped its {key!r}, nested too deeply")
+        for tool in result["tools"]:
+            if not isinstance(tool, dict) or not _holds(tool, marker):
+                continue
+            typed = [k for k in ("inputSchema", "outputSchema") if k in tool and _holds(tool[k], marker)]
+            dropped = [k for k in tool if k not in typed and _holds(tool[k], marker)]
+            for key in typed:
+                tool[key] = {}
+            for key in dropped:
+                del tool[key]
+            name = tool.get("name")
+            parts = [f"{' and '.join(typed)} nested deeper than {MAX_FRAME_DEPTH} levels: typed as unknown"] if typed else []
+            parts += [f"dropped {', '.join(dropped)} (nested too deeply)"] if dropped else []
+            warnings.append(f"tool {name!r}: {'; '.join(parts)}")
+        return result
+
     async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]:
         """Raw CallToolResult wire JSON (`isError` results are results, not exceptions).
 
@@ -215,8 +277,12 @@ class McpSession:
             params["arguments"] = arguments
         return await self._request("tools/call", params, timeout if timeout is not None else self.config.call_timeout)
 
-    async def _request(self, method: str, params: dict[str, Any] | None, timeout: float | None) -> dict[str, Any]:
+    async def _request(
+        self, method: str, params: dict[str, Any] | None, timeout: float | None, *, keep_frame: bool = False
+    ) -> dict[str, Any]:
         from mcp.shared.exceptions import MCPError
+
+        from codemode_gen.runtime.stdio import BadFrame
 
         opts: dict[str, Any] = {"headers": {_PROTOCOL_HEADER: self.protocol_version}}
         if timeout is not None:
@@ -225,6 +291,13 @@ class McpSession:
             result = await self._dispatcher.send_raw_request(method, params, opts)
         except MCPError as exc:
             code = exc.error.code
+            bad = exc.error.data
+            if isinstance(bad, BadFrame):  # the transport's own verdict, not the server's error
+                if bad.kind == "unsendable":
+                    text = f"cannot send {method} to server '{self.server_id}': {bad.reason}"
+                else:
+                    text = f"server '{self.server_id}' answered {method} with {bad.reason}"
+                raise BadFrameError(code, text, kind=bad.kind, frame=bad.text if keep_frame else None) from None
             if code == _REQUEST_TIMEOUT:
                 raise CallTimeout(code, f"{method} to {self.server_id} timed out after {timeout:g}s") from None
             if code == _CONNECTION_CLOSED:
@@ -485,6 +558,20 @@ class _HttpProbe:
         return status
 
 
+def _holds(value: Any, marker: str) -> bool:
+    """Whether `marker` occurs anywhere in `value` (depth is bounded by the pruning)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and item == marker:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _log_line(log: IO[str], text: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         log.write(text.rstrip("\n") + "\n")
@@ -512,7 +599,9 @@ def _resolve_command(config: ServerConfig, env: Mapping[str, str]) -> str:
 @contextlib.asynccontextmanager
 async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe) -> AsyncIterator[tuple[Any, Any]]:
     if config.transport == "stdio":
-        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+        from mcp.client.stdio import StdioServerParameters, get_default_environment
+
+        from codemode_gen.runtime.stdio import stdio_transport
 
         # The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
         # server should not see our secrets by accident. PATH is in the whitelist.
@@ -522,7 +611,10 @@ async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe)
         params = StdioServerParameters(
             command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
         )
-        async with stdio_client(params, errlog=cast(TextIO, log)) as streams:
+        def log_line(text: str) -> None:
+            _log_line(log, text)
+
+        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_line) as streams:
             yield streams[0], streams[1]
         return
 
@@ -626,6 +718,10 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
             return ConnectError(sid, with_tail(reason) if config.transport == "stdio" else reason, log_path=log_path)
     for leaf in leaves:
         if isinstance(leaf, MCPError):
+            from codemode_gen.runtime.stdio import BadFrame
+
+            if isinstance(leaf.error.data, BadFrame):
+                return ConnectError(sid, f"the server answered initialize with {leaf.error.data.reason}", log_path=log_path)
             if leaf.error.code == _CONNECTION_CLOSED:
                 if config.transport == "stdio":
                     return ConnectError(sid, with_tail("server exited during startup"), log_path=log_path)
