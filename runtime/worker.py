@@ -52,6 +52,7 @@ from codemode_gen.runtime.engine import (
     EngineTimeout,
     new_engine,
     preload,
+    release_memory,
 )
 from codemode_gen.runtime.limits import Limits
 
@@ -92,6 +93,7 @@ class Worker:
         self._replies: dict[int, asyncio.Future[str]] = {}
         self._ids = itertools.count(1)
         self._warm: _Realm | None = None
+        self._spent: _Realm | None = None
         self.prelude = _js("prelude.js")
         self.errors_js = _js("errors.js")
         self.host_js = _js("host.js")
@@ -162,7 +164,7 @@ class Worker:
                     return
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return
         if not isinstance(msg, dict):
             return
@@ -198,6 +200,7 @@ class Worker:
                     traceback.print_exc(file=sys.stderr)
                     done = {"result": None, "diagnostics": [resp.sandbox_error("internal error in the sandbox worker")]}
                 self.send({"op": "done", **done})
+                self.free_spent()
                 # Most runs share the host's limits: have the next realm ready with the same ones.
                 await self.prepare_next(limits)
 
@@ -238,6 +241,8 @@ class Worker:
 
         realm, self._warm = self._warm, None
         if realm is None or realm.key != _realm_key(limits):
+            if realm is not None:
+                realm.close()  # built for other limits: free it now, not after the run
             realm = None
             try:
                 realm = await _Realm.create(self, limits)
@@ -263,11 +268,26 @@ class Worker:
             return self._outcome(engine, code, modules, limits, await self._evaluate(engine, script, remaining))
         finally:
             realm.end()
+            if self._spent is not None:  # never left for long: `serve` frees it after each run
+                self._spent.close()
+            self._spent = realm  # closed by `free_spent` once the answer is out
+
+    def free_spent(self) -> None:
+        """Free the last run's realm and give the memory back to the OS, before anything else
+        happens (nothing of a run survives into the next). After `done` is sent: freeing a full
+        heap takes a while (~0.35 s for 512 MB)."""
+        realm, self._spent = self._spent, None
+        if realm is not None:
+            realm.close()
+        release_memory()
 
     async def prepare_next(self, limits: Limits) -> None:
         """Build and lock down the realm for the next run while idle (off the request path)."""
         if self._warm is not None and self._warm.key == _realm_key(limits):
             return
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
         try:
             self._warm = await _Realm.create(self, limits)
         except Exception:  # the run will build its own realm and report the failure
@@ -325,8 +345,8 @@ class Worker:
             reason = report.get("resultError")
             if reason is not None:
                 return {"result": None, "diagnostics": [resp.result_not_serializable(str(reason))]}
-            text = report.get("result")
-            return {"result": json.loads(text) if isinstance(text, str) else None, "diagnostics": []}
+            result, problems = resp.result_from_text(report.get("result"))  # size and depth bounded
+            return {"result": result, "diagnostics": problems}
         error = report.get("error") or {}
         message = str(error.get("message") or "")
         text = str(error.get("text") or "")
@@ -356,14 +376,19 @@ class _RunState:
         self.t0 = t0
         self.logs = resp.LogCollector(max_log_bytes)
         self.truncation_sent = False
-        self.futures: list[asyncio.Future[Any]] = []
+        #: Host-call replies and the alarm waiter still pending (a settled one leaves at once:
+        #: a reply's text is not kept for the rest of the run).
+        self.futures: set[asyncio.Future[Any]] = set()
         self.alarm_handle: asyncio.TimerHandle | None = None
         self.alarm_waiter: asyncio.Future[bool] | None = None
         self.alarm_fired = False
 
 
 class _Realm:
-    """One fresh engine, locked down by prelude phase A, used for exactly one run (§1.4)."""
+    """One fresh engine, locked down by prelude phase A, used for exactly one run (§1.4).
+
+    The engine holds this realm's bound methods (a cycle Python's gc cannot see through the
+    binding): `close()` must end every realm, used or not, or its whole JS heap stays."""
 
     def __init__(self, worker: Worker, limits: Limits) -> None:
         self.worker = worker
@@ -374,38 +399,60 @@ class _Realm:
             max_pending_calls=limits.maxConcurrentCalls + EXTRA_PENDING_CALLS,
         )
         e = self.engine
-        e.bind_function("__codemode_host__", self.host_call)
-        e.bind_function("__codemode_log__", self.log)
-        e.bind_function("__codemode_arm__", self.arm)
-        e.bind_function("__codemode_alarm__", self.wait_alarm)
-        e.bind_function("__codemode_tick__", self.tick)
-        e.bind_function("__codemode_now__", self.now_ms)
-        e.bind_object(
-            "__codemode_config__",
-            {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH},
-        )
+        try:
+            e.bind_function("__codemode_host__", self.host_call)
+            e.bind_function("__codemode_log__", self.log)
+            e.bind_function("__codemode_arm__", self.arm)
+            e.bind_function("__codemode_alarm__", self.wait_alarm)
+            e.bind_function("__codemode_tick__", self.tick)
+            e.bind_function("__codemode_now__", self.now_ms)
+            e.bind_object(
+                "__codemode_config__",
+                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH},
+            )
+        except BaseException:
+            e.close()
+            raise
 
     @classmethod
     async def create(cls, worker: Worker, limits: Limits) -> _Realm:
         realm = cls(worker, limits)
-        status = await realm.engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
-        if status != "locked":
-            raise EngineError("Error", f"prelude phase A returned {status!r}", "")
+        try:
+            status = await realm.engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
+            if status != "locked":
+                raise EngineError("Error", f"prelude phase A returned {status!r}", "")
+        except BaseException:
+            realm.close()
+            raise
         return realm
 
     def begin(self, t0: float, limits: Limits) -> None:
         self.state = _RunState(t0, limits.maxLogBytes)
 
     def end(self) -> None:
+        """Drop what the run left pending: the alarm, the reply futures (a late reply finds no
+        future and is discarded), their entries in the worker's reply table."""
         st = self.state
         if st.alarm_handle is not None:
             st.alarm_handle.cancel()
-        for fut in st.futures:
-            if not fut.done():
-                fut.cancel()
+            st.alarm_handle = None
+        st.alarm_waiter = None
+        pending, st.futures = st.futures, set()
+        for fut in pending:
+            fut.cancel()
         replies = self.worker._replies
-        for call_id in [k for k, f in replies.items() if f in st.futures]:
-            replies.pop(call_id, None)
+        for call_id in [k for k, f in replies.items() if f in pending]:
+            del replies[call_id]
+
+    def close(self) -> None:
+        """End the run and free the engine (its heap and the methods bound into it). Idempotent."""
+        self.end()
+        self.engine.close()
+
+    def _track(self, fut: asyncio.Future[Any]) -> None:
+        futures = self.state.futures
+        futures.add(fut)
+        fut.add_done_callback(futures.discard)
 
     # ---- the bound host functions ---------------------------------------------------------
     def now_ms(self) -> float:
@@ -433,8 +480,9 @@ class _Realm:
         call_id = next(self.worker._ids)
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.worker._replies[call_id] = fut
-        self.state.futures.append(fut)
-        self.worker.send_call(call_id, text)
+        self._track(fut)
+        # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
+        self.worker.send_call(call_id, resp.screen_call_request(text) if isinstance(text, str) else text)
         return fut
 
     def _fire(self) -> None:
@@ -461,17 +509,21 @@ class _Realm:
         delay = max(0.0, (float(due) - self.now_ms()) / 1000.0)
         st.alarm_handle = asyncio.get_running_loop().call_later(delay, self._fire)
 
-    async def wait_alarm(self) -> bool:
+    def wait_alarm(self) -> asyncio.Future[bool]:
+        """The waiter future itself (no coroutine whose frame would keep this realm alive
+        after the run): True when the alarm fired, False when it was cleared."""
         st = self.state
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         if st.alarm_fired:
             st.alarm_fired = False
-            return True
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            waiter.set_result(True)
+            return waiter
         st.alarm_waiter = waiter
-        st.futures.append(waiter)
-        return await waiter
+        self._track(waiter)
+        return waiter
 
-    async def tick(self) -> None:
+    @staticmethod
+    async def tick() -> None:
         await asyncio.sleep(0)
 
 
