@@ -9,6 +9,14 @@ failure becomes an `@codemode/errors` class with a hint, so the script can catch
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
 (§3.3.2): traces end up in logs and transcripts where tool data must not leak.
+
+Everything here is untrusted from both sides. Script-chosen names are sanitised and cut before
+they enter the trace or a message (`response.safe_name`); the trace keeps MAX_TRACE_ENTRIES
+entries. What crosses the boundary is bounded: an input over MAX_INPUT_BYTES or nested deeper
+than MAX_JSON_DEPTH (refused by the worker, re-checked here) is a SchemaValidationError, a
+result nested deeper is a ToolCallError, each also reported once per run as a BRIDGE_LIMIT
+diagnostic. Validation of a large input runs in a thread with a time budget (validation.py), so
+it never stalls the event loop, other runs or the run's deadline.
 """
 
 from __future__ import annotations
@@ -21,8 +29,21 @@ from typing import Any, Protocol
 
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import unwrap_result
-from codemode_gen.runtime.catalog import Catalog, LiveServer, ServerView, tools_from_live
-from codemode_gen.runtime.limits import SandboxLimitExceeded
+from codemode_gen.runtime import response as resp
+from codemode_gen.runtime.catalog import (
+    Catalog,
+    LiveServer,
+    ServerView,
+    diagnostic,
+    tools_from_live,
+)
+from codemode_gen.runtime.limits import (
+    MAX_JSON_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_TRACE_ENTRIES,
+    MAX_TRACE_ERROR_CHARS,
+    SandboxLimitExceeded,
+)
 from codemode_gen.runtime.sessions import (
     AuthError,
     CallAuthError,
@@ -30,7 +51,12 @@ from codemode_gen.runtime.sessions import (
     CallTimeout,
     ConnectError,
 )
-from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
+from codemode_gen.runtime.validation import (
+    InputInvalid,
+    prepare_arguments,
+    prepare_arguments_async,
+    rejected_input,
+)
 
 __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
 
@@ -54,9 +80,7 @@ def _error(error_class: str, message: str, hint: str, **fields: Any) -> dict[str
 
 
 def _clip(text: str) -> str:
-    if len(text) <= MAX_ERROR_TEXT_CHARS:
-        return text
-    return text[:MAX_ERROR_TEXT_CHARS] + f"… [{len(text) - MAX_ERROR_TEXT_CHARS} more characters]"
+    return resp.clip(text, MAX_ERROR_TEXT_CHARS)
 
 
 def _content_text(result: dict[str, Any]) -> str:
@@ -79,14 +103,20 @@ class Bridge:
         configs: dict[str, ServerConfig],
         *,
         max_tool_calls: int | None,
+        deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.catalog = catalog
         self.connector = connector
         self.configs = configs
         self.max_tool_calls = max_tool_calls
+        # When the run's timeoutMs runs out (`time.monotonic()` seconds): validation never
+        # outlasts it.
+        self.deadline = deadline
         self.calls = 0
         self.trace: list[dict[str, Any]] = []
+        self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
+        self._notices: dict[str, dict[str, Any]] = {}  # BRIDGE_LIMIT diagnostics, one per kind
         self._clock = clock
         self._inflight: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -100,18 +130,25 @@ class Bridge:
     async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
         """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host)."""
         if not isinstance(request, dict) or request.get("op") != "call":
+            op = request.get("op") if isinstance(request, dict) else request
             return _error(
                 "ToolCallError",
-                f"unsupported host request {str(request.get('op') if isinstance(request, dict) else request)[:40]!r}",
+                f"unsupported host request {resp.safe_name(op, 40)!r}",
                 "call tools through the generated bindings of @codemode/servers/*",
             )
-        server_id = str(request.get("serverId", ""))
-        tool_name = str(request.get("toolName", ""))
+        raw_server, raw_tool = request.get("serverId", ""), request.get("toolName", "")
+        # Lookups use the names as given; the trace and every message get them sanitised and
+        # cut (a script chooses them: lone surrogates, escape sequences, megabytes).
+        server_id = raw_server if isinstance(raw_server, str) else str(raw_server)
+        tool_name = raw_tool if isinstance(raw_tool, str) else str(raw_tool)
+        shown_server, shown_tool = resp.safe_name(server_id), resp.safe_name(tool_name)
         if self._closed:  # a call that raced the end of the run is never dispatched
-            return _error("ToolCallError", "the run has ended", "nothing to do", serverId=server_id, toolName=tool_name)
+            return _error(
+                "ToolCallError", "the run has ended", "nothing to do", serverId=shown_server, toolName=shown_tool
+            )
         self.calls += 1
         if self.max_tool_calls is not None and self.calls > self.max_tool_calls:
-            self._record(server_id, tool_name, None, "SandboxLimitError: maxToolCalls")
+            self._record(shown_server, shown_tool, None, "SandboxLimitError: maxToolCalls")
             raise SandboxLimitExceeded(
                 "maxToolCalls",
                 self.max_tool_calls,
@@ -121,10 +158,10 @@ class Bridge:
         try:
             reply = await self._call(server_id, tool_name, request)
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
-            self._record(server_id, tool_name, started, "ToolCallError: cancelled when the run ended")
+            self._record(shown_server, shown_tool, started, "ToolCallError: cancelled when the run ended")
             raise
         error = reply.get("error") if not reply.get("ok") else None
-        self._record(server_id, tool_name, started, error.get("_summary") if error else None)
+        self._record(shown_server, shown_tool, started, error.get("_summary") if error else None)
         if error:
             error.pop("_summary", None)
         return reply
@@ -138,9 +175,29 @@ class Bridge:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    def diagnostics(self) -> list[dict[str, Any]]:
+        """What the run's response should say about the bridge: limits it enforced at the
+        boundary (BRIDGE_LIMIT, once per kind) and a trace cut at MAX_TRACE_ENTRIES."""
+        out = list(self._notices.values())
+        if self.trace_dropped:
+            out.append(diagnostic(
+                "warning", "TOOL_TRACE_TRUNCATED",
+                f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
+                f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
+                "make fewer tool calls per run, or log a summary of them from the script",
+            ))
+        return out
+
+    def _notice(self, kind: str, message: str, hint: str) -> None:
+        if kind not in self._notices:
+            self._notices[kind] = diagnostic("warning", "BRIDGE_LIMIT", message, hint)
+
     # ------------------------------------------------------------------ steps
 
     def _record(self, server_id: str, tool_name: str, started: float | None, error: str | None) -> None:
+        if len(self.trace) >= MAX_TRACE_ENTRIES:
+            self.trace_dropped += 1
+            return
         duration = 0 if started is None else max(0, round((self._clock() - started) * 1000))
         entry: dict[str, Any] = {
             "serverId": server_id,
@@ -149,7 +206,7 @@ class Bridge:
             "ok": error is None,
         }
         if error is not None:
-            entry["error"] = error
+            entry["error"] = resp.safe_name(error, MAX_TRACE_ERROR_CHARS)
         self.trace.append(entry)
 
     async def _call(self, server_id: str, tool_name: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -164,15 +221,33 @@ class Bridge:
         if tool is None:
             return self._tool_not_found(view, tool_name, blocked=tool_name in config.blocklist)
         try:
+            rejected = request.get("inputRejected")
+            if rejected is not None:  # the worker refused to forward it (size or depth)
+                raise rejected_input(tool.input_schema, tool_name, tool.export_name, rejected)
             if "input" in request:
-                arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name, request["input"])
+                arguments = await prepare_arguments_async(
+                    tool.input_schema, tool_name, tool.export_name, request["input"], deadline=self.deadline
+                )
             else:
                 arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name)
         except InputInvalid as exc:
             reply = {"ok": False, "error": exc.payload()}
-            reply["error"]["serverId"] = server_id
+            if exc.refused:
+                self._notice(
+                    f"input:{exc.refused}",
+                    f"a tool input was refused at the sandbox boundary: {exc.message}",
+                    exc.hint,
+                )
+            reply["error"]["serverId"] = view.server_id
             reply["error"]["_summary"] = f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
             return reply
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            # Validation (or connecting) used up the run's time: the run is ending, send nothing.
+            return _error(
+                "ToolCallError", f"{view.server_id}.{resp.safe_name(tool_name)} was not sent: the run's timeoutMs ran out",
+                "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=resp.safe_name(tool_name),
+                _summary="ToolCallError: not sent, the run's time ran out",
+            )
         return await self._dispatch(view, config, tool_name, arguments)
 
     async def _ensure_live(self, view: ServerView) -> dict[str, Any] | None:
@@ -217,40 +292,47 @@ class Bridge:
 
     def _server_not_found(self, server_id: str, view: ServerView | None) -> dict[str, Any]:
         known = [v.server_id for v in self.catalog.visible()]
+        shown = resp.safe_name(server_id)
         if view is not None:  # in out/ but not configured
-            message = f"server '{server_id}' is in out/ but not configured in the MCP config"
-            hint = f"add '{server_id}' to .mcp.json, or use one of: {', '.join(known) or 'no servers'}"
+            message = f"server '{shown}' is in out/ but not configured in the MCP config"
+            hint = f"add '{shown}' to .mcp.json, or use one of: {', '.join(known) or 'no servers'}"
         else:
-            message = f"no server '{server_id}'"
-            close = difflib.get_close_matches(server_id, known, n=1)
+            message = f"no server '{shown}'"
+            # difflib is quadratic in the name's length: a name that long is no near miss.
+            close = difflib.get_close_matches(server_id, known, n=1) if len(server_id) <= MAX_NAME_CHARS else []
             hint = (
                 f"did you mean '{close[0]}'? listServers() from @codemode/discovery lists every server"
                 if close
                 else "call listServers() from @codemode/discovery to see the available server ids"
             )
-        return _error("ServerNotFoundError", message, hint, serverId=server_id,
+        return _error("ServerNotFoundError", message, hint, serverId=shown,
                       _summary="ServerNotFoundError")
 
     def _tool_not_found(self, view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
+        shown = resp.safe_name(tool_name)
         if blocked:
-            message = f"tool '{tool_name}' of server '{view.server_id}' is blocked by the host's configuration"
+            message = f"tool '{shown}' of server '{view.server_id}' is blocked by the host's configuration"
             hint = "do this another way: the host does not allow this tool"
         else:
-            message = f"server '{view.server_id}' has no tool '{tool_name}'"
-            close = difflib.get_close_matches(tool_name, list(view.tools), n=1)
+            message = f"server '{view.server_id}' has no tool '{shown}'"
+            # difflib is quadratic in the name's length: a name that long is no near miss.
+            close = (
+                difflib.get_close_matches(tool_name, list(view.tools), n=1) if len(tool_name) <= MAX_NAME_CHARS else []
+            )
             hint = (
                 f"did you mean '{close[0]}'?"
                 if close
                 else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
             )
-        return _error("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=tool_name,
+        return _error("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=shown,
                       _summary="ToolNotFoundError")
 
     async def _dispatch(
         self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any
     ) -> dict[str, Any]:
         server_id = view.server_id
-        where = f"{server_id}.{tool_name}"
+        tool_name_shown = resp.safe_name(tool_name)
+        where = f"{server_id}.{tool_name_shown}"
         try:
             session = self._sessions.get(config.id)
             if session is None or getattr(session, "closed", False):
@@ -270,7 +352,7 @@ class Bridge:
                 "ToolCallError",
                 f"{where} did not answer within {config.call_timeout:g} s; the call was cancelled",
                 "retry once with a smaller request, or skip this step",
-                serverId=server_id, toolName=tool_name, code="timeout",
+                serverId=server_id, toolName=tool_name_shown, code="timeout",
                 _summary=f"ToolCallError: timeout after {config.call_timeout:g} s",
             )
         except (AuthError, CallAuthError) as exc:
@@ -281,7 +363,7 @@ class Bridge:
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
                 f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
-                serverId=server_id, toolName=tool_name, code=exc.status,
+                serverId=server_id, toolName=tool_name_shown, code=exc.status,
                 _summary=f"AuthenticationError ({exc.status})",
             )
         except CallError as exc:
@@ -291,7 +373,7 @@ class Bridge:
                 "ToolCallError",
                 f"{where} failed with JSON-RPC error {code}: {_clip(text)}",
                 "check the input against getTool() from @codemode/discovery, then retry",
-                serverId=server_id, toolName=tool_name, code=code,
+                serverId=server_id, toolName=tool_name_shown, code=code,
                 _summary=f"ToolCallError: JSON-RPC error {code}",
             )
         except ConnectError as exc:
@@ -299,14 +381,18 @@ class Bridge:
                 "ToolCallError",
                 f"{where}: connection to the server failed: {getattr(exc, 'reason', exc)}",
                 "retry later or continue without this server",
-                serverId=server_id, toolName=tool_name,
+                serverId=server_id, toolName=tool_name_shown,
                 _summary="ToolCallError: connection failed",
             )
         if not isinstance(result, dict):
             return _error(
                 "ToolCallError", f"{where} returned a malformed result", "report this server as faulty",
-                serverId=server_id, toolName=tool_name, _summary="ToolCallError: malformed result",
+                serverId=server_id, toolName=tool_name_shown, _summary="ToolCallError: malformed result",
             )
+        # Nothing nested deeper than MAX_JSON_DEPTH reaches the script (which would pass it on
+        # to its result, a log or another tool): the result object adds one level.
+        if resp.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
+            return self._too_deep(server_id, tool_name_shown, where)
         if result.get("isError"):
             text = _content_text(result) or "the tool reported an error without a message"
             content = result.get("content") if isinstance(result.get("content"), list) else []
@@ -314,10 +400,23 @@ class Bridge:
                 "ToolCallError",
                 f"{where} failed: {_clip(text)}",
                 "read the message, fix the input or the precondition it names, then retry once",
-                serverId=server_id, toolName=tool_name, content=content,
+                serverId=server_id, toolName=tool_name_shown, content=content,
                 _summary="ToolCallError: isError",
             )
-        return {"ok": True, "value": unwrap_result(result, config.unwrap)}
+        value = unwrap_result(result, config.unwrap)
+        parsed_text = config.unwrap == "json" and value is not result and value is not result.get("structuredContent")
+        if parsed_text and resp.json_depth_exceeds(value, MAX_JSON_DEPTH):
+            return self._too_deep(server_id, tool_name_shown, where)
+        return {"ok": True, "value": value}
+
+    def _too_deep(self, server_id: str, tool_name: str, where: str) -> dict[str, Any]:
+        message = f"{where} returned a result nested deeper than {MAX_JSON_DEPTH} levels; the host does not pass it on"
+        hint = "ask the tool for less (a narrower query, fewer fields), or use another tool"
+        self._notice("result:depth", f"a tool result was refused at the sandbox boundary: {message}", hint)
+        return _error(
+            "ToolCallError", message, hint, serverId=server_id, toolName=tool_name,
+            _summary="ToolCallError: result nested too deep",
+        )
 
 
 HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

@@ -37,6 +37,7 @@ from typing import Any
 
 from codemode_gen.config import ServerConfig, Settings, load_config, project_settings
 from codemode_gen.errors import UserError
+from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import (
     Catalog,
@@ -54,6 +55,7 @@ from codemode_gen.runtime.catalog import (
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 from codemode_gen.runtime.sessions import AuthError
 
 __all__ = ["CodeMode"]
@@ -254,7 +256,7 @@ class CodeMode:
                 "logs": [],
                 "result": None,
                 "diagnostics": [diagnostic(
-                    "error", "INVALID_LIMITS", str(exc),
+                    "error", "INVALID_LIMITS", resp.clip(str(exc), MAX_DIAGNOSTIC_CHARS),
                     "send limits as non-negative integers within the documented ranges, or omit them",
                     path=f"/limits/{exc.key}",
                 )],
@@ -282,6 +284,7 @@ class CodeMode:
             self,
             self.configs,
             max_tool_calls=run_limits.maxToolCalls,
+            deadline=deadline,
         )
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
@@ -290,7 +293,9 @@ class CodeMode:
         finally:
             await bridge.aclose()
         response = dict(response)
-        response["diagnostics"] = catalog.diagnostics + list(response.get("diagnostics", []))
+        response["diagnostics"] = [
+            _bounded(d) for d in [*catalog.diagnostics, *response.get("diagnostics", []), *bridge.diagnostics()]
+        ]
         response["toolTrace"] = bridge.trace
         response.setdefault("logs", [])
         response.setdefault("result", None)
@@ -564,6 +569,17 @@ class CodeMode:
                 self._builds[pending[cid]] = built
                 result[cid] = built
         return result
+
+
+def _bounded(entry: Any) -> Any:
+    """A diagnostic whose texts are UTF-8-safe and at most MAX_DIAGNOSTIC_CHARS (they can carry
+    server text, e.g. a connect failure, or the script's, e.g. an uncaught error's message)."""
+    if not isinstance(entry, dict):
+        return entry
+    return {
+        k: resp.clip(v, MAX_DIAGNOSTIC_CHARS) if isinstance(v, str) and k in ("message", "hint", "path") else v
+        for k, v in entry.items()
+    }
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

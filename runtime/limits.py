@@ -54,6 +54,41 @@ MIN_TIMEOUT_MS = 1
 #: With no call slot every tool call would wait forever in the JS queue.
 MIN_CONCURRENT_CALLS = 1
 
+# --- fixed caps: not request keys; what crosses the bridge and what a response may hold ----
+# (docs/DESIGN.md, "Sandbox"; the prompt's limits line names the ones a script can hit)
+
+#: Nesting depth of a JSON value crossing the sandbox boundary: a tool input, a tool result,
+#: the script's result. Bounds depth bombs: Python's recursive json and validators fail near
+#: 1,000 levels, the MCP SDK's pydantic near 200-255 (a failed send killed the whole session),
+#: and a deeper result could not even be returned by `serve`. Real data is rarely 20 deep.
+MAX_JSON_DEPTH = 100
+#: UTF-8 bytes of one tool-call request as JSON (server id, tool name, input). Bounds what one
+#: call can make the host parse on its event loop, validate and forward to a server.
+MAX_INPUT_BYTES = 8 * 1024 * 1024
+#: UTF-8 bytes of the script's result as JSON. Bounds the response (and the host's memory)
+#: against a result as big as the JS heap (up to HARD_MAX_MEMORY_BYTES); over it the run ends
+#: with SANDBOX_LIMIT and result null, logs kept.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+#: What one log entry costs in the response besides its message (`{"level":"debug",
+#: "message":"","timeMs":1234567}`). Bounds log floods of empty or tiny messages (300,000
+#: `console.log()` made 14.8 MB while maxLogBytes counted 0): a run keeps at most
+#: max(MIN_LOG_ENTRIES, maxLogBytes // LOG_ENTRY_OVERHEAD_BYTES) entries, so their overhead
+#: never exceeds maxLogBytes (or MIN_LOG_ENTRIES entries for tiny limits).
+LOG_ENTRY_OVERHEAD_BYTES = 48
+#: Entries a run may always log, however small maxLogBytes is (see LOG_ENTRY_OVERHEAD_BYTES).
+MIN_LOG_ENTRIES = 1000
+#: toolTrace entries kept per run; later calls are counted in a TOOL_TRACE_TRUNCATED
+#: diagnostic. Bounds the trace of a run allowed up to HARD_MAX_TOOL_CALLS calls.
+MAX_TRACE_ENTRIES = 1000
+#: Characters of a script-chosen name (serverId, toolName) kept in toolTrace and in messages.
+#: Bounds copies of hostile names (an 8 MB server id × 30 calls made a 151 MB response).
+MAX_NAME_CHARS = 200
+#: Characters of a toolTrace entry's `error` summary (it can name an input path).
+MAX_TRACE_ERROR_CHARS = 200
+#: Characters of one diagnostic's message, hint or path. Bounds script text copied into
+#: diagnostics (`throw new Error("x".repeat(5e7))`) and server text (connect failures).
+MAX_DIAGNOSTIC_CHARS = 4000
+
 
 class LimitsError(ValueError):
     """A limits value is not a usable integer; the message names the key and the valid range."""

@@ -100,8 +100,15 @@ def _limits_line(host_limits: Mapping[str, Any]) -> str:
         ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS, limit_defaults.HARD_MAX_TOOL_CALLS),
         ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS, limit_defaults.HARD_MAX_CONCURRENT_CALLS),
     ]
-    parts = [f"{key} {host_limits.get(key, default)} (≤{ceiling})" for key, default, ceiling in rows]
-    return "- `limits` (integers; unknown keys ignored): " + ", ".join(parts) + ". Exceeding one ends the run with SANDBOX_LIMIT (logs kept)."
+    def short(n: int) -> str:  # 1073741824 -> 2^30: the prompt's budget is tight
+        return f"2^{n.bit_length() - 1}" if n >= 1 << 16 and n & (n - 1) == 0 else str(n)
+
+    parts = [f"{key} {host_limits.get(key, default)} (≤{short(ceiling)})" for key, default, ceiling in rows]
+    fixed = (  # the host's fixed caps (runtime/limits.py), not keys
+        f"Fixed: result ≤{limit_defaults.MAX_RESULT_BYTES >> 20} MiB; tool input "
+        f"≤{limit_defaults.MAX_INPUT_BYTES >> 20} MiB, ≤{limit_defaults.MAX_JSON_DEPTH} deep."
+    )
+    return "- `limits` (integers; unknown keys ignored): " + ", ".join(parts) + "; over one: SANDBOX_LIMIT. " + fixed
 
 
 def _example_call(servers: Sequence[Mapping[str, Any]]) -> tuple[str, str, str]:

@@ -13,10 +13,22 @@ deeper than MAX_LOG_DEPTH. Errors are shown as `{"message", "name", ...own field
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
+
+from codemode_gen.runtime.limits import (
+    LOG_ENTRY_OVERHEAD_BYTES,
+    MAX_DIAGNOSTIC_CHARS,
+    MAX_INPUT_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_RESULT_BYTES,
+    MIN_LOG_ENTRIES,
+)
 
 #: Name of the agent's script inside the sandbox; stack frames and paths point into it.
 AGENT_MODULE = "agent.js"
@@ -27,6 +39,11 @@ MAX_LOG_DEPTH = 200
 #: Stack frames kept in an UNCAUGHT_EXCEPTION message; deep recursion would otherwise put
 #: thousands of frames into the agent's context.
 MAX_STACK_FRAMES = 20
+#: Characters of a stack examined for frames. A script can throw anything with a `stack` string
+#: of its choosing; reading megabytes of it made an immediate throw outlast the deadline.
+MAX_STACK_CHARS = 64 * 1024
+#: Longest stack line parsed as a frame; real frames are short, longer lines are skipped.
+MAX_FRAME_CHARS = 1000
 
 SYNTAX_ERROR = "SYNTAX_ERROR"
 UNCAUGHT_EXCEPTION = "UNCAUGHT_EXCEPTION"
@@ -44,8 +61,13 @@ FATAL_CODES = frozenset(
     {SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE, SANDBOX_LIMIT, UNSETTLED_PROMISE, SANDBOX_ERROR}
 )
 
-_FRAME = re.compile(r"^\s*at (?P<fn>.*?) \((?P<loc>.*)\)\s*$|^\s*at (?P<bare>.*?)\s*$")
-_LOC = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?::(?P<col>\d+))?$")
+# A JSON string literal (as JSON.stringify writes it), unrolled so matching is linear.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# Characters a script-chosen name must not carry into a trace, a message or a terminal: C0/C1
+# controls (escape sequences, newlines) and bidirectional overrides.
+_UNSAFE_NAME_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _MODULE_NOT_FOUND = re.compile(r"^(?:could not load module filename|module not found)[:]? '?(?P<name>[^']*)'?$")
 
 
@@ -59,14 +81,156 @@ def utf8_safe(text: str) -> str:
 
 
 def utf8_safe_json(value: Any) -> Any:
-    """`utf8_safe` applied to every string (keys too) inside a JSON value."""
+    """`utf8_safe` applied to every string (keys too) inside a JSON value.
+
+    Iterative (a result may be nested as deep as the engine allows) and, in the usual case of
+    no lone surrogate anywhere, one C-speed encode that returns `value` itself.
+    """
     if isinstance(value, str):
         return utf8_safe(value)
-    if isinstance(value, list):
-        return [utf8_safe_json(v) for v in value]
-    if isinstance(value, dict):
-        return {utf8_safe(k): utf8_safe_json(v) for k, v in value.items()}
-    return value
+    if not isinstance(value, list | dict):
+        return value
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except (UnicodeEncodeError, RecursionError, TypeError, ValueError):
+        pass
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
+    while stack:
+        src, dst, key = stack.pop()
+        if isinstance(src, str):
+            dst[key] = utf8_safe(src)
+        elif isinstance(src, list):
+            new_list: list[Any] = [None] * len(src)
+            dst[key] = new_list
+            stack.extend((item, new_list, i) for i, item in enumerate(src))
+        elif isinstance(src, dict):
+            new_dict: dict[Any, Any] = {}
+            dst[key] = new_dict
+            for k, v in src.items():
+                safe_key = utf8_safe(k) if isinstance(k, str) else k
+                new_dict[safe_key] = None
+                stack.append((v, new_dict, safe_key))
+        else:
+            dst[key] = src
+    return holder[0]
+
+
+def clip(text: str, max_chars: int) -> str:
+    """`text` made UTF-8-safe and cut to `max_chars` characters, saying how much was cut."""
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
+    return utf8_safe(text)
+
+
+def safe_name(value: Any, max_chars: int = MAX_NAME_CHARS) -> str:
+    """A script-chosen name (serverId, toolName) as it may appear in toolTrace and messages:
+    a string, at most `max_chars` characters, no lone surrogates, no control or bidi
+    characters (U+FFFD instead), so it can neither break UTF-8 output nor a terminal."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > max_chars:
+        text = text[:max_chars] + "…"
+    return _UNSAFE_NAME_CHARS.sub("\ufffd", utf8_safe(text))
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests containers more than `limit` deep (`[]` is 1).
+
+    Level by level, without recursion, so any depth is safe to measure."""
+    level = [value] if isinstance(value, list | dict) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            below.extend([c for c in children if isinstance(c, list | dict)])
+        level = below
+    return False
+
+
+def _utf8_size(text: str, cap: int) -> int:
+    """UTF-8 bytes of `text`, exact whenever it could be over `cap` (else a lower bound)."""
+    if len(text) * 4 <= cap:  # at most 4 bytes a character: cannot be over
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+# How @codemode/host (runtime/js/host.js) writes every request: these keys, in this order.
+_CALL_HEAD = '{"op":"call","serverId":'
+_CALL_TOOL = ',"toolName":'
+# Bounds the names kept in a refused request (no real server id or tool name comes close).
+_MAX_FORWARDED_NAME_CHARS = 4096
+_decoder = json.JSONDecoder()
+
+
+def screen_call_request(text: str) -> str:
+    """The call request the worker forwards to the host: `text` itself, or, when its input is
+    over MAX_INPUT_BYTES or nested deeper than MAX_JSON_DEPTH, a request without the input that
+    says why (`inputRejected`), which the bridge answers with a SchemaValidationError.
+
+    The host never has to parse (recursively, on its event loop) what it would refuse anyway.
+    """
+    size = _utf8_size(text, MAX_INPUT_BYTES)
+    if size > MAX_INPUT_BYTES:
+        why: dict[str, Any] = {"reason": "size", "bytes": size}
+    elif json_text_depth_exceeds(text, MAX_JSON_DEPTH + 1):  # the request object is one level
+        why = {"reason": "depth"}
+    else:
+        return text
+    server_id = tool_name = ""
+    if text.startswith(_CALL_HEAD):
+        try:
+            server_id, end = _decoder.raw_decode(text, len(_CALL_HEAD))
+            if text.startswith(_CALL_TOOL, end):
+                tool_name = _decoder.raw_decode(text, end + len(_CALL_TOOL))[0]
+        except ValueError:
+            pass
+    request = {
+        "op": "call",
+        "serverId": str(server_id)[:_MAX_FORWARDED_NAME_CHARS],
+        "toolName": str(tool_name)[:_MAX_FORWARDED_NAME_CHARS],
+        "inputRejected": why,
+    }
+    return json.dumps(request, ensure_ascii=True, separators=(",", ":"))
+
+
+def result_from_text(text: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """(result, diagnostics) from the JSON text of `globalThis.__codemode_result__`: null with a
+    diagnostic when it is over MAX_RESULT_BYTES or nested deeper than MAX_JSON_DEPTH (checked
+    before parsing: a recursive parser must never see such text)."""
+    if not isinstance(text, str):
+        return None, []
+    size = _utf8_size(text, MAX_RESULT_BYTES)
+    if size > MAX_RESULT_BYTES:
+        return None, [result_too_large(size, MAX_RESULT_BYTES)]
+    if json_text_depth_exceeds(text, MAX_JSON_DEPTH):
+        return None, [result_not_serializable(f"objects and arrays nested deeper than {MAX_JSON_DEPTH} levels")]
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, [result_not_serializable("not valid JSON")]
+    if "\\ud" in text or "\\uD" in text:  # JSON.stringify escapes lone surrogates only
+        value = utf8_safe_json(value)
+    return value, []
+
+
+def json_text_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON text (as JSON.stringify writes it) nests more than `limit` deep.
+
+    Linear and without parsing, so it is safe on text that would crash a recursive parser:
+    string literals are removed, then the running bracket depth is taken in C."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    if '"' in text:
+        text = _JSON_STRING.sub("", text)
+    brackets = _NOT_BRACKET.sub("", text)
+    if len(brackets) <= limit:
+        return False
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0) > limit
 
 
 def diagnostic(
@@ -79,11 +243,11 @@ def diagnostic(
     error_class: str | None = None,
 ) -> dict[str, str]:
     """One §3.3.3 diagnostic; optional fields are omitted rather than null."""
-    d = {"severity": severity, "code": code, "message": utf8_safe(message)}
+    d = {"severity": severity, "code": code, "message": clip(message, MAX_DIAGNOSTIC_CHARS)}
     if hint:
-        d["hint"] = utf8_safe(hint)
+        d["hint"] = clip(hint, MAX_DIAGNOSTIC_CHARS)
     if path:
-        d["path"] = utf8_safe(path)
+        d["path"] = clip(path, MAX_DIAGNOSTIC_CHARS)
     if error_class:
         d["errorClass"] = error_class
     return d
@@ -92,9 +256,16 @@ def diagnostic(
 # ---- logs -------------------------------------------------------------------------------------
 
 
+def max_log_entries(max_bytes: int) -> int:
+    """Entries a run may log: their fixed overhead (LOG_ENTRY_OVERHEAD_BYTES each) is bounded
+    by maxLogBytes too, with at least MIN_LOG_ENTRIES for tiny limits."""
+    return max(MIN_LOG_ENTRIES, max_bytes // LOG_ENTRY_OVERHEAD_BYTES)
+
+
 @dataclass
 class LogCollector:
-    """Log entries up to `max_bytes` of UTF-8 message text (§3.3.1, §9).
+    """Log entries up to `max_bytes` of UTF-8 message text (§3.3.1, §9), and at most
+    `max_log_entries(max_bytes)` entries (empty messages still cost response bytes).
 
     The entry that crosses the limit is cut at a character boundary; everything after it is
     dropped and `finish()` appends the `warn` entry naming the limit.
@@ -104,10 +275,18 @@ class LogCollector:
     entries: list[dict[str, Any]] = field(default_factory=list)
     used: int = 0
     truncated: bool = False
+    max_entries: int = -1
+
+    def __post_init__(self) -> None:
+        if self.max_entries < 0:
+            self.max_entries = max_log_entries(self.max_bytes)
 
     def add(self, level: str, message: str, time_ms: int) -> dict[str, Any] | None:
         """Record one console call; returns the entry kept (None when dropped)."""
         if self.truncated:
+            return None
+        if len(self.entries) >= self.max_entries:
+            self.truncated = True
             return None
         if level not in LOG_LEVELS:
             level = "log"
@@ -129,8 +308,9 @@ class LogCollector:
 def truncation_entry(max_bytes: int, time_ms: int) -> dict[str, Any]:
     return {
         "level": "warn",
-        "message": f"logs truncated: maxLogBytes limit of {max_bytes} bytes reached; "
-        "later console output was dropped",
+        "message": f"logs truncated: maxLogBytes limit of {max_bytes} bytes reached (at most "
+        f"{max_log_entries(max_bytes)} entries: each costs {LOG_ENTRY_OVERHEAD_BYTES} bytes besides "
+        "its message); later console output was dropped",
         "timeMs": int(time_ms),
     }
 
@@ -149,6 +329,41 @@ def finish_logs(
 # ---- stacks and locations ---------------------------------------------------------------------
 
 
+def _frames(stack: str) -> Iterable[tuple[str | None, str, str, str, str | None]]:
+    """(function, location, file, line, column) of each frame line of a stack, in order.
+
+    A frame is `at fn (file:line[:col])` or `at file:line[:col]`. Parsed with string operations
+    (linear: the stack is script-controlled text) and only within MAX_STACK_CHARS, lines up to
+    MAX_FRAME_CHARS."""
+    for raw in stack[:MAX_STACK_CHARS].splitlines():
+        if len(raw) > MAX_FRAME_CHARS:
+            continue
+        line = raw.strip()
+        if not line.startswith("at "):
+            continue
+        body = line[3:]
+        fn: str | None = None
+        loc = body
+        if body.endswith(")"):
+            opening = body.find(" (")
+            if opening >= 0:
+                fn, loc = body[:opening], body[opening + 2 : -1]
+        where = _location(loc)
+        if where is not None:
+            yield (fn, loc, *where)
+
+
+def _location(loc: str) -> tuple[str, str, str | None] | None:
+    """(file, line, column) of `file:line[:col]` (the file as short as the numbers allow)."""
+    parts = loc.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdecimal() and parts[2].isdecimal():
+        return parts[0], parts[1], parts[2]
+    parts = loc.rsplit(":", 1)
+    if len(parts) == 2 and parts[1].isdecimal():
+        return parts[0], parts[1], None
+    return None
+
+
 def map_stack(stack: str, modules: Iterable[str]) -> list[str]:
     """The frames of a QuickJS stack that point into the agent script or a @codemode module.
 
@@ -158,30 +373,20 @@ def map_stack(stack: str, modules: Iterable[str]) -> list[str]:
     # @codemode/errors frames are the error constructors: noise for the reader.
     known = (set(modules) | {AGENT_MODULE}) - {"@codemode/errors"}
     frames: list[str] = []
-    for line in stack.splitlines():
-        m = _FRAME.match(line)
-        if not m:
-            continue
-        fn = m.group("fn")
-        loc = m.group("loc") if fn is not None else m.group("bare")
-        lm = _LOC.match(loc or "")
-        if lm is None or lm.group("file") not in known:
+    for fn, loc, file, _line, _col in _frames(stack):
+        if file not in known:
             continue
         frames.append(f"    at {fn} ({loc})" if fn is not None else f"    at {loc}")
-    return frames[:MAX_STACK_FRAMES]
+        if len(frames) >= MAX_STACK_FRAMES:
+            break
+    return frames
 
 
 def agent_location(stack: str) -> str | None:
     """`line:column` of the innermost agent-script frame of a stack, if any."""
-    for line in stack.splitlines():
-        m = _FRAME.match(line)
-        if not m:
-            continue
-        loc = m.group("loc") if m.group("fn") is not None else m.group("bare")
-        lm = _LOC.match(loc or "")
-        if lm and lm.group("file") == AGENT_MODULE:
-            col = lm.group("col")
-            return f"{lm.group('line')}:{col}" if col else lm.group("line")
+    for _fn, _loc, file, line, col in _frames(stack):
+        if file == AGENT_MODULE:
+            return f"{line}:{col}" if col else line
     return None
 
 
@@ -243,6 +448,8 @@ def uncaught_exception(error: Mapping[str, Any], modules: Iterable[str]) -> dict
         if name
         else str(error.get("text") or "undefined")
     )
+    # The text is the script's: cut it before the frames are added, so they stay visible.
+    text = clip(text, MAX_DIAGNOSTIC_CHARS // 2)
     stack = str(error.get("stack") or "")
     frames = map_stack(stack, modules)
     message = "Uncaught " + text + ("\n" + "\n".join(frames) if frames else "")
@@ -288,6 +495,16 @@ def result_not_serializable(reason: str) -> dict[str, str]:
         f"globalThis.__codemode_result__ is not JSON-serialisable ({reason}); result is null",
         hint="assign plain JSON data (objects, arrays, strings, numbers, booleans, null) to "
         "globalThis.__codemode_result__",
+    )
+
+
+def result_too_large(size: int, max_bytes: int) -> dict[str, str]:
+    """The result's JSON is over the host's fixed MAX_RESULT_BYTES cap: result null (§7.4)."""
+    return sandbox_limit(
+        "resultBytes",
+        max_bytes,
+        f"globalThis.__codemode_result__ is {size} bytes of JSON, more than the host returns; result is null",
+        hint="return a summary (counts, top-N, ids) instead of the whole data",
     )
 
 

@@ -105,7 +105,10 @@ class _Worker:
             raise WorkerCrashed(f"oversized message from worker: {exc}") from None
         if not line:
             raise WorkerCrashed(f"worker exited (code {self.proc.returncode})")
-        msg = json.loads(line)
+        try:
+            msg = json.loads(line)
+        except RecursionError:  # the worker bounds nesting; a line this deep is a broken worker
+            raise WorkerCrashed("malformed message from worker (nested too deep)") from None
         if not isinstance(msg, dict):
             raise WorkerCrashed("malformed message from worker")
         return msg
@@ -500,12 +503,14 @@ class _Run:
             return
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             # A bug in the host's call path: the script gets a generic ToolCallError; the
-            # exception text (paths, internals) stays on the host.
-            log.exception("host_call failed")
-            server = request.get("serverId") if isinstance(request, dict) else None
-            tool = request.get("toolName") if isinstance(request, dict) else None
+            # exception text (paths, internals) stays on the host: one line, no traceback on a
+            # terminal (the traceback is logged at debug level).
+            log.error("host_call failed: %s", resp.clip(f"{type(exc).__name__}: {exc}", 500))
+            log.debug("host_call failed", exc_info=True)
+            server = resp.safe_name(request.get("serverId")) if isinstance(request, dict) else None
+            tool = resp.safe_name(request.get("toolName")) if isinstance(request, dict) else None
             reply = {
                 "ok": False,
                 "error": {

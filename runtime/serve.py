@@ -30,6 +30,7 @@ from codemode_gen import __version__
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.codemode import CodeMode
 from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, system_prompt
+from codemode_gen.runtime.response import utf8_safe_json
 
 __all__ = [
     "INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL_NAME", "TOOL_NAME_RE", "error_response", "load_host",
@@ -249,7 +250,13 @@ async def serve_stdio(
         response = await run(params.arguments)
         try:
             text = json.dumps(response, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError) as exc:  # a bug upstream of us: still a §3.3 answer
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate slipped through: it would kill stdout
+                log_line("tools/call: response had lone surrogates; replaced")
+                response = utf8_safe_json(response)
+                text = json.dumps(response, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError, RecursionError) as exc:  # a bug upstream of us: still a §3.3 answer
             log_line(f"tools/call: response is not JSON: {type(exc).__name__}: {exc}")
             response = error_response("HOST_ERROR", f"the run's response could not be serialized: {exc}",
                                       "retry the run; if it fails again, report it with the server's stderr log")

@@ -8,12 +8,25 @@ also keeps malformed calls away from servers that handle them badly.
 Validators are compiled once per distinct schema (tool lists are stable across calls and runs),
 and a schema that is itself invalid is not enforced: the server stays the judge of its own
 input, rather than an agent being blocked by a server's broken schema.
+
+Validation is bounded, because both the input (the script's) and the schema (the server's) are
+untrusted: a small input is validated on the event loop; a larger one in a worker thread
+(`prepare_arguments_async`) with a time budget that also ends at the run's deadline and when
+the run ends. At most MAX_VALIDATION_ERRORS errors are collected for the best match, error
+messages never copy a whole value, and `uniqueItems` is linear. When the budget runs out before
+any error was found, the input is not enforced (the server judges it), as for a pattern that
+cannot be evaluated (codemode_gen.schema_regex).
 """
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +35,8 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from codemode_gen import schema_regex
 from codemode_gen.jsonio import json_type, resolve_pointer
+from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
+from codemode_gen.runtime.response import json_depth_exceeds, safe_name
 
 __all__ = [
     "MAX_EXAMPLE_DEPTH",
@@ -29,6 +44,8 @@ __all__ = [
     "example_for",
     "is_object_schema",
     "prepare_arguments",
+    "prepare_arguments_async",
+    "rejected_input",
 ]
 
 # Bounds example synthesis on recursive ($ref cycles) or absurdly nested schemas: without it a
@@ -42,6 +59,23 @@ MAX_CACHED_VALIDATORS = 512
 MAX_SHOWN_VALUE_CHARS = 60
 # Bounds the number of properties shown when an error lists allowed names or enum values.
 MAX_LISTED_ITEMS = 8
+# Bounds the errors collected to pick the best match: an invalid 300k-item array made 300k
+# errors (each with a repr of its value), 936 MB and 22 s on the event loop.
+MAX_VALIDATION_ERRORS = 16
+# Bounds the time one input's validation may take (within the run's deadline, which also ends
+# it); past it the errors found so far are reported, or, if none, the server judges the input.
+VALIDATION_BUDGET_S = 1.0
+# Bounds the time spent looking for a better error once one is found (a valid 200k-item array
+# with one `maxItems` error would otherwise be walked to the end of the budget).
+MORE_ERRORS_BUDGET_S = 0.05
+# Inputs of at most this many JSON values are validated on the event loop (well under a
+# millisecond); larger ones in a thread, so a big input never stalls other runs.
+INLINE_VALIDATION_NODES = 256
+# Threads validating large inputs at once (across runs); more wait their turn within their own
+# budget. Bounds the CPU and memory that concurrent validation bombs can take.
+VALIDATION_THREADS = 2
+# Bounds how much of an input property name is kept in an error path (a name can be megabytes).
+MAX_PATH_SEGMENT_CHARS = 200
 
 _UNSET = object()
 _validators: dict[str, jsonschema.protocols.Validator | None] = {}
@@ -59,6 +93,8 @@ class InputInvalid(Exception):
     hint: str
     example: Any
     detail: str
+    # "size" or "depth" when the input was refused at the sandbox boundary, not by its schema
+    refused: str | None = None
 
     def __str__(self) -> str:
         return self.message
@@ -119,11 +155,210 @@ def prepare_arguments(
     # Server patterns run with a timeout and a per-call budget (schema_regex): one that cannot
     # be evaluated is skipped for this value, so the event loop never stalls and the server
     # stays the judge of what its catastrophic pattern accepts.
+    errors: list[ValidationError] = []
     with schema_regex.regex_session():
-        error = best_match(validator.iter_errors(value))
+        try:
+            for found in validator.iter_errors(value):
+                errors.append(found)
+                if len(errors) >= MAX_VALIDATION_ERRORS:
+                    break
+                budget = getattr(_local, "budget", None)
+                if budget is not None and len(errors) == 1:
+                    budget.until = min(budget.until, time.monotonic() + MORE_ERRORS_BUDGET_S)
+        except (_OutOfBudget, RecursionError):
+            pass  # judge by the errors found so far; none: the server judges the input
+    error = best_match(errors)
     if error is not None:
         _raise_from(error, schema, tool_name, export_name)
     return value
+
+
+async def prepare_arguments_async(
+    schema: Any, tool_name: str, export_name: str, value: Any, *, deadline: float | None = None
+) -> Any:
+    """`prepare_arguments` for an input given by the script, bounded in time and memory.
+
+    A small input is checked here (depth included); a large one in a validation thread with
+    VALIDATION_BUDGET_S, cut short at `deadline` (`time.monotonic()` seconds) and as soon as the
+    awaiting task is cancelled (the run ended), so the event loop, other runs and the run's
+    deadline never wait for it.
+    """
+    if _at_most(value, INLINE_VALIDATION_NODES):
+        if json_depth_exceeds(value, MAX_JSON_DEPTH):
+            raise _too_deep(schema, tool_name, export_name)
+        return prepare_arguments(schema, tool_name, export_name, value)
+    budget = _Budget(float("inf") if deadline is None else deadline)
+    job = _executor().submit(_prepare_in_thread, budget, schema, tool_name, export_name, value)
+    try:
+        return await asyncio.wrap_future(job)
+    finally:
+        budget.stopped = True  # cancelled or done: a running check stops at its next step
+
+
+def rejected_input(schema: Any, tool_name: str, export_name: str, why: Any) -> InputInvalid:
+    """The SchemaValidationError for an input the worker refused to forward (`inputRejected`:
+    `{"reason": "size", "bytes"}` or `{"reason": "depth"}`)."""
+    reason = why.get("reason") if isinstance(why, Mapping) else None
+    if reason == "size":
+        size = why.get("bytes")
+        return _invalid(
+            schema, tool_name, export_name, "", f"at most {MAX_INPUT_BYTES} bytes of JSON",
+            f"{size if isinstance(size, int) else 'more'} bytes",
+            "send less per call: split the data over several calls", refused="size",
+        )
+    return _too_deep(schema, tool_name, export_name)
+
+
+def _too_deep(schema: Any, tool_name: str, export_name: str) -> InputInvalid:
+    return _invalid(
+        schema, tool_name, export_name, "", f"objects and arrays nested at most {MAX_JSON_DEPTH} levels deep",
+        f"a value nested deeper than {MAX_JSON_DEPTH} levels",
+        f"flatten the input: at most {MAX_JSON_DEPTH} levels of nested objects and arrays", refused="depth",
+    )
+
+
+# --------------------------------------------------------------------------- bounded validation
+
+
+class _OutOfBudget(Exception):
+    """Raised inside a budgeted validation when its time is up or its run has ended."""
+
+
+class _Budget:
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.stopped = False
+
+    def check(self) -> None:
+        if self.stopped or time.monotonic() > self.until:
+            self.stopped = True
+            raise _OutOfBudget()
+
+
+_local = threading.local()  # .budget: the _Budget of the validation running in this thread
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(VALIDATION_THREADS, thread_name_prefix="codemode-validate")
+        return _pool
+
+
+def _prepare_in_thread(budget: _Budget, schema: Any, tool_name: str, export_name: str, value: Any) -> Any:
+    if budget.stopped:
+        raise _OutOfBudget()  # the run ended while this waited for a thread
+    # The budget starts now: time spent queued for a thread is bounded by the run's deadline.
+    budget.until = min(budget.until, time.monotonic() + VALIDATION_BUDGET_S)
+    if json_depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(schema, tool_name, export_name)
+    _local.budget = budget
+    try:
+        return prepare_arguments(schema, tool_name, export_name, value)
+    finally:
+        _local.budget = None
+
+
+def _at_most(value: Any, limit: int) -> bool:
+    """Whether `value` holds at most `limit` JSON values (stops counting past it)."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(item, dict):
+            if count + len(item) > limit:
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            if count + len(item) > limit:
+                return False
+            stack.extend(item)
+    return True
+
+
+def _budgeted(keyword: Any) -> Any:
+    """A keyword function that first checks the thread's budget (absent on the event loop)."""
+
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = getattr(_local, "budget", None)
+        if budget is not None:
+            budget.check()
+        return keyword(validator, value, instance, schema)
+
+    return check
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """`uniqueItems` in linear time (jsonschema compares unsortable items pairwise: hours for
+    50k objects). Items are compared by their canonical JSON; values JSON Schema calls equal
+    but that print differently (1 and 1.0) count as distinct: the server judges those."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for item in instance:
+        try:
+            key = json.dumps(item, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            return
+        if key in seen:
+            yield ValidationError(f"{_show(instance)} has non-unique elements")
+            return
+        seen.add(key)
+
+
+_bounded_classes: dict[Any, Any] = {}
+
+# Keywords that look into an instance's children or into other schemas: validated after the
+# keywords that judge the instance as a whole (type, required, maxItems, ...), so the few
+# errors collected include those cheap, high-up ones before a walk over 300k items.
+_DESCENDING = frozenset({
+    "items", "prefixItems", "additionalItems", "contains", "properties", "patternProperties",
+    "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "dependentSchemas",
+    "dependencies", "propertyNames", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "$ref", "$dynamicRef", "$recursiveRef", "uniqueItems",
+})
+
+
+def _cheap_first(schema: Any) -> Any:
+    """A copy of `schema` whose objects list the _DESCENDING keywords last (same meaning:
+    JSON Schema keywords are unordered; jsonschema checks them in the order given).
+
+    Iterative: a server's schema can be nested hundreds of levels deep."""
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(schema, holder, 0)]
+    while stack:
+        src, dst, key = stack.pop()
+        if isinstance(src, dict):
+            new_dict: dict[Any, Any] = {}
+            dst[key] = new_dict
+            for k in sorted(src, key=lambda name: name in _DESCENDING):  # stable
+                new_dict[k] = None
+                stack.append((src[k], new_dict, k))
+        elif isinstance(src, list):
+            new_list: list[Any] = [None] * len(src)
+            dst[key] = new_list
+            stack.extend((item, new_list, i) for i, item in enumerate(src))
+        else:
+            dst[key] = src
+    return holder[0]
+
+
+def _bounded_class(cls: Any) -> Any:
+    """`cls` (already regex-safe) with every keyword budget-checked and `uniqueItems` linear."""
+    bounded = _bounded_classes.get(cls)
+    if bounded is None:
+        keywords = {name: _budgeted(fn) for name, fn in cls.VALIDATORS.items()}
+        if "uniqueItems" in keywords:
+            keywords["uniqueItems"] = _budgeted(_unique_items)
+        bounded = jsonschema.validators.extend(cls, keywords)
+        _bounded_classes[cls] = bounded
+    return bounded
 
 
 def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
@@ -139,7 +374,7 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
     try:
         cls = schema_regex.validator_for(schema, default=jsonschema.Draft202012Validator)
         schema_regex.check_schema(cls, schema)
-        validator = cls(schema)
+        validator = _bounded_class(cls)(_cheap_first(schema))
     except (SchemaError, TypeError, ValueError, LookupError):
         validator = None
     if len(_validators) >= MAX_CACHED_VALIDATORS:
@@ -152,17 +387,28 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
 
 
 def _pointer(parts: list[Any]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    return "".join("/" + _segment(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _segment(part: Any) -> str:
+    """A path segment as shown: an input's property name is the script's, so it is sanitised
+    and cut (the path goes into messages and the trace)."""
+    return safe_name(part, MAX_PATH_SEGMENT_CHARS)
 
 
 def _show(value: Any) -> str:
+    """At most MAX_SHOWN_VALUE_CHARS of a value's JSON, without serialising all of a big one."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_VALUE_CHARS:
+        value = value[:MAX_SHOWN_VALUE_CHARS]
+    elif isinstance(value, list | dict) and not _at_most(value, MAX_SHOWN_VALUE_CHARS):
+        return "[…]" if isinstance(value, list) else "{…}"
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
     if len(text) > MAX_SHOWN_VALUE_CHARS:
         text = text[: MAX_SHOWN_VALUE_CHARS - 1] + "…"
-    return text
+    return safe_name(text, MAX_SHOWN_VALUE_CHARS)
 
 
 def _received(value: Any) -> str:
@@ -173,9 +419,18 @@ def _received(value: Any) -> str:
 
 
 def _list(items: Any) -> str:
-    items = list(items)
+    items = list(items) if isinstance(items, list | tuple) else list(_first(items, MAX_LISTED_ITEMS + 1))
     shown = ", ".join(_show(i) for i in items[:MAX_LISTED_ITEMS])
     return shown + (", …" if len(items) > MAX_LISTED_ITEMS else "")
+
+
+def _first(items: Any, n: int) -> list[Any]:
+    out = []
+    for item in items:
+        out.append(item)
+        if len(out) >= n:
+            break
+    return out
 
 
 def _expected_root(schema: Any) -> str:
@@ -226,7 +481,8 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         hint = f"pass {_where(path)} as {_article(expected)}"
     elif keyword == "additionalProperties" and isinstance(value, Mapping):
         allowed = set(sub.get("properties", {})) if isinstance(sub, Mapping) else set()
-        extra = sorted(k for k in value if k not in allowed)
+        # The first few extra names in order, without sorting all of a huge object.
+        extra = heapq.nsmallest(MAX_LISTED_ITEMS + 1, (k for k in value if k not in allowed))
         name = extra[0] if extra else "?"
         parts.append(name)
         path = _pointer(parts)
@@ -258,6 +514,11 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         received = f"{json_type(value) or 'object'} with {size} {what}"
         path = _pointer(parts)
         hint = f"give {_where(path)} {bound} {arg} {what}"
+    elif keyword == "uniqueItems":
+        expected = "an array of distinct items"
+        received = "an array with a repeated item"
+        path = _pointer(parts)
+        hint = f"remove the repeated items from {_where(path)}"
     elif keyword == "pattern":
         expected = f"a string matching /{arg}/"
         path = _pointer(parts)
@@ -269,8 +530,8 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
     else:
         expected = _describe(sub) if sub else f"a value satisfying {keyword}"
         path = _pointer(parts)
-        hint = f"change {_where(path)} to match the schema ({error.message[:120]})"
-    _raise(root, tool_name, export_name, path, expected, received, hint, detail=error.message)
+        hint = f"change {_where(path)} to match the schema ({safe_name(error.message, 120)})"
+    _raise(root, tool_name, export_name, path, expected, received, hint, detail=safe_name(error.message, 500))
 
 
 def _article(expected: str) -> str:
@@ -307,15 +568,34 @@ def _raise(
     *,
     detail: str = "",
 ) -> None:
-    raise InputInvalid(
+    raise _invalid(root, tool_name, export_name, path, expected, received, hint, detail=detail)
+
+
+def _invalid(
+    root: Any,
+    tool_name: str,
+    export_name: str,
+    path: str,
+    expected: str,
+    received: str,
+    hint: str,
+    *,
+    detail: str = "",
+    refused: str | None = None,
+) -> InputInvalid:
+    example = example_for(root)
+    if json_depth_exceeds(example, MAX_JSON_DEPTH):  # the server's `examples` cross the boundary too
+        example = None
+    return InputInvalid(
         tool_name=tool_name,
         export_name=export_name,
         path=path,
         expected=expected,
         received=received,
         hint=hint[:1].upper() + hint[1:] + ".",
-        example=example_for(root),
+        example=example,
         detail=detail or f"expected {expected}, received {received}",
+        refused=refused,
     )
 
 

@@ -87,7 +87,24 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
     async with CodeMode.from_config(config, out=out) as cm:
-        return await cm.run(code, limits=limits, requested_capabilities=capabilities)
+        try:
+            return await cm.run(code, limits=limits, requested_capabilities=capabilities)
+        except UserError:
+            raise
+        except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
+            from codemode_gen.runtime.response import clip
+
+            message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
+            click.echo(f"error: {message}", err=True)
+            return {
+                "logs": [],
+                "result": None,
+                "diagnostics": [{
+                    "severity": "error", "code": "HOST_ERROR", "message": message,
+                    "hint": "retry the run; if it fails again, report it with this message",
+                }],
+                "toolTrace": [],
+            }
 
 
 @click.command(name="run")
@@ -106,6 +123,10 @@ def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[
     parsed = parse_limits(limits)
     code = _read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities)))
+    from codemode_gen.runtime.response import utf8_safe_json
+
+    # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.
+    response = utf8_safe_json(response)
     click.echo(json.dumps(response, ensure_ascii=False, indent=2, sort_keys=True))
     if pretty if pretty is not None else sys.stderr.isatty():
         click.echo(render_pretty(response), err=True)

@@ -81,6 +81,8 @@ export async function callTool(serverId, toolName, input) {
   // The caller's frames exist only now (before the first await): keep them for the error, so
   // a failed call points at the agent's line, not at this module.
   const site = new ErrorCtor();
+  // Keys in this order: the worker reads serverId and toolName back without parsing the input
+  // when it refuses one that is too big or too deep (runtime/response.py, screen_call_request).
   const request = { op: "call", serverId, toolName };
   if (input !== undefined) request.input = input;
   let text;

@@ -819,13 +819,27 @@
     return out;
   }
 
+  // Once the script has ended, nothing it left behind may reach a server: a `toJSON` run while
+  // the result is serialised, a getter read while an error is described. Such a call gets this
+  // reply and is never sent, so toolTrace (which the host writes) lists only calls it made.
+  let ended = false;
+  const ENDED_REPLY = stringify({ ok: false, error: {
+    errorClass: "ToolCallError",
+    message: "the script has ended: a tool call made after that (e.g. from toJSON while the result is serialised) is not sent",
+    hint: "make every tool call before the script ends, and keep toJSON and getters free of tool calls",
+  } });
+  function gatedHost(text) {
+    if (ended) return new PromiseCtor((resolve) => resolve(ENDED_REPLY));
+    return rawHost(text);
+  }
+
   async function run(runConfig) {
     let errorsModule = null;
     try {
       // ---- 3. @codemode modules: errors, then host (takes the kernel), then the rest -------
       errorsModule = await import("@codemode/errors");
       const kernel = {
-        hostCall: rawHost,
+        hostCall: gatedHost,
         begin() { pendingCalls += 1; },
         end() { pendingCalls -= 1; checkIdle(); },
         maxConcurrentCalls: runConfig.maxConcurrentCalls,
@@ -848,6 +862,7 @@
         for (const key of ownKeys(ns)) host.deepFreeze(ns[key]);
       }
     } catch (e) {
+      ended = true;
       return stringify({ status: "setup_error", error: describeError(e, null) });
     }
 
@@ -859,8 +874,10 @@
         await rawTick(); // one host turn: every queued job runs before we look again
         if (pending() === 0) break;
       }
+      ended = true;
       if (fatalError !== null) throw fatalError.error;
     } catch (e) {
+      ended = true;
       return stringify({ status: "error", error: describeError(e, errorsModule) });
     }
     const value = g.__codemode_result__;
