@@ -29,6 +29,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     max_samples = 20                       # recorded calls kept per tool
     max_result_bytes = 262144              # largest result `record` keeps per call (cut beyond)
     redact = ["sk-[A-Za-z0-9]+"]           # extra regexes redacted from fixtures
+    unbox = false                          # default of [servers.<id>] unbox
     [limits]                               # default run limits (spec §3.2.4)
     timeoutMs = 30000
     [servers.notes]                        # per server, keyed like mcpServers
@@ -36,6 +37,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     connect_timeout = 30                   # seconds for start + initialize + tools/list
     call_timeout = 60                      # seconds per tools/call
     blocklist = ["delete_everything"]      # tools hidden from Code Mode
+    unbox = true                           # boxed results ({result: …}) return the inner value
     [[samples]]                            # calls `record` makes (besides auto-probes)
     server = "notes"
     tool = "search_notes"
@@ -131,6 +133,7 @@ class ServerConfig:
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     unwrap: UnwrapMode = "spec"
     blocklist: tuple[str, ...] = ()
+    unbox: bool = False  # boxed results (x-dedalus-box, FastMCP's wrapping) return the inner value
 
     def secrets(self) -> dict[str, str]:
         """Values that must never reach a fixture: every env var and header (name -> value)."""
@@ -150,6 +153,7 @@ class ServerSettings:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     blocklist: tuple[str, ...] = ()
+    unbox: bool | None = None  # None: the project default (`unbox` at the top of codemode.toml)
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,12 @@ class Settings:
     limits: Mapping[str, int] = field(default_factory=_frozen)
     servers: Mapping[str, ServerSettings] = field(default_factory=_frozen)
     path: Path | None = None  # the codemode.toml these came from, for messages; None = defaults
+    unbox: bool = False  # project default of `[servers.<id>] unbox`
+
+    def unbox_for(self, server_id: str) -> bool:
+        """Whether boxed results of this server are unboxed: its own setting, else the default."""
+        server = self.servers.get(server_id)
+        return server.unbox if server is not None and server.unbox is not None else self.unbox
 
 
 # --------------------------------------------------------------------------- codemode.toml
@@ -272,6 +282,13 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
     for sid, table in servers_raw.items():
         servers[sid] = _parse_server_settings(f"{path}: servers.{sid}", table)
 
+    unbox = data.get("unbox", False)
+    if not isinstance(unbox, bool):
+        raise UserError(
+            f"{where('unbox')} must be true or false, got {_show(unbox)}",
+            hint="unbox = true returns boxed results ({result: …}) as their inner value for every server",
+        )
+
     samples_raw = data.get("samples", [])
     if not isinstance(samples_raw, list):
         raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {_show(samples_raw)}")
@@ -289,6 +306,7 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         limits=_frozen(limits),
         servers=_frozen(servers),
         path=path,
+        unbox=unbox,
     )
 
 
@@ -316,11 +334,18 @@ def _parse_server_settings(where: str, table: Any) -> ServerSettings:
             f"{where}.blocklist must be a list of tool names, got {_show(blocklist)}",
             hint='for example blocklist = ["delete_everything"]',
         )
+    unbox = table.get("unbox")
+    if unbox is not None and not isinstance(unbox, bool):
+        raise UserError(
+            f"{where}.unbox must be true or false, got {_show(unbox)}",
+            hint="true returns boxed results ({result: …}) as their inner value; false (default) as sent (spec §5.3.2)",
+        )
     return ServerSettings(
         unwrap=unwrap,
         connect_timeout=timeouts["connect_timeout"],
         call_timeout=timeouts["call_timeout"],
         blocklist=tuple(blocklist),
+        unbox=unbox,
     )
 
 
@@ -537,6 +562,7 @@ def _parse_server(
         call_timeout=per.call_timeout,
         unwrap=per.unwrap,
         blocklist=per.blocklist,
+        unbox=settings.unbox_for(sid),
     )
 
 

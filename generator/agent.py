@@ -26,7 +26,7 @@ from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.compact import first_sentence, one_line, print_compact
 from codemode_gen.generator.typescript.printer import INDENT, string_literal
 
-__all__ = ["AgentServer", "AgentTool", "annotation_tags", "render_server"]
+__all__ = ["AgentServer", "AgentTool", "annotation_tags", "box_tag", "render_server"]
 
 # A named type whose one-line text is at most this long is printed where it is used, even when
 # several tools share it: `Promise<string[]>` reads better than a name to look up.
@@ -61,6 +61,8 @@ class AgentTool:
     description: str | None
     annotations: Mapping[str, Any] | None
     output_source: str  # "declared" | "inferred" | "none"
+    box_field: str | None = None  # the declared outputSchema boxes the value in this field
+    unboxed: bool = False  # ... and the binding returns the inner value (`unbox = true`)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,13 @@ def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = Fals
         name = key if _TAG_NAME.fullmatch(key) else json.dumps(key[:MAX_TAG_VALUE_CHARS], ensure_ascii=False)
         tags.append(f"@{name}={text}")  # §6.3: every annotation present is surfaced
     return tags
+
+
+def box_tag(field: str, *, unboxed: bool) -> str:
+    """`@boxed result`: the server boxes the value in `{result: …}` and the script gets the box;
+    `@unboxed result`: the host takes the value out of the box (`unbox = true`)."""
+    name = field if _TAG_NAME.fullmatch(field) else json.dumps(field, ensure_ascii=False)
+    return f"@{'unboxed' if unboxed else 'boxed'} {name}"
 
 
 class _Graph:
@@ -167,9 +176,9 @@ class _Graph:
         seen = {name}
         while True:
             node = self._node(name)
-            if type(node) is not t.Ref or node.name not in self.decls or node.name in seen:  # type: ignore[union-attr]
+            if type(node) is not t.Ref or node.name not in self.decls or node.name in seen:
                 return name
-            name = node.name  # type: ignore[union-attr]
+            name = node.name
             seen.add(name)
 
     def node(self, name: str) -> t.TypeNode:
@@ -207,7 +216,10 @@ def _cyclic(edges: Mapping[str, set[str]]) -> set[str]:
     return out
 
 
-def _doc(tool: AgentTool, json_text: str | None) -> str:
+def _doc(tool: AgentTool, json_text: str | None, *, prompt: bool = False) -> str:
+    """A tool's one-line doc. `prompt` (the server blocks of the serve prompt) leaves out
+    `@boxed`: there the result type `{ result: … }` already shows the box, and every character
+    is paid on every turn; `@unboxed` stays, since the type no longer shows it."""
     parts = [first_sentence(tool.description)] if tool.description else []
     if json_text is not None and len(json_text) <= MAX_JSON_TYPE_CHARS:
         parts.append(f"Returns JSON text: JSON.parse(result) as {json_text}.")
@@ -215,6 +227,8 @@ def _doc(tool: AgentTool, json_text: str | None) -> str:
         parts.append("Returns JSON text: JSON.parse(result).")
     if tool.output_source == "inferred":
         parts.append("@inferred")  # the output type was inferred from recorded samples
+    if tool.box_field is not None and (tool.unboxed or not prompt):
+        parts.append(box_tag(tool.box_field, unboxed=tool.unboxed))
     parts += annotation_tags(tool.annotations, terse=True)
     text = one_line(" ".join(p for p in parts if p))
     return f"/** {text} */" if text else ""
@@ -256,7 +270,7 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
     def block(notes: bool) -> str:
         body: list[str] = []
         for tool in tools:
-            doc = _doc(tool, json_text(tool)) if notes else ""
+            doc = _doc(tool, json_text(tool), prompt=True) if notes else ""
             if doc:
                 body.append(INDENT + doc)
             body.append(INDENT + signature(tool, notes, 1))

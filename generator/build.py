@@ -23,7 +23,7 @@ import jinja2
 import codemode_gen.templates
 from codemode_gen import SPEC_VERSION, __version__
 from codemode_gen.config import Settings
-from codemode_gen.generator.agent import AgentTool, annotation_tags, render_server
+from codemode_gen.generator.agent import AgentTool, annotation_tags, box_tag, render_server
 from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
 from codemode_gen.generator.merge import OutputModel, merge_output
 from codemode_gen.generator.names import (
@@ -160,9 +160,21 @@ def header_line(manifest: Mapping[str, Any], prefix: str = "//") -> str:
     return str(getattr(module, "header")(prefix))  # noqa: B009 (a Jinja macro, not a declared attribute)
 
 
+def _unbox(settings: Settings, config_id: str) -> bool:
+    return settings.unbox_for(config_id)
+
+
 def _unwrap_mode(settings: Settings, config_id: str) -> UnwrapMode:
     server = settings.servers.get(config_id)
     return server.unwrap if server is not None else "spec"
+
+
+# How the doc comment names each box marker (generator/unwrap.py, read_box).
+BOX_MARKER_TEXT = {
+    "x-dedalus-box": "x-dedalus-box",
+    "x-fastmcp-wrap-result": "x-fastmcp-wrap-result",
+    "mcp-sdk": "FastMCP's result wrapper",
+}
 
 
 def _blocklist(settings: Settings, config_id: str) -> frozenset[str]:
@@ -225,6 +237,15 @@ def _provenance_lines(out: OutputModel, json_type: str | None) -> list[str]:
         lines.append(
             f"Returns a JSON string of type {json_type}: use JSON.parse(result) as {json_type}."
         )
+    if out.box is not None:
+        field = out.box.field
+        where = f".{field}" if is_identifier(field) else f"[{json.dumps(field, ensure_ascii=False)}]"
+        marker = BOX_MARKER_TEXT[out.box.marker]
+        lines.append(
+            f"Boxed by the server ({marker}); returned unboxed (unbox = true, a deviation from spec §5.3.2)."
+            if out.unboxed
+            else f"Boxed by the server ({marker}): the value is in {where}."
+        )
     if out.drift:
         lines.append(
             f"Warning: {len(out.drift)} recorded result(s) do not match the declared outputSchema"
@@ -265,10 +286,12 @@ def _build_tool(
 
     decls: list[TypeDecl] = []
 
-    def emit(schema: Any, name: str, doc: tuple[str, ...], *, closed: bool = False) -> str:
+    def emit(
+        schema: Any, name: str, doc: tuple[str, ...], *, closed: bool = False, derived: tuple[str, ...] = ()
+    ) -> str:
         scope.expect_root(name)
         translation = translate(
-            schema, name, scope, doc=doc, derived_from=(tool_name,), closed=closed
+            schema, name, scope, doc=doc, derived_from=(tool_name, *derived), closed=closed
         )
         if translation.root != name:  # the translator broke its "claims `name`" contract
             raise AssertionError(f"translator renamed root {name!r} to {translation.root!r}")
@@ -300,7 +323,11 @@ def _build_tool(
     output_doc = (f"A string holding JSON of type {json_type}.",) if json_type else ()
     # No schema, no sample: `Promise<unknown>` says it all; a named alias of unknown would not.
     output_type = (
-        emit(out.schema, names["output"], output_doc) if out.schema is not None else "unknown"
+        # An unboxed value's schema is the box's field: a title that only respells the field
+        # (pydantic's "Result") says nothing.
+        emit(out.schema, names["output"], output_doc, derived=(out.box.field,) if out.box and out.unboxed else ())
+        if out.schema is not None
+        else "unknown"
     )
 
     doc: list[str] = []
@@ -318,6 +345,8 @@ def _build_tool(
         # plainly `get_env`, and __meta__ and discovery keep every canonical name anyway.
         doc.append(f"MCP tool name: {json.dumps(tool_name, ensure_ascii=False)}.")
     tags = annotation_tags(tool.get("annotations"), terse=True)  # §6.3, one line of tags
+    if out.box is not None:
+        tags.insert(0, box_tag(out.box.field, unboxed=out.unboxed))
     if tags:
         doc.append(" ".join(tags))
     doc += provenance
@@ -340,7 +369,8 @@ def _build_tool(
             "jsonText": out.json_text,
             "optional": list(out.optional),
             "drift": list(out.drift),
-        },
+        }
+        | ({"box": out.box.manifest(unboxed=out.unboxed)} if out.box is not None else {}),
         "types": ({"input": input_type} if input_decl is None else {})
         | ({"output": output_type} if out.schema is not None else {})
         | ({"json": json_type} if json_type else {}),
@@ -439,6 +469,8 @@ def _agent_tool(model: ToolModel) -> AgentTool:
         description=entry.get("description"),
         annotations=entry.get("annotations"),
         output_source=entry["output"]["source"],
+        box_field=box["field"] if (box := entry["output"].get("box")) else None,
+        unboxed=bool(box and box["unboxed"]),
     )
 
 
@@ -451,6 +483,7 @@ def _build_server(
 ) -> ServerModel:
     config_id = fixture_set.config_id
     mode = _unwrap_mode(settings, config_id)
+    unbox = _unbox(settings, config_id)
     hidden = _blocklist(settings, config_id)
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -474,7 +507,8 @@ def _build_server(
         report.append(f"{server_id}: hidden by blocklist: {', '.join(blocked)}")
     exports = assign_export_names(t["name"] for t in tools)
     outputs = {
-        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode) for t in tools
+        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode, unbox=unbox)
+        for t in tools
     }
     scope = _ModuleScope()
     # Claim every tool's root type names before translating any schema, so a `$defs` name in
@@ -538,6 +572,7 @@ def _build_server(
         "serverName": server_name,
         "capabilities": capabilities,
         "unwrap": mode,
+        **({"unbox": True} if unbox else {}),
         "module": f"{SERVERS_DIR}/{server_id}.js",
         "types": f"{SERVERS_DIR}/{server_id}.d.ts",
         "tools": [m.manifest for m in models],
@@ -556,6 +591,12 @@ def _build_server(
         doc += [
             "",
             'Text results that hold JSON are returned parsed (unwrap = "json", a deviation from spec §5.3.2).',
+        ]
+    if unbox and any(o.box is not None for o in outputs.values()):
+        doc += [
+            "",
+            "Results the server boxes in a one-field object (tools tagged @unboxed) are returned as"
+            " that field's value (unbox = true, a deviation from spec §5.3.2).",
         ]
     return ServerModel(
         config_id=config_id,

@@ -21,7 +21,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 
 from codemode_gen import schema_regex
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
-from codemode_gen.generator.unwrap import UnwrapMode
+from codemode_gen.generator.unwrap import Box, UnwrapMode, inner_schema, read_box
 from codemode_gen.jsonio import json_type
 
 OutputSource = Literal["declared", "inferred", "none"]
@@ -47,6 +47,8 @@ class OutputModel:
     optional: tuple[str, ...]
     drift: tuple[str, ...]
     warnings: tuple[str, ...]
+    box: Box | None = None  # the declared schema boxes the value (x-dedalus-box, FastMCP)
+    unboxed: bool = False  # ... and the binding returns the inner value (`unbox = true`)
 
 
 def _short(value: Any) -> str:
@@ -71,7 +73,7 @@ def describe_error(error: ValidationError, sample_line: int) -> str:
             else str(error.validator_value)
         )
         got = json_type(error.instance) or type(error.instance).__name__
-    elif keyword == "required":
+    elif keyword == "required" and isinstance(error.validator_value, list):
         missing = [
             k
             for k in error.validator_value
@@ -81,7 +83,8 @@ def describe_error(error: ValidationError, sample_line: int) -> str:
         got = "object without them"
     elif keyword == "additionalProperties" and isinstance(error.instance, dict):
         expected = "no additional properties"
-        extra = sorted(k for k in error.instance if k not in error.schema.get("properties", {}))
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        extra = sorted(k for k in error.instance if k not in schema.get("properties", {}))
         got = "properties " + ", ".join(_short(k) for k in extra[:5])
     else:
         expected = f"{keyword} {_short(error.validator_value)}"
@@ -149,17 +152,28 @@ def _unverifiable_lines(unverifiable: dict[str, int]) -> tuple[str, ...]:
 
 
 def merge_output(
-    tool: dict[str, Any], calls: Sequence[dict[str, Any]], mode: UnwrapMode = "spec"
+    tool: dict[str, Any],
+    calls: Sequence[dict[str, Any]],
+    mode: UnwrapMode = "spec",
+    *,
+    unbox: bool = False,
 ) -> OutputModel:
-    """Reconcile a tool's declared outputSchema with what its recorded samples returned."""
+    """Reconcile a tool's declared outputSchema with what its recorded samples returned.
+
+    A declared schema that boxes the value (`read_box`) is kept as declared, and drift is
+    checked against it (the server sends the box); with `unbox` the effective schema is the
+    boxed field's, because that is what the binding returns."""
     inference: Inference = infer_output(calls, mode)
     declared = tool.get("outputSchema")
     if isinstance(declared, dict):
         samples = [(s.line, s.value) for s in unwrapped_samples(calls, mode)]
         drift, warnings = check_drift(declared, samples)
+        box, box_warning = read_box(declared)
+        if box_warning is not None:
+            warnings += (box_warning,)
         return OutputModel(
             source="declared",
-            schema=declared,
+            schema=inner_schema(declared, box) if box is not None and unbox else declared,
             declared=declared,
             inferred=inference.schema,
             samples=inference.samples,
@@ -168,6 +182,8 @@ def merge_output(
             optional=(),
             drift=drift,
             warnings=inference.warnings + warnings,
+            box=box,
+            unboxed=box is not None and unbox,
         )
     warnings = inference.warnings
     if declared is not None:

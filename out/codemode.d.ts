@@ -98,8 +98,14 @@ declare module "@codemode/discovery" {
   export interface ToolDefinition extends ToolSummary {
     /** JSON Schema of the input (present with detail "full"). */
     inputSchema?: { [key: string]: unknown };
-    /** JSON Schema of the unwrapped result, declared or inferred (present with detail "full"). */
+    /** JSON Schema of the value the function returns, declared or inferred (present with detail "full"). */
     outputSchema?: { [key: string]: unknown };
+    /**
+     * The server boxes the value in a one-field object (MCP structured content must be an
+     * object): `{ [field]: value }` (present with detail "full"). `unboxed`: the host returns the
+     * field's value instead (a deviation from spec §5.3.2), and outputSchema describes that.
+     */
+    boxed?: { field: string; unboxed: boolean };
     /**
      * The tool's TypeScript declaration as generated for its module: doc comment, `export
      * function <exportName>(input: …): Promise<…>;` and the types it uses, self-contained
@@ -285,7 +291,7 @@ declare module "@codemode/servers/notes" {
     /** @default null */ tag?: string | null;
   }): Promise<ExportCsvOutput>;
   export type FlakySyncOutput = { result: string; [k: string]: unknown };
-  /** Push notes to the sync service. (The demo service is always down: this tool always fails.) @nonDestructive @idempotent @openWorld */
+  /** Push notes to the sync service. (The demo service is always down: this tool always fails.) Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @nonDestructive @idempotent @openWorld */
   export function flaky_sync(input?: { [k: string]: unknown }): Promise<FlakySyncOutput>;
   export type GetNoteOutput = Note;
   /** Fetch one note by id. Example (a recorded call): await get_note({"id": 2}); @readOnly @closedWorld */
@@ -303,7 +309,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List notes, oldest first, optionally filtered by tag. @readOnly @closedWorld */
+  /** List notes, oldest first, optionally filtered by tag. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
   export function list_notes(input?: {
     /** Only notes carrying this tag @default null */ tag?: string | null;
   }): Promise<ListNotesOutput>;
@@ -393,7 +399,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List tasks in creation order. @readOnly @closedWorld */
+  /** List tasks in creation order. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
   export function tasks_list(input?: {
     /** @default true */ include_done?: boolean;
   }): Promise<TasksListOutput>;

@@ -5,7 +5,10 @@ that request meets the live world: the server id is resolved through the run's c
 tool is checked against the live tool list (not out/, which may be stale), input is validated
 before anything is sent, the result is unwrapped by the one §5.3.2 implementation, and every
 failure becomes an `@codemode/errors` class with a hint, so the script can catch it and carry on
-(§10: only limits end a run).
+(§10: only limits end a run). For a server with `unbox = true`, a tool whose declared
+outputSchema boxes its value (x-dedalus-box, FastMCP's wrapping) returns the boxed field's value,
+taken after the §5.3.2 rules; a result without that field goes to the script unchanged, with one
+UNBOX_MISMATCH warning per tool and run.
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
 (§3.3.2): traces end up in logs and transcripts where tool data must not leak.
@@ -23,17 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from codemode_gen.config import ServerConfig
-from codemode_gen.generator.unwrap import unwrap_result
+from codemode_gen.generator.unwrap import Box, unbox_value, unwrap_result
+from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.catalog import (
     Catalog,
     LiveServer,
     ServerView,
+    ToolView,
     diagnostic,
     tools_from_live,
 )
@@ -63,6 +69,9 @@ __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
 # Bounds how much of a server's error text is copied into an exception message: a server can
 # answer with megabytes, and the message lands in the agent's context.
 MAX_ERROR_TEXT_CHARS = 2000
+# UNBOX_MISMATCH warnings (one per tool) a run reports at most, so a script calling hundreds of
+# misbehaving tools does not flood its response.
+MAX_BOX_NOTICES = 20
 
 
 class Connector(Protocol):
@@ -231,16 +240,16 @@ class Bridge:
             else:
                 arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name)
         except InputInvalid as exc:
-            reply = {"ok": False, "error": exc.payload()}
+            error = exc.payload()
             if exc.refused:
                 self._notice(
                     f"input:{exc.refused}",
                     f"a tool input was refused at the sandbox boundary: {exc.message}",
                     exc.hint,
                 )
-            reply["error"]["serverId"] = view.server_id
-            reply["error"]["_summary"] = f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
-            return reply
+            error["serverId"] = view.server_id
+            error["_summary"] = f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
+            return {"ok": False, "error": error}
         if self.deadline is not None and time.monotonic() >= self.deadline:
             # Validation (or connecting) used up the run's time: the run is ending, send nothing.
             return _error(
@@ -248,7 +257,7 @@ class Bridge:
                 "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=resp.safe_name(tool_name),
                 _summary="ToolCallError: not sent, the run's time ran out",
             )
-        return await self._dispatch(view, config, tool_name, arguments)
+        return await self._dispatch(view, config, tool_name, arguments, tool)
 
     async def _ensure_live(self, view: ServerView) -> dict[str, Any] | None:
         """Connect on first use and take this run's snapshot of the live tool list (§8.2)."""
@@ -268,8 +277,9 @@ class Bridge:
                 except CallError as exc:  # connected, but tools/list failed
                     view.unavailable = f"tools/list failed: {exc}"
                 else:
+                    config = self.configs[view.config_id]
                     view.tools = tools_from_live(
-                        live.tools, self.configs[view.config_id].blocklist, known=view.tools
+                        live.tools, config.blocklist, known=view.tools, unbox=config.unbox
                     )
                     view.live = True
         if view.unavailable is not None:
@@ -328,7 +338,7 @@ class Bridge:
                       _summary="ToolNotFoundError")
 
     async def _dispatch(
-        self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any
+        self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView
     ) -> dict[str, Any]:
         server_id = view.server_id
         tool_name_shown = resp.safe_name(tool_name)
@@ -407,7 +417,25 @@ class Bridge:
         parsed_text = config.unwrap == "json" and value is not result and value is not result.get("structuredContent")
         if parsed_text and resp.json_depth_exceeds(value, MAX_JSON_DEPTH):
             return self._too_deep(server_id, tool_name_shown, where)
+        if tool.unboxed and tool.box is not None:  # after §5.3.2, as documented (unbox = true)
+            unboxed, value = unbox_value(value, tool.box)
+            if not unboxed:
+                self._box_mismatch(where, tool.box, value)
         return {"ok": True, "value": value}
+
+    def _box_mismatch(self, where: str, box: Box, value: Any) -> None:
+        """A boxed tool answered with something else: the value goes to the script unchanged
+        (never an exception) and the run says so, once per tool."""
+        key = f"box:{where}"
+        if key in self._notices or sum(k.startswith("box:") for k in self._notices) >= MAX_BOX_NOTICES:
+            return
+        got = "an object without it" if isinstance(value, dict) else f"{json_type(value) or 'a value'}, not an object"
+        self._notices[key] = diagnostic(
+            "warning", "UNBOX_MISMATCH",
+            f"{where} declares its value boxed in {json.dumps(box.field)} ({box.marker}) but returned {got};"
+            " the result was returned unchanged, not unboxed",
+            f"check the value's shape before using it (for example `{json.dumps(box.field)} in value`)",
+        )
 
     def _too_deep(self, server_id: str, tool_name: str, where: str) -> dict[str, Any]:
         message = f"{where} returned a result nested deeper than {MAX_JSON_DEPTH} levels; the host does not pass it on"

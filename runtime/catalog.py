@@ -1,9 +1,12 @@
 """The tool catalog of one run: which servers and tools a script can see and call.
 
-Built at run start from out/manifest.json plus the live tool lists the host already holds, and
-then frozen for the run (spec §8.2: a tools/list_changed during the run must not change what
-the script sees). The bridge and @codemode/discovery both read this one object, so what
-discovery shows is exactly what a call accepts.
+Built at run start from out/manifest.json plus the live tool lists the host already holds. The
+bridge and @codemode/discovery both read this one object. What the script sees (its server
+modules and discovery, built from it before the sandbox starts) is fixed for the run (spec §8.2:
+a tools/list_changed during the run must not change it). The object itself changes once per
+server at most: a server not connected at the start connects at its first call, and the bridge
+replaces that server's tools (out/'s) with this live snapshot for the rest of the run, so a call
+is checked against what the server has while discovery still shows out/'s list.
 
 out/ is the committed, typed view; the live server is the truth. When they disagree the live
 list wins (a tool that is gone fails as ToolNotFoundError; a new tool gets a binding built in
@@ -21,6 +24,7 @@ from typing import Any
 from codemode_gen.config import ServerConfig
 from codemode_gen.errors import UserError
 from codemode_gen.generator.names import assign_export_names, assign_module_paths
+from codemode_gen.generator.unwrap import Box, find_box, inner_schema
 from codemode_gen.jsonio import read_json
 
 __all__ = [
@@ -64,13 +68,17 @@ class ToolView:
     description: str | None = None
     annotations: dict[str, Any] | None = None
     input_schema: Any = None
-    output_schema: Any = None  # effective: declared, else inferred from recordings
+    output_schema: Any = None  # effective: declared (its boxed field's when unboxed), else inferred
     # The TypeScript declaration generate wrote for this tool; None when unknown or when it was
     # generated from a different definition than the live one (it would describe the wrong tool).
     declaration: str | None = None
     # What the server itself declared, to tell whether out/ was generated from this very tool.
     declared_output_schema: Any = None
     title: str | None = None  # MCP title (or annotations.title): searched, not shown (§4.2.3 has none)
+    # The declared outputSchema boxes the value (x-dedalus-box, FastMCP's wrapping), and whether
+    # the bridge returns the inner value (the server's `unbox = true`).
+    box: Box | None = None
+    unboxed: bool = False
 
     def definition(self, *, copy_values: bool = True) -> dict[str, Any]:
         """Full ToolDefinition (§4.2.4); discovery trims it by detail level.
@@ -88,6 +96,8 @@ class ToolView:
             out["inputSchema"] = clone(self.input_schema)
         if self.output_schema is not None:
             out["outputSchema"] = clone(self.output_schema)
+        if self.box is not None:
+            out["boxed"] = {"field": self.box.field, "unboxed": self.unboxed}
         if self.declaration is not None:
             out["declaration"] = self.declaration
         return out
@@ -175,21 +185,41 @@ def capabilities_of(server_json: Mapping[str, Any]) -> list[str]:
     return sorted(caps) if isinstance(caps, Mapping) else []
 
 
-def _tool_from_manifest(entry: Mapping[str, Any]) -> ToolView:
+def _effective_output(declared: Any, fallback: Any, unbox: bool) -> tuple[Any, Box | None]:
+    """(the outputSchema discovery shows, the box): a boxed declared schema describes the box,
+    or with `unbox` its field, which is then what the script receives."""
+    box = find_box(declared)
+    if box is None:
+        return (declared if declared is not None else fallback), None
+    return (inner_schema(declared, box) if unbox else declared), box
+
+
+def _tool_from_manifest(entry: Mapping[str, Any], unbox: bool = False) -> ToolView:
     output = entry.get("output")
     annotations = entry.get("annotations")
+    # A manifest without provenance cannot tell declared from inferred: assume declared, so
+    # that a live tool without an outputSchema counts as changed (never a wrong declaration).
+    declared = output.get("declared") if isinstance(output, Mapping) else entry.get("outputSchema")
+    box = find_box(declared) if isinstance(declared, Mapping) else None
+    output_schema = entry.get("outputSchema")  # effective as generated (generate's `unbox`)
+    if box is not None and isinstance(declared, Mapping):  # ... re-derived for this run's setting
+        output_schema = inner_schema(declared, box) if unbox else declared
+    declaration = _text(entry.get("declaration"))
+    recorded = output.get("box") if isinstance(output, Mapping) else None
+    if box is not None and (isinstance(recorded, Mapping) and recorded.get("unboxed") is True) != unbox:
+        declaration = None  # generated for the other `unbox` setting: it would type the wrong value
     return ToolView(
         tool_name=str(entry.get("toolName", "")),
         export_name=str(entry.get("exportName", "")),
         description=_text(entry.get("description")),
         annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
         input_schema=entry.get("inputSchema"),
-        output_schema=entry.get("outputSchema"),
-        declaration=_text(entry.get("declaration")),
-        # A manifest without provenance cannot tell declared from inferred: assume declared, so
-        # that a live tool without an outputSchema counts as changed (never a wrong declaration).
-        declared_output_schema=output.get("declared") if isinstance(output, Mapping) else entry.get("outputSchema"),
+        output_schema=output_schema,
+        declaration=declaration,
+        declared_output_schema=declared,
         title=_title(entry.get("title"), annotations),
+        box=box,
+        unboxed=box is not None and unbox,
     )
 
 
@@ -222,12 +252,15 @@ def tools_from_live(
     tools: Iterable[Mapping[str, Any]],
     blocklist: Iterable[str],
     known: Mapping[str, ToolView] | None = None,
+    *,
+    unbox: bool = False,
 ) -> dict[str, ToolView]:
     """Live tools/list → views; export names follow §6.1 over the live set.
 
     An out/ output schema (possibly inferred from recordings) is kept when the live tool does
     not declare one, so discovery does not lose what generate learned; out/'s declaration is
-    kept only while the live tool is the one it was generated from (`_same_source`).
+    kept only while the live tool is the one it was generated from (`_same_source`). A box
+    comes from the live declared schema; `unbox` is the server's setting.
     """
     hidden = set(blocklist)
     listed = [t for t in tools if isinstance(t.get("name"), str) and t["name"] not in hidden]
@@ -238,18 +271,21 @@ def tools_from_live(
         name = tool["name"]
         prior = known.get(name)
         annotations = tool.get("annotations")
+        output_schema, box = _effective_output(
+            tool.get("outputSchema"), prior.output_schema if prior else None, unbox
+        )
         views[name] = ToolView(
             tool_name=name,
             export_name=exports[name],
             description=_text(tool.get("description")),
             annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
             input_schema=tool.get("inputSchema"),
-            output_schema=tool.get("outputSchema")
-            if tool.get("outputSchema") is not None
-            else (prior.output_schema if prior else None),
+            output_schema=output_schema,
             declaration=prior.declaration if prior is not None and _same_source(tool, prior) else None,
             declared_output_schema=tool.get("outputSchema"),
             title=_title(tool.get("title"), annotations),
+            box=box,
+            unboxed=box is not None and unbox,
         )
     return dict(sorted(views.items()))
 
@@ -321,8 +357,9 @@ def manifest_views(
     for entry in manifest["servers"]:
         config_id = entry.get("configId") if entry.get("configId") in configs else None
         blocked = set(configs[config_id].blocklist) if config_id else set()
+        unbox = configs[config_id].unbox if config_id else entry.get("unbox") is True
         tools = {
-            str(t.get("toolName")): _tool_from_manifest(t)
+            str(t.get("toolName")): _tool_from_manifest(t, unbox)
             for t in entry["tools"]
             if isinstance(t, Mapping) and t.get("toolName") not in blocked
         }

@@ -31,11 +31,18 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
-from codemode_gen.config import ServerConfig, Settings, load_config, project_settings
+from codemode_gen.config import (
+    ServerConfig,
+    ServerSettings,
+    Settings,
+    load_config,
+    project_settings,
+)
 from codemode_gen.errors import UserError
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.bridge import Bridge
@@ -421,7 +428,9 @@ class CodeMode:
                 continue
             if live is None:
                 continue  # in out/, not needed yet: connected lazily on first call
-            live_tools = tools_from_live(live.tools, config.blocklist, known=view.tools if view else None)
+            live_tools = tools_from_live(
+                live.tools, config.blocklist, known=view.tools if view else None, unbox=config.unbox
+            )
             if view is None or view.module_source is None:
                 to_build.append(cid)
                 catalog.diagnostics.append(diagnostic(
@@ -475,7 +484,9 @@ class CodeMode:
                 )
                 known_tools = old.tools if old is not None else None
                 _apply_live(
-                    view, live, tools_from_live(live.tools, self.configs[cid].blocklist, known=known_tools)
+                    view, live, tools_from_live(
+                        live.tools, self.configs[cid].blocklist, known=known_tools, unbox=self.configs[cid].unbox
+                    )
                 )
                 adopt_built(view.tools, entry, export_names=True)  # the names the built module exports
                 views[sid] = view
@@ -523,6 +534,17 @@ class CodeMode:
             self._manifest_key = key
         return self._manifest
 
+    def _build_settings(self) -> Settings:
+        """The settings an in-memory build uses: each configured server's own unwrap mode and
+        unbox choice (a CodeMode may be given ServerConfigs that no codemode.toml produced), so
+        a module built in memory types exactly what the bridge returns."""
+        servers = dict(self.settings.servers)
+        for cid, config in self.configs.items():
+            servers[cid] = replace(
+                servers.get(cid, ServerSettings()), unwrap=config.unwrap, unbox=config.unbox
+            )
+        return replace(self.settings, servers=MappingProxyType(servers))
+
     def _build_in_memory(
         self, lives: Mapping[str, LiveServer], ghosts: Mapping[str, list[dict[str, Any]]]
     ) -> dict[str, tuple[str, dict[str, Any], str]]:
@@ -553,7 +575,7 @@ class CodeMode:
                     tools=sorted(tools + copy.deepcopy(list(ghosts.get(cid, []))), key=lambda t: str(t.get("name"))),
                     calls={},
                 ))
-            outputs = build_outputs(sets, self.settings)
+            outputs = build_outputs(sets, self._build_settings())
             for entry in outputs.manifest.get("servers", []):
                 cid = entry.get("configId")
                 if cid not in pending:

@@ -52,11 +52,13 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
     """The description `serve` gives its one tool, from `cm`'s out/ and in-memory modules."""
     paths = cm.capability_ids()
     json_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths)
+    unbox_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unbox and cid in paths)
     return render_prompt(
         cm.prompt_servers(),
         tool_name=tool_name,
         budget=budget,
         json_servers=json_servers,
+        unbox_servers=unbox_servers,
         host_limits=dict(cm.settings.limits),
     )
 
@@ -67,16 +69,19 @@ def render_prompt(
     tool_name: str = DEFAULT_TOOL_NAME,
     budget: int = DEFAULT_PROMPT_BUDGET,
     json_servers: Sequence[str] = (),
+    unbox_servers: Sequence[str] = (),
     host_limits: Mapping[str, Any] | None = None,
 ) -> str:
     """The description for these servers (out/manifest.json entries), at most `budget` chars.
 
     Pure, so that `--print-prompt`, the tests and bench/prompt.py measure what is served.
+    `json_servers` / `unbox_servers`: server ids with `unwrap = "json"` / `unbox = true`, the
+    deviations from §5.3.2 the rules must then document (nothing is added without them).
     """
     budget = max(budget, MIN_PROMPT_BUDGET)
     ids = [_counted(s) for s in servers]
     example = _example_call(servers)
-    rules = _rules(tool_name, ids, example, json_servers, host_limits or {})
+    rules = _rules(tool_name, ids, example, json_servers, unbox_servers, host_limits or {})
     room = budget - len(rules)
     for tier in (_full, _plain):
         text = tier(servers, example)
@@ -126,6 +131,7 @@ def _rules(
     ids: Sequence[str],
     example: tuple[str, str, str],
     json_servers: Sequence[str],
+    unbox_servers: Sequence[str],
     host_limits: Mapping[str, Any],
 ) -> str:
     sid, export, _ = example
@@ -150,6 +156,11 @@ def _rules(
         lines.append(
             "- Deviation: for " + ", ".join(f"`{s}`" for s in json_servers)
             + " a single text block holding valid JSON is returned parsed."
+        )
+    if unbox_servers:
+        lines.append(
+            "- Deviation: for " + ", ".join(f"`{s}`" for s in unbox_servers)
+            + " a value the server boxes in a one-field object (`@unboxed <field>` tools) is returned as that field's value."
         )
     return "\n".join(lines) + "\n\n"
 

@@ -134,7 +134,10 @@ def _join(texts: Sequence[str]) -> str:
     do not run together), and `@tags` go last (a tag's text runs to the end of the comment)."""
     prose = [t for t in texts if not t.startswith("@")]
     tags = [t for t in texts if t.startswith("@")]
-    prose = [t if t.endswith((".", "!", "?", ":", ";")) or i == len(prose) - 1 else t + "." for i, t in enumerate(prose)]
+    prose = [
+        t if t.rstrip(")]\"'").endswith((".", "!", "?", ":", ";")) or i == len(prose) - 1 else t + "."
+        for i, t in enumerate(prose)
+    ]
     return " ".join(prose + tags)
 
 
@@ -275,10 +278,9 @@ def _print_object(node: t.Object, level: int) -> str:
         name = prop.name if is_ident(prop.name) else string_literal(prop.name)
         typ = prop.type
         # names print as themselves: skip the dispatch for the commonest property types
-        kind = type(typ)
-        if kind is t.Ref or kind is t.Keyword:
+        if isinstance(typ, _NAMED):
             text = typ.name
-        elif kind is t.Array and type(typ.element) in _NAMED:
+        elif isinstance(typ, t.Array) and isinstance(typ.element, _NAMED):
             text = typ.element.name + "[]"
         else:
             text = print_type(typ, level + 1)

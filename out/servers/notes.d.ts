@@ -30,7 +30,7 @@ declare module "@codemode/servers/notes" {
     /** @default null */ tag?: string | null;
   }): Promise<ExportCsvOutput>;
   export type FlakySyncOutput = { result: string; [k: string]: unknown };
-  /** Push notes to the sync service. (The demo service is always down: this tool always fails.) @nonDestructive @idempotent @openWorld */
+  /** Push notes to the sync service. (The demo service is always down: this tool always fails.) Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @nonDestructive @idempotent @openWorld */
   export function flaky_sync(input?: { [k: string]: unknown }): Promise<FlakySyncOutput>;
   export type GetNoteOutput = Note;
   /** Fetch one note by id. Example (a recorded call): await get_note({"id": 2}); @readOnly @closedWorld */
@@ -48,7 +48,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List notes, oldest first, optionally filtered by tag. @readOnly @closedWorld */
+  /** List notes, oldest first, optionally filtered by tag. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
   export function list_notes(input?: {
     /** Only notes carrying this tag @default null */ tag?: string | null;
   }): Promise<ListNotesOutput>;
@@ -138,7 +138,7 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List tasks in creation order. @readOnly @closedWorld */
+  /** List tasks in creation order. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
   export function tasks_list(input?: {
     /** @default true */ include_done?: boolean;
   }): Promise<TasksListOutput>;

@@ -62,6 +62,7 @@ function shape(tool, detail) {
   if (detail === "full") {
     if (tool.inputSchema !== undefined) out.inputSchema = tool.inputSchema;
     if (tool.outputSchema !== undefined) out.outputSchema = tool.outputSchema;
+    if (tool.boxed !== undefined) out.boxed = tool.boxed;
     if (tool.declaration !== undefined) out.declaration = tool.declaration;
   }
   return copy(out);
