@@ -14,7 +14,7 @@ with the same `render_prompt` that `serve` uses, then prints, per catalog:
 
 Catalogs: the demo (fixtures/), 16 real servers recorded in tests/data/catalogs (166 tools), a
 200-tool catalog and a 5,000-tool single server (real tools, renamed copies).
-Targets (issue "agent surface"): demo prompt <= 0.5x its tools/list while listing every tool;
+Targets (the prompt carries the declarations, spec §4.4): demo prompt <= 0.5x its tools/list while listing every tool;
 every prompt <= the budget; committed .d.ts <= 0.5x tools/list on the real catalogs.
 """
 
@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
+sys.path.insert(0, str(REPO))  # tests/ as the namespace package `tests`
 
 from codemode_gen.generator.build import build_outputs  # noqa: E402
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
 from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, render_prompt  # noqa: E402
+from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
 TARGET_DEMO_PROMPT_RATIO = 0.5
 TARGET_DTS_RATIO = 0.5

@@ -1,4 +1,4 @@
-"""Benchmark: the runtime's overheads, measured side by side in one run (issue 4). Not a test.
+"""Benchmark: the runtime's overheads, measured side by side in one run. Not a test.
 
     .venv/bin/python bench/runtime.py [--repeat N] [--calls N] [--workdir DIR]
 

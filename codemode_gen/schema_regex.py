@@ -629,4 +629,6 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
     (an invalid pattern is unverifiable there, and only that keyword is skipped).
     """
     meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
-    cls.check_schema(schema, format_checker=_schema_format_checker(meta.FORMAT_CHECKER))
+    # jsonschema's Validator protocol leaves out check_schema's `format_checker`, which every
+    # validator class it creates takes (jsonschema >= 4.21 here).
+    cls.check_schema(schema, format_checker=_schema_format_checker(meta.FORMAT_CHECKER))  # type: ignore[call-arg]

@@ -5,7 +5,7 @@ sample calls -> calls/<tool>.jsonl. Only calls the user asked for (`--samples`, 
 are made, plus one `{}` probe of each tool that declares `readOnlyHint: true` and has no
 required arguments; nothing else is ever called.
 
-Safety properties (issue 2):
+Safety properties:
 - re-recording is idempotent: a call with the same (redacted) input replaces its earlier
   line, other lines stay, at most `max_samples` lines a tool (newest kept);
 - a server is written only after it finished, as a whole folder swap
@@ -19,7 +19,7 @@ nothing for that server; a failed *sample* (JSON-RPC error, timeout, unknown too
 reported and makes the run fail, but the server's other recordings are written; a failed
 *probe* is only a note, since nobody asked for it.
 
-Hostile servers (issue 8; spec §11: server responses are untrusted input):
+Hostile servers (spec §11: server responses are untrusted input):
 - a result is kept only if it is JSON (`json_problem`: no NaN/Infinity, no lone surrogate, no
   nesting past MAX_RECORDED_DEPTH); otherwise that call fails with the reason, the rest stays;
 - a result larger than `max_result_bytes` (codemode.toml) is cut (`cap_result`): long strings

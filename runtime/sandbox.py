@@ -41,7 +41,8 @@ from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
 
 log = logging.getLogger(__name__)
 
-#: The response must arrive within 1.5× of timeoutMs (issue 4). The worker stops the script
+#: The response must arrive within 1.5× of timeoutMs (spec §3.2.4, §7.4; the bound is docs/DESIGN.md's
+#: "Deadline"). The worker stops the script
 #: itself at the deadline (1.0×); the watchdog kills the process at WATCHDOG_FACTOR × timeoutMs
 #: after the deadline's start, which leaves time to kill and answer. Waiting for a worker to
 #: start is bounded by the same instant.

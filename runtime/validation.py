@@ -465,7 +465,7 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
     arg = error.validator_value
     received = _received(value)
     hint: str
-    if keyword == "required":
+    if keyword == "required" and isinstance(arg, list) and arg:
         missing = next((m for m in arg if isinstance(value, Mapping) and m not in value), arg[0])
         parts.append(missing)
         prop = sub.get("properties", {}).get(missing, {}) if isinstance(sub, Mapping) else {}

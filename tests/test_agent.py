@@ -153,6 +153,7 @@ def test_s6_3_non_standard_annotations_are_tags_with_their_json_value() -> None:
     assert annotation_tags(None) == [] and annotation_tags({}, terse=True) == []
 
 
+@pytest.mark.slow
 def test_s6_3_an_annotation_value_holding_a_comment_end_cannot_break_the_comment() -> None:
     """A tag's value is server text: in the .d.ts and in the agent rendering it stays inside
     the tool's doc comment (the only `*/` on the line is the comment's own), and both compile."""
@@ -269,6 +270,7 @@ def test_notes_and_summaries_never_contain_a_line_break(brk: str) -> None:
     assert compact_note([text]) == "Meaning export const x = 1;"  # up to the blank line
 
 
+@pytest.mark.slow
 def test_notes_stay_on_their_property_line_in_a_built_server_and_compile() -> None:
     """End to end: property descriptions with every line terminator and a comment end become
     notes that stay on their property's line, in the multi-field (`//`) and the one-field
@@ -511,6 +513,7 @@ def real_outputs() -> Outputs:
     return build_outputs(sets + load_fixtures(FIXTURES))
 
 
+@pytest.mark.slow
 def test_s6_2_every_declaration_of_real_servers_compiles_with_tsc_strict(
     real_outputs: Outputs,
 ) -> None:

@@ -121,6 +121,7 @@ def tool_entry(outputs: Outputs, server_id: str, tool_name: str) -> dict[str, An
 # --------------------------------------------------------------------------- compile with tsc
 
 
+@pytest.mark.slow
 def test_s4_4_codemode_d_ts_and_agent_script_compile_with_tsc_strict(
     tmp_path: Path, outputs: Outputs
 ) -> None:
@@ -149,6 +150,7 @@ def test_s4_4_codemode_d_ts_and_agent_script_compile_with_tsc_strict(
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_every_server_d_ts_compiles_on_its_own(tmp_path: Path, outputs: Outputs) -> None:
     out = write(tmp_path, outputs)
     files = sorted(str(p) for p in (out / "servers").glob("*.d.ts"))
@@ -169,6 +171,7 @@ def test_every_server_d_ts_compiles_on_its_own(tmp_path: Path, outputs: Outputs)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_type_errors_in_agent_scripts_are_caught(tmp_path: Path, outputs: Outputs) -> None:
     out = write(tmp_path, outputs)
     header = 'import * as notes from "@codemode/servers/notes";\nimport { _123go } from "@codemode/servers/weird-server";\n'
@@ -517,7 +520,7 @@ def test_live_servers_without_recordings_build_quickly() -> None:
 
 
 def test_duplicate_listings_and_bad_input_schemas_are_reported_not_fatal() -> None:
-    tools = [
+    tools: list[dict[str, Any]] = [
         {"name": "dup", "description": "first", "inputSchema": {"type": "object"}},
         {"name": "dup", "description": "second", "inputSchema": {"type": "object"}},
         {"name": "odd", "title": "Odd tool", "inputSchema": "not a schema"},
@@ -559,6 +562,7 @@ def test_runtime_can_pin_module_paths() -> None:
     assert '__callTool("my-server--2", "t", input)' in out.files["servers/my-server--2.js"]
 
 
+@pytest.mark.slow
 def test_defs_names_never_take_another_tools_root_type_name(tmp_path: Path) -> None:
     """Every tool's root type names (`<Tool>Input`, `<Tool>Output`) are reserved before any
     tool is translated: a `$defs` name of an earlier tool that spells them gets a suffix. Inputs

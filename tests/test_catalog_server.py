@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 
 from codemode_gen.runtime.sessions import McpSession, SessionManager
 
@@ -36,6 +37,7 @@ def test_catalogs_are_recorded() -> None:
     assert total >= 150
 
 
+@pytest.mark.slow
 def test_5000_tools_in_one_page_and_a_call(tmp_path: Path) -> None:
     session, tools, result = anyio.run(_listing, tmp_path, "--copies", "31", "--max-tools", "5000")
     names = [t["name"] for t in tools]
@@ -55,6 +57,7 @@ def test_5000_tools_in_one_page_and_a_call(tmp_path: Path) -> None:
     assert not result.get("isError")
 
 
+@pytest.mark.slow
 def test_pages_one_catalog_verbatim(tmp_path: Path) -> None:
     args = ("--catalog", "filesystem", "--page-size", "5", "--instructions", "Replayed.")
     session, tools, result = anyio.run(_listing, tmp_path, *args)

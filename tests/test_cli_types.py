@@ -1,17 +1,15 @@
-"""`codemode-gen types SCHEMA.json [--name Root]` (issue 3: json2ts-style entry point)."""
+"""`codemode-gen types SCHEMA.json [--name Root]`: the spec §6.2 translator as a json2ts-style command."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from codemode_gen.cli import main
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -27,6 +25,7 @@ def write(tmp_path: Path, data: object, name: str = "schema.json") -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_types_prints_standalone_declarations(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

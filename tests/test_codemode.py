@@ -52,6 +52,7 @@ def test_run_outside_the_context_manager_is_a_clear_error(tmp_path: Path) -> Non
         anyio.run(cm.run, "1")
 
 
+@pytest.mark.slow
 def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: Path) -> None:
     # `hang` is requested (§3.2.3), so it is connected before the script starts; it never
     # answers initialize (connect_timeout 5 s), so connecting uses up the whole budget. The

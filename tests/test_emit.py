@@ -115,7 +115,7 @@ def test_refuses_to_replace_a_folder_it_did_not_write(
 
 
 # --------------------------------------------------------------------------- swap and recovery
-# (issue 8: one swap helper with rollback, codemode_gen/dirswap.py, shared with fixtures/)
+# (one swap helper with rollback, codemode_gen/dirswap.py, shared with fixtures/: docs/DESIGN.md "Folder swaps")
 
 
 def test_failed_final_rename_restores_out_and_leaves_nothing_hidden(

@@ -89,7 +89,8 @@ def test_missing_folder_and_bad_files_are_user_errors(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- hostile tool names
-# (issue 8: a 300-character name failed the whole server with "File name too long")
+# (spec §11, server text is untrusted: a 300-character name once failed the whole server with
+# "File name too long")
 
 HOSTILE_NAMES = [
     "long_" + "x" * 295,

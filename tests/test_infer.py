@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import jsonschema
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +85,7 @@ def test_every_sample_validates_against_the_inferred_schema() -> None:
         {"b": [], "c": {"d": False, "e": None}},
     ]
     inf = infer_output([structured(v) for v in values])
+    assert inf.schema is not None
     for v in values:
         jsonschema.validate(v, inf.schema)
 
@@ -224,6 +226,7 @@ JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(JSON, min_size=1, max_size=4))
 def test_every_recorded_value_validates_against_the_inferred_schema(values: list[Any]) -> None:

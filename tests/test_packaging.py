@@ -37,6 +37,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/", 1)[0] for n in names}
@@ -49,6 +50,7 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_from_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -100,7 +100,7 @@ def test_tool_name_is_the_effective_one() -> None:
 
 @pytest.mark.parametrize(
     ("servers", "tools_each"),
-    [(40, 5), (2, 100), (1, 5000)],
+    [(40, 5), (2, 100), pytest.param(1, 5000, marks=pytest.mark.slow)],
     ids=["40 servers", "200 tools", "5000 tools"],
 )
 def test_budget_is_honoured_and_the_rest_is_discoverable(servers: int, tools_each: int) -> None:

@@ -93,6 +93,7 @@ def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert fixture.calls["list_notes"][0]["result"]["structuredContent"]
 
 
+@pytest.mark.slow
 def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     (tmp_path / "codemode.toml").write_text(
@@ -132,6 +133,7 @@ def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytes
     assert get_note.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes_server")})
     code, out, err = record(tmp_path, capsys)
@@ -145,6 +147,7 @@ def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.C
     assert "Traceback" not in out + err
 
 
+@pytest.mark.slow
 def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     assert record(tmp_path, capsys)[0] == 0
@@ -160,6 +163,24 @@ def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest
     assert [p.name for p in fixtures.iterdir()] == ["notes"]  # no staging folders left
 
 
+def test_settings_and_fixtures_are_the_ones_beside_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The lookup rule of every command: codemode.toml beside --config, not the working directory's.
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    config = write_config(project, {"notes": stdio_entry("notes_server")})
+    (project / "codemode.toml").write_text(
+        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n', encoding="utf-8"
+    )
+    (elsewhere / "codemode.toml").write_text("not = = toml", encoding="utf-8")
+    code, out, err = record(elsewhere, capsys, "--config", str(config), "--no-probe")
+    assert code == 0, out + err
+    search = lines(project / "fixtures" / "notes" / "calls" / "search_notes.jsonl")
+    assert [c["input"] for c in search] == [{"query": "milk"}]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["codemode.toml"]
+
+
+@pytest.mark.slow
 def test_interrupted_record_leaves_old_fixtures_and_no_process(tmp_path: Path) -> None:
     write_config(tmp_path, {"slow": stdio_entry("slow")})
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -195,6 +216,7 @@ def test_interrupted_record_leaves_old_fixtures_and_no_process(tmp_path: Path) -
     assert not any(pid_alive(p) for p in servers)
 
 
+@pytest.mark.slow
 def test_redaction_of_env_headers_and_patterns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], start_server: Any
 ) -> None:
@@ -246,6 +268,7 @@ def test_bad_schema_server_recorded_through_raw_path(tmp_path: Path, capsys: pyt
     assert any(block.get("type") == "widget" for block in widget["result"]["content"])
 
 
+@pytest.mark.slow
 def test_paginated_server_every_tool_and_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"paged": stdio_entry("paginated")})
     code, out, _err = record(tmp_path, capsys)
@@ -255,6 +278,7 @@ def test_paginated_server_every_tool_and_probe(tmp_path: Path, capsys: pytest.Ca
     assert len(list((tmp_path / "fixtures" / "paged" / "calls").iterdir())) == 25
 
 
+@pytest.mark.slow
 def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if not EVERYTHING_BIN.exists():
         if os.environ.get("CI"):
@@ -294,6 +318,7 @@ def test_unknown_server_option(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "--server nope: no such server" in err and "notes" in err
 
 
+@pytest.mark.slow
 def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     samples = tmp_path / "s.json"
@@ -310,6 +335,7 @@ def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.Captur
     assert lines(tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl")[0]["input"] == {"id": 1}
 
 
+@pytest.mark.slow
 def test_only_selected_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server"), "crash": stdio_entry("crash_at_start")})
     code, out, _err = record(tmp_path, capsys, "--server", "notes", "--fixtures", "elsewhere", "--no-probe")
@@ -401,6 +427,7 @@ def test_cli_help_lists_record() -> None:
         assert option in proc.stdout
 
 
+@pytest.mark.slow
 def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,7 +446,7 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
     assert "dropped recorded calls of tools no longer listed: gone_tool" in out
 
 
-# --------------------------------------------------------------------------- issue 8: hostile results
+# --------------------------------------------------------------------------- §11: hostile results
 
 
 def test_json_problem_names_what_is_not_json() -> None:
@@ -442,13 +469,14 @@ def test_json_problem_names_what_is_not_json() -> None:
     assert "nested deeper" in (json_problem(very) or "")
 
 
+@pytest.mark.slow
 def test_cap_result_cuts_strings_then_arrays_and_marks_them() -> None:
     from codemode_gen.generator.record import TRUNCATION_MARK, _json_bytes, cap_result
 
     small = {"content": [{"type": "text", "text": "hello"}]}
     assert cap_result(small, 1024) == (small, None)
 
-    huge = {"content": [{"type": "text", "text": "b" * 3_000_000}], "structuredContent": {"id": "x"}}
+    huge: dict[str, Any] = {"content": [{"type": "text", "text": "b" * 3_000_000}], "structuredContent": {"id": "x"}}
     kept, size = cap_result(huge, 65_536)
     assert size == _json_bytes(huge)
     assert 60_000 < _json_bytes(kept) <= 65_536  # close to the cap, not half of it
@@ -492,6 +520,7 @@ def test_max_result_bytes_setting(tmp_path: Path) -> None:
             load_settings(path)
 
 
+@pytest.mark.slow
 def test_final_rename_failure_keeps_old_fixtures_and_no_hidden_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -522,6 +551,7 @@ def test_final_rename_failure_keeps_old_fixtures_and_no_hidden_folder(
     assert (fixtures / "notes" / "calls" / "stats.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_record_restores_what_a_crashed_record_left_hidden(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from . import typecheck
 from .tsc import require_tsc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ def test_committed_out_matches_committed_fixtures() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_example_script_type_checks_against_generated_declarations(tmp_path: Path) -> None:
     tsc = require_tsc()
     config = {
@@ -57,6 +59,7 @@ def test_example_script_type_checks_against_generated_declarations(tmp_path: Pat
     assert proc.returncode != 0 and "not assignable to type 'string'" in proc.stdout
 
 
+@pytest.mark.slow
 def test_example_chains_two_live_servers() -> None:
     proc = _cli("run", str(EXAMPLE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -68,11 +71,34 @@ def test_example_chains_two_live_servers() -> None:
     assert all(entry["ok"] for entry in response["toolTrace"])
 
 
-@pytest.mark.parametrize("tool", ["ruff", "mypy"])
-def test_code_is_lint_and_type_clean(tool: str) -> None:
-    exe = BIN / tool
+def test_code_is_lint_clean() -> None:
+    exe = BIN / "ruff"
     if not exe.exists():
-        exe = Path(shutil.which(tool) or tool)
-    args = ["check", "."] if tool == "ruff" else ["codemode_gen", "generator", "runtime"]
-    proc = subprocess.run([str(exe), *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+        exe = Path(shutil.which("ruff") or "ruff")
+    proc = subprocess.run([str(exe), "check", "."], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_code_is_type_clean_as_installed() -> None:
+    """mypy over codemode_gen as installed (generator/ as codemode_gen.generator, …), tests/
+    and bench/: see tests/typecheck.py."""
+    proc = typecheck.run_mypy()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_type_check_catches_a_wrong_call_between_layers(tmp_path: Path) -> None:
+    # The runtime calls the generator's build_outputs (for servers out/ lacks): a copy of the
+    # runtime module that calls it wrongly must fail the check, naming the repository file.
+    source = (REPO / "runtime" / "codemode.py").read_text(encoding="utf-8").rstrip("\n")
+    probe = ("\n\n\ndef _probe() -> None:\n"
+             "    from codemode_gen.generator.build import build_outputs\n\n"
+             "    build_outputs(42, 'not settings', bogus=True)\n")
+    line = source.count("\n") + probe.count("\n")
+    proc = typecheck.run_mypy({"runtime/codemode.py": source + probe}, cache_dir=tmp_path / "mypy_cache")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    where = f"runtime/codemode.py:{line}: error:"
+    errors = [row for row in proc.stdout.splitlines() if row.startswith(where)]
+    assert any('Unexpected keyword argument "bogus" for "build_outputs"' in row for row in errors), proc.stdout
+    assert any('Argument 1 to "build_outputs" has incompatible type "int"' in row for row in errors), proc.stdout

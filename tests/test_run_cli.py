@@ -33,6 +33,7 @@ def run_cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Compl
     return subprocess.run([*CLI, "run", *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.slow
 def test_run_prints_the_response_and_exits_0(project: Path) -> None:
     proc = run_cli(project, "--no-pretty", "--capability", "notes", "--capability", "nope", "ok.js")
     assert proc.returncode == 0, proc.stderr  # warnings do not fail the run
@@ -44,6 +45,7 @@ def test_run_prints_the_response_and_exits_0(project: Path) -> None:
     assert response["toolTrace"][0]["toolName"] == "get_note"
 
 
+@pytest.mark.slow
 def test_run_reads_the_script_from_stdin_and_exits_1_on_failure(project: Path) -> None:
     proc = run_cli(project, "--pretty", "-", stdin=(project / "fails.js").read_text())
     assert proc.returncode == 1

@@ -57,6 +57,7 @@ def test_s10_1_max_concurrent_calls_caps_calls_in_flight(host: HostThread) -> No
     assert result["elapsed"] < 4 * SLEEP_MS
 
 
+@pytest.mark.slow
 def test_s7_4_timeout_cancels_in_flight_calls(host: HostThread) -> None:
     before = cancelled(host)["cancelled"]
     started = time.monotonic()

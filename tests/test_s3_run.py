@@ -208,6 +208,7 @@ def test_s3_2_4_memory_limit_is_a_sandbox_limit(host: HostThread) -> None:
     assert r["logs"][0]["message"] == "start"
 
 
+@pytest.mark.slow
 def test_s3_2_4_the_deadline_includes_connecting_servers(host: HostThread) -> None:
     started = time.monotonic()
     r = host.run(

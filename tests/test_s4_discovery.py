@@ -153,6 +153,7 @@ def test_s4_3_declaration_only_at_full_detail(host: HostThread) -> None:
     assert not any("declaration" in t for t in described + named + found["results"])
 
 
+@pytest.mark.slow
 def test_s4_3_declaration_follows_the_live_tool_when_out_is_stale(tmp_path: Path) -> None:
     """Same tool names, one changed definition: out/'s module stays, but its declaration of
     the changed tool would describe the old one, so that one comes from an in-memory build."""
@@ -214,6 +215,7 @@ def found(host: HostThread, query: str, **options: Any) -> list[tuple[str, str]]
     return [(r["serverId"], r["toolName"]) for r in res["results"]]
 
 
+@pytest.mark.slow
 def test_s4_2_5_search_ranks_by_relevance_among_hundreds_of_tools(big: HostThread) -> None:
     count = disc(big, "return (await d.listTools('catalog', {detail: 'name'})).length;")
     assert count >= 400
@@ -226,6 +228,7 @@ def test_s4_2_5_search_ranks_by_relevance_among_hundreds_of_tools(big: HostThrea
     assert shots[0] == "browser_take_screenshot" and "puppeteer_screenshot" in shots
 
 
+@pytest.mark.slow
 def test_s4_2_5_search_matches_other_word_forms(big: HostThread) -> None:
     assert found(big, "create issues")[0][1] == "create_issue"
     assert found(big, "deleting notes")[0] == ("notes", "delete_note")
@@ -236,6 +239,7 @@ def test_s4_2_5_search_matches_other_word_forms(big: HostThread) -> None:
     assert found(big, "getCurrentTime")[0][1] == "get_current_time"  # camelCase splits
 
 
+@pytest.mark.slow
 def test_s4_2_5_search_tie_break_is_catalog_order(big: HostThread) -> None:
     # The same tool text on two servers scores the same: server id decides, then tool name.
     first = found(big, "current time", limit=4)
@@ -249,6 +253,7 @@ def test_s4_2_5_search_tie_break_is_catalog_order(big: HostThread) -> None:
     assert everything == sorted(everything) and len(everything) == 200
 
 
+@pytest.mark.slow
 def test_s4_2_7_search_filters_limits_and_details_with_ranking(big: HostThread) -> None:
     clock = found(big, "current time", serverId="clock")
     assert clock[0] == ("clock", "get_current_time") and {sid for sid, _ in clock} == {"clock"}
@@ -303,6 +308,7 @@ def big_catalog(count: int) -> Any:
     return Catalog(servers={"catalog": ServerView("catalog", "catalog", "catalog", tools=dict(sorted(tools.items())))})
 
 
+@pytest.mark.slow
 def test_s4_2_5_search_over_5000_tools_takes_milliseconds() -> None:
     response = run_in_sandbox("""
       import * as d from '@codemode/discovery';

@@ -34,6 +34,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_s7_1_revoked_credentials_become_authentication_error(host: HostThread) -> None:
     response = host.run(
         "import { whoami, revoke } from '@codemode/servers/auth';\n"

@@ -53,6 +53,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
 
 
 @pytest.mark.parametrize("sid", ["live", "recorded"])
+@pytest.mark.slow
 def test_s8_2_in_flight_run_keeps_its_tool_set_and_s8_1_next_run_sees_the_change(host: HostThread, sid: str) -> None:
     name = f"fresh_{sid}"
     during = assert_ok(host.run(DURING.format(sid=sid, name=name)))

@@ -380,6 +380,7 @@ globalThis.__codemode_result__ = err;
     assert r["result"].startswith("RangeError: too many pending timers")
 
 
+@pytest.mark.slow
 def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     from codemode_gen.runtime import sandbox as sandbox_module
 

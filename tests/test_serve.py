@@ -42,6 +42,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
+@pytest.mark.slow
 def test_s2_serve_exposes_exactly_one_tool_documenting_the_host(project: Path) -> None:
     async def body(client: Any) -> Any:
         # out/ lacks `slow`: tools/list never waits for it, and its declarations join the
@@ -61,6 +62,7 @@ def test_s2_serve_exposes_exactly_one_tool_documenting_the_host(project: Path) -
         assert needle in text, needle
 
 
+@pytest.mark.slow
 def test_s3_serve_runs_scripts_and_reuses_sessions_between_runs(project: Path) -> None:
     code = "import { tick } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = (await tick()).ticks;"
 

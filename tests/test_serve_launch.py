@@ -1,4 +1,4 @@
-"""`codemode-gen serve` launched the way agent clients launch it (issue "serve where agents run").
+"""`codemode-gen serve` launched the way agent clients launch it (README "Use it from your agent").
 
 Clients start the server from their own working directory, with no virtualenv active (the
 absolute path of the console script instead), show its stderr only in a log view, and take an
@@ -18,12 +18,15 @@ import time
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 
 from .runtime_support import REPO, fixture_set, write_out
+
+if TYPE_CHECKING:
+    from mcp.client.session import MessageHandlerFnT
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,7 +79,7 @@ def elsewhere(tmp_path: Path) -> Path:
 
 
 async def _session(args: list[str], cwd: Path, log: Path, body: Callable[[Any], Awaitable[Any]],
-                   on_message: Callable[[Any], Awaitable[None]] | None) -> Any:
+                   on_message: MessageHandlerFnT | None) -> Any:
     import mcp_types as types
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -89,7 +92,7 @@ async def _session(args: list[str], cwd: Path, log: Path, body: Callable[[Any], 
 
 
 def serve_session(args: list[str], cwd: Path, body: Callable[[Any], Awaitable[Any]],
-                  on_message: Callable[[Any], Awaitable[None]] | None = None) -> tuple[Any, str]:
+                  on_message: MessageHandlerFnT | None = None) -> tuple[Any, str]:
     """Run `body(client)` against a fresh `codemode-gen serve ARGS`; returns (its result, serve's stderr)."""
     log = cwd / "serve.stderr.log"
     result = anyio.run(_session, args, cwd, log, body, on_message)
@@ -105,6 +108,7 @@ def codes(response: dict[str, Any], severity: str | None = None) -> list[str]:
     return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
 
 
+@pytest.mark.slow
 def test_s2_tool_name_option_is_listed_called_and_printed_as_served(tmp_path: Path) -> None:
     proj = project_with(tmp_path, {"slow": {"command": "${CODEMODE_PYTHON:-python}", "args": ["test_servers/slow.py", "stdio"]}},
                         out_tools={"slow": [TICK]})
@@ -135,6 +139,7 @@ def test_s2_invalid_serve_options_are_usage_errors(tmp_path: Path, bad: list[str
     assert bad[0] in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_launched_from_an_unrelated_cwd_without_the_venv(tmp_path: Path) -> None:
     # Relative paths everywhere: `notes` runs a script relative to the config's folder (its
     # default cwd) with ${CODEMODE_PYTHON:-python}; `slow` is a relative command in bin/ with a
@@ -163,6 +168,7 @@ def test_launched_from_an_unrelated_cwd_without_the_venv(tmp_path: Path) -> None
     assert "error:" not in stderr
 
 
+@pytest.mark.slow
 def test_a_hanging_server_missing_from_out_delays_neither_tools_list_nor_other_runs(tmp_path: Path) -> None:
     proj = project_with(tmp_path, {
         "hang": {"command": "${CODEMODE_PYTHON:-python}", "args": ["test_servers/hang_on_initialize.py", "stdio"]},
@@ -186,6 +192,7 @@ def test_a_hanging_server_missing_from_out_delays_neither_tools_list_nor_other_r
     assert connecting["severity"] == "info" and "still connecting" in connecting["message"], connecting
 
 
+@pytest.mark.slow
 def test_a_server_connected_in_background_joins_the_description_and_the_client_is_told(tmp_path: Path) -> None:
     import mcp_types as types
 
@@ -232,6 +239,7 @@ def test_s3_3_4_a_missing_config_keeps_serving_and_every_run_says_why(tmp_path: 
     assert "error:" in stderr and str(missing) in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_s3_3_4_an_unreadable_out_manifest_is_a_config_error_not_a_jsonrpc_error(tmp_path: Path) -> None:
     proj = project_with(tmp_path, {})
     (proj / "out").mkdir()

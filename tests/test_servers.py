@@ -196,7 +196,9 @@ def test_notes_stdio_every_notable_tool() -> None:
             listed = (await client.call_tool("list_notes", {"tag": "work"})).structured_content
             assert listed is not None
             assert [n["id"] for n in listed["result"]] == [1, 3, 5]
-            jsonschema.validate(listed, tools["list_notes"].output_schema)
+            schema = tools["list_notes"].output_schema
+            assert schema is not None
+            jsonschema.validate(listed, schema)
 
             note = (await client.call_tool("get_note", {"id": 2})).structured_content
             assert note is not None and note["title"] == "Groceries" and note["done"] is False
@@ -250,6 +252,7 @@ def test_notes_stdio_every_notable_tool() -> None:
     anyio.run(scenario)
 
 
+@pytest.mark.slow
 def test_notes_seed_is_deterministic_across_processes() -> None:
     """Two fresh processes answer the same call identically (fixtures must be reproducible)."""
 
@@ -265,6 +268,7 @@ def test_notes_seed_is_deterministic_across_processes() -> None:
     anyio.run(scenario)
 
 
+@pytest.mark.slow
 def test_notes_over_streamable_http_and_sse(start_server: Callable[..., RunningServer]) -> None:
     http, sse = start_server("notes_server", "http"), start_server("notes_server", "sse")
     assert http.base.startswith("http://127.0.0.1:")
@@ -285,6 +289,7 @@ def test_notes_over_streamable_http_and_sse(start_server: Callable[..., RunningS
 # --- calendar -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_calendar_stdio_tools_and_schema_drift() -> None:
     async def scenario() -> None:
         async with _client(_stdio("calendar_server")) as client:
@@ -337,7 +342,9 @@ def test_calendar_stdio_tools_and_schema_drift() -> None:
 
             ok = (await client.call_tool("get_event", {"id": 1})).structured_content
             assert ok is not None and ok["id"] == 1
-            jsonschema.validate(ok, tools["get_event"].output_schema)
+            schema = tools["get_event"].output_schema
+            assert schema is not None
+            jsonschema.validate(ok, schema)
             # Event 4 breaks its declared outputSchema; the strict SDK client refuses it.
             with pytest.raises(RuntimeError, match="get_event"):
                 await client.call_tool("get_event", {"id": 4})
@@ -378,6 +385,7 @@ def test_crash_at_start_exits_3_with_a_readable_message() -> None:
         assert "listening on" not in done.stderr
 
 
+@pytest.mark.slow
 def test_hang_on_initialize_never_answers() -> None:
     async def scenario() -> None:
         async with raw_stdio("hang_on_initialize") as raw:
@@ -424,6 +432,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+@pytest.mark.slow
 def test_auth_http_rejects_missing_or_wrong_bearer(
     start_server: Callable[..., RunningServer],
 ) -> None:
@@ -455,6 +464,7 @@ def test_auth_http_rejects_missing_or_wrong_bearer(
 # --- protocol edge cases --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paginated_tools_list_has_three_pages() -> None:
     async def scenario() -> None:
         async with _client(_stdio("paginated")) as client:
@@ -475,6 +485,7 @@ def test_paginated_tools_list_has_three_pages() -> None:
     anyio.run(scenario)
 
 
+@pytest.mark.slow
 def test_s8_list_changed_notification_after_add_tool() -> None:
     async def scenario() -> None:
         seen = anyio.Event()

@@ -104,6 +104,7 @@ def test_streamable_http_session_with_headers_and_env_expansion(
     run(go)
 
 
+@pytest.mark.slow
 def test_http_wrong_token_is_auth_error(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("auth_http", "http", "--token", "right-token")
     config = ServerConfig(
@@ -116,6 +117,7 @@ def test_http_wrong_token_is_auth_error(tmp_path: Path, start_server: Callable[.
     assert isinstance(connect_error(no_header, tmp_path), AuthError)
 
 
+@pytest.mark.slow
 def test_notes_over_streamable_http(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("notes_server", "http")
     config = ServerConfig(id="notes", transport="http", url=server.mcp_url, headers={"X-Trace": "1"})
@@ -127,6 +129,7 @@ def test_notes_over_streamable_http(tmp_path: Path, start_server: Callable[..., 
     run(go)
 
 
+@pytest.mark.slow
 def test_notes_over_legacy_sse(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("notes_server", "sse")
     config = ServerConfig(id="notes", transport="sse", url=server.sse_url, headers={"X-Trace": "1"})
@@ -178,6 +181,7 @@ def test_server_exits_at_start_shows_stderr_tail(tmp_path: Path) -> None:
     assert "database file missing" in log.read_text()
 
 
+@pytest.mark.slow
 def test_hang_on_initialize_times_out_and_kills_the_server(tmp_path: Path) -> None:
     before = child_pids()
     config = stdio_config("hang", "hang_on_initialize", connect_timeout=1.5)
@@ -196,12 +200,14 @@ def test_connection_refused(tmp_path: Path) -> None:
     assert err.reason.startswith(f"connection refused: {url}")
 
 
+@pytest.mark.slow
 def test_http_hang_times_out(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("hang_on_initialize", "http")
     err = connect_error(ServerConfig(id="h", transport="http", url=server.mcp_url, connect_timeout=1), tmp_path)
     assert "timed out" in err.reason
 
 
+@pytest.mark.slow
 def test_wrong_http_path_is_named(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("notes_server", "http")
     err = connect_error(ServerConfig(id="n", transport="http", url=f"{server.base}/nope"), tmp_path)
@@ -217,6 +223,7 @@ def test_unknown_server_id(tmp_path: Path) -> None:
         run(go)
 
 
+@pytest.mark.slow
 def test_one_failing_server_does_not_affect_others(tmp_path: Path) -> None:
     configs = {"crash": stdio_config("crash", "crash_at_start"), "notes": stdio_config("notes", "notes_server")}
 
@@ -233,6 +240,7 @@ def test_one_failing_server_does_not_affect_others(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- listing
 
 
+@pytest.mark.slow
 def test_all_pages_of_tools_list(tmp_path: Path) -> None:
     async def go() -> list[str]:
         session = await connect_once(stdio_config("paged", "paginated"), tmp_path)
@@ -257,6 +265,7 @@ def test_bad_schema_server_goes_through_raw_path(tmp_path: Path) -> None:
     run(go)
 
 
+@pytest.mark.slow
 def test_s8_list_changed_notification_sets_tools_changed(tmp_path: Path) -> None:
     async def go() -> None:
         async with SessionManager({"lc": stdio_config("lc", "list_changed")}, log_dir=tmp_path) as manager:
@@ -309,6 +318,7 @@ def test_s7_4_cancelling_the_caller_sends_notifications_cancelled(tmp_path: Path
     run(go)
 
 
+@pytest.mark.slow
 def test_s10_1_concurrent_calls_on_one_session(tmp_path: Path) -> None:
     async def go() -> float:
         async with SessionManager({"slow": stdio_config("slow", "slow")}, log_dir=tmp_path) as manager:
@@ -341,6 +351,7 @@ def test_json_rpc_error_is_call_error(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- lifecycle
 
 
+@pytest.mark.slow
 def test_get_in_one_task_close_from_another_leaves_no_process(tmp_path: Path) -> None:
     before = child_pids()
 
@@ -412,6 +423,7 @@ def test_log_file_receives_server_stderr(tmp_path: Path) -> None:
     assert "chatty: hello on stderr" in (tmp_path / "logs" / "chatty.stderr.log").read_text()
 
 
+@pytest.mark.slow
 def test_aclose_while_connecting_aborts_quickly(tmp_path: Path) -> None:
     before = child_pids()
     config = stdio_config("hang", "hang_on_initialize", connect_timeout=60)
@@ -438,6 +450,7 @@ def test_aclose_while_connecting_aborts_quickly(tmp_path: Path) -> None:
     assert child_pids() - before == set()
 
 
+@pytest.mark.slow
 def test_http_credentials_revoked_mid_session_are_call_auth_error(
     tmp_path: Path, start_server: Callable[..., RunningServer]
 ) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 def test_missing_tsc_fails_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -25,6 +23,7 @@ def test_missing_tsc_skips_outside_ci(monkeypatch: pytest.MonkeyPatch, tmp_path:
         tsc.require_tsc()
 
 
+@pytest.mark.slow
 def test_batch_maps_diagnostics_to_snippets_and_lines() -> None:
     result = tsc.check(
         {
@@ -42,6 +41,7 @@ def test_batch_maps_diagnostics_to_snippets_and_lines() -> None:
     assert [(d.line, d.code) for d in result["bad"]] == [(2, "TS2322")]
 
 
+@pytest.mark.slow
 def test_a_syntax_error_fails_the_whole_batch() -> None:
     """tsc stops type-checking every file once one has a syntax error: that must not pass."""
     with pytest.raises(AssertionError, match="syntax errors"):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import jinja2
 import pytest
 
@@ -19,8 +16,7 @@ from codemode_gen.generator.typescript import (
     translate,
 )
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 @pytest.mark.parametrize(
@@ -112,6 +108,7 @@ def test_doc_comment_and_sanitize_are_exported() -> None:
     assert sanitize_doc("*/") == "*\\/"
 
 
+@pytest.mark.slow
 def test_template_contract_renders_declarations() -> None:
     """The generator's templates render `{{ doc_comment(d.doc) }}export type {{ d.name }} = {{ d.text }};`."""
     result = translate(
@@ -133,6 +130,7 @@ def test_template_contract_renders_declarations() -> None:
     assert tsc.check({"module.d.ts": text}) == {"module.d.ts": []}
 
 
+@pytest.mark.slow
 def test_render_standalone_header_and_compiles_as_declaration_file() -> None:
     schema = {
         "title": "Note",

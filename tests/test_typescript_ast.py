@@ -18,7 +18,7 @@ def test_union_flattens_dedupes_and_absorbs() -> None:
 
 
 def test_union_drops_literals_covered_by_their_keyword() -> None:
-    members = [t.Literal("x"), t.STRING, t.Literal(1), t.Literal(True), t.BOOLEAN]
+    members: list[t.TypeNode] = [t.Literal("x"), t.STRING, t.Literal(1), t.Literal(True), t.BOOLEAN]
     assert t.union(members) == t.Union((t.STRING, t.Literal(1), t.BOOLEAN))
 
 
@@ -80,4 +80,4 @@ def test_make_property_builds_the_same_frozen_property() -> None:
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert type(fast) is t.Property and dataclasses.asdict(fast) == dataclasses.asdict(slow)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.name = "b"
+        fast.name = "b"  # type: ignore[misc]  # assigning a frozen field is the point

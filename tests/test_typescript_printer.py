@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +21,7 @@ from codemode_gen.generator.typescript.printer import (
     string_literal,
 )
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 def test_sanitize_doc_cannot_close_comment() -> None:
@@ -123,6 +120,7 @@ def test_string_literal_escapes(value: str, expected: str) -> None:
     assert string_literal(value) == expected
 
 
+@pytest.mark.slow
 def test_string_literals_denote_the_original_strings() -> None:
     """tsc agrees: each printed literal type accepts the JSON text of the original string."""
     values = [
@@ -204,6 +202,7 @@ def test_print_template_literal_index_signatures() -> None:
     assert print_type(node) == "{ [k: `x-${string}`]: string; [k: `${string}_id`]: number }"
 
 
+@pytest.mark.slow
 def test_printed_types_compile() -> None:
     u = t.Union((t.STRING, t.NUMBER))
     node = t.Object(
@@ -260,6 +259,7 @@ def test_string_literal_fast_path_round_trips() -> None:
     assert string_literal("plain text") == '"plain text"'
 
 
+@pytest.mark.slow
 def test_property_name_with_a_trailing_newline_is_quoted_and_compiles() -> None:
     """`$` in a regex also matches before a final newline: such a name must still be quoted."""
     assert property_key("a\n") == '"a\\n"'

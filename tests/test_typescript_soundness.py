@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,7 @@ from hypothesis_jsonschema import from_schema
 
 from codemode_gen.generator.typescript import NameScope, doc_comment, translate
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 def _install_many_more_shim() -> None:
@@ -57,6 +55,8 @@ def _install_many_more_shim() -> None:
 
 
 _install_many_more_shim()
+
+pytestmark = pytest.mark.slow  # hypothesis-generated instances, type-checked in tsc batches
 
 DATA = Path(__file__).parent / "data" / "typescript"
 EXAMPLES_PER_SCHEMA = 12

@@ -20,8 +20,7 @@ from codemode_gen import schema_regex
 from codemode_gen.generator.typescript import NameScope, doc_comment, translate
 from codemode_gen.generator.typescript.translate import is_generated_title
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tsc
+from . import tsc
 
 
 @dataclass
@@ -443,7 +442,7 @@ CASES: dict[str, Case] = {
         [{"b": 1, "c": 2}, {}],
         [{"c": "x"}],
     ),
-    # issue 8: server-supplied patterns run through the bounded ECMA-262 matcher
+    # spec §11: server-supplied patterns run through the bounded ECMA-262 matcher
     # (codemode_gen.schema_regex), never Python's `re`: `\d` is ASCII-only as in JavaScript...
     "pattern_properties_use_ecma_semantics": Case(
         {
@@ -642,6 +641,7 @@ def compiled() -> dict[str, tuple[list[tsc.Diagnostic], dict[int, tuple[bool, An
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_s6_2_generated_types_compile_and_classify(name: str, compiled: dict[str, Any]) -> None:
     diags, at, n_decl = compiled[name]
     assert [d for d in diags if d.line <= n_decl] == [], "generated declarations do not compile"
@@ -764,7 +764,7 @@ def test_a_generated_title_for_a_prefixed_tool_is_not_printed() -> None:
     assert kept.decls[0].doc == ("Stage files",)
 
 
-# --------------------------------------------------------------------------- issue 8: hostile patterns
+# --------------------------------------------------------------------------- §11: hostile patterns
 
 CATASTROPHIC = ["^(a|a)*$", "^(a|aa)*$", "^(a+)+$", "^([a-z]+)*$", "^(a|a?)+$", "^(\\w+\\s?)*$"]
 
@@ -802,6 +802,7 @@ def test_matches_every_name_uses_the_bounded_matcher() -> None:
     assert not matches_every_name("[")  # invalid: unknown, never "every name"
 
 
+@pytest.mark.slow
 def test_generate_finishes_on_a_catastrophic_pattern(tmp_path: Path) -> None:
     """End to end, in a process with a timeout: `generate` on fixtures whose tool declares
     `^(a|a)*$` next to 24- to 40-character property names (5.8 s for the first with `re`,

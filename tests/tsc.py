@@ -1,9 +1,9 @@
 """Type-check many TypeScript snippets in ONE real `tsc` run (tsc start-up costs ~1 s).
 
 Each snippet becomes its own module file (`export {}` appended, so names never collide);
-diagnostics are mapped back to (snippet, line). Settings are the ones the issue requires:
-`--strict`, `--noEmit`, `skipLibCheck: false` (with skipLibCheck a broken .d.ts passes
-silently). A missing compiler fails the test under CI and skips it elsewhere.
+diagnostics are mapped back to (snippet, line). Settings are the ones generated declarations
+must pass (spec §6.2): `--strict`, `--noEmit`, `skipLibCheck: false` (with skipLibCheck a broken
+.d.ts passes silently). A missing compiler fails the test under CI and skips it elsewhere.
 """
 
 from __future__ import annotations

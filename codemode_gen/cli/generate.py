@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from codemode_gen.cli.options import project_config_option
 from codemode_gen.errors import CheckFailed, UserError
 
 # Report lines printed before "... and N more" (the full list is in out/manifest.json).
@@ -20,19 +21,20 @@ def _echo_report(lines: list[str]) -> None:
 
 
 @click.command("generate")
+@project_config_option
 @click.option(
     "--fixtures",
     "fixtures_dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/].",
+    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
 )
 @click.option(
     "--out",
     "out_dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder to write [default: codemode.toml `out`, else out/].",
+    help="Folder to write [default: codemode.toml `out`, else out/ beside --config].",
 )
 @click.option(
     "--check",
@@ -50,9 +52,10 @@ def _echo_report(lines: list[str]) -> None:
     "settings_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Project settings [default: ./codemode.toml if present].",
+    help="Project settings [default: the codemode.toml beside --config, if present].",
 )
 def generate(
+    config: Path,
     fixtures_dir: Path | None,
     out_dir: Path | None,
     check: bool,
@@ -60,13 +63,13 @@ def generate(
     settings_path: Path | None,
 ) -> int:
     """Generate typed ES modules, codemode.d.ts and manifest.json from recorded fixtures."""
-    from codemode_gen.config import load_settings
+    from codemode_gen.config import project_settings
     from codemode_gen.generator import emit
     from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
     from codemode_gen.generator.fixtures import leftover_notes, load_fixtures
 
-    settings = load_settings(settings_path)
+    settings = project_settings(config, settings_path)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
     out = out_dir if out_dir is not None else settings.out_dir
     outputs = build_outputs(load_fixtures(fixtures), settings)

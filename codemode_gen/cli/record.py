@@ -68,7 +68,7 @@ class _Progress:
 @click.command("record")
 @config_option
 @click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
-              help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures].")
+              help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
 @click.option("--server", "servers", multiple=True, metavar="ID",
               help="Record only this server (repeatable). Default: every configured server.")
 @click.option("--samples", "samples_path", type=click.Path(path_type=Path), default=None,
@@ -88,10 +88,10 @@ def record(
     """Connect to MCP servers and record their tools and sample calls into fixtures/."""
     import anyio
 
-    from codemode_gen.config import load_config, load_settings
+    from codemode_gen.config import load_config, project_settings
     from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
 
-    settings = load_settings()
+    settings = project_settings(config)
     configs = load_config(config, settings)
     if not configs:
         raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server to record")
@@ -150,8 +150,8 @@ def record(
                 out.write(f"  {o.server_id}: {o.error}\n")
                 if o.log_path is not None:
                     out.write(f"    (server log: {o.log_path})\n")
-            for sample in o.failed_samples:
-                out.write(f"  {o.server_id}: sample {sample}\n")
+            for failure in o.failed_samples:
+                out.write(f"  {o.server_id}: sample {failure}\n")
         out.flush()
         names = ", ".join(o.server_id for o in failed)
         raise CheckFailed(

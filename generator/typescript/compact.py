@@ -120,17 +120,21 @@ class _Printer:
             return "unknown"
         kind = type(node)
         if kind is t.Keyword:
+            assert isinstance(node, t.Keyword)
             return node.name
         if kind is t.Ref:
+            assert isinstance(node, t.Ref)
             name = node.name
             target = self.inline.get(name)
             return name if target is None else self.type(target, level, depth + 1)
         if kind is t.Literal:
+            assert isinstance(node, t.Literal)
             v = node.value
             if isinstance(v, bool):
                 return "true" if v else "false"
             return string_literal(v) if isinstance(v, str) else number_literal(v)
         if kind is t.Array:
+            assert isinstance(node, t.Array)
             return self.wrap(node.element, level, depth, postfix=True) + "[]"
         if kind is t.Tuple:
             assert isinstance(node, t.Tuple)
@@ -143,8 +147,10 @@ class _Printer:
             assert isinstance(node, t.Object)
             return self.object(node, level, depth)
         if kind is t.Union:
+            assert isinstance(node, t.Union)
             return " | ".join(self.wrap(m, level, depth, postfix=False, in_union=True) for m in node.members)
         if kind is t.Intersection:
+            assert isinstance(node, t.Intersection)
             return " & ".join(self.wrap(m, level, depth, postfix=False) for m in node.members)
         raise TypeError(f"not a type node: {node!r}")
 

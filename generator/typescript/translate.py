@@ -242,7 +242,7 @@ def conj(a: Shape, b: Shape) -> Shape:
             r = _merge(x, y)
             if r is None:
                 r = t.intersection([x, y])
-        if not t.is_never(r):
+        if r is None or not t.is_never(r):
             out[k] = r
     return out
 
@@ -952,7 +952,7 @@ class Translator:
                 self.in_progress.discard(tp)
             kinds = self.shapes[tp].keys()
         ref_node = t.Ref(name)  # one object for every kind: render() can skip deduplication
-        out = dict.fromkeys(kinds, ref_node)
+        out: Shape = dict.fromkeys(kinds, ref_node)
         if tp in self.shapes:  # final: every later $ref to this target gets the same kinds
             self.ref_shapes[tp] = out.copy()
             if self.resolver is not None and len(self.resolver.scopes) == 1:
@@ -1172,11 +1172,11 @@ class Translator:
             if any_optional:
                 index = t.union([index, t.UNDEFINED])
         pattern_sigs = []
-        for key, typ in templates:
-            parts = [typ] + [p.type for p in members if template_matches(key, p.name)]
-            if any(p.optional for p in members if template_matches(key, p.name)):
+        for template, typ in templates:
+            parts = [typ] + [p.type for p in members if template_matches(template, p.name)]
+            if any(p.optional for p in members if template_matches(template, p.name)):
                 parts.append(t.UNDEFINED)
-            pattern_sigs.append((key, t.union(parts)))
+            pattern_sigs.append((template, t.union(parts)))
         if any(t.is_never(p.type) and not p.optional for p in members):
             return t.NEVER
         return t.Object(tuple(members), index, patterns=finish_patterns(pattern_sigs, index))

@@ -107,7 +107,7 @@ def tools_list_bytes(rid: Any, deep_tool: bool) -> bytes:
     return envelope(rid) + b'"result":{"tools":[' + b",".join(items) + b"]}}"
 
 
-def call(rid: Any, name: str, args: Any, calls: int) -> None:
+def call(rid: Any, name: Any, args: Any, calls: int) -> None:
     args = args if isinstance(args, dict) else {}
     head = envelope(rid)
     if name == "good":

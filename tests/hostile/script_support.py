@@ -1,4 +1,4 @@
-"""Shared machinery of the hostile-script tests (tests/hostile/test_scripts_*.py, issue 8).
+"""Shared machinery of the hostile-script tests (tests/hostile/test_scripts_*.py, spec §11).
 
 Every test runs a script that misbehaves against real QuickJS workers and a real MCP server
 (tests/hostile/script_server.py) through the real host: `CodeMode` (on a background loop,
@@ -33,7 +33,8 @@ except ImportError:  # pytest's importlib mode names this package `hostile`: fin
 SERVER = Path(__file__).resolve().parent / "script_server.py"
 PYTHON = sys.executable
 CLI = [PYTHON, "-m", "codemode_gen"]
-# The issue's promise: every run answers within 1.5 × timeoutMs, whatever the script does.
+# The host's promise (docs/DESIGN.md "Deadline"): every run answers within 1.5 × timeoutMs,
+# whatever the script does.
 DEADLINE_FACTOR = 1.5
 # Bounds one CLI or serve subprocess in a test (start-up included) on a loaded machine.
 PROCESS_TIMEOUT = 90.0

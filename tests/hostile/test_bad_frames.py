@@ -1,4 +1,5 @@
-"""Issue 8, "the SDK's stdio transport drops frames it cannot parse": a server that answers with
+"""Spec §11, server responses are untrusted (the SDK's stdio transport dropped frames it could not
+parse): a server that answers with
 frames a client cannot use (tests/hostile/bad_frames_server.py, raw bytes, no SDK).
 
 Each bad frame must fail *its own* request at once - not after the call timeout (60 s here) -
@@ -240,6 +241,7 @@ def cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Completed
                           env={**os.environ, "PYTHONIOENCODING": "utf-8"})
 
 
+@pytest.mark.slow
 def test_record_finishes_fast_and_keeps_every_good_tool(project: Path) -> None:
     from codemode_gen.generator.fixtures import calls_file_name
 
@@ -288,6 +290,7 @@ def _check_run_response(response: dict[str, Any]) -> None:
     assert slowest < FAST * 1000, response["toolTrace"]
 
 
+@pytest.mark.slow
 def test_run_throws_tool_call_error_and_the_next_call_succeeds(project: Path) -> None:
     (project / "script.js").write_text(RUN_SCRIPT % json.dumps(sorted(FAILING)), encoding="utf-8")
     proc = cli(project, "run", "--no-pretty", "script.js")
@@ -296,6 +299,7 @@ def test_run_throws_tool_call_error_and_the_next_call_succeeds(project: Path) ->
     _check_run_response(json.loads(proc.stdout))
 
 
+@pytest.mark.slow
 def test_serve_answers_a_run_with_bad_frames(project: Path) -> None:
     import mcp_types as types
     from mcp import Client, StdioServerParameters

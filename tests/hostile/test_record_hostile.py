@@ -1,4 +1,4 @@
-"""`record` against a hostile server, then `generate` (issue 8; spec §11: server responses are
+"""`record` against a hostile server, then `generate` (spec §11: server responses are
 untrusted input). Real processes: codemode-gen and tests/hostile/record_server.py.
 
 The server lists 28 good tools, tools whose names are hostile as file names (300 characters,
@@ -22,10 +22,12 @@ import pytest
 from codemode_gen.config import DEFAULT_MAX_RESULT_BYTES, MIN_RESULT_BYTES
 from codemode_gen.generator.fixtures import MAX_CALLS_FILE_NAME_CHARS, load_fixture_set
 
+from . import record_server  # the server's tool names, not its process
+
+pytestmark = pytest.mark.slow  # every test runs record (and generate) against a real server
+
 PYTHON = sys.executable
 SERVER = Path(__file__).resolve().parent / "record_server.py"
-sys.path.insert(0, str(SERVER.parent))
-import record_server  # noqa: E402  (the server's tool names, not its process)
 
 # Bounds each codemode-gen command; the 50 MiB answer is slow to read (the SDK's stdio reader
 # joins its buffer per chunk), but must still finish.
@@ -64,7 +66,6 @@ def _assert_generate_works(project: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_record_keeps_good_tools_caps_the_bomb_reports_nan_then_generate(tmp_path: Path) -> None:
     project = _project(tmp_path)

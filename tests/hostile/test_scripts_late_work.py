@@ -1,4 +1,5 @@
-"""Issue 8, "Late work": after the script ends, nothing reaches a server and the trace tells the truth.
+"""Spec §3.3.2 and §7.4, late work: after the script ends, nothing reaches a server and the
+trace tells the truth.
 
 A tool call started from a result's `toJSON` (run while the host serialises the result, after
 the script ended) still ran on the server while toolTrace said it was cancelled. The prelude
@@ -65,6 +66,7 @@ def test_s3_2_2_a_result_to_json_still_serialises(host: HostThread) -> None:
     assert response["result"] == {"late": True} and not errors(response)
 
 
+@pytest.mark.slow
 def test_s7_4_in_flight_calls_cut_short_are_reported_as_cancelled(host: HostThread) -> None:
     before = assert_still_serves(host)
     timeout_ms = 1000
@@ -83,6 +85,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cli_project(tmp_path_factory.mktemp("late-cli"))
 
 
+@pytest.mark.slow
 def test_s7_4_run_cli_sends_no_late_call(project: Path) -> None:
     code = IMPORT + "await tick();\n" + LATE["result toJSON"]
     proc, response = run_cli(project, code)

@@ -1,4 +1,4 @@
-"""Issue 8, "Limits that do not bound the response": logs, toolTrace and the whole §3.3 response.
+"""Spec §3.2.4 and §11, limits that bound the response: logs, toolTrace and the whole §3.3 response.
 
 maxLogBytes counted only message bytes (300,000 empty `console.log()` calls made a 14.8 MB
 response) and toolTrace copied script-chosen names verbatim (an 8 MB server id × 30 calls made
@@ -151,6 +151,7 @@ def test_s7_4_result_over_the_cap_is_a_sandbox_limit_with_logs_kept(host: HostTh
     assert_still_serves(host)
 
 
+@pytest.mark.slow
 def test_s3_3_the_whole_response_is_bounded_whatever_the_script_does(host: HostThread) -> None:
     response, elapsed = timed(host, EVERYTHING, limits=EVERYTHING_LIMITS)
     assert within_deadline(elapsed, TIMEOUT_MS)
@@ -166,6 +167,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cli_project(tmp_path_factory.mktemp("limits-cli"))
 
 
+@pytest.mark.slow
 def test_s3_3_run_cli_output_is_bounded_too(project: Path) -> None:
     proc, response = run_cli(project, EVERYTHING, "--limits", json.dumps(EVERYTHING_LIMITS))
     assert proc.returncode == 1

@@ -1,4 +1,4 @@
-"""Issue 8, "Deep nesting crashes the host": what crosses the sandbox boundary is bounded in depth.
+"""Spec §11, deep nesting: what crosses the sandbox boundary is bounded in depth.
 
 A tool input nested ~1,000 levels or a result nested ~500 raised RecursionError in the host
 (`run` printed a traceback, the API raised, `serve` answered a bare JSON-RPC error); an input
@@ -175,6 +175,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cli_project(tmp_path_factory.mktemp("nesting-cli"))
 
 
+@pytest.mark.slow
 def test_s3_3_4_run_cli_answers_deep_nesting_with_a_response(project: Path) -> None:
     code = (
         f"import {{ echo, deep }} from '@codemode/servers/s';\n{nested_input(1000)}"
@@ -187,6 +188,7 @@ def test_s3_3_4_run_cli_answers_deep_nesting_with_a_response(project: Path) -> N
     assert codes(response, "error") == ["RESULT_NOT_SERIALIZABLE"] and response["result"] is None
 
 
+@pytest.mark.slow
 def test_s3_3_4_serve_answers_deep_nesting_and_keeps_the_session(project: Path) -> None:
     async def body(client: Any) -> Any:
         first = await serve_run(client, "import { tick } from '@codemode/servers/s';\nawait tick();\n" + TICKS)

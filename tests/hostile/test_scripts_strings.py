@@ -1,4 +1,4 @@
-"""Issue 8, "Lone surrogates" and "Script-controlled text meets quadratic host code".
+"""Spec §11 and §3.3: lone surrogates, and script-controlled text meeting quadratic host code.
 
 A server id or tool name with a lone surrogate (legal in a JS string) reached toolTrace as is:
 `codemode-gen run` crashed with UnicodeEncodeError and `serve` exited. Every script-chosen
@@ -209,6 +209,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cli_project(tmp_path_factory.mktemp("strings-cli"))
 
 
+@pytest.mark.slow
 def test_s3_3_run_cli_prints_utf8_for_hostile_names_and_stacks(project: Path) -> None:
     code = HOSTILE_NAMES + "\nconsole.log('\\ud800 alone');\nthrow {message: 'x', stack: 'at a' + ' '.repeat(400000) + 'b'};\n"
     proc, response = run_cli(project, code, "--pretty")
@@ -219,6 +220,7 @@ def test_s3_3_run_cli_prints_utf8_for_hostile_names_and_stacks(project: Path) ->
     assert "\x1b" not in proc.stderr  # --pretty shows the trace: no escape sequence from a name
 
 
+@pytest.mark.slow
 def test_s3_3_serve_survives_hostile_names(project: Path) -> None:
     async def body(client: Any) -> Any:
         hostile = await serve_run(client, HOSTILE_NAMES)

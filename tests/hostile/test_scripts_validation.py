@@ -1,4 +1,5 @@
-"""Issue 8, "Validation blocks the event loop": input validation is bounded in time and memory.
+"""Spec §11, resource exhaustion (validation blocked the event loop): input validation is bounded
+in time and memory.
 
 Validation (errors, best match, suggestions) ran synchronously on the host's event loop: one
 invalid 300k-item array took a `timeoutMs: 3000` run to 22 s with 936 MB of host RSS and delayed
@@ -115,6 +116,7 @@ def test_s7_2_duplicates_among_many_objects_are_found_in_linear_time(host: HostT
     assert error["expected"] == "an array of distinct items"
 
 
+@pytest.mark.slow
 def test_s10_1_a_costly_validation_never_holds_up_a_concurrent_run(host: HostThread) -> None:
     """Valid, but more than the budget to validate: the input is sent (the server judges it),
     the run answers in time, and runs started meanwhile answer as usual."""
@@ -139,6 +141,7 @@ def test_s10_1_a_costly_validation_never_holds_up_a_concurrent_run(host: HostThr
     assert_still_serves(host, before)
 
 
+@pytest.mark.slow
 def test_s7_4_validation_ends_with_the_run(host: HostThread) -> None:
     """A deadline that comes before the validation budget: the run answers within 1.5 ×
     timeoutMs and the validation thread is free again at once."""

@@ -1,4 +1,4 @@
-"""Issue 8, "Memory is not returned": a worker's RSS returns to its baseline after every run.
+"""Spec §11, resource exhaustion: a worker's RSS returns to its baseline after every run.
 
 Each run's QuickJS realm used to stay alive for ever: the jsbox Runtime holds the realm's bound
 host methods in Rust, where Python's cycle collector cannot see them, so realm → engine →
@@ -25,7 +25,7 @@ from codemode_gen.runtime.worker import Worker
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
 
 MiB = 1024 * 1024
-#: Allowed growth of the worker's RSS from after the first run to after the last (issue 8).
+#: Allowed growth of the worker's RSS from after the first run to after the last.
 RSS_SLACK = 64 * MiB
 RUNS = 20
 
@@ -99,6 +99,7 @@ class Host:
         return {"ok": True, "value": request.get("input")}
 
 
+@pytest.mark.slow
 def test_worker_rss_returns_to_baseline_after_every_run() -> None:
     async def scenario() -> tuple[list[int], Host]:
         pool = WorkerPool(1)

@@ -1,6 +1,6 @@
 """Benchmark: our JSON Schema -> TypeScript translator vs json-schema-to-typescript (npm).
 
-Not a test; needs ../shared/corpus and node_modules. Run: .venv/bin/python bench/types.py
+Not a test; needs ../shared/corpus and node_modules. Run: .venv/bin/python bench/translator.py
 
 (a) Speed: translate every ../shared/corpus/jstt/*.json with ours (in process) and with
     json-schema-to-typescript in ONE node process (timed inside node, excluding start-up,
