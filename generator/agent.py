@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript import TypeDecl
 from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.compact import first_sentence, one_line, print_compact
@@ -275,7 +276,7 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
                 body.append(INDENT + doc)
             body.append(INDENT + signature(tool, notes, 1))
         body += [INDENT + type_decl(n, 1) for n in shared]
-        head = f"declare module {string_literal('@codemode/servers/' + server_id)} {{"
+        head = f"declare module {string_literal(module_specifier(server_id))} {{"
         return "\n".join([head, *body, "}"])
 
     return AgentServer(declarations=declarations, full=block(True), plain=block(False))

@@ -14,34 +14,27 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-import jinja2
-
-import codemode_gen.templates
-from codemode_gen import SPEC_VERSION, __version__
+from codemode_gen import SPEC_VERSION
 from codemode_gen.config import Settings
+from codemode_gen.generator import manifest as mf
 from codemode_gen.generator.agent import AgentTool, annotation_tags, box_tag, render_server
 from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
-from codemode_gen.generator.merge import OutputModel, merge_output
 from codemode_gen.generator.names import (
     assign_export_names,
     assign_module_paths,
     is_identifier,
     pascal_case,
 )
-from codemode_gen.generator.typescript import NameScope, TypeDecl, doc_comment, translate
+from codemode_gen.generator.output_schema import OutputModel, merge_output
+from codemode_gen.generator.templating import render
+from codemode_gen.generator.typescript import NameScope, TypeDecl, translate
 from codemode_gen.generator.typescript.ast import Ref, walk
-from codemode_gen.generator.typescript.printer import joined_doc
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
 
-GENERATOR_NAME = "codemode-gen"
-MODULE_PREFIX = "@codemode/servers/"
-SERVERS_DIR = "servers"
-MANIFEST_FILE = "manifest.json"
+# out/'s other files (manifest.json and servers/ are generator/manifest.py's).
 CODEMODE_DTS = "codemode.d.ts"
 TSCONFIG_FILE = "tsconfig.json"
 # §5.3.1: an absent or empty inputSchema means "no arguments or {}".
@@ -70,7 +63,7 @@ class Outputs:
     """Everything `generate` writes: relative path under out/ -> text, plus the report."""
 
     files: dict[str, str]
-    manifest: dict[str, Any]
+    manifest: mf.Manifest
     report: list[str] = field(default_factory=list)
 
 
@@ -87,7 +80,7 @@ class ToolModel:
     decls: tuple[TypeDecl, ...]
     doc: tuple[str, ...]
     js_doc: tuple[str, ...]
-    manifest: dict[str, Any]
+    manifest: mf.ToolEntry
 
 
 @dataclass(frozen=True)
@@ -98,7 +91,7 @@ class ServerModel:
     doc: tuple[str, ...]
     tools: tuple[ToolModel, ...]
     meta: dict[str, Any]
-    manifest: dict[str, Any]
+    manifest: mf.ServerEntry
 
 
 class _ModuleScope(NameScope):
@@ -123,41 +116,6 @@ class _ModuleScope(NameScope):
             self._root = None
             return wanted
         return super().claim(wanted)
-
-
-def _js(value: Any) -> str:
-    """A JS/TS literal for a JSON value: ASCII-only JSON, so no line terminator (U+2028/9), bidi
-    control or other invisible character from a server can reach generated code raw."""
-    return json.dumps(value, ensure_ascii=True, sort_keys=True, indent=2)
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(codemode_gen.templates.__file__).parent),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,  # the output is code, not HTML; every untrusted value goes through a filter
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["js"] = _js
-    env.globals["doc_comment"] = doc_comment
-    env.globals["tool_doc"] = joined_doc
-    return env
-
-
-def _render(template: str, **context: Any) -> str:
-    return _environment().get_template(template).render(**context)
-
-
-def header_line(manifest: Mapping[str, Any], prefix: str = "//") -> str:
-    """The generated-file header (templates/header.j2) for files built outside the templates."""
-    template = _environment().get_template("header.j2")
-    module = template.make_module(
-        {"generator": manifest["generator"], "fixtures_hash": manifest["fixturesHash"]}
-    )
-    return str(getattr(module, "header")(prefix))  # noqa: B009 (a Jinja macro, not a declared attribute)
 
 
 def _unbox(settings: Settings, config_id: str) -> bool:
@@ -357,30 +315,34 @@ def _build_tool(
     report.extend(f"{where}: drift: {d}" for d in out.drift)
     report.extend(f"{where}: {w}" for w in out.warnings)
 
-    entry: dict[str, Any] = {
-        "toolName": tool_name,
-        "exportName": export_name,
-        "inputSchema": input_schema,
-        "output": {
-            "source": out.source,
-            "declared": out.declared,
-            "inferred": out.inferred,
-            "samples": out.samples,
-            "jsonText": out.json_text,
-            "optional": list(out.optional),
-            "drift": list(out.drift),
-        }
-        | ({"box": out.box.manifest(unboxed=out.unboxed)} if out.box is not None else {}),
-        "types": ({"input": input_type} if input_decl is None else {})
-        | ({"output": output_type} if out.schema is not None else {})
-        | ({"json": json_type} if json_type else {}),
+    output: mf.OutputRecord = {
+        "source": out.source,
+        "declared": out.declared,
+        "inferred": out.inferred,
+        "samples": out.samples,
+        "jsonText": out.json_text,
+        "optional": list(out.optional),
+        "drift": list(out.drift),
     }
-    if description is not None:
-        entry["description"] = description
-    if isinstance(tool.get("annotations"), dict):
-        entry["annotations"] = tool["annotations"]
+    if out.box is not None:
+        output["box"] = mf.box_record(out.box, unboxed=out.unboxed)
+    types: mf.TypesRecord = {}
+    if input_decl is None:
+        types["input"] = input_type
     if out.schema is not None:
-        entry["outputSchema"] = out.schema
+        types["output"] = output_type
+    if json_type:
+        types["json"] = json_type
+    entry = mf.tool_entry(
+        tool_name=tool_name,
+        export_name=export_name,
+        input_schema=input_schema,
+        output=output,
+        types=types,
+        description=description,
+        annotations=tool["annotations"] if isinstance(tool.get("annotations"), dict) else None,
+        output_schema=out.schema,
+    )
     return ToolModel(
         tool_name=tool_name,
         export_name=export_name,
@@ -515,7 +477,8 @@ def _build_server(
     # one tool can never push another tool's `<Export>Input` to a suffixed name.
     names: dict[str, dict[str, str]] = {}
     for tool in tools:
-        stem = pascal_case(exports[tool["name"]])
+        # `$` or `_` alone has no letters: "ToolInput", not "Input" (claim adds a `T` before a digit)
+        stem = pascal_case(exports[tool["name"]]) or "Tool"
         names[tool["name"]] = {
             "input": scope.reserve(stem + "Input"),
             "output": scope.reserve(stem + "Output"),
@@ -566,25 +529,21 @@ def _build_server(
     }
     if version is not None:
         meta["serverVersion"] = version
-    manifest: dict[str, Any] = {
-        "serverId": server_id,
-        "configId": config_id,
-        "serverName": server_name,
-        "capabilities": capabilities,
-        "unwrap": mode,
-        **({"unbox": True} if unbox else {}),
-        "module": f"{SERVERS_DIR}/{server_id}.js",
-        "types": f"{SERVERS_DIR}/{server_id}.d.ts",
-        "tools": [m.manifest for m in models],
+    manifest = mf.server_entry(
+        server_id=server_id,
+        config_id=config_id,
+        server_name=str(server_name),
+        capabilities=capabilities,
+        unwrap=mode,
+        unbox=unbox,
+        tools=[m.manifest for m in models],
         # The compact agent rendering (generator/agent.py) the serve prompt is made of.
-        "agent": {"full": agent.full, "plain": agent.plain},
-    }
-    if version is not None:
-        manifest["version"] = version
-    if description is not None:
-        manifest["description"] = description
+        agent={"full": agent.full, "plain": agent.plain},
+        version=version,
+        description=description,
+    )
     title = json.dumps(server_name, ensure_ascii=False) + (f" {version}" if version else "")
-    doc = [f'Server {title}: import from "{MODULE_PREFIX}{server_id}".']
+    doc = [f'Server {title}: import from "{mf.module_specifier(server_id)}".']
     if description:
         doc += ["", _cut(description, MAX_INSTRUCTIONS_IN_DTS)]
     if mode == "json":
@@ -601,7 +560,7 @@ def _build_server(
     return ServerModel(
         config_id=config_id,
         server_id=server_id,
-        module_specifier=MODULE_PREFIX + server_id,
+        module_specifier=mf.module_specifier(server_id),
         doc=tuple(doc),
         tools=tuple(models),
         meta=meta,
@@ -639,25 +598,21 @@ def build_outputs(
         sources.update(_sources(s))
     live_sets = [FixtureSet(s.config_id, {}, [], {}, _sources(s)) for s in sets]
     hash_ = fixtures_hash(live_sets)
-    generator = {"name": GENERATOR_NAME, "version": __version__}
+    generator = mf.generator_info()
     context = {"generator": generator, "fixtures_hash": hash_, "spec_version": SPEC_VERSION}
 
     files: dict[str, str] = {}
     for server in servers:
-        files[f"{SERVERS_DIR}/{server.server_id}.js"] = _render(
+        files[mf.module_file(server.server_id)] = render(
             "server.js.j2", server=server, **context
         )
-        files[f"{SERVERS_DIR}/{server.server_id}.d.ts"] = _render(
+        files[mf.types_file(server.server_id)] = render(
             "server.d.ts.j2", server=server, **context
         )
-    files[CODEMODE_DTS] = _render("codemode.d.ts.j2", servers=servers, **context)
-    files[TSCONFIG_FILE] = _render("tsconfig.json.j2", **context)
-    manifest: dict[str, Any] = {
-        "generator": generator,
-        "specVersion": SPEC_VERSION,
-        "fixturesHash": hash_,
-        "sources": dict(sorted(sources.items())),
-        "servers": [s.manifest for s in servers],
-    }
-    files[MANIFEST_FILE] = dumps_stable(manifest)
+    files[CODEMODE_DTS] = render("codemode.d.ts.j2", servers=servers, **context)
+    files[TSCONFIG_FILE] = render("tsconfig.json.j2", **context)
+    manifest = mf.manifest_document(
+        fixtures_hash=hash_, sources=sources, servers=[s.manifest for s in servers]
+    )
+    files[mf.MANIFEST_FILE] = mf.dump_manifest(manifest)
     return Outputs(files=dict(sorted(files.items())), manifest=manifest, report=report)

@@ -10,20 +10,13 @@ keeps in out/ is carried over.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from codemode_gen import dirswap
 from codemode_gen.errors import UserError
-from codemode_gen.generator.build import (
-    CODEMODE_DTS,
-    GENERATOR_NAME,
-    MANIFEST_FILE,
-    SERVERS_DIR,
-    TSCONFIG_FILE,
-    Outputs,
-)
+from codemode_gen.generator.build import CODEMODE_DTS, TSCONFIG_FILE, Outputs
+from codemode_gen.generator.manifest import MANIFEST_FILE, SERVERS_DIR, written_by_codemode_gen
 
 PYTHON_DIR = "python"
 # Sub-folders whose whole content belongs to generate: stale files there are deleted.
@@ -46,19 +39,6 @@ def _owned_files_on_disk(out_dir: Path) -> set[str]:
     return found
 
 
-def _written_by_us(out_dir: Path) -> bool:
-    """True when out_dir holds a manifest.json that generate wrote."""
-    try:
-        data = json.loads((out_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (
-        isinstance(data, dict)
-        and isinstance(data.get("generator"), dict)
-        and data["generator"].get("name") == GENERATOR_NAME
-    )
-
-
 def _refuse_foreign_target(out_dir: Path) -> None:
     """Replacing a folder generate did not write (`--out .`, `--out src`) could clobber a user's
     tsconfig.json or move a whole project aside; refuse instead."""
@@ -68,7 +48,7 @@ def _refuse_foreign_target(out_dir: Path) -> None:
             f"{out_dir}: is the current folder or one of its parents; refusing to replace it",
             hint="pass a dedicated output folder, e.g. --out out",
         )
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not _written_by_us(out_dir):
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not written_by_codemode_gen(out_dir):
         raise UserError(
             f"{out_dir}: exists, is not empty and was not written by codemode-gen"
             f" (no {MANIFEST_FILE} from it); refusing to replace it",

@@ -27,7 +27,7 @@ Choices beyond the letter of the spec (documented in docs/DESIGN.md "Names"):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 # Spec §6.1 list, verbatim.
 SPEC_RESERVED_WORDS = frozenset(
@@ -55,14 +55,18 @@ EMPTY_TOOL_IDENTIFIER = "_"
 EMPTY_MODULE_PATH = "server"
 
 _ILLEGAL_IDENTIFIER_CHAR = re.compile(r"[^A-Za-z0-9_$]")
-_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+# An ASCII JS identifier, the one test every generated name and printed property key uses.
+# `\Z`, not `$`: `$` also matches before a final newline, which would let a server-chosen
+# property name such as "a\n" be printed raw and break the declaration file.
+IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+_NOT_ALNUM_RUN = re.compile(r"[^A-Za-z0-9]+")
 _ILLEGAL_PATH_CHAR = re.compile(r"[^a-z0-9-]")
 _DASH_RUN = re.compile(r"-{2,}")
 
 
 def is_identifier(text: str) -> bool:
     """True when `text` is usable as-is as an ASCII JS identifier (not checking reserved words)."""
-    return bool(_IDENTIFIER.match(text))
+    return bool(IDENTIFIER.match(text))
 
 
 def tool_identifier(tool_name: str) -> str:
@@ -95,12 +99,23 @@ def _assign_unique(names: Iterable[str], clean: Callable[[str], str], separator:
             taken.add(base[name])
             result[name] = base[name]
     for name in duplicates:  # pass 2: suffixes, skipping anything already taken
-        n = 2
-        while f"{base[name]}{separator}{n}" in taken:
-            n += 1
-        result[name] = f"{base[name]}{separator}{n}"
+        result[name] = unique_name(base[name], taken, separator)
         taken.add(result[name])
     return result
+
+
+def unique_name(base: str, taken: Container[str], separator: str = "") -> str:
+    """`base` when it is free, else `<base><separator>N` with the smallest free N from 2.
+
+    The one suffix rule of every generated name: export identifiers (`__`), module paths
+    (`--`) and TypeScript type names (no separator: `Note`, `Note2`).
+    """
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}{separator}{n}" in taken:
+        n += 1
+    return f"{base}{separator}{n}"
 
 
 def assign_export_names(tool_names: Iterable[str]) -> dict[str, str]:
@@ -124,16 +139,11 @@ def assign_module_paths(server_ids: Iterable[str]) -> dict[str, str]:
     return _assign_unique(server_ids, module_path, "--")
 
 
-def pascal_case(identifier: str) -> str:
-    """Type-name stem from an export identifier: `get_note` -> `GetNote`, `_123x` -> `_123x`.
+def pascal_case(text: str) -> str:
+    """`get_note` -> `GetNote`, `create-note v2` -> `CreateNoteV2`, `$x` -> `X`.
 
-    Leading underscores are dropped unless what follows is a digit (a type name cannot start
-    with one); the translator's NameScope makes the final name unique.
+    Splits at every run of characters other than ASCII letters and digits and upper-cases the
+    first letter of each part. The result may be empty or start with a digit: the callers
+    decide (the translator's NameScope.claim makes it a valid, unique type name).
     """
-    parts = [p for p in re.split(r"[_$]+", identifier) if p]
-    stem = "".join(p[0].upper() + p[1:] for p in parts)
-    if not stem:
-        return "Tool"
-    if stem[0].isdigit():
-        stem = "_" + stem
-    return stem
+    return "".join(p[:1].upper() + p[1:] for p in _NOT_ALNUM_RUN.split(text) if p)

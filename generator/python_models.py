@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from codemode_gen.errors import UserError
-from codemode_gen.generator.build import Outputs, header_line
+from codemode_gen.generator.build import Outputs
+from codemode_gen.generator.templating import header_line
 
 PYTHON_DIR = "python"
 

@@ -45,6 +45,12 @@ from typing import Any
 import anyio
 
 from codemode_gen import dirswap
+from codemode_gen.client.sessions import (
+    CallError,
+    CallTimeout,
+    ConnectError,
+    SessionManager,
+)
 from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
@@ -311,8 +317,6 @@ async def record_servers(
     status: StatusFn = lambda sid, text: None,
 ) -> list[ServerOutcome]:
     """Record every server in `configs` concurrently; returns one outcome each, in order."""
-    from codemode_gen.runtime.sessions import SessionManager
-
     limit = max_samples if max_samples is not None else settings.max_samples
     by_server: dict[str, list[Sample]] = {sid: [] for sid in configs}
     for sample in samples:
@@ -337,7 +341,7 @@ async def record_servers(
 
 
 async def _record_one(
-    manager: Any,
+    manager: SessionManager,
     config: ServerConfig,
     settings: Settings,
     samples: list[Sample],
@@ -347,8 +351,6 @@ async def _record_one(
     outcome: ServerOutcome,
     status: StatusFn,
 ) -> None:
-    from codemode_gen.runtime.sessions import CallError, CallTimeout, ConnectError
-
     sid = config.id
     outcome.log_path = manager.log_path(sid)
     redactor = Redactor(config.secrets(), settings.redact_patterns)

@@ -99,10 +99,6 @@ class Box:
     field: str
     marker: BoxMarker
 
-    def manifest(self, *, unboxed: bool) -> dict[str, Any]:
-        """The manifest's `output.box`."""
-        return {"field": self.field, "marker": self.marker, "unboxed": unboxed}
-
 
 def read_box(schema: Any) -> tuple[Box | None, str | None]:
     """(the box a declared outputSchema marks, a warning when a marker is present but unusable)."""

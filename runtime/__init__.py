@@ -1,1 +1,1 @@
-"""Live layer: MCP sessions, the QuickJS sandbox and the bridge between them."""
+"""Live layer: the QuickJS sandbox, the bridge to the MCP sessions (codemode_gen.client), CodeMode and serve."""

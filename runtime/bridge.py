@@ -28,9 +28,16 @@ import asyncio
 import difflib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from codemode_gen.client.sessions import (
+    AuthError,
+    CallAuthError,
+    CallError,
+    CallTimeout,
+    ConnectError,
+)
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import Box, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
@@ -40,8 +47,7 @@ from codemode_gen.runtime.catalog import (
     LiveServer,
     ServerView,
     ToolView,
-    diagnostic,
-    tools_from_live,
+    live_tools,
 )
 from codemode_gen.runtime.limits import (
     MAX_JSON_DEPTH,
@@ -50,13 +56,6 @@ from codemode_gen.runtime.limits import (
     MAX_TRACE_ERROR_CHARS,
     SandboxLimitExceeded,
 )
-from codemode_gen.runtime.sessions import (
-    AuthError,
-    CallAuthError,
-    CallError,
-    CallTimeout,
-    ConnectError,
-)
 from codemode_gen.runtime.validation import (
     InputInvalid,
     prepare_arguments,
@@ -64,7 +63,7 @@ from codemode_gen.runtime.validation import (
     rejected_input,
 )
 
-__all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "Connector"]
+__all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "CallSession", "Connector"]
 
 # Bounds how much of a server's error text is copied into an exception message: a server can
 # answer with megabytes, and the message lands in the agent's context.
@@ -74,10 +73,19 @@ MAX_ERROR_TEXT_CHARS = 2000
 MAX_BOX_NOTICES = 20
 
 
+class CallSession(Protocol):
+    """What the bridge uses of an MCP session (`codemode_gen.client.sessions.McpSession`)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]: ...
+
+
 class Connector(Protocol):
     """What the bridge needs from the host that owns the sessions (CodeMode)."""
 
-    async def session(self, config_id: str) -> Any: ...
+    async def session(self, config_id: str) -> CallSession: ...
 
     async def live(self, config_id: str) -> LiveServer: ...
 
@@ -90,6 +98,14 @@ def _error(error_class: str, message: str, hint: str, **fields: Any) -> dict[str
 
 def _clip(text: str) -> str:
     return resp.clip(text, MAX_ERROR_TEXT_CHARS)
+
+
+def _near_miss(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a mistyped one, if any is close."""
+    if len(name) > MAX_NAME_CHARS:  # difflib is quadratic in the name's length: no near miss
+        return None
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return close[0] if close else None
 
 
 def _content_text(result: dict[str, Any]) -> str:
@@ -131,7 +147,7 @@ class Bridge:
         self._locks: dict[str, asyncio.Lock] = {}
         # Sessions this run already obtained, by config id: asking the session manager again
         # costs two event-loop turns (its lock and ready event) on every call.
-        self._sessions: dict[str, Any] = {}
+        self._sessions: dict[str, CallSession] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ entry point
@@ -189,17 +205,18 @@ class Bridge:
         boundary (BRIDGE_LIMIT, once per kind) and a trace cut at MAX_TRACE_ENTRIES."""
         out = list(self._notices.values())
         if self.trace_dropped:
-            out.append(diagnostic(
-                "warning", "TOOL_TRACE_TRUNCATED",
+            out.append(resp.diagnostic(
+                "TOOL_TRACE_TRUNCATED",
                 f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
                 f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
-                "make fewer tool calls per run, or log a summary of them from the script",
+                severity="warning",
+                hint="make fewer tool calls per run, or log a summary of them from the script",
             ))
         return out
 
     def _notice(self, kind: str, message: str, hint: str) -> None:
         if kind not in self._notices:
-            self._notices[kind] = diagnostic("warning", "BRIDGE_LIMIT", message, hint)
+            self._notices[kind] = resp.diagnostic("BRIDGE_LIMIT", message, severity="warning", hint=hint)
 
     # ------------------------------------------------------------------ steps
 
@@ -269,18 +286,13 @@ class Bridge:
             if view.unavailable is None and not view.live:
                 try:
                     live = await self.connector.live(view.config_id)
-                except AuthError as exc:
-                    view.unavailable = str(getattr(exc, "reason", None) or exc)
-                    view.auth_failed = True
-                except ConnectError as exc:
-                    view.unavailable = str(getattr(exc, "reason", None) or exc)
+                except ConnectError as exc:  # AuthError too
+                    view.unavailable = exc.reason or str(exc)
+                    view.auth_failed = isinstance(exc, AuthError)
                 except CallError as exc:  # connected, but tools/list failed
                     view.unavailable = f"tools/list failed: {exc}"
                 else:
-                    config = self.configs[view.config_id]
-                    view.tools = tools_from_live(
-                        live.tools, config.blocklist, known=view.tools, unbox=config.unbox
-                    )
+                    view.tools = live_tools(live, self.configs[view.config_id], known=view.tools)
                     view.live = True
         if view.unavailable is not None:
             if view.auth_failed:
@@ -308,10 +320,9 @@ class Bridge:
             hint = f"add '{shown}' to .mcp.json, or use one of: {', '.join(known) or 'no servers'}"
         else:
             message = f"no server '{shown}'"
-            # difflib is quadratic in the name's length: a name that long is no near miss.
-            close = difflib.get_close_matches(server_id, known, n=1) if len(server_id) <= MAX_NAME_CHARS else []
+            close = _near_miss(server_id, known)
             hint = (
-                f"did you mean '{close[0]}'? listServers() from @codemode/discovery lists every server"
+                f"did you mean '{close}'? listServers() from @codemode/discovery lists every server"
                 if close
                 else "call listServers() from @codemode/discovery to see the available server ids"
             )
@@ -325,12 +336,9 @@ class Bridge:
             hint = "do this another way: the host does not allow this tool"
         else:
             message = f"server '{view.server_id}' has no tool '{shown}'"
-            # difflib is quadratic in the name's length: a name that long is no near miss.
-            close = (
-                difflib.get_close_matches(tool_name, list(view.tools), n=1) if len(tool_name) <= MAX_NAME_CHARS else []
-            )
+            close = _near_miss(tool_name, view.tools)
             hint = (
-                f"did you mean '{close[0]}'?"
+                f"did you mean '{close}'?"
                 if close
                 else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
             )
@@ -345,7 +353,7 @@ class Bridge:
         where = f"{server_id}.{tool_name_shown}"
         try:
             session = self._sessions.get(config.id)
-            if session is None or getattr(session, "closed", False):
+            if session is None or session.closed:
                 session = await self.connector.session(config.id)
                 self._sessions[config.id] = session
             # The calling task itself is what aclose() cancels: no extra task per call.
@@ -430,11 +438,12 @@ class Bridge:
         if key in self._notices or sum(k.startswith("box:") for k in self._notices) >= MAX_BOX_NOTICES:
             return
         got = "an object without it" if isinstance(value, dict) else f"{json_type(value) or 'a value'}, not an object"
-        self._notices[key] = diagnostic(
-            "warning", "UNBOX_MISMATCH",
+        self._notices[key] = resp.diagnostic(
+            "UNBOX_MISMATCH",
             f"{where} declares its value boxed in {json.dumps(box.field)} ({box.marker}) but returned {got};"
             " the result was returned unchanged, not unboxed",
-            f"check the value's shape before using it (for example `{json.dumps(box.field)} in value`)",
+            severity="warning",
+            hint=f"check the value's shape before using it (for example `{json.dumps(box.field)} in value`)",
         )
 
     def _too_deep(self, server_id: str, tool_name: str, where: str) -> dict[str, Any]:
@@ -446,5 +455,3 @@ class Bridge:
             _summary="ToolCallError: result nested too deep",
         )
 
-
-HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

@@ -22,10 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from codemode_gen.config import ServerConfig
-from codemode_gen.errors import UserError
-from codemode_gen.generator.names import assign_export_names, assign_module_paths
+from codemode_gen.generator.manifest import (
+    Manifest,
+    ServerEntry,
+    ToolEntry,
+    module_file_of,
+    module_specifier,
+)
+from codemode_gen.generator.names import assign_export_names, assign_module_paths, unique_name
 from codemode_gen.generator.unwrap import Box, find_box, inner_schema
-from codemode_gen.jsonio import read_json
 
 __all__ = [
     "Catalog",
@@ -33,24 +38,17 @@ __all__ = [
     "ServerView",
     "ToolView",
     "adopt_built",
-    "diagnostic",
-    "load_manifest",
+    "live_tools",
     "lost_declarations",
+    "manifest_views",
+    "module_paths_for",
+    "stale_message",
+    "tools_from_live",
 ]
 
-SERVER_MODULE_PREFIX = "@codemode/servers/"
 # Bounds how many tool names a stale-out/ warning lists, so a server that renamed hundreds of
 # tools does not flood the response.
 MAX_NAMES_IN_WARNING = 10
-
-
-def diagnostic(severity: str, code: str, message: str, hint: str | None = None, **extra: Any) -> dict[str, Any]:
-    """One §3.3.3 diagnostic entry."""
-    entry: dict[str, Any] = {"severity": severity, "code": code, "message": message}
-    if hint:
-        entry["hint"] = hint
-    entry.update({k: v for k, v in extra.items() if v is not None})
-    return entry
 
 
 @dataclass(frozen=True)
@@ -153,31 +151,13 @@ class Catalog:
 
     def modules(self) -> dict[str, str]:
         return {
-            SERVER_MODULE_PREFIX + sid: view.module_source
+            module_specifier(sid): view.module_source
             for sid, view in sorted(self.servers.items())
             if view.module_source is not None
         }
 
 
 # --------------------------------------------------------------------------- manifest
-
-
-def load_manifest(out_dir: Path) -> dict[str, Any] | None:
-    """out/manifest.json, or None when out/ has not been generated yet."""
-    path = out_dir / "manifest.json"
-    if not path.is_file():
-        return None
-    data = read_json(path, what="generated manifest")
-    servers = data.get("servers") if isinstance(data, dict) else None
-    if not isinstance(servers, list) or not all(
-        isinstance(s, dict) and isinstance(s.get("serverId"), str) and isinstance(s.get("tools"), list)
-        for s in servers
-    ):
-        raise UserError(
-            f"{path}: not a codemode-gen manifest (expected \"servers\": [{{serverId, tools, ...}}])",
-            hint="regenerate it with `codemode-gen generate`",
-        )
-    return data
 
 
 def capabilities_of(server_json: Mapping[str, Any]) -> list[str]:
@@ -194,7 +174,7 @@ def _effective_output(declared: Any, fallback: Any, unbox: bool) -> tuple[Any, B
     return (inner_schema(declared, box) if unbox else declared), box
 
 
-def _tool_from_manifest(entry: Mapping[str, Any], unbox: bool = False) -> ToolView:
+def _tool_from_manifest(entry: ToolEntry, unbox: bool = False) -> ToolView:
     output = entry.get("output")
     annotations = entry.get("annotations")
     # A manifest without provenance cannot tell declared from inferred: assume declared, so
@@ -290,6 +270,13 @@ def tools_from_live(
     return dict(sorted(views.items()))
 
 
+def live_tools(
+    live: LiveServer, config: ServerConfig, known: Mapping[str, ToolView] | None = None
+) -> dict[str, ToolView]:
+    """`tools_from_live` over a connected server's snapshot, with its config's blocklist and unbox."""
+    return tools_from_live(live.tools, config.blocklist, known, unbox=config.unbox)
+
+
 def lost_declarations(out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> bool:
     """Whether out/ declared a tool whose live definition changed (its declaration was dropped)."""
     return any(
@@ -346,59 +333,53 @@ def stale_message(config_id: str, out_tools: Mapping[str, ToolView], live_tools:
 
 
 def manifest_views(
-    manifest: Mapping[str, Any] | None,
+    manifest: Manifest | None,
     out_dir: Path,
     configs: Mapping[str, ServerConfig],
 ) -> dict[str, ServerView]:
-    """Servers described by out/, with their generated module text (read from out/servers/)."""
+    """Servers described by out/ (a manifest `read_manifest` validated), with their generated
+    module text (read from out/servers/; None when the file is missing)."""
     views: dict[str, ServerView] = {}
     if manifest is None:
         return views
     for entry in manifest["servers"]:
-        config_id = entry.get("configId") if entry.get("configId") in configs else None
-        blocked = set(configs[config_id].blocklist) if config_id else set()
-        unbox = configs[config_id].unbox if config_id else entry.get("unbox") is True
-        tools = {
-            str(t.get("toolName")): _tool_from_manifest(t, unbox)
-            for t in entry["tools"]
-            if isinstance(t, Mapping) and t.get("toolName") not in blocked
-        }
-        module_rel = entry.get("module") or f"servers/{entry['serverId']}.js"
-        module_path = out_dir / str(module_rel)
-        try:
-            source: str | None = module_path.read_text(encoding="utf-8")
-        except OSError:
-            source = None
-        views[entry["serverId"]] = ServerView(
-            server_id=entry["serverId"],
-            config_id=config_id,
-            server_name=str(entry.get("serverName") or entry.get("configId") or entry["serverId"]),
-            version=entry.get("version") if isinstance(entry.get("version"), str) else None,
-            description=entry.get("description") if isinstance(entry.get("description"), str) else None,
-            capabilities=[c for c in entry.get("capabilities", []) if isinstance(c, str)],
-            tools=dict(sorted(tools.items())),
-            module_source=source,
-        )
+        views[entry["serverId"]] = _server_from_manifest(entry, out_dir, configs)
     return views
 
 
-def module_paths_for(manifest: Mapping[str, Any] | None, configs: Mapping[str, ServerConfig]) -> dict[str, str]:
+def _server_from_manifest(entry: ServerEntry, out_dir: Path, configs: Mapping[str, ServerConfig]) -> ServerView:
+    config_id = entry.get("configId")
+    config = configs.get(config_id) if config_id is not None else None
+    blocked = set(config.blocklist) if config is not None else set()
+    unbox = config.unbox if config is not None else entry.get("unbox") is True
+    tools = {t["toolName"]: _tool_from_manifest(t, unbox) for t in entry["tools"] if t["toolName"] not in blocked}
+    try:
+        source: str | None = (out_dir / module_file_of(entry)).read_text(encoding="utf-8")
+    except OSError:
+        source = None
+    return ServerView(
+        server_id=entry["serverId"],
+        config_id=config_id if config is not None else None,
+        server_name=entry.get("serverName") or entry.get("configId") or entry["serverId"],
+        version=entry.get("version"),
+        description=entry.get("description"),
+        capabilities=list(entry.get("capabilities", [])),
+        tools=dict(sorted(tools.items())),
+        module_source=source,
+    )
+
+
+def module_paths_for(manifest: Manifest | None, configs: Mapping[str, ServerConfig]) -> dict[str, str]:
     """configId → module path: out/'s choice where it has one, §5.0.1 otherwise."""
     paths: dict[str, str] = {}
     if manifest is not None:
         for entry in manifest["servers"]:
-            if isinstance(entry.get("configId"), str):
+            if "configId" in entry:
                 paths[entry["configId"]] = entry["serverId"]
     fresh = assign_module_paths(list(configs) + [c for c in paths if c not in configs])
     taken = set(paths.values())
     for config_id in configs:
         if config_id not in paths:
-            candidate = fresh[config_id]
-            n = 2
-            base = candidate
-            while candidate in taken:
-                candidate = f"{base}--{n}"
-                n += 1
-            paths[config_id] = candidate
-            taken.add(candidate)
+            paths[config_id] = unique_name(fresh[config_id], taken, "--")  # §5.0.1 collisions
+            taken.add(paths[config_id])
     return paths

@@ -19,6 +19,9 @@ Per run, before the sandbox starts, the host:
   run's catalog from there on (§8.2);
 - loads server modules from out/, building in memory (same generator code) any configured
   server that out/ lacks or whose tools no longer match, with a diagnostic saying so.
+
+What the run sees is decided by runtime/reconcile.py from values alone; this module does the
+I/O around it (reading out/, connecting, building in memory) and owns the sessions' lifetime.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
@@ -36,6 +38,7 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
 
+from codemode_gen.client.sessions import AuthError, McpSession, SessionManager
 from codemode_gen.config import (
     ServerConfig,
     ServerSettings,
@@ -44,30 +47,37 @@ from codemode_gen.config import (
     project_settings,
 )
 from codemode_gen.errors import UserError
+from codemode_gen.generator.manifest import (
+    Manifest,
+    ServerEntry,
+    manifest_path,
+    module_file_of,
+    read_manifest,
+)
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import (
     Catalog,
     LiveServer,
     ServerView,
-    adopt_built,
-    capabilities_of,
-    diagnostic,
-    load_manifest,
-    lost_declarations,
     manifest_views,
     module_paths_for,
-    stale_message,
-    tools_from_live,
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
-from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
-from codemode_gen.runtime.sessions import AuthError
+from codemode_gen.runtime.limits import Limits, LimitsError
+from codemode_gen.runtime.reconcile import (
+    BuiltModule,
+    Connections,
+    Failure,
+    Pending,
+    reconcile,
+    select_servers,
+)
+from codemode_gen.runtime.sandbox import Sandbox
 
 __all__ = ["CodeMode"]
 
-_IMPORT_RE = re.compile(r"""["']@codemode/servers/([^"'\s]+)["']""")
 # Bounds the in-memory module cache (one entry per distinct live tool list) so a server that
 # keeps changing its tools cannot grow host memory without end.
 MAX_BUILD_CACHE = 64
@@ -92,17 +102,17 @@ class CodeMode:
         self.settings = settings if settings is not None else Settings()
         self.log_dir = log_dir
         self._stack: AsyncExitStack | None = None
-        self._sessions: Any = None
-        self._sandbox: Any = None
-        self._connected: dict[str, Any] = {}
-        self._lives: dict[str, tuple[Any, LiveServer]] = {}  # configId -> (session, its snapshot)
+        self._sessions: SessionManager | None = None
+        self._sandbox: Sandbox | None = None
+        self._connected: dict[str, McpSession] = {}
+        self._lives: dict[str, tuple[McpSession, LiveServer]] = {}  # configId -> (session, its snapshot)
         # configId -> connection of a server out/ lacks, started ahead of need (never awaited by
         # a run that does not name the server, so a hanging server delays nothing)
         self._background: dict[str, asyncio.Task[LiveServer]] = {}
         self._manifest_key: tuple[int, int] | None = None
-        self._manifest: dict[str, Any] | None = None
-        self._builds: dict[str, tuple[str, dict[str, Any], str]] = {}
-        self._built_entries: dict[str, dict[str, Any]] = {}  # configId -> its in-memory manifest entry
+        self._manifest: Manifest | None = None
+        self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
+        self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
 
     @classmethod
     def from_config(
@@ -128,9 +138,6 @@ class CodeMode:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> CodeMode:
-        from codemode_gen.runtime.sandbox import Sandbox
-        from codemode_gen.runtime.sessions import SessionManager
-
         stack = AsyncExitStack()
         try:
             self._sessions = await stack.enter_async_context(
@@ -160,7 +167,7 @@ class CodeMode:
 
     # ------------------------------------------------------------------ Connector (bridge)
 
-    async def session(self, config_id: str) -> Any:
+    async def session(self, config_id: str) -> McpSession:
         """The live session of a configured server, connecting on first use."""
         if self._sessions is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
@@ -189,7 +196,7 @@ class CodeMode:
         after it is; starting early (`serve` does at start-up) makes that the first run. The
         tasks end with the server's LiveServer or its ConnectError.
         """
-        covered = self._covered()
+        covered = _covered(manifest_views(self._load_manifest(), self.out_dir, self.configs))
         return [self._background_task(cid) for cid in self.configs if cid not in covered]
 
     async def wait_background(self, timeout: float | None = None) -> None:
@@ -197,12 +204,6 @@ class CodeMode:
         tasks = list(self._background.values())
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
-
-    def _covered(self) -> set[str]:
-        """Config ids whose module out/ provides."""
-        manifest = self._load_manifest()
-        views = manifest_views(manifest, self.out_dir, self.configs)
-        return {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
 
     def _background_task(self, config_id: str) -> asyncio.Task[LiveServer]:
         task = self._background.get(config_id)
@@ -228,14 +229,14 @@ class CodeMode:
         if cached is None:
             return None
         session, live = cached
-        if getattr(session, "closed", False) or getattr(session, "tools_changed", False):
+        if session.closed or session.tools_changed:
             return None
         return live
 
     def _needs_refresh(self, config_id: str) -> bool:
         """An open session that announced tools/list_changed: one round trip re-lists it."""
         session = self._connected.get(config_id)
-        if session is None or getattr(session, "closed", False):
+        if session is None or session.closed:
             return False
         return self._current_live(config_id) is None
 
@@ -248,8 +249,6 @@ class CodeMode:
         requested_capabilities: Iterable[str] | None = None,
     ) -> dict[str, Any]:
         """Execute one script in a fresh sandbox; always returns a §3.3 response."""
-        from codemode_gen.runtime.limits import Limits, LimitsError
-
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
         if not isinstance(code, str):
@@ -259,16 +258,11 @@ class CodeMode:
         try:
             run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError as exc:
-            return {
-                "logs": [],
-                "result": None,
-                "diagnostics": [diagnostic(
-                    "error", "INVALID_LIMITS", resp.clip(str(exc), MAX_DIAGNOSTIC_CHARS),
-                    "send limits as non-negative integers within the documented ranges, or omit them",
-                    path=f"/limits/{exc.key}",
-                )],
-                "toolTrace": [],
-            }
+            return resp.not_started(resp.diagnostic(
+                "INVALID_LIMITS", str(exc),
+                hint="send limits as non-negative integers within the documented ranges, or omit them",
+                path=f"/limits/{exc.key}",
+            ))
         # The deadline is the caller's (§3.2.4): one instant, fixed now, that connecting, waiting
         # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic()
@@ -277,14 +271,15 @@ class CodeMode:
         # anything (a first connect can take seconds).
         syntax = await self._sandbox.check_syntax(code, deadline=deadline)
         if syntax is not None:
-            return {"logs": [], "result": None, "diagnostics": syntax, "toolTrace": []}
+            return resp.not_started(*syntax)
         catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
         spent_ms = round((time.monotonic() - started) * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:
-            catalog.diagnostics.append(diagnostic(
-                "info", "CONNECT_TIME",
+            catalog.diagnostics.append(resp.diagnostic(
+                "CONNECT_TIME",
                 f"connecting servers took {spent_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
-                "nothing to do; connections are reused by later runs of the same host",
+                severity="info",
+                hint="nothing to do; connections are reused by later runs of the same host",
             ))
         bridge = Bridge(
             catalog,
@@ -296,17 +291,15 @@ class CodeMode:
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
         try:
-            response = await self._sandbox.run(code, modules, bridge.host_call, run_limits, deadline=deadline)
+            sandboxed = await self._sandbox.run(code, modules, bridge.host_call, run_limits, deadline=deadline)
         finally:
             await bridge.aclose()
-        response = dict(response)
-        response["diagnostics"] = [
-            _bounded(d) for d in [*catalog.diagnostics, *response.get("diagnostics", []), *bridge.diagnostics()]
-        ]
-        response["toolTrace"] = bridge.trace
-        response.setdefault("logs", [])
-        response.setdefault("result", None)
-        return response
+        return resp.build_response(
+            sandboxed.get("logs", []),
+            sandboxed.get("result"),
+            [*catalog.diagnostics, *sandboxed.get("diagnostics", []), *bridge.diagnostics()],
+            bridge.trace,
+        )
 
     async def prepare(self, code: str, requested: list[str], budget_s: float | None = None) -> Catalog:
         """This run's catalog: connect what the run needs, snapshot live tools, load modules.
@@ -316,58 +309,41 @@ class CodeMode:
         `budget_s`; a server still connecting then stays lazy (its first call waits for the same
         connection) and the run says so. Servers out/ lacks connect in the background and join
         the runs that start after they are connected: one slow or hanging server never delays a
-        run that does not use it.
+        run that does not use it. What the run sees is decided by runtime/reconcile.py; this
+        does the I/O around it (out/, connections, in-memory builds).
         """
-        catalog = Catalog()
         manifest = self._load_manifest()
         paths = module_paths_for(manifest, self.configs)
-        by_path = {path: cid for cid, path in paths.items()}
         views = manifest_views(manifest, self.out_dir, self.configs)
-        covered = {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
+        refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
+        selection = select_servers(code, requested, self.configs, paths, refresh)
+        connections = await self._connect(selection.wanted, _covered(views), budget_s)
+        plan = reconcile(self.configs, paths, views, selection, connections, out_dir=self.out_dir)
+        lives = connections.lives
+        built = self._build_in_memory({cid: lives[cid] for cid in plan.build}, plan.build) if plan.build else {}
+        rebuilt = self._build_in_memory({cid: lives[cid] for cid in plan.redeclare}, {}) if plan.redeclare else {}
+        return plan.catalog(built, rebuilt)
 
-        wanted: dict[str, str] = {}  # config id -> why it is connected now
-        for cap in requested:
-            cid = cap if cap in self.configs else by_path.get(cap)
-            if cid is None:
-                known = ", ".join(sorted(paths.values())) or "none"
-                catalog.diagnostics.append(diagnostic(
-                    "warning", "CAPABILITY_UNAVAILABLE",
-                    f"requested capability '{cap}' is not a configured server (available: {known})",
-                    "request one of the available server ids, or do without it",
-                ))
-            else:
-                wanted[cid] = "requested"
-        for path in _IMPORT_RE.findall(code):
-            cid = by_path.get(path)
-            if cid is not None:
-                wanted.setdefault(cid, "imported")
-        for cid in self._connected:
-            if cid not in wanted and self._needs_refresh(cid):
-                wanted[cid] = "connected"
-
+    async def _connect(self, wanted: Iterable[str], covered: set[str], budget_s: float | None) -> Connections:
+        """Connect `wanted` concurrently (waiting at most `budget_s`), take the current snapshot
+        of every other open session, and start or check the background connections of the
+        servers out/ does not cover."""
         tasks = {cid: asyncio.ensure_future(self.live(cid)) for cid in wanted}
         if tasks:
             await asyncio.wait(tasks.values(), timeout=budget_s)
         lives: dict[str, LiveServer] = {}
-        failures: dict[str, str] = {}
-        auth_failures: set[str] = set()
+        failures: dict[str, Failure] = {}
+        pending: dict[str, Pending] = {}
         for cid, task in tasks.items():
             if not task.done():
                 task.cancel()
-                catalog.diagnostics.append(diagnostic(
-                    "warning" if wanted[cid] in ("requested", "imported") else "info", "CAPABILITY_UNAVAILABLE",
-                    f"server '{paths[cid]}' did not finish connecting within the run's timeout",
-                    "raise limits.timeoutMs, or check the server's start-up (connect_timeout in codemode.toml)",
-                ))
+                pending[cid] = "timeout"
                 continue
             outcome = task.exception() or task.result()
             if isinstance(outcome, LiveServer):
                 lives[cid] = outcome
             elif isinstance(outcome, Exception):
-                failures[cid] = str(getattr(outcome, "reason", None) or outcome)
-                if isinstance(outcome, AuthError):
-                    auth_failures.add(cid)
-                self._connected.pop(cid, None)
+                failures[cid] = self._failure(cid, outcome)
             else:
                 raise outcome
         for cid in self.configs:
@@ -386,116 +362,18 @@ class CodeMode:
                 del self._background[cid]
                 failed = None if background.cancelled() else background.exception()
                 if isinstance(failed, Exception):
-                    failures[cid] = str(getattr(failed, "reason", None) or failed)
-                    if isinstance(failed, AuthError):
-                        auth_failures.add(cid)
-                    self._connected.pop(cid, None)
+                    failures[cid] = self._failure(cid, failed)
                     self._background_task(cid)
                     continue
                 background = self._background_task(cid)
             if not background.done():
-                catalog.diagnostics.append(diagnostic(
-                    "info", "CAPABILITY_UNAVAILABLE",
-                    f"server '{paths[cid]}' is still connecting in the background; this run does not include it",
-                    "import it statically or list it in requestedCapabilities to wait for it; "
-                    "later runs include it once it is connected",
-                ))
+                pending[cid] = "background"
+        return Connections(lives=lives, failures=failures, pending=pending)
 
-        to_build: list[str] = []
-        redeclare: dict[str, ServerView] = {}  # out/'s module stays, its declarations are stale
-        ghosts: dict[str, list[dict[str, Any]]] = {}
-        for cid, config in self.configs.items():
-            sid = paths[cid]
-            view = views.get(sid)
-            if view is not None and view.config_id != cid:
-                view = None
-            live = lives.get(cid)
-            if cid in failures:
-                reason = failures[cid]
-                if view is None:
-                    view = ServerView(server_id=sid, config_id=cid, server_name=cid)
-                    views[sid] = view
-                view.unavailable = reason
-                view.auth_failed = cid in auth_failures
-                why = wanted.get(cid)
-                severity = "warning" if why in ("requested", "imported") else "info"
-                catalog.diagnostics.append(diagnostic(
-                    severity, "CAPABILITY_UNAVAILABLE",
-                    f"server '{sid}' is unavailable: {reason}",
-                    f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config"
-                    + (" (its module cannot be imported: out/ has none)" if view.module_source is None else ""),
-                ))
-                continue
-            if live is None:
-                continue  # in out/, not needed yet: connected lazily on first call
-            live_tools = tools_from_live(
-                live.tools, config.blocklist, known=view.tools if view else None, unbox=config.unbox
-            )
-            if view is None or view.module_source is None:
-                to_build.append(cid)
-                catalog.diagnostics.append(diagnostic(
-                    "info", "MODULE_BUILT_IN_MEMORY",
-                    f"server '{cid}' has no module in {self.out_dir}/; built it in memory from the live tool list",
-                    "run `codemode-gen record` then `codemode-gen generate` for typed, committed bindings",
-                ))
-                continue
-            stale = stale_message(cid, view.tools, live_tools)
-            if stale:
-                catalog.diagnostics.append(diagnostic(
-                    "warning", "STALE_OUT", stale,
-                    "run `codemode-gen record` then `codemode-gen generate` to refresh out/",
-                ))
-                if set(live_tools) != set(view.tools):
-                    # Bindings for the live tools, plus the out/ tools that are gone so that a
-                    # script importing one still loads and gets ToolNotFoundError on the call.
-                    ghosts[cid] = [
-                        {"name": t.tool_name, "description": t.description or "",
-                         "inputSchema": t.input_schema if isinstance(t.input_schema, dict) else {"type": "object"}}
-                        for name, t in view.tools.items() if name not in live_tools
-                    ]
-                    to_build.append(cid)
-                    continue
-            for name, tool in live_tools.items():  # out/'s module defines the export names
-                tool.export_name = view.tools[name].export_name if name in view.tools else tool.export_name
-            if lost_declarations(view.tools, live_tools):
-                redeclare[cid] = view
-            _apply_live(view, live, live_tools)
-
-        if to_build:
-            built = self._build_in_memory({cid: lives[cid] for cid in to_build}, ghosts)
-            for cid in to_build:
-                sid, entry, source = built[cid]
-                if sid != paths[cid]:  # §5.0.1 collision the subset build could not see
-                    catalog.diagnostics.append(diagnostic(
-                        "warning", "CAPABILITY_UNAVAILABLE",
-                        f"server '{cid}' cannot be loaded: its module path collides with another server",
-                        "run `codemode-gen record` then `codemode-gen generate` so out/ assigns unique paths",
-                    ))
-                    continue
-                old = views.get(paths[cid])
-                if old is not None and old.config_id == cid:
-                    del views[paths[cid]]
-                live = lives[cid]
-                view = ServerView(
-                    server_id=sid,
-                    config_id=cid,
-                    server_name=str(entry.get("serverName") or cid),
-                    module_source=source,
-                )
-                known_tools = old.tools if old is not None else None
-                _apply_live(
-                    view, live, tools_from_live(
-                        live.tools, self.configs[cid].blocklist, known=known_tools, unbox=self.configs[cid].unbox
-                    )
-                )
-                adopt_built(view.tools, entry, export_names=True)  # the names the built module exports
-                views[sid] = view
-        if redeclare:  # declarations of the live definitions, from the same (cached) in-memory build
-            rebuilt = self._build_in_memory({cid: lives[cid] for cid in redeclare}, {})
-            for cid, view in redeclare.items():
-                adopt_built(view.tools, rebuilt[cid][1], export_names=False)
-        catalog.servers = dict(sorted(views.items()))
-        return catalog
+    def _failure(self, config_id: str, exc: Exception) -> Failure:
+        """A failed connection: reported by this run; the next use connects afresh."""
+        self._connected.pop(config_id, None)
+        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError))
 
     # ------------------------------------------------------------------ system prompt
 
@@ -503,15 +381,13 @@ class CodeMode:
         """configId → the server id scripts import and `requestedCapabilities` accepts."""
         return module_paths_for(self._load_manifest(), self.configs)
 
-    def prompt_servers(self) -> list[dict[str, Any]]:
+    def prompt_servers(self) -> list[Mapping[str, Any]]:
         """Manifest entries (out/ or built in memory) of the configured servers, by server id;
         a configured server known to neither is a stub `{serverId, configId}` (§4.4 deferral)."""
         manifest = self._load_manifest()
         paths = module_paths_for(manifest, self.configs)
-        by_config = {
-            s.get("configId"): s for s in (manifest or {}).get("servers", []) if isinstance(s, dict)
-        }
-        out: list[dict[str, Any]] = []
+        by_config = {s["configId"]: s for s in manifest["servers"] if "configId" in s} if manifest else {}
+        out: list[Mapping[str, Any]] = []
         for cid, sid in paths.items():
             if cid not in self.configs:
                 continue
@@ -521,8 +397,9 @@ class CodeMode:
 
     # ------------------------------------------------------------------ helpers
 
-    def _load_manifest(self) -> dict[str, Any] | None:
-        path = self.out_dir / "manifest.json"
+    def _load_manifest(self) -> Manifest | None:
+        """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""
+        path = manifest_path(self.out_dir)
         try:
             st = path.stat()
         except OSError:
@@ -530,7 +407,7 @@ class CodeMode:
             return None
         key = (st.st_mtime_ns, st.st_size)
         if key != self._manifest_key:
-            self._manifest = load_manifest(self.out_dir)
+            self._manifest = read_manifest(self.out_dir)
             self._manifest_key = key
         return self._manifest
 
@@ -547,13 +424,13 @@ class CodeMode:
 
     def _build_in_memory(
         self, lives: Mapping[str, LiveServer], ghosts: Mapping[str, list[dict[str, Any]]]
-    ) -> dict[str, tuple[str, dict[str, Any], str]]:
+    ) -> dict[str, BuiltModule]:
         """Generate modules for servers out/ lacks, with the generator's own code (no calls)."""
         from codemode_gen.generator.build import build_outputs
         from codemode_gen.generator.fixtures import FixtureSet
 
-        result: dict[str, tuple[str, dict[str, Any], str]] = {}
-        pending: dict[str, str] = {}
+        result: dict[str, BuiltModule] = {}
+        pending: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # config id -> (build key, its tools)
         for cid, live in lives.items():
             blocked = set(self.configs[cid].blocklist)
             tools = [dict(t) for t in live.tools if t.get("name") not in blocked] + list(ghosts.get(cid, []))
@@ -561,47 +438,39 @@ class CodeMode:
             if key in self._builds:
                 result[cid] = self._builds[key]
             else:
-                pending[cid] = key
+                pending[cid] = (key, tools)
         if pending:
-            sets = []
-            for cid in pending:
-                live = lives[cid]
-                blocked = set(self.configs[cid].blocklist)
-                # The live tools are the session's shared snapshot: the generator gets copies.
-                tools = [copy.deepcopy(dict(t)) for t in live.tools if t.get("name") not in blocked]
-                sets.append(FixtureSet(
+            sets = [
+                FixtureSet(
                     config_id=cid,
-                    server_json=dict(live.server_json),
-                    tools=sorted(tools + copy.deepcopy(list(ghosts.get(cid, []))), key=lambda t: str(t.get("name"))),
+                    server_json=dict(lives[cid].server_json),
+                    # The live tools are the session's shared snapshot: the generator gets copies.
+                    tools=sorted(copy.deepcopy(tools), key=lambda t: str(t.get("name"))),
                     calls={},
-                ))
+                )
+                for cid, (_, tools) in pending.items()
+            ]
             outputs = build_outputs(sets, self._build_settings())
-            for entry in outputs.manifest.get("servers", []):
-                cid = entry.get("configId")
+            for entry in outputs.manifest["servers"]:
+                cid = entry.get("configId", "")
                 if cid not in pending:
                     continue
-                module_rel = entry.get("module") or f"servers/{entry['serverId']}.js"
+                module_rel = module_file_of(entry)
                 source = outputs.files.get(module_rel)
                 if source is None:
                     raise UserError(f"in-memory build of '{cid}' produced no module {module_rel}")
                 self._built_entries[cid] = entry
-                built = (str(entry["serverId"]), entry, source)
+                built = BuiltModule(entry["serverId"], entry, source)
                 if len(self._builds) >= MAX_BUILD_CACHE:
                     self._builds.clear()
-                self._builds[pending[cid]] = built
+                self._builds[pending[cid][0]] = built
                 result[cid] = built
         return result
 
 
-def _bounded(entry: Any) -> Any:
-    """A diagnostic whose texts are UTF-8-safe and at most MAX_DIAGNOSTIC_CHARS (they can carry
-    server text, e.g. a connect failure, or the script's, e.g. an uncaught error's message)."""
-    if not isinstance(entry, dict):
-        return entry
-    return {
-        k: resp.clip(v, MAX_DIAGNOSTIC_CHARS) if isinstance(v, str) and k in ("message", "hint", "path") else v
-        for k, v in entry.items()
-    }
+def _covered(views: Mapping[str, ServerView]) -> set[str]:
+    """Config ids whose module out/ provides."""
+    return {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -609,19 +478,3 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
     asyncio must not log it as an unhandled error on stderr when none does."""
     if not task.cancelled():
         task.exception()
-
-
-def _apply_live(view: ServerView, live: LiveServer, tools: dict[str, Any]) -> None:
-    """Take the run's snapshot of a connected server (§8.2)."""
-    info = live.server_json.get("serverInfo")
-    info = info if isinstance(info, Mapping) else {}
-    if isinstance(info.get("name"), str) and (not view.server_name or view.server_name == view.config_id):
-        view.server_name = info["name"]
-    if view.version is None and isinstance(info.get("version"), str):
-        view.version = info["version"]
-    if view.description is None and isinstance(live.server_json.get("instructions"), str):
-        view.description = live.server_json["instructions"]
-    if not view.capabilities:
-        view.capabilities = capabilities_of(live.server_json)
-    view.tools = tools
-    view.live = True

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen import SPEC_VERSION
+from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript.compact import first_sentence, one_line
 from codemode_gen.runtime import limits as limit_defaults
 
@@ -142,7 +143,7 @@ def _rules(
         "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `searchTools("words", { detail: "full" })` ranks tools, each with `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
         "",
         "Rules",
-        f'- `import * as {alias} from "@codemode/servers/{sid}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
+        f'- `import * as {alias} from "{module_specifier(sid)}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
         "- Return data: `globalThis.__codemode_result__ = value` (JSON; else `result` is null). console.log/debug/warn/error are captured: log summaries, not dumps.",
         "- Results are unwrapped: `structuredContent` if present; else a single text block's string; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
         '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", each with a `hint`): catch it and go on. Only a limit ends a run.',
@@ -291,7 +292,7 @@ def _names(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) 
 
 
 def _servers_only(servers: Sequence[Mapping[str, Any]], example: tuple[str, str, str]) -> str:
-    lines = ["Servers (module `@codemode/servers/<id>`)"]
+    lines = [f"Servers (module `{module_specifier('<id>')}`)"]
     for server in servers:
         lines.append(_server_line(server, with_tools=False))
     return "\n".join(lines) + "\n" + _fetch_hint("Only servers are listed here", example, search=True)
@@ -328,7 +329,7 @@ def _fetch_hint(what: str, example: tuple[str, str, str], *, search: bool = Fals
 
 def _cut_server_list(servers: Sequence[Mapping[str, Any]], room: int) -> str:
     """The last step: as many server lines as fit, then how to list the rest."""
-    head = "Servers (module `@codemode/servers/<id>`)\n"
+    head = f"Servers (module `{module_specifier('<id>')}`)\n"
     tail_template = "… and {n} more servers: call listServers() from \"@codemode/discovery\", then searchTools(\"what you need\", {{ detail: \"full\" }}) for declarations.\n"
     lines: list[str] = []
     used = len(head) + MORE_LINE_RESERVE

@@ -2,8 +2,10 @@
 
 Used on both sides of the pipe: the worker turns what happened inside QuickJS into log
 entries and diagnostics, and the host side adds the diagnostics only it can know (the
-watchdog fired, a tool-call limit was hit, the worker died). Everything that leaves here is
-plain JSON that can be encoded as UTF-8: lone surrogates (legal in JS strings) become U+FFFD.
+watchdog fired, a tool-call limit was hit, the worker died, a server is unavailable). Every
+diagnostic is made by `diagnostic` and every response by `build_response` (`not_started` for
+a run that never started), here. Everything that leaves here is plain JSON that can be encoded
+as UTF-8: lone surrogates (legal in JS strings) become U+FFFD.
 
 Log messages are produced in JS (runtime/js/prelude.js): `String(v)` for primitives, stable
 JSON for objects: keys sorted by UTF-16 code units, compact separators, JSON.stringify's rules
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.runtime.limits import (
     LOG_ENTRY_OVERHEAD_BYTES,
     MAX_DIAGNOSTIC_CHARS,
@@ -95,12 +98,24 @@ def utf8_safe_json(value: Any) -> Any:
         return value
     except (UnicodeEncodeError, RecursionError, TypeError, ValueError):
         pass
+    return copy_json(value, text=utf8_safe)
+
+
+def copy_json(
+    value: Any,
+    *,
+    text: Callable[[str], str] | None = None,
+    order: Callable[[dict[Any, Any]], Iterable[Any]] | None = None,
+) -> Any:
+    """A copy of a JSON value, made without recursion (any depth is safe): `text` maps every
+    string, object keys included; `order` gives each object's keys in the order the copy
+    lists them (default: as they are)."""
     holder: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
     while stack:
         src, dst, key = stack.pop()
         if isinstance(src, str):
-            dst[key] = utf8_safe(src)
+            dst[key] = text(src) if text is not None else src
         elif isinstance(src, list):
             new_list: list[Any] = [None] * len(src)
             dst[key] = new_list
@@ -108,10 +123,10 @@ def utf8_safe_json(value: Any) -> Any:
         elif isinstance(src, dict):
             new_dict: dict[Any, Any] = {}
             dst[key] = new_dict
-            for k, v in src.items():
-                safe_key = utf8_safe(k) if isinstance(k, str) else k
-                new_dict[safe_key] = None
-                stack.append((v, new_dict, safe_key))
+            for k in order(src) if order is not None else src:
+                new_key = text(k) if text is not None and isinstance(k, str) else k
+                new_dict[new_key] = None
+                stack.append((src[k], new_dict, new_key))
         else:
             dst[key] = src
     return holder[0]
@@ -242,7 +257,10 @@ def diagnostic(
     path: str | None = None,
     error_class: str | None = None,
 ) -> dict[str, str]:
-    """One §3.3.3 diagnostic; optional fields are omitted rather than null."""
+    """One §3.3.3 diagnostic; optional fields are omitted rather than null.
+
+    The texts can carry server text (a connect failure) or the script's (an uncaught error's
+    message), so each is made UTF-8-safe and cut to MAX_DIAGNOSTIC_CHARS."""
     d = {"severity": severity, "code": code, "message": clip(message, MAX_DIAGNOSTIC_CHARS)}
     if hint:
         d["hint"] = clip(hint, MAX_DIAGNOSTIC_CHARS)
@@ -425,7 +443,7 @@ def module_not_found(message: str) -> str | None:
 
 
 def import_failure(name: str, code: str, modules: Iterable[str]) -> dict[str, str]:
-    servers = sorted(m for m in modules if m.startswith("@codemode/servers/"))
+    servers = sorted(m for m in modules if m.startswith(MODULE_PREFIX))
     others = sorted(
         m for m in modules if m.startswith("@codemode/") and m not in servers and m != "@codemode/host"
     )
@@ -525,9 +543,23 @@ def sandbox_error(message: str) -> dict[str, str]:
 
 
 def build_response(
-    logs: list[dict[str, Any]], result: Any, diagnostics: list[dict[str, Any]]
+    logs: list[dict[str, Any]],
+    result: Any,
+    diagnostics: list[dict[str, Any]],
+    tool_trace: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)."""
+    """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
+    and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none)."""
     if any(d.get("code") in FATAL_CODES and d.get("severity") == "error" for d in diagnostics):
         result = None
-    return {"logs": logs, "result": utf8_safe_json(result), "diagnostics": diagnostics}
+    response = {"logs": logs, "result": utf8_safe_json(result), "diagnostics": diagnostics}
+    if tool_trace is not None:
+        response["toolTrace"] = tool_trace
+    return response
+
+
+def not_started(*diagnostics: dict[str, Any]) -> dict[str, Any]:
+    """The response of a run that never started (a bad request or limits, a configuration
+    error, a script that does not parse, a host failure): no logs, result null, no calls;
+    never a failed tool call (§3.3.4)."""
+    return build_response([], None, list(diagnostics), [])

@@ -33,11 +33,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
+from codemode_gen.runtime.protocol import HostCall
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,6 @@ DEFAULT_POOL_SIZE = 2
 MAX_RUNS_PER_WORKER = 100
 #: How long a worker may take to start and import the engine before it counts as broken.
 WORKER_START_TIMEOUT_S = 30.0
-#: Longest protocol line accepted from a worker (a result can be as big as the JS heap).
-MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024
-
-HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class WorkerCrashed(Exception):
@@ -82,7 +80,7 @@ class _Worker:
             "codemode_gen.runtime.worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            limit=MAX_MESSAGE_BYTES,
+            limit=protocol.MAX_MESSAGE_BYTES,
             start_new_session=True,  # a Ctrl-C in the terminal is the host's to handle
         )
         return cls(proc)
@@ -91,7 +89,7 @@ class _Worker:
         if self.ready:
             return
         msg = await asyncio.wait_for(self.recv(), WORKER_START_TIMEOUT_S)
-        if msg.get("op") != "ready":
+        if msg.get("op") != protocol.READY:
             raise WorkerCrashed(f"unexpected first message from worker: {msg.get('op')!r}")
         self.ready = True
 
@@ -107,26 +105,18 @@ class _Worker:
         if not line:
             raise WorkerCrashed(f"worker exited (code {self.proc.returncode})")
         try:
-            msg = json.loads(line)
-        except RecursionError:  # the worker bounds nesting; a line this deep is a broken worker
-            raise WorkerCrashed("malformed message from worker (nested too deep)") from None
-        if not isinstance(msg, dict):
-            raise WorkerCrashed("malformed message from worker")
-        return msg
+            return protocol.decode(line)
+        except protocol.MalformedMessage as exc:  # the worker bounds nesting: a broken worker
+            raise WorkerCrashed(f"malformed message from worker{exc.detail}") from None
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
+        self.proc.stdin.write(protocol.encode(message))
 
     def send_reply(self, call_id: Any, body: str) -> None:
-        """`{"op":"reply","id":N,"reply":<body>}` with `body` the reply's ASCII JSON text,
-        framed the way the worker slices it (worker.REPLY_PREFIX): encoded once, never decoded
-        by the worker."""
+        """The reply to a call, `body` being its ASCII JSON text (protocol.encode_reply)."""
         assert self.proc.stdin is not None
-        if isinstance(call_id, int) and not isinstance(call_id, bool) and call_id >= 0:
-            self.proc.stdin.write(b'{"op":"reply","id":%d,"reply":%s}\n' % (call_id, body.encode("ascii")))
-        else:
-            self.send({"op": "reply", "id": call_id, "reply": body})
+        self.proc.stdin.write(protocol.encode_reply(call_id, body))
 
     async def drain(self) -> None:
         assert self.proc.stdin is not None
@@ -356,11 +346,11 @@ class Sandbox:
         reusable = False
         try:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            worker.send({"op": "check", "code": code})
+            worker.send({"op": protocol.CHECK, "code": code})
             await worker.drain()
             msg = await asyncio.wait_for(worker.recv(), remaining)
             diagnostics = msg.get("diagnostics")
-            if msg.get("op") != "checked" or not isinstance(diagnostics, list):
+            if msg.get("op") != protocol.CHECKED or not isinstance(diagnostics, list):
                 return None
             if not all(isinstance(d, dict) for d in diagnostics):
                 return None
@@ -417,7 +407,7 @@ class _Run:
         kill_at_loop = loop.time() + (kill_at - self.t0)
         try:
             self.worker.send({
-                "op": "run", "code": code, "modules": modules, "limits": self.limits.to_json(), "budgetMs": budget_ms,
+                "op": protocol.RUN, "code": code, "modules": modules, "limits": self.limits.to_json(), "budgetMs": budget_ms,
             })
             await self.worker.drain()
         except (ConnectionError, BrokenPipeError):
@@ -455,20 +445,20 @@ class _Run:
     def _handle(self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]) -> dict[str, Any] | None:
         """Act on one worker message; the response when it ends the run."""
         op = msg.get("op")
-        if op == "call":
+        if op == protocol.CALL:
             task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
             self.calls.add(task)
             task.add_done_callback(self.calls.discard)
-        elif op == "log":
+        elif op == protocol.LOG:
             time_ms = msg.get("timeMs")
             self.logs.add(
                 str(msg.get("level")),
                 str(msg.get("message")),
                 time_ms if isinstance(time_ms, int) and time_ms >= 0 else self.elapsed_ms(),
             )
-        elif op == "logs_truncated":
+        elif op == protocol.LOGS_TRUNCATED:
             self.logs.truncated = True
-        elif op == "done":
+        elif op == protocol.DONE:
             diagnostics = msg.get("diagnostics")
             if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
                 self.worker.kill()

@@ -30,7 +30,7 @@ from codemode_gen import __version__
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.codemode import CodeMode
 from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, system_prompt
-from codemode_gen.runtime.response import utf8_safe_json
+from codemode_gen.runtime.response import diagnostic, not_started, utf8_safe_json
 
 __all__ = [
     "INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL_NAME", "TOOL_NAME_RE", "error_response", "load_host",
@@ -92,28 +92,18 @@ async def handle_run(cm: CodeMode, arguments: Mapping[str, Any] | None) -> dict[
     ):
         problem = ("/requestedCapabilities", "`requestedCapabilities` must be an array of server ids")
     if problem is not None:
-        return {
-            "logs": [],
-            "result": None,
-            "diagnostics": [{
-                "severity": "error", "code": "INVALID_REQUEST", "message": problem[1],
-                "hint": "send {\"code\": \"<JavaScript>\"} with optional limits and requestedCapabilities",
-                "path": problem[0],
-            }],
-            "toolTrace": [],
-        }
+        return not_started(diagnostic(
+            "INVALID_REQUEST", problem[1],
+            hint="send {\"code\": \"<JavaScript>\"} with optional limits and requestedCapabilities",
+            path=problem[0],
+        ))
     assert isinstance(code, str)
     return await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"))
 
 
 def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
     """A §3.3 response for a run that could not start (§3.3.4: never a failed tool call)."""
-    return {
-        "logs": [],
-        "result": None,
-        "diagnostics": [{"severity": "error", "code": code, "message": message, "hint": hint}],
-        "toolTrace": [],
-    }
+    return not_started(diagnostic(code, message, hint=hint))
 
 
 def log_line(text: str) -> None:

@@ -15,7 +15,7 @@ untrusted: a small input is validated on the event loop; a larger one in a worke
 the run ends. At most MAX_VALIDATION_ERRORS errors are collected for the best match, error
 messages never copy a whole value, and `uniqueItems` is linear. When the budget runs out before
 any error was found, the input is not enforced (the server judges it), as for a pattern that
-cannot be evaluated (codemode_gen.schema_regex).
+cannot be evaluated (codemode_gen.safe_jsonschema).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
-from codemode_gen import schema_regex
+from codemode_gen import safe_jsonschema
 from codemode_gen.jsonio import json_type, resolve_pointer
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
-from codemode_gen.runtime.response import json_depth_exceeds, safe_name
+from codemode_gen.runtime.response import copy_json, json_depth_exceeds, safe_name
 
 __all__ = [
     "MAX_EXAMPLE_DEPTH",
@@ -147,16 +147,16 @@ def prepare_arguments(
         if is_object_schema(schema):
             value = {}
         else:
-            _raise(schema, tool_name, export_name, "", _expected_root(schema), "undefined",
-                   f"call {export_name} with one argument ({_expected_root(schema)})")
+            raise _invalid(schema, tool_name, export_name, "", _expected_root(schema), "undefined",
+                           f"call {export_name} with one argument ({_expected_root(schema)})")
     validator = _validator(schema)
     if validator is None:
         return value
-    # Server patterns run with a timeout and a per-call budget (schema_regex): one that cannot
+    # Server patterns run with a timeout and a per-call budget (safe_jsonschema): one that cannot
     # be evaluated is skipped for this value, so the event loop never stalls and the server
     # stays the judge of what its catastrophic pattern accepts.
     errors: list[ValidationError] = []
-    with schema_regex.regex_session():
+    with safe_jsonschema.regex_session():
         try:
             for found in validator.iter_errors(value):
                 errors.append(found)
@@ -329,24 +329,8 @@ def _cheap_first(schema: Any) -> Any:
     """A copy of `schema` whose objects list the _DESCENDING keywords last (same meaning:
     JSON Schema keywords are unordered; jsonschema checks them in the order given).
 
-    Iterative: a server's schema can be nested hundreds of levels deep."""
-    holder: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(schema, holder, 0)]
-    while stack:
-        src, dst, key = stack.pop()
-        if isinstance(src, dict):
-            new_dict: dict[Any, Any] = {}
-            dst[key] = new_dict
-            for k in sorted(src, key=lambda name: name in _DESCENDING):  # stable
-                new_dict[k] = None
-                stack.append((src[k], new_dict, k))
-        elif isinstance(src, list):
-            new_list: list[Any] = [None] * len(src)
-            dst[key] = new_list
-            stack.extend((item, new_list, i) for i, item in enumerate(src))
-        else:
-            dst[key] = src
-    return holder[0]
+    Iterative (`copy_json`): a server's schema can be nested hundreds of levels deep."""
+    return copy_json(schema, order=lambda obj: sorted(obj, key=lambda name: name in _DESCENDING))  # stable
 
 
 def _bounded_class(cls: Any) -> Any:
@@ -372,8 +356,8 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
         return _validators[key]
     validator: jsonschema.protocols.Validator | None
     try:
-        cls = schema_regex.validator_for(schema, default=jsonschema.Draft202012Validator)
-        schema_regex.check_schema(cls, schema)
+        cls = safe_jsonschema.validator_for(schema, default=jsonschema.Draft202012Validator)
+        safe_jsonschema.check_schema(cls, schema)
         validator = _bounded_class(cls)(_cheap_first(schema))
     except (SchemaError, TypeError, ValueError, LookupError):
         validator = None
@@ -531,7 +515,7 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         expected = _describe(sub) if sub else f"a value satisfying {keyword}"
         path = _pointer(parts)
         hint = f"change {_where(path)} to match the schema ({safe_name(error.message, 120)})"
-    _raise(root, tool_name, export_name, path, expected, received, hint, detail=safe_name(error.message, 500))
+    raise _invalid(root, tool_name, export_name, path, expected, received, hint, detail=safe_name(error.message, 500))
 
 
 def _article(expected: str) -> str:
@@ -555,20 +539,6 @@ def _describe(schema: Mapping[str, Any]) -> str:
             kinds = [_describe(s) for s in schema[key] if isinstance(s, Mapping)]
             return " or ".join(k for k in kinds if k) or "a value"
     return "a value"
-
-
-def _raise(
-    root: Any,
-    tool_name: str,
-    export_name: str,
-    path: str,
-    expected: str,
-    received: str,
-    hint: str,
-    *,
-    detail: str = "",
-) -> None:
-    raise _invalid(root, tool_name, export_name, path, expected, received, hint, detail=detail)
 
 
 def _invalid(

@@ -10,23 +10,12 @@ waits. Each `run` gets a fresh engine realm (spec §1.4: nothing survives from o
 next inside JS); the host reuses a worker only after a run that ended cleanly, and kills it
 after any timeout, limit, cancellation or crash.
 
-Pipe protocol: one JSON object per line. stdin (host → worker): `{"op": "run", "code",
-"modules", "limits", "budgetMs"?}`, `{"op": "reply", "id", "reply": <JSON value>}`,
-`{"op": "check", "code"}`. stdout (worker → host): `{"op": "ready"}`, `{"op": "log", "level",
-"message", "timeMs"}`, `{"op": "logs_truncated"}`, `{"op": "call", "id", "request": <JSON
-value>}`, `{"op": "done", "result", "diagnostics"}`, `{"op": "checked", "diagnostics"}`.
-`budgetMs` is the time left until the caller's deadline when the host sent the run (the host
-may have spent part of `limits.timeoutMs` connecting servers or starting this worker): the
-script is interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as the
-caller's `timeoutMs`. `check` parses `code` as the agent module without running anything
-(between runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a
-run of the same code would report; it lets the host skip connecting servers for a script that
-can never start.
-Nothing else may write to the protocol stream: fd 1 is redirected to stderr at start-up.
-The request and the reply are JSON values embedded as they are (JS produced or consumes them as
-JSON text), so a tool call is encoded and decoded once per side, not twice. A `reply` whose
-line starts exactly like `REPLY_PREFIX` is handed to JS as the raw text after it, without
-being decoded in Python; a reply given as a JSON string is still accepted as that text.
+Pipe protocol: runtime/protocol.py (message kinds, framing, limits; the host side is
+runtime/sandbox.py). `check` parses `code` as the agent module without running anything (between
+runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a run of the
+same code would report. Nothing else may write to the protocol stream: fd 1 is redirected to
+stderr at start-up. A reply framed by `protocol.encode_reply` is handed to JS as the raw text of
+its JSON value, never decoded in Python.
 
 This module must stay cheap to import: no `mcp`, no generator.
 """
@@ -44,6 +33,7 @@ import traceback
 from importlib import resources
 from typing import Any
 
+from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.engine import (
     Engine,
@@ -66,17 +56,11 @@ EXTRA_PENDING_CALLS = 4
 #: milliseconds, so hitting this means the engine is broken.
 PRELUDE_TIMEOUT_S = 10.0
 
-#: Bytes taken from stdin per read; a run message bigger than this (modules) arrives in several
-#: reads and is reassembled, so this only trades syscalls against one buffer's size.
-READ_CHUNK_BYTES = 256 * 1024
-
-#: How the host frames a reply (`sandbox._Worker.send_reply`): the worker slices the reply's
-#: JSON text out of such a line instead of decoding and re-encoding it.
-REPLY_PREFIX = b'{"op":"reply","id":'
-REPLY_SEPARATOR = b',"reply":'
-
 MODULE_ERRORS = "@codemode/errors"
 MODULE_HOST = "@codemode/host"
+#: Prelude phase A, run as one script in this order: url.js only leaves the URL polyfill's
+#: factory on a temporary global, which prelude.js takes (and deletes) with the host bindings.
+PRELUDE_FILES = ("url.js", "prelude.js")
 
 
 def _js(name: str) -> str:
@@ -94,23 +78,17 @@ class Worker:
         self._ids = itertools.count(1)
         self._warm: _Realm | None = None
         self._spent: _Realm | None = None
-        self.prelude = _js("prelude.js")
+        self.prelude = "\n".join(_js(name) for name in PRELUDE_FILES)
         self.errors_js = _js("errors.js")
         self.host_js = _js("host.js")
 
     # ---- pipe ---------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
-        self._write((json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
+        self._write(protocol.encode(message))
 
     def send_call(self, call_id: int, request_text: Any) -> None:
         """A call message with the JS-made request JSON embedded verbatim (no re-escaping)."""
-        if isinstance(request_text, str):
-            try:
-                self._write(b'{"op":"call","id":%d,"request":%s}\n' % (call_id, request_text.encode("utf-8")))
-                return
-            except UnicodeEncodeError:  # a lone surrogate slipped through: escape it as text
-                pass
-        self.send({"op": "call", "id": call_id, "request": str(request_text)})
+        self._write(protocol.encode_call(call_id, request_text))
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -126,7 +104,7 @@ class Worker:
         and a GIL hand-over on every tool call."""
         assert self._inbox is not None
         try:
-            chunk = os.read(self._in, READ_CHUNK_BYTES)
+            chunk = os.read(self._in, protocol.READ_CHUNK_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -152,23 +130,15 @@ class Worker:
 
     def _handle_line(self, line: bytes) -> None:
         assert self._inbox is not None
-        if line.startswith(REPLY_PREFIX) and line.endswith(b"}"):
-            head, sep, body = line[len(REPLY_PREFIX):-1].partition(REPLY_SEPARATOR)
-            if sep and head.isdigit() and body:
-                try:
-                    text = body.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = None
-                if text is not None:
-                    self._resolve(int(head), text)
-                    return
+        framed = protocol.decode_reply(line)
+        if framed is not None:
+            self._resolve(*framed)
+            return
         try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):
+            msg = protocol.decode(line)
+        except ValueError:  # not one JSON object (MalformedMessage included): not for us
             return
-        if not isinstance(msg, dict):
-            return
-        if msg.get("op") == "reply":
+        if msg.get("op") == protocol.REPLY:
             self._resolve(msg.get("id"), msg.get("reply"))
         else:
             self._inbox.put_nowait(msg)
@@ -184,14 +154,14 @@ class Worker:
         os.set_blocking(self._in, False)
         self._loop.add_reader(self._in, self._on_readable)
         await self.prepare_next(Limits())
-        self.send({"op": "ready"})
+        self.send({"op": protocol.READY})
         while True:
             msg = await self._inbox.get()
-            if msg is None or msg.get("op") == "exit":
+            if msg is None or msg.get("op") == protocol.EXIT:
                 return
-            if msg.get("op") == "check":
-                self.send({"op": "checked", "diagnostics": await self.check(msg)})
-            elif msg.get("op") == "run":
+            if msg.get("op") == protocol.CHECK:
+                self.send({"op": protocol.CHECKED, "diagnostics": await self.check(msg)})
+            elif msg.get("op") == protocol.RUN:
                 limits = Limits()
                 try:
                     limits = Limits.from_json(msg.get("limits") or {})
@@ -199,7 +169,7 @@ class Worker:
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
                     done = {"result": None, "diagnostics": [resp.sandbox_error("internal error in the sandbox worker")]}
-                self.send({"op": "done", **done})
+                self.send({"op": protocol.DONE, **done})
                 self.free_spent()
                 # Most runs share the host's limits: have the next realm ready with the same ones.
                 await self.prepare_next(limits)
@@ -468,10 +438,10 @@ class _Realm:
             message = "[Unserializable Object]"
         entry = st.logs.add(str(level), message, int(self.now_ms()))
         if entry is not None:
-            self.worker.send({"op": "log", **entry})
+            self.worker.send({"op": protocol.LOG, **entry})
         if st.logs.truncated and not st.truncation_sent:
             st.truncation_sent = True
-            self.worker.send({"op": "logs_truncated"})
+            self.worker.send({"op": protocol.LOGS_TRUNCATED})
         return not st.logs.truncated
 
     def host_call(self, text: Any) -> asyncio.Future[str]:

@@ -25,6 +25,7 @@ from codemode_gen.generator.agent import (
 )
 from codemode_gen.generator.build import Outputs, build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
+from codemode_gen.generator.manifest import ServerEntry
 from codemode_gen.generator.typescript import NameScope, TypeDecl, translate
 from codemode_gen.generator.typescript.compact import (
     MAX_NOTE_CHARS,
@@ -34,7 +35,7 @@ from codemode_gen.generator.typescript.compact import (
     one_line,
     print_compact,
 )
-from codemode_gen.generator.typescript.translate import schema_doc
+from codemode_gen.generator.typescript.docs import schema_doc
 
 from .catalogs import catalog_ids, load_catalog
 from .tsc import check as tsc_check
@@ -66,12 +67,12 @@ TREE = {
 }
 
 
-def server(tools: list[dict[str, Any]], server_id: str = "s") -> dict[str, Any]:
+def server(tools: list[dict[str, Any]], server_id: str = "s") -> ServerEntry:
     """The manifest entry of one built server."""
     return build_outputs([FixtureSet(server_id, {}, copy.deepcopy(tools))]).manifest["servers"][0]
 
 
-def declarations(entry: dict[str, Any]) -> dict[str, str]:
+def declarations(entry: ServerEntry) -> dict[str, str]:
     return {t["toolName"]: t["declaration"] for t in entry["tools"]}
 
 

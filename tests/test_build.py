@@ -24,6 +24,7 @@ from codemode_gen import SPEC_VERSION, __version__
 from codemode_gen.config import ServerSettings, Settings
 from codemode_gen.generator.build import MAX_INSTRUCTIONS_IN_DTS, Outputs, build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
+from codemode_gen.generator.manifest import ToolEntry
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "fixtures"
@@ -113,7 +114,7 @@ def tsc_project(project: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def tool_entry(outputs: Outputs, server_id: str, tool_name: str) -> dict[str, Any]:
+def tool_entry(outputs: Outputs, server_id: str, tool_name: str) -> ToolEntry:
     server = next(s for s in outputs.manifest["servers"] if s["serverId"] == server_id)
     return next(t for t in server["tools"] if t["toolName"] == tool_name)
 
@@ -327,6 +328,15 @@ def test_s6_1_export_names_in_declarations(outputs: Outputs) -> None:
     )
     assert 'MCP tool name: "a.b".' in tool_doc(dts, "a_b__2")
 
+
+
+def test_type_names_of_tools_named_without_letters() -> None:
+    """`$` has no letters for a type-name stem: its types are `Tool…`, then `_`'s `Tool…2`."""
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    tools = [{"name": name, "inputSchema": schema, "outputSchema": schema} for name in ("$", "_")]
+    dts = build_outputs([FixtureSet("odd", {}, tools, {}, {})]).files["servers/odd.d.ts"]
+    assert signature(dts, "$") == "export function $(input?: { n?: number }): Promise<ToolOutput>;"
+    assert signature(dts, "_") == "export function _(input?: { n?: number }): Promise<ToolOutput2>;"
 
 def test_build_is_deterministic_and_order_independent(outputs: Outputs) -> None:
     again = build_outputs(fixture_sets())

@@ -1,4 +1,5 @@
-"""runtime/catalog.py: the per-run view of servers and tools (pure parts)."""
+"""runtime/catalog.py: the per-run view of servers and tools (pure parts), and reading
+out/manifest.json (generator/manifest.py's validating reader, which the runtime uses)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import pytest
 
 from codemode_gen.config import ServerConfig
 from codemode_gen.errors import UserError
+from codemode_gen.generator.manifest import ServerEntry, manifest_document, read_manifest
 from codemode_gen.runtime.catalog import (
     MAX_NAMES_IN_WARNING,
     ToolView,
     adopt_built,
-    load_manifest,
     lost_declarations,
     manifest_views,
     module_paths_for,
@@ -55,18 +56,20 @@ def test_stale_message_is_bounded() -> None:
 
 
 def test_s5_0_1_module_paths_keep_out_choices_and_disambiguate_new_servers() -> None:
-    manifest = {"servers": [{"serverId": "notes", "configId": "notes", "tools": []}]}
+    manifest = manifest_document(
+        fixtures_hash="sha256:0", sources={}, servers=[{"serverId": "notes", "configId": "notes", "tools": []}]
+    )
     paths = module_paths_for(manifest, {"notes": cfg("notes"), "Notes": cfg("Notes"), "My Cal": cfg("My Cal")})
     assert paths["notes"] == "notes"
     assert paths["Notes"] == "notes--2"
     assert paths["My Cal"] == "my-cal"
 
 
-def test_load_manifest_missing_is_none_and_malformed_is_a_user_error(tmp_path: Path) -> None:
-    assert load_manifest(tmp_path) is None
+def test_read_manifest_missing_is_none_and_malformed_is_a_user_error(tmp_path: Path) -> None:
+    assert read_manifest(tmp_path) is None
     (tmp_path / "manifest.json").write_text('{"servers": [{"tools": []}]}')
     with pytest.raises(UserError, match="not a codemode-gen manifest") as info:
-        load_manifest(tmp_path)
+        read_manifest(tmp_path)
     assert info.value.hint and "generate" in info.value.hint
 
 
@@ -105,9 +108,10 @@ def test_s4_3_out_declaration_holds_for_a_declared_output_schema_too(tmp_path: P
     assert view.declaration is not None
     # A manifest without output provenance counts its schema as declared: a live tool without
     # one no longer matches, so the declaration is dropped rather than possibly wrong.
-    manifest = {"servers": [{"serverId": "s", "configId": "s", "tools": [
+    entry: ServerEntry = {"serverId": "s", "configId": "s", "tools": [
         {"toolName": "get", "exportName": "get", "outputSchema": declared, "inputSchema": {"type": "object"},
-         "declaration": "x"}]}]}
+         "declaration": "x"}]}
+    manifest = manifest_document(fixtures_hash="sha256:0", sources={}, servers=[entry])
     legacy = manifest_views(manifest, tmp_path, {"s": cfg("s")})["s"].tools["get"]
     bare = {"name": "get", "inputSchema": {"type": "object"}}
     assert tools_from_live([{**bare, "outputSchema": declared}], [], known={"get": legacy})["get"].declaration == "x"

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from codemode_gen.runtime.sessions import McpSession, SessionManager
+from codemode_gen.client.sessions import McpSession, SessionManager
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .conftest import stdio_config

@@ -1,17 +1,30 @@
-"""runtime/engine.py: the engine interface on real jsbox, and that nothing else imports jsbox."""
+"""runtime/engine.py: the engine interface on real jsbox, and the import rules of the package:
+nothing but the engine imports jsbox, and imports go one way, CLI -> runtime -> generator ->
+shared core (codemode_gen's own modules, client/, templates)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from codemode_gen.runtime.engine import Engine, EngineError, EngineTimeout, new_engine
 
-RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+from . import typecheck
+
+REPO = typecheck.REPO
+# Lower number = lower layer; a module may import its own layer and those below it only.
+# Everything in codemode_gen not listed is the shared core (0): config, errors, jsonio,
+# dirswap, client/ (MCP sessions), templates.
+LAYERS = {"codemode_gen.cli": 3, "codemode_gen.runtime": 2, "codemode_gen.generator": 1}
+# The package's front doors sit above every layer: `python -m codemode_gen` (the CLI) and the
+# root package's lazily provided `CodeMode`.
+ENTRY_MODULES = frozenset({"codemode_gen", "codemode_gen.__main__"})
 
 
 def engine(**kw: int) -> Engine:
@@ -56,12 +69,88 @@ def test_heap_probe() -> None:
     assert e.heap_exhausted() is True
 
 
+def package_modules() -> dict[str, Path]:
+    """Every module of the installed package (by pyproject's package-dir table) -> its file."""
+    modules: dict[str, Path] = {}
+    for package, folder in typecheck.package_dirs().items():
+        for path in sorted(folder.glob("*.py")):
+            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+    return modules
+
+
+def imports(module: str, path: Path, known: Mapping[str, str]) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import in the file, wherever it stands (function
+    level and `if TYPE_CHECKING:` included). `known` maps dotted names to the module they are:
+    `from a import b` is `known["a.b"]` when listed (a submodule, a lazy root name), else `a`."""
+    package = module if path.stem == "__init__" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")
+                parent = parent[: len(parent) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            for alias in node.names:
+                yield node.lineno, known.get(f"{base}.{alias.name}", base)
+
+
+def layer(module: str) -> int:
+    for prefix, number in LAYERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return number
+    return 0
+
+
+def resolvable() -> dict[str, str]:
+    """Dotted name -> module: every module itself, plus the names the root package provides
+    lazily (imported under `if TYPE_CHECKING:` there, and through `__getattr__` at run time),
+    so `from codemode_gen import CodeMode` counts as importing the runtime."""
+    names = {module: module for module in package_modules()}
+    tree = ast.parse((REPO / "codemode_gen" / "__init__.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("codemode_gen."):
+            names.update({f"codemode_gen.{a.asname or a.name}": node.module for a in node.names})
+    return names
+
+
 def test_only_engine_module_imports_jsbox() -> None:
+    known = resolvable()
     offenders = [
-        p.name for p in RUNTIME.glob("*.py")
-        if p.name != "engine.py" and ("import jsbox" in p.read_text() or "from jsbox" in p.read_text())
+        f"{path.relative_to(REPO)}:{line}"
+        for module, path in package_modules().items()
+        if module != "codemode_gen.runtime.engine"
+        for line, target in imports(module, path, known)
+        if target == "jsbox" or target.startswith("jsbox.")
     ]
     assert offenders == [], offenders
+
+
+def test_imports_go_one_way_cli_runtime_generator_core() -> None:
+    modules, known = package_modules(), resolvable()
+    assert {"codemode_gen.client.sessions", "codemode_gen.generator.record", "codemode_gen.cli.run"} <= set(modules)
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: {module} imports {target}"
+        for module, path in modules.items()
+        if module not in ENTRY_MODULES
+        for line, target in imports(module, path, known)
+        if (target == "codemode_gen" or target.startswith("codemode_gen.")) and layer(target) > layer(module)
+    ]
+    assert offenders == [], "imports against CLI -> runtime -> generator -> core:\n" + "\n".join(offenders)
+
+
+def test_import_direction_check_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The check itself: imports inside functions and the root's lazy CodeMode count."""
+    path = tmp_path / "record.py"
+    path.write_text(
+        "from codemode_gen import CodeMode, __version__\n"
+        "def f():\n    from codemode_gen.runtime import bridge\n"
+    )
+    found = list(imports("codemode_gen.generator.record", path, resolvable()))
+    assert found == [(1, "codemode_gen.runtime.codemode"), (1, "codemode_gen"), (3, "codemode_gen.runtime.bridge")]
+    assert [layer(target) for _, target in found] == [2, 0, 2]
 
 
 def test_worker_import_does_not_pull_in_mcp() -> None:

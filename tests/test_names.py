@@ -15,6 +15,7 @@ from codemode_gen.generator.names import (
     module_path,
     pascal_case,
     tool_identifier,
+    unique_name,
 )
 
 
@@ -152,15 +153,23 @@ def test_s5_0_1_fallback_path_collides_like_any_other() -> None:
     [
         ("get_note", "GetNote"),
         ("notes_search__2", "NotesSearch2"),
-        ("_123tool", "_123tool"),
+        ("_123tool", "123tool"),  # NameScope.claim makes it `T123tool…`
         ("class_", "Class"),
-        ("_", "Tool"),
+        ("_", ""),  # build.py falls back to `Tool`
         ("$x", "X"),
         ("getURL", "GetURL"),
+        ("create-note v2", "CreateNoteV2"),  # a $defs key or title: any non-alphanumeric splits
+        ("日本語 name", "Name"),
     ],
 )
 def test_pascal_case_type_stems(ident: str, expected: str) -> None:
     assert pascal_case(ident) == expected
+
+
+def test_unique_name_takes_the_smallest_free_suffix() -> None:
+    assert unique_name("a", set()) == "a"
+    assert unique_name("a", {"a", "a2", "a4"}) == "a3"
+    assert unique_name("p", {"p", "p--2"}, "--") == "p--3"
 
 
 def test_host_export_names_stay_clean_because_the_module_aliases_its_imports() -> None:

@@ -43,7 +43,8 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"codemode_gen"}
     for expected in ("codemode_gen/generator/__init__.py", "codemode_gen/runtime/__init__.py",
-                     "codemode_gen/templates/__init__.py", "codemode_gen/cli/__init__.py"):
+                     "codemode_gen/templates/__init__.py", "codemode_gen/cli/__init__.py",
+                     "codemode_gen/client/__init__.py", "codemode_gen/client/sessions.py"):
         assert expected in names
     assert any(n.startswith("codemode_gen/templates/") and n.endswith(".j2") for n in names)
     assert any(n.startswith("codemode_gen/runtime/js/") and n.endswith(".js") for n in names)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
 
 import pytest
 
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
+from codemode_gen.generator.manifest import ServerEntry
 from codemode_gen.runtime.prompt import (
     DEFAULT_PROMPT_BUDGET,
     MIN_PROMPT_BUDGET,
@@ -31,7 +31,7 @@ DEMO_PROMPT_RATIO = 0.5
 
 
 @cache
-def demo() -> tuple[list[dict[str, Any]], int]:
+def demo() -> tuple[list[ServerEntry], int]:
     """out/'s manifest entries built from the committed demo fixtures, and their tools/list bytes."""
     sets = load_fixtures(REPO / "fixtures")
     outputs = build_outputs(sets)
@@ -39,12 +39,12 @@ def demo() -> tuple[list[dict[str, Any]], int]:
 
 
 @cache
-def real_catalogs() -> list[dict[str, Any]]:
+def real_catalogs() -> list[ServerEntry]:
     sets = [FixtureSet(cid, *load_catalog(cid), {}) for cid in catalog_ids()]
     return build_outputs(sets).manifest["servers"]
 
 
-def synthetic(servers: int, tools_each: int) -> list[dict[str, Any]]:
+def synthetic(servers: int, tools_each: int) -> list[ServerEntry]:
     """`servers` servers of `tools_each` real tools each (renamed copies of the recordings)."""
     pool = [t for cid in catalog_ids() for t in load_catalog(cid)[1]]
     sets = []
@@ -58,7 +58,7 @@ def synthetic(servers: int, tools_each: int) -> list[dict[str, Any]]:
     return build_outputs(sets).manifest["servers"]
 
 
-def exports(servers: Sequence[dict[str, Any]]) -> list[str]:
+def exports(servers: Sequence[ServerEntry]) -> list[str]:
     return [t["exportName"] for s in servers for t in s["tools"]]
 
 

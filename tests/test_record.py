@@ -289,8 +289,8 @@ def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.Captur
     assert code == 0, out + err
 
     async def live_names() -> list[str]:
+        from codemode_gen.client.sessions import SessionManager
         from codemode_gen.config import load_config
-        from codemode_gen.runtime.sessions import SessionManager
 
         configs = load_config(tmp_path / ".mcp.json")
         async with SessionManager(configs, log_dir=tmp_path / "logs") as manager:

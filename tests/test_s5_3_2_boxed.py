@@ -25,6 +25,7 @@ from codemode_gen.config import ServerSettings, Settings, load_config, project_s
 from codemode_gen.errors import UserError
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
+from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.generator.unwrap import Box, inner_schema, read_box, unbox_value, unwrap_result
 from codemode_gen.runtime.catalog import manifest_views
 from codemode_gen.runtime.prompt import render_prompt, system_prompt
@@ -513,11 +514,11 @@ def test_out_generated_for_the_other_setting_drops_its_declaration(project: Path
         "dedalus": stdio_config("dedalus", "boxed_server", unbox=True),
         "dedalus-unboxed": stdio_config("dedalus-unboxed", "boxed_server"),
     }
-    views = manifest_views(manifest, project / "out", flipped)
+    views = manifest_views(read_manifest(project / "out"), project / "out", flipped)
     now_unboxed, now_boxed = views["dedalus"].tools["answer"], views["dedalus-unboxed"].tools["answer"]
     assert (now_unboxed.unboxed, now_unboxed.output_schema, now_unboxed.declaration) == (True, {"type": "integer"}, None)
     assert now_boxed.unboxed is False and now_boxed.declaration is None
     assert now_boxed.output_schema == tool(manifest, "dedalus", "answer")["output"]["declared"]
-    kept = manifest_views(manifest, project / "out", {"dedalus": stdio_config("dedalus", "boxed_server")})
+    kept = manifest_views(read_manifest(project / "out"), project / "out", {"dedalus": stdio_config("dedalus", "boxed_server")})
     assert kept["dedalus"].tools["answer"].declaration == tool(manifest, "dedalus", "answer")["declaration"]
     assert kept["dedalus"].tools["answer"].definition()["boxed"] == {"field": "result", "unboxed": False}

@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.config import ServerConfig, load_config
-from codemode_gen.runtime.sessions import (
+from codemode_gen.client.sessions import (
     AuthError,
     CallAuthError,
     CallError,
@@ -23,6 +22,7 @@ from codemode_gen.runtime.sessions import (
     McpSession,
     SessionManager,
 )
+from codemode_gen.config import ServerConfig, load_config
 
 from .conftest import (
     PYTHON,

@@ -8,17 +8,14 @@ can express (each must be rejected: precision). All cases compile in ONE tsc run
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
-from codemode_gen import schema_regex
+from codemode_gen import safe_jsonschema
 from codemode_gen.generator.typescript import NameScope, doc_comment, translate
-from codemode_gen.generator.typescript.translate import is_generated_title
 
 from . import tsc
 
@@ -443,7 +440,7 @@ CASES: dict[str, Case] = {
         [{"c": "x"}],
     ),
     # spec §11: server-supplied patterns run through the bounded ECMA-262 matcher
-    # (codemode_gen.schema_regex), never Python's `re`: `\d` is ASCII-only as in JavaScript...
+    # (codemode_gen.safe_jsonschema), never Python's `re`: `\d` is ASCII-only as in JavaScript...
     "pattern_properties_use_ecma_semantics": Case(
         {
             "type": "object",
@@ -612,7 +609,7 @@ def test_case_instances_agree_with_jsonschema(name: str) -> None:
     if "malformed" in name or not case.validates:
         pytest.skip("not a schema a validator can evaluate")
     # the validator the project runs on server schemas: ECMA-262 patterns, as JSON Schema says
-    cls = schema_regex.validator_for(case.schema, default=jsonschema.Draft202012Validator)
+    cls = safe_jsonschema.validator_for(case.schema, default=jsonschema.Draft202012Validator)
     validator = cls(case.schema)
     for value in case.valid:
         assert validator.is_valid(value), value
@@ -653,34 +650,6 @@ def test_s6_2_generated_types_compile_and_classify(name: str, compiled: dict[str
             )
         else:
             assert line in errors, f"invalid value accepted: {value!r}"
-
-
-def test_cycle_breaking_finds_exactly_the_edges_reachability_finds() -> None:
-    """The strongly-connected-component pass flags the same `$ref` edges as a reachability
-    search from every name (what it replaced), on random reference graphs."""
-    import random
-
-    from codemode_gen.generator.typescript.translate import _components
-
-    rng = random.Random(7)
-    for _ in range(300):
-        names = [f"N{i}" for i in range(rng.randint(1, 9))]
-        graph = {n: {m for m in names if rng.random() < 0.25} for n in names}
-
-        def reach(start: str, graph: dict[str, set[str]] = graph) -> set[str]:
-            seen: set[str] = set()
-            stack = list(graph[start])
-            while stack:
-                cur = stack.pop()
-                if cur not in seen:
-                    seen.add(cur)
-                    stack.extend(graph[cur])
-            return seen
-
-        component = _components(graph)
-        for name, targets in graph.items():
-            expected = {v for v in targets if name in reach(v)}
-            assert {v for v in targets if component[v] == component[name]} == expected
 
 
 def test_same_ref_text_under_different_ids_resolves_per_scope() -> None:
@@ -727,114 +696,3 @@ def test_repeated_refs_reuse_the_finished_target_with_the_same_result() -> None:
         "  c?: S[];\n  d?: never;\n  e?: never;\n  " + OPEN + "\n}"
     )
     assert [(d.name, d.text) for d in result.decls[1:]] == [("S", "string"), ("Nothing", "never")]
-
-
-@pytest.mark.parametrize(
-    ("title", "names", "generated"),
-    [
-        ("addArguments", ["git_add", "GitAddInput"], True),  # the function, minus the git_ prefix
-        ("navigateParams", ["browser_navigate"], True),
-        ("git_addArguments", ["git_add"], True),
-        ("Arguments", ["git_add"], False),  # nothing but a suffix
-        ("adArguments", ["git_add"], False),  # a stem shorter than MIN_TITLE_STEM says little
-        ("Address", ["git_add"], False),  # a word of its own, no generated suffix
-        ("addArguments", ["git_commit"], False),
-    ],
-)
-def test_titles_named_after_a_prefixed_tool_count_as_generated(
-    title: str, names: list[str], generated: bool
-) -> None:
-    """Frameworks title a tool's input model after the function (`addArguments`), which the
-    server prefixes in the tool name (`git_add`): such a title repeats the name and is dropped."""
-    assert is_generated_title(title, names) is generated
-
-
-def test_a_generated_title_for_a_prefixed_tool_is_not_printed() -> None:
-    schema = {
-        "type": "object",
-        "title": "addArguments",
-        "properties": {"path": {"type": "string"}},
-        "required": ["path"],
-    }
-    result = translate(schema, "GitAddInput", NameScope(), derived_from=("git_add",))
-    assert result.decls[0].doc == ()
-    kept = translate(
-        dict(schema, title="Stage files"), "GitAddInput", NameScope(), derived_from=("git_add",)
-    )
-    assert kept.decls[0].doc == ("Stage files",)
-
-
-# --------------------------------------------------------------------------- §11: hostile patterns
-
-CATASTROPHIC = ["^(a|a)*$", "^(a|aa)*$", "^(a+)+$", "^([a-z]+)*$", "^(a|a?)+$", "^(\\w+\\s?)*$"]
-
-
-def test_catastrophic_patterns_cannot_hang_translation() -> None:
-    """Many catastrophic patterns times many names: bounded by the per-match timeout, the
-    per-pattern give-up and the translation's regex budget (generous bound: no tight timing)."""
-    import time
-
-    names = {"a" * n + "!": {"type": "string"} for n in range(20, 60)}
-    schema = {
-        "type": "object",
-        "properties": names,
-        "required": ["a" * 70 + "!"],
-        "patternProperties": {f"{p}|x{i}": {"type": "integer"} for i, p in enumerate(CATASTROPHIC)},
-        "additionalProperties": False,
-    }
-    started = time.monotonic()
-    result = translate(schema, "Root", NameScope())
-    assert time.monotonic() - started < 10
-    assert any("could not be evaluated" in w or "budget" in w for w in result.warnings)
-    text = result.decls[0].text
-    assert '"' + "a" * 20 + '!"?: string;' in text  # declared: its own type, wider than the schema
-    # required, forbidden unless a pattern matches, and no pattern could be told: the union of
-    # what the patterns allow (sound), never `never`
-    assert '"' + "a" * 70 + '!": number;' in text
-
-
-def test_matches_every_name_uses_the_bounded_matcher() -> None:
-    from codemode_gen.generator.typescript.translate import matches_every_name
-
-    assert matches_every_name("a*") and matches_every_name("(?:)")
-    assert not matches_every_name("^a*$")  # anchored: not "every name"
-    assert not matches_every_name("a+") and not matches_every_name("(?i)a*")  # not ECMA: unknown
-    assert not matches_every_name("[")  # invalid: unknown, never "every name"
-
-
-@pytest.mark.slow
-def test_generate_finishes_on_a_catastrophic_pattern(tmp_path: Path) -> None:
-    """End to end, in a process with a timeout: `generate` on fixtures whose tool declares
-    `^(a|a)*$` next to 24- to 40-character property names (5.8 s for the first with `re`,
-    4x more every 2 characters)."""
-    import subprocess
-    import time
-
-    from codemode_gen.generator.fixtures import write_server_fixtures
-
-    properties = {"a" * n + "!": {"type": "string"} for n in range(24, 41, 2)}
-    tool = {
-        "name": "hostile_tool",
-        "inputSchema": {
-            "type": "object",
-            "properties": properties,
-            "patternProperties": {"^(a|a)*$": {"type": "integer"}},
-        },
-        "outputSchema": {
-            "type": "object",
-            "properties": properties,
-            "patternProperties": {"^(b|b)*$": {"type": "integer"}},
-        },
-    }
-    server = {"serverInfo": {"name": "h", "version": "1"}, "capabilities": {"tools": {}}}
-    write_server_fixtures(tmp_path / "fixtures", "hostile", server, [tool], {})
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "codemode_gen", "generate"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
-    elapsed = time.monotonic() - started
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert elapsed < 10, f"generate took {elapsed:.1f}s"
-    assert "could not be evaluated" in proc.stdout
-    assert "Traceback" not in proc.stdout + proc.stderr

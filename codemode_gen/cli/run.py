@@ -92,19 +92,13 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
-            from codemode_gen.runtime.response import clip
+            from codemode_gen.runtime.response import clip, diagnostic, not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
-            return {
-                "logs": [],
-                "result": None,
-                "diagnostics": [{
-                    "severity": "error", "code": "HOST_ERROR", "message": message,
-                    "hint": "retry the run; if it fails again, report it with this message",
-                }],
-                "toolTrace": [],
-            }
+            return not_started(diagnostic(
+                "HOST_ERROR", message, hint="retry the run; if it fails again, report it with this message"
+            ))
 
 
 @click.command(name="run")

@@ -6,15 +6,13 @@ TypeScript can be inspected (or used elsewhere) without recording a server.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click
 
 from codemode_gen.errors import UserError
+from codemode_gen.generator.names import is_identifier
 from codemode_gen.jsonio import read_json
-
-_NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 
 @click.command("types")
@@ -27,7 +25,7 @@ _NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 )
 def types(schema_file: Path, name: str) -> None:
     """Print TypeScript declarations for a JSON Schema file; warnings go to stderr."""
-    if not _NAME.match(name):
+    if not is_identifier(name):
         raise UserError(
             f"--name {name!r} is not a TypeScript identifier",
             hint="use letters, digits, _ or $, not starting with a digit (e.g. --name Root)",

@@ -1,9 +1,11 @@
 """The project's own JSON Schema -> TypeScript translator (spec §6.2), one stage a module.
 
-normalize (draft spellings -> one vocabulary) -> refs ($ref targets) -> translate (schema ->
-`ast` nodes, soundness first) -> printer (AST -> text, sanitised). This module is the API
-the generator pipeline uses: `translate` for one schema into a shared `NameScope`, and
-`render_standalone` for the `codemode-gen types` command.
+normalize (draft spellings -> one vocabulary) -> refs ($ref targets) -> translator (schema ->
+`ast` nodes, soundness first, with its stages: shapes for the type algebra, patterns for
+`patternProperties`, evaluated for `unevaluated*`, docs for doc comments, cycles for aliases
+that reach themselves) -> printer (AST -> text, sanitised); compact prints the agent's
+rendering. This module is the API the generator pipeline uses: `translate` for one schema
+into a shared `NameScope`, and `render_standalone` for the `codemode-gen types` command.
 """
 
 from __future__ import annotations
@@ -11,15 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-import jinja2
-
 from codemode_gen import __version__
+from codemode_gen.generator.names import pascal_case, unique_name
 from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.printer import doc_comment, print_type, sanitize_doc
-from codemode_gen.generator.typescript.translate import pascal_case, translate_schema
+from codemode_gen.generator.typescript.translator import translate_schema
 
 __all__ = [
     "NameScope",
@@ -119,10 +119,7 @@ class NameScope:
             base = "T" + base
         if base in _RESERVED_TYPE_NAMES:
             base += "Type"
-        name, n = base, 1
-        while name in self._taken:
-            n += 1
-            name = f"{base}{n}"
+        name = unique_name(base, self._taken)
         self._taken.add(name)
         return name
 
@@ -185,20 +182,6 @@ def _doc_lines(lines: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("codemode_gen.templates", ""),
-        autoescape=False,  # TypeScript, not HTML; every string is sanitised by the printer
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.globals["doc_comment"] = doc_comment
-    return env
-
-
 _HEADER_UNSAFE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 
 
@@ -206,14 +189,14 @@ def render_standalone(
     schema: Any, name: str = "Root", *, source: str = "<schema>"
 ) -> tuple[str, list[str]]:
     """A whole .d.ts exporting `name` (and its helpers) for one schema; also the warnings."""
+    # imported here: templating imports this package's printer (and only `types` needs it)
+    from codemode_gen.generator.templating import render
+
     result = translate(schema, name, NameScope())
-    text = (
-        _environment()
-        .get_template("types.d.ts.j2")
-        .render(
-            version=__version__,
-            source=_HEADER_UNSAFE.sub("?", source),
-            decls=result.decls,
-        )
+    text = render(
+        "types.d.ts.j2",
+        version=__version__,
+        source=_HEADER_UNSAFE.sub("?", source),
+        decls=result.decls,
     )
     return text, result.warnings

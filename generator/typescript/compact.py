@@ -45,7 +45,7 @@ MAX_ONE_LINE_CHARS = 100
 # do not end one), or at a blank line.
 _SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=[.!?])\s+(?=[^a-z\s])|\n\s*\n")
 _SPACES = re.compile(r"\s+")
-# Doc-line prefixes written by translate.schema_doc that are not a field's meaning.
+# Doc-line prefixes written by docs.schema_doc that are not a field's meaning.
 _NOT_MEANING = (CONSTRAINTS_LABEL, "@default ", "@example ", "@deprecated", "Read-only.", "Write-only.", "Warning:")
 
 
@@ -72,7 +72,7 @@ def first_sentence(text: object, limit: int = MAX_SUMMARY_CHARS) -> str:
 
 
 def compact_note(doc: Sequence[str], *, limit: int = MAX_NOTE_CHARS) -> str:
-    """One phrase from a property's doc lines (translate.schema_doc): meaning, constraints, default."""
+    """One phrase from a property's doc lines (docs.schema_doc): meaning, constraints, default."""
     meaning = ""
     extras: list[str] = []
     for line in doc:

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from codemode_gen.generator.names import IDENTIFIER
 from codemode_gen.generator.typescript import ast as t
 
 # Longest doc text kept for one schema field (bounds the agent-context cost of a hostile
@@ -25,7 +26,7 @@ MAX_DOC_LINES = 60
 TRUNCATION_MARKER = " … [truncated]"
 # A doc comment of one line up to this length prints as `/** text */` on one line.
 MAX_ONE_LINE_DOC_CHARS = 320
-# Starts the doc line of constraints TypeScript cannot check (translate.schema_doc writes it).
+# Starts the doc line of constraints TypeScript cannot check (docs.schema_doc writes it).
 CONSTRAINTS_LABEL = "Constraints: "
 # An object type without docs prints on one line up to this length (`{ id: number }`).
 MAX_ONE_LINE_OBJECT_CHARS = 60
@@ -35,9 +36,6 @@ MAX_ONE_LINE_OBJECT_MEMBERS = 8
 MAX_FIELD_DOC_LINES = 4
 INDENT = "  "
 
-# `\Z`, not `$`: `$` also matches before a final newline, which would let a server-chosen
-# property name such as "a\n" be printed raw and break the declaration file.
-_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 # Line terminators in JavaScript and common text: all become "\n" in doc text.
 _LINE_BREAKS = re.compile("\r\n|[\r\u2028\u2029\x85\x0b\x0c]")
 
@@ -213,11 +211,8 @@ def template_key(key: t.TemplateKey) -> str:
 
 
 def property_key(name: str) -> str:
-    return name if _IDENTIFIER.match(name) else string_literal(name)
-
-
-def is_identifier(name: str) -> bool:
-    return bool(_IDENTIFIER.match(name))
+    # a property named like an identifier prints bare; any other (server text) as a string
+    return name if IDENTIFIER.match(name) else string_literal(name)
 
 
 def print_type(node: t.TypeNode, level: int = 0) -> str:
@@ -270,7 +265,7 @@ def _print_object(node: t.Object, level: int) -> str:
     pad = INDENT * (level + 1)
     members: list[str] = []
     docs: list[str] = []  # per member: "" (none), a block ending in "\n", or a `/** … */ ` lead
-    is_ident = _IDENTIFIER.match
+    is_ident = IDENTIFIER.match
     for prop in node.properties:
         docs.append(field_doc(prop.doc, pad) if prop.doc else "")
         ro = "readonly " if prop.readonly else ""

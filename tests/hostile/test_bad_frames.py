@@ -23,10 +23,10 @@ from typing import Any
 import anyio
 import pytest
 
+from codemode_gen.client import stdio
+from codemode_gen.client.sessions import BadFrameError, CallError, McpSession, SessionManager
+from codemode_gen.client.stdio import MAX_FRAME_DEPTH, frame_too_deep, parse_pruned
 from codemode_gen.config import ServerConfig
-from codemode_gen.runtime import stdio
-from codemode_gen.runtime.sessions import BadFrameError, CallError, McpSession, SessionManager
-from codemode_gen.runtime.stdio import MAX_FRAME_DEPTH, frame_too_deep, parse_pruned
 
 pytestmark = pytest.mark.timeout(120)
 

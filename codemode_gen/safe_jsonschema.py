@@ -105,14 +105,17 @@ class Skipped:
         quoted = self.pattern
         if len(quoted) > MAX_QUOTED_PATTERN_CHARS:
             quoted = quoted[: MAX_QUOTED_PATTERN_CHARS - 1] + "…"
-        what = {
+        return f"pattern {_json_quote(quoted)} {self.explain()}"
+
+    def explain(self) -> str:
+        """The reason alone (`could not be evaluated within 50 ms`), without the pattern."""
+        return {
             "timeout": f"could not be evaluated within {MATCH_TIMEOUT_S * 1000:.0f} ms",
             "budget": "was not evaluated: the regex time budget of this validation was spent",
             "invalid": "is not a valid ECMA-262 regular expression",
             "pattern too long": f"is longer than {MAX_PATTERN_CHARS} characters",
             "value too long": f"was not run on a value longer than {MAX_SUBJECT_CHARS} characters",
         }[self.reason]
-        return f"pattern {_json_quote(quoted)} {what}"
 
 
 @dataclass
@@ -129,7 +132,7 @@ class RegexReport:
             self.skipped.append(skipped)
 
 
-_session: ContextVar[RegexReport | None] = ContextVar("codemode_schema_regex_session", default=None)
+_session: ContextVar[RegexReport | None] = ContextVar("codemode_safe_jsonschema_session", default=None)
 
 
 @contextmanager

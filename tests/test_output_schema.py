@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from codemode_gen.generator.merge import MAX_DRIFT_PER_TOOL, merge_output
+from codemode_gen.generator.output_schema import MAX_DRIFT_PER_TOOL, merge_output
 
 NOTE_SCHEMA = {
     "type": "object",

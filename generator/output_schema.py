@@ -19,7 +19,7 @@ import jsonschema
 import referencing
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from codemode_gen import schema_regex
+from codemode_gen import safe_jsonschema
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
 from codemode_gen.generator.unwrap import Box, UnwrapMode, inner_schema, read_box
 from codemode_gen.jsonio import json_type
@@ -102,11 +102,11 @@ def check_drift(
     """
     dialect = declared.get("$schema")
     probe = declared if isinstance(dialect, str) else {}  # a non-string $schema means "default"
-    # Patterns are evaluated with a timeout (schema_regex): a server's catastrophic regex makes
+    # Patterns are evaluated with a timeout (safe_jsonschema): a server's catastrophic regex makes
     # its keyword unverifiable (a warning below) instead of hanging generate.
-    cls = schema_regex.validator_for(probe, default=jsonschema.Draft202012Validator)
+    cls = safe_jsonschema.validator_for(probe, default=jsonschema.Draft202012Validator)
     try:
-        schema_regex.check_schema(cls, declared)
+        safe_jsonschema.check_schema(cls, declared)
     except SchemaError as exc:
         return (), (
             f"declared outputSchema is not a valid JSON Schema ({exc.message[:120]}); drift not checked",
@@ -117,7 +117,7 @@ def check_drift(
     drift: list[str] = []
     unverifiable: dict[str, int] = {}  # description -> first sample line
     total = 0
-    with schema_regex.regex_session() as regex_report:
+    with safe_jsonschema.regex_session() as regex_report:
         for line, value in samples:
             seen = len(regex_report.skipped)
             try:

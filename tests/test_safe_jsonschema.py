@@ -1,4 +1,4 @@
-"""schema_regex: server-declared patterns can neither hang nor crash validation (spec §11).
+"""safe_jsonschema: server-declared patterns can neither hang nor crash validation (spec §11).
 
 Real jsonschema validation through the extended validator classes; the stock validators are the
 reference for "behaves exactly as before" on patterns where Python and ECMA-262 agree. Timing
@@ -19,9 +19,9 @@ import jsonschema
 import pytest
 from jsonschema.exceptions import SchemaError
 
-from codemode_gen import schema_regex
+from codemode_gen import safe_jsonschema
 from codemode_gen.generator.fixtures import write_server_fixtures
-from codemode_gen.generator.merge import merge_output
+from codemode_gen.generator.output_schema import merge_output
 from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
 
 EVIL = "a" * 40 + "!"
@@ -35,8 +35,8 @@ REGEX_CATASTROPHIC = r"^(a|a)*$"
 
 
 def errors(schema: Any, instance: Any) -> list[tuple[list[Any], str]]:
-    cls = schema_regex.validator_for(schema)
-    schema_regex.check_schema(cls, schema)
+    cls = safe_jsonschema.validator_for(schema)
+    safe_jsonschema.check_schema(cls, schema)
     return sorted((list(e.absolute_path), e.message) for e in cls(schema).iter_errors(instance))
 
 
@@ -56,22 +56,22 @@ def stock_errors(schema: Any, instance: Any) -> list[tuple[list[Any], str]]:
 def test_s11_catastrophic_pattern_returns_promptly(pattern: str) -> None:
     schema = {"type": "string", "pattern": pattern}
     started = time.monotonic()
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         found = errors(schema, EVIL)
     assert time.monotonic() - started < PROMPT_S
     # Either a real verdict (the regex engine needed no backtracking) or no verdict, recorded.
     if report.skipped:
         assert found == []
-        assert report.skipped == [schema_regex.Skipped(pattern, "timeout")]
+        assert report.skipped == [safe_jsonschema.Skipped(pattern, "timeout")]
     else:
         assert found != []
 
 
 @pytest.mark.timeout(60)
 def test_s11_timed_out_pattern_fails_open_and_is_reported() -> None:
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert errors({"pattern": REGEX_CATASTROPHIC}, EVIL) == []
-    assert report.skipped == [schema_regex.Skipped(REGEX_CATASTROPHIC, "timeout")]
+    assert report.skipped == [safe_jsonschema.Skipped(REGEX_CATASTROPHIC, "timeout")]
     text = report.skipped[0].describe()
     assert text == f'pattern "{REGEX_CATASTROPHIC}" could not be evaluated within 50 ms'
 
@@ -79,7 +79,7 @@ def test_s11_timed_out_pattern_fails_open_and_is_reported() -> None:
 @pytest.mark.timeout(60)
 def test_s11_re_catastrophic_pattern_gets_a_real_verdict() -> None:
     """`^(a+)+$` hangs Python's `re`; here it is answered, both ways, without a timeout."""
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert errors({"pattern": RE_CATASTROPHIC}, EVIL) == [
             ([], f"{EVIL!r} does not match {RE_CATASTROPHIC!r}")
         ]
@@ -93,32 +93,32 @@ def test_s11_many_values_share_one_budget() -> None:
     props = {f"p{i}": {"type": "string", "pattern": f"^(a|a)*$|^budget{i}$"} for i in range(40)}
     schema = {"type": "object", "properties": props}
     started = time.monotonic()
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert errors(schema, dict.fromkeys(props, EVIL)) == []
     assert time.monotonic() - started < PROMPT_S
     reasons = {s.reason for s in report.skipped}
     assert reasons == {"timeout", "budget"}
-    assert report.spent_s < schema_regex.SESSION_BUDGET_S + 2 * schema_regex.MATCH_TIMEOUT_S + 1
+    assert report.spent_s < safe_jsonschema.SESSION_BUDGET_S + 2 * safe_jsonschema.MATCH_TIMEOUT_S + 1
 
 
 @pytest.mark.timeout(60)
 def test_s11_a_pattern_that_keeps_timing_out_is_not_run_again() -> None:
     pattern = r"^(a|a)*$|^strikes$"
-    for _ in range(schema_regex.MAX_TIMEOUTS_PER_PATTERN):
-        with schema_regex.regex_session():
-            assert schema_regex.search(pattern, EVIL) is None
-    with schema_regex.regex_session() as report:
+    for _ in range(safe_jsonschema.MAX_TIMEOUTS_PER_PATTERN):
+        with safe_jsonschema.regex_session():
+            assert safe_jsonschema.search(pattern, EVIL) is None
+    with safe_jsonschema.regex_session() as report:
         started = time.monotonic()
-        assert schema_regex.search(pattern, EVIL) is None
-        assert time.monotonic() - started < schema_regex.MATCH_TIMEOUT_S
-    assert report.skipped == [schema_regex.Skipped(pattern, "timeout")]
+        assert safe_jsonschema.search(pattern, EVIL) is None
+        assert time.monotonic() - started < safe_jsonschema.MATCH_TIMEOUT_S
+    assert report.skipped == [safe_jsonschema.Skipped(pattern, "timeout")]
     assert report.spent_s == 0.0
 
 
 @pytest.mark.timeout(60)
 def test_s11_search_without_a_session_still_times_out() -> None:
     started = time.monotonic()
-    assert schema_regex.search(r"^(a|a)*$|^nosession$", EVIL) is None
+    assert safe_jsonschema.search(r"^(a|a)*$|^nosession$", EVIL) is None
     assert time.monotonic() - started < PROMPT_S
 
 
@@ -143,7 +143,7 @@ AGREEING = [
 def test_normal_patterns_give_the_same_verdicts_and_messages(pattern: str, values: list[str]) -> None:
     schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
     for value in values:
-        with schema_regex.regex_session() as report:
+        with safe_jsonschema.regex_session() as report:
             assert errors(schema, {"v": value}) == stock_errors(schema, {"v": value}), value
         assert report.skipped == []
 
@@ -178,7 +178,7 @@ PROPERTY_VALUES: list[dict[str, Any]] = [
 @pytest.mark.parametrize("schema", PROPERTY_SCHEMAS)
 def test_pattern_properties_additional_and_unevaluated_as_before(schema: dict[str, Any]) -> None:
     for value in PROPERTY_VALUES:
-        with schema_regex.regex_session() as report:
+        with safe_jsonschema.regex_session() as report:
             assert errors(schema, value) == stock_errors(schema, value), value
         assert report.skipped == []
 
@@ -195,10 +195,10 @@ def test_pattern_properties_additional_and_unevaluated_as_before(schema: dict[st
 )
 def test_s11_catastrophic_pattern_properties_fail_open(schema: dict[str, Any]) -> None:
     started = time.monotonic()
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert errors(schema, {EVIL: "not an integer"}) == []
     assert time.monotonic() - started < PROMPT_S
-    assert schema_regex.Skipped(REGEX_CATASTROPHIC, "timeout") in report.skipped
+    assert safe_jsonschema.Skipped(REGEX_CATASTROPHIC, "timeout") in report.skipped
 
 
 # --------------------------------------------------------------------------- ECMA-262 semantics
@@ -240,7 +240,7 @@ def test_s11_catastrophic_pattern_properties_fail_open(schema: dict[str, Any]) -
     ],
 )
 def test_patterns_follow_ecma_262(pattern: str, value: str, valid: bool) -> None:
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert (errors({"pattern": pattern}, value) == []) is valid
     assert report.skipped == []
 
@@ -251,29 +251,29 @@ def test_patterns_follow_ecma_262(pattern: str, value: str, valid: bool) -> None
 @pytest.mark.parametrize("pattern", ["(", "[a-", "a++", "(?i)abc", "(?P<n>a)", "x{2}*", "\\"])
 def test_invalid_patterns_are_skipped_never_raised(pattern: str) -> None:
     schema = {"type": "object", "properties": {"v": {"pattern": pattern}}, "required": ["v"]}
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert errors(schema, {"v": "abc"}) == []
         assert errors(schema, {}) == [([], "'v' is a required property")]
-    assert report.skipped == [schema_regex.Skipped(pattern, "invalid")]
+    assert report.skipped == [safe_jsonschema.Skipped(pattern, "invalid")]
     assert "not a valid ECMA-262 regular expression" in report.skipped[0].describe()
 
 
 def test_check_schema_does_not_judge_pattern_syntax_but_still_checks_the_rest() -> None:
-    cls = schema_regex.validator_for({})
-    schema_regex.check_schema(cls, {"pattern": r"(?<y>\d)"})
-    schema_regex.check_schema(cls, {"patternProperties": {"(": {}}})
+    cls = safe_jsonschema.validator_for({})
+    safe_jsonschema.check_schema(cls, {"pattern": r"(?<y>\d)"})
+    safe_jsonschema.check_schema(cls, {"patternProperties": {"(": {}}})
     with pytest.raises(SchemaError):
         jsonschema.Draft202012Validator.check_schema({"pattern": r"(?<y>\d)"})
     with pytest.raises(SchemaError):
-        schema_regex.check_schema(cls, {"pattern": 5})
+        safe_jsonschema.check_schema(cls, {"pattern": 5})
     with pytest.raises(SchemaError):
-        schema_regex.check_schema(cls, {"type": "strnig"})
+        safe_jsonschema.check_schema(cls, {"type": "strnig"})
 
 
 def test_oversized_pattern_and_value_are_skipped() -> None:
-    long_pattern = "a" * (schema_regex.MAX_PATTERN_CHARS + 1)
-    long_value = "b" * (schema_regex.MAX_SUBJECT_CHARS + 1)
-    with schema_regex.regex_session() as report:
+    long_pattern = "a" * (safe_jsonschema.MAX_PATTERN_CHARS + 1)
+    long_value = "b" * (safe_jsonschema.MAX_SUBJECT_CHARS + 1)
+    with safe_jsonschema.regex_session() as report:
         assert errors({"pattern": long_pattern}, "b") == []
         assert errors({"pattern": "^a"}, long_value) == []
         assert errors({"pattern": "^a"}, "b") != []
@@ -294,19 +294,19 @@ def test_oversized_pattern_and_value_are_skipped() -> None:
 def test_every_regex_keyword_is_replaced(cls: Any) -> None:
     """Guards against a jsonschema upgrade renaming a keyword function: the stock one (Python
     `re`, no timeout) must never survive in a safe class."""
-    safe = schema_regex.safe_validator_class(cls)
+    safe = safe_jsonschema.safe_validator_class(cls)
     for keyword in ("pattern", "patternProperties", "additionalProperties", "unevaluatedProperties"):
         if keyword in cls.VALIDATORS:
             assert safe.VALIDATORS[keyword] is not cls.VALIDATORS[keyword], keyword
     assert safe.FORMAT_CHECKER.checkers["regex"][0] is not cls.FORMAT_CHECKER.checkers["regex"][0]
     schema = {"pattern": REGEX_CATASTROPHIC}
-    with schema_regex.regex_session() as report:
+    with safe_jsonschema.regex_session() as report:
         assert safe(schema).is_valid(EVIL)
     assert report.skipped
 
 
 def test_format_regex_checks_ecma_syntax_without_python_re() -> None:
-    cls = schema_regex.validator_for({})
+    cls = safe_jsonschema.validator_for({})
     validator = cls({"format": "regex"}, format_checker=cls.FORMAT_CHECKER)
     assert validator.is_valid(r"(?<y>\d{4})")
     assert validator.is_valid(REGEX_CATASTROPHIC)  # compiled, never run
@@ -316,15 +316,15 @@ def test_format_regex_checks_ecma_syntax_without_python_re() -> None:
 
 
 def test_sessions_are_context_local() -> None:
-    with schema_regex.regex_session() as outer:
-        with schema_regex.regex_session() as inner:
-            schema_regex.search("(", "x")
-        schema_regex.search("[", "x")
+    with safe_jsonschema.regex_session() as outer:
+        with safe_jsonschema.regex_session() as inner:
+            safe_jsonschema.search("(", "x")
+        safe_jsonschema.search("[", "x")
     assert [s.pattern for s in inner.skipped] == ["("]
     assert [s.pattern for s in outer.skipped] == ["["]
 
 
-# --------------------------------------------------------------------------- drift checking (merge)
+# --------------------------------------------------------------------------- drift checking (output_schema)
 
 CATASTROPHIC_OUTPUT = {
     "type": "object",

@@ -232,7 +232,7 @@ class McpSession:
     async def _salvage_page(self, exc: BadFrameError, page_no: int, warnings: list[str]) -> dict[str, Any]:
         """A tools/list page nested too deeply: keep every tool, turning the schema (or other
         field) that holds the too-deep part into `{}` (unknown), with a warning per tool."""
-        from codemode_gen.runtime.stdio import MAX_FRAME_DEPTH, MAX_SALVAGE_BYTES, parse_pruned
+        from codemode_gen.client.stdio import MAX_FRAME_DEPTH, MAX_SALVAGE_BYTES, parse_pruned
 
         frame, exc.frame = exc.frame, None
         if frame is None:
@@ -282,7 +282,7 @@ class McpSession:
     ) -> dict[str, Any]:
         from mcp.shared.exceptions import MCPError
 
-        from codemode_gen.runtime.stdio import BadFrame
+        from codemode_gen.client.stdio import BadFrame
 
         opts: dict[str, Any] = {"headers": {_PROTOCOL_HEADER: self.protocol_version}}
         if timeout is not None:
@@ -601,7 +601,7 @@ async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe)
     if config.transport == "stdio":
         from mcp.client.stdio import StdioServerParameters, get_default_environment
 
-        from codemode_gen.runtime.stdio import stdio_transport
+        from codemode_gen.client.stdio import stdio_transport
 
         # The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
         # server should not see our secrets by accident. PATH is in the whitelist.
@@ -718,7 +718,7 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
             return ConnectError(sid, with_tail(reason) if config.transport == "stdio" else reason, log_path=log_path)
     for leaf in leaves:
         if isinstance(leaf, MCPError):
-            from codemode_gen.runtime.stdio import BadFrame
+            from codemode_gen.client.stdio import BadFrame
 
             if isinstance(leaf.error.data, BadFrame):
                 return ConnectError(sid, f"the server answered initialize with {leaf.error.data.reason}", log_path=log_path)

@@ -1,0 +1,120 @@
+"""The sandbox ⇄ worker pipe protocol: message kinds, framing, limits. Both sides use this module.
+
+The host (runtime/sandbox.py) starts each worker (runtime/worker.py) with pipes on its stdin and
+stdout; they exchange one JSON object per line, ASCII only (`ensure_ascii`), `op` naming the kind:
+
+host → worker (stdin)
+    {"op": "run", "code", "modules", "limits", "budgetMs"?}   run `code` as the agent module
+    {"op": "reply", "id", "reply": <JSON value>}              the answer to a `call`
+    {"op": "check", "code"}                                   parse only (between runs)
+    {"op": "exit"}                                            stop (so does end of input)
+worker → host (stdout)
+    {"op": "ready"}                                           engine imported, first realm built
+    {"op": "log", "level", "message", "timeMs"}               one console entry, streamed
+    {"op": "logs_truncated"}                                  maxLogBytes reached
+    {"op": "call", "id", "request": <JSON value>}             a tool call for the host's bridge
+    {"op": "done", "result", "diagnostics"}                   the run ended
+    {"op": "checked", "diagnostics"}                          `[]` or the run's SYNTAX_ERROR
+
+`budgetMs` is the time left until the caller's deadline when the host sent the run (the host may
+have spent part of `limits.timeoutMs` connecting servers or starting the worker): the script is
+interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as the caller's
+`timeoutMs`. `check` lets the host skip connecting servers for a script that can never start.
+
+A call's request and its reply are JSON values embedded as they are (JS produced or consumes
+them as JSON text), so a tool call is encoded and decoded once per side, not twice:
+`encode_call` and `encode_reply` frame the text without re-escaping it, and `decode_reply` slices
+the reply's text out of a line framed by `encode_reply` without decoding it in Python. A reply
+given as a JSON string is still accepted as that text.
+
+This module must stay cheap to import: the worker imports it (no `mcp`, no generator).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+# host → worker
+RUN = "run"
+REPLY = "reply"
+CHECK = "check"
+EXIT = "exit"
+# worker → host
+READY = "ready"
+LOG = "log"
+LOGS_TRUNCATED = "logs_truncated"
+CALL = "call"
+DONE = "done"
+CHECKED = "checked"
+
+#: Longest line the host accepts from a worker (a run's result can be as big as the JS heap).
+MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024
+#: Bytes the worker takes from stdin per read; a run message bigger than this (modules) arrives
+#: in several reads and is reassembled, so this only trades syscalls against one buffer's size.
+READ_CHUNK_BYTES = 256 * 1024
+
+#: How `encode_reply` frames a reply, so that `decode_reply` can slice its JSON text out.
+REPLY_PREFIX = b'{"op":"reply","id":'
+REPLY_SEPARATOR = b',"reply":'
+
+#: What the host answers a call with: the bridge's entry point for one run (`request` is the
+#: worker's decoded call request; the result is the reply the script's promise settles with).
+HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class MalformedMessage(ValueError):
+    """A protocol line that is JSON but not one object, or nested too deep to parse."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("malformed message" + detail)
+        self.detail = detail  # "" or a parenthesised reason: " (nested too deep)"
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as its line: compact ASCII JSON and a newline."""
+    return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def encode_reply(call_id: Any, body: str) -> bytes:
+    """`{"op":"reply","id":N,"reply":<body>}` with `body` the reply's ASCII JSON text, framed
+    the way `decode_reply` slices it: encoded once, never decoded by the worker."""
+    if isinstance(call_id, int) and not isinstance(call_id, bool) and call_id >= 0:
+        return b'{"op":"reply","id":%d,"reply":%s}\n' % (call_id, body.encode("ascii"))
+    return encode({"op": REPLY, "id": call_id, "reply": body})
+
+
+def encode_call(call_id: int, request_text: Any) -> bytes:
+    """A call message with the JS-made request JSON embedded verbatim (no re-escaping)."""
+    if isinstance(request_text, str):
+        try:
+            return b'{"op":"call","id":%d,"request":%s}\n' % (call_id, request_text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate slipped through: escape it as text
+            pass
+    return encode({"op": CALL, "id": call_id, "request": str(request_text)})
+
+
+def decode_reply(line: bytes) -> tuple[int, str] | None:
+    """(call id, the reply's JSON text) of a line framed by `encode_reply`; None for any other
+    line (which `decode` then reads as usual)."""
+    if line.startswith(REPLY_PREFIX) and line.endswith(b"}"):
+        head, sep, body = line[len(REPLY_PREFIX) : -1].partition(REPLY_SEPARATOR)
+        if sep and head.isdigit() and body:
+            try:
+                return int(head), body.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """One message from its line (without the newline). Raises ValueError for a line that is
+    not JSON, MalformedMessage for JSON that is not an object or is nested too deep to parse."""
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        raise MalformedMessage(" (nested too deep)") from None
+    if not isinstance(msg, dict):
+        raise MalformedMessage()
+    return msg
