@@ -204,11 +204,9 @@ class WorkerPool:
             raise RuntimeError("WorkerPool is closed")
         self._check_loop()
         while True:
-            while self._idle:
-                candidate = self._idle.pop(0)
-                if candidate.alive():
-                    return candidate
-                await candidate.reap()
+            idle = await self._pop_idle()
+            if idle is not None:
+                return idle
             starting = [t for t in self._starting if not t.done()]
             if not starting:
                 break
@@ -226,6 +224,10 @@ class WorkerPool:
         if self._closed:
             return None
         self._check_loop()
+        return await self._pop_idle()
+
+    async def _pop_idle(self) -> _Worker | None:
+        """The first idle worker still alive (dead ones are reaped on the way), else None."""
         while self._idle:
             candidate = self._idle.pop(0)
             if candidate.alive():
