@@ -32,6 +32,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     unbox = false                          # default of [servers.<id>] unbox
     [limits]                               # default run limits (spec §3.2.4)
     timeoutMs = 30000
+    typecheck = false                      # true: type errors come back as warnings first
     [servers.notes]                        # per server, keyed like mcpServers
     unwrap = "json"                        # "spec" (default) or "json" (parse JSON-in-text)
     connect_timeout = 30                   # seconds for start + initialize + tools/list
@@ -268,6 +269,11 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         raise UserError(f"{where('limits')} must be a table ([limits]), got {_show(limits_raw)}")
     limits: dict[str, int] = {}
     for key, value in limits_raw.items():
+        if key == "typecheck":  # the one boolean: type-check scripts before they run
+            if not isinstance(value, bool):
+                raise UserError(f"{where('limits.typecheck')} must be true or false, got {_show(value)}")
+            limits[key] = value
+            continue
         if not _is_int(value) or value < 0:
             raise UserError(
                 f"{where(f'limits.{key}')} must be a non-negative integer, got {_show(value)}",

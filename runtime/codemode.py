@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
@@ -52,6 +53,7 @@ from codemode_gen.generator.manifest import (
     ServerEntry,
     manifest_path,
     module_file_of,
+    module_specifier,
     read_manifest,
 )
 from codemode_gen.runtime import response as resp
@@ -75,6 +77,8 @@ from codemode_gen.runtime.reconcile import (
     select_servers,
 )
 from codemode_gen.runtime.sandbox import Sandbox
+from codemode_gen.runtime.tsinput import erase_types
+from codemode_gen.runtime.typecheck import TypeChecker, run_diagnostics
 
 __all__ = ["CodeMode"]
 
@@ -96,6 +100,9 @@ class CodeMode:
         out_dir: Path,
         settings: Settings | None = None,
         log_dir: Path | None = None,
+        typecheck: bool = False,
+        tsc: str | Path | None = None,
+        project_dir: Path | None = None,
     ) -> None:
         self.configs = dict(configs)
         self.out_dir = Path(out_dir)
@@ -113,6 +120,13 @@ class CodeMode:
         self._manifest: Manifest | None = None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
+        # Type checking (runtime/typecheck.py): `typecheck` is the default of limits.typecheck
+        # (serve --typecheck); tsc is looked for from `project_dir` (default: out/'s folder) up.
+        self.typecheck = typecheck
+        self.tsc = tsc
+        self.project_dir = Path(project_dir) if project_dir is not None else self.out_dir.parent
+        self._typechecker: TypeChecker | None = None
+        self._typechecks: set[asyncio.Task[Any]] = set()  # checks in flight (and the warm-up)
 
     @classmethod
     def from_config(
@@ -120,6 +134,9 @@ class CodeMode:
         config: str | Path = ".mcp.json",
         out: str | Path | None = None,
         settings: Settings | str | Path | None = None,
+        *,
+        typecheck: bool = False,
+        tsc: str | Path | None = None,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -133,7 +150,8 @@ class CodeMode:
         else:
             loaded = project_settings(config_path, Path(settings) if settings is not None else None)
         configs = load_config(config_path, loaded)
-        return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded)
+        return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
+                   typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -148,6 +166,8 @@ class CodeMode:
             await stack.aclose()
             raise
         self._stack = stack
+        if self.typecheck:  # the first run should not wait for the compiler to start
+            self._track(asyncio.ensure_future(self.typechecker().warm()))
         return self
 
     async def __aexit__(
@@ -162,6 +182,7 @@ class CodeMode:
             await asyncio.gather(*background, return_exceptions=True)
         self._connected.clear()
         self._lives.clear()
+        await self._close_typechecker()
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
 
@@ -252,7 +273,7 @@ class CodeMode:
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
         if not isinstance(code, str):
-            raise TypeError("code must be a string of JavaScript")
+            raise TypeError("code must be a string of JavaScript or TypeScript")
         if limits is not None and not isinstance(limits, Mapping):
             raise TypeError("limits must be an object (mapping of limit name to integer)")
         try:
@@ -267,12 +288,23 @@ class CodeMode:
         # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic()
         deadline = started + run_limits.timeoutMs / 1000
+        # TypeScript runs with its types erased, every position kept (runtime/tsinput.py); plain
+        # JavaScript comes back unchanged. `code` stays the agent's own source.
+        erased = erase_types(code)
+        if erased.diagnostics:
+            return resp.not_started(*erased.diagnostics)
+        script = erased.code
         # A script that cannot parse never runs: answer as the sandbox would, before connecting
         # anything (a first connect can take seconds).
-        syntax = await self._sandbox.check_syntax(code, deadline=deadline)
+        syntax = await self._sandbox.check_syntax(script, deadline=deadline)
+        if syntax is not None and script is not code and await self._sandbox.check_syntax(code, deadline=deadline) is None:
+            script, syntax = code, None  # JavaScript the TypeScript grammar misread: run it as written
         if syntax is not None:
             return resp.not_started(*syntax)
-        catalog = await self.prepare(code, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
+        # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
+        # servers connect; its type errors are warnings and the run goes ahead regardless.
+        typecheck = self._start_typecheck(code, run_limits, deadline)
+        catalog = await self.prepare(script, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
         spent_ms = round((time.monotonic() - started) * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:
             catalog.diagnostics.append(resp.diagnostic(
@@ -281,6 +313,8 @@ class CodeMode:
                 severity="info",
                 hint="nothing to do; connections are reused by later runs of the same host",
             ))
+        if typecheck is not None:
+            catalog.diagnostics[:0] = await typecheck
         bridge = Bridge(
             catalog,
             self,
@@ -291,7 +325,7 @@ class CodeMode:
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
         try:
-            sandboxed = await self._sandbox.run(code, modules, bridge.host_call, run_limits, deadline=deadline)
+            sandboxed = await self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline)
         finally:
             await bridge.aclose()
         return resp.build_response(
@@ -369,6 +403,44 @@ class CodeMode:
             if not background.done():
                 pending[cid] = "background"
         return Connections(lives=lives, failures=failures, pending=pending)
+
+    # ------------------------------------------------------------------ type checking
+
+    def typechecker(self) -> TypeChecker:
+        """The one type-check server of this host (started on first use, reused by every run)."""
+        if self._typechecker is None:
+            self._typechecker = TypeChecker(self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent))
+        return self._typechecker
+
+    def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[dict[str, str]]] | None:
+        """This run's type check (None when off): warnings, or an info line when it was skipped."""
+        if not (self.typecheck if limits.typecheck is None else limits.typecheck):
+            return None
+        # Servers out/ lacks are built in memory: importing one is no error, only unchecked.
+        try:
+            modules = {module_specifier(sid) for sid in self.capability_ids().values()}
+        except UserError:  # an unreadable out/: prepare() reports it
+            modules = set()
+        return self._track(asyncio.ensure_future(
+            run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules)
+        ))
+
+    def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Keep a check until it ends (a run that failed before awaiting it leaves it to __aexit__)."""
+        self._typechecks.add(task)
+        task.add_done_callback(self._typechecks.discard)
+        task.add_done_callback(_retrieve)
+        return task
+
+    async def _close_typechecker(self) -> None:
+        tasks = list(self._typechecks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        checker, self._typechecker = self._typechecker, None
+        if checker is not None:
+            await checker.aclose()
 
     def _failure(self, config_id: str, exc: Exception) -> Failure:
         """A failed connection: reported by this run; the next use connects afresh."""

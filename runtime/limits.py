@@ -10,7 +10,7 @@ the same names appear in the system prompt, in `codemode.toml` and in responses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 # --- defaults -------------------------------------------------------------------------------
@@ -120,6 +120,9 @@ _RANGES: dict[str, tuple[int, int]] = {
     "maxConcurrentCalls": (MIN_CONCURRENT_CALLS, HARD_MAX_CONCURRENT_CALLS),
 }
 
+#: Boolean options sent with the limits (not resource bounds).
+_FLAGS = ("typecheck",)
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -130,10 +133,16 @@ class Limits:
     maxLogBytes: int = DEFAULT_MAX_LOG_BYTES
     maxToolCalls: int = DEFAULT_MAX_TOOL_CALLS
     maxConcurrentCalls: int = DEFAULT_MAX_CONCURRENT_CALLS
+    #: Type-check the script against out/'s declarations before it runs; type errors come back
+    #: as warnings and the run goes ahead (runtime/typecheck.py). None: the host's default
+    #: (`serve --typecheck`, `CodeMode(typecheck=True)`; off otherwise). Not a resource limit,
+    #: but a per-run option sent the same way (§3.2.4 lets a host document its own keys).
+    typecheck: bool | None = None
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            _check(f.name, getattr(self, f.name))
+        for key in _RANGES:
+            _check(key, getattr(self, key))
+        _check_flag("typecheck", self.typecheck)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Limits:
@@ -141,8 +150,9 @@ class Limits:
         `LimitsError`."""
         return merge(cls(), data)
 
-    def to_json(self) -> dict[str, int]:
-        return dict(asdict(self))
+    def to_json(self) -> dict[str, Any]:
+        """The set keys (typecheck only when set)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Limits:
@@ -156,10 +166,13 @@ def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Lim
         return overrides
     if not isinstance(overrides, Mapping):
         raise LimitsError("*", f"expected an object of limits, got {type(overrides).__name__}")
-    changes: dict[str, int] = {}
+    changes: dict[str, Any] = {}
     for key in _RANGES:
         if key in overrides and overrides[key] is not None:
             changes[key] = _coerce(key, overrides[key])
+    for key in _FLAGS:
+        if key in overrides and overrides[key] is not None:
+            changes[key] = _check_flag(key, overrides[key])
     return replace(defaults, **changes)
 
 
@@ -171,6 +184,12 @@ def _coerce(key: str, value: Any) -> int:
     if not isinstance(value, int):
         raise LimitsError(key, f"expected an integer, got {value!r}")
     _check(key, value)
+    return value
+
+
+def _check_flag(key: str, value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise LimitsError(key, f"expected true or false, got {value!r}")
     return value
 
 

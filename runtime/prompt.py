@@ -60,7 +60,7 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
         budget=budget,
         json_servers=json_servers,
         unbox_servers=unbox_servers,
-        host_limits=dict(cm.settings.limits),
+        host_limits={**dict(cm.settings.limits), **({"typecheck": True} if cm.typecheck else {})},
     )
 
 
@@ -106,15 +106,27 @@ def _limits_line(host_limits: Mapping[str, Any]) -> str:
         ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS, limit_defaults.HARD_MAX_TOOL_CALLS),
         ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS, limit_defaults.HARD_MAX_CONCURRENT_CALLS),
     ]
-    def short(n: int) -> str:  # 1073741824 -> 2^30: the prompt's budget is tight
-        return f"2^{n.bit_length() - 1}" if n >= 1 << 16 and n & (n - 1) == 0 else str(n)
+    def short(n: int) -> str:  # 1073741824 -> 2^30, 600000 -> 6e5: the prompt's budget is tight
+        if n >= 1 << 16 and n & (n - 1) == 0:
+            return f"2^{n.bit_length() - 1}"
+        digits = str(n)
+        if n >= 10_000 and digits[1:].strip("0") == "":
+            return f"{digits[0]}e{len(digits) - 1}"
+        return digits
 
-    parts = [f"{key} {host_limits.get(key, default)} (≤{short(ceiling)})" for key, default, ceiling in rows]
-    fixed = (  # the host's fixed caps (runtime/limits.py), not keys
-        f"Fixed: result ≤{limit_defaults.MAX_RESULT_BYTES >> 20} MiB; tool input "
-        f"≤{limit_defaults.MAX_INPUT_BYTES >> 20} MiB, ≤{limit_defaults.MAX_JSON_DEPTH} deep."
+    parts = [f"{key} {short(host_limits.get(key, default))} (≤{short(ceiling)})" for key, default, ceiling in rows]
+    typecheck = (  # a boolean option, not a bound (runtime/typecheck.py)
+        "typecheck: on (type errors come back as warnings)" if host_limits.get("typecheck")
+        else "typecheck: true warns of type errors"
     )
-    return "- `limits` (integers; unknown keys ignored): " + ", ".join(parts) + "; over one: SANDBOX_LIMIT. " + fixed
+    fixed = (  # the host's fixed caps (runtime/limits.py), not keys
+        f"Caps: result {limit_defaults.MAX_RESULT_BYTES >> 20} MB, "
+        f"input {limit_defaults.MAX_INPUT_BYTES >> 20} MB/{limit_defaults.MAX_JSON_DEPTH} deep."
+    )
+    return (
+        "- `limits` (unknown keys ignored): " + ", ".join(parts) + "; over: SANDBOX_LIMIT. "
+        + typecheck + ". " + fixed
+    )
 
 
 def _example_call(servers: Sequence[Mapping[str, Any]]) -> tuple[str, str, str]:
@@ -138,17 +150,17 @@ def _rules(
     sid, export, _ = example
     alias = _alias(sid)
     lines = [
-        f"Runs a JavaScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
+        f"Runs a JavaScript or TypeScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
         # Servers and how to discover them come first: some clients cut descriptions short.
         "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `searchTools("words", { detail: "full" })` ranks tools, each with `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
         "",
         "Rules",
         f'- `import * as {alias} from "{module_specifier(sid)}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
-        "- Return data: `globalThis.__codemode_result__ = value` (JSON; else `result` is null). console.log/debug/warn/error are captured: log summaries, not dumps.",
+        "- Return data: `globalThis.__codemode_result__ = value` (JSON, else null). console.log/debug/warn/error are captured: log summaries, not dumps.",
         "- Results are unwrapped: `structuredContent` if present; else a single text block's string; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
         '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", each with a `hint`): catch it and go on. Only a limit ends a run.',
         "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer pends.",
-        "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch or network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
+        "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch/network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
         _limits_line(host_limits),
         "- `requestedCapabilities`: ids of servers above to connect before the script starts.",
         "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; script errors (SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE) are diagnostics.",

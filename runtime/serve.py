@@ -47,13 +47,14 @@ MAX_LOG_LINE_CHARS = 500
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "code": {"type": "string", "description": "JavaScript ES module source (top-level await allowed)."},
+        "code": {"type": "string", "description": "JavaScript or TypeScript ES module source (top-level await allowed)."},
         "limits": {
             "type": "object",
             "description": "Optional execution limits; unknown keys are ignored.",
             "properties": {
-                key: {"type": "integer", "minimum": 0}
-                for key in ("timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "maxConcurrentCalls")
+                **{key: {"type": "integer", "minimum": 0}
+                   for key in ("timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "maxConcurrentCalls")},
+                "typecheck": {"type": "boolean", "description": "Type-check the script first (type errors come back as warnings)."},
             },
         },
         "requestedCapabilities": {
@@ -115,10 +116,12 @@ def log_line(text: str) -> None:
         print(f"codemode-gen serve: {line}", file=sys.stderr, flush=True)
 
 
-def load_host(config: Path, out: Path | None) -> tuple[CodeMode | None, UserError | None]:
+def load_host(
+    config: Path, out: Path | None, *, typecheck: bool = False, tsc: str | None = None
+) -> tuple[CodeMode | None, UserError | None]:
     """The CodeMode for `config`, or the configuration error that prevents it."""
     try:
-        return CodeMode.from_config(config, out=out), None
+        return CodeMode.from_config(config, out=out, typecheck=typecheck, tsc=tsc), None
     except UserError as exc:
         return None, exc
 
@@ -175,13 +178,17 @@ async def serve_stdio(
     *,
     tool_name: str = DEFAULT_TOOL_NAME,
     prompt_budget: int = DEFAULT_PROMPT_BUDGET,
+    typecheck: bool = False,
+    tsc: str | None = None,
 ) -> None:
-    """Serve the one tool over stdio until the client disconnects; never exits for a bad config."""
+    """Serve the one tool over stdio until the client disconnects; never exits for a bad config.
+    `typecheck`: type-check every run's script first (limits.typecheck's default; the compiler
+    starts with the server)."""
     import mcp_types as types
     from mcp.server import NotificationOptions, Server
     from mcp.server.stdio import stdio_server
 
-    cm, problem = load_host(config, out)
+    cm, problem = load_host(config, out, typecheck=typecheck, tsc=tsc)
     if problem is not None:
         print(problem.render(), file=sys.stderr, flush=True)
         log_line("serving anyway: the tool's description and every run report this error")

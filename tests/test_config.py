@@ -235,6 +235,7 @@ unknown_key = 1
 [limits]
 timeoutMs = 30000
 maxToolCalls = 10
+typecheck = true
 
 [servers.notes]
 unwrap = "json"
@@ -270,7 +271,7 @@ def test_full_settings_and_merge_into_servers(tmp_path: Path, monkeypatch: pytes
     assert settings.out_dir == Path("generated")
     assert settings.max_samples == 5
     assert settings.redact_patterns == ("sk-[A-Za-z0-9]+",)
-    assert dict(settings.limits) == {"timeoutMs": 30000, "maxToolCalls": 10}
+    assert dict(settings.limits) == {"timeoutMs": 30000, "maxToolCalls": 10, "typecheck": True}
     assert settings.samples == (
         Sample("notes", "search_notes", {"query": "milk"}),
         Sample("notes", "list_notes", {}),
@@ -320,6 +321,7 @@ def test_bad_toml_reports_line_and_column(tmp_path: Path) -> None:
         ('redact = ["("]', "invalid regular expression"),
         ('limits = 3', "limits must be a table"),
         ('[limits]\ntimeoutMs = "10s"', "limits.timeoutMs must be a non-negative integer"),
+        ('[limits]\ntypecheck = 1', "limits.typecheck must be true or false"),
         ('[servers.a]\nunwrap = "yes"', 'servers.a.unwrap must be "spec" or "json"'),
         ("[servers.a]\nconnect_timeout = 0", "servers.a.connect_timeout must be a number"),
         ("[servers.a]\ncall_timeout = 999999", "servers.a.call_timeout must be a number"),

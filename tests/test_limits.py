@@ -72,6 +72,16 @@ def test_dataclass_validates_direct_construction() -> None:
         Limits(timeoutMs=-3)
 
 
+def test_typecheck_is_a_boolean_option_defaulting_to_the_host() -> None:
+    assert Limits().typecheck is None and "typecheck" not in Limits().to_json()  # the host decides
+    assert Limits.from_json({"typecheck": True}).to_json()["typecheck"] is True
+    assert merge(Limits(typecheck=True), {"typecheck": False, "timeoutMs": 5}).typecheck is False
+    assert merge(Limits(typecheck=True), {"typecheck": None}).typecheck is True
+    for bad in (1, "true", [True]):
+        with pytest.raises(LimitsError, match=r"limits\.typecheck: expected true or false"):
+            Limits.from_json({"typecheck": bad})
+
+
 def test_sandbox_limit_exceeded_carries_fields() -> None:
     exc = SandboxLimitExceeded("maxToolCalls", 3, "too many")
     assert (exc.limit, exc.value, exc.message, str(exc)) == ("maxToolCalls", 3, "too many", "too many")

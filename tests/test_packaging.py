@@ -48,6 +48,7 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
         assert expected in names
     assert any(n.startswith("codemode_gen/templates/") and n.endswith(".j2") for n in names)
     assert any(n.startswith("codemode_gen/runtime/js/") and n.endswith(".js") for n in names)
+    assert "codemode_gen/runtime/js/typecheck_server.js" in names  # run by node for type checks
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 

@@ -21,6 +21,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record", "Record MCP servers (tools and sample calls) into fixtures/."),
     "generate": ("generate", "Generate typed modules, codemode.d.ts and manifest.json from fixtures/ into out/."),
     "run": ("run", "Run an agent script in a fresh sandbox against the live servers."),
+    "check": ("check", "Type-check an agent script against out/'s declarations (TypeScript compiler)."),
     "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio."),
     "types": ("types", "Print a standalone TypeScript .d.ts for any JSON Schema file."),
 }

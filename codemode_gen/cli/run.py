@@ -30,9 +30,9 @@ def _read_script(script: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{script}: script not found", hint="pass a .js file, or - to read the script from stdin") from None
+        raise UserError(f"{script}: script not found", hint="pass a .js or .ts file, or - to read the script from stdin") from None
     except IsADirectoryError:
-        raise UserError(f"{script}: is a directory, not a script", hint="pass a .js file") from None
+        raise UserError(f"{script}: is a directory, not a script", hint="pass a .js or .ts file") from None
     except UnicodeDecodeError:
         raise UserError(f"{script}: not UTF-8 text", hint="save the script as UTF-8") from None
     except OSError as exc:
@@ -113,7 +113,7 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
 @click.argument("script")
 def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[str, ...],
         pretty: bool | None, script: str) -> int:
-    """Run SCRIPT (a .js file, or - for stdin) in a fresh sandbox; print the response JSON."""
+    """Run SCRIPT (a .js or .ts file, or - for stdin) in a fresh sandbox; print the response JSON."""
     parsed = parse_limits(limits)
     code = _read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities)))

@@ -65,7 +65,8 @@ def self_command() -> list[str]:
     return [os.path.abspath(sys.executable), "-m", "codemode_gen"]
 
 
-def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int) -> list[str]:
+def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int,
+                  typecheck: bool = False, tsc: str | None = None) -> list[str]:
     """The full `serve` command line with absolute paths (options only when not the default)."""
     argv = [*self_command(), "serve", "--config", os.path.abspath(config)]
     if out is not None:
@@ -74,6 +75,10 @@ def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget:
         argv += ["--tool-name", tool_name]
     if prompt_budget != DEFAULT_PROMPT_BUDGET:
         argv += ["--prompt-budget", str(prompt_budget)]
+    if typecheck:
+        argv += ["--typecheck"]
+    if tsc is not None:
+        argv += ["--tsc", os.path.abspath(tsc)]
     return argv
 
 
@@ -105,11 +110,11 @@ def client_snippet(client: str, argv: list[str]) -> str:
     return json.dumps({"mcpServers": {SERVER_KEY: entry}}, ensure_ascii=False, indent=2) + "\n"
 
 
-def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int) -> None:
+def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, typecheck: bool) -> None:
     from codemode_gen.runtime.prompt import prompt_size
     from codemode_gen.runtime.serve import load_host, tool_description
 
-    cm, problem = load_host(config, out)
+    cm, problem = load_host(config, out, typecheck=typecheck)
     if problem is not None:
         click.echo(problem.render(), err=True)
     text = tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget,
@@ -135,18 +140,26 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Print the tool description exactly as served (its size on stderr) and exit.")
 @click.option("--print-config", "print_config", type=click.Choice(CLIENTS), default=None,
               help="Print the snippet that registers this serve command in a client, and exit.")
+@click.option("--typecheck", "typecheck", is_flag=True,
+              help="Type-check every script against out/ before it runs (type errors come back as "
+                   "warnings; limits.typecheck false turns it off per run). Needs TypeScript.")
+@click.option("--tsc", "tsc", default=None, metavar="PATH",
+              help="TypeScript compiler for --typecheck / limits.typecheck (default: node_modules/.bin/tsc "
+                   "of the project or a parent folder, else tsc on PATH).")
 def serve(config: Path, out: Path | None, tool_name: str, prompt_budget: int, print_prompt: bool,
-          print_config: str | None) -> int:
+          print_config: str | None, typecheck: bool, tsc: str | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio (sessions are reused across runs)."""
     if print_config is not None:
         if not config.is_file():
             click.echo(f"warning: {os.path.abspath(config)} does not exist yet; serve will report it", err=True)
-        sys.stdout.write(client_snippet(print_config, serve_command(config, out, tool_name, prompt_budget)))
+        argv = serve_command(config, out, tool_name, prompt_budget, typecheck, tsc)
+        sys.stdout.write(client_snippet(print_config, argv))
         return 0
     if print_prompt:
-        _print_prompt(config, out, tool_name, prompt_budget)
+        _print_prompt(config, out, tool_name, prompt_budget, typecheck)
         return 0
     from codemode_gen.runtime.serve import serve_stdio
 
-    asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget))
+    asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
+                            typecheck=typecheck, tsc=tsc))
     return 0

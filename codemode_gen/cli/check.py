@@ -1,0 +1,95 @@
+"""`codemode-gen check`: type-check an agent script against out/'s declarations.
+
+Prints a JSON list of §3.3.3 diagnostics on stdout (`{severity, code: "TS2339", message,
+path: "line:column", hint?}`), the same ones `serve --typecheck` returns as warnings before a
+run. Exit codes: 0 no type error, 1 type errors, 2 usage or setup problem (no TypeScript
+compiler: the message says how to get one; no out/codemode.d.ts; unreadable script).
+
+The language is the file's extension (.ts/.mts/.cts TypeScript, .js/.mjs/.cjs JavaScript), or
+`--lang`; without either (`-`, other names) TypeScript syntax in the script makes it TypeScript.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from codemode_gen.cli.options import config_option, out_option
+from codemode_gen.errors import UserError
+
+# Bounds one check from the command line: node's start, loading the declarations and the check
+# (about a second on a warm disk); a hang is a bug, reported instead of waiting forever.
+CHECK_TIMEOUT_S = 120.0
+
+
+def _read_script(script: str) -> str:
+    if script == "-":
+        return sys.stdin.read()
+    try:
+        return Path(script).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{script}: script not found", hint="pass a .ts or .js file, or - to read stdin") from None
+    except IsADirectoryError:
+        raise UserError(f"{script}: is a directory, not a script", hint="pass a .ts or .js file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{script}: not UTF-8 text", hint="save the script as UTF-8") from None
+    except OSError as exc:
+        raise UserError(f"{script}: cannot read script: {exc.strerror}") from None
+
+
+def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
+    """`file:line:col severity TS1234: message` lines, as editors print them."""
+    name = "<stdin>" if script == "-" else script
+    lines = []
+    for d in diagnostics:
+        lines.append(f"{name}:{d.get('path', '1:1')}: {d['severity']} {d['code']}: {d['message']}")
+        if d.get("hint"):
+            lines.append(f"  hint: {d['hint']}")
+    lines.append(f"{sum(d['severity'] == 'error' for d in diagnostics)} type error(s)")
+    return "\n".join(lines)
+
+
+@click.command(name="check")
+@config_option
+@out_option
+@click.option("--tsc", "tsc", default=None, metavar="PATH",
+              help="TypeScript compiler to use (a tsc, or a typescript package folder); default: "
+                   "node_modules/.bin/tsc of the project or a parent folder, else tsc on PATH.")
+@click.option("--lang", "lang", type=click.Choice(["auto", "ts", "js"]), default=None,
+              help="Check as TypeScript or JavaScript (default: by extension; auto for - and others: "
+                   "TypeScript if the script uses TypeScript syntax).")
+@click.option("--pretty/--no-pretty", default=None,
+              help="Also print `file:line:col` lines for people on stderr (default: on a TTY).")
+@click.argument("script")
+def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pretty: bool | None,
+          script: str) -> int:
+    """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict)."""
+    from codemode_gen.config import project_settings
+    from codemode_gen.runtime.typecheck import check_sync, lang_of, to_diagnostics
+
+    settings = project_settings(config)
+    out_dir = out if out is not None else settings.out_dir
+    declarations = out_dir / "codemode.d.ts"
+    if not declarations.is_file():
+        raise UserError(f"{declarations}: not found; there is nothing to check against",
+                        hint="run `codemode-gen generate` first, or pass --out to the generated folder")
+    code = _read_script(script)
+    roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
+    try:
+        result = check_sync(code, out_dir, lang=lang_of(script, lang), tsc=tsc, roots=roots,
+                            timeout=CHECK_TIMEOUT_S)
+    except UserError:
+        raise
+    except TimeoutError:
+        raise UserError(f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s") from None
+    except Exception as exc:  # the checker process failed: a setup problem, not a type error
+        raise UserError(f"the type check failed: {exc}", hint="check that node and TypeScript work: tsc --version") from None
+    diagnostics = to_diagnostics(result)
+    click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
+    if pretty if pretty is not None else sys.stderr.isatty():
+        click.echo(render_pretty(diagnostics, script), err=True)
+    return 1 if any(d["severity"] == "error" for d in diagnostics) else 0

@@ -1,0 +1,570 @@
+"""Type-check agent scripts against out/'s declarations with the TypeScript compiler (issue 11).
+
+`codemode-gen check` reports type errors as §3.3.3 diagnostics and exits; `serve --typecheck`,
+`CodeMode(typecheck=True)` and `limits.typecheck` do the same before a run, as warnings, and the
+run goes ahead whatever the check says (a failing or unavailable check never blocks a script).
+
+The compiler is the `typescript` package of a tsc found in the usual places (`find_compiler`:
+an explicit path, `node_modules/.bin/tsc` in the project's folder or its parents, PATH), driven
+by a long-lived node process (js/typecheck_server.js: a LanguageService that parses lib.*.d.ts
+and out/codemode.d.ts once) speaking one JSON object a line. `TypeChecker` owns that process:
+started on first use (or ahead of need, `warm`), shared by concurrent runs, restarted when it
+dies. The first check costs a node start plus loading the declarations (~0.5 s); later ones
+parse and check only the script (tens of ms; `bench/typescript.py`).
+
+What is checked (documented in README "Type checking"): the script as an ES module with
+top-level await, under out/tsconfig.json's options (strict, ES2022, no DOM), plus
+`noPropertyAccessFromIndexSignature` (generated object types are open, so a misspelt property
+would otherwise be a silent `unknown`). TypeScript when the language says so (`.ts` files,
+`--lang ts`) or the script uses TypeScript syntax; otherwise JavaScript (checkJs), without the
+two strict checks only JSDoc could satisfy there (implicit `any` parameters, `unknown` catch
+variables).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from codemode_gen.errors import UserError
+from codemode_gen.runtime.response import diagnostic
+
+__all__ = [
+    "INSTALL_HINT", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",
+    "check_sync", "find_compiler", "hint_for", "lang_of", "run_diagnostics", "to_diagnostics",
+]
+
+Lang = Literal["auto", "ts", "js"]
+
+SERVER_JS = Path(__file__).resolve().parent / "js" / "typecheck_server.js"
+INSTALL_HINT = (
+    "install TypeScript: `npm i -g typescript` (or `npm i -D typescript` in the project), "
+    "or pass --tsc PATH to a tsc"
+)
+# Bounds node's start: loading typescript.js (~9 MB of JS) takes 0.1-0.3 s on a warm disk.
+START_TIMEOUT_S = 30.0
+# Bounds one protocol line (a reply with every diagnostic of a very broken script).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# Scripts larger than this are not sent to the checker (a run would spend its time parsing).
+MAX_SCRIPT_CHARS = 1024 * 1024
+# A check still unanswered after this long is stuck (a pathological type): the process is
+# killed at the next timeout and started afresh by the next check.
+STUCK_CHECK_S = 10.0
+# Of the time a run has left when its check starts, the check may use this share: the script
+# always keeps the rest, however slow the compiler's first start is.
+RUN_SHARE = 0.5
+# Type warnings one run reports (then an info line with the count): a response is read by a
+# model, and the first errors are the ones to fix.
+MAX_RUN_DIAGNOSTICS = 20
+# How much of the checker's stderr a failure message quotes.
+STDERR_TAIL_CHARS = 1000
+
+_TS_SUFFIXES = {".ts", ".mts", ".cts", ".tsx"}
+_JS_SUFFIXES = {".js", ".mjs", ".cjs", ".jsx"}
+
+
+class CompilerNotFound(UserError):
+    """No usable TypeScript compiler (tsc with its `typescript` package, plus node)."""
+
+
+class TypeCheckUnavailable(Exception):
+    """The checker process could not start, died, or answered something unusable."""
+
+
+@dataclass(frozen=True)
+class Compiler:
+    node: str  # the node executable
+    typescript: Path  # the package's lib/typescript.js
+    found: str  # where, for messages: "--tsc", "<dir>/node_modules/.bin/tsc", "PATH"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    lang: Literal["ts", "js"]
+    diagnostics: list[dict[str, Any]]  # the server's: category, code (int), message, line, column, …
+    ms: float  # time the check took inside the checker
+
+
+# ------------------------------------------------------------------------------ finding tsc
+
+
+def lang_of(script: str, lang: str | None = None) -> Lang:
+    """The language to check `script` (a path or "-") as: `lang` if given, else by extension
+    (.ts/.mts/.cts → ts, .js/.mjs/.cjs → js), else "auto" (TypeScript if it uses TS syntax)."""
+    if lang in ("ts", "js", "auto"):
+        return lang  # type: ignore[return-value]
+    suffix = Path(script).suffix.lower() if script != "-" else ""
+    if suffix in _TS_SUFFIXES:
+        return "ts"
+    if suffix in _JS_SUFFIXES:
+        return "js"
+    return "auto"
+
+
+def _typescript_js(candidate: Path) -> Path | None:
+    """lib/typescript.js for a tsc executable, a `typescript` package folder or the file itself."""
+    try:
+        real = candidate.resolve()
+    except (OSError, RuntimeError):
+        return None
+    options: list[Path] = []
+    if real.is_dir():
+        options.append(real / "lib" / "typescript.js")
+    elif real.name == "typescript.js":
+        options.append(real)
+    else:
+        # node_modules/.bin/tsc -> ../typescript/bin/tsc: the package is two folders up
+        options.append(real.parent.parent / "lib" / "typescript.js")
+        # a copied launcher in npm's global layout: <prefix>/bin/tsc, <prefix>/lib/node_modules/typescript
+        options.append(candidate.parent.parent / "lib" / "node_modules" / "typescript" / "lib" / "typescript.js")
+        options.append(candidate.parent / "node_modules" / "typescript" / "lib" / "typescript.js")  # Windows
+    return next((p for p in options if p.is_file()), None)
+
+
+def _node_for(candidate: Path | None, path_env: str | None) -> str | None:
+    """node next to the tsc (nvm and npm prefixes put both in one bin/), else on PATH."""
+    if candidate is not None:
+        for name in ("node", "node.exe"):
+            beside = candidate.parent / name
+            if beside.is_file() and os.access(beside, os.X_OK):
+                return str(beside)
+    return shutil.which("node", path=path_env)
+
+
+def _search_roots(roots: Iterable[Path]) -> list[Path]:
+    seen: list[Path] = []
+    for root in roots:
+        for folder in (Path(os.path.abspath(root)), *Path(os.path.abspath(root)).parents):
+            if folder not in seen:
+                seen.append(folder)
+    return seen
+
+
+def find_compiler(
+    tsc: str | Path | None = None,
+    roots: Iterable[Path] = (),
+    *,
+    path_env: str | None = None,
+) -> Compiler:
+    """The TypeScript compiler to check with, looked for in order: `tsc` (a tsc executable, a
+    `typescript` package folder or its lib/typescript.js), `node_modules/.bin/tsc` in each of
+    `roots` and their parents, then `tsc` on PATH. Raises CompilerNotFound (exit 2) saying how
+    to get one."""
+    if tsc is not None:
+        given = Path(tsc).expanduser()
+        if not given.exists():
+            raise CompilerNotFound(f"--tsc {tsc}: no such file", hint=INSTALL_HINT)
+        package = _typescript_js(given)
+        if package is None:
+            raise CompilerNotFound(
+                f"--tsc {tsc}: not a TypeScript compiler (found no typescript/lib/typescript.js for it)",
+                hint="pass the tsc of an npm-installed typescript package, or its folder",
+            )
+        return _with_node(given, package, "--tsc", path_env)
+    for folder in _search_roots(roots):
+        candidate = folder / "node_modules" / ".bin" / "tsc"
+        package = _typescript_js(candidate) if candidate.exists() else None
+        if package is None:
+            direct = folder / "node_modules" / "typescript"
+            package = _typescript_js(direct) if direct.is_dir() else None
+        if package is not None:
+            return _with_node(candidate if candidate.exists() else None, package, str(candidate), path_env)
+    on_path = shutil.which("tsc", path=path_env)
+    if on_path is not None:
+        package = _typescript_js(Path(on_path))
+        if package is not None:
+            return _with_node(Path(on_path), package, "PATH", path_env)
+    tops = list(dict.fromkeys(os.path.abspath(r) for r in roots))
+    their = "its" if len(tops) == 1 else "their"
+    where = f"node_modules/.bin/tsc in {' and '.join(tops)} and {their} parent folders, and " if tops else ""
+    path_note = f"{on_path} on PATH (its typescript package was not found)" if on_path else "tsc on PATH"
+    raise CompilerNotFound(f"no TypeScript compiler found (looked for {where}{path_note})", hint=INSTALL_HINT)
+
+
+def _with_node(candidate: Path | None, package: Path, found: str, path_env: str | None) -> Compiler:
+    node = _node_for(candidate, path_env)
+    if node is None:
+        raise CompilerNotFound(
+            f"found TypeScript ({package.parent.parent}) but no `node` to run it",
+            hint="install Node.js (https://nodejs.org) and put `node` on PATH",
+        )
+    return Compiler(node=node, typescript=package, found=found)
+
+
+# ------------------------------------------------------------------------------ the checker
+
+
+class TypeChecker:
+    """One long-lived type-check server for one out/ folder; `check()` many scripts.
+
+    Use it from one event loop. `check` starts the server when needed (the first call pays for
+    it; `warm()` pays ahead); a server that died is started again by the next check.
+    """
+
+    def __init__(self, out_dir: Path, *, tsc: str | Path | None = None, roots: Sequence[Path] = ()) -> None:
+        self.out_dir = Path(os.path.abspath(out_dir))
+        self.tsc = tsc
+        self.roots = tuple(roots) or (self.out_dir.parent,)
+        self.starts = 0  # server processes started (tests and the bench read it)
+        self.compiler: Compiler | None = None
+        self.version: str | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._start_task: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr: asyncio.Task[None] | None = None
+        self._stderr_tail = ""
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], float]] = {}
+        self._next_id = 0
+
+    # -------------------------------------------------------------- lifecycle
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def warm(self, timeout: float | None = START_TIMEOUT_S) -> None:
+        """Start the server and load the declarations now, so that the next check is fast."""
+        await self._started(timeout)
+
+    async def aclose(self) -> None:
+        task, self._start_task = self._start_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        await self._stop()
+
+    async def __aenter__(self) -> TypeChecker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _started(self, timeout: float | None) -> None:
+        task = self._start_task
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None or not self.running)):
+            task = self._start_task = asyncio.ensure_future(self._start())
+            task.add_done_callback(_retrieve)
+        # Shielded: a run that gives up waiting leaves the start going for the next one.
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+
+    async def _start(self) -> None:
+        await self._stop()
+        self.compiler = compiler = find_compiler(self.tsc, self.roots)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                compiler.node, str(SERVER_JS), str(compiler.typescript), str(self.out_dir),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=MAX_LINE_BYTES,
+            )
+        except OSError as exc:
+            raise TypeCheckUnavailable(f"cannot start {compiler.node}: {exc.strerror or exc}") from None
+        self._proc = proc
+        self.starts += 1
+        self._stderr_tail = ""
+        self._stderr = asyncio.ensure_future(self._drain_stderr(proc))
+        assert proc.stdout is not None
+        try:
+            first = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
+            hello = json.loads(first) if first else {}
+        except (TimeoutError, ValueError) as exc:
+            await self._stop()
+            raise TypeCheckUnavailable(f"the type checker did not start: {exc or 'timeout'}") from None
+        if not isinstance(hello, dict) or hello.get("ready") is not True:
+            detail = hello.get("error") if isinstance(hello, dict) and hello.get("error") else self._stderr_tail.strip()
+            await self._stop()
+            raise TypeCheckUnavailable(f"the type checker did not start: {detail or 'it exited'}")
+        self.version = str(hello.get("typescript") or "")
+        self._reader = asyncio.ensure_future(self._read(proc))
+        await self._request({"op": "warm"}, START_TIMEOUT_S)
+
+    async def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        reader, self._reader = self._reader, None
+        stderr, self._stderr = self._stderr, None
+        if proc is not None and proc.returncode is None:
+            if proc.stdin is not None:
+                with contextlib.suppress(Exception):
+                    proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), 1.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+        for task in (reader, stderr):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._fail_pending("the type checker was stopped")
+
+    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(4096):
+            self._stderr_tail = (self._stderr_tail + chunk.decode("utf-8", "replace"))[-STDERR_TAIL_CHARS:]
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        try:
+            while line := await proc.stdout.readline():
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(reply, dict):
+                    continue
+                entry = self._pending.pop(reply.get("id"), None)  # type: ignore[arg-type]
+                if entry is not None and not entry[0].done():
+                    entry[0].set_result(reply)
+        except (ValueError, asyncio.LimitOverrunError) as exc:  # a line over MAX_LINE_BYTES
+            reason = f"the type checker's answer was unusable: {exc}"
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        else:
+            tail = self._stderr_tail.strip().splitlines()
+            reason = "the type checker exited" + (f": {tail[-1]}" if tail else "")
+        if self._proc is proc and self._start_task is not None and self._start_task.done():
+            self._start_task = None  # nobody reads this process any more: the next check restarts
+        self._fail_pending(reason)
+
+    def _fail_pending(self, reason: str) -> None:
+        pending, self._pending = self._pending, {}
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(TypeCheckUnavailable(reason))
+
+    async def _request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.returncode is not None:
+            raise TypeCheckUnavailable("the type checker is not running")
+        self._next_id += 1
+        ident = self._next_id
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[ident] = (future, time.monotonic())
+        try:
+            proc.stdin.write(json.dumps({**message, "id": ident}).encode("utf-8") + b"\n")
+            await proc.stdin.drain()
+            reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            # Left in _pending: the server is still at it (its late answer is dropped), and the
+            # age of the oldest unanswered request tells a stuck server.
+            self._kill_if_stuck()
+            raise
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            self._pending.pop(ident, None)
+            raise TypeCheckUnavailable(f"the type checker exited ({exc})") from None
+        except BaseException:
+            self._pending.pop(ident, None)
+            raise
+        self._pending.pop(ident, None)
+        if reply.get("ok") is not True:
+            raise TypeCheckUnavailable(f"the type checker failed: {str(reply.get('error'))[:500]}")
+        return reply
+
+    def _kill_if_stuck(self) -> None:
+        """A request unanswered for STUCK_CHECK_S (a pathological script) holds up every later
+        one (the server checks one at a time): kill the server; the next check starts afresh."""
+        now = time.monotonic()
+        if self._proc is not None and any(now - since > STUCK_CHECK_S for _, since in self._pending.values()):
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            if self._start_task is not None and self._start_task.done():
+                self._start_task = None  # the next check starts a new server (after reaping this one)
+
+    # -------------------------------------------------------------- checking
+
+    async def check(self, code: str, *, lang: Lang = "auto", timeout: float | None = None) -> CheckResult:
+        """Type-check `code`; raises CompilerNotFound, TypeCheckUnavailable or TimeoutError
+        (after `timeout` seconds, start-up included)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        await self._started(timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        reply = await self._request({"op": "check", "code": code, "lang": lang}, left)
+        diagnostics = reply.get("diagnostics")
+        if not isinstance(diagnostics, list):
+            raise TypeCheckUnavailable("the type checker answered without diagnostics")
+        found = reply.get("lang")
+        return CheckResult(
+            lang="ts" if found == "ts" else "js",
+            diagnostics=[d for d in diagnostics if isinstance(d, dict)],
+            ms=float(reply.get("ms") or 0.0),
+        )
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A start that failed is reported by the check waiting on it (or the next): never logged."""
+    if not task.cancelled():
+        task.exception()
+
+
+# ------------------------------------------------------------------------------ diagnostics
+
+_SEVERITY = {"error": "error", "warning": "warning", "suggestion": "info", "message": "info"}
+_DID_YOU_MEAN = re.compile(r"Did you mean '([^']+)'\?")
+_MISSING = re.compile(r"Property '([^']+)' is missing in type")
+_NOT_ASSIGNABLE = re.compile(r"^Type '([^']+)' is not assignable to type '([^']+)'\.")
+_EXTRA = re.compile(r"Object literal may only specify known properties, and '([^']+)' does not exist")
+_NO_MODULE = re.compile(r"Cannot find module '([^']+)'")
+_NO_NAME = re.compile(r"Cannot find name '([^']+)'")
+_ON_STRING = re.compile(r"Property '[^']+' does not exist on type 'string'")
+_SANDBOX_MISSING = {
+    "fetch": "the sandbox has no network: call a tool of a server instead",
+    "XMLHttpRequest": "the sandbox has no network: call a tool of a server instead",
+    "require": 'scripts are ES modules: `import * as x from "@codemode/servers/<id>"`',
+    "process": "the sandbox has no process object; nothing of the host is reachable",
+    "setInterval": "the sandbox has no setInterval: loop with `await new Promise((r) => setTimeout(r, ms))`",
+    "window": "the sandbox is not a browser: globalThis holds the standard built-ins only",
+    "document": "the sandbox is not a browser: there is no DOM",
+}
+
+
+def hint_for(d: Mapping[str, Any]) -> str | None:
+    """A single corrective action for the common type errors of agent scripts, else None."""
+    code = d.get("code")
+    message = str(d.get("message") or "")
+    if code == 4111:  # a property only the open type's index signature allows
+        prop = str(d.get("property") or "")
+        declared = [str(n) for n in d.get("declared") or []]
+        if d.get("suggestion"):
+            return f"did you mean `.{d['suggestion']}`? Declared: {', '.join(declared)}"
+        if declared == ["result"]:
+            return f"the value is boxed: it is in `.result` (e.g. `.result.{prop}`)"
+        if declared:
+            return (f"`{prop}` is not declared on this type (declared: {', '.join(declared)}); "
+                    f'if the server does send it, read it as `["{prop}"]`')
+        return f'this value declares no properties; if the server does send `{prop}`, read it as `["{prop}"]`'
+    if code in (2554, 2555) and message.startswith("Expected 1 argument"):
+        return "pass what the declaration lists; a tool takes one input object: `tool({ ... })` with its required fields"
+    missing = _MISSING.search(message)
+    if missing:
+        return f"add the required property `{missing[1]}`"
+    extra = _EXTRA.search(message)
+    if extra and not _DID_YOU_MEAN.search(message):
+        return f"remove `{extra[1]}`: the input type does not declare it (read the tool's declaration)"
+    suggestion = _DID_YOU_MEAN.search(message)
+    if suggestion:
+        return f"use `{suggestion[1]}`"
+    wrong = _NOT_ASSIGNABLE.search(message)
+    if wrong:
+        got, wanted = wrong[1], wrong[2]
+        if wanted == "number" and (got == "string" or got.startswith('"')):
+            return "pass a number: `Number(value)` converts a numeric string"
+        if wanted == "string" and (got == "number" or got[:1].isdigit()):
+            return "pass a string: `String(value)`"
+    module = _NO_MODULE.search(message)
+    if module:
+        if module[1].startswith("@codemode/servers/"):
+            return ("import a configured server (listServers() from \"@codemode/discovery\" lists them); "
+                    "a server added since `codemode-gen generate` has no declarations yet")
+        return "only @codemode/* modules can be imported in the sandbox"
+    name = _NO_NAME.search(message)
+    if name and name[1] in _SANDBOX_MISSING:
+        return _SANDBOX_MISSING[name[1]]
+    if code in (18047, 18048, 18049, 2531, 2532, 2533):
+        return "check the value first (`if (x) …`), or use `?.` and `??`"
+    if code == 18046:
+        return "narrow it first (`typeof`, `instanceof Error`, `Array.isArray`), or cast a parsed value: `JSON.parse(s) as T`"
+    if _ON_STRING.search(message):
+        return "this value is a string; a tool that returns a JSON string needs `JSON.parse(result)` first"
+    if code in (7006, 7031):
+        return "annotate it, e.g. `(note: Note) => …` with a type the server module exports"
+    return None
+
+
+def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[dict[str, str]]:
+    """The checker's diagnostics in the §3.3.3 shape: code `TS<n>`, path `line:column`, a hint
+    where the fix is obvious; `severity` overrides the compiler's (runs report warnings)."""
+    out = []
+    for d in result.diagnostics:
+        message = str(d.get("message") or "")
+        if d.get("code") == 4111 and d.get("property") and d.get("typeName"):
+            # tsc's own text ("must be accessed with ['x']") suggests the wrong fix for a typo
+            message = (f"Property '{d['property']}' is not declared on type '{d['typeName']}' "
+                       "(only its index signature allows it).")
+        out.append(diagnostic(
+            f"TS{d.get('code')}",
+            message,
+            severity=severity or _SEVERITY.get(str(d.get("category")), "error"),
+            hint=hint_for(d),
+            path=f"{d.get('line', 1)}:{d.get('column', 1)}",
+        ))
+    return out
+
+
+async def run_diagnostics(
+    checker: TypeChecker, code: str, *, deadline: float, modules: Collection[str] = ()
+) -> list[dict[str, str]]:
+    """A run's type-check diagnostics: type errors as warnings, or one info line saying why the
+    check was skipped. Never raises (but CancelledError): the run goes ahead regardless.
+
+    `modules`: specifiers the run can import although out/ does not declare them (servers built
+    in memory): "Cannot find module" about one of them is not reported."""
+    if len(code) > MAX_SCRIPT_CHARS:
+        return [diagnostic(
+            "TYPECHECK_SKIPPED", f"the script is over {MAX_SCRIPT_CHARS} characters; it was not type-checked",
+            severity="info",
+        )]
+    budget = max(0.0, (deadline - time.monotonic()) * RUN_SHARE)
+    try:
+        result = await checker.check(code, timeout=budget)
+    except CompilerNotFound as exc:
+        return [diagnostic(
+            "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc.message}", severity="info",
+            hint=(exc.hint or INSTALL_HINT).replace("pass --tsc PATH", "start serve with --tsc PATH"),
+        )]
+    except TimeoutError:
+        return [diagnostic(
+            "TYPECHECK_SKIPPED",
+            f"not type-checked: the check took longer than {round(budget * 1000)} ms "
+            f"(half the time the run had left){'; the compiler is still starting' if checker.starts <= 1 else ''}",
+            severity="info",
+            hint="nothing to do; later runs are checked once the compiler is warm",
+        )]
+    except Exception as exc:  # TypeCheckUnavailable or a bug: never block a valid script
+        return [diagnostic(
+            "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc}", severity="info",
+            hint="nothing to do; the next run starts the type checker again",
+        )]
+    if modules:
+        kept = [d for d in result.diagnostics if not _undeclared_module(d, modules)]
+        result = CheckResult(result.lang, kept, result.ms)
+    found = to_diagnostics(result, severity="warning")
+    if len(found) > MAX_RUN_DIAGNOSTICS:
+        more = len(found) - MAX_RUN_DIAGNOSTICS
+        found = [*found[:MAX_RUN_DIAGNOSTICS], diagnostic(
+            "TYPECHECK_TRUNCATED", f"{more} more type error{'s' * (more != 1)} not shown", severity="info",
+            hint="run `codemode-gen check` on the script to see them all",
+        )]
+    return found
+
+
+def _undeclared_module(d: Mapping[str, Any], modules: Collection[str]) -> bool:
+    found = _NO_MODULE.search(str(d.get("message") or "")) if d.get("code") in (2307, 2792) else None
+    return found is not None and found[1] in modules
+
+
+def check_sync(
+    code: str, out_dir: Path, *, lang: Lang = "auto", tsc: str | Path | None = None,
+    roots: Sequence[Path] = (), timeout: float | None = None,
+) -> CheckResult:
+    """One check from synchronous code (`codemode-gen check`): start, check, stop."""
+
+    async def once() -> CheckResult:
+        async with TypeChecker(out_dir, tsc=tsc, roots=roots) as checker:
+            return await checker.check(code, lang=lang, timeout=timeout)
+
+    return asyncio.run(once())
+

@@ -1,0 +1,12 @@
+import * as calendar from "@codemode/servers/calendar";
+
+type Query = { date: string; durationMinutes: number };
+
+const query = { date: "2026-03-04", durationMinutes: 30 } satisfies Query;
+const ranges = {
+  morning: [9, 12],
+  afternoon: [13, 17],
+} satisfies Record<string, [number, number]>;
+const { slots } = await calendar.free_slots(query);
+const morning = slots.filter((s) => new Date(s.start).getUTCHours() < ranges.morning[1]);
+globalThis.__codemode_result__ = { all: slots.length, morning: morning.length };

@@ -1,0 +1,290 @@
+"""`codemode-gen check`: type-check agent scripts against out/ with the real TypeScript compiler.
+
+The scripts are checked against the repository's committed out/ (the demo's notes and calendar
+servers), each error at the line:column of the agent's own text. Where the compiler is looked
+for (`find_compiler`) and the hints are tested without node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemode_gen.runtime.typecheck import (
+    INSTALL_HINT,
+    CheckResult,
+    CompilerNotFound,
+    find_compiler,
+    hint_for,
+    lang_of,
+    to_diagnostics,
+)
+
+from .tsc import require_tsc
+
+REPO = Path(__file__).resolve().parent.parent
+# Bounds one `check` (node start + loading the declarations: about a second).
+CHECK_TIMEOUT = 120
+
+WRONG_PROPERTY = """import * as notes from "@codemode/servers/notes";
+const note = await notes.get_note({ id: 2 });
+globalThis.__codemode_result__ = note.titel;
+"""
+MISSING_PROPERTY = """import { get_note } from "@codemode/servers/notes";
+const note = await get_note({});
+"""
+MISSING_ARGUMENT = """import { get_note } from "@codemode/servers/notes";
+const note = await get_note();
+"""
+WRONG_TYPE = """import * as calendar from "@codemode/servers/calendar";
+const { slots } = await calendar.free_slots({ date: "2026-03-02", durationMinutes: "30" });
+"""
+CORRECT = """import * as notes from "@codemode/servers/notes";
+import * as calendar from "@codemode/servers/calendar";
+const note = await notes.get_note({ id: 2 });
+const { slots } = await calendar.free_slots({ date: "2026-03-02", durationMinutes: 30 });
+globalThis.__codemode_result__ = { title: note.title, free: slots.length };
+"""
+CORRECT_TS = """import * as notes from "@codemode/servers/notes";
+import * as calendar from "@codemode/servers/calendar";
+interface Summary { title: string; free: number }
+const note: notes.Note = await notes.get_note({ id: 2 });
+const day = { date: "2026-03-02", durationMinutes: 30 } satisfies Parameters<typeof calendar.free_slots>[0];
+const { slots } = await calendar.free_slots(day);
+const first = slots[0]!;
+globalThis.__codemode_result__ = { title: note.title as string, free: slots.length } satisfies Summary;
+console.log(first?.start);
+"""
+
+
+def at(source: str, needle: str, line: int) -> str:
+    """`line:column` (1-based) of `needle` in line `line` of `source`."""
+    return f"{line}:{source.splitlines()[line - 1].index(needle) + 1}"
+
+
+def run_check(*args: str, cwd: Path = REPO, stdin: str | None = None,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "check", *args],
+        cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT,
+    )
+
+
+def checked(tmp_path: Path, source: str, name: str = "agent.js", *args: str) -> tuple[int, list[dict[str, str]]]:
+    require_tsc()
+    script = tmp_path / name
+    script.write_text(source, encoding="utf-8")
+    proc = run_check("--config", str(REPO / ".mcp.json"), *args, str(script))
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+# ------------------------------------------------------------------ the compiler, for real
+
+
+@pytest.mark.slow
+def test_wrong_property_of_a_typed_result_is_reported_at_its_column(tmp_path: Path) -> None:
+    code, found = checked(tmp_path, WRONG_PROPERTY)
+    assert code == 1
+    assert [(d["severity"], d["code"], d["path"]) for d in found] == [("error", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+    assert "'titel' is not declared on type 'Note'" in found[0]["message"]
+    assert "`.title`" in found[0]["hint"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("source", "code", "needle", "hint"), [
+    (MISSING_PROPERTY, "TS2345", "{}", "add the required property `id`"),
+    (MISSING_ARGUMENT, "TS2554", "get_note()", "one input object"),
+], ids=["missing property", "no argument"])
+def test_missing_required_argument_is_reported_at_the_call(
+    tmp_path: Path, source: str, code: str, needle: str, hint: str
+) -> None:
+    exit_code, found = checked(tmp_path, source)
+    assert exit_code == 1
+    assert [(d["code"], d["path"]) for d in found] == [(code, at(source, needle, 2))]
+    assert hint in found[0]["hint"]
+
+
+@pytest.mark.slow
+def test_wrong_argument_type_is_reported_at_the_property(tmp_path: Path) -> None:
+    exit_code, found = checked(tmp_path, WRONG_TYPE)
+    assert exit_code == 1
+    assert [(d["code"], d["path"]) for d in found] == [("TS2322", at(WRONG_TYPE, "durationMinutes", 2))]
+    assert found[0]["message"] == "Type 'string' is not assignable to type 'number'."
+    assert "Number(" in found[0]["hint"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("source", "name"), [(CORRECT, "agent.js"), (CORRECT_TS, "agent.ts")], ids=["js", "ts"])
+def test_correct_script_gives_no_diagnostics_and_exit_0(tmp_path: Path, source: str, name: str) -> None:
+    assert checked(tmp_path, source, name) == (0, [])
+
+
+@pytest.mark.slow
+def test_dash_reads_stdin_and_detects_typescript(tmp_path: Path) -> None:
+    require_tsc()
+    config = ("--config", str(REPO / ".mcp.json"))
+    wrong = run_check(*config, "-", stdin=WRONG_TYPE)
+    assert wrong.returncode == 1, wrong.stderr
+    assert [(d["code"], d["path"]) for d in json.loads(wrong.stdout)] == [("TS2322", at(WRONG_TYPE, "durationMinutes", 2))]
+    # No extension: TypeScript syntax makes it TypeScript; --lang js checks it as JavaScript.
+    auto = run_check(*config, "-", stdin=CORRECT_TS)
+    assert (auto.returncode, json.loads(auto.stdout)) == (0, [])
+    as_js = run_check(*config, "--lang", "js", "-", stdin=CORRECT_TS)
+    assert as_js.returncode == 1
+    assert {d["code"] for d in json.loads(as_js.stdout)} >= {"TS8010"}  # type annotations in a .js file
+
+
+@pytest.mark.slow
+def test_no_compiler_exits_2_with_the_install_hint(tmp_path: Path) -> None:
+    """A project without node_modules, PATH with node only, no --tsc."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "out", project / "out")
+    (project / ".mcp.json").write_text('{"mcpServers": {}}')
+    (project / "agent.js").write_text(CORRECT)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    node = shutil.which("node")
+    if node:
+        (bin_dir / "node").symlink_to(node)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    proc = run_check("agent.js", cwd=project, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert "no TypeScript compiler found" in proc.stderr
+    assert "npm i -g typescript" in proc.stderr and "--tsc PATH" in proc.stderr
+    # The same project with --tsc pointing at one works.
+    tsc = require_tsc()
+    found = run_check("--tsc", str(tsc), "agent.js", cwd=project, env=env)
+    assert (found.returncode, found.stdout.strip()) == ((0, "[]") if node else (2, "")), found.stderr
+
+
+def test_missing_declarations_and_script_are_usage_errors(tmp_path: Path) -> None:
+    (tmp_path / ".mcp.json").write_text('{"mcpServers": {}}')
+    (tmp_path / "agent.js").write_text("1;\n")
+    proc = run_check("agent.js", cwd=tmp_path)
+    assert proc.returncode == 2 and "codemode.d.ts: not found" in proc.stderr and "generate" in proc.stderr
+    proc = run_check("--out", str(REPO / "out"), "missing.js", cwd=tmp_path)
+    assert proc.returncode == 2 and "missing.js: script not found" in proc.stderr
+
+
+# ------------------------------------------------------------------ finding the compiler (no node)
+
+
+def fake_typescript(root: Path) -> Path:
+    """An npm layout: node_modules/typescript/{bin/tsc, lib/typescript.js} and the .bin link."""
+    package = root / "node_modules" / "typescript"
+    (package / "bin").mkdir(parents=True)
+    (package / "lib").mkdir()
+    (package / "bin" / "tsc").write_text("#!/usr/bin/env node\n")
+    (package / "bin" / "tsc").chmod(0o755)
+    (package / "lib" / "typescript.js").write_text("module.exports = {};\n")
+    (root / "node_modules" / ".bin").mkdir()
+    (root / "node_modules" / ".bin" / "tsc").symlink_to("../typescript/bin/tsc")
+    return package / "lib" / "typescript.js"
+
+
+def fake_node(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    node = folder / "node"
+    node.write_text("#!/bin/sh\n")
+    node.chmod(0o755)
+    return str(folder)
+
+
+def test_compiler_is_found_in_the_project_or_a_parent_folder(tmp_path: Path) -> None:
+    package = fake_typescript(tmp_path)
+    path_env = fake_node(tmp_path / "bin")
+    found = find_compiler(roots=[tmp_path / "a" / "b"], path_env=path_env)
+    assert found.typescript == package.resolve()
+    assert found.node == str(tmp_path / "bin" / "node")
+    assert found.found.endswith("node_modules/.bin/tsc")
+
+
+def test_explicit_tsc_and_path_lookup(tmp_path: Path) -> None:
+    package = fake_typescript(tmp_path / "global" / "lib")
+    path_env = fake_node(tmp_path / "bin")
+    tsc = tmp_path / "global" / "lib" / "node_modules" / "typescript" / "bin" / "tsc"
+    assert find_compiler(tsc, path_env=path_env).typescript == package.resolve()
+    assert find_compiler(tsc.parent.parent, path_env=path_env).typescript == package.resolve()  # the package folder
+    # tsc on PATH (a link into the package, as npm -g makes it)
+    (tmp_path / "bin" / "tsc").symlink_to(tsc)
+    assert find_compiler(roots=[tmp_path / "elsewhere"], path_env=path_env).found == "PATH"
+
+
+def test_no_compiler_and_a_bad_tsc_raise_with_the_install_hint(tmp_path: Path) -> None:
+    path_env = fake_node(tmp_path / "bin")
+    with pytest.raises(CompilerNotFound) as info:
+        find_compiler(roots=[tmp_path], path_env=path_env)
+    assert info.value.exit_code == 2 and info.value.hint == INSTALL_HINT
+    assert str(tmp_path) in info.value.message and "tsc on PATH" in info.value.message
+    with pytest.raises(CompilerNotFound, match="no such file"):
+        find_compiler(tmp_path / "nope", path_env=path_env)
+    not_tsc = tmp_path / "tsc"
+    not_tsc.write_text("")
+    with pytest.raises(CompilerNotFound, match="not a TypeScript compiler"):
+        find_compiler(not_tsc, path_env=path_env)
+
+
+def test_no_node_is_reported(tmp_path: Path) -> None:
+    fake_typescript(tmp_path)
+    with pytest.raises(CompilerNotFound, match="no `node`"):
+        find_compiler(roots=[tmp_path], path_env=str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize(("script", "lang", "expected"), [
+    ("a.ts", None, "ts"), ("a.mts", None, "ts"), ("a.js", None, "js"), ("a.mjs", None, "js"),
+    ("-", None, "auto"), ("script", None, "auto"), ("a.js", "ts", "ts"), ("-", "js", "js"),
+])
+def test_language_is_the_extension_unless_given(script: str, lang: str | None, expected: str) -> None:
+    assert lang_of(script, lang) == expected
+
+
+# ------------------------------------------------------------------ hints (no node)
+
+
+@pytest.mark.parametrize(("diag", "fragment"), [
+    ({"code": 4111, "property": "map", "declared": ["result"]}, "boxed: it is in `.result`"),
+    ({"code": 4111, "property": "x", "declared": ["a", "b"]}, 'read it as `["x"]`'),
+    ({"code": 2551, "message": "Property 'lenght' does not exist on type 'string'. Did you mean 'length'?"}, "use `length`"),
+    ({"code": 2307, "message": "Cannot find module '@codemode/servers/nope' or its corresponding type declarations."}, "listServers()"),
+    ({"code": 2304, "message": "Cannot find name 'fetch'."}, "no network"),
+    ({"code": 18048, "message": "'first' is possibly 'undefined'."}, "`?.`"),
+    ({"code": 2353, "message": "Object literal may only specify known properties, and 'ids' does not exist in type '{ id: number; }'."}, "remove `ids`"),
+    ({"code": 2339, "message": "Property 'map' does not exist on type 'string'."}, "JSON.parse"),
+])
+def test_common_errors_get_a_hint(diag: dict[str, object], fragment: str) -> None:
+    assert fragment in (hint_for(diag) or "")
+
+
+def test_diagnostics_have_the_s3_3_3_shape() -> None:
+    result = CheckResult("js", [
+        {"category": "error", "code": 2322, "message": "Type 'string' is not assignable to type 'number'.", "line": 2, "column": 5},
+        {"category": "suggestion", "code": 80001, "message": "x", "line": 1, "column": 1},
+        {"category": "error", "code": 1234, "message": "other", "line": 3, "column": 9},
+    ], 1.0)
+    first, second, third = to_diagnostics(result)
+    assert first == {"severity": "error", "code": "TS2322", "message": "Type 'string' is not assignable to type 'number'.",
+                     "path": "2:5", "hint": "pass a number: `Number(value)` converts a numeric string"}
+    assert second["severity"] == "info" and "hint" not in third
+    assert {d["severity"] for d in to_diagnostics(result, severity="warning")} == {"warning"}
+
+
+# ------------------------------------------------------------------ serve's side (no node)
+
+
+def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Path) -> None:
+    from codemode_gen.cli.serve import serve_command
+    from codemode_gen.runtime.prompt import render_prompt
+
+    argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000, True, "node_modules/.bin/tsc")
+    assert argv[-3:] == ["--typecheck", "--tsc", os.path.abspath("node_modules/.bin/tsc")]
+    assert "--typecheck" not in serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000)
+    assert "typecheck: true warns of type errors" in render_prompt([])
+    assert "typecheck: on (type errors come back as warnings)" in render_prompt([], host_limits={"typecheck": True})

@@ -1,0 +1,271 @@
+"""Type checking before a run (issue 11): `serve --typecheck`, `limits.typecheck` (§3.2.4 host key).
+
+Type errors come back as `warning` diagnostics at the agent's line:column and the run goes
+ahead; a compiler that is missing or too slow is an `info` line, never a blocked script. The
+compiler (one node process) is started once per host and reused by every run. Real tsc, real
+QuickJS, the demo's servers and a copy of the committed out/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from codemode_gen import CodeMode
+
+from .runtime_support import PYTHON, REPO, script
+from .tsc import require_tsc
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+WRONG_PROPERTY = """import * as notes from "@codemode/servers/notes";
+const note = await notes.get_note({ id: 2 });
+globalThis.__codemode_result__ = note.titel ?? note.title;
+"""
+WRONG_TYPE = """import * as calendar from "@codemode/servers/calendar";
+let failed = null;
+try {
+  await calendar.free_slots({ date: "2026-03-02", durationMinutes: "30" });
+} catch (e) {
+  failed = e.name;
+}
+globalThis.__codemode_result__ = failed;
+"""
+
+
+def at(source: str, needle: str, line: int) -> str:
+    return f"{line}:{source.splitlines()[line - 1].index(needle) + 1}"
+
+
+def type_notes(response: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(d["severity"], d["code"], d.get("path", "")) for d in response["diagnostics"]
+            if d["code"].startswith(("TS", "TYPECHECK_"))]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo project without node_modules: the compiler comes from --tsc / tsc=."""
+    base = tmp_path_factory.mktemp("typecheck")
+    shutil.copytree(REPO / "out", base / "out")
+    servers = REPO / "examples" / "servers"
+    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
+        "calendar": {"command": PYTHON, "args": [str(servers / "calendar_server.py")]},
+    }}))
+    return base
+
+
+def test_limits_typecheck_warns_and_the_run_goes_ahead_with_one_compiler(project: Path) -> None:
+    tsc = require_tsc()
+
+    async def main() -> tuple[list[dict[str, Any]], list[float], int, dict[str, Any]]:
+        async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
+            responses, times = [], []
+            for _ in range(3):
+                started = time.monotonic()
+                responses.append(await cm.run(WRONG_PROPERTY, limits={"typecheck": True}))
+                times.append(time.monotonic() - started)
+            unchecked = await cm.run(WRONG_PROPERTY)  # off by default
+            return responses, times, cm.typechecker().starts, unchecked
+
+    responses, times, starts, unchecked = anyio.run(main)
+    for response in responses:
+        assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+        warning = response["diagnostics"][0]
+        assert "`.title`" in warning["hint"]
+        assert response["result"] == "Groceries"  # the script ran
+        assert not [d for d in response["diagnostics"] if d["severity"] == "error"]
+    assert starts == 1  # one compiler process for all runs
+    assert max(times[1:]) < times[0], times  # the first paid for starting it (and connecting)
+    assert type_notes(unchecked) == [] and unchecked["result"] == "Groceries"
+
+
+def test_host_default_per_run_off_and_syntax_errors(project: Path) -> None:
+    tsc = require_tsc()
+
+    async def main() -> list[dict[str, Any]]:
+        async with CodeMode.from_config(project / ".mcp.json", typecheck=True, tsc=tsc) as cm:
+            return [
+                await cm.run(WRONG_TYPE),
+                await cm.run(WRONG_TYPE, limits={"typecheck": False}),
+                await cm.run("const x = ;\n"),
+            ]
+
+    on, off, broken = anyio.run(main)
+    assert type_notes(on) == [("warning", "TS2322", at(WRONG_TYPE, "durationMinutes", 4))]
+    assert on["result"] == "SchemaValidationError"  # checked, then run: the host caught it too
+    assert type_notes(off) == [] and off["result"] == "SchemaValidationError"
+    # A script that cannot parse never runs, and the sandbox's SYNTAX_ERROR is the answer.
+    assert [d["code"] for d in broken["diagnostics"]] == ["SYNTAX_ERROR"]
+
+
+def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
+    async def main() -> dict[str, Any]:
+        async with CodeMode.from_config(project / ".mcp.json", tsc=project / "no-such-tsc") as cm:
+            return await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
+
+    response = anyio.run(main)
+    (info,) = [d for d in response["diagnostics"] if d["code"] == "TYPECHECK_UNAVAILABLE"]
+    assert info["severity"] == "info" and "no such file" in info["message"]
+    assert "npm i -g typescript" in info["hint"]
+    assert response["result"] == "Groceries"
+
+
+def test_check_time_counts_within_timeout_ms(project: Path) -> None:
+    """A cold compiler cannot start in half of 300 ms: that run skips the check (info) and
+    still runs; the start goes on, so the next run is checked."""
+    tsc = require_tsc()
+
+    async def main() -> tuple[dict[str, Any], float, dict[str, Any], int]:
+        async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
+            started = time.monotonic()
+            short = await cm.run("globalThis.__codemode_result__ = 1;", limits={"typecheck": True, "timeoutMs": 300})
+            took = time.monotonic() - started
+            later = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
+            return short, took, later, cm.typechecker().starts
+
+    short, took, later, starts = anyio.run(main)
+    assert type_notes(short) == [("info", "TYPECHECK_SKIPPED", "")]
+    assert short["result"] == 1
+    assert took < 0.3 * 1.5
+    assert type_notes(later) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+    assert starts == 1
+
+
+def test_servers_out_lacks_are_not_reported_missing(project: Path) -> None:
+    """A configured server without declarations in out/ is built in memory at run time: importing
+    it is unchecked, not an error; an unknown server is a TS2307 warning."""
+    tsc = require_tsc()
+    config = project / "with-slow.mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    code = 'import { tick } from "@codemode/servers/slow";\nimport * as nope from "@codemode/servers/nope";\n'
+
+    async def main() -> dict[str, Any]:
+        async with CodeMode.from_config(config, tsc=tsc) as cm:
+            return await cm.run(code, limits={"typecheck": True})
+
+    response = anyio.run(main)
+    assert type_notes(response) == [("warning", "TS2307", at(code, '"@codemode/servers/nope"', 2))]
+
+
+def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path) -> None:
+    """`codemode-gen generate` while serving changes codemode.d.ts: the next check sees it. A
+    checker process that died is started again by the next check."""
+    from codemode_gen.runtime.typecheck import TypeChecker
+
+    tsc = require_tsc()
+    shutil.copytree(REPO / "out", tmp_path / "out")
+    declarations = tmp_path / "out" / "codemode.d.ts"
+
+    async def main() -> tuple[list[list[dict[str, Any]]], int]:
+        found = []
+        async with TypeChecker(tmp_path / "out", tsc=tsc) as checker:
+            found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
+            declarations.write_text(declarations.read_text().replace("export function get_note(", "export function read_note("))
+            found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
+            assert checker._proc is not None
+            checker._proc.kill()
+            await checker._proc.wait()
+            found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
+            return found, checker.starts
+
+    (before, after, restarted), starts = anyio.run(main)
+    assert [d["code"] for d in before] == [4111]
+    assert [d["code"] for d in after] == [2339]
+    assert "Property 'get_note' does not exist" in after[0]["message"]
+    assert restarted == after and starts == 2
+
+
+def test_a_check_over_its_time_is_skipped_and_a_stuck_checker_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode_gen.runtime import typecheck
+
+    tsc = require_tsc()
+
+    async def main() -> tuple[bool, list[dict[str, Any]], int]:
+        async with typecheck.TypeChecker(REPO / "out", tsc=tsc) as checker:
+            await checker.warm()
+            monkeypatch.setattr(typecheck, "STUCK_CHECK_S", 0.0)  # every unanswered request is "stuck"
+            try:
+                await checker.check(WRONG_PROPERTY, timeout=0.0001)
+                timed_out = False
+            except TimeoutError:
+                timed_out = True
+            monkeypatch.setattr(typecheck, "STUCK_CHECK_S", 10.0)
+            again = await checker.check(WRONG_PROPERTY, timeout=60)
+            return timed_out, again.diagnostics, checker.starts
+
+    timed_out, again, starts = anyio.run(main)
+    assert timed_out and [d["code"] for d in again] == [4111]
+    assert starts == 2  # the stuck process was killed, the next check started another
+
+
+# ------------------------------------------------------------------ serve --typecheck
+
+
+def checker_pids(out_dir: Path) -> set[int]:
+    """node processes running the type-check server for `out_dir`."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"typecheck_server.js") for a in argv) and str(out_dir).encode() in argv:
+            found.add(int(entry))
+    return found
+
+
+async def session_run(project: Path, tsc: Path, body: Any) -> Any:
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out", str(project / "out"),
+              "--typecheck", "--tsc", str(tsc)],
+        cwd=str(project),
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    with (project / "serve.stderr.log").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60,
+                          client_info=types.Implementation(name="test", version="0")) as client:
+            return await body(client)
+
+
+def test_serve_typecheck_warns_over_mcp_and_reuses_the_compiler(project: Path) -> None:
+    tsc = require_tsc()
+    out_dir = project / "out"
+
+    async def body(client: Any) -> Any:
+        tool = (await client.list_tools()).tools[0]
+        first = await client.call_tool("codemode.run", {"code": WRONG_PROPERTY})
+        pids_first = checker_pids(out_dir)
+        second = await client.call_tool("codemode.run", {"code": WRONG_TYPE})
+        pids_second = checker_pids(out_dir)
+        off = await client.call_tool("codemode.run", {"code": WRONG_TYPE, "limits": {"typecheck": False}})
+        return tool, first, second, off, pids_first, pids_second
+
+    tool, first, second, off, pids_first, pids_second = anyio.run(session_run, project, tsc, body)
+    assert "typecheck: on" in tool.description
+    assert tool.input_schema["properties"]["limits"]["properties"]["typecheck"]["type"] == "boolean"
+    assert not first.is_error
+    assert type_notes(first.structured_content) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+    assert first.structured_content["result"] == "Groceries"
+    assert type_notes(second.structured_content) == [("warning", "TS2322", at(WRONG_TYPE, "durationMinutes", 4))]
+    assert second.structured_content["result"] == "SchemaValidationError"
+    assert type_notes(off.structured_content) == []
+    assert len(pids_first) == 1 and pids_second == pids_first  # started once, reused
+    assert checker_pids(out_dir) == set()  # and stopped with serve
