@@ -158,7 +158,7 @@ def _recover_locked(target: Path) -> list[str]:
             except OSError as exc:
                 raise UserError(
                     f"{target}: missing; its previous version is in {tree} (an interrupted run"
-                    f" left it there), and moving it back failed: {exc.strerror or exc}",
+                    f" left it there), and moving it back failed: {_reason(exc)}",
                     hint=f"move {tree} back to {target} by hand",
                 ) from None
             notes.append(f"restored {target} from {newest.path.name} (left by an interrupted run)")

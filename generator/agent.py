@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript import TypeDecl
 from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.compact import first_sentence, one_line, print_compact
+from codemode_gen.generator.typescript.cycles import components
 from codemode_gen.generator.typescript.printer import INDENT, string_literal
 
 __all__ = ["AgentServer", "AgentTool", "annotation_tags", "box_tag", "render_server"]
@@ -201,20 +203,14 @@ class _Graph:
         return [n for n in self.order if n in found and n not in self.inline]
 
 
-def _cyclic(edges: Mapping[str, set[str]]) -> set[str]:
-    """Names that reach themselves: they must stay named (TS cannot inline a recursive type)."""
-    out: set[str] = set()
-    for start in edges:
-        stack, seen = list(edges.get(start, ())), set()
-        while stack:
-            name = stack.pop()
-            if name == start:
-                out.add(start)
-                break
-            if name not in seen:
-                seen.add(name)
-                stack.extend(edges.get(name, ()))
-    return out
+def _cyclic(edges: dict[str, set[str]]) -> set[str]:
+    """Names that reach themselves: they must stay named (TS cannot inline a recursive type).
+
+    Those are the names in a strongly connected component of more than one name, or with an
+    edge to themselves (one linear pass, as for the translator's alias cycles)."""
+    component = components(edges)
+    sizes = Counter(component.values())
+    return {name for name, targets in edges.items() if sizes[component[name]] > 1 or name in targets}
 
 
 def _doc(tool: AgentTool, json_text: str | None, *, prompt: bool = False) -> str:

@@ -31,6 +31,7 @@ from codemode_gen.generator.output_schema import OutputModel, merge_output
 from codemode_gen.generator.templating import render
 from codemode_gen.generator.typescript import NameScope, TypeDecl, translate
 from codemode_gen.generator.typescript.ast import Ref, walk
+from codemode_gen.generator.typescript.compact import cut
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
 
@@ -116,10 +117,6 @@ class _ModuleScope(NameScope):
             self._root = None
             return wanted
         return super().claim(wanted)
-
-
-def _unbox(settings: Settings, config_id: str) -> bool:
-    return settings.unbox_for(config_id)
 
 
 def _unwrap_mode(settings: Settings, config_id: str) -> UnwrapMode:
@@ -436,16 +433,12 @@ def _agent_tool(model: ToolModel) -> AgentTool:
     )
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 def _build_server(
     fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str]
 ) -> ServerModel:
     config_id = fixture_set.config_id
     mode = _unwrap_mode(settings, config_id)
-    unbox = _unbox(settings, config_id)
+    unbox = settings.unbox_for(config_id)
     hidden = _blocklist(settings, config_id)
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -545,7 +538,7 @@ def _build_server(
     title = json.dumps(server_name, ensure_ascii=False) + (f" {version}" if version else "")
     doc = [f'Server {title}: import from "{mf.module_specifier(server_id)}".']
     if description:
-        doc += ["", _cut(description, MAX_INSTRUCTIONS_IN_DTS)]
+        doc += ["", cut(description, MAX_INSTRUCTIONS_IN_DTS)]
     if mode == "json":
         doc += [
             "",

@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from codemode_gen import safe_jsonschema
 from codemode_gen.generator.infer import Inference, infer_output, unwrapped_samples
 from codemode_gen.generator.unwrap import Box, UnwrapMode, inner_schema, read_box
-from codemode_gen.jsonio import json_type
+from codemode_gen.jsonio import json_type, pointer_token
 
 OutputSource = Literal["declared", "inferred", "none"]
 
@@ -59,7 +59,7 @@ def _short(value: Any) -> str:
 
 
 def _pointer(error: ValidationError) -> str:
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path]
+    parts = [pointer_token(str(p)) for p in error.absolute_path]
     return "/" + "/".join(parts) if parts else "/"
 
 

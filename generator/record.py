@@ -55,7 +55,7 @@ from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
 from codemode_gen.generator.redact import Redactor
-from codemode_gen.jsonio import iter_jsonl
+from codemode_gen.jsonio import iter_jsonl, pointer_token
 
 __all__ = [
     "Sample",
@@ -206,10 +206,6 @@ def shown(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return result if len(text) <= limit else result[:limit] + "…"
 
 
-def _pointer_token(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH) -> str | None:
     """Why `value` (decoded from a server's JSON) cannot be written as JSON, or None.
 
@@ -233,7 +229,7 @@ def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH) -> str | No
                 for key, item in node.items():
                     if not isinstance(key, str) or _lone_surrogate(key):
                         return f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
-                    stack.append((item, f"{ptr}/{_pointer_token(key)}", depth + 1))
+                    stack.append((item, f"{ptr}/{pointer_token(key)}", depth + 1))
             else:
                 stack.extend((item, f"{ptr}/{i}", depth + 1) for i, item in enumerate(node))
         elif node is not None and not isinstance(node, bool | int):

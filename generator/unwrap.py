@@ -83,7 +83,6 @@ def unwrap_result(result: dict[str, Any], mode: UnwrapMode = "spec") -> Any:
 # the field's value instead, a documented deviation applied after the §5.3.2 rules.
 
 BoxMarker = Literal["x-dedalus-box", "x-fastmcp-wrap-result", "mcp-sdk"]
-BOX_MARKERS: tuple[BoxMarker, ...] = ("x-dedalus-box", "x-fastmcp-wrap-result", "mcp-sdk")
 # The field FastMCP (both flavours) boxes a value under.
 FASTMCP_FIELD = "result"
 # Keywords the mcp SDK's `<function>Output` wrapper schema has; any other means a real model.

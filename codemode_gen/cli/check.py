@@ -18,27 +18,12 @@ from pathlib import Path
 
 import click
 
-from codemode_gen.cli.options import config_option, out_option
+from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
 # Bounds one check from the command line: node's start, loading the declarations and the check
 # (about a second on a warm disk); a hang is a bug, reported instead of waiting forever.
 CHECK_TIMEOUT_S = 120.0
-
-
-def _read_script(script: str) -> str:
-    if script == "-":
-        return sys.stdin.read()
-    try:
-        return Path(script).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{script}: script not found", hint="pass a .ts or .js file, or - to read stdin") from None
-    except IsADirectoryError:
-        raise UserError(f"{script}: is a directory, not a script", hint="pass a .ts or .js file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{script}: not UTF-8 text", hint="save the script as UTF-8") from None
-    except OSError as exc:
-        raise UserError(f"{script}: cannot read script: {exc.strerror}") from None
 
 
 def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
@@ -77,7 +62,7 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
     if not declarations.is_file():
         raise UserError(f"{declarations}: not found; there is nothing to check against",
                         hint="run `codemode-gen generate` first, or pass --out to the generated folder")
-    code = _read_script(script)
+    code = read_script(script)
     roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
     try:
         result = check_sync(code, out_dir, lang=lang_of(script, lang), tsc=tsc, roots=roots,

@@ -16,27 +16,11 @@ from typing import Any
 
 import click
 
-from codemode_gen.cli.options import config_option, out_option
+from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
 # Bounds how much of a result the human view prints; the JSON on stdout is always complete.
 PRETTY_RESULT_CHARS = 2000
-
-
-def _read_script(script: str) -> str:
-    if script == "-":
-        return sys.stdin.read()
-    path = Path(script)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{script}: script not found", hint="pass a .js or .ts file, or - to read the script from stdin") from None
-    except IsADirectoryError:
-        raise UserError(f"{script}: is a directory, not a script", hint="pass a .js or .ts file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{script}: not UTF-8 text", hint="save the script as UTF-8") from None
-    except OSError as exc:
-        raise UserError(f"{script}: cannot read script: {exc.strerror}") from None
 
 
 def parse_limits(text: str | None) -> dict[str, Any] | None:
@@ -115,7 +99,7 @@ def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[
         pretty: bool | None, script: str) -> int:
     """Run SCRIPT (a .js or .ts file, or - for stdin) in a fresh sandbox; print the response JSON."""
     parsed = parse_limits(limits)
-    code = _read_script(script)
+    code = read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities)))
     from codemode_gen.runtime.response import utf8_safe_json
 

@@ -25,7 +25,9 @@ from codemode_gen.generator.typescript.printer import (
     template_key,
 )
 
-__all__ = ["MAX_NOTE_CHARS", "MAX_SUMMARY_CHARS", "compact_note", "first_sentence", "one_line", "print_compact"]
+__all__ = [
+    "MAX_NOTE_CHARS", "MAX_SUMMARY_CHARS", "compact_note", "cut", "first_sentence", "one_line", "print_compact",
+]
 
 # Longest `//` note after one property: a field's meaning in a phrase, not its documentation
 # (a server's paragraph per field would cost more context than its whole schema).
@@ -54,7 +56,9 @@ def one_line(text: str) -> str:
     return _SPACES.sub(" ", sanitize_doc(text)).strip()
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """`text` at most `limit` characters: cut, trailing space dropped, ending in `…` (never in
+    `*…`, so no "*" is left that later text could pair with "/")."""
     if len(text) <= limit:
         return text
     cut = text[: limit - 1].rstrip()
@@ -68,7 +72,7 @@ def first_sentence(text: object, limit: int = MAX_SUMMARY_CHARS) -> str:
     raw = sanitize_doc(text)
     match = _SENTENCE_END.search(raw)
     head = raw[: match.start()] if match else raw
-    return _cut(_SPACES.sub(" ", head).strip(), limit)
+    return cut(_SPACES.sub(" ", head).strip(), limit)
 
 
 def compact_note(doc: Sequence[str], *, limit: int = MAX_NOTE_CHARS) -> str:
@@ -79,13 +83,13 @@ def compact_note(doc: Sequence[str], *, limit: int = MAX_NOTE_CHARS) -> str:
         if line.startswith(CONSTRAINTS_LABEL):
             extras.append(_constraints(line[len(CONSTRAINTS_LABEL):].rstrip(".")))
         elif line.startswith("@default "):
-            extras.append("default " + _cut(one_line(line[len("@default "):]), MAX_DEFAULT_CHARS))
+            extras.append("default " + cut(one_line(line[len("@default "):]), MAX_DEFAULT_CHARS))
         elif line.startswith("@deprecated"):
             extras.append("deprecated")
         elif not meaning and not line.startswith(_NOT_MEANING):
             meaning = first_sentence(line, limit).rstrip(".")
     text = "; ".join(part for part in [meaning, *extras] if part)
-    return _cut(one_line(text), limit)
+    return cut(one_line(text), limit)
 
 
 def _constraints(text: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
-from codemode_gen.jsonio import resolve_pointer
+from codemode_gen.jsonio import pointer_token, resolve_pointer
 
 # Base URI of a document without `$id`. The `.invalid` TLD (RFC 2606) can never name a real
 # resource, so a relative `$ref` can only ever resolve to something inside this document.
@@ -56,18 +56,12 @@ _MISSING = object()  # resolve_pointer's answer for a pointer into nothing
 MAX_INDEX_DEPTH = 200
 
 
-def escape_token(token: str) -> str:
-    if "~" in token or "/" in token:
-        return token.replace("~", "~0").replace("/", "~1")
-    return token
-
-
 def join_pointer(ptr: str, *tokens: str | int) -> str:
     if len(tokens) == 1:
-        return f"{ptr}/{escape_token(str(tokens[0]))}"
+        return f"{ptr}/{pointer_token(str(tokens[0]))}"
     if len(tokens) == 2:
-        return f"{ptr}/{escape_token(str(tokens[0]))}/{escape_token(str(tokens[1]))}"
-    return ptr + "".join("/" + escape_token(str(t)) for t in tokens)
+        return f"{ptr}/{pointer_token(str(tokens[0]))}/{pointer_token(str(tokens[1]))}"
+    return ptr + "".join("/" + pointer_token(str(t)) for t in tokens)
 
 
 def _strip_fragment(uri: str) -> str:
@@ -141,7 +135,7 @@ class Resolver:
                 elif kind & _MAP:
                     for name, sub in value.items():
                         if isinstance(sub, dict) and not _INDEXED_KEYS.isdisjoint(sub):
-                            self._walk(sub, f"{ptr}/{key}/{escape_token(name)}", base, depth + 1)
+                            self._walk(sub, f"{ptr}/{key}/{pointer_token(name)}", base, depth + 1)
             elif kind & _LIST and isinstance(value, list):
                 for i, sub in enumerate(value):
                     if isinstance(sub, dict) and not _INDEXED_KEYS.isdisjoint(sub):

@@ -46,7 +46,7 @@ from codemode_gen.generator.typescript.patterns import (
     PatternTypes,
     undecided_reason,
 )
-from codemode_gen.generator.typescript.refs import Resolver, escape_token, join_pointer
+from codemode_gen.generator.typescript.refs import Resolver, join_pointer
 from codemode_gen.generator.typescript.shapes import (
     FUNCTION,
     KINDS,
@@ -69,6 +69,7 @@ from codemode_gen.generator.typescript.shapes import (
     tuple_type,
     union_members,
 )
+from codemode_gen.jsonio import pointer_token
 
 # Most members of a literal union from `enum` (bounds agent-context cost of huge enums);
 # larger enums widen to their primitive types.
@@ -239,13 +240,8 @@ class Translator:
         """`render`, but a named type standing in for a kind it does not cover alone is
         replaced by its simple per-kind type: in `{…} | Bar` the `Bar` would re-admit
         every object `Bar` allows, undoing whatever narrowed the object kind."""
-        if len(shape) == 1:
-            ((k, v),) = shape.items()
-            return UNCONSTRAINED[k] if v is None else v
-        values = list(shape.values())
-        if len(set(map(id, values))) == 1 and values[0] is not None:
-            return values[0]  # e.g. a $ref: the same named type for every kind it allows
-        if len(values) > 1 and len(set(map(id, values))) > 1:
+        # One kind, or one node for every kind (a $ref): nothing stands in, render prints it.
+        if len(shape) > 1 and len(set(map(id, shape.values()))) > 1:
             by_name = self.pointer_of
             out: Shape = {}
             for k, v in shape.items():
@@ -662,7 +658,7 @@ class Translator:
                 sink: list[str] = []
                 sinks.append(sink)
                 plain = type(name) is str and "/" not in name and "~" not in name
-                key = name if plain else escape_token(str(name))
+                key = name if plain else pointer_token(str(name))
                 try:
                     typ = render(shape(sub, prop_ptr + key, depth + 1))
                 finally:
