@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from codemode_gen import SPEC_VERSION
 from codemode_gen.generator.manifest import module_specifier
-from codemode_gen.generator.typescript.compact import first_sentence, one_line
+from codemode_gen.generator.typescript.compact import cut, first_sentence, one_line
 from codemode_gen.runtime import limits as limit_defaults
 
 if TYPE_CHECKING:
@@ -215,8 +215,7 @@ def _instructions(server: Mapping[str, Any]) -> str:
     text = server.get("description")
     if not isinstance(text, str) or not text.strip():
         return ""
-    flat = one_line(text)
-    return flat if len(flat) <= MAX_INSTRUCTIONS_CHARS else flat[: MAX_INSTRUCTIONS_CHARS - 1].rstrip() + "…"
+    return cut(one_line(text), MAX_INSTRUCTIONS_CHARS)
 
 
 def _tools(server: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -118,7 +118,8 @@ class Plan:
     # definitions (from an in-memory build of the live tools; its module is not used).
     redeclare: list[str]
     lives: Mapping[str, LiveServer]
-    configs: Mapping[str, ServerConfig]
+    # config id -> the live tools of each `build` server as views (what out/ knew of them kept)
+    live_views: dict[str, dict[str, ToolView]]
     paths: Mapping[str, str]
 
     def catalog(
@@ -141,16 +142,13 @@ class Plan:
             old = views.get(self.paths[cid])
             if old is not None and old.config_id == cid:
                 del views[self.paths[cid]]
-            config = self.configs[cid]
             view = ServerView(
                 server_id=module.server_id,
                 config_id=cid,
                 server_name=module.entry.get("serverName") or cid,
                 module_source=module.source,
             )
-            live = self.lives[cid]
-            known = old.tools if old is not None else None
-            apply_live(view, live, live_tools(live, config, known))
+            apply_live(view, self.lives[cid], self.live_views[cid])
             adopt_built(view.tools, module.entry, export_names=True)  # the names the built module exports
             views[module.server_id] = view
         for cid in self.redeclare:  # declarations of the live definitions, from the same (cached) build
@@ -227,6 +225,7 @@ def reconcile(
             ))
 
     build: dict[str, list[dict[str, Any]]] = {}
+    live_views: dict[str, dict[str, ToolView]] = {}
     redeclare: list[str] = []
     for cid, config in configs.items():
         sid = paths[cid]
@@ -253,7 +252,7 @@ def reconcile(
             continue  # in out/, not needed yet: connected lazily on first call
         tools = live_tools(live, config, view.tools if view else None)
         if view is None or view.module_source is None:
-            build[cid] = []
+            build[cid], live_views[cid] = [], tools
             diagnostics.append(diagnostic(
                 "MODULE_BUILT_IN_MEMORY",
                 f"server '{cid}' has no module in {out_dir}/; built it in memory from the live tool list",
@@ -268,6 +267,7 @@ def reconcile(
                 # Bindings for the live tools, plus the out/ tools that are gone so that a
                 # script importing one still loads and gets ToolNotFoundError on the call.
                 build[cid] = [_ghost(t) for name, t in view.tools.items() if name not in tools]
+                live_views[cid] = tools
                 continue
         for name, tool in tools.items():  # out/'s module defines the export names
             if name in view.tools:
@@ -281,7 +281,7 @@ def reconcile(
         build=build,
         redeclare=redeclare,
         lives=connections.lives,
-        configs=configs,
+        live_views=live_views,
         paths=paths,
     )
 

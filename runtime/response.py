@@ -19,10 +19,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from codemode_gen.generator.manifest import MODULE_PREFIX
+from codemode_gen.jsonio import json_text_depth_exceeds
 from codemode_gen.runtime.limits import (
     LOG_ENTRY_OVERHEAD_BYTES,
     MAX_DIAGNOSTIC_CHARS,
@@ -64,10 +64,6 @@ FATAL_CODES = frozenset(
     {SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE, SANDBOX_LIMIT, UNSETTLED_PROMISE, SANDBOX_ERROR}
 )
 
-# A JSON string literal (as JSON.stringify writes it), unrolled so matching is linear.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 # Characters a script-chosen name must not carry into a trace, a message or a terminal: C0/C1
 # controls (escape sequences, newlines) and bidirectional overrides.
 _UNSAFE_NAME_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -231,21 +227,6 @@ def result_from_text(text: Any) -> tuple[Any, list[dict[str, Any]]]:
     if "\\ud" in text or "\\uD" in text:  # JSON.stringify escapes lone surrogates only
         value = utf8_safe_json(value)
     return value, []
-
-
-def json_text_depth_exceeds(text: str, limit: int) -> bool:
-    """Whether JSON text (as JSON.stringify writes it) nests more than `limit` deep.
-
-    Linear and without parsing, so it is safe on text that would crash a recursive parser:
-    string literals are removed, then the running bracket depth is taken in C."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    if '"' in text:
-        text = _JSON_STRING.sub("", text)
-    brackets = _NOT_BRACKET.sub("", text)
-    if len(brackets) <= limit:
-        return False
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0) > limit
 
 
 def diagnostic(

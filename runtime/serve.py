@@ -30,7 +30,7 @@ from codemode_gen import __version__
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.codemode import CodeMode
 from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, system_prompt
-from codemode_gen.runtime.response import diagnostic, not_started, utf8_safe_json
+from codemode_gen.runtime.response import diagnostic, not_started, safe_name, utf8_safe_json
 
 __all__ = [
     "INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL_NAME", "TOOL_NAME_RE", "error_response", "load_host",
@@ -108,10 +108,9 @@ def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
 
 
 def log_line(text: str) -> None:
-    """One line on stderr: what the client's log view shows."""
-    line = " ".join(text.split())
-    if len(line) > MAX_LOG_LINE_CHARS:
-        line = line[: MAX_LOG_LINE_CHARS - 1] + "…"
+    """One line on stderr: what the client's log view shows (white space folded, then cut and
+    made terminal-safe as every script-chosen name is: `safe_name`)."""
+    line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
         print(f"codemode-gen serve: {line}", file=sys.stderr, flush=True)
 

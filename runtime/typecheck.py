@@ -1,4 +1,4 @@
-"""Type-check agent scripts against out/'s declarations with the TypeScript compiler (issue 11).
+"""Type-check agent scripts against out/'s declarations with the TypeScript compiler (§3.3.3 diagnostics).
 
 `codemode-gen check` reports type errors as §3.3.3 diagnostics and exits; `serve --typecheck`,
 `CodeMode(typecheck=True)` and `limits.typecheck` do the same before a run, as warnings, and the

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import json
 import threading
 import time
@@ -34,7 +35,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from codemode_gen import safe_jsonschema
-from codemode_gen.jsonio import json_type, resolve_pointer
+from codemode_gen.jsonio import json_type, pointer_token, resolve_pointer
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
 from codemode_gen.runtime.response import copy_json, json_depth_exceeds, safe_name
 
@@ -371,7 +372,7 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
 
 
 def _pointer(parts: list[Any]) -> str:
-    return "".join("/" + _segment(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    return "".join("/" + pointer_token(_segment(p)) for p in parts)
 
 
 def _segment(part: Any) -> str:
@@ -403,18 +404,9 @@ def _received(value: Any) -> str:
 
 
 def _list(items: Any) -> str:
-    items = list(items) if isinstance(items, list | tuple) else list(_first(items, MAX_LISTED_ITEMS + 1))
+    items = list(items) if isinstance(items, list | tuple) else list(itertools.islice(items, MAX_LISTED_ITEMS + 1))
     shown = ", ".join(_show(i) for i in items[:MAX_LISTED_ITEMS])
     return shown + (", …" if len(items) > MAX_LISTED_ITEMS else "")
-
-
-def _first(items: Any, n: int) -> list[Any]:
-    out = []
-    for item in items:
-        out.append(item)
-        if len(out) >= n:
-            break
-    return out
 
 
 def _expected_root(schema: Any) -> str:

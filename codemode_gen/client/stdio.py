@@ -30,7 +30,6 @@ a too-deep `tools/list` page with `parse_pruned`.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import re
 import secrets
@@ -44,6 +43,8 @@ from mcp.client import stdio as sdk
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, jsonrpc_message_adapter
 from pydantic import ValidationError
+
+from codemode_gen.jsonio import json_text_depth_exceeds, json_type
 
 __all__ = [
     "BAD_FRAME_CODE",
@@ -80,8 +81,6 @@ BAD_FRAME_CODE = -32700
 _LOG_PREVIEW_CHARS = 120
 # Bounds the top-level members inspected to find a bad frame's id.
 _PEEK_MEMBERS = 32
-# Brackets per step of the depth scan; a step is skipped in C when it cannot reach the limit.
-_SCAN_STEP = 128
 
 _MiB = 1024 * 1024
 
@@ -101,37 +100,12 @@ class BadFrame:
 
 # --------------------------------------------------------------------------- depth scan
 
-_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')  # deleted: all but these
-_SIGNED = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # as signed bytes: +1 / -1
-
 
 def frame_too_deep(raw: bytes | bytearray, limit: int = MAX_FRAME_DEPTH) -> bool:
     """Whether the JSON text `raw` nests more than `limit` arrays/objects, brackets inside
-    strings not counted. Linear, mostly in C (about 10 ms per MiB of dense JSON).
-
-    Exact for valid JSON. For any text, False means `json.loads` nests at most `limit` deep:
-    up to its first error the parser pairs quotes and escapes exactly as this scan does (and a
-    stray closer, where the scan stops, is such an error).
-    """
-    if raw.count(b"[") + raw.count(b"{") <= limit:  # cannot be deeper (the common case)
-        return False
-    if b"\\" in raw:  # drop escaped backslashes and quotes, then every quote delimits a string
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    kept = raw.translate(None, _STRUCTURE)
-    if b'"' in kept:
-        kept = b"".join(kept.split(b'"')[0::2])  # even pieces lie outside strings
-    steps = kept.translate(_SIGNED)
-    view = memoryview(steps).cast("b")
-    depth = 0
-    for start in range(0, len(steps), _SCAN_STEP):
-        end = min(start + _SCAN_STEP, len(steps))
-        opens = steps.count(b"\x01", start, end)
-        if depth + opens > limit and max(itertools.accumulate(view[start:end], initial=depth)) > limit:
-            return True
-        depth += 2 * opens - (end - start)
-        if depth < 0:  # a stray closer: the parser stops there
-            return False
-    return False
+    strings not counted: the shared linear scan (`jsonio.json_text_depth_exceeds`), whose False
+    means `json.loads` nests at most `limit` deep even for text that is not JSON."""
+    return json_text_depth_exceeds(raw, limit)
 
 
 # --------------------------------------------------------------------------- lenient text
@@ -385,7 +359,7 @@ class FrameDecoder:
 
     def _message(self, value: Any, text: str) -> Any:
         if not isinstance(value, dict):
-            return self._bad(BadFrame("invalid", f"a JSON {_json_type(value)}, not a JSON-RPC message"),
+            return self._bad(BadFrame("invalid", f"a JSON {json_type(value, integer=False)}, not a JSON-RPC message"),
                              False, None, text)
         is_response = "method" not in value
         rid = _as_request_id(value.get("id")) if is_response else None
@@ -397,7 +371,7 @@ class FrameDecoder:
                 reason = "a response carrying both result and error"
             elif "result" in value:
                 if not isinstance(value["result"], dict):
-                    reason = f"a result that is not a JSON object ({_json_type(value['result'])})"
+                    reason = f"a result that is not a JSON object ({json_type(value['result'], integer=False)})"
             elif "error" not in value:
                 reason = "a response with neither result nor error"
             elif not _error_shape_ok(value["error"]):
@@ -430,14 +404,6 @@ class FrameDecoder:
         if key not in self._noted:  # once per connection: a chatty server must not flood the log
             self._noted.add(key)
             self.log(f"[codemode-gen] {text} (noted once per connection)")
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "boolean", str: "string", list: "array", int: "number", float: "number"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def _error_shape_ok(error: Any) -> bool:
