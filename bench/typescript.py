@@ -1,4 +1,4 @@
-"""Benchmark: what TypeScript support costs (issue 11). Not a test.
+"""Benchmark: what TypeScript support costs (spec §3.2.1 scripts, §3.3.3 diagnostics). Not a test.
 
     .venv/bin/python bench/typescript.py [--section check] [--repeat N]
 

@@ -2,7 +2,9 @@
 
 Servers over HTTP/SSE are started on 127.0.0.1 with `--port 0`; every server script prints
 `listening on http://127.0.0.1:<port>` to stderr once the socket accepts, and we also check
-the port accepts before handing it out. They are always killed at teardown.
+the port accepts before handing it out. The `start_server` fixture kills them at teardown;
+`launch_server` (for module-scoped fixtures, through runtime_support.start_http) leaves that to
+its caller.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,52 +98,62 @@ def _drain(stream: Any) -> None:
         pass
 
 
+def launch_server(name: str, transport: str, *extra: str, env: Mapping[str, str] | None = None) -> RunningServer:
+    """Start test server `name` over "http" or "sse" on a free loopback port, once it accepts.
+    The caller kills it (`start_server` does at teardown)."""
+    proc = subprocess.Popen(
+        [PYTHON, str(server_script(name)), transport, "--port", "0", *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    found: list[re.Match[str]] = []
+
+    def read_ready() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            match = _READY.search(line)
+            if match:
+                found.append(match)
+                return
+
+    reader = threading.Thread(target=read_ready, daemon=True)
+    reader.start()
+    reader.join(SERVER_START_TIMEOUT)
+    if not found:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise RuntimeError(f"{name} {transport} did not start: {''.join(lines)[-2000:]}")
+    threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
+    host, port = found[0].group(1), int(found[0].group(2))
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while True:  # the readiness line should mean this already holds; make sure
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait(timeout=10)
+                raise
+            time.sleep(0.05)
+    return RunningServer(proc, f"{host}:{port}")
+
+
 @pytest.fixture
 def start_server() -> Iterator[Callable[..., RunningServer]]:
     """start_server(name, "http"|"sse", *extra_args, env=...) -> RunningServer, killed after."""
     started: list[subprocess.Popen[str]] = []
 
     def start(name: str, transport: str, *extra: str, env: dict[str, str] | None = None) -> RunningServer:
-        proc = subprocess.Popen(
-            [PYTHON, str(server_script(name)), transport, "--port", "0", *extra],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        started.append(proc)
-        assert proc.stderr is not None
-        lines: list[str] = []
-        found: list[re.Match[str]] = []
-
-        def read_ready() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                lines.append(line)
-                match = _READY.search(line)
-                if match:
-                    found.append(match)
-                    return
-
-        reader = threading.Thread(target=read_ready, daemon=True)
-        reader.start()
-        reader.join(SERVER_START_TIMEOUT)
-        if not found:
-            proc.kill()
-            raise RuntimeError(f"{name} {transport} did not start: {''.join(lines)[-2000:]}")
-        threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
-        host, port = found[0].group(1), int(found[0].group(2))
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:  # the readiness line should mean this already holds; make sure
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        return RunningServer(proc, f"{host}:{port}")
+        server = launch_server(name, transport, *extra, env=env)
+        started.append(server.proc)
+        return server
 
     yield start
     for proc in started:

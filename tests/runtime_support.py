@@ -3,47 +3,48 @@
 `HostThread` runs one `CodeMode` on its own event loop in a background thread, so a
 module-scoped fixture can keep real server processes and sessions alive across tests while
 each test calls `host.run(code)` synchronously. It starts once the servers out/ lacks have
-connected (or failed): keep hanging servers in out/, or start-up waits for their connect_timeout. The CodeMode is entered and exited inside
-one long-lived task, as anyio's task groups require.
+connected (or failed): keep hanging servers in out/, or start-up waits for their
+connect_timeout. The CodeMode is entered and exited inside one long-lived task, as anyio's task
+groups require.
+
+`against_serve` runs a body against a real `codemode-gen serve` (the SDK's client over stdio).
+Finding and starting the test servers is conftest.py's (`server_script`, `stdio_config`,
+`launch_server`), under the short names these tests use.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
-import socket
 import subprocess
-import sys
 import threading
-import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.runtime.codemode import CodeMode
 
-REPO = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
+from .conftest import PYTHON, REPO, launch_server, server_script
+from .conftest import stdio_config as stdio
+
+__all__ = [
+    "PYTHON", "REPO", "RUN_TIMEOUT", "HostThread", "against_serve", "assert_ok", "codes", "errors",
+    "fixture_set", "script", "start_http", "stdio", "write_out",
+]
+
+T = TypeVar("T")
+
 # Bounds one test run (server start + script); a hang fails the test instead of the suite.
 RUN_TIMEOUT = 60.0
-# Bounds how long we wait for an HTTP test server's readiness line.
-SERVER_START_TIMEOUT = 30.0
-_READY = re.compile(r"listening on (http://\S+?):(\d+)")
 
 
 def script(name: str) -> str:
-    for folder in (REPO / "examples" / "servers", REPO / "tests" / "servers"):
-        path = folder / f"{name}.py"
-        if path.is_file():
-            return str(path)
-    raise FileNotFoundError(name)
-
-
-def stdio(server_id: str, name: str, **fields: Any) -> ServerConfig:
-    return ServerConfig(id=server_id, transport="stdio", command=PYTHON, args=(script(name), "stdio"), **fields)
+    """examples/servers/<name>.py or tests/servers/<name>.py, as a string for .mcp.json."""
+    return str(server_script(name))
 
 
 class HostThread:
@@ -98,40 +99,43 @@ def errors(response: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in response["diagnostics"] if d["severity"] == "error"]
 
 
+def codes(response: dict[str, Any], severity: str | None = None) -> list[str]:
+    return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
+
+
 def assert_ok(response: dict[str, Any]) -> Any:
     assert not errors(response), response["diagnostics"]
     return response["result"]
 
 
 def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    """Start an HTTP test server on a free loopback port; returns (process, base URL)."""
-    proc = subprocess.Popen(
-        [PYTHON, script(name), "http", "--port", "0", *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
-    )
-    assert proc.stderr is not None
-    found: list[re.Match[str]] = []
-    seen: list[str] = []
+    """Start an HTTP test server on a free loopback port; returns (process, base URL). The caller
+    kills the process."""
+    server = launch_server(name, "http", *args, env=env)
+    return server.proc, server.base
 
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            match = _READY.search(line)
-            if match and not found:
-                found.append(match)
 
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while not found and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    if not found:
-        proc.kill()
-        raise RuntimeError(f"{name} did not start: {''.join(seen)[-2000:]}")
-    port = int(found[0].group(2))
-    socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    return proc, f"http://127.0.0.1:{port}"
+def against_serve(project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str) -> T:
+    """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
+    in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log."""
+
+    async def main() -> T:
+        import mcp_types as types
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(
+            command=PYTHON,
+            args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), *serve_args],
+            cwd=str(project),
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        )
+        with (project / "serve.stderr.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,
+                              client_info=types.Implementation(name="test", version="0")) as client:
+                return await body(client)
+
+    return anyio.run(main)
 
 
 def write_out(out_dir: Path, fixture_sets: list[Any], settings: Settings | None = None) -> None:

@@ -38,6 +38,7 @@ from codemode_gen.generator.typescript.compact import (
 from codemode_gen.generator.typescript.docs import schema_doc
 
 from .catalogs import catalog_ids, load_catalog
+from .tsc import as_namespace
 from .tsc import check as tsc_check
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
@@ -75,13 +76,6 @@ def server(tools: list[dict[str, Any]], server_id: str = "s") -> ServerEntry:
 def declarations(entry: ServerEntry) -> dict[str, str]:
     return {t["toolName"]: t["declaration"] for t in entry["tools"]}
 
-
-def as_namespace(block: str) -> str:
-    """A `declare module "…" { … }` block as a namespace, so it compiles in a snippet module
-    (inside a module file `declare module` would be an augmentation of a missing module)."""
-    head, body = block.split("\n", 1)
-    assert head.startswith('declare module "@codemode/servers/') and head.endswith("{")
-    return "declare namespace Server {\n" + body
 
 
 # --------------------------------------------------------------------------- §6.3 terse tags

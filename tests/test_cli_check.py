@@ -26,7 +26,7 @@ from codemode_gen.runtime.typecheck import (
     to_diagnostics,
 )
 
-from .tsc import require_tsc
+from .tsc import at, require_tsc
 
 REPO = Path(__file__).resolve().parent.parent
 # Bounds one `check` (node start + loading the declarations: about a second).
@@ -62,10 +62,6 @@ globalThis.__codemode_result__ = { title: note.title as string, free: slots.leng
 console.log(first?.start);
 """
 
-
-def at(source: str, needle: str, line: int) -> str:
-    """`line:column` (1-based) of `needle` in line `line` of `source`."""
-    return f"{line}:{source.splitlines()[line - 1].index(needle) + 1}"
 
 
 def run_check(*args: str, cwd: Path = REPO, stdin: str | None = None,

@@ -10,19 +10,17 @@ twins give. A runtime error in TypeScript reports the line:column of the TypeScr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from codemode_gen.config import Settings, load_config
 
-from .runtime_support import PYTHON, REPO, HostThread, script
+from .runtime_support import PYTHON, REPO, HostThread, against_serve, script
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -107,30 +105,19 @@ def test_run_cli_reports_a_runtime_error_at_the_typescript_line(project: Path) -
 
 
 def test_serve_runs_typescript_as_its_javascript_twin(project: Path) -> None:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    async def body(client: Any) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]], str]:
+        async def run(code: str) -> dict[str, Any]:
+            reply = await client.call_tool("codemode.run", {"code": code})
+            assert not reply.is_error
+            response: dict[str, Any] = reply.structured_content
+            return response
 
-    async def main() -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]], str]:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out", str(OUT)],
-            cwd=str(project),
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        )
-        with (project / "serve.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60) as client:
-                async def run(code: str) -> dict[str, Any]:
-                    reply = await client.call_tool("codemode.run", {"code": code})
-                    assert not reply.is_error
-                    response: dict[str, Any] = reply.structured_content
-                    return response
+        pairs = [(await run(ts(name)), await run(js(name))) for name in TWINS]
+        failing = await run(FAILING.read_text(encoding="utf-8"))
+        description = (await client.list_tools()).tools[0].description or ""
+        return failing, pairs, description
 
-                pairs = [(await run(ts(name)), await run(js(name))) for name in TWINS]
-                failing = await run(FAILING.read_text(encoding="utf-8"))
-                description = (await client.list_tools()).tools[0].description or ""
-                return failing, pairs, description
-
-    failing, pairs, description = anyio.run(main)
+    failing, pairs, description = against_serve(project, body, "--out", str(OUT))
     for (ts_response, js_response), name in zip(pairs, TWINS, strict=True):
         assert outcome(ts_response) == outcome(js_response), name
         assert_twins(ts_response, js_response)

@@ -1,4 +1,4 @@
-"""Type checking before a run (issue 11): `serve --typecheck`, `limits.typecheck` (§3.2.4 host key).
+"""Type checking before a run: `serve --typecheck`, `limits.typecheck` (§3.2.4 host key).
 
 Type errors come back as `warning` diagnostics at the agent's line:column and the run goes
 ahead; a compiler that is missing or too slow is an `info` line, never a blocked script. The
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ import pytest
 
 from codemode_gen import CodeMode
 
-from .runtime_support import PYTHON, REPO, script
-from .tsc import require_tsc
+from .runtime_support import PYTHON, REPO, against_serve, script
+from .tsc import at, require_tsc
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -40,9 +39,6 @@ try {
 globalThis.__codemode_result__ = failed;
 """
 
-
-def at(source: str, needle: str, line: int) -> str:
-    return f"{line}:{source.splitlines()[line - 1].index(needle) + 1}"
 
 
 def type_notes(response: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -227,24 +223,6 @@ def checker_pids(out_dir: Path) -> set[int]:
     return found
 
 
-async def session_run(project: Path, tsc: Path, body: Any) -> Any:
-    import mcp_types as types
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out", str(project / "out"),
-              "--typecheck", "--tsc", str(tsc)],
-        cwd=str(project),
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-    )
-    with (project / "serve.stderr.log").open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60,
-                          client_info=types.Implementation(name="test", version="0")) as client:
-            return await body(client)
-
-
 def test_serve_typecheck_warns_over_mcp_and_reuses_the_compiler(project: Path) -> None:
     tsc = require_tsc()
     out_dir = project / "out"
@@ -258,7 +236,8 @@ def test_serve_typecheck_warns_over_mcp_and_reuses_the_compiler(project: Path) -
         off = await client.call_tool("codemode.run", {"code": WRONG_TYPE, "limits": {"typecheck": False}})
         return tool, first, second, off, pids_first, pids_second
 
-    tool, first, second, off, pids_first, pids_second = anyio.run(session_run, project, tsc, body)
+    tool, first, second, off, pids_first, pids_second = against_serve(
+        project, body, "--out", str(out_dir), "--typecheck", "--tsc", str(tsc))
     assert "typecheck: on" in tool.description
     assert tool.input_schema["properties"]["limits"]["properties"]["typecheck"]["type"] == "boolean"
     assert not first.is_error

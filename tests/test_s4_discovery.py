@@ -14,7 +14,6 @@ import pytest
 from codemode_gen import SPEC_VERSION
 from codemode_gen.runtime.discovery import MODULE_NAME, discovery_module, search_index, stem, terms
 
-from .conftest import stdio_config
 from .runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 
 pytestmark = pytest.mark.timeout(120)
@@ -199,8 +198,8 @@ CATALOG_COPIES = "3"
 def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s4-big")
     configs = {
-        "catalog": stdio_config("catalog", "catalog_server", "--copies", CATALOG_COPIES),
-        "clock": stdio_config("clock", "catalog_server", "--catalog", "time"),
+        "catalog": stdio("catalog", "catalog_server", "--copies", CATALOG_COPIES),
+        "clock": stdio("clock", "catalog_server", "--catalog", "time"),
         "notes": stdio("notes", "notes_server"),
     }
     h = HostThread(configs, base / "out", base / "logs")

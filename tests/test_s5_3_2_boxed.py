@@ -1,4 +1,4 @@
-"""Boxed scalar results (issue 13): recognised, typed, shown, and unboxed on request (§5.3.2).
+"""Boxed scalar results: recognised, typed, shown, and unboxed on request (§5.3.2).
 
 End to end against real servers: tests/servers/boxed_server.py (OpenMCP/Dedalus
 `x-dedalus-box`) and tests/servers/fastmcp_boxed.py (FastMCP of the `mcp` SDK, which boxes
@@ -32,8 +32,8 @@ from codemode_gen.runtime.prompt import render_prompt, system_prompt
 
 from .conftest import PYTHON, server_script, stdio_config
 from .runtime_support import HostThread, assert_ok
+from .tsc import as_namespace, require_tsc
 from .tsc import check as tsc_check
-from .tsc import require_tsc
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -136,12 +136,6 @@ def tool_doc(dts: str, export: str) -> str:
     at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"export function {export}("))
     return lines[at - 1].strip()
 
-
-def as_namespace(block: str) -> str:
-    """An agent rendering's `declare module "…" { … }` as a namespace a snippet can use."""
-    head, body = block.split("\n", 1)
-    assert head.startswith('declare module "@codemode/servers/')
-    return "declare namespace Server {\n" + body
 
 
 # --------------------------------------------------------------------------- recognising markers

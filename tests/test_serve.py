@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from .runtime_support import PYTHON, script
+from .runtime_support import PYTHON, against_serve, script
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def session_run(project: Path, body: Any) -> Any:
-    import mcp_types as types
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out", str(project / "out")],
-        cwd=str(project),
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-    )
-    with (project / "serve.stderr.log").open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60,
-                          client_info=types.Implementation(name="test", version="0")) as client:
-            return await body(client)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +30,7 @@ def test_s2_serve_exposes_exactly_one_tool_documenting_the_host(project: Path) -
         await client.call_tool("codemode.run", {"code": "1", "requestedCapabilities": ["slow"]})
         return (await client.list_tools()).tools
 
-    tools = anyio.run(session_run, project, body)
+    tools = against_serve(project, body, "--out", str(project / "out"))
     assert [t.name for t in tools] == ["codemode.run"]
     tool = tools[0]
     assert tool.input_schema["required"] == ["code"]
@@ -73,7 +53,7 @@ def test_s3_serve_runs_scripts_and_reuses_sessions_between_runs(project: Path) -
         missing = await client.call_tool("codemode.run", {"limits": {}})
         return first, second, broken, missing
 
-    first, second, broken, missing = anyio.run(session_run, project, body)
+    first, second, broken, missing = against_serve(project, body, "--out", str(project / "out"))
     assert not first.is_error and first.structured_content["result"] == 1
     assert json.loads(first.content[0].text) == first.structured_content
     assert second.structured_content["result"] == 2  # same server process: the session was reused

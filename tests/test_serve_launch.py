@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from .runtime_support import REPO, fixture_set, write_out
+from .runtime_support import REPO, codes, fixture_set, write_out
 
 if TYPE_CHECKING:
     from mcp.client.session import MessageHandlerFnT
@@ -102,10 +102,6 @@ def serve_session(args: list[str], cwd: Path, body: Callable[[Any], Awaitable[An
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CODEMODE_GEN), *args], cwd=cwd, env=client_env(), capture_output=True, text=True,
                           timeout=REQUEST_TIMEOUT_S)
-
-
-def codes(response: dict[str, Any], severity: str | None = None) -> list[str]:
-    return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
 
 
 @pytest.mark.slow

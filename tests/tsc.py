@@ -110,3 +110,17 @@ def check(snippets: dict[str, str]) -> dict[str, list[Diagnostic]]:
 
 def check_one(source: str) -> list[Diagnostic]:
     return check({"snippet": source})["snippet"]
+
+
+def at(source: str, needle: str, line: int) -> str:
+    """`line:column` (1-based) of `needle` in line `line` of `source`: where a diagnostic points."""
+    return f"{line}:{source.splitlines()[line - 1].index(needle) + 1}"
+
+
+def as_namespace(block: str) -> str:
+    """An agent rendering's `declare module "…" { … }` block as a namespace, so it compiles in a
+    snippet module (inside a module file `declare module` would be an augmentation of a missing
+    module)."""
+    head, body = block.split("\n", 1)
+    assert head.startswith('declare module "@codemode/servers/') and head.endswith("{")
+    return "declare namespace Server {\n" + body

@@ -19,16 +19,18 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from codemode_gen.config import ServerConfig
 
+# The hostile tests import HostThread, codes and errors from here too.
 try:
-    from tests.runtime_support import HostThread
+    from tests.runtime_support import HostThread, against_serve, errors
+    from tests.runtime_support import codes as codes
 except ImportError:  # pytest's importlib mode names this package `hostile`: find tests/ by path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.runtime_support import HostThread
+    from tests.runtime_support import HostThread, against_serve, errors
+    from tests.runtime_support import codes as codes
 
 SERVER = Path(__file__).resolve().parent / "script_server.py"
 PYTHON = sys.executable
@@ -67,14 +69,6 @@ def timed(host: HostThread, code: str, **kwargs: Any) -> tuple[dict[str, Any], f
 
 def within_deadline(elapsed: float, timeout_ms: int) -> bool:
     return elapsed <= DEADLINE_FACTOR * timeout_ms / 1000
-
-
-def errors(response: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in response["diagnostics"] if d["severity"] == "error"]
-
-
-def codes(response: dict[str, Any], severity: str | None = None) -> list[str]:
-    return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
 
 
 def assert_section_3_3(response: Any) -> None:
@@ -131,24 +125,7 @@ def run_cli(project: Path, code: str, *args: str) -> tuple[subprocess.CompletedP
 
 def serve_session(project: Path, body: Callable[[Any], Awaitable[Any]]) -> Any:
     """Run `body(client)` against `codemode-gen serve` (the SDK's client over stdio)."""
-
-    async def main() -> Any:
-        import mcp_types as types
-        from mcp import Client, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(
-            command=PYTHON,
-            args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out", str(project / "out")],
-            cwd=str(project),
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        )
-        with (project / "serve.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60,
-                              client_info=types.Implementation(name="test", version="0")) as client:
-                return await body(client)
-
-    result = anyio.run(main)
+    result = against_serve(project, body, "--out", str(project / "out"))
     log = (project / "serve.stderr.log").read_text()
     assert "Traceback" not in log, log
     return result

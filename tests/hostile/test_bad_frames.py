@@ -28,6 +28,8 @@ from codemode_gen.client.sessions import BadFrameError, CallError, McpSession, S
 from codemode_gen.client.stdio import MAX_FRAME_DEPTH, frame_too_deep, parse_pruned
 from codemode_gen.config import ServerConfig
 
+from .script_support import against_serve
+
 pytestmark = pytest.mark.timeout(120)
 
 SERVER = Path(__file__).resolve().parent / "bad_frames_server.py"
@@ -301,28 +303,17 @@ def test_run_throws_tool_call_error_and_the_next_call_succeeds(project: Path) ->
 
 @pytest.mark.slow
 def test_serve_answers_a_run_with_bad_frames(project: Path) -> None:
-    import mcp_types as types
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
     code = RUN_SCRIPT % json.dumps(sorted(FAILING))
-    params = StdioServerParameters(
-        command=PYTHON, args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json")],
-        cwd=str(project), env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-    )
 
-    async def go() -> Any:
-        with (project / "serve.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=60,
-                              client_info=types.Implementation(name="test", version="0")) as client:
-                first = await client.call_tool("codemode.run", {"code": code, "requestedCapabilities": ["bad"]})
-                again = await client.call_tool("codemode.run", {
-                    "code": "import { good } from '@codemode/servers/bad';\n"
-                            "globalThis.__codemode_result__ = (await good()).calls;",
-                })
-                return first, again
+    async def go(client: Any) -> Any:
+        first = await client.call_tool("codemode.run", {"code": code, "requestedCapabilities": ["bad"]})
+        again = await client.call_tool("codemode.run", {
+            "code": "import { good } from '@codemode/servers/bad';\n"
+                    "globalThis.__codemode_result__ = (await good()).calls;",
+        })
+        return first, again
 
-    first, again = anyio.run(go)
+    first, again = against_serve(project, go)
     assert not first.is_error
     _check_run_response(first.structured_content)
     assert again.structured_content["result"] == len(FAILING) + 2  # serve kept the session

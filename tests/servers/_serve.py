@@ -5,17 +5,22 @@ Every server here is started as `python <file> [stdio|http|sse] [--port N] [--ho
 http://127.0.0.1:<port>`, to stderr once the socket accepts connections, so tests can start it
 with `--port 0` and read the port it picked. Streamable HTTP is served at /mcp, legacy SSE at
 /sse. Only loopback addresses are accepted: these servers have no authentication of their own.
+`tools_page` pages a low-level server's tools/list (paginated.py, catalog_server.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+import mcp_types as types
 from _asgi import serve_asgi
 from _cli import parse_args
+from mcp import MCPError
 from mcp.server import NotificationOptions, Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.sse import SseServerTransport
@@ -26,6 +31,34 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def decode_cursor(cursor: str, count: int) -> int:
+    """The offset of a cursor `tools_page` issued, else a JSON-RPC error (-32602)."""
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["offset"]
+    except (ValueError, KeyError, TypeError):
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
+    if not isinstance(offset, int) or not 0 < offset < count:
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}")
+    return offset
+
+
+def tools_page(
+    tools: list[types.Tool], params: types.PaginatedRequestParams | None, page_size: int
+) -> types.ListToolsResult:
+    """The tools/list page `params.cursor` names (the first without one): `page_size` tools and,
+    unless it is the last, an opaque cursor to the next."""
+    count = len(tools)
+    offset = decode_cursor(params.cursor, count) if params and params.cursor else 0
+    end = offset + page_size
+    return types.ListToolsResult(
+        tools=tools[offset:end], next_cursor=encode_cursor(end) if end < count else None
+    )
 
 
 def loopback_security() -> TransportSecuritySettings:

@@ -24,14 +24,13 @@ accept that; the SDK's strict client rejects it). An unknown tool is a JSON-RPC 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-from _serve import run_lowlevel
+from _serve import run_lowlevel, tools_page
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
@@ -110,36 +109,15 @@ def build_tools(
     return tools
 
 
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def decode_cursor(cursor: str, count: int) -> int:
-    try:
-        offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["offset"]
-    except (ValueError, KeyError, TypeError):
-        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
-    if not isinstance(offset, int) or not 0 < offset < count:
-        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}")
-    return offset
-
-
 def build_server(
     tools: list[types.Tool], *, page_size: int = 0, instructions: str | None = None
 ) -> Server[Any]:
     names = {t.name for t in tools}
-    count = len(tools)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if not page_size:
-            return types.ListToolsResult(tools=tools)
-        offset = decode_cursor(params.cursor, count) if params and params.cursor else 0
-        end = offset + page_size
-        return types.ListToolsResult(
-            tools=tools[offset:end], next_cursor=encode_cursor(end) if end < count else None
-        )
+        return tools_page(tools, params, page_size) if page_size else types.ListToolsResult(tools=tools)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

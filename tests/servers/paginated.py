@@ -10,12 +10,10 @@ it has not seen). Every tool `item_NN` takes an optional integer `n` and answers
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 from typing import Any
 
 import mcp_types as types
-from _serve import run_lowlevel
+from _serve import run_lowlevel, tools_page
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
@@ -46,20 +44,6 @@ def tool_count(text: str) -> int:
     return count
 
 
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def decode_cursor(cursor: str, count: int) -> int:
-    try:
-        offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["offset"]
-    except (ValueError, KeyError, TypeError):
-        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
-    if not isinstance(offset, int) or not 0 <= offset < count:
-        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}")
-    return offset
-
-
 def build_server(count: int = TOOL_COUNT) -> Server[Any]:
     tools = make_tools(count)
     names = {t.name for t in tools}
@@ -67,11 +51,7 @@ def build_server(count: int = TOOL_COUNT) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        offset = decode_cursor(params.cursor, count) if params and params.cursor else 0
-        end = offset + PAGE_SIZE
-        return types.ListToolsResult(
-            tools=tools[offset:end], next_cursor=encode_cursor(end) if end < count else None
-        )
+        return tools_page(tools, params, PAGE_SIZE)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
