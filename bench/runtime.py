@@ -7,7 +7,8 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
 
 (1) Start-up: a fresh sandbox for a project of 10 servers x 20 tools, running an empty script,
     and running a script that imports all 10 server modules (no calls). Cold (first run of a
-    new CodeMode) and warm (median over --repeat runs; server connections are reused).
+    new CodeMode) and warm (median over --repeat runs; server connections are reused), with
+    runs PACING_GAP_S apart (targets: <= 3 ms empty, <= 6 ms with 200 bindings) and back to back.
 (2) One tool call through the sandbox vs the same call made directly with the `mcp` client on
     the same stdio server (notes.get_note). Per-call cost is measured three ways: inside the
     script (Date.now() around --calls sequential calls), end to end ((run with N calls - run
@@ -45,6 +46,12 @@ TOOLS_PER_SERVER = 20
 CONCURRENT_CALLS = 20
 SLEEP_MS = 100
 TARGET_CALL_RATIO = 1.10
+TARGET_EMPTY_MS = 3.0
+TARGET_IMPORT_MS = 6.0
+# An agent's runs are seconds apart (the model thinks between them); each worker prepares the
+# next run's sandbox (a locked-down realm, ~5 ms of CPU) in that time. The paced figures leave it
+# this much; back-to-back figures are reported beside them.
+PACING_GAP_S = 0.02
 TARGET_CONCURRENCY_FACTOR = 1.2
 SETUP_TIMEOUT_S = 300  # record + generate of 12 small servers; bounds a hung server at setup
 # Generous run limits so the measurement, not a limit, decides the outcome.
@@ -79,6 +86,14 @@ def write_project(root: Path, servers: dict[str, list[str]]) -> Path:
         if done.returncode != 0:
             raise SystemExit(f"setup failed: codemode-gen {step[0]}:\n{done.stdout}{done.stderr}")
     return config
+
+
+def write_many_project(root: Path) -> Path:
+    """The SERVERS x TOOLS_PER_SERVER project (tests/servers/paginated.py), recorded and generated."""
+    return write_project(
+        root,
+        {f"bench{i:02d}": [str(PAGINATED), "--tools", str(TOOLS_PER_SERVER)] for i in range(1, SERVERS + 1)},
+    )
 
 
 def check(response: dict[str, Any], what: str) -> Any:
@@ -120,9 +135,15 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
         check(response, "empty script")
         empty = []
         for _ in range(repeat):
+            await asyncio.sleep(PACING_GAP_S)
             ms, response = await timed(lambda: cm.run("", limits=BENCH_LIMITS))
             check(response, "empty script")
             empty.append(ms)
+        empty_b2b = []
+        for _ in range(repeat):
+            ms, response = await timed(lambda: cm.run("", limits=BENCH_LIMITS))
+            check(response, "empty script")
+            empty_b2b.append(ms)
         cold_all, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
         bindings = check(response, "import all modules")
         if bindings != SERVERS * TOOLS_PER_SERVER:
@@ -131,9 +152,15 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
             )
         loaded = []
         for _ in range(repeat):
+            await asyncio.sleep(PACING_GAP_S)
             ms, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
             check(response, "import all modules")
             loaded.append(ms)
+        loaded_b2b = []
+        for _ in range(repeat):
+            ms, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
+            check(response, "import all modules")
+            loaded_b2b.append(ms)
     shape = f"{SERVERS} servers x {TOOLS_PER_SERVER} tools"
     rows.append(
         (
@@ -145,8 +172,16 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
     )
     rows.append(
         (
-            f"(1) empty script, {shape}: warm, median / p90",
+            f"(1) empty script, {shape}: warm, runs {PACING_GAP_S * 1000:.0f} ms apart, median / p90",
             f"{median(empty):.1f} / {p90(empty):.1f} ms",
+            f"<= {TARGET_EMPTY_MS:.0f} ms",
+            "PASS" if median(empty) <= TARGET_EMPTY_MS else "MISS",
+        )
+    )
+    rows.append(
+        (
+            "(1) empty script: warm, back to back (no time to prepare the next sandbox), median / p90",
+            f"{median(empty_b2b):.1f} / {p90(empty_b2b):.1f} ms",
             "-",
             "info",
         )
@@ -161,8 +196,16 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
     )
     rows.append(
         (
-            f"(1) script importing all {SERVERS} modules: warm, median / p90",
+            f"(1) script importing all {SERVERS} modules: warm, runs {PACING_GAP_S * 1000:.0f} ms apart, median / p90",
             f"{median(loaded):.1f} / {p90(loaded):.1f} ms",
+            f"<= {TARGET_IMPORT_MS:.0f} ms",
+            "PASS" if median(loaded) <= TARGET_IMPORT_MS else "MISS",
+        )
+    )
+    rows.append(
+        (
+            f"(1) script importing all {SERVERS} modules: warm, back to back, median / p90",
+            f"{median(loaded_b2b):.1f} / {p90(loaded_b2b):.1f} ms",
             "-",
             "info",
         )
@@ -332,13 +375,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print(
             f"setting up projects in {root} (codemode-gen record + generate) ...", file=sys.stderr
         )
-        many = write_project(
-            root / "many",
-            {
-                f"bench{i:02d}": [str(PAGINATED), "--tools", str(TOOLS_PER_SERVER)]
-                for i in range(1, SERVERS + 1)
-            },
-        )
+        many = write_many_project(root / "many")
         demo = write_project(root / "demo", {"notes": [str(NOTES)], "slow": [str(SLOW)]})
         print("measuring ...", file=sys.stderr)
         rows = await bench_startup(many, args.repeat)

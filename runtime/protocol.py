@@ -4,7 +4,8 @@ The host (runtime/sandbox.py) starts each worker (runtime/worker.py) with pipes 
 stdout; they exchange one JSON object per line, ASCII only (`ensure_ascii`), `op` naming the kind:
 
 host → worker (stdin)
-    {"op": "run", "code", "modules", "limits", "budgetMs"?}   run `code` as the agent module
+    {"op": "run", "code", "modules", "sources", "limits", "budgetMs"?}
+                                                              run `code` as the agent module
     {"op": "reply", "id", "reply": <JSON value>}              the answer to a `call`
     {"op": "check", "code"}                                   parse only (between runs)
     {"op": "exit"}                                            stop (so does end of input)
@@ -15,6 +16,11 @@ worker → host (stdout)
     {"op": "call", "id", "request": <JSON value>}             a tool call for the host's bridge
     {"op": "done", "result", "diagnostics"}                   the run ended
     {"op": "checked", "diagnostics"}                          `[]` or the run's SYNTAX_ERROR
+
+`modules` maps each module specifier of the run to the digest of its text, `sources` maps
+digests to texts for only those the worker does not hold: a worker holds the sources of its last
+run's table, so an unchanged catalog's modules (hundreds of KB with discovery) cross the pipe
+once per worker, not once per run. Both sides track that table in lockstep.
 
 `budgetMs` is the time left until the caller's deadline when the host sent the run (the host may
 have spent part of `limits.timeoutMs` connecting servers or starting the worker): the script is
@@ -32,8 +38,9 @@ This module must stay cheap to import: the worker imports it (no `mcp`, no gener
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any
 
 # host → worker
@@ -62,6 +69,35 @@ REPLY_SEPARATOR = b',"reply":'
 #: What the host answers a call with: the bridge's entry point for one run (`request` is the
 #: worker's decoded call request; the result is the reply the script's promise settles with).
 HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+#: Total size of the module texts whose digests are remembered (`module_digest`): bounds the
+#: host memory kept alive for them (a 5,000-tool catalog's discovery module is ~6 MB).
+MAX_DIGESTED_BYTES = 64 * 1024 * 1024
+_digests: dict[str, str] = {}
+_digested_bytes = 0
+
+
+def module_table(modules: Mapping[str, str], held: Container[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A run message's `modules` (specifier -> digest) and `sources` (digest -> text, for the
+    digests not in `held`, what the worker holds)."""
+    table = {name: module_digest(source) for name, source in modules.items()}
+    return table, {digest: modules[name] for name, digest in table.items() if digest not in held}
+
+
+def module_digest(source: str) -> str:
+    """A module text's digest, computed once per text: runs of one catalog pass the very same
+    str objects, whose hash Python caches, so a lookup costs no pass over the text."""
+    global _digested_bytes
+    digest = _digests.get(source)
+    if digest is None:
+        if _digested_bytes + len(source) > MAX_DIGESTED_BYTES:
+            _digests.clear()
+            _digested_bytes = 0
+        digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        _digests[source] = digest
+        _digested_bytes += len(source)
+    return digest
 
 
 class MalformedMessage(ValueError):

@@ -484,6 +484,19 @@ def timeout_limit(timeout_ms: int) -> dict[str, str]:
     return sandbox_limit("timeoutMs", timeout_ms, f"the script ran longer than {timeout_ms} ms and was stopped")
 
 
+def worker_limit(timeout_ms: int, max_workers: int) -> dict[str, str]:
+    """No sandbox worker became free before the run's deadline: the host's cap on scripts
+    running at once (not this script) stopped it."""
+    return sandbox_limit(
+        "timeoutMs",
+        timeout_ms,
+        f"the script never started: this host runs at most {max_workers} scripts at once and none "
+        f"finished within the run's timeoutMs",
+        hint="retry shortly, or raise limits.timeoutMs to wait longer; the host's operator can raise "
+        "[sandbox] max_workers in codemode.toml (serve --max-workers)",
+    )
+
+
 def memory_limit(max_bytes: int) -> dict[str, str]:
     return sandbox_limit("maxMemoryBytes", max_bytes, "the script ran out of memory and was stopped")
 

@@ -26,6 +26,7 @@ anyway, bounding whatever a long-lived native heap might accumulate.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -55,6 +56,10 @@ DEFAULT_POOL_SIZE = 2
 #: Runs one worker process serves before it is replaced; bounds slow leaks in the native
 #: engine or the worker's Python heap across many runs.
 MAX_RUNS_PER_WORKER = 100
+#: How long a worker beyond the warm `size` stays idle before it is stopped. A burst of
+#: concurrent runs starts up to max_workers processes; keeping them for a while means the next
+#: burst reuses them instead of paying a process start (~0.3 s of CPU) per extra worker.
+IDLE_WORKER_TTL_S = 30.0
 #: How long a worker may take to start and import the engine before it counts as broken.
 WORKER_START_TIMEOUT_S = 30.0
 
@@ -70,6 +75,9 @@ class _Worker:
         self.proc = proc
         self.runs = 0
         self.ready = False
+        #: Digests of the module sources the worker holds (its last run's table, protocol.py).
+        self.held: set[str] = set()
+        self.idle_since = 0.0  # time.monotonic() when it last went idle
 
     @classmethod
     async def start(cls) -> _Worker:
@@ -134,19 +142,50 @@ class _Worker:
             await asyncio.wait_for(self.proc.wait(), 5.0)
 
 
-class WorkerPool:
-    """Up to `size` idle worker processes, started and ready (engine imported, next realm
-    locked down), so a run does not pay process start-up on its request path. `start()` fills
-    it; clean runs give their worker back; killed or recycled workers are replaced in the
-    background. More concurrent runs than `size` start extra workers, which are not kept.
-    Bound to the event loop that first uses it."""
+def default_max_workers() -> int:
+    """Scripts running at once when nobody says: two per CPU. A run holds its worker while it
+    awaits tool calls (mostly I/O), so one per core would queue runs that use no CPU; memory
+    stays bounded by max_workers x (worker process + limits.maxMemoryBytes)."""
+    return 2 * max(1, os.cpu_count() or 1)
 
-    def __init__(self, size: int = DEFAULT_POOL_SIZE) -> None:
-        self.size = max(0, size)
+
+class WorkerPool:
+    """Worker processes for runs: at most `max_workers` alive at once (busy, idle or starting),
+    `size` of them kept idle and ready (engine imported, next realm prepared) so a run does not
+    pay process start-up on its request path; more stay idle after a burst, for
+    IDLE_WORKER_TTL_S.
+
+    `start()` fills the idle set; a clean run gives its worker back; killed or recycled workers
+    are replaced in the background. When all `max_workers` are busy, `acquire` queues (first
+    come, first served): a released worker, or the slot of one that was killed, goes straight to
+    the longest waiter. Bound to the event loop that first uses it."""
+
+    def __init__(self, size: int = DEFAULT_POOL_SIZE, *, max_workers: int | None = None) -> None:
+        self.max_workers = max(1, max_workers if max_workers is not None else default_max_workers())
+        self.size = max(0, min(size, self.max_workers))
         self._idle: list[_Worker] = []
         self._starting: set[asyncio.Task[None]] = set()
+        self._busy = 0  # workers handed out (or being started for a run) and not yet released
+        # Runs waiting for a worker, oldest first; each gets a worker or a free slot (None).
+        self._waiters: collections.deque[asyncio.Future[_Worker | None]] = collections.deque()
+        self._trimmer: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for w in self._waiters if not w.done())
+
+    def saturated(self) -> bool:
+        """Whether every worker slot is taken by a run (so a new run has to queue)."""
+        return self._busy >= self.max_workers
+
+    def _alive(self) -> int:
+        return self._busy + len(self._idle) + len(self._starting)
 
     def _check_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -157,19 +196,26 @@ class WorkerPool:
                     os.kill(w.proc.pid, signal.SIGKILL)
             self._idle.clear()
             self._starting.clear()
+            self._waiters.clear()
+            self._busy = 0
+            self._trimmer = None
             self._loop = loop
 
     async def start(self) -> None:
         """Start workers up to `size` and wait until they are ready (warm-up)."""
-        self._check_loop()
-        self._fill()
+        self.warm()
         if self._starting:
             await asyncio.gather(*self._starting, return_exceptions=True)
+
+    def warm(self) -> None:
+        """Start workers up to `size` in the background."""
+        self._check_loop()
+        self._fill()
 
     def _fill(self) -> None:
         if self._closed:
             return
-        while len(self._idle) + len(self._starting) < self.size:
+        while len(self._idle) + len(self._starting) < self.size and self._alive() < self.max_workers:
             task = asyncio.get_running_loop().create_task(self._start_one())
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
@@ -191,40 +237,138 @@ class WorkerPool:
             raise
         if self._closed:
             await worker.reap()
-        else:
-            self._idle.append(worker)
+            return
+        self._idle.append(worker)
+        # A run may be queued for it: the pool was full when it asked, and this is the refill.
+        self._hand_idle()
 
     async def acquire(self) -> _Worker:
-        """A ready worker: an idle one, else one that is starting, else a new one.
-
-        The pool is not refilled here: a clean run gives its worker back, so serial runs never
-        start a process; only killed or recycled workers are replaced (in `release`).
-        """
+        """A ready worker: an idle one, else one that is starting, else a new one while fewer
+        than `max_workers` are alive, else the next one released (queued, first come first
+        served). Cancelling the wait (a deadline) leaves the queue."""
         if self._closed:
             raise RuntimeError("WorkerPool is closed")
         self._check_loop()
         while True:
             idle = await self._pop_idle()
             if idle is not None:
+                self._busy += 1
                 return idle
             starting = [t for t in self._starting if not t.done()]
-            if not starting:
-                break
-            await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
-        worker = await _Worker.start()
+            if starting and not self._waiters:
+                await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            if self._alive() < self.max_workers and not self._waiters:
+                self._busy += 1
+                return await self._start_for_run()
+            waiter: asyncio.Future[_Worker | None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                given = await waiter
+            except asyncio.CancelledError:
+                self._abandon(waiter)
+                raise
+            if given is not None:
+                return given  # its slot was handed over with it
+            return await self._start_for_run()  # a slot was handed over: _busy counts it
+
+    async def _start_for_run(self) -> _Worker:
+        """Start a worker in a slot already counted in `_busy` (released again on failure)."""
         try:
-            await worker.wait_ready()
+            worker = await _Worker.start()
+            try:
+                await worker.wait_ready()
+            except BaseException:
+                await worker.reap()
+                raise
         except BaseException:
-            await worker.reap()
+            self._free_slot()
             raise
         return worker
 
+    def _abandon(self, waiter: asyncio.Future[_Worker | None]) -> None:
+        """A queued run gave up: leave the queue; what it was handed goes to the next one."""
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+        if waiter.done() and not waiter.cancelled():
+            given = waiter.result()
+            if given is None:
+                self._free_slot()
+            else:
+                self._put_back(given)
+
+    def _next_waiter(self) -> asyncio.Future[_Worker | None] | None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                return waiter
+        return None
+
+    def _free_slot(self) -> None:
+        """A busy slot ends (its worker was killed, or never started): the next queued run gets
+        the slot to start a worker in; with none waiting, the pool refills."""
+        waiter = self._next_waiter()
+        if waiter is not None:
+            waiter.set_result(None)
+            return
+        self._busy -= 1
+        self._fill()
+
+    def _put_back(self, worker: _Worker, *, first: bool = False) -> None:
+        """A reusable worker from a busy slot: to the next queued run, else idle."""
+        waiter = self._next_waiter()
+        if waiter is not None:
+            waiter.set_result(worker)
+            return
+        self._busy -= 1
+        worker.idle_since = time.monotonic()
+        if first:
+            self._idle.insert(0, worker)
+        else:
+            self._idle.append(worker)
+        if len(self._idle) > self.size and self._trimmer is None:
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim())
+
+    async def _trim(self) -> None:
+        """Stop the workers idle beyond `size` for IDLE_WORKER_TTL_S (the oldest idle first)."""
+        try:
+            while len(self._idle) > self.size and not self._closed:
+                oldest = min(w.idle_since for w in self._idle)
+                await asyncio.sleep(max(0.0, oldest + IDLE_WORKER_TTL_S - time.monotonic()))
+                now = time.monotonic()
+                while len(self._idle) > self.size:
+                    stale = min(self._idle, key=lambda w: w.idle_since)
+                    if now - stale.idle_since < IDLE_WORKER_TTL_S:
+                        break
+                    self._idle.remove(stale)
+                    await stale.reap()
+        finally:
+            self._trimmer = None
+
+    def _hand_idle(self) -> None:
+        """Give idle workers to queued runs (a refill finished while runs were waiting)."""
+        while self._idle and self._waiters:
+            waiter = self._next_waiter()
+            if waiter is None:
+                return
+            self._busy += 1
+            waiter.set_result(self._idle.pop(0))
+
     async def acquire_idle(self) -> _Worker | None:
-        """An idle ready worker, or None at once (never starts or waits for a process)."""
+        """An idle ready worker, or None (never starts a process: one already starting, e.g.
+        the warm-up, is waited for; with none idle or starting, None at once)."""
         if self._closed:
             return None
         self._check_loop()
-        return await self._pop_idle()
+        while True:
+            worker = await self._pop_idle()
+            if worker is not None:
+                self._busy += 1
+                return worker
+            starting = [t for t in self._starting if not t.done()]
+            if not starting or self._waiters:
+                return None
+            await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
 
     async def _pop_idle(self) -> _Worker | None:
         """The first idle worker still alive (dead ones are reaped on the way), else None."""
@@ -236,36 +380,43 @@ class WorkerPool:
         return None
 
     async def release(self, worker: _Worker, reusable: bool, *, ran: bool = True) -> None:
-        """Return a worker after a clean run, or kill it; keep the pool filled.
+        """Return a worker from `acquire`/`acquire_idle` after a clean run, or kill it.
 
         After a syntax check (`ran=False`: not counted towards MAX_RUNS_PER_WORKER) the worker
         goes back first in line, so the run that follows gets it: it is idle with its realm
         ready, while a worker that just finished a run is still building its next realm."""
         if ran:
             worker.runs += 1
-        if (
+        keep = (
             reusable
             and not self._closed
             and worker.alive()
             and worker.runs < MAX_RUNS_PER_WORKER
-            and len(self._idle) < self.size
             and asyncio.get_running_loop() is self._loop
-        ):
-            if ran:
-                self._idle.append(worker)
-            else:
-                self._idle.insert(0, worker)
-        else:
+        )
+        if keep:  # idle beyond `size` only until IDLE_WORKER_TTL_S (`_trim`)
+            self._put_back(worker, first=not ran)
+            return
+        try:
             await worker.reap()
-        self._fill()
+        finally:
+            self._free_slot()
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._trimmer is not None:
+            self._trimmer.cancel()
+            with contextlib.suppress(BaseException):
+                await self._trimmer
         for task in list(self._starting):
             task.cancel()
         for task in list(self._starting):
             with contextlib.suppress(BaseException):
                 await task
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.cancel()
         idle, self._idle = self._idle, []
         for w in idle:
             await w.reap()
@@ -274,12 +425,22 @@ class WorkerPool:
 class Sandbox:
     """Runs agent scripts; one instance serves many runs (concurrently, one worker each)."""
 
-    def __init__(self, pool: WorkerPool | None = None, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
-        self._pool = pool if pool is not None else WorkerPool(pool_size)
+    def __init__(
+        self, pool: WorkerPool | None = None, *, pool_size: int = DEFAULT_POOL_SIZE, max_workers: int | None = None
+    ) -> None:
+        self._pool = pool if pool is not None else WorkerPool(pool_size, max_workers=max_workers)
 
-    async def start(self) -> None:
-        """Optional warm-up: start the pooled workers now instead of on the first run."""
-        await self._pool.start()
+    @property
+    def pool(self) -> WorkerPool:
+        return self._pool
+
+    async def start(self, *, wait: bool = True) -> None:
+        """Optional warm-up: start the pooled workers now instead of on the first run; with
+        `wait=False` they start in the background (a server answering its client first)."""
+        if wait:
+            await self._pool.start()
+        else:
+            self._pool.warm()
 
     async def aclose(self) -> None:
         await self._pool.aclose()
@@ -312,9 +473,13 @@ class Sandbox:
             deadline = time.monotonic() + limits.timeoutMs / 1000.0
         kill_at = _kill_at(deadline, limits)
         try:
-            worker = await self._acquire_until(kill_at)
+            # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
+            # within the run's timeoutMs.
+            worker = await self._acquire_until(deadline)
         except TimeoutError:
-            # No worker was ready before the watchdog instant (a slow cold start): the caller's
+            if self._pool.saturated():
+                return resp.build_response([], None, [resp.worker_limit(limits.timeoutMs, self._pool.max_workers)])
+            # No worker was ready before the deadline (a slow cold start): the caller's
             # deadline wins over starting the script at all.
             return resp.build_response([], None, [resp.timeout_limit(limits.timeoutMs)])
         except (WorkerCrashed, OSError, ValueError) as exc:
@@ -327,10 +492,14 @@ class Sandbox:
             reusable = run.clean
             return outcome
         finally:
-            await run.cancel_calls()
+            # A caller cancelled again and again (an anyio cancel scope) interrupts each await
+            # here: the worker is killed first and its slot is released whatever happens.
             if not reusable:
                 worker.kill()
-            await self._pool.release(worker, reusable)
+            try:
+                await run.cancel_calls()
+            finally:
+                await self._pool.release(worker, reusable)
 
     async def check_syntax(self, code: str, *, deadline: float | None = None) -> list[dict[str, Any]] | None:
         """The `SYNTAX_ERROR` diagnostics of `code` as `run` would report them, or None when it
@@ -338,11 +507,17 @@ class Sandbox:
 
         Lets a host skip costly per-run work (connecting servers) for a script that can never
         start. One round trip (~0.3 ms) to an idle pooled worker (the host never imports the
-        engine); when none is idle (all busy, or no pool) the check is skipped rather than
-        paying a process start, and the run reports the error itself. Waits at most until
-        `deadline` (`time.monotonic()` seconds).
+        engine; a worker of the warm-up still starting is waited for); when none is idle or
+        starting (all busy, or no pool) the check is skipped rather than paying a process start,
+        and the run reports the error itself. Waits at most until `deadline`
+        (`time.monotonic()` seconds).
         """
-        worker = await self._pool.acquire_idle()
+        try:
+            worker = await asyncio.wait_for(
+                self._pool.acquire_idle(), None if deadline is None else max(0.0, deadline - time.monotonic())
+            )
+        except TimeoutError:
+            return None
         if worker is None:
             return None
         reusable = False
@@ -407,10 +582,15 @@ class _Run:
         # limits it reports stay the caller's own.
         budget_ms = max(0, int((deadline - self.t0) * 1000))
         kill_at_loop = loop.time() + (kill_at - self.t0)
+        # Each module's text crosses the pipe once per worker: a run names the modules by digest
+        # and carries only the sources the worker does not hold (protocol.py).
+        table, sources = protocol.module_table(modules, self.worker.held)
         try:
             self.worker.send({
-                "op": protocol.RUN, "code": code, "modules": modules, "limits": self.limits.to_json(), "budgetMs": budget_ms,
+                "op": protocol.RUN, "code": code, "modules": table, "sources": sources,
+                "limits": self.limits.to_json(), "budgetMs": budget_ms,
             })
+            self.worker.held = set(table.values())
             await self.worker.drain()
         except (ConnectionError, BrokenPipeError):
             return self.respond(None, [resp.sandbox_error("the sandbox worker exited before the run started")])
@@ -465,7 +645,8 @@ class _Run:
             if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
                 self.worker.kill()
                 return self.respond(None, [resp.sandbox_error("the sandbox worker sent a malformed response")])
-            self.clean = True
+            # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
+            self.clean = not any(d.get("code") == resp.SANDBOX_ERROR for d in diagnostics)
             return self.respond(msg.get("result"), diagnostics)
         return None
 

@@ -78,6 +78,8 @@ class Worker:
         self._ids = itertools.count(1)
         self._warm: _Realm | None = None
         self._spent: _Realm | None = None
+        #: Module sources of the last run by digest: the host sends only what is not held here.
+        self._held: dict[str, str] = {}
         self.prelude = "\n".join(_js(name) for name in PRELUDE_FILES)
         self.errors_js = _js("errors.js")
         self.host_js = _js("host.js")
@@ -202,12 +204,9 @@ class Worker:
             budget_s = min(budget_s, budget_ms / 1000.0)
         # Lone surrogates (legal in JSON escapes) cannot cross into the engine: U+FFFD instead.
         code = resp.utf8_safe(str(msg.get("code") or ""))
-        modules: dict[str, str] = {
-            resp.utf8_safe(str(k)): resp.utf8_safe(str(v)) for k, v in (msg.get("modules") or {}).items()
-        }
-        modules.pop(resp.AGENT_MODULE, None)
-        modules[MODULE_ERRORS] = self.errors_js
-        modules[MODULE_HOST] = self.host_js
+        modules = self._take_modules(msg)
+        if modules is None:
+            return {"result": None, "diagnostics": [resp.sandbox_error("the sandbox worker lost a server module")]}
 
         realm, self._warm = self._warm, None
         if realm is None or realm.key != _realm_key(limits):
@@ -226,21 +225,45 @@ class Worker:
             except EngineError as exc:
                 return {"result": None, "diagnostics": [resp.syntax_error(exc.message, exc.stack)]}
             for name, source in modules.items():
-                engine.add_module(name, source)
+                engine.add_module(name, source)  # evaluated only if the agent imports it
             engine.add_module(resp.AGENT_MODULE, code)
-            run_config = {
-                "maxConcurrentCalls": limits.maxConcurrentCalls,
-                "modules": sorted(m for m in modules if m not in (MODULE_ERRORS, MODULE_HOST)),
-                "agentModule": resp.AGENT_MODULE,
-            }
+            run_config = {"agentModule": resp.AGENT_MODULE}
             script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
             remaining = budget_s - (time.monotonic() - t0)
-            return self._outcome(engine, code, modules, limits, await self._evaluate(engine, script, remaining))
+            known = {**modules, MODULE_ERRORS: self.errors_js, MODULE_HOST: self.host_js}
+            return self._outcome(engine, code, known, limits, await self._evaluate(engine, script, remaining))
         finally:
             realm.end()
             if self._spent is not None:  # never left for long: `serve` frees it after each run
                 self._spent.close()
             self._spent = realm  # closed by `free_spent` once the answer is out
+
+    def _take_modules(self, msg: dict[str, Any]) -> dict[str, str] | None:
+        """The run's modules (specifier -> source) from its `modules` table (specifier ->
+        digest) and the `sources` it carries; None when a digest is neither sent nor held.
+
+        The host sends a module's text only when this worker does not hold it yet
+        (protocol.py): the worker keeps the sources of its last run's table, which is what the
+        host assumes it holds."""
+        table = msg.get("modules")
+        sent = msg.get("sources")
+        sent = sent if isinstance(sent, dict) else {}
+        modules: dict[str, str] = {}
+        held: dict[str, str] = {}
+        for name, digest in (table.items() if isinstance(table, dict) else ()):
+            source = self._held.get(digest) if isinstance(digest, str) else None
+            if source is None and isinstance(digest, str) and isinstance(sent.get(digest), str):
+                # Lone surrogates (legal in JSON escapes) cannot cross into the engine.
+                source = resp.utf8_safe(sent[digest])
+            if source is None:
+                self._held = {}
+                return None
+            held[str(digest)] = source
+            name = resp.utf8_safe(str(name))
+            if name not in (resp.AGENT_MODULE, MODULE_ERRORS, MODULE_HOST):
+                modules[name] = source
+        self._held = held
+        return modules
 
     def free_spent(self) -> None:
         """Free the last run's realm and give the memory back to the OS, before anything else
@@ -386,11 +409,23 @@ class _Realm:
 
     @classmethod
     async def create(cls, worker: Worker, limits: Limits) -> _Realm:
+        """A locked-down realm with @codemode/errors and @codemode/host loaded (prelude phases A
+        and A2): what every run needs, built before the run is known."""
         realm = cls(worker, limits)
+        engine = realm.engine
         try:
-            status = await realm.engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
+            status = await engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
             if status != "locked":
                 raise EngineError("Error", f"prelude phase A returned {status!r}", "")
+            engine.add_module(MODULE_ERRORS, worker.errors_js)
+            engine.add_module(MODULE_HOST, worker.host_js)
+            text = await engine.run(f"globalThis.__codemode_load__({int(limits.maxConcurrentCalls)})", PRELUDE_TIMEOUT_S)
+            report = json.loads(text) if isinstance(text, str) else {}
+            if not isinstance(report, dict) or report.get("status") != "loaded":
+                error = report.get("error") if isinstance(report, dict) else None
+                error = error if isinstance(error, dict) else {}
+                detail = str(error.get("text") or error.get("message") or f"prelude phase A2 returned {text!r}")
+                raise EngineError("Error", detail, str(error.get("stack") or ""))
         except BaseException:
             realm.close()
             raise

@@ -47,7 +47,8 @@ def test_s5_1_one_async_function_per_tool_and_frozen_meta(host: HostThread) -> N
         "const asyncFns = fns.filter(k => slow[k].constructor.name === 'AsyncFunction');\n"
         "let replaced = true; try { slow.__meta__.serverId = 'x'; } catch (e) { replaced = false; }\n"
         "globalThis.__codemode_result__ = {fns: fns.sort(), asyncFns: asyncFns.length,"
-        " frozen: Object.isFrozen(slow.__meta__) && Object.isFrozen(slow.__meta__.tools), replaced,"
+        " frozen: Object.isFrozen(slow.__meta__) && Object.isFrozen(slow.__meta__.tools)"
+        " && fns.every(k => Object.isFrozen(slow[k])), replaced,"
         " meta: slow.__meta__};"
     )
     result = assert_ok(host.run(code))

@@ -7,13 +7,17 @@ production); nothing of QuickJS or MCP is replaced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from codemode_gen.runtime import protocol
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
 from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
 
@@ -23,6 +27,7 @@ export async function echo(input) { return callTool("notes", "echo", input); }
 export async function slow(input) { return callTool("notes", "slow", input); }
 export async function fail(input) { return callTool("notes", "fail", input); }
 export const __meta__ = deepFreeze({ serverId: "notes", tools: [{ toolName: "echo", exportName: "echo" }] });
+deepFreeze([echo, slow, fail]);  // as generated modules do (templates/server.js.j2)
 """
 MODULES = {"@codemode/servers/notes": NOTES}
 
@@ -550,3 +555,187 @@ def test_the_run_after_a_syntax_check_gets_the_checked_worker() -> None:
             await pool.aclose()
 
     asyncio.run(scenario())
+
+
+# --- pre-initialised realms (the next run's realm is built and loaded between runs) ------------
+
+
+def test_s1_4_pre_initialised_realms_keep_nothing_of_the_previous_run(env: Any) -> None:
+    # Run N tries to leave state everywhere a prepared realm could carry it: globals, builtin
+    # prototypes, the preloaded @codemode modules and a server module's exports.
+    tamper = """
+import * as notes from "@codemode/servers/notes";
+import * as E from "@codemode/errors";
+import * as host from "@codemode/host";
+const tried = [];
+const attempt = (name, fn) => { try { fn(); tried.push(name); } catch (e) { /* frozen */ } };
+globalThis.leak = 1;
+attempt("proto", () => { Object.prototype.polluted = 1; });
+attempt("array", () => { Array.prototype.extra = 1; });
+attempt("errors", () => { E.ToolCallError.extra = 1; });
+attempt("hasInstance", () => Object.defineProperty(E.ToolCallError, Symbol.hasInstance, { value: () => true }));
+attempt("host", () => { host.callTool.extra = 1; });
+attempt("binding", () => { notes.echo.extra = 1; });
+attempt("meta", () => { notes.__meta__.serverId = "x"; });
+globalThis.__codemode_result__ = { tried, frozen: Object.isFrozen(notes.echo) };
+"""
+    first = run(env, tamper)
+    assert first["diagnostics"] == [] and first["result"] == {"tried": [], "frozen": True}
+    probe = """
+import * as notes from "@codemode/servers/notes";
+import * as E from "@codemode/errors";
+globalThis.__codemode_result__ = [typeof globalThis.leak, typeof ({}).polluted, typeof [].extra,
+  typeof E.ToolCallError.extra, typeof notes.echo.extra, notes.__meta__.serverId];
+"""
+    for _ in range(3):  # whichever pooled worker (and prepared realm) serves the run
+        r = run(env, probe)
+        assert r["result"] == ["undefined"] * 5 + ["notes"]
+
+
+def test_a_module_is_evaluated_only_when_imported(env: Any) -> None:
+    # A broken module that the script does not import costs nothing and breaks nothing.
+    loop, sandbox = env
+    modules = {**MODULES, "@codemode/servers/broken": "throw new Error('evaluated');"}
+    ok = loop.run_until_complete(sandbox.run("globalThis.__codemode_result__ = 1;", modules, Host(), Limits()))
+    assert ok["result"] == 1 and ok["diagnostics"] == []
+    bad = loop.run_until_complete(sandbox.run("import '@codemode/servers/broken';", modules, Host(), Limits()))
+    assert codes(bad) == ["UNCAUGHT_EXCEPTION"] and "evaluated" in bad["diagnostics"][0]["message"]
+
+
+def test_module_sources_cross_the_pipe_once_per_worker() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def scenario() -> list[Any]:
+        async with Sandbox(WorkerPool(1, max_workers=1)) as sandbox:
+            worker = sandbox.pool._idle[0]
+            original = worker.send
+
+            def spy(message: dict[str, Any]) -> None:
+                sent.append(message)
+                original(message)
+
+            worker.send = spy  # type: ignore[method-assign]  # observe the real messages
+            script = 'import { __meta__ } from "@codemode/servers/notes"; globalThis.__codemode_result__ = __meta__.serverId;'
+            results: list[Any] = [await sandbox.run(script, MODULES, Host(), Limits()) for _ in range(2)]
+            changed = {"@codemode/servers/notes": NOTES.replace('serverId: "notes"', 'serverId: "renamed"')}
+            results.append(await sandbox.run(script, changed, Host(), Limits()))
+            # The host believes the worker holds a text it does not: the run fails cleanly and
+            # the worker is replaced (never a run with the wrong module).
+            worker.held.add(protocol.module_digest(NOTES + "\n// other"))
+            other = {"@codemode/servers/notes": NOTES + "\n// other"}
+            results.append(await sandbox.run(script, {**other}, Host(), Limits()))
+            results.append(worker.alive())
+            results.append(await sandbox.run(script, other, Host(), Limits()))
+            return results
+
+    first, second, renamed, lost, alive, recovered = asyncio.run(scenario())
+    assert [first["result"], second["result"], renamed["result"]] == ["notes", "notes", "renamed"]
+    runs = [m for m in sent if m.get("op") == "run"]
+    assert [len(m["sources"]) for m in runs[:3]] == [1, 0, 1]
+    assert runs[0]["modules"] == runs[1]["modules"] != runs[2]["modules"]
+    assert codes(lost) == ["SANDBOX_ERROR"] and alive is False
+    assert recovered["result"] == "notes" and recovered["diagnostics"] == []
+
+
+# --- the worker cap: at most max_workers runs at once, the rest queue within their timeoutMs ----
+
+
+def worker_processes() -> set[int]:
+    """Pids of this process's live sandbox workers (from /proc: the real processes)."""
+    pids = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != b"Z" and b"codemode_gen.runtime.worker" in cmdline:
+            pids.add(int(entry))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts processes through /proc")
+def test_sixteen_concurrent_runs_never_exceed_the_worker_cap() -> None:
+    cap = 3
+    host = Host()
+
+    async def scenario() -> tuple[list[dict[str, Any]], int, int]:
+        peak_processes = peak_busy = 0
+        others = worker_processes()  # e.g. the module's `env` pool
+        async with Sandbox(WorkerPool(2, max_workers=cap)) as sandbox:
+            runs = [
+                asyncio.ensure_future(sandbox.run(
+                    'import { slow } from "@codemode/servers/notes"; await slow({ ms: 150 });'
+                    " globalThis.__codemode_result__ = 1;",
+                    MODULES, host, Limits.from_json({"timeoutMs": 20_000}),
+                ))
+                for _ in range(16)
+            ]
+            while not all(r.done() for r in runs):
+                peak_processes = max(peak_processes, len(worker_processes() - others))
+                peak_busy = max(peak_busy, sandbox.pool.busy)
+                await asyncio.sleep(0.02)
+            assert sandbox.pool.busy == 0 and sandbox.pool.waiting == 0
+            return [r.result() for r in runs], peak_processes, peak_busy
+
+    results, peak_processes, peak_busy = asyncio.run(scenario())
+    assert [r["result"] for r in results] == [1] * 16, [r["diagnostics"] for r in results]
+    assert peak_processes <= cap and peak_busy <= cap and host.max_active <= cap
+    assert host.max_active == cap  # the cap is also what runs in parallel
+
+
+def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]:
+        async with Sandbox(WorkerPool(1, max_workers=1)) as sandbox:
+            long = asyncio.ensure_future(sandbox.run(
+                'import { slow } from "@codemode/servers/notes"; await slow({ ms: 1500 }); globalThis.__codemode_result__ = "long";',
+                MODULES, Host(), Limits.from_json({"timeoutMs": 10_000}),
+            ))
+            await asyncio.sleep(0.2)
+            queued = await sandbox.run("globalThis.__codemode_result__ = 1;", MODULES, Host(), Limits.from_json({"timeoutMs": 300}))
+            # A queued run that is cancelled leaves the queue without taking a slot with it.
+            abandoned = asyncio.ensure_future(sandbox.run("1;", MODULES, Host(), Limits()))
+            await asyncio.sleep(0.1)
+            abandoned.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await abandoned
+            first = await long
+            after = await sandbox.run("globalThis.__codemode_result__ = 2;", MODULES, Host(), Limits())
+            return first, queued, after, sandbox.pool.busy
+
+    first, queued, after, busy = asyncio.run(scenario())
+    assert first["result"] == "long" and after["result"] == 2 and busy == 0
+    assert queued["result"] is None and codes(queued) == ["SANDBOX_LIMIT"]
+    message = queued["diagnostics"][0]["message"]
+    assert "at most 1 scripts at once" in message and "timeoutMs = 300" in message
+    assert "max_workers" in queued["diagnostics"][0]["hint"]
+
+
+def test_workers_beyond_the_warm_size_stay_for_the_next_burst_then_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codemode_gen.runtime import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "IDLE_WORKER_TTL_S", 0.3)
+
+    async def scenario() -> tuple[int, int, bool]:
+        pool = WorkerPool(1, max_workers=3)
+        try:
+            burst = await asyncio.gather(*(pool.acquire() for _ in range(3)))
+            for worker in burst:
+                await pool.release(worker, True)
+            kept = len(pool._idle)  # all three: a next burst reuses them
+            again = await asyncio.gather(*(pool.acquire() for _ in range(3)))
+            reused = {id(w) for w in again} == {id(w) for w in burst}
+            for worker in again:
+                await pool.release(worker, True)
+            await asyncio.sleep(0.8)
+            return kept, len(pool._idle), reused
+        finally:
+            await pool.aclose()
+
+    kept, after_ttl, reused = asyncio.run(scenario())
+    assert (kept, after_ttl, reused) == (3, 1, True)

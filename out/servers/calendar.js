@@ -50,3 +50,5 @@ export const __meta__ = __deepFreeze({
     }
   ]
 });
+// Imported only when a script imports this module: its exports freeze themselves.
+__deepFreeze([create_event, free_slots, get_event, list_events]);

@@ -140,3 +140,5 @@ export const __meta__ = __deepFreeze({
     }
   ]
 });
+// Imported only when a script imports this module: its exports freeze themselves.
+__deepFreeze([create_note, delete_note, export_csv, flaky_sync, get_note, list_notes, render_chart, search_notes, stats, summary, tasks_add, tasks_list, update_note]);

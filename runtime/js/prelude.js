@@ -12,11 +12,16 @@
 //    throws, turns the data properties hit by the "override mistake" into accessors, freezes
 //    every intrinsic reachable from globalThis (SES style) and makes the global bindings
 //    read-only.
-// 4. Leaves one entry point, globalThis.__codemode_start__, which deletes itself when called.
+// 4. Leaves two entry points for the worker, globalThis.__codemode_load__ and
+//    __codemode_start__, each deleting itself when called.
+//
+// Phase A2 (`__codemode_load__(maxConcurrentCalls)`, also while the realm waits for its run):
+// 5. Loads @codemode/errors and @codemode/host (which takes a one-shot kernel holding the host
+//    binding) and deep-freezes their exports. Server modules and @codemode/discovery are
+//    registered with the run and evaluated only if the agent imports them (each freezes its
+//    own exports), so a run pays for what it imports.
 //
 // Phase B (`__codemode_start__(runConfigJson)`, called by the worker once the run arrives):
-// 5. Loads @codemode/errors and @codemode/host (which takes a one-shot kernel holding the host
-//    binding) and the other @codemode/* modules, and deep-freezes their exports.
 // 6. Runs the agent module, waits until no tool call or timer is pending, and resolves to a
 //    JSON report {status, result | error} for the worker.
 (function codemodePrelude() {
@@ -427,7 +432,7 @@
 
   function sealGlobals() {
     for (const name of ownKeys(g)) {
-      if (name === "__codemode_result__" || name === "__codemode_start__") continue;
+      if (name === "__codemode_result__" || name === "__codemode_start__" || name === "__codemode_load__") continue;
       const d = getOwnPropertyDescriptor(g, name);
       if (!d.configurable && (!hasOwn.call(d, "value") || !d.writable)) continue;
       if (hasOwn.call(d, "value")) {
@@ -481,16 +486,20 @@
     return rawHost(text);
   }
 
-  async function run(runConfig) {
-    let errorsModule = null;
+  // Phase A2, while the realm waits for its run (off the request path): the @codemode modules
+  // every run has. Server modules and @codemode/discovery are only registered; each is
+  // evaluated when (and only if) the agent imports it, and freezes its own exports.
+  let errorsModule = null;
+  let loaded = false;
+  async function load(maxConcurrentCalls) {
     try {
-      // ---- 3. @codemode modules: errors, then host (takes the kernel), then the rest -------
-      errorsModule = await import("@codemode/errors");
+      // ---- 3. @codemode modules: errors, then host (takes the kernel) ----------------------
+      const errors = await import("@codemode/errors");
       const kernel = {
         hostCall: gatedHost,
         begin() { pendingCalls += 1; },
         end() { pendingCalls -= 1; checkIdle(); },
-        maxConcurrentCalls: runConfig.maxConcurrentCalls,
+        maxConcurrentCalls,
       };
       defineProperty(g, "__codemode_kernel__", { value: freeze(kernel), writable: false, enumerable: false, configurable: true });
       const host = await import("@codemode/host");
@@ -498,20 +507,22 @@
         delete g.__codemode_kernel__;
         throw new Error("lockdown: @codemode/host did not take the kernel");
       }
-      const namespaces = [errorsModule, host];
-      for (const spec of runConfig.modules) {
-        try {
-          namespaces.push(await import(spec));
-        } catch (e) {
-          // Reported when (and only if) the agent imports it.
-        }
-      }
-      for (const ns of namespaces) {
+      for (const ns of [errors, host]) {
         for (const key of ownKeys(ns)) host.deepFreeze(ns[key]);
       }
+      errorsModule = errors;
+      loaded = true;
+      return stringify({ status: "loaded" });
     } catch (e) {
       ended = true;
       return stringify({ status: "setup_error", error: describeError(e, null) });
+    }
+  }
+
+  async function run(runConfig) {
+    if (!loaded) {
+      ended = true;
+      return stringify({ status: "setup_error", error: describeError(new Error("the realm's modules were not loaded"), null) });
     }
 
     // ---- 5. the agent module, then wait for pending tool calls and timers -------------------
@@ -546,12 +557,18 @@
   tameCodeGeneration();
   removeGlobals();
   freezeIntrinsics([]);
-  // Phase B entry point, called once by the worker with the run's JSON config; it removes
-  // itself before anything else happens, so agent code can never call it.
+  // The worker's entry points, each called once and removing itself before anything else
+  // happens, so agent code can never call them: phase A2 (`__codemode_load__`, when the realm
+  // is prepared) and phase B (`__codemode_start__`, with the run's JSON config).
+  function loadEntry(maxConcurrentCalls) {
+    delete g.__codemode_load__;
+    return load(maxConcurrentCalls);
+  }
   function start(runConfigText) {
     delete g.__codemode_start__;
     return run(parse(runConfigText));
   }
+  defineProperty(g, "__codemode_load__", { value: freeze(loadEntry), writable: false, enumerable: false, configurable: true });
   defineProperty(g, "__codemode_start__", { value: freeze(start), writable: false, enumerable: false, configurable: true });
   sealGlobals();
   return "locked";

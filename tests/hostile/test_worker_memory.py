@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from codemode_gen.runtime import protocol
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
 from codemode_gen.runtime.worker import Worker
@@ -143,7 +144,8 @@ def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
             await worker.prepare_next(Limits())
             realm = worker._warm
             assert realm is not None
-            msg = {"op": "run", "code": PENDING[0], "modules": MODULES, "limits": {"timeoutMs": 5000}}
+            table, sources = protocol.module_table(MODULES, set())
+            msg = {"op": "run", "code": PENDING[0], "modules": table, "sources": sources, "limits": {"timeoutMs": 5000}}
             done = await worker.run(msg)
             assert [d["code"] for d in done["diagnostics"]] == ["UNCAUGHT_EXCEPTION"]
             assert next(worker._ids) == 9  # the script made its 8 calls (ids 1-8), unanswered:
