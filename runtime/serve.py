@@ -1,10 +1,10 @@
 """`codemode-gen serve`: Code Mode as an MCP server with exactly one tool, `codemode.run` (§2).
 
-An agent host connects to this over stdio and sees one tool whose description is the whole
-system prompt Code Mode needs (§3.2.1, §3.2.3, §3.2.4, §3.5, §4.4, §5.3.2, §10.1): the
-rules, the limits, the capability ids and the TypeScript declarations of every server. Runs
-share one `CodeMode`, so MCP sessions stay open between runs (and are refreshed on
-tools/list_changed, §8); each run still gets a fresh sandbox (§1.4).
+An agent host connects to this over stdio (or Streamable HTTP: runtime/serve_http.py) and sees
+one tool whose description is the whole system prompt Code Mode needs (§3.2.1, §3.2.3, §3.2.4,
+§3.5, §4.4, §5.3.2, §10.1): the rules, the limits, the capability ids and the TypeScript
+declarations of every server. Runs share one `CodeMode`, so MCP sessions stay open between runs
+(and are refreshed on tools/list_changed, §8); each run still gets a fresh sandbox (§1.4).
 
 A client launches this from its own working directory, without the project's virtualenv, and
 shows our stderr only in a log view; a server that exits or answers with a JSON-RPC error looks
@@ -12,6 +12,20 @@ like a flaky connection to its user. So nothing here ever raises into the SDK: a
 missing config keeps the server up, its tool description and every run saying what is wrong
 (§3.3 `CONFIG_ERROR`), and tools/list never waits on an upstream server (servers out/ lacks
 connect in the background and are announced with notifications/tools/list_changed).
+
+Clients also give a server only seconds to start (Codex sent its first model request before a
+1.8 s start had answered), so `initialize` waits for nothing but the config check: the runtime
+is imported by the first tools/list, and the CodeMode (sandbox worker pool, background
+connections) is entered in a task of its own once the client has initialized (`ServeHost`);
+a tools/call that arrives before it is ready awaits it, tools/list never does.
+
+Tool calls that need a person's yes (runtime/approval.py: policy "ask"/"ask-once") are asked
+through the client: an `elicitation/create` request (form mode, nothing to fill in: accept or
+decline) on the codemode.run request's own stream, naming the server, the tool and its
+arguments (redacted, cut). A client that did not declare the elicitation capability, or a
+connection with no way to send the client a request (stateless `--http`, a 2026-07-28
+connection), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
+Ask-once accepts last for the client connection.
 """
 
 from __future__ import annotations
@@ -22,19 +36,40 @@ import json
 import re
 import signal
 import sys
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen import __version__
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.codemode import CodeMode
-from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, system_prompt
+from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.response import diagnostic, not_started, safe_name, utf8_safe_json
 
+# Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
+# prompt renderer, ~100 ms) is imported on the paths that use it.
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.server import Server
+
+    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+    from codemode_gen.runtime.codemode import CodeMode
+    from codemode_gen.runtime.progress import ProgressCallback
+
 __all__ = [
-    "INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL_NAME", "TOOL_NAME_RE", "error_response", "load_host",
-    "serve_stdio", "system_prompt", "tool_description",
+    "INPUT_SCHEMA",
+    "OUTPUT_SCHEMA",
+    "TOOL_NAME",
+    "TOOL_NAME_RE",
+    "HostOptions",
+    "ServeHost",
+    "build_server",
+    "elicitation_approver",
+    "error_response",
+    "load_host",
+    "serve_stdio",
+    "tool_description",
 ]
 
 TOOL_NAME = DEFAULT_TOOL_NAME
@@ -66,6 +101,12 @@ INPUT_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
+# The form of an approval request (elicitation/create, form mode): nothing to fill in, the
+# answer is the action itself (accept / decline / cancel). Claude Code and the SDKs' clients
+# take an object schema with no properties.
+APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -78,8 +119,18 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-async def handle_run(cm: CodeMode, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One codemode.run request → §3.3 response; a malformed request is a diagnostic, not a crash."""
+async def handle_run(
+    cm: CodeMode,
+    arguments: Mapping[str, Any] | None,
+    *,
+    progress: ProgressCallback | None = None,
+    approve: Approver | None = None,
+    approval_session: Hashable = None,
+) -> dict[str, Any]:
+    """One codemode.run request → §3.3 response; a malformed request is a diagnostic, not a crash.
+    `progress`: where the run's progress notifications go (CodeMode.run), when the client asked;
+    `approve` / `approval_session`: who is asked about calls that need approval, and whose
+    ask-once accepts they are (CodeMode.run; `elicitation_approver`)."""
     args = dict(arguments or {})
     code = args.get("code")
     problem = None
@@ -99,7 +150,70 @@ async def handle_run(cm: CodeMode, arguments: Mapping[str, Any] | None) -> dict[
             path=problem[0],
         ))
     assert isinstance(code, str)
-    return await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"))
+    response = await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"),
+                            progress=progress, approve=approve, approval_session=approval_session)
+    for note in cm.take_recording_notes():  # serve --record: what was written, or why not
+        log_line(f"record: {note}")
+    return response
+
+
+def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
+    """An approver (runtime/approval.py) that asks the person at the MCP client: one
+    `elicitation/create` request in form mode, on the stream of request `request_id` (the
+    codemode.run being served). Accept → True; decline or cancel → False. A connection that
+    cannot carry a server-to-client request, or a client without form elicitation, raises
+    ApprovalUnavailable: the call is denied and the message says why."""
+    from mcp.shared.exceptions import MCPError, NoBackChannelError
+
+    from codemode_gen.runtime.approval import ApprovalUnavailable
+
+    async def approve(request: ApprovalRequest) -> bool:
+        if session is None or not getattr(session, "can_send_request", False):
+            raise ApprovalUnavailable(_no_channel(session))
+        if not _elicits_forms(session):
+            raise ApprovalUnavailable(
+                "the MCP client does not support elicitation, so the user cannot be asked "
+                "(serve --approve-all approves such calls without asking)"
+            )
+        try:
+            result = await session.elicit_form(
+                f"{request.describe()}\n{APPROVAL_ACTIONS}", APPROVAL_SCHEMA, related_request_id=request_id
+            )
+        except NoBackChannelError:
+            raise ApprovalUnavailable(_no_channel(session)) from None
+        except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
+            raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
+        return result.action == "accept"
+
+    return approve
+
+
+def _no_channel(session: Any) -> str:
+    """Why a connection without a back-channel cannot ask: stateless HTTP, or a 2026-07-28
+    connection (no server-to-client requests there; its multi-round-trip replacement, an
+    `input_required` result, is not implemented here)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    version = str(getattr(session, "protocol_version", "") or "")
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return (
+            f"the client speaks MCP {safe_name(version, 40)}, where serve cannot send it an elicitation "
+            "request during a call (a client on 2025-11-25 can be asked; serve --approve-all approves "
+            "such calls without asking)"
+        )
+    return (
+        "serve --http is stateless and cannot send the client an elicitation request (serve over "
+        "stdio to be asked; serve --approve-all approves such calls without asking)"
+    )
+
+
+def _elicits_forms(session: Any) -> bool:
+    """Whether the client declared form-mode elicitation: `elicitation: {}` (2025-06-18, forms
+    only) or `elicitation: {form: {}}`; a client that declared only `url` cannot show a form."""
+    elicitation = getattr(getattr(session, "client_capabilities", None), "elicitation", None)
+    if elicitation is None:
+        return False
+    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
 
 
 def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
@@ -115,14 +229,48 @@ def log_line(text: str) -> None:
         print(f"codemode-gen serve: {line}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class HostOptions:
+    """How serve builds its CodeMode (the serve command's flags), passed whole through the
+    transports so a new flag is one field, not one more parameter on every layer."""
+
+    #: Type-check every run's script first (limits.typecheck's default), with this compiler.
+    typecheck: bool = False
+    tsc: str | None = None
+    #: Sandbox worker processes running at once (None: codemode.toml's, else two per CPU).
+    max_workers: int | None = None
+    #: Append successful live calls to fixtures/ (runtime/learn.py).
+    record: bool = False
+    #: Approve every tool call that needs approval without asking (runtime/approval.py); a
+    #: "deny" policy still denies.
+    approve_all: bool = False
+
+
 def load_host(
-    config: Path, out: Path | None, *, typecheck: bool = False, tsc: str | None = None
+    config: Path, out: Path | None, options: HostOptions = HostOptions()
 ) -> tuple[CodeMode | None, UserError | None]:
     """The CodeMode for `config`, or the configuration error that prevents it."""
+    from codemode_gen.runtime.codemode import CodeMode
+
     try:
-        return CodeMode.from_config(config, out=out, typecheck=typecheck, tsc=tsc), None
+        return CodeMode.from_config(
+            config, out=out, typecheck=options.typecheck, tsc=options.tsc, max_workers=options.max_workers,
+            record=options.record, approve_all=options.approve_all,
+        ), None
     except UserError as exc:
         return None, exc
+
+
+def check_config(config: Path) -> UserError | None:
+    """What `load_host` would refuse, found without importing the runtime: `initialize` says
+    it in the instructions and must not wait for more (the same files CodeMode.from_config reads)."""
+    from codemode_gen.config import load_config, project_settings
+
+    try:
+        load_config(config, project_settings(config))
+    except UserError as exc:
+        return exc
+    return None
 
 
 def _restart_hint(problem: UserError) -> str:
@@ -144,6 +292,8 @@ def tool_description(
     than silently leaving the declarations out; `on_error` gets the error (for stderr).
     """
     if problem is None and cm is not None:
+        from codemode_gen.runtime.prompt import system_prompt
+
         try:
             return system_prompt(cm, tool_name=tool_name, budget=budget)
         except UserError as exc:
@@ -171,52 +321,204 @@ def _broken_description(problem: UserError, tool_name: str) -> str:
     )
 
 
-async def serve_stdio(
-    config: Path,
-    out: Path | None,
-    *,
-    tool_name: str = DEFAULT_TOOL_NAME,
-    prompt_budget: int = DEFAULT_PROMPT_BUDGET,
-    typecheck: bool = False,
-    tsc: str | None = None,
-) -> None:
-    """Serve the one tool over stdio until the client disconnects; never exits for a bad config.
-    `typecheck`: type-check every run's script first (limits.typecheck's default; the compiler
-    starts with the server)."""
-    import mcp_types as types
-    from mcp.server import NotificationOptions, Server
-    from mcp.server.stdio import stdio_server
+class ServeHost:
+    """The one CodeMode of a serve process, shared by all its clients, and what is wrong when
+    there is none; the handlers of `build_server` use nothing else.
 
-    cm, problem = load_host(config, out, typecheck=typecheck, tsc=tsc)
-    if problem is not None:
-        print(problem.render(), file=sys.stderr, flush=True)
-        log_line("serving anyway: the tool's description and every run report this error")
-    reported: set[str] = set()  # configuration errors already on stderr (once each, not per request)
-    listeners: list[Any] = []  # the client session(s) that listed tools: told when the list changes
+    It comes up in steps, so that no step waits for a later one: `check()` reads the config
+    (for `initialize`'s instructions); `describe()` (tools/list) constructs the CodeMode, which
+    needs no sandbox (the description is built from out/manifest.json); `start()` enters it in a
+    task of its own — the sandbox worker pool, then the background connections of the servers
+    out/ lacks — and `ready()` (tools/call) awaits that. `announce`: tell the clients that
+    listed tools when a background server joins (stdio; a stateless HTTP server has no channel
+    outside a request to say it on).
+    """
 
-    def report(exc: UserError) -> None:
-        if exc.message not in reported:
-            reported.add(exc.message)
+    def __init__(
+        self,
+        config: Path,
+        out: Path | None,
+        *,
+        tool_name: str = DEFAULT_TOOL_NAME,
+        prompt_budget: int = DEFAULT_PROMPT_BUDGET,
+        options: HostOptions = HostOptions(),
+        announce: bool = True,
+    ) -> None:
+        self.config = config
+        self.out = out
+        self.tool_name = tool_name
+        self.prompt_budget = prompt_budget
+        self.options = options
+        self.announce = announce
+        self.problem: UserError | None = None  # set: every run is a CONFIG_ERROR saying it
+        self.listeners: list[Any] = []  # the client session(s) that listed tools: told when the list changes
+        self._cm: CodeMode | None = None
+        self._entered: CodeMode | None = None  # the CodeMode while it is entered (runs go to it)
+        self._task: asyncio.Task[None] | None = None  # holds the CodeMode entered (anyio: one task)
+        self._ready = asyncio.Event()  # entered, or failed to: ready() returns
+        self._stop = asyncio.Event()
+        self._closing = False
+        self._reported: set[str] = set()  # configuration errors already on stderr (once each, not per request)
+
+    # ------------------------------------------------------------------ start-up
+
+    def check(self) -> UserError | None:
+        """Read the config (not the runtime); a problem goes to stderr and serving goes on."""
+        self.problem = check_config(self.config)
+        if self.problem is not None:
+            self.report(self.problem)
+            log_line("serving anyway: the tool's description and every run report this error")
+        return self.problem
+
+    def instructions(self) -> str:
+        if self.problem is None:
+            return f"Use the {self.tool_name} tool: write JavaScript that imports @codemode/servers/* modules."
+        return f"codemode-gen cannot serve: {self.problem.message} ({_restart_hint(self.problem)})."
+
+    def codemode(self) -> CodeMode | None:
+        """The CodeMode, constructed on first need (imports the runtime); None when the config
+        or its start failed (`problem` says why)."""
+        if self._cm is None and self.problem is None:
+            self._cm, problem = load_host(self.config, self.out, self.options)
+            if problem is not None:  # the files changed since check(): as if check() had failed
+                self.problem = problem
+                self.report(problem)
+        return self._cm if self.problem is None else None
+
+    def start(self) -> None:
+        """Enter the CodeMode in the background, once (idempotent; no-op while closing)."""
+        if self._task is None and not self._closing:
+            self._task = asyncio.ensure_future(self._hold())
+
+    async def ready(self) -> CodeMode | None:
+        """The entered CodeMode, once it is (starting it if nothing did yet); None when there is
+        none: `problem` says why, or the server is shutting down."""
+        self.start()
+        await self._ready.wait()
+        return self._entered
+
+    @property
+    def is_ready(self) -> bool:
+        return self._entered is not None
+
+    async def _hold(self) -> None:
+        """Enter the CodeMode, serve until aclose(), exit it: in one task, as anyio's task groups
+        (the MCP sessions) require."""
+        entered = False
+        try:
+            cm = self.codemode()
+            if cm is None:
+                return
+            async with cm:
+                entered = True
+                try:
+                    background = cm.connect_in_background()
+                except UserError as exc:  # unreadable out/: every run says so
+                    self.report(exc)
+                    background = []
+                self._entered = cm
+                self._ready.set()
+                announcer = asyncio.ensure_future(self._announce(background)) if self.announce and background else None
+                try:
+                    await self._stop.wait()
+                finally:
+                    self._entered = None
+                    if announcer is not None:
+                        announcer.cancel()
+                        await asyncio.gather(announcer, return_exceptions=True)
+        except Exception as exc:
+            if entered:  # closing the sessions or the sandbox failed: the process is ending anyway
+                log_line(f"shutdown: unexpected {type(exc).__name__}: {exc}")
+            else:  # e.g. the sandbox's worker cannot start: say so, keep serving
+                self.problem = UserError(
+                    f"cannot start the Code Mode host: {type(exc).__name__}: {exc}",
+                    hint="check that codemode-gen is installed completely (pip install -e .)",
+                )
+                self.report(self.problem)
+        finally:
+            self._entered = None
+            self._ready.set()
+
+    async def _announce(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Tell a client that already listed tools when a background server joins (its
+        declarations are now in the description)."""
+        for next_done in asyncio.as_completed(tasks):
+            try:
+                await next_done
+            except Exception:
+                continue  # the next run that needs it reports why
+            for session in list(self.listeners):
+                with contextlib.suppress(Exception):
+                    await session.send_tool_list_changed()
+
+    async def aclose(self) -> None:
+        """Exit the CodeMode (upstream servers stopped, sandbox workers reaped); idempotent."""
+        self._closing = True
+        self._stop.set()
+        task = self._task
+        if task is None:
+            self._ready.set()  # never started: a late ready() answers instead of waiting forever
+            return
+        if not self._ready.is_set():
+            task.cancel()  # still entering: CodeMode.__aenter__ undoes what it started
+        await asyncio.gather(task, return_exceptions=True)
+
+    # ------------------------------------------------------------------ per request
+
+    def report(self, exc: UserError) -> None:
+        if exc.message not in self._reported:
+            self._reported.add(exc.message)
             print(exc.render(), file=sys.stderr, flush=True)
 
-    def describe() -> str:
+    def describe(self) -> str:
+        """The tool's description; never waits (no sandbox, no upstream server)."""
         try:
-            return tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget, on_error=report)
+            return tool_description(self.codemode(), self.problem, tool_name=self.tool_name,
+                                    budget=self.prompt_budget, on_error=self.report)
         except Exception as exc:  # a bug: still answer, with the reason on stderr
             log_line(f"tools/list: unexpected {type(exc).__name__}: {exc}")
             return (
                 f"Code Mode: the description could not be built ({type(exc).__name__}: {exc}). "
-                f"`{tool_name}` calls may still work: send {{\"code\": \"<JavaScript ES module>\"}}.\n"
+                f"`{self.tool_name}` calls may still work: send {{\"code\": \"<JavaScript ES module>\"}}.\n"
             )
 
-    async def run(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-        if problem is not None or cm is None:
-            assert problem is not None
+
+def build_server(host: ServeHost) -> Server[Any]:
+    """The SDK's low-level MCP server with the one tool, over `host`; any transport runs it."""
+    import mcp_types as types
+    from mcp.server import Server
+
+    tool_name = host.tool_name
+    # One approval session (ask-once memory) per client connection: the SDK builds a new session
+    # proxy for every request, so the key is a token tied to the connection behind it.
+    client_keys: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
+
+    def approval_session(session: Any) -> Hashable:
+        connection = getattr(session, "_connection", None)  # the SDK's per-client Connection
+        if connection is None:
+            return None
+        try:
+            return client_keys.setdefault(connection, object())
+        except TypeError:  # not weakly referable: one session for the host (stdio: one client)
+            return None
+
+    async def run(
+        arguments: Mapping[str, Any] | None,
+        progress: ProgressCallback | None = None,
+        approve: Approver | None = None,
+        session_key: Hashable = None,
+    ) -> dict[str, Any]:
+        cm = await host.ready()
+        if cm is None:
+            problem = host.problem
+            if problem is None:
+                return error_response("HOST_ERROR", "codemode-gen serve is shutting down",
+                                      "retry the run once the server is back")
             return error_response("CONFIG_ERROR", problem.message, _restart_hint(problem))
         try:
-            return await handle_run(cm, arguments)
+            return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key)
         except UserError as exc:
-            report(exc)
+            host.report(exc)
             return error_response("CONFIG_ERROR", exc.message, exc.hint or "fix the file it names, then retry")
         except Exception as exc:
             log_line(f"tools/call: unexpected {type(exc).__name__}: {exc}")
@@ -225,14 +527,18 @@ async def serve_stdio(
                 "retry the run; if it fails again, report it with the server's stderr log",
             )
 
+    async def initialized(ctx: Any, params: Any) -> None:
+        host.start()  # the client is set up: warm the sandbox pool while it lists tools
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        host.start()  # a 2026-07-28 client sends no notifications/initialized
         session = getattr(ctx, "session", None)
-        if session is not None and not any(s is session for s in listeners):
-            listeners[:] = [session]  # one stdio connection: the latest request's proxy will do
+        if host.announce and session is not None and not any(s is session for s in host.listeners):
+            host.listeners[:] = [session]  # one stdio connection: the latest request's proxy will do
         return types.ListToolsResult(tools=[types.Tool(
             name=tool_name,
             title="Run Code Mode JavaScript",
-            description=describe(),
+            description=host.describe(),
             input_schema=INPUT_SCHEMA,
             output_schema=OUTPUT_SCHEMA,
         )])
@@ -243,7 +549,19 @@ async def serve_stdio(
                 content=[types.TextContent(type="text", text=f"unknown tool {params.name!r}; the only tool is {tool_name}")],
                 is_error=True,
             )
-        response = await run(params.arguments)
+        # A progressToken in the request's _meta asks for progress while the run lasts: the SDK's
+        # report_progress sends notifications/progress with it (on the request's own stream). A
+        # notifications/cancelled for the request cancels this handler, which ends the run.
+        # A call that needs approval is asked of the client's user (elicitation, on this request's
+        # stream); the wait counts within the run's timeoutMs and is told as progress.
+        session = getattr(ctx, "session", None)
+        asked = (getattr(ctx, "meta", None) or {}).get("progress_token") is not None
+        response = await run(
+            params.arguments,
+            session.report_progress if asked and session is not None else None,
+            elicitation_approver(session, getattr(ctx, "request_id", None)),
+            approval_session(session),
+        )
         try:
             text = json.dumps(response, ensure_ascii=False, sort_keys=True)
             try:
@@ -262,17 +580,32 @@ async def serve_stdio(
             structured_content=response,
         )
 
-    async def announce(tasks: list[asyncio.Task[Any]]) -> None:
-        """Tell a client that already listed tools when a background server joins (its
-        declarations are now in the description)."""
-        for next_done in asyncio.as_completed(tasks):
-            try:
-                await next_done
-            except Exception:
-                continue  # the next run that needs it reports why
-            for session in list(listeners):
-                with contextlib.suppress(Exception):
-                    await session.send_tool_list_changed()
+    server: Server[Any] = Server(
+        "codemode-gen",
+        version=__version__,
+        instructions=host.instructions(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    return server
+
+
+async def serve_stdio(
+    config: Path,
+    out: Path | None,
+    *,
+    tool_name: str = DEFAULT_TOOL_NAME,
+    prompt_budget: int = DEFAULT_PROMPT_BUDGET,
+    options: HostOptions = HostOptions(),
+) -> None:
+    """Serve the one tool over stdio until the client disconnects; never exits for a bad config."""
+    from mcp.server import NotificationOptions
+    from mcp.server.stdio import stdio_server
+
+    host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget, options=options, announce=True)
+    host.check()
+    server = build_server(host)
 
     # A client shuts a server down by closing stdin, then SIGTERM after a grace period, then
     # SIGKILL. Each upstream server runs in a session of its own (out of reach of the client's
@@ -290,43 +623,14 @@ async def serve_stdio(
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread / Windows
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            background: list[asyncio.Task[Any]] = []
-            if cm is not None:
-                try:
-                    await stack.enter_async_context(cm)
-                except Exception as exc:  # e.g. the sandbox's worker cannot start: say so, keep serving
-                    cm, problem = None, UserError(
-                        f"cannot start the Code Mode host: {type(exc).__name__}: {exc}",
-                        hint="check that codemode-gen is installed completely (pip install -e .)",
-                    )
-                    print(problem.render(), file=sys.stderr, flush=True)
-            if cm is not None:
-                try:
-                    background = cm.connect_in_background()
-                except UserError as exc:  # unreadable out/: every run says so
-                    report(exc)
-            instructions = (
-                f"Use the {tool_name} tool: write JavaScript that imports @codemode/servers/* modules."
-                if problem is None
-                else f"codemode-gen cannot serve: {problem.message} ({_restart_hint(problem)})."
-            )
-            server: Any = Server(
-                "codemode-gen",
-                version=__version__,
-                instructions=instructions,
-                on_list_tools=list_tools,
-                on_call_tool=call_tool,
-            )
-            announcer = asyncio.ensure_future(announce(background))
-            try:
-                async with stdio_server() as (read, write):
-                    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-                    await server.run(read, write, options)
-            finally:
-                shutting_down = True
-                announcer.cancel()
-                await asyncio.gather(announcer, return_exceptions=True)
+        try:
+            async with stdio_server() as (read, write):
+                init = server.create_initialization_options(NotificationOptions(tools_changed=True))
+                await server.run(read, write, init)
+        finally:
+            shutting_down = True
+            await host.aclose()
     except asyncio.CancelledError:
         if not terminated:
             raise
+

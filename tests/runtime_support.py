@@ -51,8 +51,10 @@ class HostThread:
     """A CodeMode living in a background event loop; `run()` is synchronous."""
 
     def __init__(self, configs: Mapping[str, ServerConfig], out_dir: Path, log_dir: Path,
-                 settings: Settings | None = None) -> None:
-        self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir)
+                 settings: Settings | None = None, *, approve_all: bool = False) -> None:
+        # approve_all: tools whose approval policy asks (runtime/approval.py) are called without
+        # asking; for tests of other things that call such tools (unannotated, destructive).
+        self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir, approve_all=approve_all)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="codemode-host", daemon=True)
         self.thread.start()
@@ -115,9 +117,14 @@ def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> t
     return server.proc, server.base
 
 
-def against_serve(project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str) -> T:
+def against_serve(
+    project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str,
+    message_handler: Any = None,
+) -> T:
     """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
-    in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log."""
+    in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log.
+    `message_handler`: `async (message) -> None`, told of every notification the client receives
+    (the SDK's `Client` option)."""
 
     async def main() -> T:
         import mcp_types as types
@@ -132,7 +139,8 @@ def against_serve(project: Path, body: Callable[[Any], Awaitable[T]], *serve_arg
         )
         with (project / "serve.stderr.log").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,
-                              client_info=types.Implementation(name="test", version="0")) as client:
+                              client_info=types.Implementation(name="test", version="0"),
+                              message_handler=message_handler) as client:
                 return await body(client)
 
     return anyio.run(main)

@@ -278,8 +278,10 @@ def test_diagnostics_have_the_s3_3_3_shape() -> None:
 def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Path) -> None:
     from codemode_gen.cli.serve import serve_command
     from codemode_gen.runtime.prompt import render_prompt
+    from codemode_gen.runtime.serve import HostOptions
 
-    argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000, True, "node_modules/.bin/tsc")
+    argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000,
+                         HostOptions(typecheck=True, tsc="node_modules/.bin/tsc"))
     assert argv[-3:] == ["--typecheck", "--tsc", os.path.abspath("node_modules/.bin/tsc")]
     assert "--typecheck" not in serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000)
     assert "typecheck: true warns of type errors" in render_prompt([])

@@ -530,7 +530,7 @@ def test_slow_server_call_shapes_concurrency_and_cancellation() -> None:
                 {"method": "notifications/cancelled", "params": {"requestId": request_id}}
             )
             counts = (await raw.call("cancelled_count", {}))["structuredContent"]
-            assert counts == {"cancelled": 1, "interrupted": 1}
+            assert counts == {"cancelled": 1, "interrupted": 1, "sleeping": 0}
             assert not abandoned.done()  # a cancelled request is never answered
 
             value = {"nested": [1, "two", None, {"three": 3.5}]}

@@ -1,6 +1,7 @@
-"""`codemode-gen serve`: expose Code Mode to an agent host as an MCP server over stdio.
+"""`codemode-gen serve`: expose Code Mode to an agent host as an MCP server over stdio, or over
+Streamable HTTP with `--http HOST:PORT` (runtime/serve_http.py; docs/deploy.md).
 
-stdout carries the MCP protocol, so nothing else may be printed there while serving. A
+Over stdio, stdout carries the MCP protocol, so nothing else may be printed there. A
 configuration mistake does not stop the server: a client shows our stderr only in a log view
 and takes a server that exits for a flaky connection, so the error goes to stderr *and* into
 the tool's description and every run (runtime/serve.py).
@@ -27,7 +28,16 @@ import click
 
 from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.runtime import limits as limit_defaults
-from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME, MIN_PROMPT_BUDGET
+from codemode_gen.runtime.prompt_defaults import (
+    DEFAULT_PROMPT_BUDGET,
+    DEFAULT_TOOL_NAME,
+    MIN_PROMPT_BUDGET,
+)
+from codemode_gen.runtime.serve import HostOptions
+
+# Option defaults come from runtime/prompt_defaults.py, not runtime/prompt.py, and everything of
+# the runtime is imported where it is used: serve must answer `initialize` about as fast as a
+# plain MCP server, before anything needs the prompt renderer or the sandbox.
 
 # The key the snippets register the server under in each client's config.
 SERVER_KEY = "codemode"
@@ -51,6 +61,17 @@ def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
+def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    from codemode_gen.runtime.serve_http import parse_listen
+
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def self_command() -> list[str]:
     """How to start the codemode-gen that is running now, from any directory and environment.
 
@@ -66,7 +87,7 @@ def self_command() -> list[str]:
 
 
 def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int,
-                  typecheck: bool = False, tsc: str | None = None) -> list[str]:
+                  options: HostOptions | None = None) -> list[str]:
     """The full `serve` command line with absolute paths (options only when not the default)."""
     argv = [*self_command(), "serve", "--config", os.path.abspath(config)]
     if out is not None:
@@ -75,10 +96,17 @@ def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget:
         argv += ["--tool-name", tool_name]
     if prompt_budget != DEFAULT_PROMPT_BUDGET:
         argv += ["--prompt-budget", str(prompt_budget)]
-    if typecheck:
+    options = options or HostOptions()
+    if options.typecheck:
         argv += ["--typecheck"]
-    if tsc is not None:
-        argv += ["--tsc", os.path.abspath(tsc)]
+    if options.tsc is not None:
+        argv += ["--tsc", os.path.abspath(options.tsc)]
+    if options.max_workers is not None:
+        argv += ["--max-workers", str(options.max_workers)]
+    if options.record:
+        argv += ["--record"]
+    if options.approve_all:
+        argv += ["--approve-all"]
     return argv
 
 
@@ -110,11 +138,11 @@ def client_snippet(client: str, argv: list[str]) -> str:
     return json.dumps({"mcpServers": {SERVER_KEY: entry}}, ensure_ascii=False, indent=2) + "\n"
 
 
-def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, typecheck: bool) -> None:
+def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, options: HostOptions) -> None:
     from codemode_gen.runtime.prompt import prompt_size
     from codemode_gen.runtime.serve import load_host, tool_description
 
-    cm, problem = load_host(config, out, typecheck=typecheck)
+    cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all))
     if problem is not None:
         click.echo(problem.render(), err=True)
     text = tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget,
@@ -146,20 +174,63 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.option("--tsc", "tsc", default=None, metavar="PATH",
               help="TypeScript compiler for --typecheck / limits.typecheck (default: node_modules/.bin/tsc "
                    "of the project or a parent folder, else tsc on PATH).")
-def serve(config: Path, out: Path | None, tool_name: str, prompt_budget: int, print_prompt: bool,
-          print_config: str | None, typecheck: bool, tsc: str | None) -> int:
-    """Serve one MCP tool, codemode.run, over stdio (sessions are reused across runs)."""
+@click.option("--max-workers", "max_workers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Maximum sandbox worker processes running at once; more runs queue (default: "
+                   "[sandbox] max_workers in codemode.toml, else two per CPU).")
+@click.option("--record", "record", is_flag=True,
+              help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: "
+                   "redacted, capped per tool, no duplicates); `codemode-gen generate` then types their outputs.")
+@click.option("--approve-all", "approve_all", is_flag=True,
+              help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default "
+                   "tools not marked read-only or non-destructive) without asking the user. Without it such "
+                   "calls are asked through MCP elicitation, and denied when the client cannot be asked.")
+@click.option("--http", "listen", default=None, metavar="HOST:PORT", callback=_check_listen,
+              help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
+                   "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.")
+@click.option("--auth-token", "auth_token", default=None, metavar="TOKEN", envvar="CODEMODE_AUTH_TOKEN",
+              show_envvar=True,
+              help="With --http: require `Authorization: Bearer TOKEN` on every request (prefer the "
+                   "environment variable: a command line is visible to other users).")
+@click.option("--allow-unauthenticated", "allow_unauthenticated", is_flag=True,
+              help="With --http: listen on a non-loopback address without --auth-token (only behind "
+                   "something that authenticates).")
+@click.pass_context
+def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
+          print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
+          max_workers: int | None, record: bool, approve_all: bool, listen: tuple[str, int] | None, auth_token: str | None,
+          allow_unauthenticated: bool) -> int:
+    """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
+    options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
+                          approve_all=approve_all)
+    if listen is None:
+        # The environment variable may be set for other reasons; the option itself is a mistake.
+        if auth_token is not None and ctx.get_parameter_source("auth_token") != click.core.ParameterSource.ENVIRONMENT:
+            raise click.UsageError("--auth-token only applies with --http HOST:PORT")
+        if allow_unauthenticated:
+            raise click.UsageError("--allow-unauthenticated only applies with --http HOST:PORT")
+    elif print_config is not None:
+        raise click.UsageError("--print-config registers a stdio server; for --http, give your client the URL "
+                               "(and the token) instead")
     if print_config is not None:
         if not config.is_file():
             click.echo(f"warning: {os.path.abspath(config)} does not exist yet; serve will report it", err=True)
-        argv = serve_command(config, out, tool_name, prompt_budget, typecheck, tsc)
+        argv = serve_command(config, out, tool_name, prompt_budget, options)
         sys.stdout.write(client_snippet(print_config, argv))
         return 0
     if print_prompt:
-        _print_prompt(config, out, tool_name, prompt_budget, typecheck)
+        _print_prompt(config, out, tool_name, prompt_budget, options)
+        return 0
+    if listen is not None:
+        from codemode_gen.runtime.serve_http import check_exposure, check_token, serve_http
+
+        token = check_token(auth_token)
+        check_exposure(listen[0], token, allow_unauthenticated)  # before anything heavy is imported
+        asyncio.run(serve_http(config, out, listen=listen, auth_token=token,
+                               allow_unauthenticated=allow_unauthenticated, tool_name=tool_name,
+                               prompt_budget=prompt_budget, options=options))
         return 0
     from codemode_gen.runtime.serve import serve_stdio
 
     asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
-                            typecheck=typecheck, tsc=tsc))
+                            options=options))
     return 0

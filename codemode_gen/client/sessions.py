@@ -24,8 +24,14 @@ Why this is not just `mcp.Client`:
   therefore lives in its own long-lived task, started in the `SessionManager`'s task group,
   which enters the transport, runs the dispatcher, and leaves on close. Callers in any task
   only put requests on the dispatcher's streams, so lazy `get()` from one task and
-  `aclose()` from another both work, and cancelling a caller's `call_tool` sends
-  `notifications/cancelled` (the dispatcher's courtesy cancel).
+  `aclose()` from another both work.
+- Cancelling a caller's `call_tool` sends `notifications/cancelled` (the dispatcher's courtesy
+  cancel, written under a shield) and leaves the session usable. The SDK's shield does not stop
+  a second `Task.cancel()`, and a caller is often cancelled again while it cleans up: anyio's
+  cancel scopes (the MCP SDK's server cancels a handler through one when its client sends
+  notifications/cancelled) cancel every await of the task until it leaves the scope, and
+  `asyncio.gather` passes each of those on to its children. So every request is sent from a
+  task of its own (`cancel_once`), which the caller's cancellation cancels exactly once.
 
 A server's stderr (and its `notifications/message` log lines) go to
 `<log_dir>/<server_id>.stderr.log`, never the user's terminal.
@@ -33,6 +39,7 @@ A server's stderr (and its `notifications/message` log lines) go to
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import math
@@ -40,11 +47,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TextIO, cast
+from typing import IO, Any, TextIO, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -62,8 +69,11 @@ __all__ = [
     "ConnectError",
     "McpSession",
     "SessionManager",
+    "cancel_once",
     "default_log_dir",
 ]
+
+T = TypeVar("T")
 
 # Bounds a server that pages tools/list forever (or loops on the same cursor).
 MAX_TOOL_PAGES = 1000
@@ -79,6 +89,10 @@ HTTP_READ_TIMEOUT = 600.0
 # Bounds how long aclose() waits for one connection to shut down (the stdio transport's own
 # escalation stdin-close -> SIGTERM -> SIGKILL takes at most ~6 s).
 CLOSE_TIMEOUT = 15.0
+# Bounds how long a cancelled request's caller waits for its notifications/cancelled to be
+# written (microseconds normally) before it goes on: a server that stopped reading its stdin must
+# not hold up a run's response; the write goes on in the background (the SDK bounds it at 5 s).
+CANCEL_NOTICE_WAIT = 0.25
 
 # JSON-RPC codes the SDK's dispatcher uses for its own outcomes.
 _CONNECTION_CLOSED = -32000
@@ -137,6 +151,31 @@ class CallAuthError(CallError):
     def __init__(self, code: int | None, message: str, data: Any = None, *, status: int) -> None:
         super().__init__(code, message, data)
         self.status = status
+
+
+# Tasks started by `cancel_once` that have not ended: the event loop keeps only weak references,
+# and a caller that stopped waiting no longer holds one.
+_RUNNING: set[asyncio.Future[Any]] = set()
+
+
+async def cancel_once(work: Awaitable[T], *, grace: float) -> T:
+    """Await `work` in a task of its own that the caller's cancellation cancels exactly once.
+
+    A cancelled caller cancels the task, waits at most `grace` seconds for it to wind down (its
+    own cleanup: a notifications/cancelled to write, a worker to kill) and re-raises. Cancelled
+    again meanwhile, as an anyio cancel scope does on every await until the task leaves it, the
+    caller stops waiting at once, but the task is not cancelled a second time, so its cleanup
+    still runs to the end, in the background.
+    """
+    task = asyncio.ensure_future(work)
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait([task], timeout=grace)
+        raise
 
 
 def default_log_dir() -> Path:
@@ -279,6 +318,13 @@ class McpSession:
 
     async def _request(
         self, method: str, params: dict[str, Any] | None, timeout: float | None, *, keep_frame: bool = False
+    ) -> dict[str, Any]:
+        """One request and its result; cancelling the caller (any number of times) abandons it
+        and sends notifications/cancelled once (`cancel_once`)."""
+        return await cancel_once(self._send(method, params, timeout, keep_frame), grace=CANCEL_NOTICE_WAIT)
+
+    async def _send(
+        self, method: str, params: dict[str, Any] | None, timeout: float | None, keep_frame: bool
     ) -> dict[str, Any]:
         from mcp.shared.exceptions import MCPError
 

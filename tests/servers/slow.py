@@ -7,7 +7,8 @@ either: use a lenient/raw client. Requests run concurrently; `notifications/canc
 the request it names. Tools:
 
 - `sleep` {ms}: waits ms milliseconds, returns structured {"slept": ms} (declared outputSchema);
-- `cancelled_count`: {"cancelled": notifications/cancelled seen, "interrupted": sleeps cut short};
+- `cancelled_count`: {"cancelled": notifications/cancelled seen, "interrupted": sleeps cut short,
+  "sleeping": sleeps under way} (a test waits for its calls to be in flight, then cancels them);
 - `echo` {value: any JSON}: structured {"value": value};
 - `total` (inputSchema `{"type": "array", "items": {"type": "number"}}`): the arguments ARE the
   array; structured {"total", "count"};
@@ -68,11 +69,15 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "cancelled_count",
-        "How many notifications/cancelled arrived and how many sleeps they cut short.",
+        "How many notifications/cancelled arrived, how many sleeps they cut short, how many sleep now.",
         _obj({}),
         outputSchema=_obj(
-            {"cancelled": {"type": "integer"}, "interrupted": {"type": "integer"}},
-            ["cancelled", "interrupted"],
+            {
+                "cancelled": {"type": "integer"},
+                "interrupted": {"type": "integer"},
+                "sleeping": {"type": "integer"},
+            },
+            ["cancelled", "interrupted", "sleeping"],
         ),
     ),
     _tool(
@@ -90,7 +95,8 @@ TOOLS: list[dict[str, Any]] = [
         "tick",
         "Count calls (no arguments).",
         {"type": "object"},
-        annotations={"readOnlyHint": False, "idempotentHint": False},
+        # It only counts: not read-only, not destructive (so approval's "auto" lets it through).
+        annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
     ),
     _tool(
         "book_room",
@@ -153,7 +159,7 @@ def failed(message: str) -> dict[str, Any]:
 
 
 def build_server() -> RawServer:
-    counts = {"cancelled": 0, "interrupted": 0, "ticks": 0}
+    counts = {"cancelled": 0, "interrupted": 0, "sleeping": 0, "ticks": 0}
 
     def on_cancelled(request_id: Any) -> None:
         counts["cancelled"] += 1
@@ -177,15 +183,22 @@ def build_server() -> RawServer:
             ms = args.get("ms")
             if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= SLEEP_MAX_MS:
                 return failed(f"sleep: ms must be an integer between 0 and {SLEEP_MAX_MS}")
+            counts["sleeping"] += 1
             try:
                 await asyncio.sleep(ms / 1000)
             except asyncio.CancelledError:
                 counts["interrupted"] += 1
                 raise
+            finally:
+                counts["sleeping"] -= 1
             return structured({"slept": ms})
         if name == "cancelled_count":
             return structured(
-                {"cancelled": counts["cancelled"], "interrupted": counts["interrupted"]}
+                {
+                    "cancelled": counts["cancelled"],
+                    "interrupted": counts["interrupted"],
+                    "sleeping": counts["sleeping"],
+                }
             )
         if name == "echo":
             if "value" not in args:
