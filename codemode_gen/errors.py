@@ -29,3 +29,11 @@ class CheckFailed(UserError):
     """A check that ran and found a problem (`generate --check`, a failed record): exit 1."""
 
     exit_code = 1
+
+
+class CheckIncomplete(UserError):
+    """A check that found no problem but could not look at everything (`record --check` with a
+    server unreachable or a sample call failing): exit 3, so CI neither passes silently nor
+    reports drift that was not seen."""
+
+    exit_code = 3

@@ -240,13 +240,9 @@ def load_fixture_set(server_dir: Path) -> FixtureSet:
     return FixtureSet(config_id, server_json, sorted(tools, key=lambda t: t["name"]), calls, hashes)
 
 
-def load_fixtures(fixtures_dir: Path) -> list[FixtureSet]:
-    """Every recorded server under fixtures_dir, sorted by config id.
-
-    Hidden folders are not servers. A server whose folder is missing while an interrupted
-    record kept its previous version hidden (`.<id>.old-*/<id>`) is an error, not a server
-    silently left out: `record` restores it (`leftover_notes` lists the harmless leftovers).
-    """
+def _require_readable(fixtures_dir: Path) -> None:
+    """The folder exists and no server in it exists only as a hidden copy an interrupted record
+    left (`record` restores that; a reader must not silently take the server for unrecorded)."""
     if not fixtures_dir.is_dir():
         raise UserError(
             f"{fixtures_dir}: fixtures folder not found",
@@ -261,6 +257,38 @@ def load_fixtures(fixtures_dir: Path) -> list[FixtureSet]:
                 hint=f"run `codemode-gen record --server {leftover.name}` (it restores it first),"
                 f" or move {tree} back to {fixtures_dir / leftover.name}",
             )
+
+
+def recorded_server_ids(fixtures_dir: Path) -> list[str]:
+    """The servers recorded under fixtures_dir (folders, hidden ones excepted), sorted."""
+    if not fixtures_dir.is_dir():
+        return []
+    return sorted(c.name for c in fixtures_dir.iterdir() if c.is_dir() and not c.name.startswith("."))
+
+
+def load_recorded(fixtures_dir: Path, config_ids: Iterable[str]) -> dict[str, FixtureSet | None]:
+    """Each named server's recording, or None for one with no folder yet; reads, never writes.
+
+    For `record --check`. A missing fixtures folder is an error (a wrong --fixtures path is a
+    mistake, not every server "not recorded yet"), as is a server that exists only as a hidden
+    copy an interrupted record left; an unreadable recording raises its `UserError`.
+    """
+    _require_readable(fixtures_dir)
+    found: dict[str, FixtureSet | None] = {}
+    for config_id in config_ids:
+        folder = fixtures_dir / config_id
+        found[config_id] = load_fixture_set(folder) if folder.is_dir() else None
+    return found
+
+
+def load_fixtures(fixtures_dir: Path) -> list[FixtureSet]:
+    """Every recorded server under fixtures_dir, sorted by config id.
+
+    Hidden folders are not servers. A server whose folder is missing while an interrupted
+    record kept its previous version hidden (`.<id>.old-*/<id>`) is an error, not a server
+    silently left out: `record` restores it (`leftover_notes` lists the harmless leftovers).
+    """
+    _require_readable(fixtures_dir)
     sets = [
         load_fixture_set(child)
         for child in sorted(fixtures_dir.iterdir())

@@ -67,6 +67,7 @@ __all__ = [
     "merge_calls",
     "probe_input",
     "record_servers",
+    "recordable_tools",
     "shown",
 ]
 
@@ -297,6 +298,57 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, int | None]:
 # --------------------------------------------------------------------------- recording
 
 
+def recordable_tools(listed: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the tools `record` keeps of a tools/list, a warning for each one left out).
+
+    A definition that is not JSON (`json_problem`) is left out. Shared with `record --check`
+    (generator/record_check.py), so the live list it compares is the one `record` would write.
+    """
+    tools: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for tool in listed:
+        problem = json_problem(tool)
+        if problem is None:
+            tools.append(tool)
+        else:
+            name = tool.get("name")
+            label = shown(name) if isinstance(name, str) else "a tool"
+            warnings.append(f"tool {label} left out: its definition is not valid JSON: {problem}")
+    return tools, warnings
+
+
+def recorded_call(
+    args: Any, result: Any, duration_ms: int, redactor: Redactor, max_result_bytes: int
+) -> tuple[dict[str, Any] | None, str | None]:
+    """One calls-file line for a successful call (input and result redacted, the result cut to
+    `max_result_bytes`), and a note: why there is no line, or that the result was cut. Shared
+    by `record` and live recording (`run --record`, `serve --record`): the same format, the same
+    redaction, the same bounds."""
+    problem = json_problem(result)
+    if problem is not None:
+        return None, f"result is not valid JSON: {problem}"
+    kept, cut_from = cap_result(redactor.value(result), max_result_bytes)
+    if kept is None:
+        return None, (
+            f"result of {cut_from:,} bytes cannot be cut below max_result_bytes"
+            f" ({max_result_bytes:,}) and keep its shape"
+        )
+    record: dict[str, Any] = {
+        "input": redactor.value(args),
+        "result": kept,
+        "durationMs": duration_ms,
+        "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if cut_from is None:
+        return record, None
+    kept_bytes = _json_bytes(kept)
+    record["truncated"] = {"originalBytes": cut_from, "keptBytes": kept_bytes}
+    return record, (
+        f"result of {cut_from:,} bytes cut to {kept_bytes:,} (max_result_bytes = {max_result_bytes:,});"
+        " the recorded line is marked \"truncated\""
+    )
+
+
 class _ServerFailed(Exception):
     pass
 
@@ -363,17 +415,8 @@ async def _record_one(
         listed = await session.list_tools()
         for warning in session.warnings:
             outcome.notes.append(warning)
-        tools: list[dict[str, Any]] = []
-        for tool in listed:
-            problem = json_problem(tool)
-            if problem is None:
-                tools.append(tool)
-            else:
-                name = tool.get("name")
-                label = shown(name) if isinstance(name, str) else "a tool"
-                outcome.warnings.append(
-                    f"tool {label} left out: its definition is not valid JSON: {problem}"
-                )
+        tools, left_out = recordable_tools(listed)
+        outcome.warnings.extend(left_out)
         by_name = {t["name"]: t for t in tools}
 
         planned: list[tuple[str, Any, bool]] = []  # (tool, input, is_probe)
@@ -412,34 +455,12 @@ async def _record_one(
                 _call_failed(outcome, tool_name, args, is_probe, str(exc))
                 continue
             duration = round((time.perf_counter() - started) * 1000)
-            problem = json_problem(result)
+            record, problem = recorded_call(args, result, duration, redactor, settings.max_result_bytes)
+            if record is None:
+                _call_failed(outcome, tool_name, args, is_probe, problem or "not recordable", warn=True)
+                continue
             if problem is not None:
-                _call_failed(
-                    outcome, tool_name, args, is_probe, f"result is not valid JSON: {problem}", warn=True
-                )
-                continue
-            kept, cut_from = cap_result(redactor.value(result), settings.max_result_bytes)
-            if kept is None:
-                _call_failed(
-                    outcome, tool_name, args, is_probe,
-                    f"result of {cut_from:,} bytes cannot be cut below max_result_bytes"
-                    f" ({settings.max_result_bytes:,}) and keep its shape", warn=True,
-                )
-                continue
-            record: dict[str, Any] = {
-                "input": redactor.value(args),
-                "result": kept,
-                "durationMs": duration,
-                "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            if cut_from is not None:
-                kept_bytes = _json_bytes(kept)
-                record["truncated"] = {"originalBytes": cut_from, "keptBytes": kept_bytes}
-                outcome.warnings.append(
-                    f"{shown(tool_name)} {shown(_input_key(args))}: result of {cut_from:,} bytes cut"
-                    f" to {kept_bytes:,} (max_result_bytes = {settings.max_result_bytes:,}); the"
-                    " recorded line is marked \"truncated\""
-                )
+                outcome.warnings.append(f"{shown(tool_name)} {shown(_input_key(args))}: {problem}")
             new_calls.setdefault(tool_name, []).append(record)
 
         status(sid, "writing fixtures")

@@ -40,6 +40,26 @@ def test_generate_writes_out_and_reports(
     assert (out / "servers" / "notes.js").is_file() and (out / "codemode.d.ts").is_file()
 
 
+def test_generate_reports_each_tools_output_type_and_samples_for_the_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tomllib
+
+    from codemode_gen.config import parse_sample
+
+    code, stdout, _ = run(["generate", "--fixtures", str(FIXTURES), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    assert "    declared: get_note, tasks.add, tasks.list\n" in stdout
+    assert "    inferred: export-csv (1 sample), render_chart (1 sample), search_notes (3 samples)" in stdout
+    assert "    unknown: flaky_sync\n" in stdout
+    _, _, entries = stdout.partition("4 tool(s) have no output type")
+    samples = tomllib.loads(entries.split("\n", 1)[1])["samples"]  # pasteable into codemode.toml
+    assert [(s["server"], s["tool"]) for s in samples] == [
+        ("notes", "flaky_sync"), ("Weird_Server", "a-b"), ("Weird_Server", "a.b"), ("Weird_Server", "ünïcödé tool")]
+    for i, item in enumerate(samples):
+        parse_sample(item, f"samples[{i}]")
+
+
 def test_same_fixtures_same_bytes_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     assert run(["generate", "--fixtures", str(FIXTURES), "--out", str(a)], capsys)[0] == 0

@@ -68,6 +68,7 @@ def generate(
     from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
     from codemode_gen.generator.fixtures import leftover_notes, load_fixtures
+    from codemode_gen.generator.sample_hint import sample_entry
 
     settings = project_settings(config, settings_path)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
@@ -118,15 +119,38 @@ def generate(
     )
     for rel in removed:
         click.echo(f"  removed stale {rel}")
+    unknown: list[str] = []
     for server in servers:
-        counts = {"declared": 0, "inferred": 0, "none": 0}
+        by_source: dict[str, list[str]] = {"declared": [], "inferred": [], "none": []}
         for tool in server["tools"]:
-            counts[tool["output"]["source"]] += 1
+            output = tool["output"]
+            name = tool["toolName"]
+            if output["source"] == "inferred":
+                samples = output.get("samples", 0)
+                name += f" ({samples} sample{'' if samples == 1 else 's'})"
+            by_source[output["source"]].append(name)
+            if output["source"] == "none":
+                unknown.append(sample_entry(
+                    server.get("configId", server["serverId"]), tool["toolName"],
+                    tool.get("inputSchema"), tool.get("annotations"),
+                ))
         click.echo(
             f"  {server['serverId']}: {len(server['tools'])} tools; output types: "
-            f"{counts['declared']} declared, {counts['inferred']} inferred, {counts['none']} unknown"
+            f"{len(by_source['declared'])} declared, {len(by_source['inferred'])} inferred, "
+            f"{len(by_source['none'])} unknown"
         )
+        for source, label in (("declared", "declared"), ("inferred", "inferred"), ("none", "unknown")):
+            if by_source[source]:
+                click.echo(f"    {label}: {', '.join(by_source[source])}")
     if outputs.report:
         click.echo("warnings and drift:")
         _echo_report(outputs.report)
+    if unknown:
+        click.echo(
+            f"{len(unknown)} tool(s) have no output type (scripts get Promise<unknown>). One recorded "
+            "call is enough: add these to codemode.toml, fill in real inputs, then run "
+            "`codemode-gen record` and `codemode-gen generate` (or run scripts with `--record`):"
+        )
+        click.echo("")
+        click.echo("\n\n".join(unknown))
     return 0

@@ -5,13 +5,20 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from codemode_gen.cli.options import config_option
-from codemode_gen.errors import CheckFailed, UserError
+from codemode_gen.errors import CheckFailed, CheckIncomplete, UserError
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from codemode_gen.config import ServerConfig, Settings
+
+# Last status lines of `record --check` (drift.CheckStatus, spelled with spaces): drawn at once.
+_CHECK_VERDICTS = ("up to date", "drift", "incomplete", "unreachable", "not recorded")
 # Redraws of the live status block are skipped if they come faster than this (seconds):
 # bounds terminal churn when a server answers hundreds of probe calls quickly.
 _MIN_REDRAW_INTERVAL = 0.05
@@ -40,7 +47,7 @@ class _Progress:
         import time
 
         now = time.monotonic()
-        final = first.startswith(("recorded", "failed"))
+        final = first.startswith(("recorded", "failed", *_CHECK_VERDICTS))
         if not final and now - self.last_draw < _MIN_REDRAW_INTERVAL:
             return
         self.last_draw = now
@@ -70,13 +77,17 @@ class _Progress:
 @click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
               help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
 @click.option("--server", "servers", multiple=True, metavar="ID",
-              help="Record only this server (repeatable). Default: every configured server.")
+              help="Record (or --check) only this server (repeatable). Default: every configured server.")
 @click.option("--samples", "samples_path", type=click.Path(path_type=Path), default=None,
               help='Sample calls: a JSON list or JSONL of {"server", "tool", "input"}.')
 @click.option("--no-probe", is_flag=True,
               help="Do not call readOnlyHint tools without required arguments automatically.")
 @click.option("--max-samples", type=click.IntRange(min=1), default=None,
               help="Recorded calls kept per tool [default: codemode.toml `max_samples`, else 20].")
+@click.option("--check", is_flag=True,
+              help="Write nothing: compare the live servers with fixtures/ (tools, schemas, "
+                   "descriptions, result shapes of read-only samples). Exit 0 match, 1 drift, "
+                   "3 could not check (unreachable, failed call), 2 configuration error.")
 def record(
     config: Path,
     fixtures_dir: Path | None,
@@ -84,8 +95,23 @@ def record(
     samples_path: Path | None,
     no_probe: bool,
     max_samples: int | None,
+    check: bool,
 ) -> None:
-    """Connect to MCP servers and record their tools and sample calls into fixtures/."""
+    """Connect to MCP servers and record their tools and sample calls into fixtures/.
+
+    With --check, nothing is written: each server is compared with its recording (tools added
+    or removed; descriptions, titles, annotations, input and output schemas changed; the result
+    shapes of recorded samples of readOnlyHint tools, called again) and a report is printed.
+    A configured server without fixtures is drift ("not recorded yet"); an unreachable server
+    or a failed sample call is not drift but "could not check".
+
+    \b
+    Exit status with --check:
+      0  every server matches its fixtures
+      1  drift in at least one server (whatever else happened)
+      2  configuration error (.mcp.json, codemode.toml, --server, fixtures folder)
+      3  no drift seen, but a server was unreachable or a sample call failed
+    """
     import anyio
 
     from codemode_gen.config import load_config, project_settings
@@ -102,6 +128,19 @@ def record(
                 hint=f"configured servers: {', '.join(configs)}",
             )
     selected = {sid: cfg for sid, cfg in configs.items() if not servers or sid in servers}
+    target = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
+
+    if check:
+        given = [name for name, value in (
+            ("--samples", samples_path), ("--no-probe", no_probe or None), ("--max-samples", max_samples)
+        ) if value is not None]
+        if given:
+            raise UserError(
+                f"--check calls no new samples and writes nothing: it takes no {', '.join(given)}",
+                hint="drop those options, or run `codemode-gen record` without --check to record",
+            )
+        _check(config, configs, selected, settings, target, all_servers=not servers)
+        return
 
     samples = list(settings.samples)
     if samples_path is not None:
@@ -114,7 +153,6 @@ def record(
                 hint=f"configured servers: {', '.join(configs)}",
             )
 
-    target = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
     stderr = sys.stderr
     progress = _Progress(list(selected), stderr, live=stderr.isatty())
 
@@ -158,6 +196,62 @@ def record(
             f"{len(failed)} of {len(outcomes)} servers failed: {names}",
             hint="see the reasons above; servers that succeeded were written, failed ones kept their old fixtures",
         )
+
+
+def _check(
+    config: Path,
+    configs: Mapping[str, ServerConfig],
+    selected: Mapping[str, ServerConfig],
+    settings: Settings,
+    target: Path,
+    *,
+    all_servers: bool,
+) -> None:
+    """`record --check`: the report on stdout, the verdict as the exit status (see `record`)."""
+    import anyio
+
+    from codemode_gen.generator.drift import ServerCheck, exit_status, render_report
+    from codemode_gen.generator.fixtures import load_recorded, recorded_server_ids
+    from codemode_gen.generator.record_check import check_servers
+
+    recorded = load_recorded(target, selected)  # before connecting: unreadable fixtures are exit 2
+    stderr = sys.stderr
+    progress = _Progress(list(selected), stderr, live=stderr.isatty())
+
+    async def go() -> list[ServerCheck]:
+        return await check_servers(selected, settings, recorded, status=progress)
+
+    checks = anyio.run(go)
+    progress.finish()
+
+    out = sys.stdout
+    out.write(f"checked {_n(len(checks), 'server')} against {target}/ (nothing written):\n")
+    for line in render_report(checks, target):
+        out.write(f"{line}\n")
+    if all_servers:
+        for sid in recorded_server_ids(target):
+            if sid not in configs:
+                out.write(f"note: {target / sid}/ is recorded but not configured in {config}; not checked\n")
+    out.flush()
+    status = exit_status(checks)
+    drifted = sorted(c.server_id for c in checks if c.status in ("drift", "not-recorded"))
+    unchecked = sorted(c.server_id for c in checks if c.status in ("unreachable", "incomplete"))
+    also = f"; could not check {', '.join(unchecked)}" if unchecked else ""
+    if status == 1:
+        raise CheckFailed(
+            f"drift in {len(drifted)} of {_n(len(checks), 'server')}: {', '.join(drifted)}{also}",
+            hint="if the change is expected, record again (`codemode-gen record"
+            f" {' '.join(f'--server {sid}' for sid in drifted)}`), review the diff of {target}/,"
+            " run `codemode-gen generate` and commit both",
+        )
+    if status == 3:
+        raise CheckIncomplete(
+            f"no drift seen, but {len(unchecked)} of {_n(len(checks), 'server')} could not be"
+            f" checked (completely): {', '.join(unchecked)}",
+            hint="an unreachable server or a failed sample call is not drift; see the reasons"
+            " above, fix the connection and run the check again",
+        )
+    out.write(f"no drift: the {_n(len(checks), 'server')} checked match {target}/\n")
 
 
 def _n(count: int, noun: str) -> str:
