@@ -9,7 +9,8 @@ with the same `render_prompt` that `serve` uses, then prints, per catalog:
 - tools/list: the raw tool definitions as compact JSON (what a client would put in context
   without Code Mode), in bytes and approximate tokens (4 bytes a token);
 - prompt: the whole `codemode.run` description (rules + declarations), its tier, and its ratio
-  to tools/list;
+  to tools/list; with the approval tags serve adds under the default policy ("auto": tools that
+  are neither read-only nor non-destructive are tagged `@approval`, runtime/approval.py);
 - .d.ts: the committed per-server declarations (out/servers/*.d.ts) and their ratio.
 
 Catalogs: the demo (fixtures/), 16 real servers recorded in tests/data/catalogs (166 tools), a
@@ -32,6 +33,7 @@ sys.path.insert(0, str(REPO))  # tests/ as the namespace package `tests`
 
 from codemode_gen.generator.build import build_outputs  # noqa: E402
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
+from codemode_gen.runtime.approval import policy_from_annotations  # noqa: E402
 from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, render_prompt  # noqa: E402
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
@@ -65,12 +67,20 @@ def tier_of(prompt: str) -> str:
     return "servers only"
 
 
+def default_approvals(servers: Sequence[Any]) -> dict[str, dict[str, str]]:
+    """What `serve` passes for a project without approval settings ("auto" everywhere)."""
+    return {
+        s["serverId"]: {t["toolName"]: p for t in s["tools"] if (p := policy_from_annotations(t.get("annotations"))) != "allow"}
+        for s in servers
+    }
+
+
 def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any]:
     started = time.perf_counter()
     outputs = build_outputs(sets)
     build_s = time.perf_counter() - started
     raw = sum(tools_list_bytes(s.tools) for s in sets)
-    prompt = render_prompt(outputs.manifest["servers"], budget=budget)
+    prompt = render_prompt(outputs.manifest["servers"], budget=budget, approvals=default_approvals(outputs.manifest["servers"]))
     dts = sum(
         len(text.encode()) for path, text in outputs.files.items()
         if path.startswith("servers/") and path.endswith(".d.ts")

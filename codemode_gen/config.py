@@ -30,6 +30,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     max_result_bytes = 262144              # largest result `record` keeps per call (cut beyond)
     redact = ["sk-[A-Za-z0-9]+"]           # extra regexes redacted from fixtures
     unbox = false                          # default of [servers.<id>] unbox
+    approval = "auto"                      # default approval policy of every tool (see below)
     [limits]                               # default run limits (spec §3.2.4)
     timeoutMs = 30000
     typecheck = false                      # true: type errors come back as warnings first
@@ -39,10 +40,19 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     call_timeout = 60                      # seconds per tools/call
     blocklist = ["delete_everything"]      # tools hidden from Code Mode
     unbox = true                           # boxed results ({result: …}) return the inner value
+    approval = "ask"                       # this server's default approval policy, or a table:
+    [servers.notes.approval]               #   per tool, "*" = the server's default
+    "*" = "auto"
+    delete_note = "ask-once"
     [[samples]]                            # calls `record` makes (besides auto-probes)
     server = "notes"
     tool = "search_notes"
     input = { query = "milk" }
+
+Approval policies (runtime/approval.py, issue 12) are "auto" (from the tool's MCP annotations:
+read-only or `destructiveHint: false` → allow, anything else → ask), "allow", "ask", "ask-once"
+(a yes holds for the rest of the session) or "deny". A per-tool "deny" joins the server's
+blocklist here, so the tool is hidden everywhere (modules, declarations, discovery, record).
 
 docs/config.md is the user-facing version of this text.
 """
@@ -58,7 +68,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from codemode_gen.errors import UserError
 from codemode_gen.jsonio import json_type, read_json
@@ -96,6 +106,12 @@ MAX_TIMEOUT_SECONDS = 3600.0
 
 Transport = Literal["stdio", "http", "sse"]
 UnwrapMode = Literal["spec", "json"]
+# The values of `approval` (runtime/approval.py): "auto" takes the policy from the tool's MCP
+# annotations, the others are the policy itself.
+ApprovalSetting = Literal["auto", "allow", "ask", "ask-once", "deny"]
+APPROVAL_SETTINGS: tuple[str, ...] = get_args(ApprovalSetting)
+# The key of a server's default inside its [servers.<id>.approval] table.
+APPROVAL_DEFAULT_KEY = "*"
 
 _TRANSPORT_ALIASES: dict[str, Transport] = {
     "stdio": "stdio",
@@ -135,6 +151,11 @@ class ServerConfig:
     unwrap: UnwrapMode = "spec"
     blocklist: tuple[str, ...] = ()
     unbox: bool = False  # boxed results (x-dedalus-box, FastMCP's wrapping) return the inner value
+    # Approval policy per tool name (runtime/approval.py), and the server's default for the other
+    # tools; None: the project default (load_config always folds it in; hand-built configs may
+    # leave it to the host's `Settings.approval`).
+    approval: Mapping[str, ApprovalSetting] = field(default_factory=_frozen)
+    approval_default: ApprovalSetting | None = None
 
     def secrets(self) -> dict[str, str]:
         """Values that must never reach a fixture: every env var and header (name -> value)."""
@@ -155,6 +176,8 @@ class ServerSettings:
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     blocklist: tuple[str, ...] = ()
     unbox: bool | None = None  # None: the project default (`unbox` at the top of codemode.toml)
+    approval: Mapping[str, ApprovalSetting] = field(default_factory=_frozen)  # per tool
+    approval_default: ApprovalSetting | None = None  # None: the project default (`approval`)
 
 
 @dataclass(frozen=True)
@@ -180,6 +203,8 @@ class Settings:
     servers: Mapping[str, ServerSettings] = field(default_factory=_frozen)
     path: Path | None = None  # the codemode.toml these came from, for messages; None = defaults
     unbox: bool = False  # project default of `[servers.<id>] unbox`
+    max_workers: int | None = None  # [sandbox] max_workers: runs at once; None = two per CPU
+    approval: ApprovalSetting = "auto"  # project default of every tool's approval policy
 
     def unbox_for(self, server_id: str) -> bool:
         """Whether boxed results of this server are unboxed: its own setting, else the default."""
@@ -295,6 +320,26 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
             hint="unbox = true returns boxed results ({result: …}) as their inner value for every server",
         )
 
+    approval = data.get("approval", "auto")
+    if approval not in APPROVAL_SETTINGS:
+        raise UserError(
+            f"{where('approval')} must be one of {_choices()}, got {_show(approval)}",
+            hint='"auto" (the default) allows read-only tools and asks before the others; see docs/config.md',
+        )
+
+    sandbox_raw = data.get("sandbox", {})
+    if not isinstance(sandbox_raw, dict):
+        raise UserError(f"{where('sandbox')} must be a table ([sandbox]), got {_show(sandbox_raw)}")
+    unknown = sorted(set(sandbox_raw) - {"max_workers"})
+    if unknown:
+        raise UserError(f"{where('sandbox')}: unknown key {unknown[0]!r}", hint="[sandbox] takes max_workers")
+    max_workers = sandbox_raw.get("max_workers")
+    if max_workers is not None and (not _is_int(max_workers) or max_workers < 1):
+        raise UserError(
+            f"{where('sandbox.max_workers')} must be a positive integer, got {_show(max_workers)}",
+            hint="the most sandbox worker processes running scripts at once, e.g. max_workers = 4",
+        )
+
     samples_raw = data.get("samples", [])
     if not isinstance(samples_raw, list):
         raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {_show(samples_raw)}")
@@ -313,6 +358,8 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         servers=_frozen(servers),
         path=path,
         unbox=unbox,
+        max_workers=max_workers,
+        approval=approval,
     )
 
 
@@ -346,13 +393,54 @@ def _parse_server_settings(where: str, table: Any) -> ServerSettings:
             f"{where}.unbox must be true or false, got {_show(unbox)}",
             hint="true returns boxed results ({result: …}) as their inner value; false (default) as sent (spec §5.3.2)",
         )
+    approval, approval_default = _parse_approval(f"{where}.approval", table.get("approval"))
+    # A denied tool is a blocklisted one: hidden from modules, declarations, discovery, record.
+    denied = [tool for tool, setting in approval.items() if setting == "deny" and tool not in blocklist]
     return ServerSettings(
         unwrap=unwrap,
         connect_timeout=timeouts["connect_timeout"],
         call_timeout=timeouts["call_timeout"],
-        blocklist=tuple(blocklist),
+        blocklist=(*blocklist, *denied),
         unbox=unbox,
+        approval=_frozen(approval),
+        approval_default=approval_default,
     )
+
+
+def _parse_approval(where: str, value: Any) -> tuple[dict[str, Any], Any]:
+    """`approval = "ask"` (the server's default) or a table of tool name → setting, in which
+    "*" is the server's default; returns (per tool, default or None)."""
+    example = f'[{where.rsplit(": ", 1)[-1]}] delete_note = "ask"'
+    if value is None:
+        return {}, None
+    if isinstance(value, str):
+        if value not in APPROVAL_SETTINGS:
+            raise UserError(
+                f"{where} must be one of {_choices()} (or a table of tool names), got {_show(value)}",
+                hint=f'a string sets the default of every tool of this server; per tool write {example}',
+            )
+        return {}, value
+    if not isinstance(value, dict):
+        raise UserError(
+            f"{where} must be a string ({_choices()}) or a table of tool names, got {_show(value)}",
+            hint=f"for example {example}",
+        )
+    per_tool: dict[str, Any] = {}
+    for tool, setting in value.items():
+        if not tool:
+            raise UserError(f"{where} has an empty tool name", hint=f"for example {example}")
+        if not isinstance(setting, str) or setting not in APPROVAL_SETTINGS:
+            raise UserError(
+                f"{where}.{tool} must be one of {_choices()}, got {_show(setting)}",
+                hint='"ask" asks before every call, "ask-once" once per session, "allow" never, "deny" hides the tool',
+            )
+        per_tool[tool] = setting
+    default = per_tool.pop(APPROVAL_DEFAULT_KEY, None)
+    return per_tool, default
+
+
+def _choices() -> str:
+    return ", ".join(f'"{v}"' for v in APPROVAL_SETTINGS)
 
 
 def parse_sample(item: Any, where: str) -> Sample:
@@ -569,6 +657,8 @@ def _parse_server(
         unwrap=per.unwrap,
         blocklist=per.blocklist,
         unbox=settings.unbox_for(sid),
+        approval=per.approval,
+        approval_default=per.approval_default if per.approval_default is not None else settings.approval,
     )
 
 

@@ -10,8 +10,25 @@ outputSchema boxes its value (x-dedalus-box, FastMCP's wrapping) returns the box
 taken after the §5.3.2 rules; a result without that field goes to the script unchanged, with one
 UNBOX_MISMATCH warning per tool and run.
 
+Approval (issue 12, runtime/approval.py): after the input is valid and before anything is
+sent, the host's `ApprovalGate` decides whether the call may go out (its policy from
+codemode.toml and the tool's annotations; asking a person when it says so, the wait counted
+within the run's timeoutMs, a progress note meanwhile). A call it denies is never sent: the
+script gets a ToolCallError with code APPROVAL_DENIED and goes on (§10). Every call that reached
+the gate has its decision in its trace entry (`"approval"`: allowed, approved,
+approved-for-session, denied), beside §3.3.2's fields; calls refused earlier (unknown tool,
+invalid input) have none.
+
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
-(§3.3.2): traces end up in logs and transcripts where tool data must not leak.
+(§3.3.2): traces end up in logs and transcripts where tool data must not leak. Each finished
+call is also told to `on_call_done` (the run's progress reporter, runtime/progress.py), by the
+same sanitised names.
+
+A run ends by `serve`: the sandbox's run and then `aclose` (cancel the calls still in flight,
+§7.4) in a task of their own, which a cancelled caller cancels exactly once
+(`sessions.cancel_once`), so the worker is killed and every call in flight gets its
+notifications/cancelled upstream even when the caller is cancelled again and again, as the MCP
+SDK's server does through an anyio cancel scope when its client cancels the codemode.run request.
 
 Everything here is untrusted from both sides. Script-chosen names are sanitised and cut before
 they enter the trace or a message (`response.safe_name`); the trace keeps MAX_TRACE_ENTRIES
@@ -27,9 +44,10 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import logging
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any, Protocol, TypeVar
 
 from codemode_gen.client.sessions import (
     AuthError,
@@ -37,11 +55,19 @@ from codemode_gen.client.sessions import (
     CallError,
     CallTimeout,
     ConnectError,
+    cancel_once,
 )
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import Box, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
+from codemode_gen.runtime.approval import (
+    DENIED_CODE,
+    ApprovalGate,
+    ApprovalRequest,
+    Approver,
+    denial_message,
+)
 from codemode_gen.runtime.catalog import (
     Catalog,
     LiveServer,
@@ -71,6 +97,13 @@ MAX_ERROR_TEXT_CHARS = 2000
 # UNBOX_MISMATCH warnings (one per tool) a run reports at most, so a script calling hundreds of
 # misbehaving tools does not flood its response.
 MAX_BOX_NOTICES = 20
+# Bounds how long a cancelled run's caller waits for the run to wind down (kill the worker, cancel
+# the calls in flight, send their notifications/cancelled: milliseconds) before it goes on; the
+# rest goes on in the background.
+TEARDOWN_WAIT = 2.0
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class CallSession(Protocol):
@@ -130,6 +163,12 @@ class Bridge:
         max_tool_calls: int | None,
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_call_done: Callable[[str, str], None] | None = None,
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], None] | None = None,
+        approval: ApprovalGate | None = None,
+        approve: Approver | None = None,
+        approval_session: Hashable = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.catalog = catalog
         self.connector = connector
@@ -149,6 +188,20 @@ class Bridge:
         # costs two event-loop turns (its lock and ready event) on every call.
         self._sessions: dict[str, CallSession] = {}
         self._closed = False
+        # Told (server id, tool name: sanitised) of every call that finished, whatever its
+        # outcome; never of one cut short by the end of the run. Must not block or raise.
+        self._on_call_done = on_call_done
+        # Told (config id, tool view, the arguments sent, the wire result, ms) of every successful
+        # call, before the script gets its value: the host learns output types and records
+        # calls from it (runtime/learn.py). Must not block; an exception is logged, not raised.
+        self._on_result = on_result
+        # The host's approvals (None: every call is sent, as for a bridge without a host); this
+        # run's own approver, if any, replaces the host's; `approval_session` keys ask-once.
+        self.approval = approval
+        self.approve = approve
+        self.approval_session = approval_session
+        # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
+        self._on_note = on_note
 
     # ------------------------------------------------------------------ entry point
 
@@ -180,16 +233,43 @@ class Bridge:
                 f"tool call limit reached: at most {self.max_tool_calls} tool calls per run (limits.maxToolCalls)",
             )
         started = self._clock()
+        # What the approval gate decided for this call; "pending" while a person is asked.
+        gate: dict[str, str] = {}
         try:
-            reply = await self._call(server_id, tool_name, request)
+            reply = await self._call(server_id, tool_name, request, gate)
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
-            self._record(shown_server, shown_tool, started, "ToolCallError: cancelled when the run ended")
+            if gate.get("approval") == "pending":  # never sent: the run ended before an answer
+                self._record(shown_server, shown_tool, started,
+                             "ToolCallError: the run ended while waiting for approval", approval="denied")
+            else:
+                self._record(shown_server, shown_tool, started, "ToolCallError: cancelled when the run ended",
+                             approval=gate.get("approval"))
             raise
         error = reply.get("error") if not reply.get("ok") else None
-        self._record(shown_server, shown_tool, started, error.get("_summary") if error else None)
+        self._record(shown_server, shown_tool, started, error.get("_summary") if error else None,
+                     approval=gate.get("approval"))
         if error:
             error.pop("_summary", None)
+        if self._on_call_done is not None:
+            try:
+                self._on_call_done(shown_server, shown_tool)
+            except Exception as exc:  # progress is a courtesy: it never fails a call
+                log.debug("on_call_done failed: %s: %s", type(exc).__name__, exc)
         return reply
+
+    async def serve(self, run: Awaitable[T]) -> T:
+        """Await the sandbox's `run` of this bridge's script, then `aclose`, in a task of their
+        own that a cancelled caller cancels exactly once: the teardown (killing the worker,
+        cancelling the calls in flight, their notifications/cancelled) then runs to its end
+        however often the caller is cancelled meanwhile (see `sessions.cancel_once`)."""
+
+        async def whole() -> T:
+            try:
+                return await run
+            finally:
+                await self.aclose()
+
+        return await cancel_once(whole(), grace=TEARDOWN_WAIT)
 
     async def aclose(self) -> None:
         """Cancel calls still running when the run ends (timeout, limit, script finished early)."""
@@ -220,7 +300,9 @@ class Bridge:
 
     # ------------------------------------------------------------------ steps
 
-    def _record(self, server_id: str, tool_name: str, started: float | None, error: str | None) -> None:
+    def _record(
+        self, server_id: str, tool_name: str, started: float | None, error: str | None, *, approval: str | None = None
+    ) -> None:
         if len(self.trace) >= MAX_TRACE_ENTRIES:
             self.trace_dropped += 1
             return
@@ -233,9 +315,13 @@ class Bridge:
         }
         if error is not None:
             entry["error"] = resp.safe_name(error, MAX_TRACE_ERROR_CHARS)
+        if approval is not None:
+            entry["approval"] = approval
         self.trace.append(entry)
 
-    async def _call(self, server_id: str, tool_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def _call(
+        self, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
+    ) -> dict[str, Any]:
         view = self.catalog.servers.get(server_id)
         if view is None or view.config_id is None:
             return self._server_not_found(server_id, view)
@@ -274,7 +360,41 @@ class Bridge:
                 "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=resp.safe_name(tool_name),
                 _summary="ToolCallError: not sent, the run's time ran out",
             )
+        if self.approval is not None:
+            denied = await self._approve(view, config, tool_name, arguments, tool, gate)
+            if denied is not None:
+                return denied
         return await self._dispatch(view, config, tool_name, arguments, tool)
+
+    async def _approve(
+        self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView,
+        gate: dict[str, str],
+    ) -> dict[str, Any] | None:
+        """Consult the approval gate; None when the call may be sent, else the reply that says
+        why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on)."""
+        assert self.approval is not None
+        gate["approval"] = "pending"
+        outcome = await self.approval.decide(
+            server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
+            annotations=tool.annotations, approve=self.approve, session=self.approval_session,
+            deadline=self.deadline, on_wait=self._waiting,
+        )
+        gate["approval"] = outcome.decision
+        if outcome.sent:
+            return None
+        message, hint = denial_message(outcome, view.server_id, config.id, tool_name)
+        return _error(
+            "ToolCallError", message, hint, serverId=view.server_id, toolName=resp.safe_name(tool_name),
+            code=DENIED_CODE, _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})",
+        )
+
+    def _waiting(self, request: ApprovalRequest) -> None:
+        """A person is about to be asked: the run's progress says what it waits for."""
+        if self._on_note is not None:
+            try:
+                self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
+            except Exception as exc:  # progress is a courtesy: it never fails a call
+                log.debug("on_note failed: %s: %s", type(exc).__name__, exc)
 
     async def _ensure_live(self, view: ServerView) -> dict[str, Any] | None:
         """Connect on first use and take this run's snapshot of the live tool list (§8.2)."""
@@ -360,6 +480,7 @@ class Bridge:
             task = asyncio.current_task()
             if task is not None:
                 self._inflight.add(task)
+            sent = time.monotonic()  # not self._clock: the trace's clock counts its own readings
             try:
                 result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
             finally:
@@ -429,6 +550,11 @@ class Bridge:
             unboxed, value = unbox_value(value, tool.box)
             if not unboxed:
                 self._box_mismatch(where, tool.box, value)
+        if self._on_result is not None:
+            try:
+                self._on_result(config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000))
+            except Exception as exc:  # learning and recording never fail a call
+                log.warning("learning from %s failed: %s: %s", where, type(exc).__name__, exc)
         return {"ok": True, "value": value}
 
     def _box_mismatch(self, where: str, box: Box, value: Any) -> None:

@@ -8,6 +8,12 @@ server at most: a server not connected at the start connects at its first call, 
 replaces that server's tools (out/'s) with this live snapshot for the rest of the run, so a call
 is checked against what the server has while discovery still shows out/'s list.
 
+Approval (issue 12, runtime/approval.py) is marked here at runtime, never in out/ (which does not
+depend on the policy): a tool whose policy is "ask", "ask-once" or (a server default) "deny"
+carries `approval` in its discovery definition and a tag in its declaration (`@approval`,
+`@approvalOnce`, `@denied`), so a script can plan such calls; the policy comes from the
+server's config (`tool_policy`) when the view is built.
+
 out/ is the committed, typed view; the live server is the truth. When they disagree the live
 list wins (a tool that is gone fails as ToolNotFoundError; a new tool gets a binding built in
 memory) and the run carries a warning saying which command refreshes out/.
@@ -31,8 +37,10 @@ from codemode_gen.generator.manifest import (
 )
 from codemode_gen.generator.names import assign_export_names, assign_module_paths, unique_name
 from codemode_gen.generator.unwrap import Box, find_box, inner_schema
+from codemode_gen.runtime.approval import tool_policy
 
 __all__ = [
+    "APPROVAL_TAGS",
     "Catalog",
     "LiveServer",
     "ServerView",
@@ -42,13 +50,38 @@ __all__ = [
     "lost_declarations",
     "manifest_views",
     "module_paths_for",
+    "shown_policy",
     "stale_message",
+    "tag_declaration",
     "tools_from_live",
 ]
 
 # Bounds how many tool names a stale-out/ warning lists, so a server that renamed hundreds of
 # tools does not flood the response.
 MAX_NAMES_IN_WARNING = 10
+# The tag a declaration (discovery's, the serve prompt's) carries for a tool whose calls are not
+# simply sent (runtime/approval.py): asked every time, asked once per session, refused.
+APPROVAL_TAGS = {"ask": "@approval", "ask-once": "@approvalOnce", "deny": "@denied"}
+
+
+def shown_policy(config: ServerConfig, tool_name: str, annotations: Any) -> str | None:
+    """A tool's approval policy as discovery shows it: None for "allow" (nothing to say)."""
+    policy = tool_policy(config, tool_name, annotations if isinstance(annotations, Mapping) else None)
+    return None if policy == "allow" else policy
+
+
+def tag_declaration(declaration: str, tag: str) -> str:
+    """`declaration` (a compact one, generator/agent.py) with `tag` in the one-line doc comment
+    of its function, or in a doc comment of its own: `/** Delete a note. @destructive @approval */`.
+    Lines before the doc (a learned-type note, runtime/learn.py) stay where they are."""
+    lines = declaration.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.startswith(("export function ", "function "))), 0)
+    doc = lines[at - 1] if at > 0 else ""
+    if doc.startswith("/**") and doc.endswith("*/"):
+        lines[at - 1] = f"{doc[:-2].rstrip()} {tag} */"
+    else:
+        lines.insert(at, f"/** {tag} */")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -77,6 +110,12 @@ class ToolView:
     # the bridge returns the inner value (the server's `unbox = true`).
     box: Box | None = None
     unboxed: bool = False
+    # Live calls of this session the output type was learned from (runtime/learn.py); 0 when
+    # it comes from the server or from out/.
+    learned_calls: int = 0
+    # The approval policy when calls are not simply sent ("ask", "ask-once", "deny"; None:
+    # "allow"), from the server's config (`shown_policy`); discovery shows it.
+    approval: str | None = None
 
     def definition(self, *, copy_values: bool = True) -> dict[str, Any]:
         """Full ToolDefinition (§4.2.4); discovery trims it by detail level.
@@ -97,7 +136,12 @@ class ToolView:
         if self.box is not None:
             out["boxed"] = {"field": self.box.field, "unboxed": self.unboxed}
         if self.declaration is not None:
-            out["declaration"] = self.declaration
+            tag = APPROVAL_TAGS.get(self.approval or "")
+            out["declaration"] = tag_declaration(self.declaration, tag) if tag else self.declaration
+        if self.approval is not None:
+            out["approval"] = self.approval
+        if self.learned_calls:
+            out["outputSchemaLearned"] = {"liveCalls": self.learned_calls, "scope": "session"}
         return out
 
 
@@ -273,8 +317,12 @@ def tools_from_live(
 def live_tools(
     live: LiveServer, config: ServerConfig, known: Mapping[str, ToolView] | None = None
 ) -> dict[str, ToolView]:
-    """`tools_from_live` over a connected server's snapshot, with its config's blocklist and unbox."""
-    return tools_from_live(live.tools, config.blocklist, known, unbox=config.unbox)
+    """`tools_from_live` over a connected server's snapshot, with its config's blocklist, unbox
+    and approval policies."""
+    views = tools_from_live(live.tools, config.blocklist, known, unbox=config.unbox)
+    for name, view in views.items():
+        view.approval = shown_policy(config, name, view.annotations)
+    return views
 
 
 def lost_declarations(out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> bool:
@@ -353,6 +401,9 @@ def _server_from_manifest(entry: ServerEntry, out_dir: Path, configs: Mapping[st
     blocked = set(config.blocklist) if config is not None else set()
     unbox = config.unbox if config is not None else entry.get("unbox") is True
     tools = {t["toolName"]: _tool_from_manifest(t, unbox) for t in entry["tools"] if t["toolName"] not in blocked}
+    if config is not None:
+        for name, view in tools.items():
+            view.approval = shown_policy(config, name, view.annotations)
     try:
         source: str | None = (out_dir / module_file_of(entry)).read_text(encoding="utf-8")
     except OSError:

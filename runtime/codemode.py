@@ -30,11 +30,13 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -57,17 +59,21 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.runtime import response as resp
+from codemode_gen.runtime.approval import ApprovalGate, Approver
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import (
     Catalog,
     LiveServer,
     ServerView,
+    ToolView,
     manifest_views,
     module_paths_for,
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
+from codemode_gen.runtime.learn import Learner, LiveRecorder, learned_note
 from codemode_gen.runtime.limits import Limits, LimitsError
+from codemode_gen.runtime.progress import ProgressCallback, ProgressReporter
 from codemode_gen.runtime.reconcile import (
     BuiltModule,
     Connections,
@@ -82,9 +88,14 @@ from codemode_gen.runtime.typecheck import TypeChecker, run_diagnostics
 
 __all__ = ["CodeMode"]
 
+log = logging.getLogger(__name__)
+
 # Bounds the in-memory module cache (one entry per distinct live tool list) so a server that
 # keeps changing its tools cannot grow host memory without end.
 MAX_BUILD_CACHE = 64
+# Bounds the run catalogs kept for reuse (one per distinct manifest, named servers and tool-list
+# versions; `_prepare`): scripts naming ever new sets of servers cannot grow host memory.
+MAX_CATALOG_CACHE = 16
 # Connecting servers slower than this at run start is worth an info diagnostic: it explains a
 # script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
@@ -103,8 +114,15 @@ class CodeMode:
         typecheck: bool = False,
         tsc: str | Path | None = None,
         project_dir: Path | None = None,
+        max_workers: int | None = None,
+        record: bool | Path = False,
+        approve: Approver | None = None,
+        approve_all: bool = False,
     ) -> None:
         self.configs = dict(configs)
+        # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
+        # [sandbox] max_workers, else sandbox.default_max_workers() (two per CPU).
+        self.max_workers = max_workers
         self.out_dir = Path(out_dir)
         self.settings = settings if settings is not None else Settings()
         self.log_dir = log_dir
@@ -120,6 +138,8 @@ class CodeMode:
         self._manifest: Manifest | None = None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
+        self._out: _OutViews | None = None  # out/'s views of the manifest last read
+        self._catalogs: OrderedDict[tuple[Any, ...], _Prepared] = OrderedDict()  # by what decides them
         # Type checking (runtime/typecheck.py): `typecheck` is the default of limits.typecheck
         # (serve --typecheck); tsc is looked for from `project_dir` (default: out/'s folder) up.
         self.typecheck = typecheck
@@ -127,6 +147,22 @@ class CodeMode:
         self.project_dir = Path(project_dir) if project_dir is not None else self.out_dir.parent
         self._typechecker: TypeChecker | None = None
         self._typechecks: set[asyncio.Task[Any]] = set()  # checks in flight (and the warm-up)
+        # Live calls teach output types to later runs (runtime/learn.py); with `record` (True:
+        # the settings' fixtures dir, or a folder) they are also written to fixtures/.
+        self._learner = Learner()
+        self._recorder: LiveRecorder | None = None
+        if record is not False:
+            fixtures_dir = self.settings.fixtures_dir if record is True else Path(record)
+            self._recorder = LiveRecorder(fixtures_dir, self.settings, self.configs)
+        self._recording_notes: list[str] = []
+        self._learned_builds: dict[tuple[str, int, int], dict[str, Any]] = {}  # (cid, id(live), version)
+        # Approval of tool calls (runtime/approval.py): `approve` asks a person when a tool's
+        # policy says "ask"/"ask-once" (a run may bring its own); without one such calls are
+        # denied (fail closed) unless `approve_all`. Ask-once accepts last as long as this host.
+        self.approval = ApprovalGate(
+            approve=approve, approve_all=approve_all, project_default=self.settings.approval,
+            redact_patterns=self.settings.redact_patterns,
+        )
 
     @classmethod
     def from_config(
@@ -137,21 +173,39 @@ class CodeMode:
         *,
         typecheck: bool = False,
         tsc: str | Path | None = None,
+        max_workers: int | None = None,
+        record: bool | Path = False,
+        replay: bool = False,
+        fixtures: str | Path | None = None,
+        approve: Approver | None = None,
+        approve_all: bool = False,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
         `out` defaults to the settings' out dir, which is rooted at the config's folder (not the
         caller's working directory: an agent client launches us from anywhere); an explicit
         relative `out` stays relative to the working directory, as a CLI user expects.
+        `replay`: run against the recordings in `fixtures` (default: the settings' fixtures dir)
+        instead of the live servers, none of which is started (runtime/replay.py: tests, CI).
+        `approve` / `approve_all`: approval of tool calls (see `__init__`, runtime/approval.py).
         """
         config_path = Path(config)
         if isinstance(settings, Settings):
             loaded = settings
         else:
             loaded = project_settings(config_path, Path(settings) if settings is not None else None)
-        configs = load_config(config_path, loaded)
+        if replay and record is not False:
+            raise UserError("replay and record exclude each other: replayed calls are recordings already")
+        if replay:
+            from codemode_gen.runtime.replay import ReplayEnviron, replay_configs
+
+            configs = replay_configs(load_config(config_path, loaded, environ=ReplayEnviron()),
+                                     Path(fixtures) if fixtures is not None else loaded.fixtures_dir)
+        else:
+            configs = load_config(config_path, loaded)
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
-                   typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent)
+                   typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
+                   max_workers=max_workers, record=record, approve=approve, approve_all=approve_all)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,7 +215,13 @@ class CodeMode:
             self._sessions = await stack.enter_async_context(
                 SessionManager(self.configs, log_dir=self.log_dir)
             )
-            self._sandbox = await stack.enter_async_context(Sandbox())
+            max_workers = self.max_workers if self.max_workers is not None else self.settings.max_workers
+            sandbox = Sandbox(max_workers=max_workers)
+            stack.push_async_callback(sandbox.aclose)
+            # Workers start in the background: the first run waits for one only if it comes
+            # before they are ready (a server answers its client's initialize meanwhile).
+            await sandbox.start(wait=False)
+            self._sandbox = sandbox
         except BaseException:
             await stack.aclose()
             raise
@@ -180,6 +240,8 @@ class CodeMode:
             task.cancel()
         if background:
             await asyncio.gather(*background, return_exceptions=True)
+        if self._recorder is not None:
+            await self.flush_recording()
         self._connected.clear()
         self._lives.clear()
         await self._close_typechecker()
@@ -217,7 +279,7 @@ class CodeMode:
         after it is; starting early (`serve` does at start-up) makes that the first run. The
         tasks end with the server's LiveServer or its ConnectError.
         """
-        covered = _covered(manifest_views(self._load_manifest(), self.out_dir, self.configs))
+        covered = self._out_views(self._load_manifest()).covered
         return [self._background_task(cid) for cid in self.configs if cid not in covered]
 
     async def wait_background(self, timeout: float | None = None) -> None:
@@ -268,8 +330,39 @@ class CodeMode:
         code: str,
         limits: Mapping[str, Any] | None = None,
         requested_capabilities: Iterable[str] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        approve: Approver | None = None,
+        approval_session: Hashable = None,
     ) -> dict[str, Any]:
-        """Execute one script in a fresh sandbox; always returns a §3.3 response."""
+        """Execute one script in a fresh sandbox; always returns a §3.3 response.
+
+        `progress`, an `async (progress, total, message)` callback (MCP's progress shape), hears
+        from the run while it is under way: when a tool call finishes, and at least every
+        HEARTBEAT_S seconds (runtime/progress.py); one that raises or hangs never affects the run.
+        Cancelling the task that awaits `run` ends the run: the worker is killed and every tool
+        call still in flight is cancelled upstream (notifications/cancelled, §7.4); the sessions
+        stay open for the next run.
+
+        `approve` asks a person about this run's calls that need approval (runtime/approval.py),
+        instead of the host's approver (`serve` passes one per client request); ask-once
+        accepts are remembered per `approval_session` (default: one session for the host).
+        While a person is asked, `progress` hears "waiting for the user's approval of ...".
+        """
+        gate = (approve, approval_session)
+        if progress is None:
+            return await self._run(code, limits, requested_capabilities, None, gate)
+        async with ProgressReporter(progress) as reporter:
+            return await self._run(code, limits, requested_capabilities, reporter, gate)
+
+    async def _run(
+        self,
+        code: str,
+        limits: Mapping[str, Any] | None,
+        requested_capabilities: Iterable[str] | None,
+        reporter: ProgressReporter | None,
+        gate: tuple[Approver | None, Hashable] = (None, None),
+    ) -> dict[str, Any]:
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
         if not isinstance(code, str):
@@ -304,7 +397,8 @@ class CodeMode:
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
         # servers connect; its type errors are warnings and the run goes ahead regardless.
         typecheck = self._start_typecheck(code, run_limits, deadline)
-        catalog = await self.prepare(script, list(requested_capabilities or []), budget_s=deadline - time.monotonic())
+        prepared = await self._prepare(script, list(requested_capabilities or []), deadline - time.monotonic())
+        catalog = prepared.for_run()
         spent_ms = round((time.monotonic() - started) * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:
             catalog.diagnostics.append(resp.diagnostic(
@@ -321,13 +415,18 @@ class CodeMode:
             self.configs,
             max_tool_calls=run_limits.maxToolCalls,
             deadline=deadline,
+            on_call_done=None if reporter is None else reporter.call_done,
+            on_result=self._on_result,
+            approval=self.approval,
+            approve=gate[0],
+            approval_session=gate[1],
+            on_note=None if reporter is None else reporter.note,
         )
-        modules = catalog.modules()
-        modules[DISCOVERY_MODULE] = discovery_module(catalog)
-        try:
-            sandboxed = await self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline)
-        finally:
-            await bridge.aclose()
+        modules = prepared.modules
+        # The bridge closes after the sandbox, both to the end even if this task is cancelled.
+        sandboxed = await bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline))
+        if self._recorder is not None:
+            await self.flush_recording()
         return resp.build_response(
             sandboxed.get("logs", []),
             sandboxed.get("result"),
@@ -346,17 +445,147 @@ class CodeMode:
         run that does not use it. What the run sees is decided by runtime/reconcile.py; this
         does the I/O around it (out/, connections, in-memory builds).
         """
+        return (await self._prepare(code, requested, budget_s)).for_run()
+
+    async def _prepare(self, code: str, requested: list[str], budget_s: float | None) -> _Prepared:
+        """`prepare`, reusing the last catalog built from the same inputs.
+
+        A catalog is a pure function of out/'s manifest, the servers the run names and the
+        snapshot (tool-list version) of every connection (runtime/reconcile.py), so it is built
+        once per distinct set of those and each run gets its own copies of the server views
+        (the bridge rebinds their fields, §8.2). Rebuilding it, and the discovery module with
+        it, was most of a warm run's host time."""
         manifest = self._load_manifest()
-        paths = module_paths_for(manifest, self.configs)
-        views = manifest_views(manifest, self.out_dir, self.configs)
+        out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
-        selection = select_servers(code, requested, self.configs, paths, refresh)
-        connections = await self._connect(selection.wanted, _covered(views), budget_s)
-        plan = reconcile(self.configs, paths, views, selection, connections, out_dir=self.out_dir)
+        selection = select_servers(code, requested, self.configs, out.paths, refresh)
+        connections = await self._connect(selection.wanted, out.covered, budget_s)
+        key = (
+            id(manifest),
+            tuple(requested),
+            tuple(sorted(selection.wanted.items())),
+            tuple(sorted((cid, id(live)) for cid, live in connections.lives.items())),
+            tuple(sorted((cid, f.reason, f.auth) for cid, f in connections.failures.items())),
+            tuple(sorted(connections.pending.items())),
+            self._learner.version,
+        )
+        prepared = self._catalogs.get(key)
+        if prepared is not None:
+            self._catalogs.move_to_end(key)
+            return prepared
+        plan = reconcile(self.configs, out.paths, out.views, selection, connections, out_dir=self.out_dir)
         lives = connections.lives
         built = self._build_in_memory({cid: lives[cid] for cid in plan.build}, plan.build) if plan.build else {}
         rebuilt = self._build_in_memory({cid: lives[cid] for cid in plan.redeclare}, {}) if plan.redeclare else {}
-        return plan.catalog(built, rebuilt)
+        catalog = plan.catalog(built, rebuilt)
+        if self._learner.servers():
+            self._apply_learned(catalog)
+        modules = catalog.modules()
+        modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        # The key holds ids: the entry keeps those objects alive so that no id is reused.
+        prepared = _Prepared((manifest, dict(lives)), catalog, modules)
+        self._catalogs[key] = prepared
+        while len(self._catalogs) > MAX_CATALOG_CACHE:
+            self._catalogs.popitem(last=False)
+        return prepared
+
+    # ------------------------------------------------------------------ learning (runtime/learn.py)
+
+    def _on_result(self, config_id: str, tool: ToolView, arguments: Any, result: dict[str, Any], duration_ms: int) -> None:
+        """Every successful live call (the bridge's hook): a sample for in-session learning,
+        and a line for fixtures/ when recording."""
+        self._learner.observe(config_id, tool, arguments, result)
+        if self._recorder is not None:
+            self._recorder.add(config_id, tool.tool_name, arguments, result, duration_ms)
+
+    async def flush_recording(self) -> None:
+        """Write the calls recorded since the last flush (after each run: never on a call's
+        path; a no-op without `record`)."""
+        if self._recorder is None:
+            return
+        lives = {cid: live for cid, (_, live) in self._lives.items()}
+        notes = await asyncio.to_thread(self._recorder.flush, lives)
+        self._recording_notes.extend(notes)
+        for note in notes:
+            log.info("record: %s", note)
+
+    def take_recording_notes(self) -> list[str]:
+        """What live recording had to say since the last call (written, skipped, failed)."""
+        notes, self._recording_notes = self._recording_notes, []
+        return notes
+
+    def _apply_learned(self, catalog: Catalog) -> None:
+        """Give this run's catalog the output types learned from earlier runs' calls: tools that
+        have none of their own get the type (and declaration) `generate` would infer from the
+        same calls, marked as learned (`ToolView.learned_calls`)."""
+        for config_id in self._learner.servers():
+            view = next((v for v in catalog.servers.values() if v.config_id == config_id), None)
+            cached = self._lives.get(config_id)
+            if view is None or cached is None or view.unavailable is not None:
+                continue
+            samples = self._learner.samples(config_id)
+            entry = self._learned_entry(config_id, view.server_id, cached[1], samples)
+            built = {t.get("toolName"): t for t in entry.get("tools", [])} if entry else {}
+            tools = dict(view.tools)
+            for name, calls in samples.items():
+                tool, learned = tools.get(name), built.get(name)
+                if tool is None or learned is None or not self._learner.wants(tool):
+                    continue
+                output = learned.get("output")
+                if not isinstance(output, Mapping) or output.get("source") != "inferred":
+                    continue
+                declaration = learned.get("declaration")
+                if isinstance(declaration, str) and learned.get("exportName") == tool.export_name:
+                    declaration = f"{learned_note(len(calls))}\n{declaration}"
+                else:
+                    declaration = tool.declaration
+                tools[name] = replace(
+                    tool, output_schema=learned.get("outputSchema"), declaration=declaration, learned_calls=len(calls)
+                )
+            view.tools = tools
+
+    def _learned_entry(
+        self, config_id: str, server_id: str, live: LiveServer, samples: Mapping[str, list[dict[str, Any]]]
+    ) -> dict[str, Any] | None:
+        """The manifest entry `generate` would write for this server with `samples` recorded:
+        its inferred output types and declarations (built in memory, once per learned state)."""
+        key = (config_id, id(live), self._learner.version)
+        entry = self._learned_builds.get(key)
+        if entry is not None:
+            return entry
+        from codemode_gen.generator.build import build_outputs
+        from codemode_gen.generator.fixtures import FixtureSet
+
+        blocked = set(self.configs[config_id].blocklist)
+        tools = [copy.deepcopy(dict(t)) for t in live.tools if t.get("name") not in blocked]
+        fixture_set = FixtureSet(
+            config_id=config_id,
+            server_json=copy.deepcopy(dict(live.server_json)),
+            tools=sorted(tools, key=lambda t: str(t.get("name"))),
+            calls={name: copy.deepcopy(calls) for name, calls in samples.items()},
+        )
+        try:
+            outputs = build_outputs([fixture_set], self._build_settings(), module_paths={config_id: server_id})
+        except UserError as exc:
+            log.info("learning %s: in-memory build failed: %s", config_id, exc.message)
+            return None
+        found = next((dict(e) for e in outputs.manifest["servers"] if e.get("configId") == config_id), None)
+        if len(self._learned_builds) >= MAX_BUILD_CACHE:
+            self._learned_builds.clear()
+        if found is not None:
+            self._learned_builds[key] = found
+        return found
+
+    def _out_views(self, manifest: Manifest | None) -> _OutViews:
+        """out/'s servers (`manifest_views`, which reads every module file) and every configured
+        server's module path, computed once per manifest (the manifest is read again only when
+        its file changes, `_load_manifest`; generate replaces out/ as a whole)."""
+        cached = self._out
+        if cached is not None and cached.manifest is manifest:
+            return cached
+        views = manifest_views(manifest, self.out_dir, self.configs)
+        self._out = _OutViews(manifest, module_paths_for(manifest, self.configs), views, _covered(views))
+        return self._out
 
     async def _connect(self, wanted: Iterable[str], covered: set[str], budget_s: float | None) -> Connections:
         """Connect `wanted` concurrently (waiting at most `budget_s`), take the current snapshot
@@ -538,6 +767,33 @@ class CodeMode:
                 self._builds[pending[cid][0]] = built
                 result[cid] = built
         return result
+
+
+@dataclass(frozen=True)
+class _OutViews:
+    """What out/'s manifest says, for every run until the manifest changes."""
+
+    manifest: Manifest | None
+    paths: dict[str, str]  # configId -> module path (§5.0.1)
+    views: dict[str, ServerView]  # by server id; never changed (reconcile copies them)
+    covered: set[str]  # config ids whose module out/ provides
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One built run catalog and the modules the sandbox gets with it."""
+
+    keep: tuple[Any, ...]  # the objects whose ids key this entry
+    catalog: Catalog  # pristine: runs get copies (`for_run`)
+    modules: dict[str, str]  # specifier -> source: server modules and @codemode/discovery
+
+    def for_run(self) -> Catalog:
+        """A catalog this run may change: the bridge rebinds fields of a server view when the
+        server connects during the run; the tool views themselves are never changed."""
+        return Catalog(
+            servers={sid: replace(view) for sid, view in self.catalog.servers.items()},
+            diagnostics=[dict(d) for d in self.catalog.diagnostics],
+        )
 
 
 def _covered(views: Mapping[str, ServerView]) -> set[str]:

@@ -8,33 +8,39 @@ The declarations are the compact agent rendering (generator/agent.py), degraded 
 the catalog is too big: signatures with notes → signatures alone → tool names per server →
 servers only. §4.4 allows deferring the rest; the prompt then says exactly how to fetch it
 through `@codemode/discovery` in the first run.
+
+Tools whose calls wait for a person's approval (runtime/approval.py: policy "ask", "ask-once")
+are tagged in the declarations (`@approval`, `@approvalOnce`) and one rule says what that means,
+only when some tool has it; a tool the policy denies is left out. This is decided when the
+prompt is rendered, from the host's policy: out/ never depends on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen import SPEC_VERSION
 from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript.compact import cut, first_sentence, one_line
+from codemode_gen.generator.typescript.printer import INDENT
 from codemode_gen.runtime import limits as limit_defaults
+from codemode_gen.runtime.prompt_defaults import (
+    DEFAULT_PROMPT_BUDGET,
+    DEFAULT_TOOL_NAME,
+    MIN_PROMPT_BUDGET,
+)
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode
 
+# The tool name and budget defaults live in a light module the CLI imports for its option
+# defaults (runtime/prompt_defaults.py); re-exported here, where they are used.
 __all__ = [
     "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "MIN_PROMPT_BUDGET", "prompt_size", "render_prompt", "system_prompt",
 ]
 
-# Spec §2 names the one outer tool `codemode.run`; `serve --tool-name` changes it for clients
-# whose model APIs reject dots in tool names.
-DEFAULT_TOOL_NAME = "codemode.run"
-# Characters of the whole description. Claude Code forwards at most 16,384 characters of a tool
-# description and cuts the rest; staying under it means the model sees all of what we send.
-DEFAULT_PROMPT_BUDGET = 16_000
-# The rules alone need about this much; a smaller budget could not say how to call anything.
-MIN_PROMPT_BUDGET = 4_000
 # Server instructions quoted with full signatures (a server's 2 KB of instructions would cost
 # more than its tools); the lower tiers quote the first sentence only.
 MAX_INSTRUCTIONS_CHARS = 240
@@ -47,6 +53,15 @@ MORE_LINE_RESERVE = 200
 _FENCE = "```"
 NAMES_HINT = "Only tool names are listed here"
 MIXED_HINT = "The servers listed by tool name only have no declarations here"
+# The approval tags the prompt shows (runtime/catalog.py's, which discovery's declarations carry
+# too); a "deny" tool is left out instead.
+APPROVAL_TAGS = {"ask": "@approval", "ask-once": "@approvalOnce"}
+# The key a tool entry carries its approval tag under while the prompt is rendered.
+_TAG_KEY = "_approvalTag"
+# A top-level line of a `declare module` block (generator/agent.py `render_server`): a tool's
+# doc comment, its signature, a named type; deeper lines continue the item above.
+_ITEM = re.compile(r"(?:/\*\*|function |type )")
+_FUNCTION = re.compile(r"function ([A-Za-z_$][A-Za-z0-9_$]*)\(")
 
 
 def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: int = DEFAULT_PROMPT_BUDGET) -> str:
@@ -54,14 +69,41 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
     paths = cm.capability_ids()
     json_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths)
     unbox_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unbox and cid in paths)
+    servers = cm.prompt_servers()
     return render_prompt(
-        cm.prompt_servers(),
+        servers,
         tool_name=tool_name,
         budget=budget,
         json_servers=json_servers,
         unbox_servers=unbox_servers,
         host_limits={**dict(cm.settings.limits), **({"typecheck": True} if cm.typecheck else {})},
+        approvals=approval_policies(cm, servers),
     )
+
+
+def approval_policies(cm: CodeMode, servers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """server id → tool name → approval policy of the tools not simply sent ("ask", "ask-once",
+    "deny"), as `cm`'s approval gate decides them; a blocklisted tool out/ still has (generated
+    before the blocklist said so) counts as "deny". A host that approves everything
+    (`approve_all`: serve --approve-all) asks nobody, so only "deny" is left."""
+    approve_all = cm.approval.approve_all
+    out: dict[str, dict[str, str]] = {}
+    for server in servers:
+        config = cm.configs.get(str(server.get("configId")))
+        if config is None:
+            continue
+        blocked = set(config.blocklist)
+        policies: dict[str, str] = {}
+        for tool in _tools(server):
+            name = str(tool.get("toolName"))
+            annotations = tool.get("annotations")
+            policy = "deny" if name in blocked else cm.approval.policy(
+                config, name, annotations if isinstance(annotations, Mapping) else None)
+            if policy == "deny" or (policy != "allow" and not approve_all):
+                policies[name] = policy
+        if policies:
+            out[str(server.get("serverId"))] = policies
+    return out
 
 
 def render_prompt(
@@ -72,17 +114,23 @@ def render_prompt(
     json_servers: Sequence[str] = (),
     unbox_servers: Sequence[str] = (),
     host_limits: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """The description for these servers (out/manifest.json entries), at most `budget` chars.
 
     Pure, so that `--print-prompt`, the tests and bench/prompt.py measure what is served.
     `json_servers` / `unbox_servers`: server ids with `unwrap = "json"` / `unbox = true`, the
     deviations from §5.3.2 the rules must then document (nothing is added without them).
+    `approvals`: server id → tool name → approval policy ("ask", "ask-once": tagged; "deny":
+    left out; others: as is), as `approval_policies` computes them.
     """
     budget = max(budget, MIN_PROMPT_BUDGET)
+    if approvals:
+        servers = [_with_approvals(s, approvals.get(str(s.get("serverId"))) or {}) for s in servers]
     ids = [_counted(s) for s in servers]
     example = _example_call(servers)
-    rules = _rules(tool_name, ids, example, json_servers, unbox_servers, host_limits or {})
+    tags = {str(t[_TAG_KEY]) for s in servers for t in _tools(s) if _TAG_KEY in t}
+    rules = _rules(tool_name, ids, example, json_servers, unbox_servers, host_limits or {}, tags)
     room = budget - len(rules)
     for tier in (_full, _plain):
         text = tier(servers, example)
@@ -146,25 +194,28 @@ def _rules(
     json_servers: Sequence[str],
     unbox_servers: Sequence[str],
     host_limits: Mapping[str, Any],
+    approval_tags: Collection[str] = (),
 ) -> str:
     sid, export, _ = example
     alias = _alias(sid)
     lines = [
         f"Runs a JavaScript or TypeScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
         # Servers and how to discover them come first: some clients cut descriptions short.
-        "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `searchTools("words", { detail: "full" })` ranks tools, each with `declaration` (TypeScript), `inputSchema`, `outputSchema`.',
+        "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `searchTools("words", { detail: "full" })` ranks tools, with `declaration`, `inputSchema`, `outputSchema`.',
         "",
         "Rules",
         f'- `import * as {alias} from "{module_specifier(sid)}"`; `await {alias}.{export}(input)` takes one input object (no parameters: `()`). Top-level await works. Nothing persists between runs.',
-        "- Return data: `globalThis.__codemode_result__ = value` (JSON, else null). console.log/debug/warn/error are captured: log summaries, not dumps.",
+        "- Return data: `globalThis.__codemode_result__ = value` (JSON, else null). console.* output is captured: log summaries, not dumps.",
         "- Results are unwrapped: `structuredContent` if present; else a single text block's string; else (images, audio, several blocks) the MCP result `{content}`, binary as base64.",
-        '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", each with a `hint`): catch it and go on. Only a limit ends a run.',
+        '- Inputs are validated. A failed call throws (SchemaValidationError, ToolCallError, … from "@codemode/errors", with a `hint`): catch it and go on. Only a limit ends a run.',
         "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer pends.",
         "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch/network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
         _limits_line(host_limits),
-        "- `requestedCapabilities`: ids of servers above to connect before the script starts.",
-        "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; script errors (SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE) are diagnostics.",
+        "- `requestedCapabilities`: server ids to connect before the script starts.",
+        "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; script errors are diagnostics.",
     ]
+    if approval_tags:
+        lines.append(_approval_rule(approval_tags))
     if json_servers:
         lines.append(
             "- Deviation: for " + ", ".join(f"`{s}`" for s in json_servers)
@@ -176,6 +227,86 @@ def _rules(
             + " a value the server boxes in a one-field object (`@unboxed <field>` tools) is returned as that field's value."
         )
     return "\n".join(lines) + "\n\n"
+
+
+def _approval_rule(tags: Collection[str]) -> str:
+    """The one rule that explains the approval tags shown (only those)."""
+    ask, once = APPROVAL_TAGS["ask"], APPROVAL_TAGS["ask-once"]
+    if ask not in tags:
+        return f"- `{once}`: a tool's first call per session waits for the user's OK (within timeoutMs): batch them."
+    first = f" (`{once}`: the first per session)" if once in tags else ""
+    return f"- `{ask}` calls wait for the user's OK{first}, within timeoutMs: batch them."
+
+
+# ---------------------------------------------------------------------------------- approvals
+
+
+def _with_approvals(server: Mapping[str, Any], policies: Mapping[str, str]) -> Mapping[str, Any]:
+    """`server` as the prompt shows it under these policies: denied tools left out, asking
+    ones tagged (in its tool list and in its rendered declarations)."""
+    if not policies or not isinstance(server.get("tools"), list):
+        return server
+    tools: list[Any] = []
+    edits: dict[str, str | None] = {}  # export name → its tag, or None: leave the tool out
+    for tool in server["tools"]:
+        policy = policies.get(str(tool.get("toolName"))) if isinstance(tool, Mapping) else None
+        if policy == "deny":
+            edits[str(tool.get("exportName"))] = None
+            continue
+        tag = APPROVAL_TAGS.get(policy or "")
+        if tag is not None:
+            edits[str(tool.get("exportName"))] = tag
+            tool = {**tool, _TAG_KEY: tag}
+        tools.append(tool)
+    if not edits:
+        return server
+    out = {**server, "tools": tools}
+    agent = server.get("agent")
+    if isinstance(agent, Mapping):
+        out["agent"] = {
+            **agent,
+            **{key: _edit_block(agent[key], edits, doc=key == "full")
+               for key in ("full", "plain") if isinstance(agent.get(key), str)},
+        }
+    return out
+
+
+def _edit_block(block: str, edits: Mapping[str, str | None], *, doc: bool) -> str:
+    """A `declare module` block (generator/agent.py) with tools left out (None) or tagged: in
+    the tool's doc comment (`doc`, the "full" block; one is added if it has none), else after
+    its signature (`// @approval`, the "plain" block, which has no comments)."""
+    lines = block.split("\n")
+    if len(lines) < 2:
+        return block
+    items: list[list[str]] = []  # top-level items of the body: [doc,] signature lines / a type
+    for line in lines[1:-1]:
+        top = line.startswith(INDENT) and _ITEM.match(line, len(INDENT)) is not None
+        joins_doc = bool(items) and items[-1][0].lstrip().startswith("/**") and len(items[-1]) == 1
+        if top and not (joins_doc and line.startswith(INDENT + "function ")):
+            items.append([line])
+        elif items:
+            items[-1].append(line)
+        else:
+            items.append([line])
+    body: list[str] = []
+    for item in items:
+        found = next((m for m in (_FUNCTION.match(x, len(INDENT)) for x in item[:2]) if m), None)
+        export = found.group(1) if found is not None else None
+        if export is None or export not in edits:
+            body += item
+            continue
+        tag = edits[export]
+        if tag is None:
+            continue
+        item = list(item)
+        if not doc:
+            item[-1] = f"{item[-1]} // {tag}"
+        elif item[0].lstrip().startswith("/**") and item[0].endswith("*/"):
+            item[0] = f"{item[0][:-2].rstrip()} {tag} */"
+        else:
+            item.insert(0, f"{INDENT}/** {tag} */")
+        body += item
+    return "\n".join([lines[0], *body, lines[-1]])
 
 
 def _counted(server: Mapping[str, Any]) -> str:
@@ -320,7 +451,8 @@ def _server_line(server: Mapping[str, Any], *, with_tools: bool) -> str:
     head = f"- {sid} ({len(tools)} tool{'s' * (len(tools) != 1)})" + (f" — {summary}" if summary else "")
     if not with_tools:
         return head
-    return head + ": " + ", ".join(str(t.get("exportName")) for t in tools)
+    return head + ": " + ", ".join(
+        str(t.get("exportName")) + (f" {t[_TAG_KEY]}" if _TAG_KEY in t else "") for t in tools)
 
 
 def _fetch_hint(what: str, example: tuple[str, str, str], *, search: bool = False) -> str:

@@ -115,3 +115,41 @@ def test_from_config_roots_settings_and_out_at_the_config_folder(tmp_path: Path,
     assert CodeMode.from_config("../project/.mcp.json", out="mine").out_dir == Path("mine")
     (project / "codemode.toml").unlink()
     assert CodeMode.from_config("../project/.mcp.json").out_dir == project / "out"
+
+
+def test_max_workers_from_codemode_toml_and_the_argument(tmp_path: Path) -> None:
+    # [sandbox] max_workers = 1: a second concurrent run queues behind the first and, with a
+    # timeoutMs shorter than the first run, says the host's cap stopped it; the argument wins.
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    (tmp_path / "codemode.toml").write_text("[sandbox]\nmax_workers = 1\n")
+    long = "import { sleep } from '@codemode/servers/slow';\nawait sleep({ms: 1500});\nglobalThis.__codemode_result__ = 'long';"
+
+    async def pair(cm: CodeMode) -> tuple[dict[str, Any], dict[str, Any]]:
+        await cm.run("1;")  # connected and warm
+        async with anyio.create_task_group() as tg:
+            results: dict[str, dict[str, Any]] = {}
+
+            async def first() -> None:
+                results["long"] = await cm.run(long)
+
+            tg.start_soon(first)
+            await anyio.sleep(0.3)
+            results["short"] = await cm.run("globalThis.__codemode_result__ = 1;", limits={"timeoutMs": 400})
+        return results["long"], results["short"]
+
+    async def main() -> list[Any]:
+        out: list[Any] = []
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
+            out.append(await pair(cm))
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out", max_workers=2) as cm:
+            out.append(await pair(cm))
+        return out
+
+    (capped_long, capped_short), (free_long, free_short) = anyio.run(main)
+    assert capped_long["result"] == "long" and free_long["result"] == "long"
+    assert capped_short["result"] is None
+    errors = [d for d in capped_short["diagnostics"] if d["severity"] == "error"]  # (+ built in memory: no out/)
+    assert [d["code"] for d in errors] == ["SANDBOX_LIMIT"]
+    assert "at most 1 scripts at once" in errors[0]["message"]
+    assert free_short["result"] == 1

@@ -338,3 +338,14 @@ def test_settings_errors(tmp_path: Path, text: str, fragment: str) -> None:
     err = user_error(load_settings, path)
     assert fragment in err.message
     assert str(path) in err.message
+
+
+def test_sandbox_max_workers(tmp_path: Path) -> None:
+    toml = tmp_path / "codemode.toml"
+    toml.write_text("[sandbox]\nmax_workers = 3\n", encoding="utf-8")
+    assert load_settings(toml).max_workers == 3
+    for bad, expected in (("max_workers = 0", "positive integer"), ("max_workers = \"4\"", "positive integer"),
+                          ("workers = 4", "unknown key 'workers'")):
+        toml.write_text(f"[sandbox]\n{bad}\n", encoding="utf-8")
+        with pytest.raises(UserError, match=expected):
+            load_settings(toml)

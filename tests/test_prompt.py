@@ -16,6 +16,7 @@ import pytest
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 from codemode_gen.generator.manifest import ServerEntry
+from codemode_gen.runtime.approval import policy_from_annotations
 from codemode_gen.runtime.prompt import (
     DEFAULT_PROMPT_BUDGET,
     MIN_PROMPT_BUDGET,
@@ -189,3 +190,63 @@ def test_no_budget_is_ever_exceeded() -> None:
     for budget in range(MIN_PROMPT_BUDGET, 24_000, 397):
         for servers in catalogs:
             assert len(render_prompt(servers, budget=budget)) <= budget, budget
+
+
+# ---------------------------------------------------------------------------------- approval
+
+
+def default_approvals(servers: Sequence[ServerEntry]) -> dict[str, dict[str, str]]:
+    """What serve passes for a project without approval settings ("auto": from annotations)."""
+    return {s["serverId"]: {t["toolName"]: p for t in s["tools"]
+                            if (p := policy_from_annotations(t.get("annotations"))) != "allow"} for s in servers}
+
+
+def test_demo_prompt_with_the_default_approval_policy_still_fits_half_its_tools_list() -> None:
+    """What serve really serves for the demo: its destructive tools tagged, one rule saying so."""
+    servers, raw = demo()
+    approvals = default_approvals(servers)
+    assert approvals["notes"] == {"delete_note": "ask", "update_note": "ask"}
+    prompt = render_prompt(servers, approvals=approvals)
+    assert len(prompt) <= DEMO_PROMPT_RATIO * raw, (len(prompt), raw)
+    assert prompt.count(" @approval */") == 2 and "@approvalOnce" not in prompt
+    assert "- `@approval` calls wait for the user's OK, within timeoutMs: batch them.\n" in prompt
+    assert "@approval" not in render_prompt(servers)  # nothing asks: no tag, no rule
+
+
+def test_approval_tags_and_denied_tools_at_every_tier() -> None:
+    servers, _ = demo()
+    approvals = {"notes": {"delete_note": "ask", "get_note": "ask-once", "create_note": "deny"}}
+    full = render_prompt(servers, approvals=approvals)
+    plain = render_prompt(servers, approvals=approvals, budget=len(full) - 1)
+    names = render_prompt(servers, approvals=approvals, budget=MIN_PROMPT_BUDGET)  # notes by name only
+    assert "/**" in full and "no descriptions" in plain and "listed by tool name only" in names
+    rule = "- `@approval` calls wait for the user's OK (`@approvalOnce`: the first per session), within timeoutMs"
+    for prompt in (full, plain, names):
+        assert rule in prompt and "create_note" not in prompt, prompt  # a denied tool is left out
+        assert "`notes` (12 tools)" in prompt
+        assert len(prompt) <= len(full)
+    assert "  /** Delete a note permanently. @destructive @idempotent @closedWorld @approval */\n  function delete_note(" in full
+    assert "  /** Fetch one note by id. @readOnly @closedWorld @approvalOnce */\n  function get_note(" in full
+    assert "function delete_note(input: { id: number }): Promise<{ deleted: boolean; id: number; remaining: number }>; // @approval\n" in plain
+    assert "function get_note(input: { id: number }): Promise<Note>; // @approvalOnce\n" in plain
+    assert "delete_note @approval, export_csv, flaky_sync, get_note @approvalOnce, list_notes" in names
+    # only ask-once tools: the rule names only that tag; only denials: no rule at all
+    once = render_prompt(servers, approvals={"notes": {"get_note": "ask-once"}})
+    assert "- `@approvalOnce`: a tool's first call per session waits for the user's OK" in once
+    assert "`@approval`" not in once
+    denied = render_prompt(servers, approvals={"notes": {"create_note": "deny"}})
+    assert "@approval" not in denied and "create_note" not in denied and "function delete_note(" in denied
+
+
+def test_a_tool_without_a_doc_comment_gets_one_for_its_tag() -> None:
+    bare = {"name": "wipe", "inputSchema": {"type": "object"}}
+    servers = build_outputs([FixtureSet("bare", {}, [bare], {})]).manifest["servers"]
+    prompt = render_prompt(servers, approvals={"bare": {"wipe": "ask"}})
+    assert "  /** @approval */\n  function wipe(" in prompt
+
+
+def test_no_budget_is_exceeded_with_approval_tags() -> None:
+    catalogs = [demo()[0], real_catalogs()]
+    for budget in range(MIN_PROMPT_BUDGET, 20_000, 1193):
+        for servers in catalogs:
+            assert len(render_prompt(servers, budget=budget, approvals=default_approvals(servers))) <= budget, budget

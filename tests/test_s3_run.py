@@ -126,7 +126,8 @@ def test_s3_3_response_has_every_field_with_the_right_shapes(host: HostThread) -
         assert set(entry) == {"level", "message", "timeMs"} and isinstance(entry["timeMs"], int)
     assert r["logs"][0]["message"].startswith("n 1 {")
     (call,) = r["toolTrace"]
-    assert set(call) == {"serverId", "toolName", "durationMs", "ok"}
+    # §3.3.2's fields, plus the approval decision (issue 12: extra fields are not excluded).
+    assert set(call) == {"serverId", "toolName", "durationMs", "ok", "approval"} and call["approval"] == "allowed"
     assert call["serverId"] == "slow" and call["toolName"] == "echo" and call["ok"] is True
     assert isinstance(call["durationMs"], int)
 

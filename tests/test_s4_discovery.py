@@ -377,3 +377,28 @@ def test_s4_search_query_and_catalog_normalise_alike() -> None:
     response = run_in_sandbox(code, {"test:discovery": module, MODULE_NAME: module})
     assert_ok(response)
     assert response["result"] == [terms(s) for s in samples]
+
+
+def test_approval_is_in_the_full_definition_and_tags_its_declaration(host: HostThread) -> None:
+    """Issue 12: a tool whose calls wait for approval says so where a script reads declarations
+    (the default "auto" policy asks for the destructive delete_note)."""
+    got = disc(host, "const t = await d.getTool('notes', 'delete_note'); const r = await d.getTool('notes', 'get_note');"
+                     " return [t.approval, t.declaration.split('\\n')[0], 'approval' in r];")
+    assert got == ["ask", "/** Delete a note permanently. @destructive @idempotent @closedWorld @approval */", False]
+
+
+def test_tag_declaration_finds_the_doc_of_the_function() -> None:
+    from codemode_gen.runtime.catalog import ToolView, tag_declaration
+
+    view = ToolView("wipe", "wipe", declaration="/** Wipe. @destructive */\nexport function wipe(): Promise<void>;",
+                    approval="ask-once")
+    definition = view.definition()
+    assert definition["approval"] == "ask-once"
+    assert definition["declaration"] == "/** Wipe. @destructive @approvalOnce */\nexport function wipe(): Promise<void>;"
+    assert view.declaration == "/** Wipe. @destructive */\nexport function wipe(): Promise<void>;"  # out/'s text kept
+    bare = "export function f(): Promise<X>;\ntype X = { a: string };"
+    assert tag_declaration(bare, "@denied") == "/** @denied */\n" + bare
+    learned = "// output type learned from 2 live calls\n/** Get. */\nexport function g(): Promise<X>;"
+    assert tag_declaration(learned, "@approval").split("\n")[:2] == [
+        "// output type learned from 2 live calls", "/** Get. @approval */"]
+    assert "approval" not in ToolView("r", "r").definition()

@@ -27,7 +27,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     write_out(out, [fixture_set("auth", tools)])
     configs = {"auth": ServerConfig(id="auth", transport="http", url=f"{url}/mcp",
                                     headers={"Authorization": f"Bearer {TOKEN}"})}
-    h = HostThread(configs, out, base / "logs")
+    h = HostThread(configs, out, base / "logs", approve_all=True)  # `revoke` is destructive
     yield h
     h.close()
     proc.kill()

@@ -4,20 +4,40 @@ The §3.3 response JSON on stdout is the contract (scripts and CI parse it); `--
 default on a terminal) adds a human rendering of logs and diagnostics on stderr, so stdout
 stays parseable either way. Exit codes: 0 no error diagnostic, 1 the script failed, 2 the
 command itself was used wrongly (bad --limits, missing script or config).
+
+`--record` appends the run's successful live calls to fixtures/ (runtime/learn.py), so the
+next `generate` types their outputs. `--replay` runs the script against the recordings in fixtures/ instead of the live servers
+(runtime/replay.py), so agent scripts can be tested offline and deterministically in CI.
+
+Tool calls whose approval policy says "ask" (runtime/approval.py; by default every tool that is
+not read-only or marked non-destructive) are asked on the terminal when stdin and stderr are
+one: server, tool and redacted arguments on stderr, `y/N` read without stopping the event loop
+(other calls, the run's deadline and progress go on), default No. `--yes` approves every such
+call without asking; without a terminal and without --yes they are denied, and the script gets
+a ToolCallError (code APPROVAL_DENIED) that the response and its toolTrace show.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+
+# Bounds one answer read from the terminal (bytes): a paste of a whole file is not an answer.
+MAX_ANSWER_BYTES = 4096
 
 # Bounds how much of a result the human view prints; the JSON on stdout is always complete.
 PRETTY_RESULT_CHARS = 2000
@@ -50,7 +70,8 @@ def render_pretty(response: dict[str, Any]) -> str:
         lines.append(f"[{entry.get('timeMs', 0):>6} ms] {entry.get('level', 'log'):5} {entry.get('message', '')}")
     for call in response.get("toolTrace", []) or []:
         status = "ok" if call.get("ok") else f"FAILED {call.get('error', '')}"
-        lines.append(f"call {call.get('serverId')}.{call.get('toolName')} {call.get('durationMs')} ms {status}")
+        approval = f" [approval: {call['approval']}]" if call.get("approval") not in (None, "allowed") else ""
+        lines.append(f"call {call.get('serverId')}.{call.get('toolName')} {call.get('durationMs')} ms {status}{approval}")
     for diag in response.get("diagnostics", []):
         where = f" at {diag['path']}" if diag.get("path") else ""
         cls = f" ({diag['errorClass']})" if diag.get("errorClass") else ""
@@ -64,15 +85,117 @@ def render_pretty(response: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stdio_is_terminal() -> bool:
+    """Whether a person can be asked: stdin to read the answer, stderr to show the question."""
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # closed or replaced streams
+        return False
+
+
+def terminal_approver() -> Approver:
+    """An approver asking on this process's terminal: the question on stderr, `y/N` from stdin.
+
+    One question at a time (calls in one Promise.all are asked in turn); input typed before a
+    question is discarded, so a stray "y" cannot approve a call nobody has seen yet. The answer
+    is read by the event loop (a reader on stdin), else by a daemon thread, so the run goes on
+    meanwhile and a run that ends while asking leaves nothing behind that blocks the exit."""
+    lock = asyncio.Lock()
+
+    async def approve(request: ApprovalRequest) -> bool:
+        async with lock:
+            from codemode_gen.runtime.approval import describe_annotations
+
+            once = " (and its later calls in this run)" if request.policy == "ask-once" else ""
+            _discard_typeahead()
+            click.echo(
+                f"\napproval needed: {request.config_id}.{request.tool_name}"
+                f" ({describe_annotations(request.annotations)}; policy \"{request.policy}\")\n"
+                f"  arguments: {request.arguments_text}\n"
+                f"Allow this call{once}? [y/N] ",
+                err=True, nl=False,
+            )
+            try:
+                answer = await _read_answer()
+            except asyncio.CancelledError:
+                click.echo("\n(no answer: the run ended)", err=True)
+                raise
+            accepted = answer.strip().lower() in ("y", "yes")
+            click.echo("approved" if accepted else "denied", err=True)
+            return accepted
+
+    return approve
+
+
+def no_terminal_approver() -> Approver:
+    """The approver when nobody can be asked: every call that needs approval is denied, saying
+    how to approve them."""
+    from codemode_gen.runtime.approval import ApprovalUnavailable
+
+    async def approve(request: ApprovalRequest) -> bool:
+        raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --yes to approve such calls")
+
+    return approve
+
+
+def _discard_typeahead() -> None:
+    with contextlib.suppress(Exception):  # not a terminal, or no termios (Windows)
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+
+async def _read_answer() -> str:
+    """One line from stdin ("" at end of input), without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, MAX_ANSWER_BYTES)
+        except OSError:
+            data = b""
+        if not answer.done():
+            answer.set_result(data.decode("utf-8", "replace"))
+
+    try:
+        loop.add_reader(fd, readable)
+    except (NotImplementedError, ValueError, OSError):  # no reader on this loop: a daemon thread
+        def read() -> None:
+            try:
+                line = sys.stdin.readline(MAX_ANSWER_BYTES)
+            except (OSError, ValueError):
+                line = ""
+            loop.call_soon_threadsafe(lambda: None if answer.done() else answer.set_result(line))
+
+        threading.Thread(target=read, name="codemode-approval", daemon=True).start()
+        return await answer
+    try:
+        return await answer
+    finally:
+        loop.remove_reader(fd)
+
+
 async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any] | None,
-               capabilities: list[str]) -> dict[str, Any]:
+               capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
+               record: bool = False, yes: bool = False) -> dict[str, Any]:
     from codemode_gen.runtime.codemode import CodeMode
 
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
-    async with CodeMode.from_config(config, out=out) as cm:
+    approver = None if yes else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
+    cm = CodeMode.from_config(config, out=out, replay=replay, fixtures=fixtures, record=record,
+                              approve=approver, approve_all=yes)
+    if replay:
+        _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
+    async with cm:
         try:
-            return await cm.run(code, limits=limits, requested_capabilities=capabilities)
+            response = await cm.run(code, limits=limits, requested_capabilities=capabilities)
+            if record:  # written after the run already: say what happened
+                for note in cm.take_recording_notes():
+                    click.echo(f"note: --record: {note}", err=True)
+            return response
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
@@ -85,6 +208,20 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
             ))
 
 
+def _note_unrecorded(server_ids: list[str], fixtures_dir: Path) -> None:
+    """One stderr line naming the configured servers `--replay` has no recording of: they are
+    unavailable to the script (a call throws), and none of them is started."""
+    from codemode_gen.runtime.replay import has_recording
+
+    missing = [sid for sid in server_ids if not has_recording(fixtures_dir, sid)]
+    if missing:
+        click.echo(
+            f"note: --replay: no recording of {', '.join(missing)} in {fixtures_dir}; unavailable in this run"
+            f" (record with `codemode-gen record --server {missing[0]}`)",
+            err=True,
+        )
+
+
 @click.command(name="run")
 @config_option
 @out_option
@@ -94,13 +231,29 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
               help="Server to connect before the script starts (requestedCapabilities); repeatable.")
 @click.option("--pretty/--no-pretty", default=None,
               help="Also render logs and diagnostics for people on stderr (default: on a TTY).")
+@click.option("--replay", is_flag=True,
+              help="Answer tool calls from the recordings in fixtures/ instead of the live servers (none is started).")
+@click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
+              help="With --replay: the recordings [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
+@click.option("--record", is_flag=True,
+              help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: redacted, "
+              "capped per tool, no duplicates); `codemode-gen generate` then types their outputs.")
+@click.option("--yes", "-y", "yes", is_flag=True,
+              help="Approve every tool call whose approval policy asks (codemode.toml `approval`), without asking. "
+              "Without it such calls are asked on the terminal, or denied when there is none.")
 @click.argument("script")
 def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[str, ...],
-        pretty: bool | None, script: str) -> int:
+        pretty: bool | None, replay: bool, fixtures_dir: Path | None, record: bool, yes: bool, script: str) -> int:
     """Run SCRIPT (a .js or .ts file, or - for stdin) in a fresh sandbox; print the response JSON."""
+    if fixtures_dir is not None and not replay:
+        raise UserError("--fixtures only applies with --replay", hint="add --replay to run against the recordings")
+    if record and replay:
+        raise UserError("--record and --replay exclude each other: replayed calls are recordings already",
+                        hint="drop --replay to record live calls, or --record to replay")
     parsed = parse_limits(limits)
     code = read_script(script)
-    response = asyncio.run(_run(config, out, code, parsed, list(capabilities)))
+    response = asyncio.run(_run(config, out, code, parsed, list(capabilities), replay=replay, fixtures=fixtures_dir,
+                                record=record, yes=yes))
     from codemode_gen.runtime.response import utf8_safe_json
 
     # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.

@@ -64,6 +64,12 @@ function shape(tool, detail) {
     if (tool.outputSchema !== undefined) out.outputSchema = tool.outputSchema;
     if (tool.boxed !== undefined) out.boxed = tool.boxed;
     if (tool.declaration !== undefined) out.declaration = tool.declaration;
+    // Calls that wait for a person's yes ("ask", "ask-once") or are refused ("deny"), by the
+    // host's approval policy (runtime/approval.py); absent: calls are sent. The declaration
+    // carries the same as a tag (@approval, @approvalOnce, @denied).
+    if (tool.approval !== undefined) out.approval = tool.approval;
+    // The output type was inferred from this session's live calls (runtime/learn.py).
+    if (tool.outputSchemaLearned !== undefined) out.outputSchemaLearned = tool.outputSchemaLearned;
   }
   return copy(out);
 }
@@ -305,3 +311,6 @@ export async function searchTools(query, options) {
   });
   return { query, results };
 }
+
+// Imported only when a script imports this module: its exports freeze themselves.
+for (const fn of [listServers, describeServer, listTools, getTool, searchTools]) Object.freeze(fn);

@@ -56,7 +56,7 @@ RECORD = _obj(
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "tick", "description": "Count calls.", "inputSchema": _obj({}),
-     "annotations": {"readOnlyHint": False}},
+     "annotations": {"readOnlyHint": False, "destructiveHint": False}},
     {"name": "ticks", "description": "Calls of tick so far.", "inputSchema": _obj({}), "annotations": READ_ONLY},
     {"name": "echo", "description": "Answer {value}.", "inputSchema": _obj({"value": {}}, ["value"]),
      "annotations": READ_ONLY},

@@ -1,0 +1,427 @@
+"""Approval of tool calls a script makes (issue 12): which calls need a person's yes, and asking.
+
+A script runs unattended, but some tools change or destroy things. Every call goes through the
+run's bridge (runtime/bridge.py), which asks this module's `ApprovalGate` after the input was
+validated and before anything is sent; a call that is not approved is never sent, and the
+script gets a `ToolCallError` with code `APPROVAL_DENIED` it can catch (§10: only limits end a
+run).
+
+Policy per tool (`tool_policy`, pure): the tool's own entry in codemode.toml
+(`[servers.<id>.approval] <tool> = "..."`), else the server's default (`approval = "..."` or
+`"*" = "..."` in that table), else the project default (`approval = "..."` at the top); "auto"
+there means "from the tool's MCP annotations":
+
+- `readOnlyHint: true` → allow;
+- `destructiveHint: false` (and not read-only) → allow: the server says it only adds;
+- anything else → ask. This fails closed: a tool without annotations, or with `readOnlyHint:
+  false` and no `destructiveHint` (which the MCP spec then defaults to true), is asked for.
+
+Annotations are the server's own claims; a server that lies about them is only contained by an
+explicit entry in codemode.toml. A per-tool `deny` hides the tool altogether (config.py adds it
+to the server's blocklist: no binding, no declaration, not in discovery), so the gate only sees a
+`deny` that came from a default (`"*" = "deny"`): such calls are refused without asking.
+
+Asking is the host's business: an `Approver` is `async (ApprovalRequest) -> bool`. `run` asks on
+the terminal (cli/run.py), `serve` through MCP elicitation, the Python API takes any callable.
+An approver that cannot ask (no terminal, a client without elicitation) raises
+`ApprovalUnavailable`; one that raises anything else counts as a no. No approver at all → no
+(fail closed), unless the host was built with `approve_all` (`run --yes`, `serve
+--approve-all`).
+
+`ask-once` remembers an accept for the rest of the session (the host's lifetime, or the client
+session `serve` names), by server config id and tool name; a decline is never remembered. Asks
+of the same tool are serialised, so two calls in one `Promise.all` are asked in turn and an
+ask-once accept of the first lets the second through without asking. The wait counts within
+the run's timeoutMs: a run still waiting when it runs out ends as any run that times out.
+
+Every call that reached the gate carries its decision into toolTrace (`"approval"`): "allowed"
+(by policy), "approved" (asked, accepted, or approved by `approve_all`), "approved-for-session"
+(an ask-once accept remembered), "denied". Arguments are shown to the person asked, never
+written to the trace; what they see is redacted like fixtures (the server's env/header values
+and codemode.toml's `redact` patterns) and cut at `MAX_ARGUMENTS_CHARS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# What codemode.toml may say (a Policy, or "auto": from the tool's annotations) lives with the
+# config that parses it.
+from codemode_gen.config import APPROVAL_SETTINGS, ApprovalSetting, ServerConfig
+from codemode_gen.generator.redact import Redactor
+from codemode_gen.runtime import response as resp
+
+__all__ = [
+    "APPROVAL_SETTINGS",
+    "DENIED_CODE",
+    "MAX_ARGUMENTS_CHARS",
+    "ApprovalGate",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalSetting",
+    "ApprovalUnavailable",
+    "Approver",
+    "Decision",
+    "DenyReason",
+    "Policy",
+    "denial_message",
+    "describe_annotations",
+    "policy_from_annotations",
+    "toml_line",
+    "tool_policy",
+]
+
+log = logging.getLogger(__name__)
+
+#: What a tool's calls get: sent at once, sent after a yes (every call / the first per session),
+#: or never sent.
+Policy = Literal["allow", "ask", "ask-once", "deny"]
+#: A call's outcome at the gate, as toolTrace's `approval` shows it.
+Decision = Literal["allowed", "approved", "approved-for-session", "denied"]
+#: Why a call was denied: the person said no; nobody could be asked; no answer before the run's
+#: timeoutMs; a default `deny` policy; the approver failed.
+DenyReason = Literal["declined", "unavailable", "timeout", "policy", "error"]
+#: The `code` of the ToolCallError a denied call throws in the script.
+DENIED_CODE = "APPROVAL_DENIED"
+
+# Bounds the arguments shown to the person asked (characters of their JSON): a script can pass
+# megabytes, which neither a terminal nor an elicitation dialog can show usefully.
+MAX_ARGUMENTS_CHARS = 1000
+# Bounds the approval sessions remembered at once (ask-once accepts, by session key): a `serve`
+# over HTTP with ever new clients cannot grow host memory; the oldest session is forgotten
+# (its tools are asked again).
+MAX_APPROVAL_SESSIONS = 256
+# Bounds the tool names shown in a message or prompt (they come from the server).
+MAX_SHOWN_NAME_CHARS = 200
+
+
+class ApprovalUnavailable(Exception):
+    """Raised by an approver that has no way to ask (no terminal, a client without
+    elicitation): the call is denied, and the message says why."""
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What the person asked gets to see: who wants to call what, with which arguments.
+
+    `server_id` is the module path scripts import (`@codemode/servers/<server_id>`),
+    `config_id` the server's key in .mcp.json and codemode.toml; `arguments_text` is the
+    arguments' JSON, redacted and cut at MAX_ARGUMENTS_CHARS; `policy` is "ask" or "ask-once".
+    Every text field is safe to print on a terminal (no control or bidi characters).
+    """
+
+    server_id: str
+    config_id: str
+    tool_name: str
+    arguments_text: str
+    annotations: Mapping[str, Any] | None
+    policy: Policy
+
+    def describe(self) -> str:
+        """One paragraph for a prompt or an elicitation message."""
+        once = " (ask-once: a yes approves this tool for the rest of the session)" if self.policy == "ask-once" else ""
+        flags = describe_annotations(self.annotations)
+        return (
+            f"A script wants to call tool '{self.tool_name}' of server '{self.config_id}'"
+            f"{f' ({flags})' if flags else ''}{once}.\nArguments: {self.arguments_text}"
+        )
+
+
+#: Asks a person; True to send the call. May raise ApprovalUnavailable (no way to ask).
+Approver = Callable[[ApprovalRequest], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    """The gate's answer for one call: `decision` (for toolTrace), and for a denial why."""
+
+    decision: Decision
+    policy: Policy
+    reason: DenyReason | None = None
+    detail: str | None = None  # what the approver said when it could not ask or failed
+
+    @property
+    def sent(self) -> bool:
+        return self.decision != "denied"
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def policy_from_annotations(annotations: Mapping[str, Any] | None) -> Policy:
+    """"auto": allow read-only tools and tools that say they destroy nothing; ask the rest.
+
+    Only literal booleans count: a server sending `"readOnlyHint": "true"` is not trusted with
+    the lenient reading."""
+    hints = annotations if isinstance(annotations, Mapping) else {}
+    if hints.get("readOnlyHint") is True:
+        return "allow"
+    if hints.get("destructiveHint") is False:
+        return "allow"
+    return "ask"
+
+
+def tool_policy(
+    config: ServerConfig,
+    tool_name: str,
+    annotations: Mapping[str, Any] | None,
+    project_default: ApprovalSetting = "auto",
+) -> Policy:
+    """The policy of one tool: its own entry, else the server's default, else `project_default`
+    (which load_config already folded into `config.approval_default`; it matters for configs
+    built by hand), with "auto" resolved from the tool's annotations."""
+    setting: str | None = config.approval.get(tool_name)
+    if setting is None:
+        setting = config.approval_default
+    if setting is None:
+        setting = project_default
+    if setting == "auto":
+        return policy_from_annotations(annotations)
+    if setting in ("allow", "ask", "ask-once", "deny"):
+        return setting  # type: ignore[return-value]
+    return "ask"  # unreachable for validated configs; never fail open
+
+
+def toml_line(config_id: str, tool_name: str, setting: ApprovalSetting) -> str:
+    """The codemode.toml table header and entry (one line, as in a hint) that give one tool
+    `setting`, keys quoted where TOML needs it."""
+    return f"[servers.{_toml_key(config_id)}.approval] {_toml_key(tool_name)} = \"{setting}\""
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
+
+
+def describe_annotations(annotations: Mapping[str, Any] | None) -> str:
+    """What the tool's annotations say about it, in two or three words for a prompt."""
+    if not isinstance(annotations, Mapping):
+        return "no annotations"
+    if annotations.get("readOnlyHint") is True:
+        return "read-only"
+    if annotations.get("destructiveHint") is True:
+        return "destructive"
+    if annotations.get("destructiveHint") is False:
+        return "not destructive"
+    return "may be destructive"
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class ApprovalGate:
+    """One host's approvals: policies, the ask-once memory, and the asking itself.
+
+    `approve` is the host's approver (a run may bring its own, `decide(approve=...)`);
+    `approve_all` approves every ask without asking anyone (and wins over any approver);
+    `project_default` applies to configs without a default of their own; `redact_patterns`
+    are codemode.toml's `redact` regexes, applied to the arguments shown.
+    """
+
+    def __init__(
+        self,
+        *,
+        approve: Approver | None = None,
+        approve_all: bool = False,
+        project_default: ApprovalSetting = "auto",
+        redact_patterns: Iterable[str] = (),
+    ) -> None:
+        self.approve = approve
+        self.approve_all = approve_all
+        self.project_default = project_default
+        self.redact_patterns = tuple(redact_patterns)
+        # session key -> (config id, tool name) approved for the rest of that session
+        self._remembered: OrderedDict[Hashable, set[tuple[str, str]]] = OrderedDict()
+        # (session key, config id, tool name) -> the lock that serialises asking it and how many
+        # calls hold or wait for it (dropped at 0: ever new sessions cannot grow this)
+        self._locks: dict[tuple[Hashable, str, str], tuple[asyncio.Lock, int]] = {}
+        self._redactors: dict[str, tuple[ServerConfig, Redactor]] = {}
+
+    def policy(self, config: ServerConfig, tool_name: str, annotations: Mapping[str, Any] | None) -> Policy:
+        return tool_policy(config, tool_name, annotations, self.project_default)
+
+    def remembered(self, config_id: str, tool_name: str, session: Hashable = None) -> bool:
+        """Whether an ask-once accept of this tool holds for `session`."""
+        return (config_id, tool_name) in self._remembered.get(session, ())
+
+    def forget(self, session: Hashable = None) -> None:
+        """Drop what `session` approved (a client session that ended)."""
+        self._remembered.pop(session, None)
+
+    def request(
+        self,
+        server_id: str,
+        config: ServerConfig,
+        tool_name: str,
+        arguments: Any,
+        annotations: Mapping[str, Any] | None,
+        policy: Policy,
+    ) -> ApprovalRequest:
+        """The request shown for one call: names sanitised, arguments redacted and cut."""
+        return ApprovalRequest(
+            server_id=resp.safe_name(server_id, MAX_SHOWN_NAME_CHARS),
+            config_id=resp.safe_name(config.id, MAX_SHOWN_NAME_CHARS),
+            tool_name=resp.safe_name(tool_name, MAX_SHOWN_NAME_CHARS),
+            arguments_text=self.arguments_text(config, arguments),
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
+            policy=policy,
+        )
+
+    def arguments_text(self, config: ServerConfig, arguments: Any) -> str:
+        """`arguments` as JSON for a person: secrets redacted, cut, printable."""
+        cached = self._redactors.get(config.id)
+        if cached is None or cached[0] is not config:
+            cached = (config, Redactor(config.secrets(), self.redact_patterns))
+            self._redactors[config.id] = cached
+        try:
+            text = json.dumps(cached[1].value(arguments), ensure_ascii=False, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = "(arguments that cannot be shown as JSON)"
+        # safe_name after clip: control and bidi characters (which JSON leaves in strings) cannot
+        # rewrite the terminal line the person reads; the bound leaves room for clip's marker.
+        return resp.safe_name(resp.clip(text, MAX_ARGUMENTS_CHARS), MAX_ARGUMENTS_CHARS + 64)
+
+    async def decide(
+        self,
+        *,
+        server_id: str,
+        config: ServerConfig,
+        tool_name: str,
+        arguments: Any,
+        annotations: Mapping[str, Any] | None,
+        approve: Approver | None = None,
+        session: Hashable = None,
+        deadline: float | None = None,
+        on_wait: Callable[[ApprovalRequest], None] | None = None,
+    ) -> ApprovalOutcome:
+        """Whether this call may be sent; asks when the policy says so.
+
+        `approve` (a run's own approver) replaces the host's; `session` keys the ask-once
+        memory; `deadline` (`time.monotonic()` seconds, the run's timeoutMs) bounds the wait for
+        the lock and the answer; `on_wait` is told just before a person is asked (progress)."""
+        policy = self.policy(config, tool_name, annotations)
+        if policy == "allow":
+            return ApprovalOutcome("allowed", policy)
+        if policy == "deny":
+            return ApprovalOutcome("denied", policy, "policy")
+        key = (config.id, tool_name)
+        if policy == "ask-once" and self.remembered(*key, session=session):
+            return ApprovalOutcome("approved-for-session", policy)
+        if self.approve_all:
+            if policy == "ask-once":
+                self._remember(session, key)
+            return ApprovalOutcome("approved", policy)
+        approver = approve if approve is not None else self.approve
+        if approver is None:
+            return ApprovalOutcome("denied", policy, "unavailable", "no approver was given to this host")
+        request = self.request(server_id, config, tool_name, arguments, annotations, policy)
+        try:
+            return await _within(deadline, self._ask(approver, request, policy, key, session, on_wait))
+        except TimeoutError:
+            return ApprovalOutcome("denied", policy, "timeout")
+
+    async def _ask(
+        self,
+        approver: Approver,
+        request: ApprovalRequest,
+        policy: Policy,
+        key: tuple[str, str],
+        session: Hashable,
+        on_wait: Callable[[ApprovalRequest], None] | None,
+    ) -> ApprovalOutcome:
+        slot = (session, *key)
+        lock, users = self._locks.get(slot) or (asyncio.Lock(), 0)
+        self._locks[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._ask_locked(approver, request, policy, key, session, on_wait)
+        finally:
+            lock, users = self._locks[slot]
+            if users <= 1:
+                del self._locks[slot]
+            else:
+                self._locks[slot] = (lock, users - 1)
+
+    async def _ask_locked(
+        self,
+        approver: Approver,
+        request: ApprovalRequest,
+        policy: Policy,
+        key: tuple[str, str],
+        session: Hashable,
+        on_wait: Callable[[ApprovalRequest], None] | None,
+    ) -> ApprovalOutcome:
+        """The asking itself, with this tool's lock held."""
+        # Asked while this call waited for the lock: an ask-once yes covers it too.
+        if policy == "ask-once" and self.remembered(*key, session=session):
+            return ApprovalOutcome("approved-for-session", policy)
+        if on_wait is not None:
+            try:
+                on_wait(request)
+            except Exception as exc:  # progress is a courtesy
+                log.debug("approval on_wait failed: %s: %s", type(exc).__name__, exc)
+        try:
+            accepted = await approver(request)
+        except ApprovalUnavailable as exc:
+            return ApprovalOutcome("denied", policy, "unavailable", str(exc) or None)
+        except Exception as exc:  # an approver that fails says no
+            log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
+                        type(exc).__name__, resp.clip(str(exc), 300))
+            return ApprovalOutcome("denied", policy, "error", resp.clip(f"{type(exc).__name__}: {exc}", 300))
+        if accepted is not True:
+            return ApprovalOutcome("denied", policy, "declined")
+        if policy == "ask-once":
+            self._remember(session, key)
+        return ApprovalOutcome("approved", policy)
+
+    def _remember(self, session: Hashable, key: tuple[str, str]) -> None:
+        tools = self._remembered.get(session)
+        if tools is None:
+            tools = self._remembered[session] = set()
+            while len(self._remembered) > MAX_APPROVAL_SESSIONS:
+                self._remembered.popitem(last=False)
+        else:
+            self._remembered.move_to_end(session)
+        tools.add(key)
+
+
+async def _within(deadline: float | None, awaitable: Awaitable[ApprovalOutcome]) -> ApprovalOutcome:
+    if deadline is None:
+        return await awaitable
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
+        raise TimeoutError
+    return await asyncio.wait_for(awaitable, remaining)
+
+
+def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, tool_name: str) -> tuple[str, str]:
+    """The ToolCallError message and hint of a denied call (for the script and the agent):
+    what happened, and the codemode.toml line that changes it."""
+    where = f"{server_id}.{resp.safe_name(tool_name, MAX_SHOWN_NAME_CHARS)}"
+    why = {
+        "declined": "the user declined it",
+        "unavailable": "it needs approval and there is no way to ask: "
+        + (outcome.detail or "no approver"),
+        "timeout": "no answer to the approval request before the run's timeoutMs ran out",
+        "policy": "the host's approval policy denies it",
+        "error": "asking for approval failed" + (f": {outcome.detail}" if outcome.detail else ""),
+    }.get(outcome.reason or "", "it was not approved")
+    message = f"{where} was not called: {why} (approval policy \"{outcome.policy}\")"
+    line = toml_line(config_id, tool_name, "allow")
+    hint = (
+        "do not retry this call in this run; continue without it or tell the user what it would do."
+        f" A person can allow it in codemode.toml: {line}"
+    )
+    return message, hint
