@@ -480,6 +480,8 @@ class CodeMode:
         catalog = plan.catalog(built, rebuilt)
         if self._learner.servers():
             self._apply_learned(catalog)
+        if self.approval.approve_all:
+            _drop_asks(catalog)
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
@@ -794,6 +796,17 @@ class _Prepared:
             servers={sid: replace(view) for sid, view in self.catalog.servers.items()},
             diagnostics=[dict(d) for d in self.catalog.diagnostics],
         )
+
+
+def _drop_asks(catalog: Catalog) -> None:
+    """With `approve_all` nothing waits for a person: discovery shows no "ask" (copies: the tool
+    views may be shared with out/'s cached views)."""
+    for view in catalog.servers.values():
+        if any(t.approval in ("ask", "ask-once") for t in view.tools.values()):
+            view.tools = {
+                name: replace(tool, approval=None) if tool.approval in ("ask", "ask-once") else tool
+                for name, tool in view.tools.items()
+            }
 
 
 def _covered(views: Mapping[str, ServerView]) -> set[str]:

@@ -347,11 +347,15 @@ def test_the_prompt_and_discovery_mark_tools_that_ask_and_leave_out_denied_ones(
 
 
 def test_approve_all_is_served_and_registered(project: Path) -> None:
-    async def body(client: Any) -> Any:
-        return (await client.list_tools()).tools[0].description
+    probe = ("import { getTool } from '@codemode/discovery';\nconst t = await getTool('notes', 'delete_note');\n"
+             "globalThis.__codemode_result__ = [t.approval ?? null, t.declaration.includes('@approval')];")
 
-    description = served(project, body, "--approve-all")
+    async def body(client: Any) -> Any:
+        return (await client.list_tools()).tools[0].description, (await run(client, probe))["result"]
+
+    description, shown = served(project, body, "--approve-all")
     assert "@approval" not in description  # nobody is asked: nothing waits
+    assert shown == [None, False]  # nor does discovery say so
     assert "function tasks_add(" not in description and "function create_event(" not in description  # deny holds
     argv = serve_command(project / ".mcp.json", None, "codemode.run", 16000, HostOptions(approve_all=True))
     assert argv[-1] == "--approve-all"
