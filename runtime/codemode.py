@@ -39,7 +39,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen.client.sessions import AuthError, McpSession, SessionManager
 from codemode_gen.config import (
@@ -85,6 +85,9 @@ from codemode_gen.runtime.reconcile import (
 from codemode_gen.runtime.sandbox import Sandbox
 from codemode_gen.runtime.tsinput import erase_types
 from codemode_gen.runtime.typecheck import TypeChecker, run_diagnostics
+
+if TYPE_CHECKING:
+    from codemode_gen.generator.fixtures import FixtureSet
 
 __all__ = ["CodeMode"]
 
@@ -236,10 +239,7 @@ class CodeMode:
         stack, self._stack = self._stack, None
         background = list(self._background.values())
         self._background.clear()
-        for task in background:
-            task.cancel()
-        if background:
-            await asyncio.gather(*background, return_exceptions=True)
+        await _cancel_all(background)
         if self._recorder is not None:
             await self.flush_recording()
         self._connected.clear()
@@ -556,15 +556,9 @@ class CodeMode:
         if entry is not None:
             return entry
         from codemode_gen.generator.build import build_outputs
-        from codemode_gen.generator.fixtures import FixtureSet
 
-        blocked = set(self.configs[config_id].blocklist)
-        tools = [copy.deepcopy(dict(t)) for t in live.tools if t.get("name") not in blocked]
-        fixture_set = FixtureSet(
-            config_id=config_id,
-            server_json=copy.deepcopy(dict(live.server_json)),
-            tools=sorted(tools, key=lambda t: str(t.get("name"))),
-            calls={name: copy.deepcopy(calls) for name, calls in samples.items()},
+        fixture_set = _fixture_set(
+            config_id, live, self._listed_tools(config_id, live), {name: copy.deepcopy(calls) for name, calls in samples.items()}
         )
         try:
             outputs = build_outputs([fixture_set], self._build_settings(), module_paths={config_id: server_id})
@@ -664,11 +658,7 @@ class CodeMode:
         return task
 
     async def _close_typechecker(self) -> None:
-        tasks = list(self._typechecks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel_all(list(self._typechecks))
         checker, self._typechecker = self._typechecker, None
         if checker is not None:
             await checker.aclose()
@@ -725,34 +715,28 @@ class CodeMode:
             )
         return replace(self.settings, servers=MappingProxyType(servers))
 
+    def _listed_tools(self, config_id: str, live: LiveServer) -> list[dict[str, Any]]:
+        """The live tools an in-memory build covers: all but the config's blocklist."""
+        blocked = set(self.configs[config_id].blocklist)
+        return [dict(t) for t in live.tools if t.get("name") not in blocked]
+
     def _build_in_memory(
         self, lives: Mapping[str, LiveServer], ghosts: Mapping[str, list[dict[str, Any]]]
     ) -> dict[str, BuiltModule]:
         """Generate modules for servers out/ lacks, with the generator's own code (no calls)."""
         from codemode_gen.generator.build import build_outputs
-        from codemode_gen.generator.fixtures import FixtureSet
 
         result: dict[str, BuiltModule] = {}
         pending: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # config id -> (build key, its tools)
         for cid, live in lives.items():
-            blocked = set(self.configs[cid].blocklist)
-            tools = [dict(t) for t in live.tools if t.get("name") not in blocked] + list(ghosts.get(cid, []))
+            tools = self._listed_tools(cid, live) + list(ghosts.get(cid, []))
             key = json.dumps([cid, live.server_json, tools], sort_keys=True, default=str)
             if key in self._builds:
                 result[cid] = self._builds[key]
             else:
                 pending[cid] = (key, tools)
         if pending:
-            sets = [
-                FixtureSet(
-                    config_id=cid,
-                    server_json=dict(lives[cid].server_json),
-                    # The live tools are the session's shared snapshot: the generator gets copies.
-                    tools=sorted(copy.deepcopy(tools), key=lambda t: str(t.get("name"))),
-                    calls={},
-                )
-                for cid, (_, tools) in pending.items()
-            ]
+            sets = [_fixture_set(cid, lives[cid], tools, {}) for cid, (_, tools) in pending.items()]
             outputs = build_outputs(sets, self._build_settings())
             for entry in outputs.manifest["servers"]:
                 cid = entry.get("configId", "")
@@ -798,6 +782,21 @@ class _Prepared:
         )
 
 
+def _fixture_set(
+    config_id: str, live: LiveServer, tools: list[dict[str, Any]], calls: dict[str, list[dict[str, Any]]]
+) -> FixtureSet:
+    """The generator's input for an in-memory build of one server. The live tools and server
+    info are the session's shared snapshot: the generator gets copies."""
+    from codemode_gen.generator.fixtures import FixtureSet
+
+    return FixtureSet(
+        config_id=config_id,
+        server_json=copy.deepcopy(dict(live.server_json)),
+        tools=sorted(copy.deepcopy(tools), key=lambda t: str(t.get("name"))),
+        calls=calls,
+    )
+
+
 def _drop_asks(catalog: Catalog) -> None:
     """With `approve_all` nothing waits for a person: discovery shows no "ask" (copies: the tool
     views may be shared with out/'s cached views)."""
@@ -812,6 +811,14 @@ def _drop_asks(catalog: Catalog) -> None:
 def _covered(views: Mapping[str, ServerView]) -> set[str]:
     """Config ids whose module out/ provides."""
     return {v.config_id for v in views.values() if v.config_id and v.module_source is not None}
+
+
+async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel `tasks` and wait until each has ended (their failures are not ours to report)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -142,7 +142,8 @@ class Limits:
     def __post_init__(self) -> None:
         for key in _RANGES:
             _check(key, getattr(self, key))
-        _check_flag("typecheck", self.typecheck)
+        for key in _FLAGS:
+            _check_flag(key, getattr(self, key))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Limits:

@@ -1,7 +1,8 @@
 """The sandbox ⇄ worker pipe protocol: message kinds, framing, limits. Both sides use this module.
 
 The host (runtime/sandbox.py) starts each worker (runtime/worker.py) with pipes on its stdin and
-stdout; they exchange one JSON object per line, ASCII only (`ensure_ascii`), `op` naming the kind:
+stdout; they exchange one JSON object per line, `op` naming the kind. Lines are ASCII
+(`ensure_ascii`), except a `call`, which embeds the JS-made request as UTF-8 (`encode_call`):
 
 host → worker (stdin)
     {"op": "run", "code", "modules", "sources", "limits", "budgetMs"?}

@@ -249,28 +249,22 @@ class WorkerPool:
         if self._closed:
             raise RuntimeError("WorkerPool is closed")
         self._check_loop()
-        while True:
-            idle = await self._pop_idle()
-            if idle is not None:
-                self._busy += 1
-                return idle
-            starting = [t for t in self._starting if not t.done()]
-            if starting and not self._waiters:
-                await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
-                continue
-            if self._alive() < self.max_workers and not self._waiters:
-                self._busy += 1
-                return await self._start_for_run()
-            waiter: asyncio.Future[_Worker | None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                given = await waiter
-            except asyncio.CancelledError:
-                self._abandon(waiter)
-                raise
-            if given is not None:
-                return given  # its slot was handed over with it
-            return await self._start_for_run()  # a slot was handed over: _busy counts it
+        ready = await self._take_ready()
+        if ready is not None:
+            return ready
+        if self._alive() < self.max_workers and not self._waiters:
+            self._busy += 1
+            return await self._start_for_run()
+        waiter: asyncio.Future[_Worker | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            given = await waiter
+        except asyncio.CancelledError:
+            self._abandon(waiter)
+            raise
+        if given is not None:
+            return given  # its slot was handed over with it
+        return await self._start_for_run()  # a slot was handed over: _busy counts it
 
     async def _start_for_run(self) -> _Worker:
         """Start a worker in a slot already counted in `_busy` (released again on failure)."""
@@ -360,6 +354,11 @@ class WorkerPool:
         if self._closed:
             return None
         self._check_loop()
+        return await self._take_ready()
+
+    async def _take_ready(self) -> _Worker | None:
+        """An idle worker, counted busy; else, unless runs are queued (they come first), the
+        next of those starting once it is ready; None when there is neither."""
         while True:
             worker = await self._pop_idle()
             if worker is not None:
@@ -513,16 +512,14 @@ class Sandbox:
         (`time.monotonic()` seconds).
         """
         try:
-            worker = await asyncio.wait_for(
-                self._pool.acquire_idle(), None if deadline is None else max(0.0, deadline - time.monotonic())
-            )
+            worker = await asyncio.wait_for(self._pool.acquire_idle(), _seconds_until(deadline))
         except TimeoutError:
             return None
         if worker is None:
             return None
         reusable = False
         try:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            remaining = _seconds_until(deadline)
             worker.send({"op": protocol.CHECK, "code": code})
             await worker.drain()
             msg = await asyncio.wait_for(worker.recv(), remaining)
@@ -540,11 +537,14 @@ class Sandbox:
                 worker.kill()
             await self._pool.release(worker, reusable, ran=False)
 
-    async def _acquire_until(self, until: float | None) -> _Worker:
+    async def _acquire_until(self, until: float) -> _Worker:
         """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds)."""
-        if until is None:
-            return await self._pool.acquire()
-        return await asyncio.wait_for(self._pool.acquire(), max(0.0, until - time.monotonic()))
+        return await asyncio.wait_for(self._pool.acquire(), _seconds_until(until))
+
+
+def _seconds_until(deadline: float | None) -> float | None:
+    """The time left until `deadline` (`time.monotonic()` seconds) as a wait_for timeout."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _kill_at(deadline: float, limits: Limits) -> float:

@@ -230,6 +230,12 @@ class _Eraser:
     def _erase_node(self, node: Any, mark: str = "") -> None:
         self._erase(node.start_byte, node.end_byte, mark)
 
+    def _erase_token(self, node: Any, kind: str) -> None:
+        """Erase the first child token of `node` of type `kind` (`abstract class`, `x?: T`)."""
+        token = next((c for c in node.children if c.type == kind), None)
+        if token is not None:
+            self._erase_node(token)
+
     def _error(self, node: Any, what: str, hint: str) -> None:
         line, col = node.start_point.row + 1, node.start_point.column + 1
         self.diagnostics.append(resp.diagnostic(
@@ -322,10 +328,7 @@ class _Eraser:
             self._error(node, "`import x = A.B` aliases cannot be erased", "use `const x = A.B;`")
 
     def abstract_class(self, node: Any) -> None:
-        for child in node.children:
-            if child.type == "abstract":
-                self._erase_node(child)
-                return
+        self._erase_token(node, "abstract")
 
     def member_signature(self, node: Any) -> None:
         if node.parent is not None and node.parent.type == "class_body":
@@ -377,10 +380,7 @@ class _Eraser:
         self._erase_node(node)
 
     def optional(self, node: Any) -> None:
-        for child in node.children:
-            if child.type == "?":
-                self._erase_node(child)
-                return
+        self._erase_token(node, "?")
 
     def implements(self, node: Any) -> None:
         self._erase_node(node)

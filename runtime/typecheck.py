@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from codemode_gen.errors import UserError
+from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.runtime.response import diagnostic
 
 __all__ = [
@@ -466,7 +467,7 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
             return "pass a string: `String(value)`"
     module = _NO_MODULE.search(message)
     if module:
-        if module[1].startswith("@codemode/servers/"):
+        if module[1].startswith(MODULE_PREFIX):
             return ("import a configured server (listServers() from \"@codemode/discovery\" lists them); "
                     "a server added since `codemode-gen generate` has no declarations yet")
         return "only @codemode/* modules can be imported in the sandbox"
