@@ -27,6 +27,23 @@ def dumps_line(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def canonical_json(value: Any) -> str:
+    """The text two JSON values are compared by: sorted keys, compact, integral numbers written
+    as integers (JSON and JavaScript do not tell 1 from 1.0; Python's json does), `true` never
+    `1`. Shared by `record --check` (drift.py) and replay (runtime/replay.py)."""
+    return json.dumps(_integral(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)

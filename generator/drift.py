@@ -46,6 +46,7 @@ from codemode_gen.generator.infer import MAX_INFER_SAMPLES, infer_output, unwrap
 from codemode_gen.generator.output_schema import MAX_DRIFT_PER_TOOL
 from codemode_gen.generator.record import shown
 from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
+from codemode_gen.jsonio import canonical_json as canonical
 from codemode_gen.jsonio import json_type, pointer_token
 
 __all__ = [
@@ -195,21 +196,6 @@ class ServerCheck:
 
 
 # --------------------------------------------------------------------------- JSON comparison
-
-
-def _canon(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)  # JSON has one number type: 1.0 and 1 are the same schema
-    if isinstance(value, dict):
-        return {key: _canon(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_canon(item) for item in value]
-    return value
-
-
-def canonical(value: Any) -> str:
-    """Canonical JSON text: sorted keys, integral numbers as integers, `true` never `1`."""
-    return json.dumps(_canon(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 _ABSENT = object()

@@ -289,11 +289,7 @@ def load_fixtures(fixtures_dir: Path) -> list[FixtureSet]:
     silently left out: `record` restores it (`leftover_notes` lists the harmless leftovers).
     """
     _require_readable(fixtures_dir)
-    sets = [
-        load_fixture_set(child)
-        for child in sorted(fixtures_dir.iterdir())
-        if child.is_dir() and not child.name.startswith(".")
-    ]
+    sets = [load_fixture_set(fixtures_dir / config_id) for config_id in recorded_server_ids(fixtures_dir)]
     if not sets:
         raise UserError(
             f"{fixtures_dir}: no recorded servers (expected <server>/server.json and tools.json)",

@@ -53,7 +53,7 @@ from codemode_gen.client.sessions import (
 )
 from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
-from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
+from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.jsonio import iter_jsonl, pointer_token
 
@@ -62,6 +62,7 @@ __all__ = [
     "ServerOutcome",
     "StatusFn",
     "cap_result",
+    "input_key",
     "json_problem",
     "load_samples_file",
     "merge_calls",
@@ -163,8 +164,12 @@ def probe_input(tool: Mapping[str, Any]) -> dict[str, Any] | None:
     return {}
 
 
-def _input_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def input_key(value: Any) -> str:
+    """The identity of a call's input: calls with equal keys are one recorded line
+    (`merge_calls`, probes, runtime/learn.py's in-session samples). Exact JSON, so unlike
+    replay's `canonical_json` an input sending 1.0 stays apart from one sending 1 (a server
+    may tell them apart). `default=str`: a key never raises on a call's path."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def merge_calls(
@@ -178,11 +183,11 @@ def merge_calls(
     """
     merged: dict[str, dict[str, Any]] = {}
     for record in old:
-        key = _input_key(record.get("input"))
+        key = input_key(record.get("input"))
         merged.pop(key, None)
         merged[key] = dict(record)
     for record in new:
-        key = _input_key(record.get("input"))
+        key = input_key(record.get("input"))
         previous = merged.get(key)
         if previous is not None and previous.get("result") == record.get("result"):
             continue
@@ -430,11 +435,11 @@ async def _record_one(
                 continue
             planned.append((sample.tool, sample.input, False))
         if probe:
-            asked = {(s.tool, _input_key(s.input)) for s in samples}
+            asked = {(s.tool, input_key(s.input)) for s in samples}
             for tool in tools:
                 name = tool["name"]
                 args = probe_input(tool)
-                if args is None or name in config.blocklist or (name, _input_key(args)) in asked:
+                if args is None or name in config.blocklist or (name, input_key(args)) in asked:
                     continue
                 planned.append((name, args, True))
 
@@ -460,7 +465,7 @@ async def _record_one(
                 _call_failed(outcome, tool_name, args, is_probe, problem or "not recordable", warn=True)
                 continue
             if problem is not None:
-                outcome.warnings.append(f"{shown(tool_name)} {shown(_input_key(args))}: {problem}")
+                outcome.warnings.append(f"{shown(tool_name)} {shown(input_key(args))}: {problem}")
             new_calls.setdefault(tool_name, []).append(record)
 
         status(sid, "writing fixtures")
@@ -510,7 +515,7 @@ def _call_failed(
 ) -> None:
     """A sample that failed fails the run; a probe only gets a line (a warning when the server
     misbehaved rather than refused)."""
-    text = f"{shown(tool)} {shown(_input_key(args))}: {reason}"
+    text = f"{shown(tool)} {shown(input_key(args))}: {reason}"
     if is_probe:
         (outcome.warnings if warn else outcome.notes).append(f"probe {text} (not recorded)")
     else:
@@ -518,7 +523,7 @@ def _call_failed(
 
 
 def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[str, Any]]]:
-    if not (server_dir / "server.json").is_file():
+    if not (server_dir / SERVER_FILE).is_file():
         return {}
     try:
         return load_fixture_set(server_dir).calls

@@ -28,7 +28,7 @@ from typing import Any
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
-from codemode_gen.generator.record import json_problem, merge_calls, recorded_call, shown
+from codemode_gen.generator.record import input_key, json_problem, merge_calls, recorded_call, shown
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime.catalog import LiveServer, ToolView
 
@@ -44,10 +44,6 @@ MAX_LEARNED_RESULT_BYTES = 1024 * 1024
 #: Tools whose samples a session keeps at most (across servers): bounds memory for a host that
 #: calls thousands of distinct untyped tools.
 MAX_LEARNED_TOOLS = 1000
-
-
-def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def learned_note(calls: int) -> str:
@@ -93,7 +89,7 @@ class Learner:
                 return
             calls = by_tool[tool.tool_name] = {}
             self._tools += 1
-        key = _key(arguments)
+        key = input_key(arguments)
         previous = calls.pop(key, None)
         calls[key] = {"input": arguments, "result": result}
         while len(calls) > self.max_samples:

@@ -52,6 +52,7 @@ from codemode_gen.generator.fixtures import (
     load_recorded,
     recorded_server_ids,
 )
+from codemode_gen.jsonio import canonical_json
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -85,22 +86,6 @@ MAX_TOOL_NAMES_SHOWN = 20
 MAX_LOG_LINE_CHARS = 500
 # Marks a secret `record` replaced (generator/redact.py); such inputs only match literally.
 _REDACTED_MARK = "<redacted:"
-
-
-def canonical_json(value: Any) -> str:
-    """The text two inputs are compared by: sorted keys, compact, integral numbers as integers
-    (JSON and JavaScript do not tell 1 from 1.0; Python's json does)."""
-    return json.dumps(_integral(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _integral(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    return value
 
 
 def _shown(text: str, limit: int = MAX_SHOWN_INPUT_CHARS) -> str:
