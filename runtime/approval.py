@@ -44,12 +44,13 @@ and codemode.toml's `redact` patterns) and cut at `MAX_ARGUMENTS_CHARS`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -326,7 +327,7 @@ class ApprovalGate:
             return ApprovalOutcome("denied", policy, "unavailable", "no approver was given to this host")
         request = self.request(server_id, config, tool_name, arguments, annotations, policy)
         try:
-            return await _within(deadline, self._ask(approver, request, policy, key, session, on_wait))
+            return await _within(deadline, self._ask(approver, request, key, session, on_wait))
         except TimeoutError:
             return ApprovalOutcome("denied", policy, "timeout")
 
@@ -334,55 +335,50 @@ class ApprovalGate:
         self,
         approver: Approver,
         request: ApprovalRequest,
-        policy: Policy,
         key: tuple[str, str],
         session: Hashable,
         on_wait: Callable[[ApprovalRequest], None] | None,
     ) -> ApprovalOutcome:
-        slot = (session, *key)
+        """The asking itself, one call of this tool (in this session) at a time."""
+        policy = request.policy
+        async with self._tool_lock((session, *key)):
+            # Asked while this call waited for the lock: an ask-once yes covers it too.
+            if policy == "ask-once" and self.remembered(*key, session=session):
+                return ApprovalOutcome("approved-for-session", policy)
+            if on_wait is not None:
+                try:
+                    on_wait(request)
+                except Exception as exc:  # progress is a courtesy
+                    log.debug("approval on_wait failed: %s: %s", type(exc).__name__, exc)
+            try:
+                accepted = await approver(request)
+            except ApprovalUnavailable as exc:
+                return ApprovalOutcome("denied", policy, "unavailable", str(exc) or None)
+            except Exception as exc:  # an approver that fails says no
+                log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
+                            type(exc).__name__, resp.clip(str(exc), 300))
+                return ApprovalOutcome("denied", policy, "error", resp.clip(f"{type(exc).__name__}: {exc}", 300))
+            if accepted is not True:
+                return ApprovalOutcome("denied", policy, "declined")
+            if policy == "ask-once":
+                self._remember(session, key)
+            return ApprovalOutcome("approved", policy)
+
+    @contextlib.asynccontextmanager
+    async def _tool_lock(self, slot: tuple[Hashable, str, str]) -> AsyncIterator[None]:
+        """Hold the lock that serialises asking about one tool in one session; the lock is
+        dropped once no call holds or waits for it."""
         lock, users = self._locks.get(slot) or (asyncio.Lock(), 0)
         self._locks[slot] = (lock, users + 1)
         try:
             async with lock:
-                return await self._ask_locked(approver, request, policy, key, session, on_wait)
+                yield
         finally:
             lock, users = self._locks[slot]
             if users <= 1:
                 del self._locks[slot]
             else:
                 self._locks[slot] = (lock, users - 1)
-
-    async def _ask_locked(
-        self,
-        approver: Approver,
-        request: ApprovalRequest,
-        policy: Policy,
-        key: tuple[str, str],
-        session: Hashable,
-        on_wait: Callable[[ApprovalRequest], None] | None,
-    ) -> ApprovalOutcome:
-        """The asking itself, with this tool's lock held."""
-        # Asked while this call waited for the lock: an ask-once yes covers it too.
-        if policy == "ask-once" and self.remembered(*key, session=session):
-            return ApprovalOutcome("approved-for-session", policy)
-        if on_wait is not None:
-            try:
-                on_wait(request)
-            except Exception as exc:  # progress is a courtesy
-                log.debug("approval on_wait failed: %s: %s", type(exc).__name__, exc)
-        try:
-            accepted = await approver(request)
-        except ApprovalUnavailable as exc:
-            return ApprovalOutcome("denied", policy, "unavailable", str(exc) or None)
-        except Exception as exc:  # an approver that fails says no
-            log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
-                        type(exc).__name__, resp.clip(str(exc), 300))
-            return ApprovalOutcome("denied", policy, "error", resp.clip(f"{type(exc).__name__}: {exc}", 300))
-        if accepted is not True:
-            return ApprovalOutcome("denied", policy, "declined")
-        if policy == "ask-once":
-            self._remember(session, key)
-        return ApprovalOutcome("approved", policy)
 
     def _remember(self, session: Hashable, key: tuple[str, str]) -> None:
         tools = self._remembered.get(session)

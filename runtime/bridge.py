@@ -389,12 +389,10 @@ class Bridge:
         )
 
     def _waiting(self, request: ApprovalRequest) -> None:
-        """A person is about to be asked: the run's progress says what it waits for."""
+        """A person is about to be asked: the run's progress says what it waits for (the gate
+        logs and ignores an exception from here: progress never fails a call)."""
         if self._on_note is not None:
-            try:
-                self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
-            except Exception as exc:  # progress is a courtesy: it never fails a call
-                log.debug("on_note failed: %s: %s", type(exc).__name__, exc)
+            self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 
     async def _ensure_live(self, view: ServerView) -> dict[str, Any] | None:
         """Connect on first use and take this run's snapshot of the live tool list (§8.2)."""

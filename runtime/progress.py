@@ -54,10 +54,9 @@ MAX_MESSAGE_CHARS = 200
 # The smallest step between two `progress` values: the spec wants them strictly increasing, and
 # two notifications can fall within one clock tick.
 PROGRESS_STEP = 0.001
-
-
-#: How often `stop` re-cancels a sender task that swallowed a cancellation (see `stop`).
+# How often `stop` re-cancels a sender task that swallowed a cancellation (see `stop`).
 STOP_POLL_S = 0.05
+
 
 class ProgressReporter:
     """Progress notifications for one run (or any long wait): `start`, report, `stop`.
@@ -83,7 +82,6 @@ class ProgressReporter:
         self._clock = clock
         self._started = clock()
         self._last_progress = 0.0
-        self._last_call: str | None = None
         self._pending: str | None = None  # the next message to send at once (None: heartbeat)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -121,8 +119,7 @@ class ProgressReporter:
     def call_done(self, server_id: str, tool_name: str) -> None:
         """A tool call finished (whatever its outcome): say so soon."""
         self.calls_done += 1
-        self._last_call = f"{server_id}.{tool_name}"
-        self._pending = f"{_calls(self.calls_done)} done; last {self._last_call}"
+        self._pending = f"{_calls(self.calls_done)} done; last {server_id}.{tool_name}"
         self._wake.set()
 
     def note(self, message: str) -> None:

@@ -26,6 +26,7 @@ from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript.compact import cut, first_sentence, one_line
 from codemode_gen.generator.typescript.printer import INDENT
 from codemode_gen.runtime import limits as limit_defaults
+from codemode_gen.runtime.catalog import APPROVAL_TAGS
 from codemode_gen.runtime.prompt_defaults import (
     DEFAULT_PROMPT_BUDGET,
     DEFAULT_TOOL_NAME,
@@ -53,9 +54,6 @@ MORE_LINE_RESERVE = 200
 _FENCE = "```"
 NAMES_HINT = "Only tool names are listed here"
 MIXED_HINT = "The servers listed by tool name only have no declarations here"
-# The approval tags the prompt shows (runtime/catalog.py's, which discovery's declarations carry
-# too); a "deny" tool is left out instead.
-APPROVAL_TAGS = {"ask": "@approval", "ask-once": "@approvalOnce"}
 # The key a tool entry carries its approval tag under while the prompt is rendered.
 _TAG_KEY = "_approvalTag"
 # A top-level line of a `declare module` block (generator/agent.py `render_server`): a tool's
@@ -253,7 +251,7 @@ def _with_approvals(server: Mapping[str, Any], policies: Mapping[str, str]) -> M
         if policy == "deny":
             edits[str(tool.get("exportName"))] = None
             continue
-        tag = APPROVAL_TAGS.get(policy or "")
+        tag = APPROVAL_TAGS.get(policy or "")  # the tags discovery's declarations carry too
         if tag is not None:
             edits[str(tool.get("exportName"))] = tag
             tool = {**tool, _TAG_KEY: tag}

@@ -15,8 +15,9 @@ codemode.run still gets a fresh sandbox (§1.4). A client proves itself with `Au
 Bearer <token>` (`--auth-token` / CODEMODE_AUTH_TOKEN); whoever holds the token runs code with
 those credentials, so an address beyond this machine is refused without one (§11).
 
-Only the standard library is imported at module level: the CLI uses the checks below before it
-decides to serve at all.
+Only the standard library is imported at module level: the CLI parses `--http` with
+`parse_listen`, and `serve_http` runs the token and exposure checks before it imports uvicorn,
+the SDK or the runtime.
 """
 
 from __future__ import annotations

@@ -221,11 +221,10 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         _print_prompt(config, out, tool_name, prompt_budget, options)
         return 0
     if listen is not None:
-        from codemode_gen.runtime.serve_http import check_exposure, check_token, serve_http
+        from codemode_gen.runtime.serve_http import serve_http
 
-        token = check_token(auth_token)
-        check_exposure(listen[0], token, allow_unauthenticated)  # before anything heavy is imported
-        asyncio.run(serve_http(config, out, listen=listen, auth_token=token,
+        # serve_http checks the token and the exposure first, before anything heavy is imported.
+        asyncio.run(serve_http(config, out, listen=listen, auth_token=auth_token,
                                allow_unauthenticated=allow_unauthenticated, tool_name=tool_name,
                                prompt_budget=prompt_budget, options=options))
         return 0
