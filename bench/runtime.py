@@ -114,9 +114,25 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def p90(values: list[float]) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] if ordered else float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def p90(values: list[float]) -> float:
+    return percentile(values, 0.9)
+
+
+async def warm_runs(cm: CodeMode, code: str, what: str, repeat: int, gap_s: float = 0.0) -> list[float]:
+    """Milliseconds of `repeat` runs of `code`, each after `gap_s` idle (0: back to back)."""
+    samples = []
+    for _ in range(repeat):
+        if gap_s:
+            await asyncio.sleep(gap_s)
+        ms, response = await timed(lambda: cm.run(code, limits=BENCH_LIMITS))
+        check(response, what)
+        samples.append(ms)
+    return samples
 
 
 # --- (1) start-up ---------------------------------------------------------------------------
@@ -133,34 +149,16 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
     async with CodeMode.from_config(config, out=config.parent / "out") as cm:
         cold_empty, response = await timed(lambda: cm.run("", limits=BENCH_LIMITS))
         check(response, "empty script")
-        empty = []
-        for _ in range(repeat):
-            await asyncio.sleep(PACING_GAP_S)
-            ms, response = await timed(lambda: cm.run("", limits=BENCH_LIMITS))
-            check(response, "empty script")
-            empty.append(ms)
-        empty_b2b = []
-        for _ in range(repeat):
-            ms, response = await timed(lambda: cm.run("", limits=BENCH_LIMITS))
-            check(response, "empty script")
-            empty_b2b.append(ms)
+        empty = await warm_runs(cm, "", "empty script", repeat, PACING_GAP_S)
+        empty_b2b = await warm_runs(cm, "", "empty script", repeat)
         cold_all, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
         bindings = check(response, "import all modules")
         if bindings != SERVERS * TOOLS_PER_SERVER:
             raise SystemExit(
                 f"expected {SERVERS * TOOLS_PER_SERVER} bindings, the script saw {bindings}"
             )
-        loaded = []
-        for _ in range(repeat):
-            await asyncio.sleep(PACING_GAP_S)
-            ms, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
-            check(response, "import all modules")
-            loaded.append(ms)
-        loaded_b2b = []
-        for _ in range(repeat):
-            ms, response = await timed(lambda: cm.run(all_modules, limits=BENCH_LIMITS))
-            check(response, "import all modules")
-            loaded_b2b.append(ms)
+        loaded = await warm_runs(cm, all_modules, "import all modules", repeat, PACING_GAP_S)
+        loaded_b2b = await warm_runs(cm, all_modules, "import all modules", repeat)
     shape = f"{SERVERS} servers x {TOOLS_PER_SERVER} tools"
     rows.append(
         (

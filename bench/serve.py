@@ -27,8 +27,7 @@ repository's .mcp.json); the "many" project 10 servers x 20 tools (tests/servers
     rounds, of a trivial script and of one awaiting a 50 ms setTimeout: runs/s and p95 latency,
     and the peak number of sandbox worker processes (descendants of the serve process whose
     command line holds `codemode_gen.runtime.worker`, sampled from /proc while the load runs).
-    Target: the peak never exceeds --max-workers. A serve without --max-workers (per its
-    --help) gets a "skip" row.
+    Target: the peak never exceeds --max-workers.
 (4) Memory: the VmRSS of the serve process and of each sandbox worker after RSS_RUNS runs (each
     calls notes.get_note) through serve on the demo project, and after its first run.
 
@@ -45,7 +44,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -61,12 +59,17 @@ sys.path.insert(0, str(REPO))  # bench/ as the namespace package `bench`
 
 from bench.runtime import (  # noqa: E402
     NOTES,
+    PACING_GAP_S,
     PYTHON,
     SERVERS,
+    TARGET_EMPTY_MS,
+    TARGET_IMPORT_MS,
     TOOLS_PER_SERVER,
     check,
     median,
+    percentile,
     print_table,
+    timed,
     write_many_project,
     write_project,
 )
@@ -75,11 +78,6 @@ CALENDAR = REPO / "examples" / "servers" / "calendar_server.py"
 TOOL = "codemode.run"
 
 TARGET_INIT_RATIO = 1.5
-TARGET_EMPTY_MS = 3.0
-TARGET_ALL_MODULES_MS = 6.0
-#: Sleep before each paced run: an agent's runs are seconds apart; the pool prepares the next
-#: sandbox between runs. 20 ms is enough for that and keeps --repeat 50 quick.
-PACING_GAP_S = 0.020
 WARMUP_RUNS = 3
 MAX_WORKERS = (1, 2, 4)
 CONCURRENT_RUNS = 16
@@ -260,13 +258,6 @@ def serve_command() -> list[str]:
     return [found] if found else [PYTHON, "-m", "codemode_gen"]
 
 
-def serve_has_max_workers() -> bool:
-    done = subprocess.run(
-        [*serve_command(), "serve", "--help"], capture_output=True, text=True, timeout=60
-    )
-    return "--max-workers" in done.stdout
-
-
 @dataclass
 class Session:
     client: Any  # mcp.Client
@@ -333,17 +324,6 @@ async def run_script(s: Session, code: str, what: str) -> Any:
     if result.is_error or not isinstance(response, dict):
         raise SystemExit(f"{what}: codemode.run failed: {result.content}")
     return check(response, what)
-
-
-async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    value = await fn()
-    return (time.perf_counter() - started) * 1000, value
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def p50_p95(values: list[float]) -> str:
@@ -465,8 +445,8 @@ async def bench_runs(many: Path, demo: Path, repeat: int, logs: Path, reaper: Re
         (
             f"(2) serve: script importing all {SERVERS} modules ({bindings} bindings), {gap}",
             p50_p95(paced["modules"]),
-            f"<= {TARGET_ALL_MODULES_MS:.0f} ms",
-            verdict(paced["modules"], TARGET_ALL_MODULES_MS),
+            f"<= {TARGET_IMPORT_MS:.0f} ms",
+            verdict(paced["modules"], TARGET_IMPORT_MS),
         ),
         (
             f"(2) floor: plain tools/call notes.get_note on the same SDK, {gap}",
@@ -502,22 +482,11 @@ async def bench_throughput(demo: Path, logs: Path, reaper: Reaper) -> list[Row]:
             "globalThis.__codemode_result__ = 1;"
         ),
     }
-    capped = serve_has_max_workers()
     rows: list[Row] = []
     for cap in (None, *MAX_WORKERS):
         label = (
             f"serve's default ({os.cpu_count()} CPUs)" if cap is None else f"--max-workers {cap}"
         )
-        if cap is not None and not capped:
-            rows.append(
-                (
-                    f"(3) {label}: skipped, `codemode-gen serve --help` has no --max-workers",
-                    "-",
-                    "-",
-                    "skip",
-                )
-            )
-            continue
         argv = [*serve_command(), "serve", "--config", str(demo)]
         if cap is not None:
             argv += ["--max-workers", str(cap)]

@@ -15,15 +15,17 @@ Finding and starting the test servers is conftest.py's (`server_script`, `stdio_
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import pytest
 
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.runtime.codemode import CodeMode
@@ -33,7 +35,7 @@ from .conftest import stdio_config as stdio
 
 __all__ = [
     "PYTHON", "REPO", "RUN_TIMEOUT", "HostThread", "against_serve", "assert_ok", "codes", "errors",
-    "fixture_set", "script", "start_http", "stdio", "write_out",
+    "fixture_set", "mcp_project", "script", "slow_host", "start_http", "stdio", "write_out",
 ]
 
 T = TypeVar("T")
@@ -45,6 +47,13 @@ RUN_TIMEOUT = 60.0
 def script(name: str) -> str:
     """examples/servers/<name>.py or tests/servers/<name>.py, as a string for .mcp.json."""
     return str(server_script(name))
+
+
+def mcp_project(base: Path, **servers: list[str]) -> Path:
+    """`base` with a .mcp.json starting each server `id=[name, *args]` as `python <script(name)> ARGS`."""
+    entries = {sid: {"command": PYTHON, "args": [script(name), *args]} for sid, (name, *args) in servers.items()}
+    (base / ".mcp.json").write_text(json.dumps({"mcpServers": entries}))
+    return base
 
 
 class HostThread:
@@ -97,6 +106,19 @@ class HostThread:
             self.loop.close()
 
 
+def slow_host(tmp_path_factory: pytest.TempPathFactory, name: str,
+              warm: str = "import { tick } from '@codemode/servers/slow'; await tick();") -> Iterator[HostThread]:
+    """For a module-scoped fixture: a HostThread with tests/servers/slow.py as `slow`, connected
+    and warm (the script `warm` has run), closed when the module is done."""
+    base = tmp_path_factory.mktemp(name)
+    host = HostThread({"slow": stdio("slow", "slow")}, base / "out", base / "logs")
+    try:
+        host.run(warm)
+        yield host
+    finally:
+        host.close()
+
+
 def errors(response: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in response["diagnostics"] if d["severity"] == "error"]
 
@@ -119,12 +141,13 @@ def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> t
 
 def against_serve(
     project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str,
-    message_handler: Any = None,
+    message_handler: Any = None, elicitation_callback: Any = None,
 ) -> T:
     """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
     in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log.
-    `message_handler`: `async (message) -> None`, told of every notification the client receives
-    (the SDK's `Client` option)."""
+    `message_handler`: `async (message) -> None`, told of every notification the client receives;
+    `elicitation_callback`: answers elicitation/create (given one, the client declares the
+    elicitation capability). Both are the SDK's `Client` options."""
 
     async def main() -> T:
         import mcp_types as types
@@ -140,7 +163,8 @@ def against_serve(
         with (project / "serve.stderr.log").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,
                               client_info=types.Implementation(name="test", version="0"),
-                              message_handler=message_handler) as client:
+                              message_handler=message_handler,
+                              elicitation_callback=elicitation_callback) as client:
                 return await body(client)
 
     return anyio.run(main)

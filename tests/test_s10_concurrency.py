@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .runtime_support import HostThread, assert_ok, errors, stdio
+from .runtime_support import HostThread, assert_ok, errors, slow_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,11 +21,7 @@ SLEEP_MS = 400
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    base = tmp_path_factory.mktemp("s10")
-    h = HostThread({"slow": stdio("slow", "slow")}, base / "out", base / "logs")
-    h.run("import { tick } from '@codemode/servers/slow'; await tick();")  # connect + warm up
-    yield h
-    h.close()
+    yield from slow_host(tmp_path_factory, "s10")
 
 
 def timed(n: int) -> str:

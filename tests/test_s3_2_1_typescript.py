@@ -20,7 +20,7 @@ import pytest
 
 from codemode_gen.config import Settings, load_config
 
-from .runtime_support import PYTHON, REPO, HostThread, against_serve, script
+from .runtime_support import REPO, HostThread, against_serve, mcp_project
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -70,12 +70,7 @@ def assert_fails_at_the_typescript_line(response: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("typescript")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [script("notes_server")]},
-        "calendar": {"command": PYTHON, "args": [script("calendar_server")]},
-    }}))
-    return base
+    return mcp_project(tmp_path_factory.mktemp("typescript"), notes=["notes_server"], calendar=["calendar_server"])
 
 
 # ---------------------------------------------------------------------------------- run (CLI)

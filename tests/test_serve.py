@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from .conftest import child_pids
-from .runtime_support import PYTHON, RUN_TIMEOUT, against_serve, script
+from .runtime_support import PYTHON, RUN_TIMEOUT, against_serve, mcp_project
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,11 +25,7 @@ NO_WORKER_WATCH_S = 0.5
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("serve")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]},
-    }}))
-    return base
+    return mcp_project(tmp_path_factory.mktemp("serve"), slow=["slow", "stdio"])
 
 
 @pytest.mark.slow

@@ -10,8 +10,6 @@ was generated) and denies every calendar tool but list_events (a server default 
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,7 +22,7 @@ from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
 from codemode_gen.runtime.serve import APPROVAL_SCHEMA, HostOptions
 
-from .runtime_support import PYTHON, REPO, RUN_TIMEOUT, script, write_out
+from .runtime_support import REPO, RUN_TIMEOUT, against_serve, mcp_project, write_out
 from .test_serve_http import TOKEN, start_serve
 
 if TYPE_CHECKING:
@@ -59,11 +57,7 @@ IDS = NOTES + "globalThis.__codemode_result__ = (await notes.list_notes()).resul
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("serve-approval")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [script("notes_server")]},
-        "calendar": {"command": PYTHON, "args": [script("calendar_server")]},
-    }}))
+    base = mcp_project(tmp_path_factory.mktemp("serve-approval"), notes=["notes_server"], calendar=["calendar_server"])
     # out/ as `generate` wrote it before codemode.toml said anything about approval
     write_out(base / "out", load_fixtures(REPO / "fixtures"))
     (base / "codemode.toml").write_text(SETTINGS)
@@ -107,26 +101,7 @@ class Elicitor:
 def served(project: Path, body: Callable[[Any], Awaitable[T]], *args: str, elicitor: Elicitor | None = None) -> T:
     """`body(client)` against `serve` in `project` over stdio; the client declares elicitation
     only when given an `elicitor`."""
-
-    async def main() -> T:
-        import mcp_types as types
-        from mcp import Client, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(
-            command=PYTHON,
-            args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out",
-                  str(project / "out"), *args],
-            cwd=str(project),
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        )
-        with (project / "serve.stderr.log").open("a") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,
-                              client_info=types.Implementation(name="test", version="0"),
-                              elicitation_callback=elicitor) as client:
-                return await body(client)
-
-    return anyio.run(main)
+    return against_serve(project, body, "--out", str(project / "out"), *args, elicitation_callback=elicitor)
 
 
 async def run(client: Any, code: str, elicitor: Elicitor | None = None, **limits: int) -> dict[str, Any]:
@@ -248,6 +223,7 @@ def test_no_answer_within_timeout_ms_ends_the_run_and_cancels_the_ask(project: P
     user = Elicitor("accept", delay=30)
 
     async def body(client: Any) -> Any:
+        await run(client, IDS)  # connected and warm: the 1.5 s below is the wait for the user only
         started = time.monotonic()
         result = await client.call_tool("codemode.run", {"code": DELETE_ONE, "limits": {"timeoutMs": 1500}})
         took = time.monotonic() - started

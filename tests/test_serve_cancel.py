@@ -14,7 +14,6 @@ test cancels once its calls are in flight, not after a guessed delay).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from codemode_gen.client.sessions import SessionManager
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import Catalog
 
-from .runtime_support import PYTHON, HostThread, against_serve, assert_ok, script, stdio
+from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host, stdio
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,11 +69,7 @@ def check_cancelled(before: dict[str, int], after: dict[str, int], took: float) 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("serve-cancel")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]},
-    }}))
-    return base
+    return mcp_project(tmp_path_factory.mktemp("serve-cancel"), slow=["slow", "stdio"])
 
 
 @pytest.mark.slow
@@ -124,11 +119,7 @@ def test_s7_4_client_cancelling_codemode_run_cancels_its_calls_upstream(project:
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    base = tmp_path_factory.mktemp("cancel")
-    h = HostThread({"slow": stdio("slow", "slow")}, base / "out", base / "logs")
-    h.run(COUNTS)  # connect + warm up
-    yield h
-    h.close()
+    yield from slow_host(tmp_path_factory, "cancel", COUNTS)
 
 
 def host_counts(host: HostThread) -> dict[str, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import Catalog, ServerView, ToolView
 from codemode_gen.runtime.progress import ProgressReporter
 
-from .runtime_support import PYTHON, HostThread, against_serve, assert_ok, script, stdio
+from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host
 from .test_bridge import FakeConnector, FakeSession, ok
 
 pytestmark = pytest.mark.timeout(120)
@@ -64,11 +63,7 @@ def check_long_run(sent: list[Sent]) -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("serve-progress")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]},
-    }}))
-    return base
+    return mcp_project(tmp_path_factory.mktemp("serve-progress"), slow=["slow", "stdio"])
 
 
 @pytest.mark.slow
@@ -110,11 +105,7 @@ def test_a_run_with_a_progress_token_reports_progress_and_one_without_gets_none(
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    base = tmp_path_factory.mktemp("progress")
-    h = HostThread({"slow": stdio("slow", "slow")}, base / "out", base / "logs")
-    h.run("import { tick } from '@codemode/servers/slow'; await tick();")  # connect + warm up
-    yield h
-    h.close()
+    yield from slow_host(tmp_path_factory, "progress")
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ tests/runtime_support.HostThread), `codemode-gen run` (a subprocess: a §3.3 JSO
 traceback on stderr) or `codemode-gen serve` (the SDK's client over stdio). Each test checks the
 clean error *and* that nothing else was lost: the same host, session and server process still
 answer the next call (`assert_still_serves`), and the run came back within 1.5 × timeoutMs.
+The modules' `host` and `project` fixtures are conftest.py's, built from the helpers here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ cancelled on the server (§7.4) and the trace says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,8 @@ import pytest
 from .script_support import (
     HostThread,
     assert_still_serves,
-    cli_project,
     codes,
     errors,
-    host_fixture,
     run_cli,
     timed,
     within_deadline,
@@ -42,11 +39,6 @@ LATE = {
     "error getter": "const e = new Error('boom'); Object.defineProperty(e, 'stack', {get() { tick(); return ''; }}); throw e;",
     "thrown getter": "throw {get message() { tick(); return 'boom'; }, get stack() { tick(); return ''; }};",
 }
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    yield from host_fixture(tmp_path_factory, "late")
 
 
 @pytest.mark.parametrize("late", list(LATE.values()), ids=list(LATE))
@@ -78,11 +70,6 @@ def test_s7_4_in_flight_calls_cut_short_are_reported_as_cancelled(host: HostThre
     assert trace["tick"]["ok"] is True
     assert trace["sleep"]["ok"] is False and "cancelled" in trace["sleep"]["error"]
     assert_still_serves(host, before + 1)
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cli_project(tmp_path_factory.mktemp("late-cli"))
 
 
 @pytest.mark.slow

@@ -12,7 +12,6 @@ SANDBOX_LIMIT, §7.4, logs kept). So the whole response has a bound that no scri
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,10 +23,8 @@ from .script_support import (
     HostThread,
     assert_section_3_3,
     assert_still_serves,
-    cli_project,
     codes,
     errors,
-    host_fixture,
     run_cli,
     timed,
     within_deadline,
@@ -59,11 +56,6 @@ def response_bound(max_log_bytes: int) -> int:
     """What the documented caps allow a response to take (ASCII content: no JSON escapes)."""
     logs = max_log_bytes + (max_log_entries(max_log_bytes) + 1) * (L.LOG_ENTRY_OVERHEAD_BYTES + 20) + 500
     return logs + TRACE_BYTES + DIAGNOSTIC_BYTES
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    yield from host_fixture(tmp_path_factory, "limits")
 
 
 def size(response: object) -> int:
@@ -160,11 +152,6 @@ def test_s3_3_the_whole_response_is_bounded_whatever_the_script_does(host: HostT
     assert "TOOL_TRACE_TRUNCATED" in codes(response, "warning")
     assert size(response) <= response_bound(L.DEFAULT_MAX_LOG_BYTES)
     assert_still_serves(host)
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cli_project(tmp_path_factory.mktemp("limits-cli"))
 
 
 @pytest.mark.slow

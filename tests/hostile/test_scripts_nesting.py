@@ -24,7 +24,6 @@ from .script_support import (
     TICKS,
     HostThread,
     assert_still_serves,
-    cli_project,
     codes,
     errors,
     host_fixture,
@@ -168,11 +167,6 @@ def test_s3_3_host_walks_are_iterative() -> None:
 
 
 # ---------------------------------------------------------------------------- the CLI and serve
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cli_project(tmp_path_factory.mktemp("nesting-cli"))
 
 
 @pytest.mark.slow

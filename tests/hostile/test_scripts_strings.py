@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,8 @@ from .script_support import (
     HostThread,
     assert_section_3_3,
     assert_still_serves,
-    cli_project,
     codes,
     errors,
-    host_fixture,
     run_cli,
     serve_run,
     serve_session,
@@ -60,11 +57,6 @@ for (const [server, tool] of names) {
 }
 globalThis.__codemode_result__ = seen;
 """
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    yield from host_fixture(tmp_path_factory, "strings")
 
 
 def clean(text: str) -> bool:
@@ -202,11 +194,6 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
 
 
 # ---------------------------------------------------------------------------- the CLI and serve
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cli_project(tmp_path_factory.mktemp("strings-cli"))
 
 
 @pytest.mark.slow

@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +29,6 @@ from .script_support import (
     HostThread,
     assert_still_serves,
     errors,
-    host_fixture,
     timed,
     within_deadline,
 )
@@ -51,11 +49,6 @@ async function attempt(fn) {
   catch (e) { return {error: {name: e.name, path: e.path, expected: e.expected, message: e.message}}; }
 }
 """
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    yield from host_fixture(tmp_path_factory, "validation")
 
 
 def rss() -> int:
