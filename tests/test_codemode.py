@@ -134,7 +134,14 @@ def test_max_workers_from_codemode_toml_and_the_argument(tmp_path: Path) -> None
                 results["long"] = await cm.run(long)
 
             tg.start_soon(first)
-            await anyio.sleep(0.3)
+            # Until the long run holds its worker (0.2 s in a row: longer than its syntax check
+            # holds one), however slow the machine is: not a fixed sleep.
+            with anyio.fail_after(10):
+                held_since = None
+                while held_since is None or anyio.current_time() - held_since < 0.2:
+                    busy = cm._sandbox is not None and cm._sandbox.pool.busy > 0
+                    held_since = (held_since or anyio.current_time()) if busy else None
+                    await anyio.sleep(0.01)
             results["short"] = await cm.run("globalThis.__codemode_result__ = 1;", limits={"timeoutMs": 400})
         return results["long"], results["short"]
 
