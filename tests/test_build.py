@@ -26,6 +26,8 @@ from codemode_gen.generator.build import MAX_INSTRUCTIONS_IN_DTS, Outputs, build
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 from codemode_gen.generator.manifest import ToolEntry
 
+from .conftest import PROMPT_S
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "fixtures"
 TSC = REPO / "node_modules" / ".bin" / "tsc"
@@ -521,7 +523,7 @@ def test_live_servers_without_recordings_build_quickly() -> None:
     live = FixtureSet("live", {"serverInfo": {"name": "live", "version": "1"}}, tools)
     start = time.perf_counter()
     out = build_outputs([live])
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < PROMPT_S  # no inference or compiler work (bench/ has the figure)
     assert signature(out.files["servers/live.d.ts"], "tool_49") == (
         "export function tool_49(input?: { q?: string }): Promise<unknown>;"
     )

@@ -217,7 +217,7 @@ def test_redacted_recordings_compare_and_redacted_inputs_are_not_resent(
     before = tree_hash(tmp_path / "fixtures")
     code, out, err = check(tmp_path, capsys)
     assert code == 0, out + err
-    assert "slow: up to date (11 tools, 1 result compared)" in out
+    assert "slow: up to date (12 tools, 1 result compared)" in out
     assert "note: echo sample 1: not repeated: its recorded input was redacted" in out
     assert secret not in out + err
     assert tree_hash(tmp_path / "fixtures") == before

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -62,25 +61,20 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_limits_typecheck_warns_and_the_run_goes_ahead_with_one_compiler(project: Path) -> None:
     tsc = require_tsc()
 
-    async def main() -> tuple[list[dict[str, Any]], list[float], int, dict[str, Any]]:
+    async def main() -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
-            responses, times = [], []
-            for _ in range(3):
-                started = time.monotonic()
-                responses.append(await cm.run(WRONG_PROPERTY, limits={"typecheck": True}))
-                times.append(time.monotonic() - started)
+            responses = [await cm.run(WRONG_PROPERTY, limits={"typecheck": True}) for _ in range(3)]
             unchecked = await cm.run(WRONG_PROPERTY)  # off by default
-            return responses, times, cm.typechecker().starts, unchecked
+            return responses, cm.typechecker().starts, unchecked
 
-    responses, times, starts, unchecked = anyio.run(main)
+    responses, starts, unchecked = anyio.run(main)
     for response in responses:
         assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
         warning = response["diagnostics"][0]
         assert "`.title`" in warning["hint"]
         assert response["result"] == "Groceries"  # the script ran
         assert not [d for d in response["diagnostics"] if d["severity"] == "error"]
-    assert starts == 1  # one compiler process for all runs
-    assert max(times[1:]) < times[0], times  # the first paid for starting it (and connecting)
+    assert starts == 1  # one compiler process for all runs (bench/typescript.py times them)
     assert type_notes(unchecked) == [] and unchecked["result"] == "Groceries"
 
 
@@ -115,23 +109,25 @@ def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
     assert response["result"] == "Groceries"
 
 
-def test_check_time_counts_within_timeout_ms(project: Path) -> None:
-    """A cold compiler cannot start in half of 300 ms: that run skips the check (info) and
-    still runs; the start goes on, so the next run is checked."""
+def test_check_time_counts_within_timeout_ms(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiler that needs longer to start than the check's share of timeoutMs: that run skips
+    the check (info) and still runs; the start goes on, so the next run is checked. The start is
+    made SLOW_START_S long (a node preload), so the outcome does not depend on the machine."""
     tsc = require_tsc()
+    slow_start_s, timeout_ms = 6.0, 4000  # the check may use half of 4 s: the start takes 6 s
+    monkeypatch.setenv("NODE_OPTIONS", f"--require {REPO / 'tests' / 'data' / 'slow_start.js'}")
+    monkeypatch.setenv("CODEMODE_TEST_SLOW_START_MS", str(int(slow_start_s * 1000)))
 
-    async def main() -> tuple[dict[str, Any], float, dict[str, Any], int]:
+    async def main() -> tuple[dict[str, Any], dict[str, Any], int]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
-            started = time.monotonic()
-            short = await cm.run("globalThis.__codemode_result__ = 1;", limits={"typecheck": True, "timeoutMs": 300})
-            took = time.monotonic() - started
+            short = await cm.run("globalThis.__codemode_result__ = 1;", limits={"typecheck": True, "timeoutMs": timeout_ms})
             later = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
-            return short, took, later, cm.typechecker().starts
+            return short, later, cm.typechecker().starts
 
-    short, took, later, starts = anyio.run(main)
+    short, later, starts = anyio.run(main)
+    # Skipped, not waited for: the script ran within its timeoutMs.
     assert type_notes(short) == [("info", "TYPECHECK_SKIPPED", "")]
     assert short["result"] == 1
-    assert took < 0.3 * 1.5
     assert type_notes(later) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
     assert starts == 1
 

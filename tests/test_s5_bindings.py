@@ -52,7 +52,7 @@ def test_s5_1_one_async_function_per_tool_and_frozen_meta(host: HostThread) -> N
         " meta: slow.__meta__};"
     )
     result = assert_ok(host.run(code))
-    tools = ["beep", "book_room", "cancelled_count", "echo", "env", "lines", "rpc_error", "sleep", "tick",
+    tools = ["beep", "book_room", "cancelled_count", "echo", "env", "lines", "peak", "rpc_error", "sleep", "tick",
              "tool_error", "total"]
     assert result["fns"] == tools and result["asyncFns"] == len(tools)
     assert result["frozen"] is True and result["replaced"] is False

@@ -24,10 +24,9 @@ from codemode_gen.generator.fixtures import write_server_fixtures
 from codemode_gen.generator.output_schema import merge_output
 from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
 
+from .conftest import PROMPT_S
+
 EVIL = "a" * 40 + "!"
-# Bounds every "returns promptly" assertion: generous for a loaded 2-core machine; the hang
-# being guarded against lasts hours.
-PROMPT_S = 5.0
 # Catastrophic under Python's `re` (exponential backtracking) ...
 RE_CATASTROPHIC = r"^(a+)+$"
 # ... and under the `regex` package too, so the timeout itself is exercised.
@@ -98,7 +97,10 @@ def test_s11_many_values_share_one_budget() -> None:
     assert time.monotonic() - started < PROMPT_S
     reasons = {s.reason for s in report.skipped}
     assert reasons == {"timeout", "budget"}
-    assert report.spent_s < safe_jsonschema.SESSION_BUDGET_S + 2 * safe_jsonschema.MATCH_TIMEOUT_S + 1
+    # Each match that ran used at least its timeout of the budget (however slow the machine):
+    # once the budget was spent the rest were skipped without running.
+    timed_out = sum(s.reason == "timeout" for s in report.skipped)
+    assert timed_out <= safe_jsonschema.SESSION_BUDGET_S / safe_jsonschema.MATCH_TIMEOUT_S + 1, timed_out
 
 
 @pytest.mark.timeout(60)
@@ -108,11 +110,9 @@ def test_s11_a_pattern_that_keeps_timing_out_is_not_run_again() -> None:
         with safe_jsonschema.regex_session():
             assert safe_jsonschema.search(pattern, EVIL) is None
     with safe_jsonschema.regex_session() as report:
-        started = time.monotonic()
         assert safe_jsonschema.search(pattern, EVIL) is None
-        assert time.monotonic() - started < safe_jsonschema.MATCH_TIMEOUT_S
     assert report.skipped == [safe_jsonschema.Skipped(pattern, "timeout")]
-    assert report.spent_s == 0.0
+    assert report.spent_s == 0.0  # not run again: no time spent matching
 
 
 @pytest.mark.timeout(60)

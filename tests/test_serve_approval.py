@@ -22,6 +22,7 @@ from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
 from codemode_gen.runtime.serve import APPROVAL_SCHEMA, HostOptions
 
+from .conftest import HANG_S, PROMPT_S
 from .runtime_support import REPO, RUN_TIMEOUT, against_serve, mcp_project, write_out
 from .test_serve_http import TOKEN, start_serve
 
@@ -220,7 +221,7 @@ def test_progress_says_the_run_waits_for_approval(project: Path) -> None:
 
 
 def test_no_answer_within_timeout_ms_ends_the_run_and_cancels_the_ask(project: Path) -> None:
-    user = Elicitor("accept", delay=30)
+    user = Elicitor("accept", delay=HANG_S)
 
     async def body(client: Any) -> Any:
         await run(client, IDS)  # connected and warm: the 1.5 s below is the wait for the user only
@@ -228,13 +229,13 @@ def test_no_answer_within_timeout_ms_ends_the_run_and_cancels_the_ask(project: P
         result = await client.call_tool("codemode.run", {"code": DELETE_ONE, "limits": {"timeoutMs": 1500}})
         took = time.monotonic() - started
         after = await run(client, IDS)
-        with anyio.move_on_after(5):
+        with anyio.move_on_after(PROMPT_S):
             while not user.cancelled:
                 await anyio.sleep(0.05)
         return result.structured_content, took, after
 
     response, took, after = served(project, body, elicitor=user)
-    assert took < 10 and len(user.asked) == 1 and user.cancelled == 1
+    assert took < PROMPT_S and len(user.asked) == 1 and user.cancelled == 1  # not the user's HANG_S
     # At the run's deadline either the gate gave up first (the script caught the denial and
     # ended) or the sandbox stopped the script; the call was never sent either way.
     assert [d["code"] for d in response["diagnostics"]] in ([], ["SANDBOX_LIMIT"])

@@ -26,15 +26,16 @@ from codemode_gen.client.sessions import SessionManager
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import Catalog
 
+from .conftest import HANG_S, PROMPT_S
 from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host, stdio
 
 pytestmark = pytest.mark.timeout(120)
 
 CALLS = 3  # sleeps in flight when the run is cancelled
-SLEEP_MS = 20_000  # far longer than any test waits: a sleep that ended by itself fails the test
+SLEEP_MS = int(HANG_S * 1000)  # far longer than any test waits: a sleep that ended by itself fails the test
 # How soon after the cancellation every sleep must have been cut short ("well before the sleeps
 # would have ended"); generous for a loaded 2-core machine, tiny next to SLEEP_MS.
-CANCELLED_WITHIN_S = 5.0
+CANCELLED_WITHIN_S = PROMPT_S
 # Bounds the wait for the sleeps to be in flight (a cold sandbox worker on a busy machine).
 IN_FLIGHT_WITHIN_S = 30.0
 
@@ -222,12 +223,12 @@ def test_bridge_serve_finishes_the_runs_teardown_however_often_its_caller_is_can
             asyncio.get_running_loop().call_later(0.05, scope.cancel)
             await bridge.serve(sandbox_run())
         stopped = time.monotonic() - started
-        with anyio.fail_after(5):
+        with anyio.fail_after(PROMPT_S):
             while not cleaned:
                 await anyio.sleep(0.01)
         return stopped
 
     stopped = asyncio.run(go())
-    assert stopped < 1.0
+    assert stopped < PROMPT_S  # not the run's 60 s
     assert cleaned == ["sandbox"]
     assert bridge._closed  # aclose ran after the run

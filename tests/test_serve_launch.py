@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
+from .conftest import HANG_S, PROMPT_S
 from .runtime_support import REPO, codes, fixture_set, write_out
 
 if TYPE_CHECKING:
@@ -36,10 +37,10 @@ VENV_BIN = CODEMODE_GEN.parent
 REQUEST_TIMEOUT_S = 60
 # `hang` never answers initialize; it is given this long before serve gives up on it, so any
 # request that waited for it would take at least this long.
-HANG_CONNECT_TIMEOUT_S = 20
+HANG_CONNECT_TIMEOUT_S = HANG_S
 # What "does not wait for the hanging server" means here: far below its connect timeout, with
 # room for a loaded 2-core CI machine (a run that imports a server also starts that server).
-NO_WAIT_BOUND_S = 8.0
+NO_WAIT_BOUND_S = PROMPT_S
 
 # How late the "late" server starts: far more than serve needs to answer initialize + tools/list.
 LATE_START_S = 1

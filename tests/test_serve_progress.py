@@ -24,6 +24,7 @@ from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import Catalog, ServerView, ToolView
 from codemode_gen.runtime.progress import ProgressReporter
 
+from .conftest import PROMPT_S
 from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host
 from .test_bridge import FakeConnector, FakeSession, ok
 
@@ -133,7 +134,7 @@ def test_a_progress_hook_that_fails_or_hangs_never_affects_the_run(host: HostThr
     for hook in (failing, hanging):
         started = time.monotonic()
         response = host.run(SHORT_RUN, progress=hook)  # a call notification, then a heartbeat
-        assert time.monotonic() - started < 1.4 + 2.0  # the run's own length plus slack, not the hook's
+        assert time.monotonic() - started < PROMPT_S  # the run's own length, not the hook's hour
         assert assert_ok(response) == "done"
         assert [t["ok"] for t in response["toolTrace"]] == [True]
 

@@ -34,9 +34,13 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from .conftest import PYTHON, RunningServer, server_script
+from .conftest import PROMPT_S, PYTHON, RunningServer, server_script
 
 CALL_TIMEOUT = 15.0  # seconds; bounds every request so a broken server fails the test, not hangs it
+# Concurrency checks: CONCURRENT_CALLS sleeps of CONCURRENT_SLEEP_MS each end within PROMPT_S only
+# when they overlap (one after the other they take twice PROMPT_S).
+CONCURRENT_CALLS = 8
+CONCURRENT_SLEEP_MS = 2500
 HANG_PROBE_SECONDS = 1.0  # how long hang_on_initialize must stay silent for the test to believe it
 
 
@@ -518,9 +522,10 @@ def test_slow_server_call_shapes_concurrency_and_cancellation() -> None:
             assert tools["book_room"]["inputSchema"]["examples"] == [{"room": "A1", "minutes": 30}]
 
             started = time.monotonic()
-            slept = await asyncio.gather(*(raw.call("sleep", {"ms": 100}) for _ in range(10)))
-            assert time.monotonic() - started < 0.9  # concurrent, not 10 x 100 ms in a row
-            assert all(r["structuredContent"] == {"slept": 100} for r in slept)
+            sleep = {"ms": CONCURRENT_SLEEP_MS}
+            slept = await asyncio.gather(*(raw.call("sleep", sleep) for _ in range(CONCURRENT_CALLS)))
+            assert time.monotonic() - started < PROMPT_S  # concurrent, not one after the other
+            assert all(r["structuredContent"] == {"slept": CONCURRENT_SLEEP_MS} for r in slept)
 
             request_id, abandoned = await raw.start_request(
                 "tools/call", {"name": "sleep", "arguments": {"ms": 30_000}}
@@ -653,12 +658,12 @@ def test_slow_server_over_legacy_sse(start_server: Callable[..., RunningServer])
             kind, data = await _next_event(lines)
             assert kind == "message" and json.loads(data)["result"]["serverInfo"]["name"] == "slow"
             started = time.monotonic()
-            for i in range(1, 6):
-                call = {"name": "sleep", "arguments": {"ms": 100}}
+            for i in range(1, CONCURRENT_CALLS + 1):
+                call = {"name": "sleep", "arguments": {"ms": CONCURRENT_SLEEP_MS}}
                 await post({"id": i, "method": "tools/call", "params": call})
-            answers = [json.loads((await _next_event(lines))[1]) for _ in range(5)]
-            assert time.monotonic() - started < 0.9
-            assert sorted(a["id"] for a in answers) == [1, 2, 3, 4, 5]
+            answers = [json.loads((await _next_event(lines))[1]) for _ in range(CONCURRENT_CALLS)]
+            assert time.monotonic() - started < PROMPT_S  # concurrent, not one after the other
+            assert sorted(a["id"] for a in answers) == list(range(1, CONCURRENT_CALLS + 1))
             await post(
                 {"id": 9, "method": "tools/call", "params": {"name": "total", "arguments": [1, 2]}}
             )

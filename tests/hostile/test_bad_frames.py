@@ -28,7 +28,7 @@ from codemode_gen.client.sessions import BadFrameError, CallError, McpSession, S
 from codemode_gen.client.stdio import MAX_FRAME_DEPTH, frame_too_deep, parse_pruned
 from codemode_gen.config import ServerConfig
 
-from .script_support import against_serve
+from .script_support import PROMPT_S, against_serve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +36,7 @@ SERVER = Path(__file__).resolve().parent / "bad_frames_server.py"
 PYTHON = sys.executable
 CLI = [PYTHON, "-m", "codemode_gen"]
 CALL_TIMEOUT = 60.0  # what a dropped frame would cost
-FAST = 10.0  # generous bound for "at once" on a busy machine
+FAST = PROMPT_S  # "at once" on a busy machine: far below CALL_TIMEOUT
 
 # tool -> what the error must say
 FAILING = {

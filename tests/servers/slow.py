@@ -9,6 +9,8 @@ the request it names. Tools:
 - `sleep` {ms}: waits ms milliseconds, returns structured {"slept": ms} (declared outputSchema);
 - `cancelled_count`: {"cancelled": notifications/cancelled seen, "interrupted": sleeps cut short,
   "sleeping": sleeps under way} (a test waits for its calls to be in flight, then cancels them);
+- `peak`: {"peak": the most sleeps under way at once since the last `peak` call} (concurrency
+  proven by overlap, whatever the machine's load, instead of by timing);
 - `echo` {value: any JSON}: structured {"value": value};
 - `total` (inputSchema `{"type": "array", "items": {"type": "number"}}`): the arguments ARE the
   array; structured {"total", "count"};
@@ -79,6 +81,12 @@ TOOLS: list[dict[str, Any]] = [
             },
             ["cancelled", "interrupted", "sleeping"],
         ),
+    ),
+    _tool(
+        "peak",
+        "The most sleeps under way at once since the last call of peak.",
+        _obj({}),
+        outputSchema=_obj({"peak": {"type": "integer"}}, ["peak"]),
     ),
     _tool(
         "echo",
@@ -159,7 +167,7 @@ def failed(message: str) -> dict[str, Any]:
 
 
 def build_server() -> RawServer:
-    counts = {"cancelled": 0, "interrupted": 0, "sleeping": 0, "ticks": 0}
+    counts = {"cancelled": 0, "interrupted": 0, "sleeping": 0, "ticks": 0, "peak": 0}
 
     def on_cancelled(request_id: Any) -> None:
         counts["cancelled"] += 1
@@ -184,6 +192,7 @@ def build_server() -> RawServer:
             if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= SLEEP_MAX_MS:
                 return failed(f"sleep: ms must be an integer between 0 and {SLEEP_MAX_MS}")
             counts["sleeping"] += 1
+            counts["peak"] = max(counts["peak"], counts["sleeping"])
             try:
                 await asyncio.sleep(ms / 1000)
             except asyncio.CancelledError:
@@ -200,6 +209,9 @@ def build_server() -> RawServer:
                     "sleeping": counts["sleeping"],
                 }
             )
+        if name == "peak":
+            peak, counts["peak"] = counts["peak"], counts["sleeping"]
+            return structured({"peak": peak})
         if name == "echo":
             if "value" not in args:
                 return failed("echo: value is required")
