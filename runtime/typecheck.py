@@ -13,7 +13,9 @@ dies. The first check costs a node start plus loading the declarations (~0.5 s);
 parse and check only the script (tens of ms; `bench/typescript.py`).
 
 What is checked (documented in README "Type checking"): the script as an ES module with
-top-level await, under out/tsconfig.json's options (strict, ES2022, no DOM), plus
+top-level await, against nothing but out/codemode.d.ts and TypeScript's standard library (the
+server's file system is closed and virtual: no host file, path or existence shows in a diagnostic,
+§3.4), under out/tsconfig.json's strictness, target and lib (strict, ES2022, no DOM), plus
 `noPropertyAccessFromIndexSignature` (generated object types are open, so a misspelt property
 would otherwise be a silent `unknown`). TypeScript when the language says so (`.ts` files,
 `--lang ts`) or the script uses TypeScript syntax; otherwise JavaScript (checkJs), without the
@@ -66,6 +68,8 @@ RUN_SHARE = 0.5
 # Type warnings one run reports (then an info line with the count): a response is read by a
 # model, and the first errors are the ones to fix.
 MAX_RUN_DIAGNOSTICS = 20
+# Server modules a "Cannot find module" hint names (then a count): a hint is one line to read.
+MAX_HINT_MODULES = 8
 # How much of the checker's stderr a failure message quotes.
 STDERR_TAIL_CHARS = 1000
 
@@ -470,7 +474,9 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
         if module[1].startswith(MODULE_PREFIX):
             return ("import a configured server (listServers() from \"@codemode/discovery\" lists them); "
                     "a server added since `codemode-gen generate` has no declarations yet")
-        return "only @codemode/* modules can be imported in the sandbox"
+        return _only_codemode(d)
+    if code in (6053, 6231, 2688) and d.get("specifier") is not None:  # `/// <reference path|types>`
+        return "remove the `/// <reference>` (types come from imports): " + _only_codemode(d)
     name = _NO_NAME.search(message)
     if name and name[1] in _SANDBOX_MISSING:
         return _SANDBOX_MISSING[name[1]]
@@ -483,6 +489,17 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
     if code in (7006, 7031):
         return "annotate it, e.g. `(note: Note) => …` with a type the server module exports"
     return None
+
+
+def _only_codemode(d: Mapping[str, Any]) -> str:
+    """What a script can import instead: the modules out/ declares (the checker lists them)."""
+    declared = [str(m) for m in d.get("modules") or [] if isinstance(m, str)]
+    servers = [m for m in declared if m.startswith(MODULE_PREFIX)]
+    shown = servers[:MAX_HINT_MODULES] + [m for m in declared if not m.startswith(MODULE_PREFIX)]
+    if not shown:
+        return f'import a server as "{MODULE_PREFIX}<id>" (listServers() from "@codemode/discovery" lists them)'
+    more = f" and {len(servers) - MAX_HINT_MODULES} more servers" if len(servers) > MAX_HINT_MODULES else ""
+    return "import one of " + ", ".join(f'"{m}"' for m in shown) + more
 
 
 def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[dict[str, str]]:

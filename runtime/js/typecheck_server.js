@@ -35,41 +35,76 @@ try {
 }
 
 const outDir = path.resolve(process.argv[3] || "out");
-const declarations = path.join(outDir, "codemode.d.ts");
-// The script is a virtual file next to out/ (never written): relative paths in diagnostics and
-// module resolution behave as for a script in the project folder.
-const scriptBase = path.join(path.dirname(outDir), "__codemode_check__");
 
-// What out/tsconfig.json says (the generated one: strict, ES2022, no DOM), read on every start.
-const DEFAULT_OPTIONS = {
-  target: "ES2022",
+// ---- The checker's file system (spec §3.4, §11: nothing of the host is reachable from a script).
+// The LanguageService sees a closed, virtual file system of exactly three kinds of file: the
+// script (in memory, never written), out/codemode.d.ts and TypeScript's own lib.*.d.ts. Every
+// other name (an import of "../secret.json", `/// <reference path="/etc/x">`, `import("…")` in
+// a type, node_modules, @types, package.json, a symlink in out/) does not exist: fileExists is
+// false, readFile undefined, directories are empty, and modules resolve to nothing but the
+// ambient `declare module "@codemode/…"` blocks of codemode.d.ts. So a script cannot read a host
+// file through a type error ("Type '"sk-…"' is not assignable to type '1'"), and a file that
+// exists gets the same diagnostic as one that does not (no existence oracle). The names are
+// virtual too (VIRTUAL_ROOT): no host path appears in a diagnostic.
+const VIRTUAL_ROOT = "/__codemode__";
+const VIRTUAL_LIB = VIRTUAL_ROOT + "/lib/";
+const VIRTUAL_DECLARATIONS = VIRTUAL_ROOT + "/codemode.d.ts";
+// TypeScript's standard library files (lib.d.ts, lib.es2022.full.d.ts, lib.dom.d.ts, ...):
+// `lib` options and `/// <reference lib="…">` pick among them. Nothing else of the lib folder.
+const LIB_FILE = /^lib(\.[a-z0-9]+)*\.d\.ts$/i;
+const declarations = path.join(outDir, "codemode.d.ts");
+
+// The real file behind a virtual name, or undefined for every other name.
+function realFile(fileName) {
+  if (fileName === VIRTUAL_DECLARATIONS) return declarations;
+  if (fileName.startsWith(VIRTUAL_LIB)) {
+    const base = fileName.slice(VIRTUAL_LIB.length);
+    if (LIB_FILE.test(base)) return path.join(realLibDir, base);
+  }
+  return undefined;
+}
+
+// The compiler options out/tsconfig.json may set: type-checking strictness and the target and
+// lib (which standard library). Nothing that changes what files or modules exist (paths,
+// baseUrl, typeRoots, types, rootDirs, resolveJsonModule, allowArbitraryExtensions, plugins,
+// moduleSuffixes, ...) is read, whatever the file says: those are fixed below.
+const CONFIGURABLE_OPTIONS = new Set([
+  "target", "lib", "strict", "noImplicitAny", "strictNullChecks", "strictFunctionTypes",
+  "strictBindCallApply", "strictPropertyInitialization", "strictBuiltinIteratorReturn", "noImplicitThis",
+  "useUnknownInCatchVariables", "alwaysStrict", "exactOptionalPropertyTypes", "noUncheckedIndexedAccess",
+  "noImplicitReturns", "noFallthroughCasesInSwitch", "noImplicitOverride", "noUnusedLocals",
+  "noUnusedParameters", "allowUnreachableCode", "allowUnusedLabels", "skipLibCheck", "useDefineForClassFields",
+  "experimentalDecorators",
+]);
+// What out/tsconfig.json says when it is absent (the generated one: strict, ES2022, no DOM).
+const DEFAULT_OPTIONS = { target: "ES2022", lib: ["ES2022"], strict: true, skipLibCheck: false };
+const FIXED_OPTIONS = {
   module: "ES2022",
   moduleResolution: "bundler",
-  lib: ["ES2022"],
-  types: [],
-  strict: true,
-  noEmit: true,
-  skipLibCheck: false,
+  types: [], // no @types auto-inclusion
   allowJs: true,
   checkJs: true,
+  noEmit: true,
+  resolveJsonModule: false,
+  allowArbitraryExtensions: false,
+  allowImportingTsExtensions: false,
 };
 
 function compilerOptions() {
-  let raw = DEFAULT_OPTIONS;
+  const raw = { ...DEFAULT_OPTIONS };
   const configPath = path.join(outDir, "tsconfig.json");
   if (fs.existsSync(configPath)) {
     const read = ts.readConfigFile(configPath, ts.sys.readFile);
-    if (!read.error && read.config && typeof read.config.compilerOptions === "object") {
-      raw = { ...DEFAULT_OPTIONS, ...read.config.compilerOptions };
+    const given = !read.error && read.config && read.config.compilerOptions;
+    if (given && typeof given === "object" && !Array.isArray(given)) {
+      for (const [key, value] of Object.entries(given)) {
+        if (CONFIGURABLE_OPTIONS.has(key)) raw[key] = value;
+      }
     }
   }
-  const { options } = ts.convertCompilerOptionsFromJson(raw, outDir, "tsconfig.json");
-  // Scripts are ES modules with top-level await even without import/export; nothing is ever
-  // written.
+  const { options } = ts.convertCompilerOptionsFromJson({ ...raw, ...FIXED_OPTIONS }, VIRTUAL_ROOT, "tsconfig.json");
+  // Scripts are ES modules with top-level await even without import/export.
   options.moduleDetection = ts.ModuleDetectionKind.Force;
-  options.allowJs = true;
-  options.checkJs = true;
-  options.noEmit = true;
   return options;
 }
 
@@ -80,47 +115,81 @@ function compilerOptions() {
 const tsOptions = { ...compilerOptions(), noPropertyAccessFromIndexSignature: true };
 const jsOptions = { ...tsOptions, noImplicitAny: false, useUnknownInCatchVariables: false };
 const registry = ts.createDocumentRegistry();
-const libDir = path.dirname(ts.getDefaultLibFilePath(tsOptions)) + path.sep;
-const cache = new Map(); // file name -> {version, snapshot}
+const realLibDir = path.dirname(ts.getDefaultLibFilePath(tsOptions));
+const cache = new Map(); // virtual file name -> {version, snapshot}
 
 function diskVersion(fileName) {
+  if (fileName !== VIRTUAL_DECLARATIONS) return "0"; // lib.*.d.ts never change while we run
   try {
-    const st = fs.statSync(fileName);
+    const st = fs.statSync(declarations);
     return `${st.mtimeMs}:${st.size}`;
   } catch {
     return "missing";
   }
 }
 
+function readReal(fileName) {
+  const real = realFile(fileName);
+  if (real === undefined) return undefined;
+  try {
+    return fs.readFileSync(real, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+const libExists = new Map(); // virtual lib file name -> whether TypeScript ships it
+function realExists(fileName) {
+  if (fileName === VIRTUAL_DECLARATIONS) return diskVersion(fileName) !== "missing";
+  const real = realFile(fileName);
+  if (real === undefined) return false;
+  if (!libExists.has(fileName)) libExists.set(fileName, fs.existsSync(real));
+  return libExists.get(fileName);
+}
+
+// Module and type-reference resolution finds nothing: `@codemode/…` modules are the ambient
+// declarations of codemode.d.ts, which the checker looks up before any resolution.
+function unresolvedModules(literals) {
+  return literals.map(() => ({ resolvedModule: undefined }));
+}
+function unresolvedTypeReferences(references) {
+  return references.map(() => ({ resolvedTypeReferenceDirective: undefined }));
+}
+
 // One LanguageService per language; both share the parsed lib files and codemode.d.ts.
 function makeService(ext, options) {
-  const script = { name: scriptBase + ext, text: "", version: 0 };
+  const script = { name: VIRTUAL_ROOT + "/script" + ext, text: "", version: 0 };
+  const known = (fileName) => fileName === script.name || realFile(fileName) !== undefined;
   const host = {
-    getScriptFileNames: () => [declarations, script.name],
-    getScriptVersion: (fileName) => {
-      if (fileName === script.name) return String(script.version);
-      if (fileName.startsWith(libDir)) return "0"; // lib.*.d.ts never change while we run
-      return diskVersion(fileName); // codemode.d.ts after `codemode-gen generate`, and the rest
-    },
+    getScriptFileNames: () => [VIRTUAL_DECLARATIONS, script.name],
+    getScriptVersion: (fileName) => (fileName === script.name ? String(script.version) : diskVersion(fileName)),
     getScriptSnapshot: (fileName) => {
       if (fileName === script.name) return ts.ScriptSnapshot.fromString(script.text);
+      if (!known(fileName)) return undefined;
       const version = host.getScriptVersion(fileName);
       const hit = cache.get(fileName);
       if (hit && hit.version === version) return hit.snapshot;
-      const text = ts.sys.readFile(fileName);
+      const text = readReal(fileName);
       if (text === undefined) return undefined;
       const snapshot = ts.ScriptSnapshot.fromString(text);
       cache.set(fileName, { version, snapshot });
       return snapshot;
     },
-    getCurrentDirectory: () => path.dirname(outDir),
+    getCurrentDirectory: () => VIRTUAL_ROOT,
     getCompilationSettings: () => options,
-    getDefaultLibFileName: (opts) => ts.getDefaultLibFilePath(opts),
-    fileExists: (fileName) => fileName === script.name || ts.sys.fileExists(fileName),
-    readFile: (fileName) => (fileName === script.name ? script.text : ts.sys.readFile(fileName)),
-    readDirectory: ts.sys.readDirectory,
-    directoryExists: ts.sys.directoryExists,
-    getDirectories: ts.sys.getDirectories,
+    getDefaultLibFileName: (opts) => VIRTUAL_LIB + ts.getDefaultLibFileName(opts),
+    getDefaultLibLocation: () => VIRTUAL_LIB.slice(0, -1),
+    useCaseSensitiveFileNames: () => true,
+    fileExists: (fileName) => fileName === script.name || realExists(fileName),
+    readFile: (fileName) => (fileName === script.name ? script.text : known(fileName) ? readReal(fileName) : undefined),
+    readDirectory: () => [],
+    directoryExists: () => false,
+    getDirectories: () => [],
+    realpath: (fileName) => fileName,
+    resolveModuleNameLiterals: unresolvedModules,
+    resolveModuleNames: (names) => names.map(() => undefined), // TypeScript < 5.0
+    resolveTypeReferenceDirectiveReferences: unresolvedTypeReferences,
+    resolveTypeReferenceDirectives: (names) => names.map(() => undefined), // TypeScript < 5.0
   };
   const service = ts.createLanguageService(host, registry);
   return {
@@ -199,6 +268,52 @@ function undeclaredProperty(program, source, start) {
   };
 }
 
+// "Cannot find module" and its variants (a .json import without resolveJsonModule, an
+// extension, a declaration file, ...): any of them about a module that is not @codemode/… says
+// the one thing that is true in the sandbox, the same text whether the path exists or not.
+const MODULE_NOT_FOUND = new Set([2307, 2306, 2732, 2792, 2834, 2835, 2846, 5097, 6263, 7016]);
+const REFERENCE_NOT_FOUND = new Set([6053, 6231, 2688]); // `/// <reference path|types="…">`
+const CODEMODE_PREFIX = "@codemode/";
+// A script's specifier quoted back to it, at most this long (a megabyte of path says nothing more).
+const MAX_SPECIFIER_CHARS = 200;
+
+// The @codemode/ modules out/codemode.d.ts declares, and their shapes ("@codemode/servers/<id>").
+function declaredModules(program) {
+  const names = program
+    .getTypeChecker()
+    .getAmbientModules()
+    .map((m) => m.getName().replace(/^"|"$/g, ""))
+    .filter((n) => n.startsWith(CODEMODE_PREFIX))
+    .sort();
+  const shapes = [...new Set(names.map((n) => (n.split("/").length > 2 ? n.replace(/\/[^/]+$/, "/<id>") : n)))];
+  return { names, shapes };
+}
+
+// The diagnostic about an import or reference of anything but a @codemode/ module, rewritten;
+// else undefined.
+function unreachable(d, source, program) {
+  const isModule = MODULE_NOT_FOUND.has(d.code);
+  if ((!isModule && !REFERENCE_NOT_FOUND.has(d.code)) || !source || d.start === undefined) return undefined;
+  let written = source.text.slice(d.start, d.start + d.length);
+  const quoted = /^(["'`])([\s\S]*)\1$/.exec(written);
+  if (quoted) written = quoted[2];
+  else if (isModule) return undefined;
+  if (isModule && written.startsWith(CODEMODE_PREFIX)) return undefined; // a server out/ lacks: TypeScript's text
+  const shown = written.length > MAX_SPECIFIER_CHARS ? written.slice(0, MAX_SPECIFIER_CHARS) + "…" : written;
+  const { names, shapes } = declaredModules(program);
+  const modules = `@codemode/ modules (${shapes.join(", ") || "none are declared"})`;
+  if (isModule) {
+    return { code: 2307, message: `Cannot find module '${shown}': a script can import only ${modules}.`, specifier: written, modules: names };
+  }
+  const what = d.code === 2688 ? "type definition file" : "file";
+  return {
+    code: d.code,
+    message: `Cannot find ${what} '${shown}': a script sees no files, only the standard library and ${modules}.`,
+    specifier: written,
+    modules: names,
+  };
+}
+
 function check(code, lang) {
   if (lang !== "js" && lang !== "ts") lang = usesTypeScriptSyntax(code) ? "ts" : "js";
   const { service, script, set } = services[lang];
@@ -223,6 +338,8 @@ function check(code, lang) {
       line: where.line + 1,
       column: where.character + 1,
     };
+    const rewritten = unreachable(d, source, program);
+    if (rewritten) Object.assign(out, rewritten);
     if (d.code === 4111 && source && d.start !== undefined) {
       const detail = undeclaredProperty(program, source, d.start);
       if (detail) Object.assign(out, detail);
