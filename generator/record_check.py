@@ -96,7 +96,7 @@ async def _check_one(
         checks[sid] = ServerCheck(sid, unreachable=reason, log_path=log_path)
         status(sid, f"unreachable: {reason}")
         return
-    redactor = Redactor(config.secrets(), settings.redact_patterns)
+    redactor = Redactor.for_server(config, settings.redact_patterns)
     kept, left_out = recordable_tools(listed)
     tools = [redactor.value(tool) for tool in kept]
     notes = [*session.warnings, *left_out]
