@@ -139,15 +139,28 @@ def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(pr
 
 
 @pytest.mark.slow
-def test_s11_unreachable_url_is_reported_without_its_credentials(tmp_path: Path) -> None:
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "gone": {"type": "http", "url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=2"},
-    }}))
+def test_s11_failures_are_reported_without_the_credentials(tmp_path: Path) -> None:
+    def config(*extra: str) -> None:
+        (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+            "gone": {"type": "http", "url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=2"},
+            "local": {"command": PYTHON, "args": [str(server_script("echo_secrets")), "--api-key", "${SECRET}", *extra]},
+        }}))
+
     (tmp_path / "codemode.toml").write_text("[servers.gone]\nconnect_timeout = 5\n")
-    proc = cli(tmp_path, "record")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "http://127.0.0.1:9/mcp?…" in proc.stdout
-    assert not leaks(proc.stdout + proc.stderr)
+    config()
+    first = cli(tmp_path, "record", "--server", "local")
+    assert first.returncode == 0, first.stdout + first.stderr
+    config("--crash")  # now it dies at start, quoting its command line on stderr
+    printed = []
+    for args, code in ((["record"], 1), (["record", "--check", "--server", "local"], 3)):
+        proc = cli(tmp_path, *args)
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        if code == 1:
+            assert "gone: connection refused: http://127.0.0.1:9/mcp?… (" in proc.stdout  # no query
+        assert "refusing to start with ['--api-key', '<redacted:SECRET>', '--crash']" in proc.stdout
+        printed.append(proc.stdout + proc.stderr)
+    for text in printed:
+        assert not leaks(text), (leaks(text), text)
 
 
 def test_s11_values_from_the_environment_are_redacted_as_substrings(tmp_path: Path) -> None:

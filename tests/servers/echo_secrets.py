@@ -1,11 +1,12 @@
 """Test server that echoes the credentials it was given back everywhere a client records from.
 
-`python echo_secrets.py [stdio|http] [--port N] [--api-key K] [--marker FILE]`: the api key of
+`python echo_secrets.py [stdio|http] [--port N] [--api-key K] [--marker FILE] [--crash]`: the api key of
 its command line, the environment variable ECHO_SECRET and the query string of the last HTTP
 request (`?api_key=…` in a client's url) come back in the initialize result (instructions,
 serverInfo title), in a tool description and an inputSchema property name, and in results
 (text, structured values and object keys) and tool errors. With `--marker FILE` it appends its
-pid to FILE when it starts, so a test can tell that no server was started at all. Tools:
+pid to FILE when it starts, so a test can tell that no server was started at all. With
+`--crash` it prints its command line to stderr and exits at once (a client quotes that). Tools:
 
 - `whoami` (read-only, no arguments): everything it was given, as text and structured content;
 - `echo` {message: string}: structured {"message": message};
@@ -37,10 +38,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--api-key", default="")
     parser.add_argument("--marker", default=None)
+    parser.add_argument("--crash", action="store_true")
     own, rest = parser.parse_known_args()
     if own.marker:
         with open(own.marker, "a", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()}\n")
+    if own.crash:
+        print(f"echo_secrets: refusing to start with {sys.argv[1:]}", file=sys.stderr)
+        sys.exit(1)
     api_key: str = own.api_key
     env_secret = os.environ.get("ECHO_SECRET", "")
 
