@@ -12,7 +12,9 @@ written twice: `.mcp.json` / Claude Desktop style
 `command` means stdio and a `url` means Streamable HTTP. Every string value may use `${VAR}`
 (an unset VAR is an error naming the file, server and field) or `${VAR:-default}` (the
 default is used when VAR is unset or empty); `${CODEMODE_PYTHON}` is the interpreter running
-codemode-gen unless the environment sets it. Keys we do not know are ignored, because the
+codemode-gen unless the environment sets it. Every value taken from the environment is a
+secret (`ServerConfig.secrets`: redacted from whatever is recorded or reported), wherever it
+was used; a default written in the file and CODEMODE_PYTHON are not. Keys we do not know are ignored, because the
 same file also feeds other clients with their own extensions.
 
 Paths in `.mcp.json` are relative to the folder holding it, not to the process's working
@@ -48,6 +50,7 @@ Project settings live in an optional `codemode.toml`; every key has a default, s
     server = "notes"
     tool = "search_notes"
     input = { query = "milk" }
+    expect = "error"                       # optional: a tool error (or "drift") recorded on purpose
 
 Approval policies (runtime/approval.py, issue 12) are "auto" (from the tool's MCP annotations:
 read-only or `destructiveHint: false` → allow, anything else → ask), "allow", "ask", "ask-once"
@@ -79,7 +82,9 @@ __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_SAMPLES",
     "MIN_RESULT_BYTES",
+    "SAMPLE_EXPECTS",
     "Sample",
+    "SampleExpect",
     "ServerConfig",
     "ServerSettings",
     "Settings",
@@ -156,15 +161,14 @@ class ServerConfig:
     # leave it to the host's `Settings.approval`).
     approval: Mapping[str, ApprovalSetting] = field(default_factory=_frozen)
     approval_default: ApprovalSetting | None = None
+    # (VAR, value) of every `${VAR}` that command, args, env, cwd, url or headers took from the
+    # environment (not a `:-default` of the file, not CODEMODE_PYTHON): `secrets` has them.
+    env_values: tuple[tuple[str, str], ...] = ()
 
-    def secrets(self) -> dict[str, str]:
-        """Values that must never reach a fixture: every env var and header (name -> value)."""
-        found: dict[str, str] = {}
-        for name, value in self.env.items():
-            found[name] = value
-        for name, value in self.headers.items():
-            found[name] = value
-        return found
+    def secrets(self) -> list[tuple[str, str]]:
+        """(name, value) pairs that must never reach a fixture or a report: every env and header
+        value, and every value that came from an environment variable, wherever it was used."""
+        return [*self.env.items(), *self.headers.items(), *self.env_values]
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,10 @@ class ServerSettings:
     approval_default: ApprovalSetting | None = None  # None: the project default (`approval`)
 
 
+SampleExpect = Literal["error", "drift"]
+SAMPLE_EXPECTS: tuple[str, ...] = get_args(SampleExpect)
+
+
 @dataclass(frozen=True)
 class Sample:
     """One call `record` makes: `[[samples]]` in codemode.toml or a line of `--samples`."""
@@ -187,6 +195,10 @@ class Sample:
     server: str
     tool: str
     input: Any = field(default_factory=dict)
+    # A failure this sample is meant to record (otherwise a failure of `record`): "error" keeps
+    # a tool error (isError) for replay, "drift" a result that breaks the declared outputSchema.
+    expect: SampleExpect | None = None
+    where: str = field(default="", compare=False)  # its file and entry, for messages
 
 
 @dataclass(frozen=True)
@@ -462,14 +474,31 @@ def parse_sample(item: Any, where: str) -> Sample:
             f"{where}.input must be an object (the tool's arguments), got {_show(value)}",
             hint="MCP tool arguments are always an object, e.g. input = { query = \"milk\" }",
         )
-    return Sample(server=item["server"], tool=item["tool"], input=value)
+    expect = item.get("expect")
+    if expect is not None and expect not in SAMPLE_EXPECTS:
+        raise UserError(
+            f"{where}.expect must be \"error\" or \"drift\", got {_show(expect)}",
+            hint='leave it out when the call must succeed; "error" records a tool error (isError) on'
+            ' purpose, "drift" a result that does not match the declared outputSchema',
+        )
+    return Sample(server=item["server"], tool=item["tool"], input=value, expect=expect, where=where)
 
 
 # --------------------------------------------------------------------------- .mcp.json
 
 
-def expand_vars(text: str, environ: Mapping[str, str], *, where: str) -> str:
-    """Expand `${VAR}` and `${VAR:-default}` (default when unset or empty), like a POSIX shell."""
+def expand_vars(
+    text: str,
+    environ: Mapping[str, str],
+    *,
+    where: str,
+    from_env: list[tuple[str, str]] | None = None,
+) -> str:
+    """Expand `${VAR}` and `${VAR:-default}` (default when unset or empty), like a POSIX shell.
+
+    `from_env` collects (VAR, value) for every value taken from `environ`: those are secrets
+    (`ServerConfig.secrets`). A default written in the file and the builtin CODEMODE_PYTHON
+    (an interpreter path, never a credential) are not collected."""
 
     def repl(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
@@ -480,6 +509,8 @@ def expand_vars(text: str, environ: Mapping[str, str], *, where: str) -> str:
             )
         value = environ.get(name)
         if value:
+            if from_env is not None and name not in BUILTIN_VARS:
+                from_env.append((name, value))
             return value
         builtin = BUILTIN_VARS.get(name)
         if builtin is not None and (found := builtin()):
@@ -570,6 +601,7 @@ def _parse_server(
 ) -> ServerConfig:
     where = f"{path}: mcpServers.{sid}"
     _check_server_id(where, sid)
+    from_env: list[tuple[str, str]] = []  # (VAR, value) expanded from the environment: secrets
     if not isinstance(entry, dict):
         raise UserError(
             f"{where} must be an object, got {_json_type(entry)}",
@@ -582,7 +614,7 @@ def _parse_server(
             return None
         if not isinstance(value, str):
             raise UserError(f"{where}.{key} must be a string, got {_json_type(value)}")
-        return expand_vars(value, environ, where=f"{where}.{key}")
+        return expand_vars(value, environ, where=f"{where}.{key}", from_env=from_env)
 
     def strings(key: str) -> tuple[str, ...]:
         value = entry.get(key)
@@ -593,7 +625,9 @@ def _parse_server(
                 f"{where}.{key} must be a list of strings, got {_show(value)}",
                 hint='for example "args": ["server.py", "--port", "8000"] (numbers need quotes)',
             )
-        return tuple(expand_vars(v, environ, where=f"{where}.{key}[{i}]") for i, v in enumerate(value))
+        return tuple(
+            expand_vars(v, environ, where=f"{where}.{key}[{i}]", from_env=from_env) for i, v in enumerate(value)
+        )
 
     def string_map(key: str) -> dict[str, str]:
         value = entry.get(key)
@@ -604,7 +638,7 @@ def _parse_server(
                 f"{where}.{key} must be an object of strings, got {_show(value)}",
                 hint=f'for example "{key}": {{"NAME": "value"}} (numbers and booleans need quotes)',
             )
-        return {k: expand_vars(v, environ, where=f"{where}.{key}.{k}") for k, v in value.items()}
+        return {k: expand_vars(v, environ, where=f"{where}.{key}.{k}", from_env=from_env) for k, v in value.items()}
 
     kind = entry.get("type", entry.get("transport"))
     command = string("command")
@@ -643,15 +677,20 @@ def _parse_server(
                 hint='for example "url": "http://127.0.0.1:8000/mcp"',
             )
     per = settings.servers.get(sid, ServerSettings())
+    args = strings("args") if transport == "stdio" else ()
+    env = string_map("env")
+    cwd = string("cwd") if transport == "stdio" else None
+    headers = string_map("headers") if transport != "stdio" else {}
     return ServerConfig(
         id=sid,
         transport=transport,
         command=command if transport == "stdio" else None,
-        args=strings("args") if transport == "stdio" else (),
-        env=_frozen(string_map("env")),
-        cwd=string("cwd") if transport == "stdio" else None,
+        args=args,
+        env=_frozen(env),
+        cwd=cwd,
         url=url if transport != "stdio" else None,
-        headers=_frozen(string_map("headers")) if transport != "stdio" else _frozen(),
+        headers=_frozen(headers),
+        env_values=tuple(dict.fromkeys(from_env)),
         connect_timeout=per.connect_timeout,
         call_timeout=per.call_timeout,
         unwrap=per.unwrap,

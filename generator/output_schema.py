@@ -63,8 +63,9 @@ def _pointer(error: ValidationError) -> str:
     return "/" + "/".join(parts) if parts else "/"
 
 
-def describe_error(error: ValidationError, sample_line: int) -> str:
-    """`<pointer>: expected <what>, got <what> (sample N)`, short and free of huge values."""
+def describe_error(error: ValidationError, sample_line: int | None) -> str:
+    """`<pointer>: expected <what>, got <what> (sample N)`, short and free of huge values
+    (without `(sample N)` when `sample_line` is None: one value, not a recorded line)."""
     keyword = error.validator
     if keyword == "type":
         expected = (
@@ -89,7 +90,44 @@ def describe_error(error: ValidationError, sample_line: int) -> str:
     else:
         expected = f"{keyword} {_short(error.validator_value)}"
         got = _short(error.instance)
-    return f"{_pointer(error)}: expected {expected}, got {got} (sample {sample_line})"
+    where = f" (sample {sample_line})" if sample_line is not None else ""
+    return f"{_pointer(error)}: expected {expected}, got {got}{where}"
+
+
+def _safe_validator(schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """(a validator of `schema`, None) or (None, why the schema cannot be used).
+
+    The draft comes from the schema's `$schema` (default 2020-12). Patterns are evaluated with
+    a timeout (safe_jsonschema): a server's catastrophic regex makes its keyword unverifiable
+    instead of hanging us. An empty registry: a `$ref` to a URL stays unresolved instead of
+    making us fetch whatever address an untrusted server put in its schema."""
+    dialect = schema.get("$schema")
+    probe = schema if isinstance(dialect, str) else {}  # a non-string $schema means "default"
+    cls = safe_jsonschema.validator_for(probe, default=jsonschema.Draft202012Validator)
+    try:
+        safe_jsonschema.check_schema(cls, schema)
+    except SchemaError as exc:
+        return None, f"not a valid JSON Schema ({exc.message[:120]})"
+    return cls(schema, registry=referencing.Registry()), None
+
+
+def schema_mismatches(schema: dict[str, Any], value: Any) -> tuple[list[str], str | None]:
+    """(how `value` breaks `schema`: `<pointer>: expected …, got …` lines, at most
+    MAX_DRIFT_PER_TOOL; why it could not be checked, or None). Used by `record` on a sample's
+    input (against inputSchema) and result (against outputSchema) before keeping it."""
+    validator, problem = _safe_validator(schema)
+    if validator is None:
+        return [], problem
+    with safe_jsonschema.regex_session():
+        try:
+            errors = sorted(
+                validator.iter_errors(value),
+                key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
+            )
+        except Exception as exc:  # a $ref jsonschema cannot resolve, ...
+            detail = (str(exc).splitlines() or [type(exc).__name__])[0][: MAX_DRIFT_VALUE_CHARS * 2]
+            return [], f"cannot be evaluated: {detail}"
+    return [describe_error(error, None) for error in errors[:MAX_DRIFT_PER_TOOL]], None
 
 
 def check_drift(
@@ -100,20 +138,9 @@ def check_drift(
     The draft comes from the schema's `$schema` (default 2020-12). A schema jsonschema cannot
     compile is a warning, not a crash: the declared type is still emitted as the server wrote it.
     """
-    dialect = declared.get("$schema")
-    probe = declared if isinstance(dialect, str) else {}  # a non-string $schema means "default"
-    # Patterns are evaluated with a timeout (safe_jsonschema): a server's catastrophic regex makes
-    # its keyword unverifiable (a warning below) instead of hanging generate.
-    cls = safe_jsonschema.validator_for(probe, default=jsonschema.Draft202012Validator)
-    try:
-        safe_jsonschema.check_schema(cls, declared)
-    except SchemaError as exc:
-        return (), (
-            f"declared outputSchema is not a valid JSON Schema ({exc.message[:120]}); drift not checked",
-        )
-    # An empty registry: a `$ref` to a URL stays unresolved (a warning below) instead of making
-    # generate fetch whatever address an untrusted server put in its schema.
-    validator = cls(declared, registry=referencing.Registry())
+    validator, problem = _safe_validator(declared)
+    if validator is None:
+        return (), (f"declared outputSchema is {problem}; drift not checked",)
     drift: list[str] = []
     unverifiable: dict[str, int] = {}  # description -> first sample line
     total = 0

@@ -10,14 +10,20 @@ Safety properties:
   line, other lines stay, at most `max_samples` lines a tool (newest kept);
 - a server is written only after it finished, as a whole folder swap
   (`fixtures.write_server_fixtures`), so a crash, timeout or Ctrl-C leaves its old fixtures;
-- secrets (configured env/header values, extra patterns) are redacted before writing;
+- secrets (`Redactor.for_server`: env/header values, every value taken from an environment
+  variable, url credentials, extra patterns) are redacted before writing, and from every line
+  printed about the server;
 - servers are recorded concurrently and independently: one failing server is reported and
-  the others are still written.
+  the others are still written;
+- a fixtures path that cannot be written is refused before any server is started.
 
 Failure levels: a *server* failure (cannot connect, tools/list fails, connection lost) writes
-nothing for that server; a failed *sample* (JSON-RPC error, timeout, unknown tool) is
-reported and makes the run fail, but the server's other recordings are written; a failed
-*probe* is only a note, since nobody asked for it.
+nothing for that server; a failed *sample* (unknown tool; an input its inputSchema rejects,
+which is never sent; JSON-RPC error, timeout; a tool error, `isError`; a result that breaks
+the declared outputSchema) is reported, is not recorded and makes the run fail, but the
+server's other recordings are written. A sample may expect a failure (`expect = "error"` or
+`"drift"`): it is then recorded as what it is. A failed *probe* is only a warning, since
+nobody asked for it (best-effort), and is not recorded either.
 
 Hostile servers (spec §11: server responses are untrusted input):
 - a result is kept only if it is JSON (`json_problem`: no NaN/Infinity, no lone surrogate, no
@@ -34,7 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +62,9 @@ from codemode_gen.client.sessions import (
 from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
+from codemode_gen.generator.output_schema import schema_mismatches
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.generator.unwrap import UnwrapMode, unwrap_result
 from codemode_gen.jsonio import iter_jsonl, pointer_token
 
 __all__ = [
@@ -62,6 +72,7 @@ __all__ = [
     "ServerOutcome",
     "StatusFn",
     "cap_result",
+    "check_fixtures_dir",
     "input_key",
     "json_problem",
     "load_samples_file",
@@ -93,6 +104,8 @@ CUT_ARRAY_ITEMS = (1024, 256, 64, 16, 4, 1)
 TRUNCATION_MARK = " [... cut by codemode-gen record: {total} characters in all]"
 # Bounds how much of a server-chosen name (a 300-character tool name) one report line quotes.
 MAX_SHOWN_CHARS = 80
+# Bounds the schema mismatches one failed-sample line lists (an input wrong in 50 places).
+MAX_LISTED_MISMATCHES = 3
 
 
 @dataclass
@@ -354,8 +367,40 @@ def recorded_call(
     )
 
 
+def check_fixtures_dir(path: Path) -> None:
+    """Refuse a fixtures folder that cannot be written, before any server is started or called.
+
+    `record` (and `run --record`) writes only after every call was made: a path that is a
+    regular file, or in a folder we may not write, would otherwise cost a call of every sample
+    of every server and then fail each of them. The folder itself need not exist yet: the
+    nearest existing folder above it must then be writable (it is created when written)."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    hint = "pass --fixtures with a folder you can write, or fix `fixtures` in codemode.toml"
+    if not existing.is_dir():
+        what = "is not a folder" if existing == path else f"cannot be created: {existing} is not a folder"
+        raise UserError(f"{path}: the fixtures path {what}", hint=hint)
+    try:
+        handle, name = tempfile.mkstemp(prefix=".codemode-write-check-", dir=existing)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as exc:
+        where = "" if existing == path else f" ({existing}, where it would be created)"
+        raise UserError(f"{path}: cannot write the fixtures folder{where}: {exc.strerror or exc}", hint=hint) from None
+
+
 class _ServerFailed(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One call `record` makes: a sample the user asked for, or an auto-probe (sample None)."""
+
+    tool: str
+    input: Any
+    sample: Sample | None
 
 
 async def record_servers(
@@ -369,7 +414,10 @@ async def record_servers(
     log_dir: Path | None = None,
     status: StatusFn = lambda sid, text: None,
 ) -> list[ServerOutcome]:
-    """Record every server in `configs` concurrently; returns one outcome each, in order."""
+    """Record every server in `configs` concurrently; returns one outcome each, in order.
+
+    Raises UserError, before any server is started, when `fixtures_dir` cannot be written."""
+    check_fixtures_dir(fixtures_dir)
     limit = max_samples if max_samples is not None else settings.max_samples
     by_server: dict[str, list[Sample]] = {sid: [] for sid in configs}
     for sample in samples:
@@ -406,9 +454,13 @@ async def _record_one(
 ) -> None:
     sid = config.id
     outcome.log_path = manager.log_path(sid)
-    redactor = Redactor(config.secrets(), settings.redact_patterns)
+    redactor = Redactor.for_server(config, settings.redact_patterns)
+
+    def say(text: str) -> None:  # what we print is redacted like what we write
+        status(sid, redactor.text(text))
+
     try:
-        status(sid, "connecting")
+        say("connecting")
         try:
             session = await manager.get(sid)
         except ConnectError as exc:
@@ -424,16 +476,7 @@ async def _record_one(
         outcome.warnings.extend(left_out)
         by_name = {t["name"]: t for t in tools}
 
-        planned: list[tuple[str, Any, bool]] = []  # (tool, input, is_probe)
-        for sample in samples:
-            if sample.tool not in by_name:
-                outcome.failed_samples.append(f"{sample.tool}: the server lists no such tool")
-                continue
-            problem = json_problem(sample.input)  # a samples file may hold "\ud800" escapes
-            if problem is not None:
-                outcome.failed_samples.append(f"{shown(sample.tool)}: its input is not valid JSON: {problem}")
-                continue
-            planned.append((sample.tool, sample.input, False))
+        planned = _plan_samples(samples, by_name, outcome)
         if probe:
             asked = {(s.tool, input_key(s.input)) for s in samples}
             for tool in tools:
@@ -441,34 +484,38 @@ async def _record_one(
                 args = probe_input(tool)
                 if args is None or name in config.blocklist or (name, input_key(args)) in asked:
                     continue
-                planned.append((name, args, True))
+                planned.append(_Planned(name, args, None))
 
         new_calls: dict[str, list[dict[str, Any]]] = {}
-        for index, (tool_name, args, is_probe) in enumerate(planned, start=1):
-            status(sid, f"calling {shown(tool_name)} ({index}/{len(planned)})")
+        for index, call in enumerate(planned, start=1):
+            say(f"calling {shown(call.tool)} ({index}/{len(planned)})")
             started = time.perf_counter()
             try:
-                result = await session.call_tool(tool_name, args)
+                result = await session.call_tool(call.tool, call.input)
             except CallTimeout as exc:
-                _call_failed(outcome, tool_name, args, is_probe, exc.message)
+                _call_failed(outcome, call, exc.message)
                 continue
             except CallError as exc:
                 if session.closed:
                     raise _ServerFailed(
-                        f"connection lost while calling {shown(tool_name)}: {exc.message}"
+                        f"connection lost while calling {shown(call.tool)}: {exc.message}"
                     ) from None
-                _call_failed(outcome, tool_name, args, is_probe, str(exc))
+                _call_failed(outcome, call, f"protocol error: {exc}")
                 continue
             duration = round((time.perf_counter() - started) * 1000)
-            record, problem = recorded_call(args, result, duration, redactor, settings.max_result_bytes)
+            record, problem = recorded_call(call.input, result, duration, redactor, settings.max_result_bytes)
             if record is None:
-                _call_failed(outcome, tool_name, args, is_probe, problem or "not recordable", warn=True)
+                _call_failed(outcome, call, problem or "not recordable")
+                continue
+            failure = _result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
+            if failure is not None:
+                _call_failed(outcome, call, failure)
                 continue
             if problem is not None:
-                outcome.warnings.append(f"{shown(tool_name)} {shown(input_key(args))}: {problem}")
-            new_calls.setdefault(tool_name, []).append(record)
+                outcome.warnings.append(f"{_label(call.tool, call.input)}: {problem}")
+            new_calls.setdefault(call.tool, []).append(record)
 
-        status(sid, "writing fixtures")
+        say("writing fixtures")
         # An interrupted earlier record may have left the previous recording hidden: restore it
         # before reading the calls it holds, so they are merged, not lost.
         outcome.notes.extend(dirswap.recover(fixtures_dir / sid))
@@ -495,31 +542,138 @@ async def _record_one(
         )
         outcome.tools = len(tools)
         outcome.calls = sum(len(v) for v in new_calls.values())
-        status(sid, _summary(outcome))
+        say(_summary(outcome))
     except _ServerFailed as exc:
         outcome.error = str(exc)
-        status(sid, f"failed: {outcome.error}")
     except CallError as exc:  # tools/list failed after connecting
         outcome.error = f"tools/list failed: {exc}"
-        status(sid, f"failed: {outcome.error}")
     except UserError as exc:  # e.g. fixtures dir not writable
         outcome.error = exc.message
-        status(sid, f"failed: {outcome.error}")
     except OSError as exc:
         outcome.error = f"cannot write fixtures: {exc}"
+    finally:
+        _redact_outcome(outcome, redactor)
+    if outcome.error is not None:
         status(sid, f"failed: {outcome.error}")
 
 
-def _call_failed(
-    outcome: ServerOutcome, tool: str, args: Any, is_probe: bool, reason: str, *, warn: bool = False
-) -> None:
-    """A sample that failed fails the run; a probe only gets a line (a warning when the server
-    misbehaved rather than refused)."""
-    text = f"{shown(tool)} {shown(input_key(args))}: {reason}"
-    if is_probe:
-        (outcome.warnings if warn else outcome.notes).append(f"probe {text} (not recorded)")
+def _plan_samples(
+    samples: list[Sample], by_name: Mapping[str, dict[str, Any]], outcome: ServerOutcome
+) -> list[_Planned]:
+    """The samples that may be sent. Checked before any call: the tool is listed, the input is
+    JSON and the tool's inputSchema accepts it (a rejected input is a failed sample, never sent,
+    unless the sample expects an error: then the server's answer to it is what is recorded)."""
+    planned: list[_Planned] = []
+    for sample in samples:
+        tool = by_name.get(sample.tool)
+        if tool is None:
+            _sample_failed(outcome, sample, "the server lists no such tool")
+            continue
+        problem = json_problem(sample.input)  # a samples file may hold "\ud800" escapes
+        if problem is not None:
+            _sample_failed(outcome, sample, f"its input is not valid JSON: {problem}")
+            continue
+        schema = tool.get("inputSchema")
+        if isinstance(schema, dict):
+            mismatches, unusable = schema_mismatches(schema, sample.input)
+            label = _label(sample.tool, sample.input)
+            if unusable is not None:
+                outcome.notes.append(f"{label}: input not checked: the tool's inputSchema is {unusable}")
+            elif mismatches and sample.expect != "error":
+                _sample_failed(
+                    outcome, sample, f"input rejected by the tool's inputSchema (not sent): {_listed(mismatches)}"
+                )
+                continue
+            elif mismatches:
+                outcome.notes.append(
+                    f"{label}: input does not match the tool's inputSchema ({_listed(mismatches)});"
+                    ' sent anyway, the sample has expect = "error"'
+                )
+        planned.append(_Planned(sample.tool, sample.input, sample))
+    return planned
+
+
+def _result_failure(
+    tool: Mapping[str, Any],
+    call: _Planned,
+    result: dict[str, Any],
+    record: Mapping[str, Any],
+    mode: UnwrapMode,
+    outcome: ServerOutcome,
+) -> str | None:
+    """Why an answered call is not a good sample, or None. A tool error (isError) and a result
+    that breaks the tool's declared outputSchema are failures, unless the sample expects them
+    (`expect = "error"` / `"drift"`): then it is recorded as such (isError results never define
+    an output type; a drifting one is reported by `generate`)."""
+    expect = call.sample.expect if call.sample is not None else None
+    label = _label(call.tool, call.input)
+    if result.get("isError") is True:
+        if expect == "error":
+            return None
+        return f"the tool answered with an error (isError): {_error_text(result)}"
+    if expect == "error":
+        outcome.notes.append(f'{label}: expect = "error", but the call succeeded; recorded as it is')
+    declared = tool.get("outputSchema")
+    mismatches: list[str] = []
+    if isinstance(declared, dict) and record.get("truncated") is None:  # a cut result has no reliable shape
+        found, unusable = schema_mismatches(declared, unwrap_result(result, mode))
+        mismatches = found if unusable is None else []  # an unusable schema: generate says so
+    if not mismatches:
+        if expect == "drift":
+            outcome.notes.append(
+                f'{label}: expect = "drift", but the result matches the declared outputSchema'
+                " (or there is none to check)"
+            )
+        return None
+    if expect == "drift":
+        return None
+    return f"the result does not match the tool's declared outputSchema: {_listed(mismatches)}"
+
+
+def _listed(lines: Sequence[str]) -> str:
+    return "; ".join(lines[:MAX_LISTED_MISMATCHES]) + (
+        f" (and {len(lines) - MAX_LISTED_MISMATCHES} more)" if len(lines) > MAX_LISTED_MISMATCHES else ""
+    )
+
+
+def _error_text(result: Mapping[str, Any]) -> str:
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            return shown(block["text"])
+    return "(no text)"
+
+
+def _label(tool: str, args: Any) -> str:
+    return f"{shown(tool)} {shown(input_key(args))}"
+
+
+def _sample_failed(outcome: ServerOutcome, sample: Sample, reason: str) -> None:
+    where = f" (sample from {sample.where})" if sample.where else ""
+    outcome.failed_samples.append(f"{_label(sample.tool, sample.input)}: {reason}{where}")
+
+
+def _call_failed(outcome: ServerOutcome, call: _Planned, reason: str) -> None:
+    """A sample that failed fails the run and is not recorded; an auto-probe (nobody asked for
+    it) is best-effort: a warning that says so."""
+    if call.sample is not None:
+        _sample_failed(outcome, call.sample, reason)
     else:
-        outcome.failed_samples.append(text)
+        outcome.warnings.append(
+            f"probe {_label(call.tool, call.input)}: {reason} (an automatic probe: not recorded,"
+            " not a failure of record)"
+        )
+
+
+def _redact_outcome(outcome: ServerOutcome, redactor: Redactor) -> None:
+    """Redact every line `record` prints about a server: an error message quoting its stderr or
+    a tool error echoing a secret must not reach the terminal or a CI log."""
+    if not redactor:
+        return
+    if outcome.error is not None:
+        outcome.error = redactor.text(outcome.error)
+    for lines in (outcome.failed_samples, outcome.notes, outcome.warnings):
+        lines[:] = [redactor.text(line) for line in lines]
 
 
 def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[str, Any]]]:
@@ -535,7 +689,8 @@ def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[
 def _summary(outcome: ServerOutcome) -> str:
     text = f"recorded {outcome.tools} tool{'' if outcome.tools == 1 else 's'}, {outcome.calls} call{'' if outcome.calls == 1 else 's'}"
     if outcome.failed_samples:
-        text += f", {len(outcome.failed_samples)} samples failed"
+        failed = len(outcome.failed_samples)
+        text += f", {failed} sample{'' if failed == 1 else 's'} failed"
     if outcome.warnings:
         text += f", {len(outcome.warnings)} warning{'' if len(outcome.warnings) == 1 else 's'}"
     return text

@@ -83,23 +83,26 @@ async def _check_one(
 ) -> None:
     sid = config.id
     log_path = manager.log_path(sid)
+    # What is compared and what is printed are redacted alike: a stderr tail or an error
+    # message quoting a secret must not reach a CI log.
+    redactor = Redactor.for_server(config, settings.redact_patterns)
     status(sid, "connecting")
     try:
         session = await manager.get(sid)
         listed = await session.list_tools()
     except ConnectError as exc:
-        checks[sid] = ServerCheck(sid, unreachable=exc.reason, log_path=exc.log_path or log_path)
-        status(sid, f"unreachable: {exc.reason}")
+        reason = redactor.text(exc.reason)
+        checks[sid] = ServerCheck(sid, unreachable=reason, log_path=exc.log_path or log_path)
+        status(sid, f"unreachable: {reason}")
         return
     except CallError as exc:  # connected, but tools/list failed
-        reason = f"tools/list failed: {exc}"
+        reason = redactor.text(f"tools/list failed: {exc}")
         checks[sid] = ServerCheck(sid, unreachable=reason, log_path=log_path)
         status(sid, f"unreachable: {reason}")
         return
-    redactor = Redactor(config.secrets(), settings.redact_patterns)
     kept, left_out = recordable_tools(listed)
     tools = [redactor.value(tool) for tool in kept]
-    notes = [*session.warnings, *left_out]
+    notes = [redactor.text(note) for note in (*session.warnings, *left_out)]
     server_json = None
     problem = json_problem(session.server_json)
     if problem is None:
@@ -134,11 +137,11 @@ async def _repeat(
         try:
             result = await session.call_tool(sample.tool, sample.input)
         except CallTimeout as exc:
-            repeated.append(Repeated(sample, failed=exc.message))
+            repeated.append(Repeated(sample, failed=redactor.text(exc.message)))
             continue
         except CallError as exc:
             reason = f"connection lost: {exc.message}" if session.closed else f"call failed: {exc}"
-            repeated.append(Repeated(sample, failed=reason))
+            repeated.append(Repeated(sample, failed=redactor.text(reason)))
             continue
         record, note = recorded_call(sample.input, result, 0, redactor, settings.max_result_bytes)
         if record is None:

@@ -1,65 +1,173 @@
-"""Keep secrets out of committed fixtures.
+"""Keep secrets out of committed fixtures and out of what recording commands print.
 
-A server started with `env: {"API_KEY": ...}` or reached with `headers: {"Authorization":
-...}` can echo those values back (in an error message, a debug field, a URL). Fixtures are
-committed, so every configured env/header value is replaced by `<redacted:NAME>` wherever it
-appears in anything `record` writes, and configured regexes (`redact = [...]` in
-codemode.toml) are replaced by `<redacted:pattern>`.
+A server is configured with credentials (`env: {"API_KEY": ...}`, `headers: {"Authorization":
+...}`, `"args": ["--api-key", "${SECRET}"]`, `"url": "https://…/mcp?api_key=${KEY}"`) and can
+echo them back anywhere: its instructions, a tool description, an error message, a result.
+Fixtures are committed (and out/ is generated from them), so every secret of a server is
+replaced by `<redacted:NAME>` wherever it appears, as a substring of any string or object key
+at any depth, and configured regexes (`redact = [...]` in codemode.toml) by
+`<redacted:pattern>`. The secrets of a server (`Redactor.for_server`) are:
+
+- every `env` and `headers` value (NAME: the variable or header name);
+- every value `.mcp.json` took from an environment variable, in any field (NAME: the variable;
+  `ServerConfig.secrets`): `${CODEMODE_PYTHON}` and `:-default` values written in the file are
+  not secrets;
+- the password of `url` and the values of its query parameters named like a credential
+  (`api_key`, `token`, `secret`, …; NAME: the parameter), even when written in the file.
+
+Each is also matched as the server may write it back: percent-encoded (an echoed URL), JSON-
+escaped (JSON text inside a string) and, for `<scheme> <credential>` headers, the credential
+alone. Values shorter than MIN_SECRET_CHARS are not redacted (see there).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
-__all__ = ["MIN_SECRET_CHARS", "Redactor"]
+if TYPE_CHECKING:
+    from codemode_gen.config import ServerConfig
 
-# Values shorter than this are not treated as secrets: redacting every "1" or "true" (from
-# env such as DEBUG=1) would corrupt recorded results without protecting anything.
+__all__ = ["MIN_SECRET_CHARS", "REDACTED_PATTERN", "Redactor", "marker", "url_secrets"]
+
+# Values shorter than this are not treated as secrets: they are replaced as substrings
+# everywhere, and redacting every "1", "true" or "8000" (DEBUG=1, ${PORT}) would corrupt
+# recorded results without protecting anything; no real credential is this short.
 MIN_SECRET_CHARS = 6
+# What a configured `redact` pattern's match becomes.
+REDACTED_PATTERN = "<redacted:pattern>"
 # Header values are often "<scheme> <credential>"; the credential alone is redacted too, so
 # a server that echoes just the token is caught.
 _AUTH_SCHEME = re.compile(r"^(?:Bearer|Basic|Token|Bot|Digest|ApiKey)\s+(\S.*)$", re.IGNORECASE)
+# Query parameters of a server's url whose value is a credential by its name (`?api_key=…`,
+# `&access_token=…`, `&sig=…`): secrets even when written in .mcp.json as they are.
+_CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE)
+
+
+def marker(name: str) -> str:
+    """The text that replaces a secret called `name`."""
+    return f"<redacted:{name}>"
+
+
+def url_secrets(url: str | None) -> list[tuple[str, str]]:
+    """(name, value) of the credentials in a server URL: its password and the values of query
+    parameters named like a credential, decoded and as written."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # an unparsable port or bracket: nothing to take apart
+        return []
+    found: list[tuple[str, str]] = []
+    if password:
+        found += [("url-password", password), ("url-password", unquote(password))]
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if _CREDENTIAL_PARAM.search(name):
+            found.append((name, value))
+    for pair in parts.query.split("&"):
+        name, _, raw = pair.partition("=")
+        if raw and _CREDENTIAL_PARAM.search(unquote(name)):
+            found.append((unquote(name), raw))
+    return found
+
+
+def _variants(value: str) -> list[str]:
+    """`value` as a server may write it back."""
+    out = [value]
+    scheme = _AUTH_SCHEME.match(value)
+    if scheme:
+        out.append(scheme.group(1))
+    for text in list(out):
+        out += [quote(text, safe=""), quote_plus(text, safe=""), json.dumps(text, ensure_ascii=False)[1:-1]]
+    return out
 
 
 class Redactor:
     """Replaces secret values and patterns in any JSON value (strings, keys, nested)."""
 
-    def __init__(self, secrets: Mapping[str, str] | None = None, patterns: Iterable[str] = ()) -> None:
-        pairs: dict[str, str] = {}
-        for name, value in (secrets or {}).items():
-            candidates = [value]
-            scheme = _AUTH_SCHEME.match(value)
-            if scheme:
-                candidates.append(scheme.group(1))
-            for candidate in candidates:
-                if len(candidate) >= MIN_SECRET_CHARS and candidate not in pairs:
-                    pairs[candidate] = f"<redacted:{name}>"
-        # Longest first, so a secret that contains another secret is replaced whole.
-        self._secrets = sorted(pairs.items(), key=lambda kv: (-len(kv[0]), kv[0]))
-        self._secret_re = (
-            re.compile("|".join(re.escape(value) for value, _ in self._secrets)) if self._secrets else None
-        )
-        self._replacement = dict(self._secrets)
-        self._patterns = [re.compile(p) for p in patterns]
+    def __init__(
+        self,
+        secrets: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        patterns: Iterable[str] = (),
+    ) -> None:
+        pairs = secrets.items() if isinstance(secrets, Mapping) else (secrets or ())
+        replacement: dict[str, str] = {}
+        for name, value in pairs:
+            for candidate in _variants(value):
+                if len(candidate) >= MIN_SECRET_CHARS and candidate not in replacement:
+                    replacement[candidate] = marker(name)  # the first name given wins
+        self._replacement = replacement
+        # One regex for everything, so each string is scanned once however many secrets and
+        # patterns there are. Secrets come first, longest first: a secret that contains another
+        # is replaced whole, and a secret wins over a pattern matching at the same place.
+        # Patterns with groups (a backreference would be renumbered) or global flags (only
+        # valid at the start) cannot be joined and run after it, one by one.
+        literal = sorted(replacement, key=lambda v: (-len(v), v))
+        alternatives = [re.escape(v) for v in literal]
+        self._separate: list[re.Pattern[str]] = []
+        joined: list[str] = []
+        for pattern in patterns:
+            compiled = re.compile(pattern)
+            if compiled.groups:
+                self._separate.append(compiled)
+            else:
+                joined.append(f"(?:{pattern})")
+        try:
+            self._re = re.compile("|".join(alternatives + joined)) if alternatives or joined else None
+        except re.error:  # a joined pattern that only compiles on its own
+            self._separate = [re.compile(p) for p in patterns]
+            self._re = re.compile("|".join(alternatives)) if alternatives else None
+
+    @classmethod
+    def for_server(cls, config: ServerConfig, patterns: Iterable[str] = ()) -> Redactor:
+        """The redactor of everything recorded from or reported about one server."""
+        return cls([*config.secrets(), *url_secrets(config.url)], patterns)
 
     def __bool__(self) -> bool:
-        return bool(self._secrets or self._patterns)
+        return self._re is not None or bool(self._separate)
+
+    def _sub(self, match: re.Match[str]) -> str:
+        return self._replacement.get(match.group(0), REDACTED_PATTERN)
 
     def text(self, value: str) -> str:
-        if self._secret_re is not None:
-            value = self._secret_re.sub(lambda m: self._replacement[m.group(0)], value)
-        for pattern in self._patterns:
-            value = pattern.sub("<redacted:pattern>", value)
+        if self._re is not None:
+            value = self._re.sub(self._sub, value)
+        for pattern in self._separate:
+            value = pattern.sub(REDACTED_PATTERN, value)
         return value
 
     def value(self, value: Any) -> Any:
-        """A redacted copy of a JSON value; the input is not modified."""
+        """A redacted copy of a JSON value; the input is not modified.
+
+        One pass over the tree, iterative (no recursion limit however deep a server nests its
+        result): each string and object key is scanned once by one regex."""
+        text = self.text
         if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
-        return value
+            return text(value)
+        if not isinstance(value, dict | list):
+            return value
+        root: Any = {} if isinstance(value, dict) else []
+        stack: list[tuple[Any, Any]] = [(value, root)]
+        while stack:
+            source, target = stack.pop()
+            items = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, item in items:
+                if isinstance(item, str):
+                    copied: Any = text(item)
+                elif isinstance(item, dict):
+                    copied = {}
+                    stack.append((item, copied))
+                elif isinstance(item, list):
+                    copied = []
+                    stack.append((item, copied))
+                else:
+                    copied = item
+                if isinstance(target, dict):
+                    target[text(key) if isinstance(key, str) else key] = copied
+                else:
+                    target.append(copied)
+        return root

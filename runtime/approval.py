@@ -282,7 +282,7 @@ class ApprovalGate:
         """`arguments` as JSON for a person: secrets redacted, cut, printable."""
         cached = self._redactors.get(config.id)
         if cached is None or cached[0] is not config:
-            cached = (config, Redactor(config.secrets(), self.redact_patterns))
+            cached = (config, Redactor.for_server(config, self.redact_patterns))
             self._redactors[config.id] = cached
         try:
             text = json.dumps(cached[1].value(arguments), ensure_ascii=False, sort_keys=True, default=str)

@@ -28,7 +28,14 @@ from typing import Any
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
-from codemode_gen.generator.record import input_key, json_problem, merge_calls, recorded_call, shown
+from codemode_gen.generator.record import (
+    check_fixtures_dir,
+    input_key,
+    json_problem,
+    merge_calls,
+    recorded_call,
+    shown,
+)
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime.catalog import LiveServer, ToolView
 
@@ -116,6 +123,9 @@ class LiveRecorder:
     per run, after it: never on a tool call's path)."""
 
     def __init__(self, fixtures_dir: Path, settings: Settings, configs: Mapping[str, ServerConfig]) -> None:
+        # Before any server starts: a path that cannot be written would lose every call of the
+        # session, one note per run (UserError, like `record`).
+        check_fixtures_dir(Path(fixtures_dir))
         self.fixtures_dir = Path(fixtures_dir)
         self.settings = settings
         self.configs = configs
@@ -128,7 +138,7 @@ class LiveRecorder:
             return
         redactor = self._redactors.get(config_id)
         if redactor is None:
-            redactor = self._redactors[config_id] = Redactor(config.secrets(), self.settings.redact_patterns)
+            redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
         pending = self._pending.setdefault(config_id, _Pending())
         record, problem = recorded_call(arguments, result, duration_ms, redactor, self.settings.max_result_bytes)
         if problem is not None:
@@ -142,17 +152,18 @@ class LiveRecorder:
         notes: list[str] = []
         pending, self._pending = self._pending, {}
         for config_id, batch in sorted(pending.items()):
-            notes.extend(batch.notes)
-            if not batch.calls:
-                continue
-            try:
-                notes.extend(self._write(config_id, batch.calls, lives.get(config_id)))
-            except (UserError, OSError) as exc:
-                reason = exc.message if isinstance(exc, UserError) else str(exc)
-                notes.append(f"{config_id}: recorded calls not written: {reason}")
-                retry = self._pending.setdefault(config_id, _Pending())
-                for name, records in batch.calls.items():
-                    retry.calls.setdefault(name, [])[:0] = records
+            said = list(batch.notes)
+            if batch.calls:
+                try:
+                    said.extend(self._write(config_id, batch.calls, lives.get(config_id)))
+                except (UserError, OSError) as exc:
+                    reason = exc.message if isinstance(exc, UserError) else str(exc)
+                    said.append(f"{config_id}: recorded calls not written: {reason}")
+                    retry = self._pending.setdefault(config_id, _Pending())
+                    for name, records in batch.calls.items():
+                        retry.calls.setdefault(name, [])[:0] = records
+            redactor = self._redactors.get(config_id)  # printed like written: redacted
+            notes.extend(redactor.text(note) if redactor is not None else note for note in said)
         return notes
 
     def _write(self, config_id: str, new: dict[str, list[dict[str, Any]]], live: LiveServer | None) -> list[str]:

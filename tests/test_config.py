@@ -73,8 +73,8 @@ def test_stdio_http_sse_servers_and_unknown_keys(tmp_path: Path) -> None:
     assert dict(servers["remote"].headers) == {"X-Key": "k"}
     assert servers["implicit"].transport == "http"
     assert servers["legacy"].transport == "sse"
-    assert notes.secrets() == {"TOKEN": "abc"}
-    assert servers["remote"].secrets() == {"X-Key": "k"}
+    assert notes.secrets() == [("TOKEN", "abc")]
+    assert servers["remote"].secrets() == [("X-Key", "k")]
 
 
 def test_env_expansion_in_every_string(tmp_path: Path) -> None:
@@ -100,6 +100,27 @@ def test_env_expansion_in_every_string(tmp_path: Path) -> None:
     assert a.cwd == "/tmp"
     assert servers["b"].url == "http://h:1/mcp"
     assert dict(servers["b"].headers) == {"Authorization": "Bearer s3cret"}
+    # provenance: what came from the environment, once each, whatever field used it; not the
+    # defaults written in the file, not an empty value
+    assert a.env_values == (("BIN", "node"), ("KEY", "s3cret"))
+    assert servers["b"].env_values == (("HOST", "h"), ("KEY", "s3cret"))
+    assert ("KEY", "s3cret") in a.secrets() and ("BIN", "node") in a.secrets()
+
+
+def test_s11_values_from_the_environment_are_secrets_but_not_codemode_python(tmp_path: Path) -> None:
+    path = write_json(tmp_path, {"mcpServers": {
+        "a": {"command": "${CODEMODE_PYTHON:-python}", "args": ["--api-key", "${SECRET}", "${MODE:-fast}"]},
+        "b": {"command": "${CODEMODE_PYTHON}", "args": ["s.py"]},
+        "c": {"url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=${PAGE:-1}"},
+    }})
+    environ = {"SECRET": "hunter2-value", "CODEMODE_PYTHON": "/opt/py/bin/python3", "KEY": "k-123456"}
+    servers = load_config(path, environ=environ)
+    assert servers["a"].args == ("--api-key", "hunter2-value", "fast")
+    assert servers["a"].command == "/opt/py/bin/python3"
+    assert servers["a"].env_values == (("SECRET", "hunter2-value"),)  # a builtin, set or not, is no secret
+    assert servers["b"].env_values == ()
+    assert servers["c"].env_values == (("KEY", "k-123456"),)
+    assert servers["c"].url == "http://127.0.0.1:9/mcp?api_key=k-123456&page=1"
 
 
 def test_env_expansion_uses_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -143,7 +143,7 @@ def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.C
     assert "recorded 1 of 2 servers" in out
     assert "crash: server exited during startup" in out
     assert "database file missing" in out
-    assert "1 of 2 servers failed: crash" in err
+    assert "1 of 2 servers not recorded (crash): nothing written for them, their old fixtures kept" in err
     assert "Traceback" not in out + err
 
 
@@ -331,7 +331,8 @@ def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.Captur
     ]))
     code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
     assert code == 1
-    assert "no_such_tool: the server lists no such tool" in out
+    assert f"notes: sample no_such_tool {{}}: the server lists no such tool (sample from {samples}: [0])" in out
+    assert "1 sample call failed (notes): not recorded" in _err
     assert lines(tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl")[0]["input"] == {"id": 1}
 
 
@@ -583,3 +584,127 @@ def test_record_restores_what_a_crashed_record_left_hidden(
     assert "note: notes: restored" in out and "removed .notes.new-efgh5678" in out
     assert get_note.read_bytes() == recorded
     assert [p.name for p in fixtures.iterdir()] == ["notes"]
+
+
+# --------------------------------------------------------------------------- failed samples
+
+
+def echo_entry(*args: str) -> dict[str, Any]:
+    return {"command": PYTHON, "args": [str(server_script("echo_secrets")), "stdio", *args]}
+
+
+@pytest.mark.slow
+def test_fixtures_path_that_cannot_be_written_fails_before_any_server_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "started.txt"
+    write_config(tmp_path, {"local": echo_entry("--marker", str(marker))})
+    (tmp_path / "a-file").write_text("not a folder")
+    code, out, err = record(tmp_path, capsys, "--fixtures", "a-file")
+    assert code == 2 and out == ""
+    assert "error: a-file: the fixtures path is not a folder" in err and "--fixtures" in err
+    code, _out, err = record(tmp_path, capsys, "--fixtures", "a-file/fixtures")
+    assert code == 2
+    assert "a-file/fixtures: the fixtures path cannot be created: a-file is not a folder" in err
+    # run --record too: its fixtures come from codemode.toml
+    (tmp_path / "codemode.toml").write_text('fixtures = "a-file"\n')
+    proc = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "run", "--record", "-"], cwd=tmp_path, capture_output=True, text=True,
+        input="globalThis.__codemode_result__ = 1;\n", timeout=120,
+    )
+    assert proc.returncode == 2 and "the fixtures path is not a folder" in proc.stderr, proc.stderr
+    assert "Traceback" not in err + proc.stderr
+    assert not marker.exists()  # no server was started by any of them
+    assert (tmp_path / "a-file").read_text() == "not a folder"
+    # the check is not in the way of a folder that does not exist yet
+    code, out, _err = record(tmp_path, capsys, "--fixtures", "new/deeper", "--no-probe")
+    assert code == 0, out
+    assert marker.exists() and (tmp_path / "new" / "deeper" / "local" / "tools.json").is_file()
+
+
+@pytest.mark.slow
+def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"local": echo_entry("--api-key", "literal-key")})
+    (tmp_path / "codemode.toml").write_text(
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = "three" }\n\n'  # schema rejects
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = {}\n\n'  # required n missing
+        '[[samples]]\nserver = "local"\ntool = "fail"\n\n'  # isError
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = 13 }\n\n'  # breaks outputSchema
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = 2 }\n'  # fine
+    )
+    toml = tmp_path / "codemode.toml"
+    code, out, err = record(tmp_path, capsys)
+    assert code == 1, out + err
+    failures = [line for line in out.splitlines() if line.startswith("  local: sample ")]
+    assert failures == [
+        f'  local: sample count {{"n":"three"}}: input rejected by the tool\'s inputSchema (not sent):'
+        f' /n: expected integer, got string (sample from {toml}: samples[0])',
+        "  local: sample count {}: input rejected by the tool's inputSchema (not sent):"
+        f' /: expected required properties "n", got object without them (sample from {toml}: samples[1])',
+        "  local: sample fail {}: the tool answered with an error (isError): backend refused key"
+        f" literal-key (sample from {toml}: samples[2])",
+        f'  local: sample count {{"n":13}}: the result does not match the tool\'s declared outputSchema:'
+        f' /n: expected integer, got string (sample from {toml}: samples[3])',
+    ]
+    assert "error: 4 sample calls failed (local): not recorded" in err
+    assert 'expect = "error"' in err  # the hint says how to record a failure on purpose
+    assert "recorded 1 of 1 servers" in out and "local: 4 tools, 2 calls recorded" in out
+    calls = tmp_path / "fixtures" / "local" / "calls"
+    assert sorted(p.name for p in calls.iterdir()) == ["count.jsonl", "whoami.jsonl"]  # the probe too
+    assert [c["input"] for c in lines(calls / "count.jsonl")] == [{"n": 2}]
+
+    # the same failures, expected: recorded as what they are, and record succeeds
+    (tmp_path / "codemode.toml").write_text(
+        '[[samples]]\nserver = "local"\ntool = "fail"\nexpect = "error"\n\n'
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = 13 }\nexpect = "drift"\n\n'
+        '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = 3 }\nexpect = "error"\n'
+    )
+    code, out, err = record(tmp_path, capsys, "--no-probe")
+    assert code == 0, out + err
+    assert 'note: local: count {"n":3}: expect = "error", but the call succeeded; recorded as it is' in out
+    (failed,) = lines(calls / "fail.jsonl")
+    assert failed["result"]["isError"] is True
+    assert [c["input"] for c in lines(calls / "count.jsonl")] == [{"n": 2}, {"n": 13}, {"n": 3}]
+    # generate types count from its good samples and reports the drift; fail stays untyped
+    assert main_exit(tmp_path, ["generate"]) == 0
+    dts = (tmp_path / "out" / "servers" / "local.d.ts").read_text()
+    assert "export function fail(input?: { [k: string]: unknown }): Promise<unknown>;" in dts
+    assert "do not match the declared outputSchema (drift)" in dts
+
+
+@pytest.mark.slow
+def test_failed_probes_are_best_effort_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(tmp_path, {"slow": stdio_entry("slow")})
+    code, out, err = record(tmp_path, capsys)
+    assert code == 0, out + err
+    assert (
+        "  warning: slow: probe tool_error {}: the tool answered with an error (isError): disk full:"
+        " cannot write /var/tmp/report.bin (0 bytes free) (an automatic probe: not recorded, not a"
+        " failure of record)"
+    ) in out
+    assert "  warning: slow: probe rpc_error {}: protocol error: quota exceeded for tenant demo" in out
+    calls = {p.name for p in (tmp_path / "fixtures" / "slow" / "calls").iterdir()}
+    assert "tool_error.jsonl" not in calls and "rpc_error.jsonl" not in calls and "beep.jsonl" in calls
+
+
+def test_samples_file_expect_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps([{"server": "a", "tool": "t", "expect": "error"}]))
+    (sample,) = load_samples_file(path)
+    assert sample.expect == "error" and sample.where == f"{path}: [0]"
+    path.write_text(json.dumps([{"server": "a", "tool": "t", "expect": "failure"}]))
+    with pytest.raises(UserError) as info:
+        load_samples_file(path)
+    assert f"{path}: [0].expect must be \"error\" or \"drift\"" in info.value.message
+
+
+def main_exit(project: Path, args: list[str]) -> int:
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        with pytest.raises(SystemExit) as info:
+            main(args)
+    finally:
+        os.chdir(cwd)
+    code = info.value.code
+    return code if isinstance(code, int) else 0

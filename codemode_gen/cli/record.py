@@ -79,7 +79,7 @@ class _Progress:
 @click.option("--server", "servers", multiple=True, metavar="ID",
               help="Record (or --check) only this server (repeatable). Default: every configured server.")
 @click.option("--samples", "samples_path", type=click.Path(path_type=Path), default=None,
-              help='Sample calls: a JSON list or JSONL of {"server", "tool", "input"}.')
+              help='Sample calls: a JSON list or JSONL of {"server", "tool", "input", "expect"?}.')
 @click.option("--no-probe", is_flag=True,
               help="Do not call readOnlyHint tools without required arguments automatically.")
 @click.option("--max-samples", type=click.IntRange(min=1), default=None,
@@ -98,6 +98,15 @@ def record(
     check: bool,
 ) -> None:
     """Connect to MCP servers and record their tools and sample calls into fixtures/.
+
+    \b
+    Exit status without --check:
+      0  every server and every sample call was recorded
+      1  a server could not be recorded, or a sample call failed (rejected input, tool
+         error, JSON-RPC error, timeout, output breaking its outputSchema); everything
+         else was still written
+      2  configuration error (.mcp.json, codemode.toml, samples, fixtures folder not writable);
+         no server was started
 
     With --check, nothing is written: each server is compared with its recording (tools added
     or removed; descriptions, titles, annotations, input and output schemas changed; the result
@@ -191,11 +200,26 @@ def record(
             for failure in o.failed_samples:
                 out.write(f"  {o.server_id}: sample {failure}\n")
         out.flush()
-        names = ", ".join(o.server_id for o in failed)
-        raise CheckFailed(
-            f"{len(failed)} of {len(outcomes)} servers failed: {names}",
-            hint="see the reasons above; servers that succeeded were written, failed ones kept their old fixtures",
-        )
+        down = [o.server_id for o in outcomes if o.error is not None]
+        sample_servers = [o.server_id for o in written if o.failed_samples]
+        count = sum(len(o.failed_samples) for o in written)
+        parts = []
+        if down:
+            parts.append(
+                f"{len(down)} of {_n(len(outcomes), 'server')} not recorded ({', '.join(down)}):"
+                " nothing written for them, their old fixtures kept"
+            )
+        if count:
+            parts.append(
+                f"{_n(count, 'sample call')} failed ({', '.join(sample_servers)}): not recorded"
+            )
+        hint = "see the reasons above; everything else was recorded and written"
+        if count:
+            hint += (
+                '; a sample meant to fail says so in its entry: expect = "error" (a tool error)'
+                ' or expect = "drift" (a result that breaks the declared outputSchema)'
+            )
+        raise CheckFailed("; ".join(parts), hint=hint)
 
 
 def _check(

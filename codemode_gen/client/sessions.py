@@ -44,6 +44,7 @@ import contextlib
 import copy
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -693,6 +694,30 @@ async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe)
         yield streams[0], streams[1]
 
 
+def _shown_url(url: str | None) -> str:
+    """A server URL for a message: without its query and user info, which may hold credentials
+    (`?api_key=…`, `https://user:pass@…`) that would otherwise reach the terminal or a script."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url or "")
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "the server URL"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{port}{parts.path}" + ("?…" if parts.query else "")
+
+
+_URL_IN_TEXT = re.compile(r"https?://[^\s'\"<>]+")
+
+
+def _scrub_urls(text: str) -> str:
+    """`text` (an HTTP library's message) with every URL in it shown as `_shown_url` shows it."""
+    return _URL_IN_TEXT.sub(lambda m: _shown_url(m.group(0)), text)
+
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         out: list[BaseException] = []
@@ -719,7 +744,7 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
     from mcp.shared.exceptions import MCPError
 
     sid = config.id
-    where = config.url if config.transport != "stdio" else config.command
+    where = _shown_url(config.url) if config.transport != "stdio" else config.command
     leaves = _leaves(exc)
 
     def with_tail(reason: str) -> str:
@@ -749,7 +774,7 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
         if isinstance(leaf, httpx2.ConnectTimeout | httpx2.PoolTimeout):
             return ConnectError(sid, f"timed out connecting to {where}", log_path=log_path)
         if isinstance(leaf, httpx2.ConnectError):
-            return ConnectError(sid, f"connection refused: {where} ({leaf})", log_path=log_path)
+            return ConnectError(sid, f"connection refused: {where} ({_scrub_urls(str(leaf))})", log_path=log_path)
         if isinstance(leaf, httpx2.HTTPStatusError):
             return ConnectError(
                 sid, f"{where} answered HTTP {leaf.response.status_code}; is this the MCP endpoint?", log_path=log_path
@@ -757,7 +782,7 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
         if isinstance(leaf, httpx2.TimeoutException):
             return ConnectError(sid, f"timed out talking to {where}", log_path=log_path)
         if isinstance(leaf, httpx2.HTTPError):
-            return ConnectError(sid, f"HTTP error talking to {where}: {leaf}", log_path=log_path)
+            return ConnectError(sid, f"HTTP error talking to {where}: {_scrub_urls(str(leaf))}", log_path=log_path)
     for leaf in leaves:
         if isinstance(leaf, TimeoutError):
             reason = str(leaf) or f"timed out after {config.connect_timeout:g}s"
@@ -784,4 +809,4 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
         if isinstance(leaf, CallError):
             return ConnectError(sid, f"tools/list failed: {leaf}", log_path=log_path)
     first = leaves[0] if leaves else exc
-    return ConnectError(sid, f"{type(first).__name__}: {first}", log_path=log_path)
+    return ConnectError(sid, f"{type(first).__name__}: {_scrub_urls(str(first))}", log_path=log_path)
