@@ -225,9 +225,20 @@ def _is_folder(path: Path, what: str, config_id: str) -> bool:
     return True
 
 
-def _load_json_file(path: Path, what: str, max_bytes: int, config_id: str, hashes: dict[str, str], key: str) -> Any:
+def _load_text_json_file(
+    path: Path, what: str, max_bytes: int, config_id: str, hashes: dict[str, str], key: str
+) -> Any:
+    """A server.json or tools.json: JSON whose strings are all Unicode text (they become code)."""
     data = _read(path, max_bytes, what, config_id)
     value = parse_json_bytes(data, path, what=what, hint=_hint(config_id), max_depth=MAX_FIXTURE_DEPTH)
+    # strict UTF-8 holds no surrogate: only a "\\udXXX" escape makes one (looked for in C first)
+    where = _unicode_problem(value) if _SURROGATE_ESCAPE.search(data) else None
+    if where is not None:
+        raise UserError(
+            f"{path}: a lone surrogate escape (not Unicode text) in the string at {where[:200]};"
+            " `record` never writes one there",
+            hint=_hint(config_id),
+        )
     hashes[key] = _sha256(data)
     return value
 
@@ -252,6 +263,7 @@ def _unicode_problem(value: Any) -> str | None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _load_calls(path: Path, config_id: str, hashes: dict[str, str]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -294,13 +306,13 @@ def load_fixture_set(server_dir: Path) -> FixtureSet:
     if not _is_folder(server_dir, "server recording folder", config_id):
         raise UserError(f"{server_dir}: no recording of server '{config_id}'", hint=hint)
     hashes: dict[str, str] = {}
-    server_json = _load_json_file(
+    server_json = _load_text_json_file(
         server_dir / SERVER_FILE, "server recording", MAX_SERVER_JSON_BYTES, config_id, hashes,
         f"{config_id}/{SERVER_FILE}",
     )
     if not isinstance(server_json, dict):
         raise UserError(f"{server_dir / SERVER_FILE}: expected a JSON object (the initialize result)", hint=hint)
-    tools = _load_json_file(
+    tools = _load_text_json_file(
         server_dir / TOOLS_FILE, "tool list recording", MAX_TOOLS_JSON_BYTES, config_id, hashes,
         f"{config_id}/{TOOLS_FILE}",
     )
@@ -310,14 +322,6 @@ def load_fixture_set(server_dir: Path) -> FixtureSet:
         raise UserError(
             f"{server_dir / TOOLS_FILE}: expected a JSON array of tools, each with a string `name`", hint=hint
         )
-    for file, value in ((SERVER_FILE, server_json), (TOOLS_FILE, tools)):
-        where = _unicode_problem(value)
-        if where is not None:
-            raise UserError(
-                f"{server_dir / file}: a lone surrogate escape (not Unicode text) in the string at"
-                f" {where[:200]}; `record` never writes one there",
-                hint=hint,
-            )
     calls: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, Path] = {}
     calls_dir = server_dir / CALLS_DIR
@@ -418,13 +422,14 @@ def leftover_notes(fixtures_dir: Path) -> list[str]:
 
 def _checked(path: str, text: str, max_bytes: int, what: str, values: Any) -> str:
     """`text` of a server.json or tools.json to write, if every reader will read it back."""
-    size = len(text.encode("utf-8"))
+    data = text.encode("utf-8")
+    size = len(data)
     kept = "nothing was written for this server; its previous recording is kept"
     if size > max_bytes:
         raise UserError(f"{path}: the {what} would be {size:,} bytes; readers take at most {max_bytes:,}", hint=kept)
     if json_text_depth_exceeds(text, MAX_FIXTURE_DEPTH):
         raise UserError(f"{path}: the {what} nests deeper than readers take ({MAX_FIXTURE_DEPTH} levels)", hint=kept)
-    where = _unicode_problem(values)
+    where = _unicode_problem(values) if _SURROGATE_ESCAPE.search(data) else None
     if where is not None:  # recordable_tools and record refuse these first
         raise UserError(f"{path}: the {what} holds a lone surrogate (not Unicode text) at {where[:200]}")
     return text

@@ -181,6 +181,8 @@ def test_anything_named_like_a_server_is_read_or_refused_never_ignored(tmp_path:
         load_recorded(tmp_path, ["dangling"])
     assert load_recorded(tmp_path, ["absent"]) == {"absent": None}
     assert [s.config_id for s in load_fixtures(tmp_path)] == ["demo"]  # a file in fixtures/ is no server
+    (tmp_path.parent / f"{tmp_path.name}-link").symlink_to(tmp_path)  # the folder the user chose may be a link
+    assert [s.config_id for s in load_fixtures(tmp_path.parent / f"{tmp_path.name}-link")] == ["demo"]
 
 
 # --------------------------------------------------------------------------- hostile tool names
