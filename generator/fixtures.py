@@ -82,7 +82,7 @@ _HASH_MARK = "@"
 # Caps on what a reader takes of one fixture file (checked on its size before reading, and
 # while reading), so a link to /dev/zero or a huge file a pull request added is refused, never
 # read until memory runs out. Far above what `record` writes (its results are cut to
-# max_result_bytes, 256 KiB by default), and the writer refuses to go past them.
+# max_result_bytes, 256 KiB by default), and the writer stays within them.
 # An initialize result: serverInfo, capabilities, instructions (a few KB in practice).
 MAX_SERVER_JSON_BYTES = 16 * 1024 * 1024
 # Every tool of one server (the client keeps at most 10,000; real lists are well under 1 MB).
@@ -225,6 +225,12 @@ def _is_folder(path: Path, what: str, config_id: str) -> bool:
     return True
 
 
+# A surrogate in a decoded string (every one is lone: json.loads joins escaped pairs), and the
+# escape that makes one (strict UTF-8 cannot hold a surrogate), looked for in the raw bytes.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def _load_text_json_file(
     path: Path, what: str, max_bytes: int, config_id: str, hashes: dict[str, str], key: str
 ) -> Any:
@@ -260,10 +266,6 @@ def _unicode_problem(value: Any) -> str | None:
         elif isinstance(node, list):
             stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(node))
     return None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _load_calls(path: Path, config_id: str, hashes: dict[str, str]) -> tuple[str | None, list[dict[str, Any]]]:
