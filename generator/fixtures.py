@@ -18,12 +18,23 @@ tool in a `"tool"` field. Readers take the `tool` field when present, else decod
 A server's folder is replaced as a whole through `codemode_gen.dirswap` (staged next to it,
 then swapped, with rollback), so a failed or interrupted record leaves the previous recording
 in place, and the next record restores or removes whatever an interrupted one left.
+
+Recordings are untrusted input (a pull request can change them), and every reader (`generate`,
+`replay` and `run --replay`, `record`'s merge of old calls, `record --check`, `run --record`)
+reads them here only: folders and files inside fixtures/ must be real folders and regular
+files, never symbolic links (fixtures/ itself may be one: it is the path the user chose);
+each file is read through `jsonio.read_untrusted_file` (never blocks, at most its cap) and
+parsed with `jsonio.parse_json_bytes` (UTF-8, depth before parsing, RFC 8259 numbers), and
+every problem is a UserError naming the file (and line). The writer keeps within the same
+caps, so whatever `record` writes, every reader reads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,7 +44,16 @@ from urllib.parse import quote, unquote
 
 from codemode_gen import dirswap
 from codemode_gen.errors import UserError
-from codemode_gen.jsonio import atomic_write_text, dumps_line, dumps_stable, iter_jsonl, read_json
+from codemode_gen.jsonio import (
+    atomic_write_text,
+    dumps_line,
+    dumps_stable,
+    iter_jsonl,
+    json_text_depth_exceeds,
+    parse_json_bytes,
+    pointer_token,
+    read_untrusted_file,
+)
 
 SERVER_FILE = "server.json"
 TOOLS_FILE = "tools.json"
@@ -59,6 +79,26 @@ HASH_HEX_CHARS = 32
 # Separates a hashed name's prefix from its hash; percent-encoding never leaves a raw "@"
 # (only "~" survives `quote` besides _SAFE_CHARS), so a hashed name never equals a plain one.
 _HASH_MARK = "@"
+# Caps on what a reader takes of one fixture file (checked on its size before reading, and
+# while reading), so a link to /dev/zero or a huge file a pull request added is refused, never
+# read until memory runs out. Far above what `record` writes (its results are cut to
+# max_result_bytes, 256 KiB by default), and the writer stays within them.
+# An initialize result: serverInfo, capabilities, instructions (a few KB in practice).
+MAX_SERVER_JSON_BYTES = 16 * 1024 * 1024
+# Every tool of one server (the client keeps at most 10,000; real lists are well under 1 MB).
+MAX_TOOLS_JSON_BYTES = 64 * 1024 * 1024
+# One tool's calls file: max_samples lines (20 by default).
+MAX_CALLS_FILE_BYTES = 256 * 1024 * 1024
+# One recorded call (a line of a calls file): its input and its result (one MCP message at most,
+# 64 MiB: client/stdio.py MAX_FRAME_BYTES).
+MAX_CALLS_LINE_BYTES = 64 * 1024 * 1024
+# Bounds the nesting a reader accepts in one file or line: parsers and generate's walkers
+# recurse per level (a 100,000-deep file crashed them), and the MCP SDK cannot serialise a
+# replayed answer nested past about 250 levels (the replay server died). `record` keeps values
+# nested at most MAX_RECORDED_DEPTH (200, generator/record.py) deep, one level more inside their
+# line or the tools array.
+MAX_FIXTURE_DEPTH = 201
+
 # Names Windows reserves for devices whatever the extension (`nul.jsonl` is the NUL device).
 _WINDOWS_DEVICES = frozenset(
     {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
@@ -157,19 +197,87 @@ def fixtures_hash(sets: list[FixtureSet]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _load_json_file(path: Path, what: str, hashes: dict[str, str], key: str) -> Any:
-    value = read_json(path, what=what)
-    hashes[key] = _sha256(path.read_bytes())
+def _hint(config_id: str) -> str:
+    return f"run `codemode-gen record --server {config_id}` again (it rewrites the folder)"
+
+
+def _read(path: Path, max_bytes: int, what: str, config_id: str) -> bytes:
+    return read_untrusted_file(path, max_bytes, what=what, hint=_hint(config_id))
+
+
+def _is_folder(path: Path, what: str, config_id: str) -> bool:
+    """Whether `path` exists; a UserError when it is anything but a real folder (a symbolic
+    link could take the readers anywhere on the machine)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read {what}: {exc.strerror}", hint=_hint(config_id)) from None
+    if stat.S_ISLNK(mode):
+        raise UserError(
+            f"{path}: {what} is a symbolic link; recordings are read only from real folders inside"
+            " the fixtures folder (a link could make replay serve any file of the machine)",
+            hint=f"replace the link with a copy of the folder, or {_hint(config_id)}",
+        )
+    if not stat.S_ISDIR(mode):
+        raise UserError(f"{path}: {what} is not a folder", hint=_hint(config_id))
+    return True
+
+
+# A surrogate in a decoded string (every one is lone: json.loads joins escaped pairs), and the
+# escape that makes one (strict UTF-8 cannot hold a surrogate), looked for in the raw bytes.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _load_text_json_file(
+    path: Path, what: str, max_bytes: int, config_id: str, hashes: dict[str, str], key: str
+) -> Any:
+    """A server.json or tools.json: JSON whose strings are all Unicode text (they become code)."""
+    data = _read(path, max_bytes, what, config_id)
+    value = parse_json_bytes(data, path, what=what, hint=_hint(config_id), max_depth=MAX_FIXTURE_DEPTH)
+    # strict UTF-8 holds no surrogate: only a "\\udXXX" escape makes one (looked for in C first)
+    where = _unicode_problem(value) if _SURROGATE_ESCAPE.search(data) else None
+    if where is not None:
+        raise UserError(
+            f"{path}: a lone surrogate escape (not Unicode text) in the string at {where[:200]};"
+            " `record` never writes one there",
+            hint=_hint(config_id),
+        )
+    hashes[key] = _sha256(data)
     return value
 
 
-def _load_calls(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
+def _unicode_problem(value: Any) -> str | None:
+    """Where `value` holds a lone surrogate (a string that is not Unicode text), or None.
+    Iterative: the value may nest MAX_FIXTURE_DEPTH deep."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return pointer or "/"
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if _SURROGATE.search(key):
+                    return pointer or "/"
+                stack.append((item, f"{pointer}/{pointer_token(key)}"))
+        elif isinstance(node, list):
+            stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(node))
+    return None
+
+
+def _load_calls(path: Path, config_id: str, hashes: dict[str, str]) -> tuple[str | None, list[dict[str, Any]]]:
     """(the tool its lines name, or None; the recorded calls without that field)."""
     records: list[dict[str, Any]] = []
-    hint = "delete that line (or the file) and run `codemode-gen record` again"
-    text = path.read_text(encoding="utf-8")
+    hint = f"delete that line (or the file) and {_hint(config_id)}"
+    data = _read(path, MAX_CALLS_FILE_BYTES, "calls file", config_id)
     named: str | None = None
-    for lineno, record in iter_jsonl(text, path, what="recorded call", hint=hint):
+    lines = iter_jsonl(
+        data, path, what="recorded call", hint=hint, max_depth=MAX_FIXTURE_DEPTH, max_line_bytes=MAX_CALLS_LINE_BYTES
+    )
+    for lineno, record in lines:
         if not isinstance(record, dict) or not isinstance(record.get("result"), dict):
             raise UserError(
                 f"{path}:{lineno}: a recorded call must be an object with a `result` object", hint=hint
@@ -184,39 +292,46 @@ def _load_calls(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
                 )
             named = tool
         records.append(record)
+    hashes[f"{config_id}/{CALLS_DIR}/{path.name}"] = _sha256(data)
     return named, records
 
 
 def load_fixture_set(server_dir: Path) -> FixtureSet:
-    """Read one server's recording; every format problem names the file and the fix."""
+    """Read one server's recording; every format problem names the file and the fix.
+
+    Values are read exactly as written, lone surrogates in results included (`record` escapes
+    them); server.json and tools.json must be Unicode text, as `record` keeps them (they become
+    generated code).
+    """
     config_id = server_dir.name
+    hint = _hint(config_id)
+    if not _is_folder(server_dir, "server recording folder", config_id):
+        raise UserError(f"{server_dir}: no recording of server '{config_id}'", hint=hint)
     hashes: dict[str, str] = {}
-    server_json = _load_json_file(
-        server_dir / SERVER_FILE, "server recording", hashes, f"{config_id}/{SERVER_FILE}"
+    server_json = _load_text_json_file(
+        server_dir / SERVER_FILE, "server recording", MAX_SERVER_JSON_BYTES, config_id, hashes,
+        f"{config_id}/{SERVER_FILE}",
     )
     if not isinstance(server_json, dict):
-        raise UserError(
-            f"{server_dir / SERVER_FILE}: expected a JSON object (the initialize result)",
-            hint=f"run `codemode-gen record --server {config_id}` again",
-        )
-    tools = _load_json_file(
-        server_dir / TOOLS_FILE, "tool list recording", hashes, f"{config_id}/{TOOLS_FILE}"
+        raise UserError(f"{server_dir / SERVER_FILE}: expected a JSON object (the initialize result)", hint=hint)
+    tools = _load_text_json_file(
+        server_dir / TOOLS_FILE, "tool list recording", MAX_TOOLS_JSON_BYTES, config_id, hashes,
+        f"{config_id}/{TOOLS_FILE}",
     )
     if not isinstance(tools, list) or not all(
         isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
     ):
         raise UserError(
-            f"{server_dir / TOOLS_FILE}: expected a JSON array of tools, each with a string `name`",
-            hint=f"run `codemode-gen record --server {config_id}` again",
+            f"{server_dir / TOOLS_FILE}: expected a JSON array of tools, each with a string `name`", hint=hint
         )
     calls: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, Path] = {}
     calls_dir = server_dir / CALLS_DIR
-    if calls_dir.is_dir():
+    if _is_folder(calls_dir, "calls folder", config_id):
         for path in sorted(calls_dir.glob("*" + CALLS_SUFFIX)):
             if path.name.startswith("."):  # an editor's or a crashed write's temp file
                 continue
-            named, records = _load_calls(path)
+            named, records = _load_calls(path, config_id, hashes)
             if named is not None:
                 tool = named
             elif names_its_tool(path.name):
@@ -236,7 +351,6 @@ def load_fixture_set(server_dir: Path) -> FixtureSet:
                 )
             sources[tool] = path
             calls[tool] = records
-            hashes[f"{config_id}/{CALLS_DIR}/{path.name}"] = _sha256(path.read_bytes())
     return FixtureSet(config_id, server_json, sorted(tools, key=lambda t: t["name"]), calls, hashes)
 
 
@@ -277,7 +391,8 @@ def load_recorded(fixtures_dir: Path, config_ids: Iterable[str]) -> dict[str, Fi
     found: dict[str, FixtureSet | None] = {}
     for config_id in config_ids:
         folder = fixtures_dir / config_id
-        found[config_id] = load_fixture_set(folder) if folder.is_dir() else None
+        # anything by that name (a link, a file) is read, so it is refused by name, not ignored
+        found[config_id] = load_fixture_set(folder) if os.path.lexists(folder) else None
     return found
 
 
@@ -307,6 +422,49 @@ def leftover_notes(fixtures_dir: Path) -> list[str]:
     ]
 
 
+def _checked(path: str, text: str, max_bytes: int, what: str, values: Any) -> str:
+    """`text` of a server.json or tools.json to write, if every reader will read it back."""
+    data = text.encode("utf-8")
+    size = len(data)
+    kept = "nothing was written for this server; its previous recording is kept"
+    if size > max_bytes:
+        raise UserError(f"{path}: the {what} would be {size:,} bytes; readers take at most {max_bytes:,}", hint=kept)
+    if json_text_depth_exceeds(text, MAX_FIXTURE_DEPTH):
+        raise UserError(f"{path}: the {what} nests deeper than readers take ({MAX_FIXTURE_DEPTH} levels)", hint=kept)
+    where = _unicode_problem(values) if _SURROGATE_ESCAPE.search(data) else None
+    if where is not None:  # recordable_tools and record refuse these first
+        raise UserError(f"{path}: the {what} holds a lone surrogate (not Unicode text) at {where[:200]}")
+    return text
+
+
+def _calls_text(path: str, records: list[dict[str, Any]], notes: list[str]) -> str:
+    """The calls file for `records` (oldest first): a line no reader would take (over
+    MAX_CALLS_LINE_BYTES, or nested past MAX_FIXTURE_DEPTH) is left out, and the oldest lines
+    go while the file is over MAX_CALLS_FILE_BYTES, each with a note."""
+    lines: list[str] = []
+    sizes: list[int] = []
+    for record in records:
+        line = dumps_line(record)
+        size = len(line.encode("utf-8"))
+        if size > MAX_CALLS_LINE_BYTES or json_text_depth_exceeds(line, MAX_FIXTURE_DEPTH):
+            why = (f"{size:,} bytes, over {MAX_CALLS_LINE_BYTES:,}" if size > MAX_CALLS_LINE_BYTES
+                   else f"nested deeper than {MAX_FIXTURE_DEPTH} levels")
+            notes.append(f"{path}: a recorded call left out: its line would be {why}, which readers refuse")
+            continue
+        lines.append(line)
+        sizes.append(size)
+    total, first = sum(sizes), 0
+    while total > MAX_CALLS_FILE_BYTES:
+        total -= sizes[first]
+        first += 1
+    if first:
+        notes.append(
+            f"{path}: the {first} oldest recorded call(s) left out: the file would be over"
+            f" {MAX_CALLS_FILE_BYTES:,} bytes, which readers refuse"
+        )
+    return "".join(lines[first:])
+
+
 def write_server_fixtures(
     fixtures_dir: Path,
     config_id: str,
@@ -316,19 +474,28 @@ def write_server_fixtures(
 ) -> list[str]:
     """Replace one server's recording as a whole: stage it completely, then swap it in.
 
-    Returns notes on leftovers of an interrupted earlier run that were restored or removed.
+    Returns notes on leftovers of an interrupted earlier run that were restored or removed,
+    and on recorded calls left out because no reader would take them (`_calls_text`).
     """
     recorded = {name: records for name, records in calls.items() if records}
     files = calls_file_names(recorded)
+    notes: list[str] = []
     with dirswap.replace_dir(fixtures_dir / config_id) as swap:
         staging = swap.staging
-        atomic_write_text(staging / SERVER_FILE, dumps_stable(server_json))
-        atomic_write_text(staging / TOOLS_FILE, dumps_stable(sorted(tools, key=lambda t: t["name"])))
+        where = f"{fixtures_dir / config_id}"
+        sorted_tools = sorted(tools, key=lambda t: t["name"])
+        server_text = _checked(f"{where}/{SERVER_FILE}", dumps_stable(server_json), MAX_SERVER_JSON_BYTES,
+                               "initialize result", server_json)
+        tools_text = _checked(f"{where}/{TOOLS_FILE}", dumps_stable(sorted_tools), MAX_TOOLS_JSON_BYTES,
+                              "tool list", sorted_tools)
+        atomic_write_text(staging / SERVER_FILE, server_text)
+        atomic_write_text(staging / TOOLS_FILE, tools_text)
         for tool_name in sorted(recorded):
             file_name = files[tool_name]
             records = recorded[tool_name]
             if names_its_tool(file_name):
                 records = [{**record, TOOL_FIELD: tool_name} for record in records]
-            text = "".join(dumps_line(r) for r in records)
-            atomic_write_text(staging / CALLS_DIR / file_name, text)
-    return swap.notes
+            text = _calls_text(f"{where}/{CALLS_DIR}/{file_name}", records, notes)
+            if text:
+                atomic_write_text(staging / CALLS_DIR / file_name, text)
+    return swap.notes + notes

@@ -26,8 +26,9 @@ server's other recordings are written. A sample may expect a failure (`expect = 
 nobody asked for it (best-effort), and is not recorded either.
 
 Hostile servers (spec §11: server responses are untrusted input):
-- a result is kept only if it is JSON (`json_problem`: no NaN/Infinity, no lone surrogate, no
-  nesting past MAX_RECORDED_DEPTH); otherwise that call fails with the reason, the rest stays;
+- a result is kept only if it is JSON (`json_problem`: no NaN/Infinity, no nesting past
+  MAX_RECORDED_DEPTH); otherwise that call fails with the reason, the rest stays. A lone
+  surrogate (`"\\ud800"`, valid JSON text) is kept: fixtures.py writes it as that escape;
 - a result larger than `max_result_bytes` (codemode.toml) is cut (`cap_result`): long strings
   end in TRUNCATION_MARK, long arrays lose their tail, the line gets a `"truncated"` field and
   the report a warning; inference skips such lines;
@@ -225,11 +226,13 @@ def shown(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return result if len(text) <= limit else result[:limit] + "…"
 
 
-def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH) -> str | None:
+def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH, text_only: bool = True) -> str | None:
     """Why `value` (decoded from a server's JSON) cannot be written as JSON, or None.
 
     Catches what Python's JSON decoder lets through: NaN/Infinity (RFC 8259 has no such
-    numbers), lone surrogates (not Unicode, so not UTF-8), nesting deeper than `max_depth`.
+    numbers), nesting deeper than `max_depth`, and with `text_only` lone surrogates (JSON text
+    may escape one, but it is not Unicode: tool definitions and initialize results become
+    generated code and must be text; a recorded result may hold one, written escaped).
     Iterative, so it cannot itself overflow the stack.
     """
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
@@ -239,14 +242,14 @@ def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH) -> str | No
             if not math.isfinite(node):
                 return f"{node!r} (not a JSON number) at {shown(ptr or '/')}"
         elif isinstance(node, str):
-            if _lone_surrogate(node):
+            if text_only and _lone_surrogate(node):
                 return f"a lone surrogate (not Unicode text) in the string at {shown(ptr or '/')}"
         elif isinstance(node, dict | list):
             if depth >= max_depth:
                 return f"nested deeper than {max_depth} levels at {shown(ptr or '/')}"
             if isinstance(node, dict):
                 for key, item in node.items():
-                    if not isinstance(key, str) or _lone_surrogate(key):
+                    if not isinstance(key, str) or (text_only and _lone_surrogate(key)):
                         return f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
                     stack.append((item, f"{ptr}/{pointer_token(key)}", depth + 1))
             else:
@@ -342,7 +345,7 @@ def recorded_call(
     `max_result_bytes`), and a note: why there is no line, or that the result was cut. Shared
     by `record` and live recording (`run --record`, `serve --record`): the same format, the same
     redaction, the same bounds."""
-    problem = json_problem(result)
+    problem = json_problem(result, text_only=False)  # any JSON value round-trips (fixtures.py)
     if problem is not None:
         return None, f"result is not valid JSON: {problem}"
     kept, cut_from = cap_result(redactor.value(result), max_result_bytes)

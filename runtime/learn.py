@@ -20,6 +20,7 @@ to know the shape (output-type-inference-article.md), and the host sees every ca
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,7 +170,8 @@ class LiveRecorder:
     def _write(self, config_id: str, new: dict[str, list[dict[str, Any]]], live: LiveServer | None) -> list[str]:
         server_dir = self.fixtures_dir / config_id
         notes: list[str] = []
-        if (server_dir / SERVER_FILE).is_file():
+        # anything at server.json (a link, a FIFO) is read, so refused by name, never replaced
+        if os.path.lexists(server_dir / SERVER_FILE):
             existing = load_fixture_set(server_dir)
             server_json, tools, old = existing.server_json, existing.tools, existing.calls
         elif live is not None:

@@ -26,6 +26,14 @@ What a replay server answers (docs/config.md, "codemode-gen replay"):
   the secret); a result is returned with its placeholders.
 - Truncation: a result `record` cut (`"truncated"` on the line) is returned as recorded, its cut
   strings ending in record's marker, and stderr notes it; it is what the recording holds.
+- Lone surrogates: a recorded string may hold one (`"\\ud800"` is valid JSON text). The Python
+  MCP SDK neither writes nor reads one (pydantic refuses it; its writer failing on one ended the
+  session), so it is served as U+FFFD, the character codemode-gen's own client makes of it when
+  a live server sends it; a recorded input holding one matches a call sending U+FFFD there.
+  Stderr notes it at start-up. Everything else is served as recorded.
+- The recording is read by generator/fixtures.py (regular files only, no links, bounded, depth
+  checked): a file it refuses makes the replay exit 2 with the reason before serving, and
+  `run --replay` reports that server unavailable with it.
 
 Layering: this module reads fixtures only through generator/fixtures.py and imports the MCP SDK
 only where it serves, so `load_replay` (all the CLI checks before serving) stays fast.
@@ -52,7 +60,7 @@ from codemode_gen.generator.fixtures import (
     load_recorded,
     recorded_server_ids,
 )
-from codemode_gen.jsonio import canonical_json
+from codemode_gen.jsonio import canonical_json, without_lone_surrogates
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -182,8 +190,11 @@ class Replay:
 
     @classmethod
     def from_fixture_set(cls, fixture_set: FixtureSet) -> Replay:
+        # what can be sent: lone surrogates as U+FFFD (see the module docstring)
+        recorded = {"server": fixture_set.server_json, "tools": fixture_set.tools, "calls": fixture_set.calls}
+        sendable = without_lone_surrogates(recorded)
         recordings: dict[str, dict[str, Recording]] = {}
-        for tool, lines in fixture_set.calls.items():
+        for tool, lines in sendable["calls"].items():
             by_key: dict[str, Recording] = {}
             for line, record in enumerate(lines, 1):
                 value = record.get("input", {})
@@ -191,7 +202,12 @@ class Replay:
                 by_key.pop(key, None)  # re-inserted: the newest line of an input wins, in order
                 by_key[key] = Recording(line, value, key, record["result"], "truncated" in record)
             recordings[tool] = by_key
-        replay = cls(fixture_set.config_id, fixture_set.server_json, list(fixture_set.tools), recordings)
+        replay = cls(fixture_set.config_id, sendable["server"], list(sendable["tools"]), recordings)
+        if sendable is not recorded:
+            replay.notes.append(
+                "the recording holds lone surrogates (\\ud800-style escapes, not Unicode text; the Python MCP SDK"
+                " neither sends nor reads one): served as U+FFFD, as codemode-gen's client reads them from a live server"
+            )
         listed = {tool["name"] for tool in replay.tools}
         unlisted = sorted(set(recordings) - listed)
         if unlisted:
@@ -273,12 +289,8 @@ def load_replay(fixtures_dir: Path, server_id: str) -> Replay:
             hint="pass the .mcp.json key of a recorded server, e.g. --server notes",
         )
     hint = f"run `codemode-gen record --server {server_id}` again"
-    try:
+    try:  # every format problem is the reader's UserError, naming the file (and line)
         fixture_set = load_recorded(fixtures_dir, [server_id])[server_id]
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{fixtures_dir / server_id}: a recording is not UTF-8 text ({exc.reason})", hint=hint) from None
-    except RecursionError:
-        raise UserError(f"{fixtures_dir / server_id}: a recording is nested too deeply to read", hint=hint) from None
     except OSError as exc:
         where = exc.filename or fixtures_dir / server_id
         raise UserError(f"{where}: cannot read recording: {exc.strerror}", hint=hint) from None

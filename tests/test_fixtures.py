@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from codemode_gen.errors import UserError
+from codemode_gen.generator import fixtures
 from codemode_gen.generator.fixtures import (
+    MAX_FIXTURE_DEPTH,
     calls_file_name,
     fixtures_hash,
     load_fixture_set,
     load_fixtures,
+    load_recorded,
     tool_name_from_calls_file,
     write_server_fixtures,
 )
@@ -86,6 +90,99 @@ def test_missing_folder_and_bad_files_are_user_errors(tmp_path: Path) -> None:
     (tmp_path / "demo" / "calls" / "a%2Ftool.jsonl").write_text('{"input": {}}\n')
     with pytest.raises(UserError, match=r"a%2Ftool.jsonl:1: a recorded call must be an object"):
         load_fixtures(tmp_path)
+
+
+# --------------------------------------------------------------------------- any JSON value (spec §11)
+
+# Every character `str.splitlines` ends a line at, and lone surrogates (valid JSON text: "\ud800").
+LINE_BREAKERS = "".join(chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1)
+AWKWARD = LINE_BREAKERS + "\udc00\ud800 \udfff \udbff \U0001f600 \ufeff\u200e"  # no high+low pair: that is one character
+
+
+def test_s11_every_line_terminator_and_lone_surrogate_round_trips(tmp_path: Path) -> None:
+    calls = {
+        "a/tool": [{**CALL, "input": {AWKWARD: AWKWARD}, "result": {"content": [{"type": "text", "text": AWKWARD}],
+                                                                   "structuredContent": {AWKWARD: [AWKWARD]}}},
+                   {**CALL, "input": {"n": 2}}],
+        "lone\ud800" + "x" * 200: [{**CALL, "input": {"k": "\u2028"}}],  # a hashed file: its `tool` field
+    }
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, calls)
+    for path in (tmp_path / "demo" / "calls").iterdir():
+        text = path.read_bytes().decode("utf-8")  # UTF-8 text, lone surrogates escaped
+        lines = text.splitlines()  # even the most eager line splitter sees one call a line
+        assert len(lines) == len(text.split("\n")) - 1 == len(calls["a/tool" if "@" not in path.name else
+                                                                     "lone\ud800" + "x" * 200])
+    assert load_fixture_set(tmp_path / "demo").calls == calls
+
+
+def test_recordings_written_with_raw_separators_still_read(tmp_path: Path) -> None:
+    """The writer used to put U+2028/U+2029/U+0085 raw into a line; readers split on "\\n" only."""
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+    (tmp_path / "demo" / "calls").mkdir()
+    raw = {**CALL, "result": {"content": [{"type": "text", "text": "a\u2028b\u2029c\x85d"}]}}
+    line = json.dumps(raw, ensure_ascii=False)
+    assert "\u2028" in line
+    (tmp_path / "demo" / "calls" / "a%2Ftool.jsonl").write_text(line + "\r\n" + line + "\n", encoding="utf-8")
+    assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": [raw, raw]}
+
+
+def test_tool_list_and_initialize_result_must_be_unicode_text(tmp_path: Path) -> None:
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+    (tmp_path / "demo" / "tools.json").write_text('[{"name": "t", "description": "x\\ud800"}]')
+    with pytest.raises(UserError, match=r"tools.json: a lone surrogate escape .* at /0/description"):
+        load_fixture_set(tmp_path / "demo")
+    before = (tmp_path / "demo" / "tools.json").read_bytes()
+    with pytest.raises(UserError, match=r"server.json: the initialize result holds a lone surrogate"):
+        write_server_fixtures(tmp_path, "demo", {"instructions": "\udc00"}, TOOLS, {})
+    assert (tmp_path / "demo" / "tools.json").read_bytes() == before  # nothing written
+
+
+def test_the_writer_keeps_within_what_readers_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = {**CALL, "input": {"i": 0}}
+    big = {**CALL, "input": {"i": 1}, "result": {"content": [{"type": "text", "text": "x" * 500}]}}
+    deep: object = 1
+    for _ in range(MAX_FIXTURE_DEPTH):
+        deep = [deep]
+    too_deep = {**CALL, "input": {"i": 2}, "result": {"structuredContent": {"d": deep}}}
+    monkeypatch.setattr(fixtures, "MAX_CALLS_LINE_BYTES", 600)
+    notes = write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [small, big, too_deep, small]})
+    assert [n.split(": ", 1)[1] for n in notes] == [
+        "a recorded call left out: its line would be 618 bytes, over 600, which readers refuse",
+        f"a recorded call left out: its line would be nested deeper than {MAX_FIXTURE_DEPTH} levels, which readers refuse",
+    ]
+    assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": [small, small]}
+
+    monkeypatch.setattr(fixtures, "MAX_CALLS_FILE_BYTES", 250)
+    lines = [{**CALL, "input": {"i": i}} for i in range(5)]
+    notes = write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": lines})
+    assert any("the 3 oldest recorded call(s) left out" in note for note in notes), notes
+    assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": lines[3:]}  # the newest kept
+
+    monkeypatch.setattr(fixtures, "MAX_TOOLS_JSON_BYTES", 100)
+    with pytest.raises(UserError, match=r"tools.json: the tool list would be \d+ bytes; readers take at most 100"):
+        write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+    monkeypatch.undo()
+    assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": lines[3:]}  # the previous recording stays
+
+
+def test_a_fixture_line_may_nest_as_deep_as_record_keeps() -> None:
+    from codemode_gen.generator.record import MAX_RECORDED_DEPTH
+
+    assert MAX_FIXTURE_DEPTH == MAX_RECORDED_DEPTH + 1  # a kept result, inside its line
+
+
+def test_anything_named_like_a_server_is_read_or_refused_never_ignored(tmp_path: Path) -> None:
+    write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
+    (tmp_path / "file").write_text("{}")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UserError, match=r"file: server recording folder is not a folder"):
+        load_recorded(tmp_path, ["file"])
+    with pytest.raises(UserError, match=r"dangling: server recording folder is a symbolic link"):
+        load_recorded(tmp_path, ["dangling"])
+    assert load_recorded(tmp_path, ["absent"]) == {"absent": None}
+    assert [s.config_id for s in load_fixtures(tmp_path)] == ["demo"]  # a file in fixtures/ is no server
+    (tmp_path.parent / f"{tmp_path.name}-link").symlink_to(tmp_path)  # the folder the user chose may be a link
+    assert [s.config_id for s in load_fixtures(tmp_path.parent / f"{tmp_path.name}-link")] == ["demo"]
 
 
 # --------------------------------------------------------------------------- hostile tool names

@@ -173,3 +173,23 @@ def test_one_serve_session_learns_the_type_through_a_real_client_and_records_it(
     # --record: the call is in fixtures/ for `generate`.
     recorded = load_fixture_set(tmp_path / "fixtures" / "slow")
     assert [line["input"] for line in recorded.calls["echo"]] == [{"value": {"id": 1, "tags": ["x"]}}]
+
+
+def test_live_recording_refuses_a_hostile_recording_instead_of_replacing_it(tmp_path: Path) -> None:
+    """A FIFO (or link) at server.json is named, not taken for "never recorded" (which would
+    replace the folder and its recorded calls) nor read (which would block)."""
+    import os
+
+    from codemode_gen.config import ServerConfig, Settings
+    from codemode_gen.generator.fixtures import write_server_fixtures
+    from codemode_gen.runtime.learn import LiveRecorder
+
+    line = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z"}
+    write_server_fixtures(tmp_path, "s", {"serverInfo": {"name": "s"}}, [{"name": "t"}], {"t": [line]})
+    (tmp_path / "s" / "server.json").unlink()
+    os.mkfifo(tmp_path / "s" / "server.json")
+    recorder = LiveRecorder(tmp_path, Settings(), {"s": ServerConfig(id="s", transport="stdio", command="x")})
+    recorder.add("s", "t", {"n": 1}, {"content": [{"type": "text", "text": "a\u2028b"}]}, 1)
+    (note,) = recorder.flush({})
+    assert "recorded calls not written" in note and "server.json: server recording is a named pipe" in note
+    assert (tmp_path / "s" / "calls" / "t.jsonl").read_text() == json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"

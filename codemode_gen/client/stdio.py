@@ -44,7 +44,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-from codemode_gen.jsonio import json_text_depth_exceeds, json_type
+from codemode_gen.jsonio import json_text_depth_exceeds, json_type, number_may_overflow
 
 __all__ = [
     "BAD_FRAME_CODE",
@@ -116,21 +116,6 @@ _SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPES = re.compile(
     r"(\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 )
-# Numbers that may overflow a float (json.loads would make them inf, which is not JSON) have a
-# 3-digit exponent or 309+ integer digits: looked for in a skeleton of the text where digits
-# are "0", e/E "e", signs "+" and all else " " (translate + substring search run in C).
-_NUMBER_SKELETON = bytes.maketrans(
-    bytes(range(256)),
-    bytes(48 if chr(b).isdigit() and b < 128 else 101 if b in b"eE" else 43 if b in b"+-" else 32 for b in range(256)),
-)
-_MANY_DIGITS = b"0" * 309
-
-
-def _may_overflow(raw: bytes | bytearray) -> bool:
-    skeleton = raw.translate(_NUMBER_SKELETON)
-    return b"e000" in skeleton or b"e+000" in skeleton or _MANY_DIGITS in skeleton
-
-
 def _replace_lone_surrogates(text: str) -> str:
     if not _SURROGATE_HINT.search(text):
         return text
@@ -155,7 +140,7 @@ def _checked_float(token: str) -> float:
 def _loads(text: str, raw: bytes | bytearray | None = None) -> Any:
     """json.loads for server text: NaN/Infinity and numbers that overflow a float are errors.
     `raw` (the text's bytes) lets the float check be skipped when no number can overflow."""
-    if raw is None or _may_overflow(raw):
+    if raw is None or number_may_overflow(raw):
         return json.loads(text, parse_constant=_reject_constant, parse_float=_checked_float)
     return json.loads(text, parse_constant=_reject_constant)
 
