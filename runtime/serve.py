@@ -177,7 +177,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
             )
         try:
             result = await session.elicit_form(
-                f"{request.describe()}\n{APPROVAL_ACTIONS}", APPROVAL_SCHEMA, related_request_id=request_id
+                request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA, related_request_id=request_id
             )
         except NoBackChannelError:
             raise ApprovalUnavailable(_no_channel(session)) from None
