@@ -24,11 +24,14 @@ from codemode_gen.cli.options import project_config_option
 def replay(config: Path, fixtures_dir: Path | None, server_id: str) -> int:
     """Answer MCP requests from a server's recordings: tools/list from tools.json, tools/call
     with the recorded result of an equal input (else an isError naming the closest ones)."""
-    from codemode_gen.config import project_settings
+    from codemode_gen.generator.project import load_project_settings
     from codemode_gen.runtime.replay import load_replay, serve_stdio
 
+    # Its stderr is a client's log (or `run --replay`'s server log): notes would only repeat
+    # what the command that started it said already; errors still stop it.
+    settings = load_project_settings(config, fixtures_dir=fixtures_dir, report=lambda line: None)
     if fixtures_dir is None:
-        fixtures_dir = project_settings(config).fixtures_dir
+        fixtures_dir = settings.fixtures_dir
     recording = load_replay(fixtures_dir, server_id)
     asyncio.run(serve_stdio(recording))
     return 0
