@@ -532,8 +532,8 @@ def test_run_shows_arguments_as_data_that_cannot_pass_for_the_prompt(project: Pa
     assert lines[0].startswith("notes.update_note (destructive") and lines[-1].startswith("Allow this call")
     data = [line for line in lines if line.startswith("│ ")]
     assert data == lines[2:-1]  # the heading, then only gutter lines, then the question
-    assert "  " not in question
     shown_json = "".join(line[2:] for line in data)
+    assert "  " not in shown_json  # no padding: runs of spaces are escaped
     assert SPOOFED_SENTENCE in shown_json and SPOOFED_SENTENCE not in lines[0] + lines[1] + lines[-1]
     assert json.loads(shown_json) == {"body": SPOOF, "id": 2}
 

@@ -164,7 +164,7 @@ def test_children_never_get_the_working_directory_on_sys_path(tmp_path: Path) ->
 
     (tmp_path / "shadowed_probe.py").write_text("")
     for isolation in ("path", "isolated"):
-        argv = python_module_command("site", isolation=isolation)  # type: ignore[arg-type]
+        argv = python_module_command("site", isolation=isolation)
         code = "import sys, importlib.util as u; print(u.find_spec('shadowed_probe') is None, '' in sys.path)"
         out = subprocess.run([argv[0], argv[1], "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
         assert out.stdout.split() == ["True", "False"], (isolation, out.stdout)

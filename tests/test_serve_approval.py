@@ -163,12 +163,12 @@ def test_arguments_a_script_writes_cannot_pass_for_the_hosts_words(project: Path
     hidden = [ch for ch in message if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cn")
               and ch != "\n"]
     assert hidden == [] and "\u00a0" not in message and "\u3000" not in message
-    assert "  " not in message  # no padding: runs of spaces are escaped
     # The host's words come first; everything from the script is on gutter lines, last.
     data = [line for line in lines if line.startswith("│ ")]
     assert data == lines[-len(data):] and data
     assert "Accept" in "\n".join(lines[: -len(data)])
     shown = "".join(line[2:] for line in data)
+    assert "  " not in shown  # no padding: runs of spaces are escaped
     assert SPOOFED_SENTENCE in shown.replace("\u200b", "")
     assert SPOOFED_SENTENCE not in "\n".join(lines[: -len(data)])
     # What was shown is the script's JSON, escaped: it decodes back to exactly what was sent.
