@@ -22,7 +22,9 @@ defaults to that folder, a relative `cwd` is resolved against it, and so is a re
 still looked up on PATH. `project_settings` roots codemode.toml and the default out/ there too.
 
 Project settings live in an optional `codemode.toml`; every key has a default, so a bare
-`.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml.
+`.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml. Unknown
+keys and servers are errors, and every message names the file and line (settings_schema.py);
+tool names are checked against the recordings by generator/project.py.
 
     fixtures = "fixtures"                  # where `record` writes and `generate` reads
     out = "out"                            # where `generate` writes
