@@ -27,11 +27,9 @@ def replay(config: Path, fixtures_dir: Path | None, server_id: str) -> int:
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.runtime.replay import load_replay, serve_stdio
 
-    # Its stderr is a client's log (or `run --replay`'s server log): notes would only repeat
-    # what the command that started it said already; errors still stop it.
-    settings = load_project_settings(config, fixtures_dir=fixtures_dir, report=lambda line: None)
-    if fixtures_dir is None:
-        fixtures_dir = settings.fixtures_dir
+    if fixtures_dir is None:  # codemode.toml only says where the recordings are
+        # Its stderr is a client's log: notes would repeat what other commands say; errors stop it.
+        fixtures_dir = load_project_settings(config, report=lambda line: None).fixtures_dir
     recording = load_replay(fixtures_dir, server_id)
     asyncio.run(serve_stdio(recording))
     return 0
