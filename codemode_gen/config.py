@@ -24,7 +24,9 @@ defaults to that folder, a relative `cwd` is resolved against it, and so is a re
 still looked up on PATH. `project_settings` roots codemode.toml and the default out/ there too.
 
 Project settings live in an optional `codemode.toml`; every key has a default, so a bare
-`.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml.
+`.mcp.json` is enough. Relative paths are relative to the directory of codemode.toml. Unknown
+keys and servers are errors, and every message names the file and line (settings_schema.py);
+tool names are checked against the recordings by generator/project.py.
 
     fixtures = "fixtures"                  # where `record` writes and `generate` reads
     out = "out"                            # where `generate` writes
@@ -75,6 +77,13 @@ from typing import Any, Literal, get_args
 
 from codemode_gen.errors import UserError
 from codemode_gen.jsonio import json_type, read_json
+from codemode_gen.limit_bounds import coerce_limit
+from codemode_gen.settings_schema import (
+    APPROVAL_DEFAULT_KEY,
+    SettingsSource,
+    check_server_ids,
+    check_unknown_keys,
+)
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -115,8 +124,6 @@ UnwrapMode = Literal["spec", "json"]
 # annotations, the others are the policy itself.
 ApprovalSetting = Literal["auto", "allow", "ask", "ask-once", "deny"]
 APPROVAL_SETTINGS: tuple[str, ...] = get_args(ApprovalSetting)
-# The key of a server's default inside its [servers.<id>.approval] table.
-APPROVAL_DEFAULT_KEY = "*"
 
 _TRANSPORT_ALIASES: dict[str, Transport] = {
     "stdio": "stdio",
@@ -217,6 +224,9 @@ class Settings:
     unbox: bool = False  # project default of `[servers.<id>] unbox`
     max_workers: int | None = None  # [sandbox] max_workers: runs at once; None = two per CPU
     approval: ApprovalSetting = "auto"  # project default of every tool's approval policy
+    # The file these came from, with its text: where each value is (settings_schema.py); None
+    # for defaults or hand-built settings.
+    source: SettingsSource | None = field(default=None, compare=False, repr=False)
 
     def unbox_for(self, server_id: str) -> bool:
         """Whether boxed results of this server are unboxed: its own setting, else the default."""
@@ -253,14 +263,17 @@ def load_settings(path: Path | None = None) -> Settings:
             f"{path}: invalid TOML: {exc}",
             hint="fix the syntax at that line and column (strings need quotes, tables [brackets])",
         ) from None
-    return _parse_settings(path, data)
+    # Unknown keys first: a misspelt key is the likeliest reason a value seems wrong.
+    source = SettingsSource(path, raw.decode("utf-8"), data)
+    check_unknown_keys(source)
+    return _parse_settings(source)
 
 
-def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
+def _parse_settings(source: SettingsSource) -> Settings:
+    """Every value's type and range; messages start `codemode.toml:LINE: key` (source.at)."""
+    path, data = source.path, dict(source.data)
     base = path.parent
-
-    def where(key: str) -> str:
-        return f"{path}: {key}"
+    where = source.at
 
     def rel(key: str, default: Path) -> Path:
         value = data.get(key)
@@ -306,24 +319,22 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         raise UserError(f"{where('limits')} must be a table ([limits]), got {_show(limits_raw)}")
     limits: dict[str, int] = {}
     for key, value in limits_raw.items():
-        if key == "typecheck":  # the one boolean: type-check scripts before they run
-            if not isinstance(value, bool):
-                raise UserError(f"{where('limits.typecheck')} must be true or false, got {_show(value)}")
-            limits[key] = value
-            continue
-        if not _is_int(value) or value < 0:
+        # The bounds every run enforces (limit_bounds.py): a value accepted here never fails a run.
+        try:
+            limits[key] = coerce_limit(key, value)
+        except ValueError as exc:
             raise UserError(
-                f"{where(f'limits.{key}')} must be a non-negative integer, got {_show(value)}",
-                hint="limits are integers: milliseconds, bytes or counts (e.g. timeoutMs = 30000)",
-            )
-        limits[key] = value
+                f"{where('limits', key)}: {exc}",
+                hint="limits are integers (milliseconds, bytes or counts; typecheck true or false) within the "
+                     "range every run accepts, e.g. timeoutMs = 30000",
+            ) from None
 
     servers_raw = data.get("servers", {})
     if not isinstance(servers_raw, dict):
         raise UserError(f"{where('servers')} must be a table ([servers.<id>]), got {_show(servers_raw)}")
     servers: dict[str, ServerSettings] = {}
     for sid, table in servers_raw.items():
-        servers[sid] = _parse_server_settings(f"{path}: servers.{sid}", table)
+        servers[sid] = _parse_server_settings(lambda *keys, sid=sid: where("servers", sid, *keys), table)
 
     unbox = data.get("unbox", False)
     if not isinstance(unbox, bool):
@@ -342,13 +353,10 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
     sandbox_raw = data.get("sandbox", {})
     if not isinstance(sandbox_raw, dict):
         raise UserError(f"{where('sandbox')} must be a table ([sandbox]), got {_show(sandbox_raw)}")
-    unknown = sorted(set(sandbox_raw) - {"max_workers"})
-    if unknown:
-        raise UserError(f"{where('sandbox')}: unknown key {unknown[0]!r}", hint="[sandbox] takes max_workers")
     max_workers = sandbox_raw.get("max_workers")
     if max_workers is not None and (not _is_int(max_workers) or max_workers < 1):
         raise UserError(
-            f"{where('sandbox.max_workers')} must be a positive integer, got {_show(max_workers)}",
+            f"{where('sandbox', 'max_workers')} must be a positive integer, got {_show(max_workers)}",
             hint="the most sandbox worker processes running scripts at once, e.g. max_workers = 4",
         )
 
@@ -356,7 +364,7 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
     if not isinstance(samples_raw, list):
         raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {_show(samples_raw)}")
     samples = tuple(
-        parse_sample(item, f"{path}: samples[{i}]") for i, item in enumerate(samples_raw)
+        parse_sample(item, where("samples", i)) for i, item in enumerate(samples_raw)
     )
 
     return Settings(
@@ -372,16 +380,18 @@ def _parse_settings(path: Path, data: dict[str, Any]) -> Settings:
         unbox=unbox,
         max_workers=max_workers,
         approval=approval,
+        source=source,
     )
 
 
-def _parse_server_settings(where: str, table: Any) -> ServerSettings:
+def _parse_server_settings(at: Callable[..., str], table: Any) -> ServerSettings:
+    """One [servers.<id>] table; `at(*keys)` starts a message about one of its keys."""
     if not isinstance(table, dict):
-        raise UserError(f"{where} must be a table, got {_show(table)}", hint="write it as [servers.<id>]")
+        raise UserError(f"{at()} must be a table, got {_show(table)}", hint="write it as [servers.<id>]")
     unwrap = table.get("unwrap", "spec")
     if unwrap not in ("spec", "json"):
         raise UserError(
-            f"{where}.unwrap must be \"spec\" or \"json\", got {_show(unwrap)}",
+            f"{at('unwrap')} must be \"spec\" or \"json\", got {_show(unwrap)}",
             hint='"json" also parses tools that return JSON as text; "spec" follows spec §5.3.2 only',
         )
     timeouts: dict[str, float] = {}
@@ -389,23 +399,23 @@ def _parse_server_settings(where: str, table: Any) -> ServerSettings:
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
             raise UserError(
-                f"{where}.{key} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}], got {_show(value)}",
+                f"{at(key)} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}], got {_show(value)}",
                 hint=f"for example {key} = {default:g}",
             )
         timeouts[key] = float(value)
     blocklist = table.get("blocklist", [])
     if not isinstance(blocklist, list) or not all(isinstance(t, str) for t in blocklist):
         raise UserError(
-            f"{where}.blocklist must be a list of tool names, got {_show(blocklist)}",
+            f"{at('blocklist')} must be a list of tool names, got {_show(blocklist)}",
             hint='for example blocklist = ["delete_everything"]',
         )
     unbox = table.get("unbox")
     if unbox is not None and not isinstance(unbox, bool):
         raise UserError(
-            f"{where}.unbox must be true or false, got {_show(unbox)}",
+            f"{at('unbox')} must be true or false, got {_show(unbox)}",
             hint="true returns boxed results ({result: …}) as their inner value; false (default) as sent (spec §5.3.2)",
         )
-    approval, approval_default = _parse_approval(f"{where}.approval", table.get("approval"))
+    approval, approval_default = _parse_approval(lambda *keys: at("approval", *keys), table.get("approval"))
     # A denied tool is a blocklisted one: hidden from modules, declarations, discovery, record.
     denied = [tool for tool, setting in approval.items() if setting == "deny" and tool not in blocklist]
     return ServerSettings(
@@ -419,9 +429,10 @@ def _parse_server_settings(where: str, table: Any) -> ServerSettings:
     )
 
 
-def _parse_approval(where: str, value: Any) -> tuple[dict[str, Any], Any]:
+def _parse_approval(at: Callable[..., str], value: Any) -> tuple[dict[str, Any], Any]:
     """`approval = "ask"` (the server's default) or a table of tool name → setting, in which
     "*" is the server's default; returns (per tool, default or None)."""
+    where = at()
     example = f'[{where.rsplit(": ", 1)[-1]}] delete_note = "ask"'
     if value is None:
         return {}, None
@@ -443,7 +454,7 @@ def _parse_approval(where: str, value: Any) -> tuple[dict[str, Any], Any]:
             raise UserError(f"{where} has an empty tool name", hint=f"for example {example}")
         if not isinstance(setting, str) or setting not in APPROVAL_SETTINGS:
             raise UserError(
-                f"{where}.{tool} must be one of {_choices()}, got {_show(setting)}",
+                f"{at(tool)} must be one of {_choices()}, got {_show(setting)}",
                 hint='"ask" asks before every call, "ask-once" once per session, "allow" never, "deny" hides the tool',
             )
         per_tool[tool] = setting
@@ -586,14 +597,33 @@ def project_settings(config_path: Path, settings_path: Path | None = None) -> Se
     `settings_path` if given, else the codemode.toml beside the config, else the defaults
     rooted at the config's folder: a client launching `serve --config /abs/.mcp.json` from its
     own working directory must get the project's out/, not a stray ./out/ of that directory.
+    The servers it names must be servers of the config (settings_schema.check_server_ids);
+    its tool names are checked against the recordings by generator/project.py, which every
+    command loads settings through.
     """
     if settings_path is not None:
-        return load_settings(settings_path)
-    base = Path(os.path.abspath(config_path)).parent
-    beside = base / _TOML_NAME
-    if beside.is_file():
-        return load_settings(beside)
-    return Settings(fixtures_dir=base / "fixtures", out_dir=base / "out")
+        settings = load_settings(settings_path)
+    else:
+        base = Path(os.path.abspath(config_path)).parent
+        beside = base / _TOML_NAME
+        if not beside.is_file():
+            return Settings(fixtures_dir=base / "fixtures", out_dir=base / "out")
+        settings = load_settings(beside)
+    known = _server_ids(config_path)
+    if settings.source is not None and known is not None:
+        check_server_ids(settings.source, known, config_path)
+    return settings
+
+
+def _server_ids(config_path: Path) -> list[str] | None:
+    """The server ids of `.mcp.json`, or None when it cannot be read: load_config says why, for
+    the commands that need it (`generate` and `check` do not)."""
+    try:
+        data = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    return list(servers) if isinstance(servers, dict) else None
 
 
 def _parse_server(

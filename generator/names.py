@@ -18,6 +18,16 @@ Choices beyond the letter of the spec (documented in docs/DESIGN.md "Names"):
   they are kept.
 * The generated module itself binds `__meta__` and two imports; a tool whose identifier would be
   one of those names is treated like a reserved word (suffix `_`), so it can never redeclare them.
+* Export names that change what the module *is* are treated like reserved words too
+  (`MODULE_SEMANTICS_NAMES`). `then` makes the module namespace a thenable: `await
+  import("@codemode/servers/x")` (and the implicit await of a dynamic import's promise) calls the
+  tool with resolve/reject and never settles, and tsc types the import as `unknown`.
+  `__proto__` sets the prototype of any object the namespace is copied into by assignment
+  (`Object.assign({}, ns)`). `__esModule` is the interop marker by which TypeScript, Babel and
+  bundlers decide what a default import of the module means. (`default` is a reserved word
+  already.) Other `Object.prototype` names (`constructor`, `toString`, ...) are plain own
+  properties of the null-prototype namespace and stay; Symbol-keyed protocols
+  (`Symbol.toStringTag`, `Symbol.iterator`) cannot be named by an identifier export at all.
 * Collisions: every tool's clean name is claimed first (tools in alphabetical order of their
   canonical name), then duplicates get `__2`, `__3`, ... skipping every name already taken. So
   the first occurrence keeps the clean name, and a tool whose *clean* name happens to look like
@@ -47,7 +57,12 @@ STRICT_MODE_RESERVED_WORDS = frozenset(
 )  # fmt: skip
 # Bindings every generated server module declares itself (templates/server.js.j2).
 MODULE_INTERNAL_NAMES = frozenset({"__meta__", "__callTool", "__deepFreeze"})
-RESERVED_IDENTIFIERS = SPEC_RESERVED_WORDS | STRICT_MODE_RESERVED_WORDS | MODULE_INTERNAL_NAMES
+# Export names that change the semantics of the module namespace or its copies; see the module
+# docstring.
+MODULE_SEMANTICS_NAMES = frozenset({"then", "__proto__", "__esModule"})
+RESERVED_IDENTIFIERS = (
+    SPEC_RESERVED_WORDS | STRICT_MODE_RESERVED_WORDS | MODULE_INTERNAL_NAMES | MODULE_SEMANTICS_NAMES
+)
 
 # Used when a tool name is empty (nothing to sanitise) - still a valid, stable identifier.
 EMPTY_TOOL_IDENTIFIER = "_"

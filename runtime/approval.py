@@ -38,7 +38,10 @@ Every call that reached the gate carries its decision into toolTrace (`"approval
 (by policy), "approved" (asked, accepted, or approved by `approve_all`), "approved-for-session"
 (an ask-once accept remembered), "denied". Arguments are shown to the person asked, never
 written to the trace; what they see is redacted like fixtures (the server's env/header values
-and codemode.toml's `redact` patterns) and cut at `MAX_ARGUMENTS_CHARS`.
+and codemode.toml's `redact` patterns), cut at `MAX_ARGUMENTS_CHARS`, and shown as data: one
+line of JSON with every character that could hide text or fake a line break escaped, set off
+behind a gutter after the host's own words (codemode_gen/display.py), so nothing a script
+writes can read as the host's text.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from typing import Any, Literal
 # What codemode.toml may say (a Policy, or "auto": from the tool's annotations) lives with the
 # config that parses it.
 from codemode_gen.config import APPROVAL_SETTINGS, ApprovalSetting, ServerConfig
+from codemode_gen.display import GUTTER, data_block, display_json, display_string
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import response as resp
 
@@ -102,6 +106,10 @@ MAX_ARGUMENTS_CHARS = 1000
 MAX_APPROVAL_SESSIONS = 256
 # Bounds the tool names shown in a message or prompt (they come from the server).
 MAX_SHOWN_NAME_CHARS = 200
+# Characters of shown arguments per line of an elicitation message: clients lay the message out
+# in dialogs of unknown width, and a line the dialog wraps again would start without the gutter
+# that marks it as data. Narrow enough for a small dialog, wide enough for JSON to read.
+ELICITATION_DATA_WIDTH = 60
 
 
 class ApprovalUnavailable(Exception):
@@ -115,8 +123,10 @@ class ApprovalRequest:
 
     `server_id` is the module path scripts import (`@codemode/servers/<server_id>`),
     `config_id` the server's key in .mcp.json and codemode.toml; `arguments_text` is the
-    arguments' JSON, redacted and cut at MAX_ARGUMENTS_CHARS; `policy` is "ask" or "ask-once".
-    Every text field is safe to print on a terminal (no control or bidi characters).
+    arguments' JSON on one line, redacted, cut at MAX_ARGUMENTS_CHARS, with every character
+    that could hide text or break the line escaped (`display_json`); `policy` is "ask" or
+    "ask-once". Every text field is safe to print on a terminal; show the arguments with
+    `arguments_block`, after the host's own words.
     """
 
     server_id: str
@@ -126,14 +136,28 @@ class ApprovalRequest:
     annotations: Mapping[str, Any] | None
     policy: Policy
 
-    def describe(self) -> str:
-        """One paragraph for a prompt or an elicitation message."""
+    def describe(self, question: str = "", *, width: int = ELICITATION_DATA_WIDTH) -> str:
+        """The message for a person: the host's words (who wants to call what; `question`),
+        then the arguments set off as data, last (`arguments_block`)."""
         once = " (ask-once: a yes approves this tool for the rest of the session)" if self.policy == "ask-once" else ""
         flags = describe_annotations(self.annotations)
         return (
-            f"A script wants to call tool '{self.tool_name}' of server '{self.config_id}'"
-            f"{f' ({flags})' if flags else ''}{once}.\nArguments: {self.arguments_text}"
+            f"A script wants to call tool {display_string(self.tool_name)} of server"
+            f" {display_string(self.config_id)}{f' ({flags})' if flags else ''}{once}.\n"
+            f"{question + chr(10) if question else ''}"
+            f"{ARGUMENTS_HEADING}\n{self.arguments_block(width)}"
         )
+
+    def arguments_block(self, width: int) -> str:
+        """The arguments as lines of at most `width` characters, each behind the data gutter."""
+        return data_block(self.arguments_text, width)
+
+
+#: The line before shown arguments: what they are, so that nothing in them reads as ours.
+ARGUMENTS_HEADING = (
+    f"Arguments, as the script wrote them (JSON; secrets redacted; unusual characters escaped; "
+    f"every line starts with {GUTTER.strip()}):"
+)
 
 
 #: Asks a person; True to send the call. May raise ApprovalUnavailable (no way to ask).
@@ -284,13 +308,9 @@ class ApprovalGate:
         if cached is None or cached[0] is not config:
             cached = (config, Redactor.for_server(config, self.redact_patterns))
             self._redactors[config.id] = cached
-        try:
-            text = json.dumps(cached[1].value(arguments), ensure_ascii=False, sort_keys=True, default=str)
-        except (TypeError, ValueError):
-            text = "(arguments that cannot be shown as JSON)"
-        # safe_name after clip: control and bidi characters (which JSON leaves in strings) cannot
-        # rewrite the terminal line the person reads; the bound leaves room for clip's marker.
-        return resp.safe_name(resp.clip(text, MAX_ARGUMENTS_CHARS), MAX_ARGUMENTS_CHARS + 64)
+        # One line whatever the script put in it: JSON escapes the controls, display_json the
+        # separators, format characters and the rest that JSON leaves raw.
+        return display_json(cached[1].value(arguments), MAX_ARGUMENTS_CHARS)
 
     async def decide(
         self,

@@ -47,7 +47,6 @@ from codemode_gen.config import (
     ServerSettings,
     Settings,
     load_config,
-    project_settings,
 )
 from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import (
@@ -58,6 +57,7 @@ from codemode_gen.generator.manifest import (
     module_specifier,
     read_manifest,
 )
+from codemode_gen.generator.project import load_project_settings
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.approval import ApprovalGate, Approver
 from codemode_gen.runtime.bridge import Bridge
@@ -128,6 +128,11 @@ class CodeMode:
         self.max_workers = max_workers
         self.out_dir = Path(out_dir)
         self.settings = settings if settings is not None else Settings()
+        try:  # the host's own limits: a bad one must fail here, not every run, blaming the caller
+            Limits.from_json(self.settings.limits)
+        except LimitsError as exc:
+            raise UserError(f"{self.settings.path or 'Settings.limits'}: {exc}",
+                            hint="use values within the ranges every run accepts (docs/config.md)") from None
         self.log_dir = log_dir
         self._stack: AsyncExitStack | None = None
         self._sessions: SessionManager | None = None
@@ -196,7 +201,10 @@ class CodeMode:
         if isinstance(settings, Settings):
             loaded = settings
         else:
-            loaded = project_settings(config_path, Path(settings) if settings is not None else None)
+            # Tool names are checked against the recordings these runs use (notes on stderr).
+            recordings = fixtures if fixtures is not None else record if isinstance(record, Path) else None
+            loaded = load_project_settings(config_path, Path(settings) if settings is not None else None,
+                                           fixtures_dir=Path(recordings) if recordings is not None else None)
         if replay and record is not False:
             raise UserError("replay and record exclude each other: replayed calls are recordings already")
         if replay:

@@ -13,46 +13,26 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-# --- defaults -------------------------------------------------------------------------------
-
-#: Wall-clock budget of one run. Bounds runaway scripts (`while (true) {}`, slow native ops,
-#: tool calls that never return) so the caller always gets an answer.
-DEFAULT_TIMEOUT_MS = 30_000
-#: QuickJS heap budget. Bounds allocation bombs (`'x'.repeat(2**28)`, ever-growing arrays)
-#: that would otherwise take the host's memory with them.
-DEFAULT_MAX_MEMORY_BYTES = 64 * 1024 * 1024
-#: Total UTF-8 bytes of log messages kept. Bounds log floods that would blow up the agent's
-#: context window and the host's memory; excess is dropped with a final warning (§3.3.1).
-DEFAULT_MAX_LOG_BYTES = 64 * 1024
-#: Tool calls per run (enforced by the bridge). Bounds a script that hammers MCP servers in
-#: a loop.
-DEFAULT_MAX_TOOL_CALLS = 200
-#: Tool calls in flight at once; more wait in a JS-side queue. Bounds fan-out such as
-#: `Promise.all(ids.map(get))` over 10k ids against one server, and keeps the binding's own
-#: pending-call cap (which would abort the run uncatchably) out of reach.
-DEFAULT_MAX_CONCURRENT_CALLS = 32
-
-# --- ceilings: the most a request may ask for ----------------------------------------------
-
-#: A run may not hold a worker process longer than this, whatever it asks for.
-HARD_MAX_TIMEOUT_MS = 10 * 60 * 1000
-#: Above this a single run could starve the machine (2 cores / shared memory).
-HARD_MAX_MEMORY_BYTES = 1024 * 1024 * 1024
-#: Logs are returned inline in one JSON response; more than this is never useful.
-HARD_MAX_LOG_BYTES = 16 * 1024 * 1024
-#: Upper bound on calls per run, against runaway loops on expensive servers.
-HARD_MAX_TOOL_CALLS = 100_000
-#: The JS engine's pending host-call table is sized from this; keep it small.
-HARD_MAX_CONCURRENT_CALLS = 256
-
-# --- floors: below these the sandbox cannot even start --------------------------------------
-
-#: The prelude, the @codemode modules and a small script need a few MiB of heap.
-MIN_MEMORY_BYTES = 4 * 1024 * 1024
-#: A zero timeout could never run anything; 1 ms is the smallest meaningful deadline.
-MIN_TIMEOUT_MS = 1
-#: With no call slot every tool call would wait forever in the JS queue.
-MIN_CONCURRENT_CALLS = 1
+# Defaults, ceilings and floors of the request keys live in the shared core, where codemode.toml's
+# validation reads them too (one source of truth); re-exported here.
+from codemode_gen.limit_bounds import (  # noqa: F401
+    DEFAULT_MAX_CONCURRENT_CALLS,
+    DEFAULT_MAX_LOG_BYTES,
+    DEFAULT_MAX_MEMORY_BYTES,
+    DEFAULT_MAX_TOOL_CALLS,
+    DEFAULT_TIMEOUT_MS,
+    HARD_MAX_CONCURRENT_CALLS,
+    HARD_MAX_LOG_BYTES,
+    HARD_MAX_MEMORY_BYTES,
+    HARD_MAX_TIMEOUT_MS,
+    HARD_MAX_TOOL_CALLS,
+    LIMIT_FLAGS,
+    LIMIT_RANGES,
+    MIN_CONCURRENT_CALLS,
+    MIN_MEMORY_BYTES,
+    MIN_TIMEOUT_MS,
+    coerce_limit,
+)
 
 # --- fixed caps: not request keys; what crosses the bridge and what a response may hold ----
 # (docs/DESIGN.md, "Sandbox"; the prompt's limits line names the ones a script can hit)
@@ -112,18 +92,6 @@ class SandboxLimitExceeded(Exception):
         self.message = message
 
 
-_RANGES: dict[str, tuple[int, int]] = {
-    "timeoutMs": (MIN_TIMEOUT_MS, HARD_MAX_TIMEOUT_MS),
-    "maxMemoryBytes": (MIN_MEMORY_BYTES, HARD_MAX_MEMORY_BYTES),
-    "maxLogBytes": (0, HARD_MAX_LOG_BYTES),
-    "maxToolCalls": (0, HARD_MAX_TOOL_CALLS),
-    "maxConcurrentCalls": (MIN_CONCURRENT_CALLS, HARD_MAX_CONCURRENT_CALLS),
-}
-
-#: Boolean options sent with the limits (not resource bounds).
-_FLAGS = ("typecheck",)
-
-
 @dataclass(frozen=True)
 class Limits:
     """Limits of one run; construct with `Limits()` for the documented defaults."""
@@ -140,9 +108,9 @@ class Limits:
     typecheck: bool | None = None
 
     def __post_init__(self) -> None:
-        for key in _RANGES:
+        for key in LIMIT_RANGES:
             _check(key, getattr(self, key))
-        for key in _FLAGS:
+        for key in LIMIT_FLAGS:
             _check_flag(key, getattr(self, key))
 
     @classmethod
@@ -168,35 +136,28 @@ def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Lim
     if not isinstance(overrides, Mapping):
         raise LimitsError("*", f"expected an object of limits, got {type(overrides).__name__}")
     changes: dict[str, Any] = {}
-    for key in _RANGES:
+    for key in LIMIT_RANGES:
         if key in overrides and overrides[key] is not None:
             changes[key] = _coerce(key, overrides[key])
-    for key in _FLAGS:
+    for key in LIMIT_FLAGS:
         if key in overrides and overrides[key] is not None:
             changes[key] = _check_flag(key, overrides[key])
     return replace(defaults, **changes)
 
 
-def _coerce(key: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise LimitsError(key, f"expected an integer, got {value!r}")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int):
-        raise LimitsError(key, f"expected an integer, got {value!r}")
-    _check(key, value)
-    return value
+def _coerce(key: str, value: Any) -> Any:
+    try:
+        return coerce_limit(key, value)
+    except ValueError as exc:
+        raise LimitsError(key, str(exc)) from None
 
 
 def _check_flag(key: str, value: Any) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise LimitsError(key, f"expected true or false, got {value!r}")
-    return value
+    flag: bool | None = _coerce(key, value)
+    return flag
 
 
 def _check(key: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise LimitsError(key, f"expected an integer, got {value!r}")
-    low, high = _RANGES[key]
-    if not low <= value <= high:
-        raise LimitsError(key, f"{value} is out of range; use an integer from {low} to {high}")
+    _coerce(key, value)

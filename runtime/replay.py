@@ -52,6 +52,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from codemode_gen.children import python_module_command
 from codemode_gen.config import ServerConfig
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import (
@@ -477,11 +478,13 @@ def replay_config(config: ServerConfig, fixtures_dir: Path) -> ServerConfig:
     # The child gets only the SDK's safe environment plus this: the package must import there
     # the way it does here (PYTHONPATH for a checkout that is not installed).
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    # -P: the cwd (often the checkout's root) must not shadow the installed package.
+    command = python_module_command("codemode_gen", "replay", "--fixtures", str(folder), "--server", config.id)
     return replace(
         config,
         transport="stdio",
-        command=sys.executable,
-        args=("-m", "codemode_gen", "replay", "--fixtures", str(folder), "--server", config.id),
+        command=command[0],
+        args=tuple(command[1:]),
         env=MappingProxyType(env),
         cwd=str(folder.parent),
         url=None,

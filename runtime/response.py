@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from codemode_gen.display import safe_text
 from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.jsonio import json_text_depth_exceeds
 from codemode_gen.runtime.limits import (
@@ -64,9 +65,6 @@ FATAL_CODES = frozenset(
     {SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE, SANDBOX_LIMIT, UNSETTLED_PROMISE, SANDBOX_ERROR}
 )
 
-# Characters a script-chosen name must not carry into a trace, a message or a terminal: C0/C1
-# controls (escape sequences, newlines) and bidirectional overrides.
-_UNSAFE_NAME_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _MODULE_NOT_FOUND = re.compile(r"^(?:could not load module filename|module not found)[:]? '?(?P<name>[^']*)'?$")
 
 
@@ -138,11 +136,13 @@ def clip(text: str, max_chars: int) -> str:
 def safe_name(value: Any, max_chars: int = MAX_NAME_CHARS) -> str:
     """A script-chosen name (serverId, toolName) as it may appear in toolTrace and messages:
     a string, at most `max_chars` characters, no lone surrogates, no control or bidi
-    characters (U+FFFD instead), so it can neither break UTF-8 output nor a terminal."""
+    characters (U+FFFD instead), so it can neither break UTF-8 output nor a terminal; nor line
+    separators, zero-width, odd spaces or other characters that hide or fake text
+    (codemode_gen/display.py)."""
     text = value if isinstance(value, str) else str(value)
     if len(text) > max_chars:
         text = text[:max_chars] + "…"
-    return _UNSAFE_NAME_CHARS.sub("\ufffd", utf8_safe(text))
+    return safe_text(utf8_safe(text))
 
 
 def json_depth_exceeds(value: Any, limit: int) -> bool:

@@ -32,11 +32,11 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from codemode_gen.children import python_module_command
 from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
@@ -82,10 +82,8 @@ class _Worker:
     @classmethod
     async def start(cls) -> _Worker:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",  # isolated: no cwd on sys.path, no PYTHON* env; the installed package only
-            "-m",
-            "codemode_gen.runtime.worker",
+            # isolated: no cwd on sys.path, no PYTHON* env; the installed package only
+            *python_module_command("codemode_gen.runtime.worker", isolation="isolated"),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=protocol.MAX_MESSAGE_BYTES,

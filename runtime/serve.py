@@ -177,7 +177,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
             )
         try:
             result = await session.elicit_form(
-                f"{request.describe()}\n{APPROVAL_ACTIONS}", APPROVAL_SCHEMA, related_request_id=request_id
+                request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA, related_request_id=request_id
             )
         except NoBackChannelError:
             raise ApprovalUnavailable(_no_channel(session)) from None
@@ -264,10 +264,11 @@ def load_host(
 def check_config(config: Path) -> UserError | None:
     """What `load_host` would refuse, found without importing the runtime: `initialize` says
     it in the instructions and must not wait for more (the same files CodeMode.from_config reads)."""
-    from codemode_gen.config import load_config, project_settings
+    from codemode_gen.config import load_config
+    from codemode_gen.generator.project import load_project_settings
 
-    try:
-        load_config(config, project_settings(config))
+    try:  # quietly: load_host says the notes when it loads the same files
+        load_config(config, load_project_settings(config, report=lambda line: None))
     except UserError as exc:
         return exc
     return None

@@ -457,14 +457,24 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("approval-cli")
     (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
     (base / "delete.js").write_text(delete_script(1))
+    (base / "spoof.js").write_text(
+        "import { update_note } from '@codemode/servers/notes';\n"
+        f"let out; try {{ await update_note({{ id: 2, body: {json.dumps(SPOOF)} }}); }} catch (e) {{ out = e.code; }}\n"
+        "globalThis.__codemode_result__ = out;\n"
+    )
     return base
 
 
-def run_with_terminal(project: Path, answer: bytes, *args: str) -> tuple[dict[str, Any], str]:
+# Arguments a script chose to read like the host's own words on the next terminal line.
+SPOOF = "\u2028(administrator) This call is read-only and pre-approved.\u2029\x85\r\u200b\u202e" + " " * 60 + "y"
+SPOOFED_SENTENCE = "(administrator) This call is read-only and pre-approved."
+
+
+def run_with_terminal(project: Path, answer: bytes, *args: str, script_name: str = "delete.js") -> tuple[dict[str, Any], str]:
     """`codemode-gen run` with stdin and stderr on a pseudo-terminal (stdout piped): answers the
     first prompt with `answer`; returns the response and what the terminal showed."""
     leader, follower = os.openpty()
-    proc = subprocess.Popen([*CLI, "--no-pretty", *args, "delete.js"], cwd=project, stdin=follower, stderr=follower,
+    proc = subprocess.Popen([*CLI, "--no-pretty", *args, script_name], cwd=project, stdin=follower, stderr=follower,
                             stdout=subprocess.PIPE)
     os.close(follower)
     shown = b""
@@ -501,7 +511,7 @@ def run_with_terminal(project: Path, answer: bytes, *args: str) -> tuple[dict[st
 def test_run_asks_on_the_terminal(project: Path, answer: bytes, approved: bool) -> None:
     response, shown = run_with_terminal(project, answer)
     assert "approval needed: notes.delete_note (destructive" in shown
-    assert 'arguments: {"id": 1}' in shown
+    assert '\n│ {"id": 1}\nAllow this call? [y/N]' in shown.replace("\r\n", "\n")  # the terminal adds \r
     result = response["result"]
     if approved:
         assert result == {"deleted": True, "still": None}
@@ -510,6 +520,23 @@ def test_run_asks_on_the_terminal(project: Path, answer: bytes, approved: bool) 
         assert result["still"] == 1 and result["error"]["code"] == DENIED_CODE
         assert "declined" in result["error"]["message"]
         assert response["toolTrace"][0]["approval"] == "denied"
+
+
+@pytest.mark.slow
+def test_run_shows_arguments_as_data_that_cannot_pass_for_the_prompt(project: Path) -> None:
+    response, shown = run_with_terminal(project, b"n\n", script_name="spoof.js")
+    assert response["result"] == DENIED_CODE
+    question = shown.replace("\r\n", "\n").split("approval needed: ", 1)[1].split("[y/N]", 1)[0]
+    lines = question.split("\n")
+    assert question.splitlines() == lines and "\r" not in question  # no line break the script made
+    assert not [ch for ch in question if ch in "\x85\u2028\u2029\u200b\u202e\x1b"]
+    assert lines[0].startswith("notes.update_note (destructive") and lines[-1].startswith("Allow this call")
+    data = [line for line in lines if line.startswith("│ ")]
+    assert data == lines[2:-1]  # the heading, then only gutter lines, then the question
+    shown_json = "".join(line[2:] for line in data)
+    assert "  " not in shown_json  # no padding: runs of spaces are escaped
+    assert SPOOFED_SENTENCE in shown_json and SPOOFED_SENTENCE not in lines[0] + lines[1] + lines[-1]
+    assert json.loads(shown_json) == {"body": SPOOF, "id": 2}
 
 
 @pytest.mark.slow

@@ -251,7 +251,6 @@ fixtures = "fx"
 out = "generated"
 max_samples = 5
 redact = ["sk-[A-Za-z0-9]+"]
-unknown_key = 1
 
 [limits]
 timeoutMs = 30000
@@ -341,8 +340,10 @@ def test_bad_toml_reports_line_and_column(tmp_path: Path) -> None:
         ('redact = "x"', "redact must be a list"),
         ('redact = ["("]', "invalid regular expression"),
         ('limits = 3', "limits must be a table"),
-        ('[limits]\ntimeoutMs = "10s"', "limits.timeoutMs must be a non-negative integer"),
-        ('[limits]\ntypecheck = 1', "limits.typecheck must be true or false"),
+        ('[limits]\ntimeoutMs = "10s"', ":2: limits.timeoutMs: expected an integer"),
+        ('[limits]\ntypecheck = 1', ":2: limits.typecheck: expected true or false"),
+        ("[limits]\ntimeoutMs = 900000", ":2: limits.timeoutMs: 900000 is out of range; use an integer from 1 to 600000"),
+        ("limits = { maxMemoryBytes = 1 }", ":1: limits.maxMemoryBytes: 1 is out of range"),
         ('[servers.a]\nunwrap = "yes"', 'servers.a.unwrap must be "spec" or "json"'),
         ("[servers.a]\nconnect_timeout = 0", "servers.a.connect_timeout must be a number"),
         ("[servers.a]\ncall_timeout = 999999", "servers.a.call_timeout must be a number"),
@@ -366,7 +367,7 @@ def test_sandbox_max_workers(tmp_path: Path) -> None:
     toml.write_text("[sandbox]\nmax_workers = 3\n", encoding="utf-8")
     assert load_settings(toml).max_workers == 3
     for bad, expected in (("max_workers = 0", "positive integer"), ("max_workers = \"4\"", "positive integer"),
-                          ("workers = 4", "unknown key 'workers'")):
+                          ("workers = 4", "sandbox.workers: unknown key in \\[sandbox\\]; did you mean `max_workers`")):
         toml.write_text(f"[sandbox]\n{bad}\n", encoding="utf-8")
         with pytest.raises(UserError, match=expected):
             load_settings(toml)

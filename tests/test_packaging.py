@@ -6,6 +6,8 @@ test venv through a .pth line, so no download), and run from an unrelated direct
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shutil
 import subprocess
@@ -52,20 +54,35 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 
-@pytest.mark.slow
-def test_installed_wheel_runs_from_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
-    env_dir = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A fresh venv with the wheel installed (not editable): (venv folder, its site-packages)."""
+    env_dir = tmp_path_factory.mktemp("installed") / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # Dependencies come from the test venv; codemode_gen itself only from the wheel.
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q",
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
                     str(wheel)], check=True, capture_output=True)
+    return env_dir, site
+
+
+def clean_env(env_dir: Path) -> dict[str, str]:
+    """This environment without PYTHONPATH, with the installed venv first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CODEMODE_PYTHON", "VIRTUAL_ENV")}
+    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_from_a_fresh_venv(installed: tuple[Path, str], tmp_path: Path) -> None:
+    env_dir, site = installed
+    py = env_dir / "bin" / "python"
     work = tmp_path / "elsewhere"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env = clean_env(env_dir)
     help_ = subprocess.run([env_dir / "bin" / "codemode-gen", "--help"], cwd=work, env=env,
                            capture_output=True, text=True)
     assert help_.returncode == 0, help_.stderr
@@ -75,3 +92,79 @@ def test_installed_wheel_runs_from_a_fresh_venv(wheel: Path, tmp_path: Path) -> 
          "print(g.__file__); print(u.find_spec('generator'), u.find_spec('runtime'))"],
         cwd=work, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
     assert where[0].startswith(site) and where[1] == "None None"
+
+
+# Calls the demo's recordings hold (fixtures/notes/calls): replay answers them.
+RECORDED_SCRIPT = """
+import * as notes from "@codemode/servers/notes";
+const note = await notes.get_note({ id: 2 });
+globalThis.__codemode_result__ = typeof note.title;
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["--replay", "live"])
+def test_installed_children_import_the_installed_package_from_a_checkout(
+    installed: tuple[Path, str], tmp_path: Path, mode: str
+) -> None:
+    """`run` started from a checkout's root, whose ./codemode_gen folder is not the installed
+    package: the sandbox worker and the replay servers (and the live demo servers, started as
+    ${CODEMODE_PYTHON}) are Python children that must import the installed package anyway."""
+    env_dir, _ = installed
+    assert (ROOT / "codemode_gen" / "__init__.py").is_file() and not (ROOT / "codemode_gen" / "runtime").exists()
+    script = tmp_path / "script.js"
+    script.write_text(RECORDED_SCRIPT)
+    args = ["--replay"] if mode == "--replay" else []
+    proc = subprocess.run([env_dir / "bin" / "codemode-gen", "run", "--no-pretty", *args, str(script)],
+                          cwd=ROOT, env=clean_env(env_dir), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    response = json.loads(proc.stdout)
+    assert response["result"] == "string", response
+    assert [call["ok"] for call in response["toolTrace"]] == [True]
+
+
+@pytest.mark.slow
+def test_installed_print_config_registers_a_command_a_checkout_cannot_shadow(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The registered command runs from the client's own working directory: here a checkout."""
+    env_dir, _ = installed
+    py = env_dir / "bin" / "python"
+    env = clean_env(env_dir)
+    printed = subprocess.run([py, "-m", "codemode_gen", "serve", "--config", str(ROOT / ".mcp.json"),
+                              "--print-config", "json"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, check=True).stdout
+    entry = json.loads(printed)["mcpServers"]["codemode"]
+    assert entry["args"][:3] == ["-P", "-m", "codemode_gen"]
+    shown = subprocess.run([entry["command"], *entry["args"], "--print-prompt"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "@codemode/servers/notes" in shown.stdout
+
+
+def test_every_python_child_is_started_through_children_py() -> None:
+    """The class, not one spawn: a module naming `sys.executable` starts (or registers) a Python
+    child that a checkout's cwd could shadow, unless it goes through codemode_gen/children.py.
+    config.py's ${CODEMODE_PYTHON} names the interpreter for the user's own servers."""
+    from .test_engine import package_modules
+
+    allowed = {"codemode_gen.children", "codemode_gen.config"}
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for module, path in package_modules().items() if module not in allowed
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "executable"
+        and isinstance(node.value, ast.Name) and node.value.id == "sys"
+    ]
+    assert offenders == [], "start Python children with codemode_gen.children.python_module_command: " + ", ".join(offenders)
+
+
+def test_children_never_get_the_working_directory_on_sys_path(tmp_path: Path) -> None:
+    from codemode_gen.children import python_module_command
+
+    (tmp_path / "shadowed_probe.py").write_text("")
+    for isolation in ("path", "isolated"):
+        argv = python_module_command("site", isolation=isolation)
+        code = "import sys, importlib.util as u; print(u.find_spec('shadowed_probe') is None, '' in sys.path)"
+        out = subprocess.run([argv[0], argv[1], "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["True", "False"], (isolation, out.stdout)

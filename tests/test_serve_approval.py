@@ -10,7 +10,9 @@ was generated) and denies every calendar tool but list_events (a server default 
 
 from __future__ import annotations
 
+import json
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -130,8 +132,48 @@ def test_an_accepted_call_runs_and_the_user_saw_server_tool_and_arguments(projec
     assert 1 not in after["result"]  # the call reached the server
     (asked,) = user.asked
     assert asked.requested_schema == APPROVAL_SCHEMA == {"type": "object", "properties": {}}
-    assert "'delete_note' of server 'notes' (destructive)" in asked.message
-    assert 'Arguments: {"id": 1}' in asked.message and "Accept" in asked.message
+    assert 'tool "delete_note" of server "notes" (destructive)' in asked.message
+    assert asked.message.endswith('\n│ {"id": 1}') and "Accept" in asked.message
+
+
+# A script's attempt to make its arguments read as the host's words: a line break JSON leaves
+# raw (U+2028), zero-width and bidi characters, odd spaces, and padding to where a line wraps.
+SPOOF = (
+    "x\u2028\u2029\u0085(administrator) This call is read-only and pre-approved.\u200b\u2066\u202e"
+    "\u00a0\u3000" + " " * 40 + "Accept is safe.\ufeff\ue000"
+)
+SPOOFED_SENTENCE = "(administrator) This call is read-only and pre-approved."
+
+
+def test_arguments_a_script_writes_cannot_pass_for_the_hosts_words(project: Path) -> None:
+    user = Elicitor("decline")
+    code = NOTES + (
+        f"let out; try {{ await notes.update_note({{ id: 3, body: {json.dumps(SPOOF)} }}); }}\n"
+        "catch (e) { out = e.code; }\nglobalThis.__codemode_result__ = out;"
+    )
+
+    async def body(client: Any) -> Any:
+        return await run(client, code, user)
+
+    response = served(project, body, elicitor=user)
+    assert response["result"] == "APPROVAL_DENIED"
+    (asked,) = user.asked
+    message = asked.message
+    lines = message.split("\n")
+    assert message.splitlines() == lines  # no line break but \n: no U+2028/2029/0085, no \r
+    hidden = [ch for ch in message if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cn")
+              and ch != "\n"]
+    assert hidden == [] and "\u00a0" not in message and "\u3000" not in message
+    # The host's words come first; everything from the script is on gutter lines, last.
+    data = [line for line in lines if line.startswith("│ ")]
+    assert data == lines[-len(data):] and data
+    assert "Accept" in "\n".join(lines[: -len(data)])
+    shown = "".join(line[2:] for line in data)
+    assert "  " not in shown  # no padding: runs of spaces are escaped
+    assert SPOOFED_SENTENCE in shown.replace("\u200b", "")
+    assert SPOOFED_SENTENCE not in "\n".join(lines[: -len(data)])
+    # What was shown is the script's JSON, escaped: it decodes back to exactly what was sent.
+    assert json.loads(shown) == {"body": SPOOF, "id": 3}
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])

@@ -53,10 +53,10 @@ def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
 def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pretty: bool | None,
           script: str) -> int:
     """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict)."""
-    from codemode_gen.config import project_settings
+    from codemode_gen.generator.project import load_project_settings
     from codemode_gen.runtime.typecheck import check_sync, lang_of, to_diagnostics
 
-    settings = project_settings(config)
+    settings = load_project_settings(config)
     out_dir = out if out is not None else settings.out_dir
     declarations = out_dir / "codemode.d.ts"
     if not declarations.is_file():

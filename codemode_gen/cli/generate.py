@@ -63,14 +63,14 @@ def generate(
     settings_path: Path | None,
 ) -> int:
     """Generate typed ES modules, codemode.d.ts and manifest.json from recorded fixtures."""
-    from codemode_gen.config import project_settings
     from codemode_gen.generator import emit
     from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
     from codemode_gen.generator.fixtures import leftover_notes, load_fixtures
+    from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.sample_hint import sample_entry
 
-    settings = project_settings(config, settings_path)
+    settings = load_project_settings(config, settings_path, fixtures_dir=fixtures_dir)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
     out = out_dir if out_dir is not None else settings.out_dir
     outputs = build_outputs(load_fixtures(fixtures), settings)

@@ -123,10 +123,12 @@ def record(
     """
     import anyio
 
-    from codemode_gen.config import load_config, project_settings
+    from codemode_gen.config import load_config
+    from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
 
-    settings = project_settings(config)
+    # Tool names unknown to the recordings are warnings here: recording refreshes them.
+    settings = load_project_settings(config, fixtures_dir=fixtures_dir, unknown_tools="warn")
     configs = load_config(config, settings)
     if not configs:
         raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server to record")

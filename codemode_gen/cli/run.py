@@ -42,6 +42,10 @@ MAX_ANSWER_BYTES = 4096
 # Bounds how much of a result the human view prints; the JSON on stdout is always complete.
 PRETTY_RESULT_CHARS = 2000
 
+# Columns kept free right of shown arguments (the gutter and a terminal's last column, where a
+# character may wrap early), so every piece fits on its own line.
+TERMINAL_MARGIN = 4
+
 
 def parse_limits(text: str | None) -> dict[str, Any] | None:
     """--limits JSON → dict; a mistake names the option and shows a working example."""
@@ -104,14 +108,17 @@ def terminal_approver() -> Approver:
 
     async def approve(request: ApprovalRequest) -> bool:
         async with lock:
-            from codemode_gen.runtime.approval import describe_annotations
+            from codemode_gen.runtime.approval import ARGUMENTS_HEADING, describe_annotations
 
             once = " (and its later calls in this run)" if request.policy == "ask-once" else ""
             _discard_typeahead()
+            # The arguments are the script's: set off as data, cut to the terminal's width so no
+            # wrapped piece starts a line without the gutter; the question is ours, last.
+            width = _terminal_columns() - TERMINAL_MARGIN
             click.echo(
                 f"\napproval needed: {request.config_id}.{request.tool_name}"
                 f" ({describe_annotations(request.annotations)}; policy \"{request.policy}\")\n"
-                f"  arguments: {request.arguments_text}\n"
+                f"{ARGUMENTS_HEADING}\n{request.arguments_block(width)}\n"
                 f"Allow this call{once}? [y/N] ",
                 err=True, nl=False,
             )
@@ -136,6 +143,14 @@ def no_terminal_approver() -> Approver:
         raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --yes to approve such calls")
 
     return approve
+
+
+def _terminal_columns() -> int:
+    """The width of the terminal the question goes to (stderr; stdout is often a pipe)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def _discard_typeahead() -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 
+from codemode_gen.children import python_module_command
 from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.runtime import limits as limit_defaults
 from codemode_gen.runtime.prompt_defaults import (
@@ -76,14 +77,14 @@ def self_command() -> list[str]:
     """How to start the codemode-gen that is running now, from any directory and environment.
 
     The console script by absolute path when that is how we were started (a client has no
-    virtualenv on its PATH), else this interpreter with `-m codemode_gen`.
+    virtualenv on its PATH), else this interpreter with `-P -m codemode_gen`.
     """
     argv0 = sys.argv[0] if sys.argv else ""
     if Path(argv0).name in ("codemode-gen", "codemode-gen.exe"):
         found = argv0 if (os.sep in argv0 or (os.altsep and os.altsep in argv0)) else shutil.which(argv0)
         if found and os.path.isfile(found):
             return [os.path.abspath(found)]
-    return [os.path.abspath(sys.executable), "-m", "codemode_gen"]
+    return python_module_command("codemode_gen", absolute=True)  # -P: the client's cwd cannot shadow it
 
 
 def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int,
