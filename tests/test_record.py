@@ -638,13 +638,13 @@ def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys:
     failures = [line for line in out.splitlines() if line.startswith("  local: sample ")]
     assert failures == [
         f'  local: sample count {{"n":"three"}}: input rejected by the tool\'s inputSchema (not sent):'
-        f' /n: expected integer, got string (sample from {toml}: samples[0])',
+        f' /n: expected integer, got string (sample from {toml}:1: samples[0])',
         "  local: sample count {}: input rejected by the tool's inputSchema (not sent):"
-        f' /: expected required properties "n", got object without them (sample from {toml}: samples[1])',
+        f' /: expected required properties "n", got object without them (sample from {toml}:6: samples[1])',
         "  local: sample fail {}: the tool answered with an error (isError): backend refused key"
-        f" literal-key (sample from {toml}: samples[2])",
+        f" literal-key (sample from {toml}:11: samples[2])",
         f'  local: sample count {{"n":13}}: the result does not match the tool\'s declared outputSchema:'
-        f' /n: expected integer, got string (sample from {toml}: samples[3])',
+        f' /n: expected integer, got string (sample from {toml}:15: samples[3])',
     ]
     assert "error: 4 sample calls failed (local): not recorded" in err
     assert 'expect = "error"' in err  # the hint says how to record a failure on purpose
