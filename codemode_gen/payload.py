@@ -283,8 +283,9 @@ def dumps(value: Any, *, ensure_ascii: bool = True, sort_keys: bool = False) -> 
     encoder = _encoder(ensure_ascii, sort_keys)
     if at_most(value, INLINE_NODES):
         return encoder.encode(value)
+    sizes = _sizes(value)  # once, bottom-up: re-counting each level would be quadratic in depth
     parts: list[str] = []
-    stack: list[Iterator[Any]] = [_pieces(value, encoder)]
+    stack: list[Iterator[Any]] = [_pieces(value, encoder, sizes)]
     while stack:
         try:
             piece = next(stack[-1])
@@ -292,7 +293,7 @@ def dumps(value: Any, *, ensure_ascii: bool = True, sort_keys: bool = False) -> 
             stack.pop()
             continue
         if isinstance(piece, _Big):
-            stack.append(_pieces(piece.value, encoder))
+            stack.append(_pieces(piece.value, encoder, sizes))
         else:
             parts.append(piece)
     return "".join(parts)
@@ -305,7 +306,33 @@ class _Big:
         self.value = value
 
 
-def _pieces(value: Any, encoder: json.JSONEncoder) -> Iterator[Any]:
+def _weight(value: Any, sizes: dict[int, int]) -> int:
+    if isinstance(value, dict | list):
+        return sizes[id(value)]
+    if isinstance(value, str) and len(value) > STRING_CHARS_PER_NODE:
+        return 1 + len(value) // STRING_CHARS_PER_NODE
+    return 1
+
+
+def _sizes(value: Any) -> dict[int, int]:
+    """`node_count` of every container in `value`, by id, in one walk (iterative: any depth)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        children = item.values() if isinstance(item, dict) else item
+        if children_done:
+            own = 1 + (len(item) if isinstance(item, dict) else 0)
+            sizes[id(item)] = own + sum(_weight(child, sizes) for child in children)
+        elif id(item) not in sizes:
+            stack.append((item, True))
+            stack.extend((child, False) for child in children if isinstance(child, dict | list))
+    return sizes
+
+
+def _pieces(value: Any, encoder: json.JSONEncoder, sizes: dict[int, int]) -> Iterator[Any]:
     """The text of one container in pieces: strings, and `_Big` children to encode in turn."""
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):  # json's own key coercion: rare, small
@@ -336,7 +363,8 @@ def _pieces(value: Any, encoder: json.JSONEncoder) -> Iterator[Any]:
     else:
         items = ((None, v) for v in value)
     for key, child in items:
-        count = node_count(child, INLINE_NODES)
+        weight = _weight(child, sizes)
+        count = weight if weight <= INLINE_NODES else None
         if count is None or nodes + count > INLINE_NODES:
             yield from flush()
         if count is None:  # a large child: encoded piece by piece itself
