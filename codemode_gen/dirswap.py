@@ -37,7 +37,7 @@ from typing import Literal
 
 from codemode_gen.errors import UserError
 
-__all__ = ["LOCK_TIMEOUT_S", "Leftover", "Swap", "leftovers", "recover", "replace_dir"]
+__all__ = ["LOCK_TIMEOUT_S", "Leftover", "Swap", "leftovers", "locked", "recover", "replace_dir"]
 
 # Bounds how long a writer waits for another process swapping a folder in the same parent
 # (two `record` runs at once): a stuck or stopped process must not block the next one forever.
@@ -49,8 +49,10 @@ _LOCK_POLL_S = 0.05
 _LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<kind>new|old)-[a-z0-9_]{8}\Z")
 
 # flock is per open file description: two threads of one process would each get their own
-# and deadlock (or pass); they are serialised here first.
-_THREAD_LOCK = threading.Lock()
+# and deadlock (or pass); they are serialised here first. Reentrant, with the parents a thread
+# already holds (`_held`), so a read-merge-write under `locked(P)` can call `replace_dir(P/x)`.
+_THREAD_LOCK = threading.RLock()
+_held = threading.local()
 
 
 @dataclass(frozen=True)
@@ -102,38 +104,69 @@ def leftovers(parent: Path, name: str | None = None) -> list[Leftover]:
 
 
 @contextmanager
+def locked(parent: Path) -> Iterator[None]:
+    """Exclusive lock on `parent` (threads of this process and other processes), for a
+    read-modify-write of a folder in it: read the current version, merge, `replace_dir`. A swap
+    alone is atomic, but two writers that both read before either wrote lose one's changes (two
+    `serve --record` flushes of one server). Reentrant within a thread."""
+    parent.mkdir(parents=True, exist_ok=True)
+    with _locked(parent):
+        yield
+
+
+@contextmanager
 def _locked(parent: Path) -> Iterator[None]:
     """Exclusive lock on `parent` against other processes swapping folders in it."""
+    key = os.path.abspath(parent)
+    held: dict[str, int] = _held.__dict__.setdefault("parents", {})
     with _THREAD_LOCK:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no flock; swaps are still all-or-nothing, not serialised
-            yield
+        if held.get(key):  # this thread holds it already (`locked` around `replace_dir`)
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
             return
+        held[key] = 1
         try:
-            fd = os.open(parent, os.O_RDONLY)
-        except OSError:
-            yield
-            return
-        try:
-            deadline = time.monotonic() + LOCK_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise UserError(
-                            f"{parent}: another codemode-gen process has been writing here for"
-                            f" {LOCK_TIMEOUT_S:g}s",
-                            hint="wait for it to finish (or stop it) and run the command again",
-                        ) from None
-                    time.sleep(_LOCK_POLL_S)
-                except OSError:  # a filesystem without flock (some network mounts): go on
-                    break
-            yield
+            with _flocked(parent):
+                yield
         finally:
-            os.close(fd)  # releases the lock
+            del held[key]
+
+
+@contextmanager
+def _flocked(parent: Path) -> Iterator[None]:
+    """flock on the folder itself (no lock file to leave behind), waiting at most LOCK_TIMEOUT_S."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; swaps are still all-or-nothing, not serialised
+        yield
+        return
+    try:
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(
+                        f"{parent}: another codemode-gen process has been writing here for"
+                        f" {LOCK_TIMEOUT_S:g}s",
+                        hint="wait for it to finish (or stop it) and run the command again",
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
+            except OSError:  # a filesystem without flock (some network mounts): go on
+                break
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _remove(path: Path) -> bool:

@@ -21,6 +21,7 @@ from codemode_gen.config import Settings
 from codemode_gen.generator import manifest as mf
 from codemode_gen.generator.agent import AgentTool, annotation_tags, box_tag, render_server
 from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
+from codemode_gen.generator.infer import Inference
 from codemode_gen.generator.names import (
     assign_export_names,
     assign_module_paths,
@@ -434,7 +435,8 @@ def _agent_tool(model: ToolModel) -> AgentTool:
 
 
 def _build_server(
-    fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str]
+    fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str],
+    inferences: Mapping[str, Inference] | None = None,
 ) -> ServerModel:
     config_id = fixture_set.config_id
     mode = _unwrap_mode(settings, config_id)
@@ -462,7 +464,8 @@ def _build_server(
         report.append(f"{server_id}: hidden by blocklist: {', '.join(blocked)}")
     exports = assign_export_names(t["name"] for t in tools)
     outputs = {
-        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode, unbox=unbox)
+        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode, unbox=unbox,
+                                inference=(inferences or {}).get(t["name"]))
         for t in tools
     }
     scope = _ModuleScope()
@@ -566,12 +569,15 @@ def build_outputs(
     settings: Settings | None = None,
     *,
     module_paths: Mapping[str, str] | None = None,
+    inferences: Mapping[str, Mapping[str, Inference]] | None = None,
 ) -> Outputs:
     """Every out/ file for these servers, deterministically: same input, same bytes.
 
     `module_paths` (config id -> §5.0.1 path) lets the runtime keep the paths it already
     assigned when it builds a subset of servers in memory; by default they are derived from
-    the config ids of `fixture_sets`.
+    the config ids of `fixture_sets`. `inferences` (config id -> tool -> Inference) replaces
+    the inference from recorded calls for those tools (the runtime's in-session learning keeps
+    merged types, not the calls).
     """
     settings = settings or Settings()
     sets = sorted(fixture_sets, key=lambda s: s.config_id)
@@ -582,7 +588,7 @@ def build_outputs(
             raise ValueError(f"module_paths are not unique: {sorted(paths.items())}")
     report: list[str] = []
     servers = [
-        _build_server(s, paths[s.config_id], settings, report)
+        _build_server(s, paths[s.config_id], settings, report, (inferences or {}).get(s.config_id))
         for s in sorted(sets, key=lambda s: paths[s.config_id])
     ]
 

@@ -209,6 +209,51 @@ def _json_text_values(values: Sequence[Any]) -> list[Any] | None:
     return parsed
 
 
+class MergedSamples:
+    """What `infer_output` says about a tool's samples, kept as genson's merged state instead of
+    the samples: results are added one at a time (`add`) and dropped, so a host learning from
+    live calls holds memory in proportion to the type, not to the results it has seen.
+
+    Each sample gets its own MAX_INFER_NODES budget (generate's is shared by at most
+    `max_samples` lines); otherwise `inference()` equals `infer_output` over the same results."""
+
+    def __init__(self, mode: UnwrapMode = "spec") -> None:
+        self.mode = mode
+        self.samples = 0
+        self._values = _Builder(schema_uri=None)
+        # spec mode, while every sample is a string holding a JSON object/array: the JSON inside
+        self._json: _Builder | None = _Builder(schema_uri=None) if mode == "spec" else None
+        self._notes: set[str] = set()
+
+    def add(self, result: Any) -> bool:
+        """Merge one call's wire result; False (nothing merged) for one that never describes the
+        return type (not an object, isError)."""
+        if not isinstance(result, dict) or result.get("isError") is True:
+            return False
+        value = unwrap_result(result, self.mode)
+        if self._json is not None:
+            parsed = _json_text_values([value])
+            if parsed is None:
+                self._json = None
+            else:
+                self._json.add_object(_bound(parsed[0], 0, self._notes, [MAX_INFER_NODES]))
+        self._values.add_object(_bound(value, 0, self._notes, [MAX_INFER_NODES]))
+        self.samples += 1
+        return True
+
+    def inference(self) -> Inference:
+        notes = tuple(sorted(self._notes))
+        if not self.samples:
+            return Inference(schema=None, samples=0)
+        if self._json is not None:
+            inner = _simplify(self._json.to_schema())
+            schema = {"type": "string", "contentMediaType": JSON_MEDIA_TYPE, "contentSchema": inner}
+            return Inference(schema=schema, samples=self.samples, json_text=True, json_schema=inner,
+                             optional=tuple(optional_fields(inner)), warnings=notes)
+        schema = _simplify(self._values.to_schema())
+        return Inference(schema=schema, samples=self.samples, optional=tuple(optional_fields(schema)), warnings=notes)
+
+
 def infer_output(calls: Sequence[dict[str, Any]], mode: UnwrapMode = "spec") -> Inference:
     """Infer the return type of one tool from its recorded calls (unwrapped like the runtime)."""
     samples = unwrapped_samples(calls, mode)

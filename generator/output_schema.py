@@ -184,13 +184,16 @@ def merge_output(
     mode: UnwrapMode = "spec",
     *,
     unbox: bool = False,
+    inference: Inference | None = None,
 ) -> OutputModel:
     """Reconcile a tool's declared outputSchema with what its recorded samples returned.
 
     A declared schema that boxes the value (`read_box`) is kept as declared, and drift is
     checked against it (the server sends the box); with `unbox` the effective schema is the
-    boxed field's, because that is what the binding returns."""
-    inference: Inference = infer_output(calls, mode)
+    boxed field's, because that is what the binding returns. `inference`: what samples merged
+    elsewhere say (a host's in-session learning, `infer.MergedSamples`) instead of `calls`."""
+    if inference is None:
+        inference = infer_output(calls, mode)
     declared = tool.get("outputSchema")
     if isinstance(declared, dict):
         samples = [(s.line, s.value) for s in unwrapped_samples(calls, mode)]

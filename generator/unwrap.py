@@ -10,10 +10,11 @@ Boxed results (a scalar or list a server wraps in `{"result": …}`) are recogni
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from codemode_gen import payload
 
 UnwrapMode = Literal["spec", "json"]
 
@@ -29,7 +30,9 @@ def parse_json_text(text: str) -> tuple[bool, Any]:
     a string rather than crashing the caller.
     """
     try:
-        return True, json.loads(text, parse_constant=_reject_constant)
+        # In bounded pieces for a long text: the runtime parses results off its event loop,
+        # where one long C call would still hold the GIL (codemode_gen.payload).
+        return True, payload.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError, as is ours
         return False, None
 

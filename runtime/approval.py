@@ -59,6 +59,7 @@ from typing import Any, Literal
 
 # What codemode.toml may say (a Policy, or "auto": from the tool's annotations) lives with the
 # config that parses it.
+from codemode_gen import payload
 from codemode_gen.config import APPROVAL_SETTINGS, ApprovalSetting, ServerConfig
 from codemode_gen.display import GUTTER, data_block, display_json, display_string
 from codemode_gen.generator.redact import Redactor
@@ -345,7 +346,11 @@ class ApprovalGate:
         approver = approve if approve is not None else self.approve
         if approver is None:
             return ApprovalOutcome("denied", policy, "unavailable", "no approver was given to this host")
-        request = self.request(server_id, config, tool_name, arguments, annotations, policy)
+        # Redacting and showing the arguments walks them: large ones off the event loop.
+        if payload.is_large(arguments):
+            request = await payload.offload(self.request, server_id, config, tool_name, arguments, annotations, policy)
+        else:
+            request = self.request(server_id, config, tool_name, arguments, annotations, policy)
         try:
             return await _within(deadline, self._ask(approver, request, key, session, on_wait))
         except TimeoutError:

@@ -49,6 +49,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol, TypeVar
 
+from codemode_gen import payload
 from codemode_gen.client.sessions import (
     AuthError,
     CallAuthError,
@@ -58,7 +59,7 @@ from codemode_gen.client.sessions import (
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
-from codemode_gen.generator.unwrap import Box, unbox_value, unwrap_result
+from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.approval import (
@@ -151,6 +152,29 @@ def _content_text(result: dict[str, Any]) -> str:
     return "\n".join(texts)
 
 
+def _examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[str, Any]:
+    """What a successful call's wire result gives the script (pure: may run in a thread):
+    ("deep", None) for one nested past MAX_JSON_DEPTH, ("error", (message text, content)) for an
+    isError result, else ("value", (the §5.3.2 value, whether a boxed tool's box was missing))."""
+    # Nothing nested deeper than MAX_JSON_DEPTH reaches the script (which would pass it on
+    # to its result, a log or another tool): the result object adds one level.
+    if resp.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
+        return "deep", None
+    if result.get("isError"):
+        text = _content_text(result) or "the tool reported an error without a message"
+        content = result.get("content") if isinstance(result.get("content"), list) else []
+        return "error", (_clip(text), content)
+    value = unwrap_result(result, mode)
+    parsed_text = mode == "json" and value is not result and value is not result.get("structuredContent")
+    if parsed_text and resp.json_depth_exceeds(value, MAX_JSON_DEPTH):
+        return "deep", None
+    mismatch = False
+    if tool.unboxed and tool.box is not None:  # after §5.3.2, as documented (unbox = true)
+        unboxed, value = unbox_value(value, tool.box)
+        mismatch = not unboxed
+    return "value", (value, mismatch)
+
+
 class Bridge:
     """Serves `{"op": "call", ...}` requests for one run."""
 
@@ -164,7 +188,7 @@ class Bridge:
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_call_done: Callable[[str, str], None] | None = None,
-        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], None] | None = None,
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]] | None = None,
         approval: ApprovalGate | None = None,
         approve: Approver | None = None,
         approval_session: Hashable = None,
@@ -193,7 +217,8 @@ class Bridge:
         self._on_call_done = on_call_done
         # Told (config id, tool view, the arguments sent, the wire result, ms) of every successful
         # call, before the script gets its value: the host learns output types and records
-        # calls from it (runtime/learn.py). Must not block; an exception is logged, not raised.
+        # calls from it (runtime/learn.py), off the event loop; awaited (it may make the call
+        # wait while the host is behind). An exception is logged, not raised.
         self._on_result = on_result
         # The host's approvals (None: every call is sent, as for a bridge without a host); this
         # run's own approver, if any, replaces the host's; `approval_session` keys ask-once.
@@ -526,31 +551,28 @@ class Bridge:
                 "ToolCallError", f"{where} returned a malformed result", "report this server as faulty",
                 serverId=server_id, toolName=tool_name_shown, _summary="ToolCallError: malformed result",
             )
-        # Nothing nested deeper than MAX_JSON_DEPTH reaches the script (which would pass it on
-        # to its result, a log or another tool): the result object adds one level.
-        if resp.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
+        # Checking and unwrapping walk the result: a large one is handled off the event loop.
+        if payload.is_large(result):
+            kind, got = await payload.offload(_examine, result, config.unwrap, tool)
+        else:
+            kind, got = _examine(result, config.unwrap, tool)
+        if kind == "deep":
             return self._too_deep(server_id, tool_name_shown, where)
-        if result.get("isError"):
-            text = _content_text(result) or "the tool reported an error without a message"
-            content = result.get("content") if isinstance(result.get("content"), list) else []
+        if kind == "error":
+            text, content = got
             return _error(
                 "ToolCallError",
-                f"{where} failed: {_clip(text)}",
+                f"{where} failed: {text}",
                 "read the message, fix the input or the precondition it names, then retry once",
                 serverId=server_id, toolName=tool_name_shown, content=content,
                 _summary="ToolCallError: isError",
             )
-        value = unwrap_result(result, config.unwrap)
-        parsed_text = config.unwrap == "json" and value is not result and value is not result.get("structuredContent")
-        if parsed_text and resp.json_depth_exceeds(value, MAX_JSON_DEPTH):
-            return self._too_deep(server_id, tool_name_shown, where)
-        if tool.unboxed and tool.box is not None:  # after §5.3.2, as documented (unbox = true)
-            unboxed, value = unbox_value(value, tool.box)
-            if not unboxed:
-                self._box_mismatch(where, tool.box, value)
+        value, mismatch = got
+        if mismatch and tool.box is not None:
+            self._box_mismatch(where, tool.box, value)
         if self._on_result is not None:
             try:
-                self._on_result(config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000))
+                await self._on_result(config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000))
             except Exception as exc:  # learning and recording never fail a call
                 log.warning("learning from %s failed: %s: %s", where, type(exc).__name__, exc)
         return {"ok": True, "value": value}

@@ -113,6 +113,8 @@ class ToolView:
     # Live calls of this session the output type was learned from (runtime/learn.py); 0 when
     # it comes from the server or from out/.
     learned_calls: int = 0
+    # Why learning this tool's type stopped (a bound of runtime/learn.py); None while it goes on.
+    learning_stopped: str | None = None
     # The approval policy when calls are not simply sent ("ask", "ask-once", "deny"; None:
     # "allow"), from the server's config (`shown_policy`); discovery shows it.
     approval: str | None = None
@@ -142,6 +144,8 @@ class ToolView:
             out["approval"] = self.approval
         if self.learned_calls:
             out["outputSchemaLearned"] = {"liveCalls": self.learned_calls, "scope": "session"}
+            if self.learning_stopped is not None:
+                out["outputSchemaLearned"]["stopped"] = self.learning_stopped
         return out
 
 

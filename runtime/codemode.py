@@ -29,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import logging
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,7 +73,13 @@ from codemode_gen.runtime.catalog import (
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
-from codemode_gen.runtime.learn import Learner, LiveRecorder, learned_note
+from codemode_gen.runtime.learn import (
+    MAX_PENDING_RECORD_BYTES,
+    Learned,
+    Learner,
+    LiveRecorder,
+    learned_note,
+)
 from codemode_gen.runtime.limits import Limits, LimitsError
 from codemode_gen.runtime.progress import ProgressCallback, ProgressReporter
 from codemode_gen.runtime.reconcile import (
@@ -102,6 +110,12 @@ MAX_CATALOG_CACHE = 16
 # Connecting servers slower than this at run start is worth an info diagnostic: it explains a
 # script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
+# Live results waiting to be learned from or recorded (runtime/learn.py: walks of the result,
+# done in one thread per host): past it the next call's result waits for a slot before the
+# script gets it, instead of results piling up in host memory faster than the thread keeps up.
+MAX_PENDING_OBSERVATIONS = 8
+# Code of the diagnostic for live calls that `record` could not write to fixtures/.
+RECORDING_FAILED = "RECORDING_FAILED"
 
 
 class CodeMode:
@@ -164,6 +178,13 @@ class CodeMode:
             self._recorder = LiveRecorder(fixtures_dir, self.settings, self.configs)
         self._recording_notes: list[str] = []
         self._learned_builds: dict[tuple[str, int, int], dict[str, Any]] = {}  # (cid, id(live), version)
+        # Learning and recording of live results, off the event loop in call order (one thread),
+        # at most MAX_PENDING_OBSERVATIONS at once; (config id, tool) being learned from.
+        self._observer: ThreadPoolExecutor | None = None
+        self._observing: set[asyncio.Future[None]] = set()
+        self._slots: asyncio.Semaphore | None = None
+        self._learning: set[tuple[str, str]] = set()
+        self._flushing: asyncio.Task[list[str]] | None = None  # a flush past MAX_PENDING_RECORD_BYTES
         # Approval of tool calls (runtime/approval.py): `approve` asks a person when a tool's
         # policy says "ask"/"ask-once" (a run may bring its own); without one such calls are
         # denied (fail closed) unless `approve_all`. Ask-once accepts last as long as this host.
@@ -248,8 +269,15 @@ class CodeMode:
         background = list(self._background.values())
         self._background.clear()
         await _cancel_all(background)
+        if self._observing:
+            await asyncio.gather(*self._observing, return_exceptions=True)
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
         if self._recorder is not None:
             await self.flush_recording()
+        if self._observer is not None:
+            self._observer.shutdown(wait=False)
+            self._observer = None
         self._connected.clear()
         self._lives.clear()
         await self._close_typechecker()
@@ -417,6 +445,8 @@ class CodeMode:
             ))
         if typecheck is not None:
             catalog.diagnostics[:0] = await typecheck
+        observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
+        run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
         bridge = Bridge(
             catalog,
             self,
@@ -424,7 +454,7 @@ class CodeMode:
             max_tool_calls=run_limits.maxToolCalls,
             deadline=deadline,
             on_call_done=None if reporter is None else reporter.call_done,
-            on_result=self._on_result,
+            on_result=functools.partial(self._on_result, run_token, observed),
             approval=self.approval,
             approve=gate[0],
             approval_session=gate[1],
@@ -433,12 +463,24 @@ class CodeMode:
         modules = prepared.modules
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
         sandboxed = await bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline))
+        # The run's results are learned and recorded before it answers: the next run sees the
+        # types, and its calls are in fixtures/ (or it says why not).
+        if observed:
+            await asyncio.gather(*observed, return_exceptions=True)
+        recording: list[dict[str, str]] = []
         if self._recorder is not None:
-            await self.flush_recording()
-        return resp.build_response(
+            recording = [
+                resp.diagnostic(
+                    RECORDING_FAILED, note, severity="warning",
+                    hint="the calls themselves succeeded; fix what the message names (fixtures/ writable,"
+                    " the tool recorded with `codemode-gen record`) and run the script again to record them",
+                )
+                for note in await self.flush_recording(run_token)
+            ]
+        return await resp.build_response_async(
             sandboxed.get("logs", []),
             sandboxed.get("result"),
-            [*catalog.diagnostics, *sandboxed.get("diagnostics", []), *bridge.diagnostics()],
+            [*catalog.diagnostics, *sandboxed.get("diagnostics", []), *bridge.diagnostics(), *recording],
             bridge.trace,
         )
 
@@ -501,23 +543,76 @@ class CodeMode:
 
     # ------------------------------------------------------------------ learning (runtime/learn.py)
 
-    def _on_result(self, config_id: str, tool: ToolView, arguments: Any, result: dict[str, Any], duration_ms: int) -> None:
-        """Every successful live call (the bridge's hook): a sample for in-session learning,
-        and a line for fixtures/ when recording."""
-        self._learner.observe(config_id, tool, arguments, result)
-        if self._recorder is not None:
-            self._recorder.add(config_id, tool.tool_name, arguments, result, duration_ms)
-
-    async def flush_recording(self) -> None:
-        """Write the calls recorded since the last flush (after each run: never on a call's
-        path; a no-op without `record`)."""
-        if self._recorder is None:
+    async def _on_result(
+        self, run: Hashable, observed: list[asyncio.Future[None]],
+        config_id: str, tool: ToolView, arguments: Any, result: dict[str, Any], duration_ms: int,
+    ) -> None:
+        """Every successful live call (the bridge's hook): merged into the tool's learned type,
+        and a line for fixtures/ when recording. Both walk the result, so they run in the
+        observation thread, never on the event loop; this waits only while
+        MAX_PENDING_OBSERVATIONS results are waiting for it already."""
+        key = (config_id, tool.tool_name)
+        # One result per tool waits to be learned from at a time: later ones would only queue
+        # behind it (learning needs a few samples, not every one of a tight loop).
+        learn = self._learner.wants(tool) and key not in self._learning
+        if not learn and self._recorder is None:
             return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_PENDING_OBSERVATIONS)
+        slots = self._slots
+        await slots.acquire()
+        if learn:
+            self._learning.add(key)
+        if self._observer is None:
+            self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
+        mode = self.configs[config_id].unwrap
+        job = asyncio.get_running_loop().run_in_executor(
+            self._observer, self._observe, run, config_id, mode, tool.tool_name, learn, arguments, result, duration_ms
+        )
+        observed.append(job)
+        self._observing.add(job)
+
+        def done(_: asyncio.Future[None]) -> None:
+            slots.release()
+            self._observing.discard(job)
+            if learn:
+                self._learning.discard(key)
+            recorder = self._recorder
+            if recorder is not None and recorder.pending_bytes > MAX_PENDING_RECORD_BYTES and (
+                self._flushing is None or self._flushing.done()
+            ):  # too much waiting for the run's end: write it now
+                self._flushing = asyncio.ensure_future(self.flush_recording())
+
+        job.add_done_callback(done)
+
+    def _observe(
+        self, run: Hashable, config_id: str, mode: Any, tool_name: str, learn: bool,
+        arguments: Any, result: dict[str, Any], duration_ms: int,
+    ) -> None:
+        """In the observation thread: learning and recording never fail a call or a run."""
+        try:
+            if learn:
+                self._learner.observe(config_id, tool_name, mode, arguments, result)
+            if self._recorder is not None:
+                self._recorder.add(config_id, tool_name, arguments, result, duration_ms, run)
+        except Exception as exc:
+            log.warning("learning from %s.%s failed: %s: %s", config_id, tool_name, type(exc).__name__,
+                        resp.clip(str(exc), 300))
+
+    async def flush_recording(self, run: Hashable = None) -> list[str]:
+        """Write the calls recorded so far (after each run: never on a call's path; a no-op
+        without `record`); returns why calls of `run` are not in fixtures/ (empty: all are).
+        Every note also goes to the log and `take_recording_notes`."""
+        if self._recorder is None:
+            return []
         lives = {cid: live for cid, (_, live) in self._lives.items()}
-        notes = await asyncio.to_thread(self._recorder.flush, lives)
+        failures = await asyncio.to_thread(self._recorder.flush, lives, run)
+        notes = self._recorder.take_notes()
         self._recording_notes.extend(notes)
         for note in notes:
-            log.info("record: %s", note)
+            (log.warning if "not recorded" in note or "not written" in note or "dropped" in note else log.info)(
+                "record: %s", note)
+        return failures
 
     def take_recording_notes(self) -> list[str]:
         """What live recording had to say since the last call (written, skipped, failed)."""
@@ -533,43 +628,46 @@ class CodeMode:
             cached = self._lives.get(config_id)
             if view is None or cached is None or view.unavailable is not None:
                 continue
-            samples = self._learner.samples(config_id)
-            entry = self._learned_entry(config_id, view.server_id, cached[1], samples)
+            learned = self._learner.learned(config_id)
+            entry = self._learned_entry(config_id, view.server_id, cached[1], learned)
             built = {t.get("toolName"): t for t in entry.get("tools", [])} if entry else {}
             tools = dict(view.tools)
-            for name, calls in samples.items():
-                tool, learned = tools.get(name), built.get(name)
-                if tool is None or learned is None or not self._learner.wants(tool):
+            for name, got in learned.items():
+                tool, output_tool = tools.get(name), built.get(name)
+                if tool is None or output_tool is None or not self._learner.wants(tool):
                     continue
-                output = learned.get("output")
+                output = output_tool.get("output")
                 if not isinstance(output, Mapping) or output.get("source") != "inferred":
                     continue
-                declaration = learned.get("declaration")
-                if isinstance(declaration, str) and learned.get("exportName") == tool.export_name:
-                    declaration = f"{learned_note(len(calls))}\n{declaration}"
+                declaration = output_tool.get("declaration")
+                if isinstance(declaration, str) and output_tool.get("exportName") == tool.export_name:
+                    declaration = f"{learned_note(got.calls, got.stopped)}\n{declaration}"
                 else:
                     declaration = tool.declaration
                 tools[name] = replace(
-                    tool, output_schema=learned.get("outputSchema"), declaration=declaration, learned_calls=len(calls)
+                    tool, output_schema=output_tool.get("outputSchema"), declaration=declaration,
+                    learned_calls=got.calls, learning_stopped=got.stopped,
                 )
             view.tools = tools
 
     def _learned_entry(
-        self, config_id: str, server_id: str, live: LiveServer, samples: Mapping[str, list[dict[str, Any]]]
+        self, config_id: str, server_id: str, live: LiveServer, learned: Mapping[str, Learned]
     ) -> dict[str, Any] | None:
-        """The manifest entry `generate` would write for this server with `samples` recorded:
-        its inferred output types and declarations (built in memory, once per learned state)."""
+        """The manifest entry `generate` would write for this server with the learned calls
+        recorded: its inferred output types and declarations (built in memory, once per learned
+        state, from the merged types: no call is kept)."""
         key = (config_id, id(live), self._learner.version)
         entry = self._learned_builds.get(key)
         if entry is not None:
             return entry
         from codemode_gen.generator.build import build_outputs
 
-        fixture_set = _fixture_set(
-            config_id, live, self._listed_tools(config_id, live), {name: copy.deepcopy(calls) for name, calls in samples.items()}
-        )
+        examples = {name: [got.example_call()] for name, got in learned.items() if got.example is not None}
+        fixture_set = _fixture_set(config_id, live, self._listed_tools(config_id, live), copy.deepcopy(examples))
+        inferences = {name: got.inference for name, got in learned.items()}
         try:
-            outputs = build_outputs([fixture_set], self._build_settings(), module_paths={config_id: server_id})
+            outputs = build_outputs([fixture_set], self._build_settings(), module_paths={config_id: server_id},
+                                    inferences={config_id: inferences})
         except UserError as exc:
             log.info("learning %s: in-memory build failed: %s", config_id, exc.message)
             return None

@@ -5,123 +5,212 @@ agent has to run it, log the result, read it and write the script again. One cal
 to know the shape (output-type-inference-article.md), and the host sees every call anyway.
 
 - `Learner` (every host: serve and the Python API): after a successful call of a tool that has
-  neither a declared nor an inferred output type, its result becomes a sample; runs that start
-  after it see the type inferred from the samples so far, in `getTool`/`searchTools`
-  (`outputSchema`, `declaration`) marked as learned in this session. The inference is
-  `generate`'s own (an in-memory build with the samples as recorded calls: the same depth guard,
-  property-name filter and merging), so what a session learns is what `generate` would write
-  after recording the same calls. Kept in memory only.
+  neither a declared nor an inferred output type, its result is merged into the tool's learned
+  type; runs that start after it see that type in `getTool`/`searchTools` (`outputSchema`,
+  `declaration`) marked as learned in this session. The inference is `generate`'s own (genson
+  with the same depth guard, map detection and merging, `infer.MergedSamples`), so what a
+  session learns is what `generate` would write after recording the same calls. Only the merged
+  type is kept, never the results (80 results of 0.9 MiB kept as samples made `serve` 550 MiB
+  larger), and it is bounded by size: a tool whose type outgrows MAX_LEARNED_SCHEMA_BYTES (or
+  all learned types MAX_LEARNED_BYTES) stops being learned, keeps its last type, and
+  discovery says so. Merging walks the result: the host does it off the event loop.
 - `LiveRecorder` (`run --record`, `serve --record`, `CodeMode(record=True)`): every successful
   live call is appended to fixtures/<server>/calls/ in `record`'s format, with its redaction,
   per-tool cap and idempotence (`merge_calls`), the server's folder replaced as a whole
   (`write_server_fixtures`), so a later `generate` types it and the type is reviewed in git.
+  A flush reads the recording, merges every pending call and writes it back under the
+  fixtures folder's lock (`dirswap.locked`: threads of this host and other processes), so
+  concurrent runs and two `serve --record` on one project never overwrite each other's calls;
+  a call that cannot be written is reported to the run that made it, never dropped silently.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from codemode_gen import dirswap
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
+from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
 from codemode_gen.generator.record import (
     check_fixtures_dir,
-    input_key,
     json_problem,
     merge_calls,
     recorded_call,
     shown,
 )
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.generator.unwrap import UnwrapMode
+from codemode_gen.payload import at_most
 from codemode_gen.runtime.catalog import LiveServer, ToolView
 
-__all__ = ["Learner", "LiveRecorder", "learned_note"]
+__all__ = ["Learned", "Learner", "LiveRecorder", "learned_note"]
 
-#: Samples kept per tool for in-session inference: enough to see optional fields and unions,
-#: bounded so a tool called in a loop all day does not grow host memory.
+#: Calls counted per learned tool: enough to see optional fields and unions; past it a call
+#: changes what runs see only when it changes the type (each change rebuilds the run catalog).
 MAX_LEARNED_SAMPLES = 20
-#: A result larger than this (JSON bytes) is not kept as a sample: one page of a huge listing
-#: would otherwise sit in host memory for the whole session; its shape is learned from
-#: smaller calls.
-MAX_LEARNED_RESULT_BYTES = 1024 * 1024
-#: Tools whose samples a session keeps at most (across servers): bounds memory for a host that
-#: calls thousands of distinct untyped tools.
+#: Bounds one tool's learned type (its merged schema as JSON): a tool whose results keep
+#: bringing new shapes (ever new keys) would grow it, and genson's state behind it, without
+#: end. Past it that tool is no longer learned: it keeps its last type and discovery says so.
+MAX_LEARNED_SCHEMA_BYTES = 32 * 1024
+#: Bounds all learned types of a host together (JSON bytes of their schemas; genson's state is
+#: a small multiple): a host calling thousands of untyped tools. Past it no other tool is learned.
+MAX_LEARNED_BYTES = 2 * 1024 * 1024
+#: A result of more JSON values than this is not learned from: merging walks every value (off
+#: the event loop, but competing for the GIL with it); its shape is learned from smaller calls.
+MAX_LEARNED_RESULT_NODES = MAX_INFER_NODES
+#: Tools a session learns at most (across servers), whatever their types' sizes.
 MAX_LEARNED_TOOLS = 1000
+#: Bytes of JSON of an input kept as a learned tool's example (its declaration shows one).
+MAX_EXAMPLE_INPUT_BYTES = 512
+#: Bytes of recorded lines a recorder holds before writing them: past it the host flushes at
+#: once instead of after the run, so a run of many large calls never holds them all in memory
+#: (each line is already cut to `max_result_bytes`).
+MAX_PENDING_RECORD_BYTES = 16 * 1024 * 1024
 
 
-def learned_note(calls: int) -> str:
+def learned_note(calls: int, stopped: str | None = None) -> str:
     """The line that marks a learned declaration (TypeScript comment)."""
     plural = "" if calls == 1 else "s"
-    return (
+    note = (
         f"// output type learned from {calls} live call{plural} in this session "
         "(not in out/: record it with --record, then run `codemode-gen generate`)"
     )
+    return note if stopped is None else f"{note}; learning stopped: {stopped}"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a session learned about one tool's output, as runs see it."""
+
+    inference: Inference
+    calls: int  # calls merged (counted up to MAX_LEARNED_SAMPLES, then only when the type changed)
+    example: Any  # a small input of a learned call, for the declaration's example; None if none
+    stopped: str | None = None  # why the type no longer changes (a bound), or None
+
+    def example_call(self) -> dict[str, Any]:
+        """A calls-file line carrying only the example input (the generator's `_example_input`)."""
+        return {"input": self.example, "result": {}}
+
+
+@dataclass
+class _State:
+    merged: MergedSamples
+    learned: Learned
+    size: int  # JSON bytes of the learned schema
 
 
 class Learner:
-    """Samples of untyped tools' results, by config id and tool name; `version` changes
-    whenever a run would see something new (the host's catalog cache keys on it)."""
+    """The output types learned from live calls, by config id and tool name; `version` changes
+    whenever a run would see something new (the host's catalog cache keys on it).
+
+    `observe` walks the result: call it off the event loop (one thread at a time: it is not
+    reentrant); `learned` and `version` may be read from the loop meanwhile."""
 
     def __init__(self, max_samples: int = MAX_LEARNED_SAMPLES) -> None:
         self.max_samples = max_samples
         self.version = 0
-        self._samples: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}  # cid -> tool -> input key -> call
-        self._tools = 0
+        self._tools: dict[str, dict[str, _State]] = {}  # cid -> tool -> state
+        self._count = 0
+        self._bytes = 0
 
     def wants(self, tool: ToolView) -> bool:
         """Whether a result of this tool teaches anything: it has no output type of its own
         (declared or inferred from recordings), or only one learned here."""
         return tool.output_schema is None or tool.learned_calls > 0
 
-    def observe(self, config_id: str, tool: ToolView, arguments: Any, result: Any) -> None:
-        """A successful call's wire result (before unwrapping, as `record` stores it)."""
-        if not self.wants(tool) or not isinstance(result, dict) or result.get("isError") is True:
+    def observe(self, config_id: str, tool_name: str, mode: UnwrapMode, arguments: Any, result: Any) -> None:
+        """Merge a successful call's wire result (before unwrapping, as `record` stores it)."""
+        if not isinstance(result, dict) or result.get("isError") is True:
             return
-        if json_problem(result) is not None:
+        state = self._tools.get(config_id, {}).get(tool_name)
+        if state is not None and state.learned.stopped is not None:
             return
-        try:
-            size = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")))
-        except (TypeError, ValueError):
+        if state is None and self._count >= MAX_LEARNED_TOOLS:
             return
-        if size > MAX_LEARNED_RESULT_BYTES:
+        if not at_most(result, MAX_LEARNED_RESULT_NODES):
             return
-        by_tool = self._samples.setdefault(config_id, {})
-        calls = by_tool.get(tool.tool_name)
-        if calls is None:
-            if self._tools >= MAX_LEARNED_TOOLS:
-                return
-            calls = by_tool[tool.tool_name] = {}
-            self._tools += 1
-        key = input_key(arguments)
-        previous = calls.pop(key, None)
-        calls[key] = {"input": arguments, "result": result}
-        while len(calls) > self.max_samples:
-            del calls[next(iter(calls))]
-        if previous is None or previous["result"] != result:
+        # Merge into a copy (bounded by the type's size), so a bound that is crossed keeps the
+        # last type within it.
+        merged = copy.deepcopy(state.merged) if state is not None else MergedSamples(mode)
+        if not merged.add(result):
+            return
+        inference = merged.inference()
+        size = len(json.dumps(inference.schema, separators=(",", ":"), default=str))
+        old_size = state.size if state is not None else 0
+        stopped = None
+        if size > MAX_LEARNED_SCHEMA_BYTES:
+            stopped = f"its type grew past {MAX_LEARNED_SCHEMA_BYTES // 1024} KiB (results of ever new shapes)"
+        elif self._bytes - old_size + size > MAX_LEARNED_BYTES:
+            stopped = f"the session's learned types reached {MAX_LEARNED_BYTES // (1024 * 1024)} MiB"
+        if stopped is not None:
+            if state is not None:
+                state.learned = replace(state.learned, stopped=stopped)
+                self.version += 1
+            return
+        example = state.learned.example if state is not None else None
+        if example is None and _small_json(arguments):
+            example = copy.deepcopy(arguments)
+        before = state.learned.calls if state is not None else 0
+        changed = state is None or inference.schema != state.learned.inference.schema
+        calls = before + 1 if changed or before < self.max_samples else before
+        learned = Learned(inference, calls, example)
+        if state is None:
+            self._tools.setdefault(config_id, {})[tool_name] = _State(merged, learned, size)
+            self._count += 1
+        else:
+            state.merged, state.learned, state.size = merged, learned, size
+        self._bytes += size - old_size
+        if changed or calls != before:
             self.version += 1
 
-    def samples(self, config_id: str) -> dict[str, list[dict[str, Any]]]:
-        """The calls learned for one server, as `record` would list them, by tool name."""
-        return {name: list(calls.values()) for name, calls in sorted(self._samples.get(config_id, {}).items())}
+    def learned(self, config_id: str) -> dict[str, Learned]:
+        """The tools learned for one server, by tool name."""
+        return {name: state.learned for name, state in sorted(self._tools.get(config_id, {}).items())}
 
     def servers(self) -> list[str]:
-        return sorted(cid for cid, tools in self._samples.items() if tools)
+        return sorted(cid for cid, tools in self._tools.items() if tools)
+
+    @property
+    def learned_bytes(self) -> int:
+        """JSON bytes of every learned schema (what MAX_LEARNED_BYTES bounds)."""
+        return self._bytes
+
+
+def _small_json(value: Any) -> bool:
+    if not at_most(value, MAX_EXAMPLE_INPUT_BYTES):
+        return False
+    try:
+        return len(json.dumps(value, ensure_ascii=False)) <= MAX_EXAMPLE_INPUT_BYTES
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 @dataclass
-class _Pending:
-    calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+class _Record:
+    """One recorded call waiting to be written, and the run it belongs to."""
+
+    tool: str
+    line: dict[str, Any]
+    size: int  # JSON bytes of the line, about
+    run: Hashable
 
 
 class LiveRecorder:
-    """Successful live calls, written to fixtures/ in `record`'s format when `flush`ed (once
-    per run, after it: never on a tool call's path)."""
+    """Successful live calls, written to fixtures/ in `record`'s format when `flush`ed (after
+    each run, or at once past MAX_PENDING_RECORD_BYTES: never on a tool call's path).
+
+    `add` and `flush` walk or write payloads: call them off the event loop. They are
+    thread-safe: pending calls are shared under a mutex, and a flush holds the fixtures
+    folder's lock from reading a recording to writing it back."""
 
     def __init__(self, fixtures_dir: Path, settings: Settings, configs: Mapping[str, ServerConfig]) -> None:
         # Before any server starts: a path that cannot be written would lose every call of the
@@ -130,46 +219,118 @@ class LiveRecorder:
         self.fixtures_dir = Path(fixtures_dir)
         self.settings = settings
         self.configs = configs
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, list[_Record]] = {}
+        self._pending_bytes = 0
+        self._mutex = threading.Lock()
         self._redactors: dict[str, Redactor] = {}
+        self._notes: list[str] = []  # for the log: cut results, servers recorded from live sessions
+        # run -> server -> why some of its calls are not in fixtures/ (yet): its diagnostics
+        self._failures: dict[Hashable, dict[str, str]] = {}
 
-    def add(self, config_id: str, tool_name: str, arguments: Any, result: Any, duration_ms: int) -> None:
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    def add(self, config_id: str, tool_name: str, arguments: Any, result: Any, duration_ms: int,
+            run: Hashable = None) -> None:
         config = self.configs.get(config_id)
         if config is None or not isinstance(result, dict) or result.get("isError") is True:
             return
-        redactor = self._redactors.get(config_id)
-        if redactor is None:
-            redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
-        pending = self._pending.setdefault(config_id, _Pending())
+        with self._mutex:
+            redactor = self._redactors.get(config_id)
+            if redactor is None:
+                redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
         record, problem = recorded_call(arguments, result, duration_ms, redactor, self.settings.max_result_bytes)
-        if problem is not None:
-            pending.notes.append(f"{config_id}.{shown(tool_name)}: {problem}")
+        where = f"{config_id}.{shown(tool_name)}"
+        size = 0
         if record is not None:
-            pending.calls.setdefault(tool_name, []).append(record)
+            try:
+                size = len(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str))
+            except (TypeError, ValueError, RecursionError):
+                record, problem = None, "the result cannot be written as JSON"
+        with self._mutex:
+            if record is None:
+                self._fail(run, f"{where}:unrecordable", self._redact(config_id, f"{where}: call not recorded: {problem}"))
+                return
+            if problem is not None:
+                self._notes.append(self._redact(config_id, f"{where}: {problem}"))
+            self._pending.setdefault(config_id, []).append(_Record(tool_name, record, size, run))
+            self._pending_bytes += size
 
-    def flush(self, lives: Mapping[str, LiveServer]) -> list[str]:
-        """Write what the last run recorded; returns notes for the user (never raises for a
-        server whose fixtures cannot be written: the note says why, the next flush retries)."""
-        notes: list[str] = []
-        pending, self._pending = self._pending, {}
-        for config_id, batch in sorted(pending.items()):
-            said = list(batch.notes)
-            if batch.calls:
-                try:
-                    said.extend(self._write(config_id, batch.calls, lives.get(config_id)))
-                except (UserError, OSError) as exc:
-                    reason = exc.message if isinstance(exc, UserError) else str(exc)
-                    said.append(f"{config_id}: recorded calls not written: {reason}")
-                    retry = self._pending.setdefault(config_id, _Pending())
-                    for name, records in batch.calls.items():
-                        retry.calls.setdefault(name, [])[:0] = records
-            redactor = self._redactors.get(config_id)  # printed like written: redacted
-            notes.extend(redactor.text(note) if redactor is not None else note for note in said)
+    def take_notes(self) -> list[str]:
+        with self._mutex:
+            notes, self._notes = self._notes, []
         return notes
 
-    def _write(self, config_id: str, new: dict[str, list[dict[str, Any]]], live: LiveServer | None) -> list[str]:
+    def flush(self, lives: Mapping[str, LiveServer], run: Hashable = None) -> list[str]:
+        """Write every pending call (whichever run made it); returns why calls of `run` are not
+        in fixtures/ (empty when all of them are). Never raises for a server whose fixtures
+        cannot be written: its calls stay pending (up to MAX_PENDING_RECORD_BYTES) for the next
+        flush, and every run that made one is told."""
+        try:
+            # One lock for the whole flush: calls are taken under it, so calls added meanwhile by
+            # other runs are merged too and no other writer is between a read and its write;
+            # and a flush that finds its run's calls taken by another one waits until that one
+            # has written them (or failed, and said so).
+            with dirswap.locked(self.fixtures_dir):
+                with self._mutex:
+                    batches, self._pending, self._pending_bytes = self._pending, {}, 0
+                for config_id, batch in sorted(batches.items()):
+                    try:
+                        self._write(config_id, batch, lives.get(config_id))
+                    except BaseException as exc:
+                        self._requeue(config_id, batch)
+                        if not isinstance(exc, UserError | OSError):
+                            raise
+                        self._failed_flush(config_id, exc.message if isinstance(exc, UserError) else str(exc))
+        except (UserError, OSError) as exc:  # the folder cannot be locked (or created)
+            with self._mutex:
+                waiting = sorted(self._pending)
+            for config_id in waiting:
+                self._failed_flush(config_id, exc.message if isinstance(exc, UserError) else str(exc))
+        with self._mutex:
+            failures = self._failures.pop(run, {})
+        return list(failures.values())
+
+    def _redact(self, config_id: str, note: str) -> str:
+        """A note is printed like calls are written: without the server's secrets."""
+        redactor = self._redactors.get(config_id)
+        return redactor.text(note) if redactor is not None else note
+
+    def _fail(self, run: Hashable, key: str, note: str) -> None:
+        """Tell `run` (and the log) that some of its calls are not recorded; under the mutex."""
+        self._failures.setdefault(run, {})[key] = note
+        self._notes.append(note)
+
+    def _requeue(self, config_id: str, batch: list[_Record]) -> None:
+        """Calls that could not be written wait for the next flush, the oldest dropped (and
+        reported) past MAX_PENDING_RECORD_BYTES."""
+        with self._mutex:
+            queue = self._pending.setdefault(config_id, [])
+            queue[:0] = batch
+            self._pending_bytes += sum(r.size for r in batch)
+            while self._pending_bytes > MAX_PENDING_RECORD_BYTES and queue:
+                dropped = queue.pop(0)
+                self._pending_bytes -= dropped.size
+                self._fail(dropped.run, f"{config_id}:dropped",
+                           f"{config_id}: recorded calls dropped: fixtures/ could not be written and more than"
+                           f" {MAX_PENDING_RECORD_BYTES // (1024 * 1024)} MiB of calls were waiting")
+            if not queue:
+                del self._pending[config_id]
+
+    def _failed_flush(self, config_id: str, reason: str) -> None:
+        with self._mutex:
+            waiting = self._pending.get(config_id, [])
+            note = self._redact(config_id, f"{config_id}: {len(waiting)} recorded call(s) not written to"
+                                f" {self.fixtures_dir}: {reason} (kept; the next run's flush retries)")
+            for run in {r.run for r in waiting}:
+                self._fail(run, f"{config_id}:write", note)
+            if not waiting:
+                self._notes.append(self._redact(config_id, f"{config_id}: recorded calls not written: {reason}"))
+
+    def _write(self, config_id: str, batch: list[_Record], live: LiveServer | None) -> None:
         server_dir = self.fixtures_dir / config_id
-        notes: list[str] = []
+        notes = dirswap.recover(server_dir)  # an interrupted swap: restore before reading
         # anything at server.json (a link, a FIFO) is read, so refused by name, never replaced
         if os.path.lexists(server_dir / SERVER_FILE):
             existing = load_fixture_set(server_dir)
@@ -177,22 +338,31 @@ class LiveRecorder:
         elif live is not None:
             # Never recorded: the session's own initialize result and tool list, as `record`
             # would write them.
-            redactor = self._redactors[config_id]
+            with self._mutex:
+                redactor = self._redactors[config_id]
             server_json = redactor.value(dict(live.server_json))
             tools = [redactor.value(dict(t)) for t in live.tools if json_problem(t) is None]
             old = {}
             notes.append(f"{config_id}: no recording yet; wrote {server_dir} from the live session")
         else:
-            return [f"{config_id}: recorded calls not written: no recording and no live tool list"]
+            raise UserError(f"{server_dir}: no recording and no live tool list to start one from")
         listed = {t.get("name") for t in tools}
         calls = {name: list(records) for name, records in old.items()}
-        for name, records in new.items():
-            if name not in listed:
-                notes.append(
-                    f"{config_id}.{shown(name)}: not in {server_dir}/tools.json, call not recorded"
-                    " (run `codemode-gen record` to add the tool)"
-                )
+        new: dict[str, list[dict[str, Any]]] = {}
+        for record in batch:
+            if record.tool not in listed:
+                note = (f"{config_id}.{shown(record.tool)}: not in {server_dir}/tools.json, call not recorded"
+                        " (run `codemode-gen record` to add the tool)")
+                with self._mutex:
+                    self._fail(record.run, f"{config_id}.{record.tool}:unlisted", self._redact(config_id, note))
                 continue
+            new.setdefault(record.tool, []).append(record.line)
+        for name, records in new.items():
             calls[name] = merge_calls(calls.get(name, []), records, self.settings.max_samples)
         notes.extend(write_server_fixtures(self.fixtures_dir, config_id, server_json, tools, calls))
-        return notes
+        with self._mutex:
+            self._notes.extend(self._redact(config_id, note) for note in notes)
+            for run in {r.run for r in batch}:  # written: earlier failed attempts are moot
+                failures = self._failures.get(run)
+                if failures is not None:
+                    failures.pop(f"{config_id}:write", None)

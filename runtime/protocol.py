@@ -44,6 +44,8 @@ import json
 from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any
 
+from codemode_gen import payload
+
 # host → worker
 RUN = "run"
 REPLY = "reply"
@@ -59,6 +61,9 @@ CHECKED = "checked"
 
 #: Longest line the host accepts from a worker (a run's result can be as big as the JS heap).
 MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024
+#: Lines longer than this are decoded off the host's event loop (`decode_async`): a call's
+#: 8 MB input or a run's 16 MB result parsed on the loop stalled every other run.
+LARGE_MESSAGE_BYTES = payload.CHUNK_CHARS
 #: Bytes the worker takes from stdin per read; a run message bigger than this (modules) arrives
 #: in several reads and is reassembled, so this only trades syscalls against one buffer's size.
 READ_CHUNK_BYTES = 256 * 1024
@@ -149,9 +154,17 @@ def decode(line: bytes) -> dict[str, Any]:
     """One message from its line (without the newline). Raises ValueError for a line that is
     not JSON, MalformedMessage for JSON that is not an object or is nested too deep to parse."""
     try:
-        msg = json.loads(line)
+        msg = payload.loads(line)  # one C call for a short line, bounded pieces for a long one
     except RecursionError:
         raise MalformedMessage(" (nested too deep)") from None
     if not isinstance(msg, dict):
         raise MalformedMessage()
     return msg
+
+
+async def decode_async(line: bytes) -> dict[str, Any]:
+    """`decode`, in the payload threads for a line over LARGE_MESSAGE_BYTES (parsing it is
+    O(line) and must not hold up the event loop: other runs, the watchdog)."""
+    if len(line) > LARGE_MESSAGE_BYTES:
+        return await payload.offload(decode, line)
+    return decode(line)

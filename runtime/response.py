@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from codemode_gen import payload
 from codemode_gen.display import safe_text
 from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.jsonio import json_text_depth_exceeds
@@ -81,14 +82,15 @@ def utf8_safe_json(value: Any) -> Any:
     """`utf8_safe` applied to every string (keys too) inside a JSON value.
 
     Iterative (a result may be nested as deep as the engine allows) and, in the usual case of
-    no lone surrogate anywhere, one C-speed encode that returns `value` itself.
+    no lone surrogate anywhere, a C-speed encode (in bounded pieces: `payload.dumps`) that
+    returns `value` itself.
     """
     if isinstance(value, str):
         return utf8_safe(value)
     if not isinstance(value, list | dict):
         return value
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        payload.dumps(value, ensure_ascii=False).encode("utf-8")
         return value
     except (UnicodeEncodeError, RecursionError, TypeError, ValueError):
         pass
@@ -550,6 +552,19 @@ def build_response(
     if tool_trace is not None:
         response["toolTrace"] = tool_trace
     return response
+
+
+async def build_response_async(
+    logs: list[dict[str, Any]],
+    result: Any,
+    diagnostics: list[dict[str, Any]],
+    tool_trace: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """`build_response` off the event loop when the result is large (its UTF-8 check encodes
+    all of it)."""
+    if payload.is_large(result):
+        return await payload.offload(build_response, logs, result, diagnostics, tool_trace)
+    return build_response(logs, result, diagnostics, tool_trace)
 
 
 def not_started(*diagnostics: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from codemode_gen import payload
 from codemode_gen.children import python_module_command
 from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
@@ -111,7 +112,7 @@ class _Worker:
         if not line:
             raise WorkerCrashed(f"worker exited (code {self.proc.returncode})")
         try:
-            return protocol.decode(line)
+            return await protocol.decode_async(line)
         except protocol.MalformedMessage as exc:  # the worker bounds nesting: a broken worker
             raise WorkerCrashed(f"malformed message from worker{exc.detail}") from None
 
@@ -573,6 +574,11 @@ class _Run:
         logs = resp.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return resp.build_response(logs, result, diagnostics)
 
+    async def respond_async(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+        """`respond` for a result of any size: a large one is checked off the event loop."""
+        logs = resp.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        return await resp.build_response_async(logs, result, diagnostics)
+
     async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         self.t0 = time.monotonic()
@@ -608,11 +614,13 @@ class _Run:
                             return self.respond(None, [resp.sandbox_error(f"the sandbox worker failed: {exc}")])
                         done = self._handle(loop, msg)
                         if done is not None:
-                            return done
+                            # Within the watchdog too: checking a large result takes time.
+                            return await self.respond_async(*done)
                 finally:
                     self.deadline = None
         except TimeoutError:
             self.worker.kill()
+            self.clean = False
             hit = self.limit_exc
             if hit is not None:
                 return self.respond(None, [resp.sandbox_limit(hit.limit, hit.value, hit.message)])
@@ -622,8 +630,10 @@ class _Run:
             self.worker.kill()
             raise
 
-    def _handle(self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]) -> dict[str, Any] | None:
-        """Act on one worker message; the response when it ends the run."""
+    def _handle(
+        self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]
+    ) -> tuple[Any, list[dict[str, Any]]] | None:
+        """Act on one worker message; (result, diagnostics) when it ends the run."""
         op = msg.get("op")
         if op == protocol.CALL:
             task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
@@ -642,10 +652,10 @@ class _Run:
             diagnostics = msg.get("diagnostics")
             if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
                 self.worker.kill()
-                return self.respond(None, [resp.sandbox_error("the sandbox worker sent a malformed response")])
+                return None, [resp.sandbox_error("the sandbox worker sent a malformed response")]
             # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
             self.clean = not any(d.get("code") == resp.SANDBOX_ERROR for d in diagnostics)
-            return self.respond(msg.get("result"), diagnostics)
+            return msg.get("result"), diagnostics
         return None
 
     def _limit(self, exc: SandboxLimitExceeded) -> None:
@@ -669,7 +679,11 @@ class _Run:
                 raise SandboxLimitExceeded(
                     str(error.get("limit") or "limit"), error.get("value"), str(error.get("message") or "limit exceeded")
                 )
-            reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
+            # A large result is encoded off the event loop, in bounded pieces (payload.dumps).
+            if payload.is_large(reply):
+                reply_text = await payload.offload(payload.dumps, reply)
+            else:
+                reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
         except SandboxLimitExceeded as exc:
             self._limit(exc)
             return

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen import __version__
+from codemode_gen import __version__, payload
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.response import diagnostic, not_started, safe_name, utf8_safe_json
@@ -219,6 +219,25 @@ def _elicits_forms(session: Any) -> bool:
 def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
     """A §3.3 response for a run that could not start (§3.3.4: never a failed tool call)."""
     return not_started(diagnostic(code, message, hint=hint))
+
+
+def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The response as the text content of the tools/call result (and the response itself,
+    repaired if it had to be): UTF-8-safe JSON, whatever upstream let through."""
+    try:
+        text = payload.dumps(response, ensure_ascii=False, sort_keys=True)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate slipped through: it would kill stdout
+            log_line("tools/call: response had lone surrogates; replaced")
+            response = utf8_safe_json(response)
+            text = payload.dumps(response, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as exc:  # a bug upstream of us: still a §3.3 answer
+        log_line(f"tools/call: response is not JSON: {type(exc).__name__}: {exc}")
+        response = error_response("HOST_ERROR", f"the run's response could not be serialized: {exc}",
+                                  "retry the run; if it fails again, report it with the server's stderr log")
+        text = json.dumps(response, ensure_ascii=False, sort_keys=True)
+    return response, text
 
 
 def log_line(text: str) -> None:
@@ -563,19 +582,11 @@ def build_server(host: ServeHost) -> Server[Any]:
             elicitation_approver(session, getattr(ctx, "request_id", None)),
             approval_session(session),
         )
-        try:
-            text = json.dumps(response, ensure_ascii=False, sort_keys=True)
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate slipped through: it would kill stdout
-                log_line("tools/call: response had lone surrogates; replaced")
-                response = utf8_safe_json(response)
-                text = json.dumps(response, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError, RecursionError) as exc:  # a bug upstream of us: still a §3.3 answer
-            log_line(f"tools/call: response is not JSON: {type(exc).__name__}: {exc}")
-            response = error_response("HOST_ERROR", f"the run's response could not be serialized: {exc}",
-                                      "retry the run; if it fails again, report it with the server's stderr log")
-            text = json.dumps(response, ensure_ascii=False, sort_keys=True)
+        # Encoding walks the whole response: a large one (a 12 MB result) off the event loop.
+        if payload.is_large(response):
+            response, text = await payload.offload(response_text, response)
+        else:
+            response, text = response_text(response)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=response,

@@ -191,5 +191,156 @@ def test_live_recording_refuses_a_hostile_recording_instead_of_replacing_it(tmp_
     recorder = LiveRecorder(tmp_path, Settings(), {"s": ServerConfig(id="s", transport="stdio", command="x")})
     recorder.add("s", "t", {"n": 1}, {"content": [{"type": "text", "text": "a\u2028b"}]}, 1)
     (note,) = recorder.flush({})
-    assert "recorded calls not written" in note and "server.json: server recording is a named pipe" in note
+    assert "not written" in note and "server.json: server recording is a named pipe" in note
     assert (tmp_path / "s" / "calls" / "t.jsonl").read_text() == json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+# --------------------------------------------------------------------------- concurrent recording
+
+
+@pytest.mark.slow
+def test_serve_record_keeps_every_call_of_48_concurrent_runs(tmp_path: Path) -> None:
+    """Concurrent runs flush the same server's recording: each flush reads, merges and writes
+    it under the fixtures folder's lock, so no run's call overwrites another's."""
+    from .runtime_support import against_serve
+
+    project(tmp_path, "max_samples = 100\n")
+    runs = 48
+
+    async def body(client: Any) -> list[Any]:
+        results: list[Any] = [None] * runs
+
+        async def one(i: int) -> None:
+            response = await client.call_tool("codemode.run", {"code": echo({"n": i}), "requestedCapabilities": ["slow"]})
+            results[i] = response.structured_content
+
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+        return results
+
+    responses = against_serve(tmp_path, body, "--record")
+    assert all(r["result"] == {"value": {"n": i}} for i, r in enumerate(responses)), responses
+    assert not [d for r in responses for d in r["diagnostics"] if d["code"] == "RECORDING_FAILED"]
+    recorded = load_fixture_set(tmp_path / "fixtures" / "slow")
+    assert sorted(line["input"]["value"]["n"] for line in recorded.calls["echo"]) == list(range(runs))
+
+
+_FLUSHER = """
+import sys
+from pathlib import Path
+from codemode_gen.config import ServerConfig, Settings
+from codemode_gen.runtime.learn import LiveRecorder
+
+fixtures, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+configs = {"s": ServerConfig(id="s", transport="stdio", command="unused")}
+recorder = LiveRecorder(fixtures, Settings(max_samples=1000), configs)
+for i in range(count):  # one flush per call: as many read-merge-writes as possible
+    recorder.add("s", "echo", {"who": tag, "i": i}, {"content": [], "structuredContent": {"i": i}}, 1, run=i)
+    assert recorder.flush({}, run=i) == [], i
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_recording_one_server_concurrently_lose_no_call(tmp_path: Path) -> None:
+    """Two hosts recording into one fixtures/ (two `serve --record` on a project): the flock on
+    the folder spans each read-merge-write, across processes."""
+    import subprocess
+    import sys
+
+    from codemode_gen.generator.fixtures import write_server_fixtures
+
+    fixtures = tmp_path / "fixtures"
+    write_server_fixtures(fixtures, "s", {"serverInfo": {"name": "s", "version": "1"}},
+                          [{"name": "echo", "inputSchema": {"type": "object"}}], {})
+    count = 25
+    procs = [subprocess.Popen([sys.executable, "-c", _FLUSHER, str(fixtures), tag, str(count)])
+             for tag in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    recorded = load_fixture_set(fixtures / "s")
+    got = sorted((line["input"]["who"], line["input"]["i"]) for line in recorded.calls["echo"])
+    assert got == sorted((tag, i) for tag in ("a", "b") for i in range(count))
+
+
+def test_calls_that_cannot_be_recorded_are_a_diagnostic_of_their_run(tmp_path: Path) -> None:
+    # A fixtures folder that cannot be written is refused before any server starts; one that
+    # stops being writable while serving (here: replaced by a file) fails the flush of the run.
+    config = project(tmp_path)
+    blocked = tmp_path / "fixtures-here"
+    blocked.mkdir()
+
+    async def main() -> tuple[dict[str, Any], list[str]]:
+        async with CodeMode.from_config(config, out=tmp_path / "out", record=blocked) as cm:
+            blocked.rmdir()
+            blocked.write_text("a file where fixtures/ should be\n")
+            response = await cm.run(echo({"n": 1}), requested_capabilities=["slow"])
+            return response, cm.take_recording_notes()
+
+    response, notes = anyio.run(main)
+    assert response["result"] == {"value": {"n": 1}}  # the call itself succeeded
+    failed = [d for d in response["diagnostics"] if d["code"] == "RECORDING_FAILED"]
+    assert len(failed) == 1 and failed[0]["severity"] == "warning" and "not written" in failed[0]["message"]
+    assert any("not written" in note for note in notes)  # and the host's log says so
+
+
+# --------------------------------------------------------------------------- bounded learning
+
+
+def _blob(seed: int, items: int) -> dict[str, Any]:
+    rows = [{"id": seed * 10_000 + i, "name": f"row {i}", "tags": ["a"] * (i % 3)} for i in range(items)]
+    if seed % 2:
+        for row in rows:
+            row["note"] = "odd"
+    return {"content": [], "structuredContent": {"rows": rows, "page": seed}}
+
+
+def test_learner_keeps_the_merged_type_not_the_samples() -> None:
+    """Many large samples: the learner's state stays the size of the type (not of the results)
+    and the type reflects every sample (as generate infers it from the same calls)."""
+    import tracemalloc
+
+    from codemode_gen.generator.infer import infer_output
+    from codemode_gen.runtime.learn import Learner
+
+    learner = Learner()
+    tracemalloc.start()
+    try:
+        for seed in range(60):
+            result = _blob(seed, 2000)  # ~100 KB of JSON each, ~6 MB in all
+            learner.observe("s", "blob", "spec", {"seed": seed}, result)
+            del result
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    learned = learner.learned("s")["blob"]
+    assert held < 1024 * 1024, held  # the samples alone were ~6 MB of JSON
+    assert learner.learned_bytes < 4096
+    # Every sample counts: `note` (odd seeds only) is optional, and the type is generate's.
+    expected = infer_output([{"input": {}, "result": _blob(s, 3)} for s in range(4)])
+    assert learned.inference.schema == expected.schema
+    assert "rows[].note" in learned.inference.optional and learned.stopped is None
+
+
+@pytest.mark.slow
+def test_a_type_that_outgrows_its_bound_stops_learning_and_discovery_says_so(tmp_path: Path) -> None:
+    from codemode_gen.runtime.learn import MAX_LEARNED_SCHEMA_BYTES
+
+    config = project(tmp_path)
+    # Every call brings 150 new keys: the merged type grows by ~5 KiB a call.
+    calls = MAX_LEARNED_SCHEMA_BYTES // (150 * 30) + 3
+    codes = [echo({f"call{n}_field_{k}": k for k in range(150)}) for n in range(calls)]
+
+    async def main() -> tuple[Any, Any]:
+        async with CodeMode.from_config(config, out=tmp_path / "out") as cm:
+            await cm.run(codes[0], requested_capabilities=["slow"])
+            first = (await cm.run(PROBE))["result"]
+            for code in codes[1:]:
+                await cm.run(code)
+            return first, (await cm.run(PROBE))["result"]
+
+    first, last = anyio.run(main)
+    assert first["learned"] == {"liveCalls": 1, "scope": "session"}
+    stopped = last["learned"]["stopped"]
+    assert "grew past" in stopped and "learning stopped" in last["declaration"]
+    assert 1 < last["learned"]["liveCalls"] < calls  # the last type within the bound stays
+    assert len(json.dumps(last["schema"], separators=(",", ":"))) <= MAX_LEARNED_SCHEMA_BYTES

@@ -44,6 +44,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, jsonrpc_message_adapter
 from pydantic import ValidationError
 
+from codemode_gen import payload
 from codemode_gen.jsonio import json_text_depth_exceeds, json_type, number_may_overflow
 
 __all__ = [
@@ -141,8 +142,8 @@ def _loads(text: str, raw: bytes | bytearray | None = None) -> Any:
     """json.loads for server text: NaN/Infinity and numbers that overflow a float are errors.
     `raw` (the text's bytes) lets the float check be skipped when no number can overflow."""
     if raw is None or number_may_overflow(raw):
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_checked_float)
-    return json.loads(text, parse_constant=_reject_constant)
+        return payload.loads(text, parse_constant=_reject_constant, parse_float=_checked_float)
+    return payload.loads(text, parse_constant=_reject_constant)
 
 
 # --------------------------------------------------------------------------- pruning
@@ -434,7 +435,12 @@ async def stdio_transport(
                 try:
                     async for chunk in process.stdout:
                         for line in framer.feed(chunk):
-                            item = decoder.decode(line)
+                            # A large frame (a 12 MB result) is decoded off the event loop, in
+                            # bounded pieces (codemode_gen.payload); frames stay in order.
+                            if isinstance(line, bytearray) and len(line) > payload.CHUNK_CHARS:
+                                item = await payload.offload(decoder.decode, line)
+                            else:
+                                item = decoder.decode(line)
                             if item is None:
                                 continue
                             try:

@@ -56,6 +56,8 @@ class RawServer:
     tools: list[dict[str, Any]]
     call_tool: ToolHandler
     instructions: str | None = None
+    # Largest request accepted (a server built to take huge inputs raises it).
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     on_cancelled: Callable[[Any], None] | None = None
     in_flight: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
     sse_sessions: dict[str, asyncio.Queue[bytes]] = field(default_factory=dict)
@@ -111,7 +113,7 @@ class RawServer:
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     async def handle_bytes(self, raw: bytes) -> dict[str, Any] | None:
-        if len(raw) > MAX_MESSAGE_BYTES:
+        if len(raw) > self.max_message_bytes:
             return _error(None, RpcError(PARSE_ERROR, "Request too large"))
         try:
             message = json.loads(raw)
@@ -122,7 +124,7 @@ class RawServer:
     async def serve_stdio(self) -> None:
         """Newline-delimited JSON-RPC on stdin/stdout; each request runs in its own task."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MAX_MESSAGE_BYTES)
+        reader = asyncio.StreamReader(limit=self.max_message_bytes)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -136,7 +138,7 @@ class RawServer:
         while True:
             try:
                 line = await reader.readline()
-            except ValueError:  # over MAX_MESSAGE_BYTES: the reader dropped it
+            except ValueError:  # over max_message_bytes: the reader dropped it
                 continue
             if not line:
                 break

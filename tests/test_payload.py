@@ -1,0 +1,90 @@
+"""codemode_gen.payload: large JSON parsed and encoded in bounded pieces, with exactly
+json.loads' and json.dumps' values, text and errors (the host's event loop depends on the
+pieces being bounded; everything downstream on the results being the same)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from codemode_gen import payload
+
+
+@pytest.fixture
+def small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny windows and batches, so modest values take every chunked path."""
+    monkeypatch.setattr(payload, "CHUNK_CHARS", 600)
+    monkeypatch.setattr(payload, "INLINE_NODES", 40)
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 5 or roll < 0.3:
+        return rng.choice([0, -7, 2.5, -1e300, 1.5e-7, 123456789012345, None, True, False, "a\"b\\c", "é\u2028\ud83d\ude00",
+                           "x" * rng.randint(0, 900)])
+    width = rng.randint(0, 40 if depth < 2 else 4)
+    if roll < 0.65:
+        return [_value(rng, depth + 1) for _ in range(width)]
+    return {f"k{rng.randint(0, 9)}{i}": _value(rng, depth + 1) for i in range(width)}
+
+
+@pytest.mark.usefixtures("small_bounds")
+def test_chunked_parse_and_encode_equal_json() -> None:
+    rng = random.Random(18)
+    for _ in range(200):
+        value = _value(rng)
+        text = json.dumps(value, indent=rng.choice([None, 1]))
+        assert payload.loads(text) == json.loads(text)
+        assert payload.loads(text.encode()) == json.loads(text.encode())
+        for ascii_only in (True, False):
+            for sort in (True, False):
+                expected = json.dumps(value, ensure_ascii=ascii_only, sort_keys=sort, separators=(",", ":"))
+                assert payload.dumps(value, ensure_ascii=ascii_only, sort_keys=sort) == expected
+
+
+@pytest.mark.usefixtures("small_bounds")
+@pytest.mark.parametrize("damage", [
+    lambda t: t[: len(t) // 2],  # cut short
+    lambda t: t + " x",  # extra data
+    lambda t: t.replace('"k', "k", 1),  # a bare key
+    lambda t: t[:-1] + ",}",  # a trailing comma
+    lambda t: t.replace(", ", " ", 1),  # a missing comma
+    lambda t: t.replace("2.5", "2.", 1),  # a number cut at a window's edge or not
+    lambda t: t.replace("null", "nul", 1),
+])
+def test_chunked_parse_raises_what_json_raises(damage: Any) -> None:
+    value = {"k0": [{"a": 2.5, "b": None, "c": "y" * 300} for _ in range(30)], "k1": {"x": [1] * 200}}
+    text = damage(json.dumps(value))
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as got:
+        payload.loads(text)
+    assert (got.value.msg, got.value.pos) == (expected.value.msg, expected.value.pos)
+
+
+@pytest.mark.usefixtures("small_bounds")
+def test_no_c_call_parses_more_than_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner only ever sees windows of CHUNK_CHARS (the GIL is held for one call each);
+    the whole text goes to C only for one string or number longer than that."""
+    seen: list[int] = []
+    real = payload._ChunkedParser._slide
+
+    def slide(self: Any, idx: int) -> None:
+        real(self, idx)
+        seen.append(len(self.window))
+
+    monkeypatch.setattr(payload._ChunkedParser, "_slide", slide)
+    value = {"rows": [{"id": i, "tags": ["t"] * (i % 5)} for i in range(2000)]}
+    text = json.dumps(value)
+    assert payload.loads(text) == value
+    assert seen and max(seen) <= payload.CHUNK_CHARS < len(text)
+
+
+def test_sizes_are_counted_with_bounded_walks() -> None:
+    assert payload.node_count({"a": [1, 2, {"b": "x"}]}, 100) == 8  # values and keys
+    assert payload.node_count(list(range(10_000)), 50) is None
+    assert payload.is_large("x" * (payload.INLINE_NODES * payload.STRING_CHARS_PER_NODE + 10))
+    assert not payload.is_large({"small": [1, 2, 3]})
