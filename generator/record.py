@@ -519,30 +519,33 @@ async def _record_one(
             new_calls.setdefault(call.tool, []).append(record)
 
         say("writing fixtures")
-        # An interrupted earlier record may have left the previous recording hidden: restore it
-        # before reading the calls it holds, so they are merged, not lost.
-        outcome.notes.extend(dirswap.recover(fixtures_dir / sid))
-        old_calls = _old_calls(fixtures_dir / sid, outcome)
-        calls: dict[str, list[dict[str, Any]]] = {}
-        for name in by_name:
-            merged = merge_calls(old_calls.get(name, []), new_calls.get(name, []), max_samples)
-            if merged:
-                calls[name] = merged
-        dropped = sorted(set(old_calls) - set(by_name))
-        if dropped:
-            outcome.notes.append(
-                "dropped recorded calls of tools no longer listed: "
-                + ", ".join(shown(name) for name in dropped)
+        # Read, merge and write under the fixtures folder's lock: a `serve --record` or another
+        # `record` flushing this server meanwhile must not lose its calls or ours.
+        with dirswap.locked(fixtures_dir):
+            # An interrupted earlier record may have left the previous recording hidden: restore
+            # it before reading the calls it holds, so they are merged, not lost.
+            outcome.notes.extend(dirswap.recover(fixtures_dir / sid))
+            old_calls = _old_calls(fixtures_dir / sid, outcome)
+            calls: dict[str, list[dict[str, Any]]] = {}
+            for name in by_name:
+                merged = merge_calls(old_calls.get(name, []), new_calls.get(name, []), max_samples)
+                if merged:
+                    calls[name] = merged
+            dropped = sorted(set(old_calls) - set(by_name))
+            if dropped:
+                outcome.notes.append(
+                    "dropped recorded calls of tools no longer listed: "
+                    + ", ".join(shown(name) for name in dropped)
+                )
+            outcome.notes.extend(
+                write_server_fixtures(
+                    fixtures_dir,
+                    sid,
+                    redactor.value(session.server_json),
+                    [redactor.value(t) for t in tools],
+                    calls,
+                )
             )
-        outcome.notes.extend(
-            write_server_fixtures(
-                fixtures_dir,
-                sid,
-                redactor.value(session.server_json),
-                [redactor.value(t) for t in tools],
-                calls,
-            )
-        )
         outcome.tools = len(tools)
         outcome.calls = sum(len(v) for v in new_calls.values())
         say(_summary(outcome))
@@ -680,7 +683,8 @@ def _redact_outcome(outcome: ServerOutcome, redactor: Redactor) -> None:
 
 
 def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[str, Any]]]:
-    if not (server_dir / SERVER_FILE).is_file():
+    # anything at server.json (a link, a FIFO) is read, so refused by name and said, not skipped
+    if not os.path.lexists(server_dir / SERVER_FILE):
         return {}
     try:
         return load_fixture_set(server_dir).calls

@@ -217,6 +217,45 @@ def test_interrupted_record_leaves_old_fixtures_and_no_process(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_record_reads_merges_and_writes_under_the_fixtures_lock(tmp_path: Path) -> None:
+    """Another writer (a `serve --record` flush) holding fixtures/'s lock: record waits to read
+    the recording until that writer is done, so the calls it wrote meanwhile are merged, not lost."""
+    from codemode_gen import dirswap
+    from codemode_gen.generator.fixtures import write_server_fixtures
+
+    write_config(tmp_path, {"slow": stdio_entry("slow")})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    exe = [PYTHON, "-m", "codemode_gen"]
+    first = subprocess.run([*exe, "record", "--no-probe"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    fixtures = tmp_path / "fixtures"
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps([{"server": "slow", "tool": "echo", "input": {"value": "from record"}}]))
+    line = {"input": {"value": "from the other writer"}, "result": {"content": [], "isError": False},
+            "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z"}
+    with dirswap.locked(fixtures):
+        proc = subprocess.Popen([*exe, "record", "--no-probe", "--samples", str(samples)], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        seen = []
+        for text in proc.stderr:
+            seen.append(text)
+            if "writing fixtures" in text:
+                break
+        else:
+            pytest.fail("record never reached writing: " + "".join(seen))
+        time.sleep(1.0)  # it may only wait: however slow the machine, it cannot have written
+        assert proc.poll() is None
+        current = load_fixture_set(fixtures / "slow")
+        assert "echo" not in current.calls
+        write_server_fixtures(fixtures, "slow", current.server_json, current.tools, {**current.calls, "echo": [line]})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    echoed = sorted(c["input"]["value"] for c in load_fixture_set(fixtures / "slow").calls["echo"])
+    assert echoed == ["from record", "from the other writer"]
+
+
+@pytest.mark.slow
 def test_redaction_of_env_headers_and_patterns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], start_server: Any
 ) -> None:
