@@ -67,7 +67,7 @@ class OffloadFailed(Exception):
 # ---------------------------------------------------------------------- JSON requests (both ends)
 
 
-def structure_bound(body: bytes) -> int:
+def structure_bound(body: bytes | bytearray) -> int:
     """An upper bound on the JSON values and object keys in `body` (`count_json_values`), without
     parsing it: every key follows a `{` or `,`, every value but the first a `:`, `,` or `[`
     (counted inside strings too, so a script with many commas gets a high bound, and its exact
@@ -260,7 +260,7 @@ class _Helper:
     def alive(self) -> bool:
         return self.proc.returncode is None
 
-    async def request(self, op: str, payload: bytes) -> tuple[dict[str, Any], bytes]:
+    async def request(self, op: str, payload: bytes | bytearray) -> tuple[dict[str, Any], bytes]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         header = json.dumps({"op": op, "size": len(payload)}).encode("ascii") + b"\n"
         try:
@@ -337,14 +337,14 @@ class Offload:
             return Erased(code, diagnostics)
         return Erased(data.decode("utf-8", "surrogatepass"), diagnostics)
 
-    async def envelope(self, body: bytes, deadline: float | None) -> Envelope | None:
+    async def envelope(self, body: bytes | bytearray, deadline: float | None) -> Envelope | None:
         """The `Envelope` of a JSON request body (None: not JSON), parsed in a helper."""
         meta, _ = await self.request("envelope", body, deadline)
         if not meta.get("json"):
             return None
         return Envelope.from_json(meta.get("envelope") or {})
 
-    async def request(self, op: str, payload: bytes, deadline: float | None) -> tuple[dict[str, Any], bytes]:
+    async def request(self, op: str, payload: bytes | bytearray, deadline: float | None) -> tuple[dict[str, Any], bytes]:
         if self._closed:
             raise OffloadFailed("the offload helpers are shut down")
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -433,7 +433,7 @@ class _Gate:
                 length = _content_length(scope)
                 if length is not None:
                     held.grow(length)
-                body = await self._read_body(receive, held)
+                body = await self._read_body(receive, held, length)
                 if body is None:  # the client went away
                     return
                 held.grow(len(body))
@@ -461,8 +461,10 @@ class _Gate:
             if admitted:
                 self.admission.release(client)
 
-    async def _read_body(self, receive: Any, held: _Held) -> bytes | None:
-        chunks: list[bytes] = []
+    async def _read_body(self, receive: Any, held: _Held, length: int | None) -> bytearray | None:
+        """The request body (None: the client went away). With a Content-Length it is read into
+        one buffer of that size, so a queued run holds its body once, not once plus chunks."""
+        body = bytearray(length) if length is not None else bytearray()
         size = 0
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
@@ -472,19 +474,22 @@ class _Gate:
                         return None
                     chunk = message.get("body", b"")
                     if chunk:
-                        size += len(chunk)
-                        if size > held.bytes:  # no Content-Length, or more than it said
-                            held.grow(size)
-                        chunks.append(chunk)
+                        end = size + len(chunk)
+                        if end > held.bytes:  # no Content-Length, or more than it said
+                            held.grow(end)
+                        body[size:end] = chunk
+                        size = end
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
             raise _Refused(408, INVALID_REQUEST, (
                 f"the request body did not arrive within {BODY_TIMEOUT_S:g} s"
             ), close=True) from None
-        return b"".join(chunks)
+        if size < len(body):  # shorter than its Content-Length said
+            del body[size:]
+        return body
 
-    async def _envelope(self, body: bytes) -> Envelope:
+    async def _envelope(self, body: bytearray) -> Envelope:
         """What the request is, parsed as the SDK will parse it (pydantic_core), but in a helper
         process when the body could hold enough JSON values to stall the loop."""
         import pydantic_core
@@ -625,7 +630,7 @@ def _content_length(scope: dict[str, Any]) -> int | None:
     return None
 
 
-def _replay(holder: list[bytes], receive: Any) -> Any:
+def _replay(holder: list[bytearray], receive: Any) -> Any:
     """The ASGI `receive` the SDK gets: the body read here, once, then the client's own (which
     says when it disconnects). The body leaves `holder` on the way, so only the SDK keeps it."""
 
