@@ -502,8 +502,10 @@ class _Gate:
         else:
             try:
                 found = await self.offload.envelope(body, time.monotonic() + ENVELOPE_TIMEOUT_S)
-            except TimeoutError:
-                found = Envelope(values=MAX_JSON_VALUES + 1)
+            except TimeoutError:  # the helper is busy with others, or this one parses that slowly
+                raise _Refused(503, SERVER_BUSY, (
+                    f"the server could not read the request within {ENVELOPE_TIMEOUT_S:g} s; retry in {RETRY_AFTER_S} s"
+                ), retry=True) from None
             except OffloadFailed as exc:
                 self.notices.say("offload", f"cannot look at a request in a helper process: {exc}")
                 raise _Refused(503, SERVER_BUSY, f"the server could not read the request; retry in {RETRY_AFTER_S} s",
