@@ -12,9 +12,10 @@ help:
 
 A helper is `python -I -m codemode_gen.runtime.offload`: a framed request on stdin (a JSON
 header line, then `size` raw bytes), the same back on stdout. It does one request at a time;
-`Offload` keeps up to `max_helpers` of them, started on demand (`warm` of them ahead of need)
-and stopped after IDLE_HELPER_TTL_S idle. A request that outlives its caller's deadline has its
-helper killed (`TimeoutError`): the host never waits longer than the caller would.
+`Offload` keeps up to `max_helpers` of them, started on demand (or `warm` of them ahead of
+need, with `start()`); beyond `warm`, an idle one is stopped after IDLE_HELPER_TTL_S. A request
+that outlives its caller's deadline has its helper killed (`TimeoutError`): the host never
+waits longer than the caller would.
 
 Only the standard library is imported at module level (the helper imports tsinput and
 pydantic_core for the requests that need them).
