@@ -314,19 +314,25 @@ class HostGuard:
 
 class _Notices:
     """stderr lines about refused requests: each kind at most once per NOTICE_INTERVAL_S, so a
-    flood of bad requests cannot flood the log."""
+    flood of bad requests cannot flood the log. A kind that names what the client sent (a Host)
+    is `dynamic`: at most MAX_NOTICE_KINDS of those are remembered, the rest not told."""
 
     def __init__(self) -> None:
         self._last: dict[str, float] = {}
+        self._dynamic = 0
 
-    def say(self, kind: str, text: str) -> None:
+    def say(self, kind: str, text: str, *, dynamic: bool = False) -> None:
         from codemode_gen.runtime.serve import log_line
 
         now = time.monotonic()
-        due = now - self._last.get(kind, -NOTICE_INTERVAL_S) >= NOTICE_INTERVAL_S
-        if due and (len(self._last) < MAX_NOTICE_KINDS or kind in self._last):
-            self._last[kind] = now
-            log_line(text)
+        if kind not in self._last:
+            if dynamic and self._dynamic >= MAX_NOTICE_KINDS:
+                return
+            self._dynamic += dynamic
+        elif now - self._last[kind] < NOTICE_INTERVAL_S:
+            return
+        self._last[kind] = now
+        log_line(text)
 
 
 # `_Gate._admit`'s answer for a run whose client disconnected while it waited.
@@ -397,7 +403,7 @@ class _Gate:
         refusal = self.guard.refusal(scope["headers"])
         if refusal is not None:
             status, error, description = refusal
-            self.notices.say(f"{error}:{description}", f"refused a request: {description}")
+            self.notices.say(f"{error}:{description}", f"refused a request: {description}", dynamic=True)
             await _send_json(send, status, {"error": error, "error_description": description}, [])
             return
         if scope["path"] == HEALTH_PATH:
