@@ -44,8 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 from codemode_gen import __version__, payload
 from codemode_gen.errors import UserError
+from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
-from codemode_gen.runtime.response import diagnostic, not_started, safe_name, utf8_safe_json
+from codemode_gen.runtime.response import (
+    diagnostic,
+    not_started,
+    safe_name,
+    utf8_safe_json,
+    worker_limit,
+)
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
 # prompt renderer, ~100 ms) is imported on the paths that use it.
@@ -126,11 +133,13 @@ async def handle_run(
     progress: ProgressCallback | None = None,
     approve: Approver | None = None,
     approval_session: Hashable = None,
+    started: float | None = None,
 ) -> dict[str, Any]:
     """One codemode.run request → §3.3 response; a malformed request is a diagnostic, not a crash.
     `progress`: where the run's progress notifications go (CodeMode.run), when the client asked;
     `approve` / `approval_session`: who is asked about calls that need approval, and whose
-    ask-once accepts they are (CodeMode.run; `elicitation_approver`)."""
+    ask-once accepts they are (CodeMode.run; `elicitation_approver`); `started`: when the run's
+    timeoutMs began to count, if before (CodeMode.run: serve --http's queue)."""
     args = dict(arguments or {})
     code = args.get("code")
     problem = None
@@ -151,7 +160,7 @@ async def handle_run(
         ))
     assert isinstance(code, str)
     response = await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"),
-                            progress=progress, approve=approve, approval_session=approval_session)
+                            progress=progress, approve=approve, approval_session=approval_session, started=started)
     for note in cm.take_recording_notes():  # serve --record: what was written, or why not
         log_line(f"record: {note}")
     return response
@@ -214,6 +223,13 @@ def _elicits_forms(session: Any) -> bool:
     if elicitation is None:
         return False
     return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+
+
+def _ticket(ctx: Any) -> Ticket | None:
+    """The admission ticket serve --http's gate left in the HTTP request's scope (None over stdio)."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    ticket = scope.get(TICKET_SCOPE_KEY) if isinstance(scope, dict) else None
+    return ticket if isinstance(ticket, Ticket) else None
 
 
 def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
@@ -490,6 +506,32 @@ class ServeHost:
             self._reported.add(exc.message)
             print(exc.render(), file=sys.stderr, flush=True)
 
+    def run_slots(self) -> int:
+        """How many runs this host runs at once: its sandbox's worker cap (--max-workers, else
+        [sandbox] max_workers, else two per CPU), as CodeMode sizes its pool."""
+        if self.options.max_workers is not None:
+            return self.options.max_workers
+        cm = self.codemode()
+        if cm is not None and cm.settings.max_workers is not None:
+            return cm.settings.max_workers
+        from codemode_gen.runtime.sandbox import default_max_workers
+
+        return default_max_workers()
+
+    def run_timeout_ms(self, limits: Mapping[str, Any] | None) -> int | None:
+        """The timeoutMs a run asking for `limits` gets (the project's [limits] under them);
+        None when it cannot start anyway (invalid limits, a broken config): it is answered at
+        once without a worker."""
+        cm = self.codemode()
+        if cm is None:
+            return None
+        from codemode_gen.runtime.limits import Limits, LimitsError
+
+        try:
+            return Limits.from_json({**dict(cm.settings.limits), **dict(limits or {})}).timeoutMs
+        except (LimitsError, TypeError, ValueError):
+            return None
+
     def describe(self) -> str:
         """The tool's description; never waits (no sandbox, no upstream server)."""
         try:
@@ -527,7 +569,10 @@ def build_server(host: ServeHost) -> Server[Any]:
         progress: ProgressCallback | None = None,
         approve: Approver | None = None,
         session_key: Hashable = None,
+        ticket: Ticket | None = None,
     ) -> dict[str, Any]:
+        if ticket is not None and ticket.expired:  # serve --http queued it past its deadline
+            return not_started(worker_limit(ticket.timeout_ms, ticket.slots))
         cm = await host.ready()
         if cm is None:
             problem = host.problem
@@ -536,7 +581,8 @@ def build_server(host: ServeHost) -> Server[Any]:
                                       "retry the run once the server is back")
             return error_response("CONFIG_ERROR", problem.message, _restart_hint(problem))
         try:
-            return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key)
+            return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key,
+                                    started=None if ticket is None else ticket.queued_at)
         except UserError as exc:
             host.report(exc)
             return error_response("CONFIG_ERROR", exc.message, exc.hint or "fix the file it names, then retry")
@@ -581,6 +627,7 @@ def build_server(host: ServeHost) -> Server[Any]:
             session.report_progress if asked and session is not None else None,
             elicitation_approver(session, getattr(ctx, "request_id", None)),
             approval_session(session),
+            _ticket(ctx),
         )
         # Encoding walks the whole response: a large one (a 12 MB result) off the event loop.
         if payload.is_large(response):

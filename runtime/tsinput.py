@@ -452,6 +452,11 @@ class _Eraser:
                     return False
                 following = self.source[end:end + 1]
                 return following != b";"
+            if current.end_byte != end:
+                # Something of this enclosing expression follows the node, so the statement's
+                # last token ends after it too. Stopping here keeps a chain of n assertions
+                # (`x as A as B …`) linear instead of walking n parents for each of them.
+                return False
         return False
 
     def non_null(self, node: Any) -> None:

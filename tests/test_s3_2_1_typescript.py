@@ -140,6 +140,21 @@ def test_api_reports_a_runtime_error_at_the_typescript_line(host: HostThread) ->
     assert_fails_at_the_typescript_line(host.run(FAILING.read_text(encoding="utf-8")))
 
 
+def test_s3_2_4_types_that_outlast_timeoutMs_to_erase_end_the_run_at_its_deadline(host: HostThread) -> None:
+    # Erasing is superlinear on some inputs (`x!!!…`: minutes for this one). It happens in a
+    # helper process that is killed at the run's deadline: the run answers SANDBOX_LIMIT then
+    # (§3.2.4), and the next run erases in a fresh helper.
+    import time
+
+    started = time.monotonic()
+    response = host.run("const x = y" + "!" * 60_000 + ";", limits={"timeoutMs": 1000})
+    waited = time.monotonic() - started
+    [error] = response["diagnostics"]
+    assert error["code"] == "SANDBOX_LIMIT" and "timeoutMs = 1000" in error["message"]
+    assert waited < 60  # erasing it all would take minutes
+    assert_twins(host.run(ts(TWINS[0])), host.run(js(TWINS[0])))
+
+
 def test_api_reports_what_cannot_be_erased_before_connecting_anything(host: HostThread) -> None:
     response = host.run('import * as notes from "@codemode/servers/notes";\nenum Tag { Work, Home }\n')
     assert response["result"] is None and response["logs"] == [] and response["toolTrace"] == []

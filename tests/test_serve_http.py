@@ -39,7 +39,7 @@ RUNS_PER_CLIENT = 5
 # /healthz turns 200 once the sandbox pool is up; this bounds the wait for it.
 HEALTHY_TIMEOUT_S = 30.0
 
-_LISTENING = re.compile(r"codemode-gen serve: listening on (http://127\.0\.0\.1:(\d+)/mcp)")
+_LISTENING = re.compile(r"codemode-gen serve: listening on (http://[^\s/]+:(\d+)/mcp)")
 GET_NOTE = "import { get_note } from '@codemode/servers/notes';\n"
 
 
@@ -78,15 +78,17 @@ def project(base: Path) -> Path:
     return base
 
 
-def start_serve(proj: Path, *args: str, token: str | None = TOKEN) -> HttpServe:
-    """`codemode-gen serve --http 127.0.0.1:0` in `proj`; returns once it printed its URL."""
+def start_serve(proj: Path, *args: str, token: str | None = TOKEN, listen: str = "127.0.0.1:0",
+                preexec: Callable[[], None] | None = None) -> HttpServe:
+    """`codemode-gen serve --http LISTEN` in `proj`; returns once it printed its URL.
+    `preexec` runs in the child before serve starts (e.g. a lower open-file limit)."""
     log = proj / f"serve-http-{time.monotonic_ns()}.stderr.log"
     with log.open("wb") as errlog:
         proc = subprocess.Popen(
             [PYTHON, "-m", "codemode_gen", "serve", "--config", str(proj / ".mcp.json"), "--out", str(proj / "out"),
-             "--http", "127.0.0.1:0", *args],
+             "--http", listen, *args],
             cwd=proj, env=env(**({"CODEMODE_AUTH_TOKEN": token} if token is not None else {})),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog, preexec_fn=preexec,
         )
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -119,13 +121,17 @@ def with_client(url: str, body: Callable[[Any], Awaitable[T]], token: str = TOKE
     return anyio.run(main)
 
 
-async def in_client(url: str, body: Callable[[Any], Awaitable[T]], token: str = TOKEN) -> T:
+async def in_client(url: str, body: Callable[[Any], Awaitable[T]], token: str = TOKEN, *,
+                    headers: dict[str, str] | None = None, local_address: str | None = None) -> T:
+    """`body(client)` in a running loop; `headers` go with every request, `local_address` is the
+    client's own address (another loopback address: another client to the server)."""
     import httpx2
     import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+    transport = httpx2.AsyncHTTPTransport(local_address=local_address) if local_address else None
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **(headers or {})}, transport=transport,
                               timeout=httpx2.Timeout(RUN_TIMEOUT, read=RUN_TIMEOUT))
     async with http, Client(streamable_http_client(url, http_client=http), mode="legacy",
                             read_timeout_seconds=RUN_TIMEOUT,
@@ -256,3 +262,149 @@ def test_invalid_serve_options_are_usage_errors(tmp_path: Path, bad: list[str]) 
                           capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert proc.returncode == 2 and proc.stdout == ""
     assert bad[0] in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- §11: token sources
+
+
+@pytest.mark.parametrize(("flag", "environment"), [
+    (None, ""), (None, "   "), (None, "\t\n"),  # CODEMODE_AUTH_TOKEN set but empty or blank
+    ("", None), (" ", None),  # --auth-token '' / ' '
+    ("", "a-real-token"),  # the option wins over the environment, and is just as empty
+])
+def test_s11_an_empty_token_from_any_source_is_refused(tmp_path: Path, flag: str | None, environment: str | None) -> None:
+    # An empty token must never mean "no authentication": serve exits 2 before listening,
+    # naming the variable and the two ways on (a real token, or --allow-unauthenticated).
+    args = ["--auth-token", flag] if flag is not None else []
+    extra = {"CODEMODE_AUTH_TOKEN": environment} if environment is not None else {}
+    proc = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "serve", "--config", str(tmp_path / ".mcp.json"), "--http", "127.0.0.1:0", *args],
+        cwd=tmp_path, env=env(**extra), capture_output=True, text=True, timeout=RUN_TIMEOUT,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert "is set but empty" in proc.stderr
+    assert ("--auth-token" if flag is not None else "CODEMODE_AUTH_TOKEN") in proc.stderr.splitlines()[0]
+    assert "CODEMODE_AUTH_TOKEN" in proc.stderr and "--allow-unauthenticated" in proc.stderr
+    assert "listening" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_s11_a_token_no_header_can_carry_is_refused(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "serve", "--config", str(tmp_path / ".mcp.json"), "--http", "127.0.0.1:0"],
+        cwd=tmp_path, env=env(CODEMODE_AUTH_TOKEN="two words"), capture_output=True, text=True, timeout=RUN_TIMEOUT,
+    )
+    assert proc.returncode == 2 and "cannot carry" in proc.stderr and "CODEMODE_AUTH_TOKEN" in proc.stderr
+
+
+@pytest.mark.slow
+def test_s11_an_empty_token_with_allow_unauthenticated_serves_without_one_and_says_so(tmp_path: Path) -> None:
+    served = start_serve(project(tmp_path), "--allow-unauthenticated", token="")
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+        import httpx2
+
+        answer = httpx2.post(served.url, json=initialize, timeout=RUN_TIMEOUT,
+                             headers={"Accept": "application/json, text/event-stream"})
+        assert answer.status_code == 200 and "codemode-gen" in answer.text
+        assert "no bearer token" in served.log.read_text()
+    finally:
+        served.stop()
+
+
+# ---------------------------------------------------------------------------- MCP transport security
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("listen", ["127.0.0.2:0", "LOCALHOST:0", "127.0.1.1:0", "[::ffff:127.0.0.1]:0"])
+def test_every_loopback_bind_refuses_other_hosts_and_origins(tmp_path: Path, listen: str) -> None:
+    # DNS rebinding (MCP transport spec, "Security Warning"): a page of evil.example whose name
+    # now resolves to this machine sends Host: evil.example and Origin: http://evil.example. On
+    # any loopback address both are refused, on /healthz as on /mcp, even with the token
+    # (the page cannot send it, but nothing should depend on that alone).
+    import httpx2
+
+    served = start_serve(project(tmp_path), listen=listen)
+    try:
+        port = served.url.rsplit(":", 1)[1].split("/", 1)[0]
+        for path, request in (("/healthz", None), ("/mcp", INITIALIZE)):
+            for headers, status, option in (
+                ({"Host": f"evil.example:{port}"}, 421, "--allowed-host evil.example"),
+                ({"Host": "evil.example"}, 421, "--allowed-host evil.example"),
+                ({"Origin": "http://evil.example"}, 403, "--allowed-origin http://evil.example"),
+                ({"Origin": "null"}, 403, "--allowed-origin"),
+            ):
+                url = served.base + path
+                answer = (httpx2.post(url, json=request, headers={**MCP_HEADERS, **headers}, timeout=RUN_TIMEOUT)
+                          if request else httpx2.get(url, headers=headers, timeout=RUN_TIMEOUT))
+                assert answer.status_code == status, (path, headers, answer.text)
+                assert option in answer.json()["error_description"]
+        # Names of this machine pass, in any case and with any port.
+        for host in (f"LOCALHOST:{port}", "localhost", "127.0.0.1:1", f"[::1]:{port}"):
+            answer = httpx2.post(served.url, json=INITIALIZE, timeout=RUN_TIMEOUT,
+                                 headers={**MCP_HEADERS, "Host": host, "Origin": f"http://localhost:{port}"})
+            assert answer.status_code == 200, (host, answer.text)
+        # The log line says which option would let the refused requests in.
+        assert "--allowed-host evil.example" in served.log.read_text()
+        # A real client still runs scripts.
+        code = GET_NOTE + "globalThis.__codemode_result__ = (await get_note({id: 2})).title;"
+        run = with_client(served.url, lambda client: client.call_tool("codemode.run", {"code": code}))
+        assert assert_ok(run.structured_content) == "Groceries"
+    finally:
+        served.stop()
+
+
+@pytest.mark.slow
+def test_allowed_host_and_origin_let_a_reverse_proxy_and_its_pages_in(tmp_path: Path) -> None:
+    import httpx2
+
+    served = start_serve(project(tmp_path), "--allowed-host", "codemode.example.com",
+                         "--allowed-origin", "https://app.example.com")
+    try:
+        def post(**headers: str) -> Any:
+            return httpx2.post(served.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=RUN_TIMEOUT)
+
+        assert post(Host="codemode.example.com").status_code == 200
+        assert post(Host="CODEMODE.example.com:443", Origin="https://app.example.com").status_code == 200
+        assert post(Host="other.example.com").status_code == 421
+        assert post(Origin="https://app.example.com:8443").status_code == 403  # an origin includes its port
+        assert post(Origin="http://app.example.com").status_code == 403  # ... and its scheme
+    finally:
+        served.stop()
+
+
+@pytest.mark.slow
+def test_a_non_loopback_bind_with_a_token_refuses_other_origins(tmp_path: Path) -> None:
+    # Clients reach a LAN address by any name (Host is not checked unless --allowed-host), but
+    # a browser page of another site is refused whatever the address.
+    import httpx2
+
+    served = start_serve(project(tmp_path), listen="0.0.0.0:0")
+    try:
+        url = served.url.replace("0.0.0.0", "127.0.0.1")
+        ok = httpx2.post(url, json=INITIALIZE, headers={**MCP_HEADERS, "Host": "codemode.lan:8000"}, timeout=RUN_TIMEOUT)
+        assert ok.status_code == 200, ok.text
+        page = httpx2.post(url, json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "https://evil.example"},
+                           timeout=RUN_TIMEOUT)
+        assert page.status_code == 403 and "--allowed-origin https://evil.example" in page.text
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("bad", [
+    ["--allowed-origin", "evil.example"], ["--allowed-origin", "ftp://x.example"], ["--allowed-host", "a b"],
+    ["--allowed-host", "https://x.example"],
+    ["--http", "127.0.0.1:0", "--max-connections", "0"], ["--http", "127.0.0.1:0", "--max-queued-runs", "-1"],
+    ["--max-queued-runs", "3"], ["--allowed-host", "x.example"],  # only with --http
+])
+def test_invalid_http_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
+    proc = subprocess.run([PYTHON, "-m", "codemode_gen", "serve", *bad], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -73,6 +73,25 @@ def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None)
         raise click.BadParameter(str(exc)) from None
 
 
+def _check_host(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for host in value:
+        text = host.strip()
+        if not text or any(c.isspace() or c in "/@" for c in text):
+            raise click.BadParameter(f"{host!r}: give a host name as a client sends it in Host, e.g. "
+                                     "codemode.example.com or codemode.example.com:443 (`*` for any)")
+    return value
+
+
+def _check_origin(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    from codemode_gen.runtime.serve_http import valid_origin
+
+    for origin in value:
+        if not valid_origin(origin):
+            raise click.BadParameter(f"{origin!r}: give an origin as a browser sends it, "
+                                     "scheme://host[:port] (e.g. https://app.example.com), or `*` for any")
+    return value
+
+
 def self_command() -> list[str]:
     """How to start the codemode-gen that is running now, from any directory and environment.
 
@@ -188,27 +207,45 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.option("--http", "listen", default=None, metavar="HOST:PORT", callback=_check_listen,
               help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
                    "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.")
-@click.option("--auth-token", "auth_token", default=None, metavar="TOKEN", envvar="CODEMODE_AUTH_TOKEN",
-              show_envvar=True,
-              help="With --http: require `Authorization: Bearer TOKEN` on every request (prefer the "
-                   "environment variable: a command line is visible to other users).")
+# CODEMODE_AUTH_TOKEN is read by serve_http itself, not by click: click takes an empty variable
+# for an unset one, and an empty token must be refused, not mean "no authentication".
+@click.option("--auth-token", "auth_token", default=None, metavar="TOKEN",
+              help="With --http: require `Authorization: Bearer TOKEN` on every request; default: the "
+                   "CODEMODE_AUTH_TOKEN environment variable (prefer it: a command line is visible to "
+                   "other users). An empty token is refused.")
 @click.option("--allow-unauthenticated", "allow_unauthenticated", is_flag=True,
-              help="With --http: listen on a non-loopback address without --auth-token (only behind "
-                   "something that authenticates).")
+              help="With --http: serve without a token on a non-loopback address (only behind something "
+                   "that authenticates), or with CODEMODE_AUTH_TOKEN set but empty.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]", callback=_check_host,
+              help="With --http: also accept requests whose Host header is NAME (e.g. the name a reverse "
+                   "proxy forwards); repeatable; `*` accepts any. On a loopback address only localhost and "
+                   "loopback addresses are accepted otherwise (DNS-rebinding protection).")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN", callback=_check_origin,
+              help="With --http: also accept requests from web pages of ORIGIN (scheme://host[:port]); "
+                   "repeatable; `*` accepts any. Requests with another Origin header are refused.")
+@click.option("--max-connections", "max_connections", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --http: connections open at once; beyond it the one idle longest is closed "
+                   "(default: half the open-file limit, at most 1024).")
+@click.option("--max-queued-runs", "max_queued_runs", type=click.IntRange(min=0), default=None, metavar="N",
+              help="With --http: runs waiting for a sandbox worker, all clients together (a client may "
+                   "hold a quarter); more are answered 503 with Retry-After (default: 64).")
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
           print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
           max_workers: int | None, record: bool, approve_all: bool, listen: tuple[str, int] | None, auth_token: str | None,
-          allow_unauthenticated: bool) -> int:
+          allow_unauthenticated: bool, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
+          max_connections: int | None, max_queued_runs: int | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
                           approve_all=approve_all)
     if listen is None:
-        # The environment variable may be set for other reasons; the option itself is a mistake.
-        if auth_token is not None and ctx.get_parameter_source("auth_token") != click.core.ParameterSource.ENVIRONMENT:
-            raise click.UsageError("--auth-token only applies with --http HOST:PORT")
-        if allow_unauthenticated:
-            raise click.UsageError("--allow-unauthenticated only applies with --http HOST:PORT")
+        # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
+        given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,
+                 "--allowed-host": bool(allowed_hosts), "--allowed-origin": bool(allowed_origins),
+                 "--max-connections": max_connections is not None, "--max-queued-runs": max_queued_runs is not None}
+        for flag, present in given.items():
+            if present:
+                raise click.UsageError(f"{flag} only applies with --http HOST:PORT")
     elif print_config is not None:
         raise click.UsageError("--print-config registers a stdio server; for --http, give your client the URL "
                                "(and the token) instead")
@@ -222,12 +259,16 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         _print_prompt(config, out, tool_name, prompt_budget, options)
         return 0
     if listen is not None:
-        from codemode_gen.runtime.serve_http import serve_http
+        from codemode_gen.runtime.serve_http import DEFAULT_MAX_QUEUED_RUNS, HttpOptions, serve_http
 
+        http = HttpOptions(
+            allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, max_connections=max_connections,
+            max_queued_runs=DEFAULT_MAX_QUEUED_RUNS if max_queued_runs is None else max_queued_runs,
+        )
         # serve_http checks the token and the exposure first, before anything heavy is imported.
         asyncio.run(serve_http(config, out, listen=listen, auth_token=auth_token,
                                allow_unauthenticated=allow_unauthenticated, tool_name=tool_name,
-                               prompt_budget=prompt_budget, options=options))
+                               prompt_budget=prompt_budget, options=options, http=http))
         return 0
     from codemode_gen.runtime.serve import serve_stdio
 
