@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from codemode_gen.config import Sample, Settings, project_settings
+from codemode_gen.config import Settings, project_settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import TOOLS_FILE
 from codemode_gen.generator.names import assign_export_names
@@ -104,5 +104,5 @@ def _renamed(settings: Settings, renames: Mapping[str, Mapping[str, str]]) -> Se
         blocklist = tuple(dict.fromkeys(mapping.get(tool, tool) for tool in server.blocklist))
         approval = {mapping.get(tool, tool): setting for tool, setting in server.approval.items()}
         servers[sid] = replace(server, blocklist=blocklist, approval=MappingProxyType(approval))
-    samples = tuple(Sample(s.server, names(s.server).get(s.tool, s.tool), s.input) for s in settings.samples)
+    samples = tuple(replace(s, tool=names(s.server).get(s.tool, s.tool)) for s in settings.samples)
     return replace(settings, servers=MappingProxyType(servers), samples=samples)

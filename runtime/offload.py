@@ -242,8 +242,10 @@ class _Helper:
 
     @classmethod
     async def start(cls) -> _Helper:
+        from codemode_gen.children import python_module_command
+
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-m", "codemode_gen.runtime.offload",
+            *python_module_command("codemode_gen.runtime.offload", isolation="isolated"),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             limit=MAX_HEADER_BYTES, start_new_session=True,
         )

@@ -234,7 +234,7 @@ def test_s11_record_and_run_record_finish_on_a_fifo_in_fixtures(base: Path, tmp_
 
     run = _cli(project, "run", "--record", "--no-pretty", "agent.js", config="live.mcp.json")
     assert run.returncode == 0 and json.loads(run.stdout)["result"] == "Groceries", run.stderr
-    assert "recorded calls not written" in run.stderr and needle in run.stderr
+    assert "not written" in run.stderr and needle in run.stderr
     assert (notes / "calls" / "stats.jsonl").is_fifo()  # refused, not replaced
 
     rec = _cli(project, "record", "--server", "notes", "--no-probe", config="live.mcp.json")
