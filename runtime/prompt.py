@@ -281,8 +281,13 @@ class _Tool:
     name_tags: tuple[str, ...]  # kinds of the tags shown from NAME up (its approval tag)
     types: tuple[str, ...]  # named types its signature needs
     has_doc: bool  # a doc comment would add something (a summary or tags)
-    need: int
+    entry: Mapping[str, Any]  # its manifest entry
     level: int = OMITTED
+
+    @cached_property
+    def need(self) -> int:
+        """`need(entry)`, computed for the tools a pass ranks by it only."""
+        return need(self.entry)
 
     @classmethod
     def of(cls, entry: Mapping[str, Any], order: int, type_names: Collection[str]) -> _Tool:
@@ -293,7 +298,7 @@ class _Tool:
         name = export + (f" {tag}" if tag else "")
         if not isinstance(parts, Mapping) or not isinstance(parts.get("signature"), str):
             # an out/ from an older generator: names only
-            return cls(export, order, name, NAME, {}, (), tuple(map(_tag_kind, approval)), (), False, 0)
+            return cls(export, order, name, NAME, {}, (), tuple(map(_tag_kind, approval)), (), False, entry)
         summary = str(parts.get("summary") or "")
         tags = tuple(str(t) for t in parts.get("tags") or ())
         plain = str(parts["signature"])
@@ -308,7 +313,7 @@ class _Tool:
         }
         types = tuple(t for t in parts.get("types") or () if t in type_names)
         kinds = tuple(map(_tag_kind, tags)), tuple(map(_tag_kind, approval))
-        return cls(export, order, name, FULL, texts, *kinds, types, bool(summary or tags), need(entry))
+        return cls(export, order, name, FULL, texts, *kinds, types, bool(summary or tags), entry)
 
     def shown_tags(self, level: int) -> tuple[str, ...]:
         if level >= DESCRIBED:
