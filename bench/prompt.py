@@ -8,9 +8,11 @@ with the same `render_prompt` that `serve` uses, then prints, per catalog:
 
 - tools/list: the raw tool definitions as compact JSON (what a client would put in context
   without Code Mode), in bytes and approximate tokens (4 bytes a token);
-- prompt: the whole `codemode.run` description (rules + declarations), its tier, and its ratio
-  to tools/list; with the approval tags serve adds under the default policy ("auto": tools that
+- prompt: the whole `codemode.run` description (rules + declarations) and its ratio to
+  tools/list; with the approval tags serve adds under the default policy ("auto": tools that
   are neither read-only nor non-destructive are tagged `@approval`, runtime/approval.py);
+- how far its tools got on the prompt's ladder (runtime/prompt.py): with field notes, with a
+  description, as a bare signature, by name only, not listed (counted);
 - .d.ts: the committed per-server declarations (out/servers/*.d.ts) and their ratio.
 
 Catalogs: the demo (fixtures/), 16 real servers recorded in tests/data/catalogs (166 tools), a
@@ -34,7 +36,15 @@ sys.path.insert(0, str(REPO))  # tests/ as the namespace package `tests`
 from codemode_gen.generator.build import build_outputs  # noqa: E402
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
 from codemode_gen.runtime.approval import policy_from_annotations  # noqa: E402
-from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, render_prompt  # noqa: E402
+from codemode_gen.runtime.prompt import (  # noqa: E402
+    DEFAULT_PROMPT_BUDGET,
+    DESCRIBED,
+    FULL,
+    NAME,
+    OMITTED,
+    SIGNATURE,
+    layout_prompt,
+)
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
 TARGET_DEMO_PROMPT_RATIO = 0.5
@@ -57,16 +67,6 @@ def copies(total: int, servers: int) -> list[FixtureSet]:
     return sets
 
 
-def tier_of(prompt: str) -> str:
-    if "listed by tool name only" in prompt:
-        return "signatures + names"
-    if "```ts" in prompt:
-        return "signatures" if "/**" in prompt else "signatures, no docs"
-    if "Only tool names" in prompt:
-        return "tool names"
-    return "servers only"
-
-
 def default_approvals(servers: Sequence[Any]) -> dict[str, dict[str, str]]:
     """What `serve` passes for a project without approval settings ("auto" everywhere)."""
     return {
@@ -80,7 +80,11 @@ def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any
     outputs = build_outputs(sets)
     build_s = time.perf_counter() - started
     raw = sum(tools_list_bytes(s.tools) for s in sets)
-    prompt = render_prompt(outputs.manifest["servers"], budget=budget, approvals=default_approvals(outputs.manifest["servers"]))
+    started = time.perf_counter()
+    layout = layout_prompt(outputs.manifest["servers"], budget=budget, approvals=default_approvals(outputs.manifest["servers"]))
+    render_s = time.perf_counter() - started
+    prompt = layout.text
+    levels = list(layout.levels.values())
     dts = sum(
         len(text.encode()) for path, text in outputs.files.items()
         if path.startswith("servers/") and path.endswith(".d.ts")
@@ -92,10 +96,11 @@ def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any
         "tools": len(exports),
         "raw": raw,
         "prompt": len(prompt),
-        "tier": tier_of(prompt),
+        "ladder": {level: levels.count(level) for level in (FULL, DESCRIBED, SIGNATURE, NAME, OMITTED)},
         "every_tool": all(e in prompt for e in exports),
         "dts": dts,
         "build_s": build_s,
+        "render_s": render_s,
     }
 
 
@@ -110,15 +115,20 @@ def main(argv: list[str] | None = None) -> int:
         measure("200 tools / 10 servers", copies(200, 10), args.budget),
         measure("5,000 tools / 1 server", copies(5000, 1), args.budget),
     ]
-    head = f"{'catalog':<24} {'tools':>5} {'tools/list B':>12} {'~tok':>7} {'prompt ch':>9} {'~tok':>6} {'x list':>6}  {'tier':<20} {'.d.ts B':>8} {'x list':>6} {'build s':>7}"
-    print(f"prompt budget: {args.budget} characters")
+    head = (
+        f"{'catalog':<24} {'tools':>5} {'tools/list B':>12} {'~tok':>7} {'prompt ch':>9} {'~tok':>6} {'x list':>6}"
+        f"  {'notes':>5} {'descr':>5} {'sig':>5} {'name':>5} {'omit':>5} {'.d.ts B':>9} {'x list':>6} {'build s':>7} {'render s':>8}"
+    )
+    print(f"prompt budget: {args.budget} characters; tools with field notes (and a description), with a"
+          " description, as a bare signature, by name, not listed")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
             f"{r['catalog']:<24} {r['tools']:>5} {r['raw']:>12,} {r['raw'] // BYTES_PER_TOKEN:>7,} "
             f"{r['prompt']:>9,} {r['prompt'] // BYTES_PER_TOKEN:>6,} {r['prompt'] / r['raw']:>6.2f}  "
-            f"{r['tier']:<20} {r['dts']:>8,} {r['dts'] / r['raw']:>6.2f} {r['build_s']:>7.2f}"
+            + "".join(f"{r['ladder'][level]:>5} " for level in (FULL, DESCRIBED, SIGNATURE, NAME, OMITTED))
+            + f"{r['dts']:>9,} {r['dts'] / r['raw']:>6.2f} {r['build_s']:>7.2f} {r['render_s']:>8.3f}"
         )
     demo, real = rows[0], rows[1]
     checks = [

@@ -4,13 +4,15 @@ Same translation as the committed .d.ts (the `TypeDecl` ASTs `build` made), laid
 model's context (spec §4.4, §6.2, §6.3): one signature per tool with its input and output
 types inline where they are used once or are short, and named where several tools share them
 or they are recursive; the first sentence of the description; annotations as terse tags.
-Three texts come out of it, all deterministic:
+Two renderings come out of it, both deterministic:
 
 - `declarations[tool]`: one tool, self-contained (its signature plus the named types it
   reaches), with notes: what `@codemode/discovery` returns as `declaration`.
-- `full`: the whole server as a `declare module` block, with notes.
-- `plain`: the same signatures without any comment: the step down when `full` does not fit
-  the prompt budget.
+- the parts the serve prompt (runtime/prompt.py) assembles a server's `declare module` block
+  from, tool by tool, at whatever level its budget allows: per tool (`tools[tool]`) the
+  summary, the tags, the signature with field notes (`noted`, when it has any) and without
+  (`signature`), and the named types it reaches; per server (`types`) the text of each named
+  type, in first-use order, printed once whichever of its tools are shown.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codemode_gen.generator.manifest import module_specifier
+from codemode_gen.generator.manifest import NamedType, ToolRendering
 from codemode_gen.generator.typescript import TypeDecl
 from codemode_gen.generator.typescript import ast as t
 from codemode_gen.generator.typescript.compact import first_sentence, one_line, print_compact
 from codemode_gen.generator.typescript.cycles import components
-from codemode_gen.generator.typescript.printer import INDENT, string_literal
 
-__all__ = ["AgentServer", "AgentTool", "annotation_tags", "box_tag", "render_server"]
+__all__ = ["AgentServer", "AgentTool", "annotation_tags", "box_tag", "doc_comment", "render_server"]
 
 # A named type whose one-line text is at most this long is printed where it is used, even when
 # several tools share it: `Promise<string[]>` reads better than a name to look up.
@@ -71,8 +72,8 @@ class AgentTool:
 @dataclass(frozen=True)
 class AgentServer:
     declarations: dict[str, str]  # canonical tool name -> self-contained declaration
-    full: str
-    plain: str
+    tools: dict[str, ToolRendering]  # canonical tool name -> its parts for the serve prompt
+    types: list[NamedType]  # the named types the signatures use, first-use order
 
 
 def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = False) -> list[str]:
@@ -213,21 +214,36 @@ def _cyclic(edges: dict[str, set[str]]) -> set[str]:
     return {name for name, targets in edges.items() if sizes[component[name]] > 1 or name in targets}
 
 
-def _doc(tool: AgentTool, json_text: str | None, *, prompt: bool = False) -> str:
-    """A tool's one-line doc. `prompt` (the server blocks of the serve prompt) leaves out
-    `@boxed`: there the result type `{ result: … }` already shows the box, and every character
-    is paid on every turn; `@unboxed` stays, since the type no longer shows it."""
+def _summary(tool: AgentTool, json_text: str | None) -> str:
+    """What a tool does in one line: its description's first sentence, and how to read a JSON
+    text result (the type to parse it as, when that is short: `_names_json_type`)."""
     parts = [first_sentence(tool.description)] if tool.description else []
-    if json_text is not None and len(json_text) <= MAX_JSON_TYPE_CHARS:
+    if _names_json_type(json_text):
         parts.append(f"Returns JSON text: JSON.parse(result) as {json_text}.")
     elif json_text is not None:
         parts.append("Returns JSON text: JSON.parse(result).")
-    if tool.output_source == "inferred":
-        parts.append("@inferred")  # the output type was inferred from recorded samples
+    return one_line(" ".join(p for p in parts if p))
+
+
+def _names_json_type(json_text: str | None) -> bool:
+    return json_text is not None and len(json_text) <= MAX_JSON_TYPE_CHARS
+
+
+def _tags(tool: AgentTool, *, prompt: bool = False) -> list[str]:
+    """A tool's tags, each on one line. `prompt` (the serve prompt's blocks) leaves out
+    `@boxed`: there the result type `{ result: … }` already shows the box, and every character
+    is paid on every turn; `@unboxed` stays, since the type no longer shows it."""
+    tags = ["@inferred"] if tool.output_source == "inferred" else []  # output type from samples
     if tool.box_field is not None and (tool.unboxed or not prompt):
-        parts.append(box_tag(tool.box_field, unboxed=tool.unboxed))
-    parts += annotation_tags(tool.annotations, terse=True)
-    text = one_line(" ".join(p for p in parts if p))
+        tags.append(box_tag(tool.box_field, unboxed=tool.unboxed))
+    tags += annotation_tags(tool.annotations, terse=True)
+    return [text for text in (one_line(tag) for tag in tags) if text]
+
+
+def doc_comment(summary: str, tags: Sequence[str]) -> str:
+    """The one-line doc comment of a tool (`""` when there is nothing to say). Its parts are
+    sanitised one by one (`one_line`) and joined by spaces, so no `*/` can form between them."""
+    text = " ".join(part for part in (summary, *tags) if part)
     return f"/** {text} */" if text else ""
 
 
@@ -257,25 +273,35 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
         return f"type {name} = {print_compact(node, level=level, inline=inline)};"
 
     declarations: dict[str, str] = {}
+    parts: dict[str, ToolRendering] = {}
     for tool in tools:
-        lines = [_doc(tool, json_text(tool)), "export " + signature(tool, True, 0)]
-        lines += [type_decl(n, 0) for n in graph.named_reach([tool.input_type, tool.output_type])]
+        parsed = json_text(tool)
+        summary = _summary(tool, parsed)
+        # the types the tool's text names: its signature's, and the JSON text's its summary quotes
+        roots = [tool.input_type, tool.output_type]
+        if tool.json_type is not None and _names_json_type(parsed):
+            roots.append(tool.json_type)
+        named = graph.named_reach(roots)
+        lines = [doc_comment(summary, _tags(tool)), "export " + signature(tool, True, 0)]
+        lines += [type_decl(n, 0) for n in named]
         declarations[tool.tool_name] = "\n".join(line for line in lines if line)
+        # The prompt's blocks sit one level deep (`declare module "…" {`).
+        plain, noted = signature(tool, False, 1), signature(tool, True, 1)
+        part: ToolRendering = {"signature": plain}
+        if summary:
+            part["summary"] = summary
+        if tags := _tags(tool, prompt=True):
+            part["tags"] = tags
+        if noted != plain:
+            part["noted"] = noted
+        if named:
+            part["types"] = named
+        parts[tool.tool_name] = part
 
-    shared = [n for n in graph.order if n not in graph.inline and n in decls]
-
-    def block(notes: bool) -> str:
-        body: list[str] = []
-        for tool in tools:
-            doc = _doc(tool, json_text(tool), prompt=True) if notes else ""
-            if doc:
-                body.append(INDENT + doc)
-            body.append(INDENT + signature(tool, notes, 1))
-        body += [INDENT + type_decl(n, 1) for n in shared]
-        head = f"declare module {string_literal(module_specifier(server_id))} {{"
-        return "\n".join([head, *body, "}"])
-
-    return AgentServer(declarations=declarations, full=block(True), plain=block(False))
+    types: list[NamedType] = [
+        {"name": n, "text": type_decl(n, 1)} for n in graph.order if n not in graph.inline and n in decls
+    ]
+    return AgentServer(declarations=declarations, tools=parts, types=types)
 
 
 def _no_input(node: t.TypeNode) -> bool:

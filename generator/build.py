@@ -501,7 +501,9 @@ def _build_server(
         {d.name: d for m in models for d in (*m.decls, *([m.input_decl] if m.input_decl else []))},
     )
     models = [
-        replace(m, manifest=m.manifest | {"declaration": agent.declarations[m.tool_name]})
+        replace(m, manifest=m.manifest | {
+            "declaration": agent.declarations[m.tool_name], "agent": agent.tools[m.tool_name],
+        })
         for m in models
     ]
 
@@ -533,8 +535,9 @@ def _build_server(
         unwrap=mode,
         unbox=unbox,
         tools=[m.manifest for m in models],
-        # The compact agent rendering (generator/agent.py) the serve prompt is made of.
-        agent={"full": agent.full, "plain": agent.plain},
+        # The compact agent rendering (generator/agent.py) the serve prompt is made of: each
+        # tool's parts are in its entry (`agent`), the named types they share here.
+        agent={"types": agent.types},
         version=version,
         description=description,
     )

@@ -34,9 +34,11 @@ __all__ = [
     "BoxRecord",
     "GeneratorInfo",
     "Manifest",
+    "NamedType",
     "OutputRecord",
     "ServerEntry",
     "ToolEntry",
+    "ToolRendering",
     "TypesRecord",
     "box_record",
     "dump_manifest",
@@ -125,6 +127,16 @@ class TypesRecord(TypedDict, total=False):
     json: str  # the parsed shape of a JSON text result
 
 
+class ToolRendering(TypedDict, total=False):
+    """`agent`: one tool's parts of the serve prompt's `declare module` block (generator/agent.py)."""
+
+    summary: str  # the description's first sentence (and how to parse JSON text), one line
+    tags: list[str]  # `@readOnly`, `@inferred`, … each on one line
+    signature: Required[str]  # `function f(input: …): Promise<…>;` without field notes
+    noted: str  # the same with a note per input field, when some field has one (may span lines)
+    types: list[str]  # the server's named types (`AgentRendering.types`) it uses
+
+
 class ToolEntry(TypedDict, total=False):
     toolName: Required[str]
     exportName: Required[str]
@@ -136,11 +148,16 @@ class ToolEntry(TypedDict, total=False):
     output: OutputRecord
     types: TypesRecord
     declaration: str  # the compact agent rendering of this one tool, self-contained
+    agent: ToolRendering
+
+
+class NamedType(TypedDict):
+    name: str
+    text: str  # `type Name = …;`
 
 
 class AgentRendering(TypedDict):
-    full: str  # with notes
-    plain: str  # signatures only
+    types: list[NamedType]  # the named types of the server's signatures, first-use order
 
 
 class ServerEntry(TypedDict, total=False):
@@ -308,6 +325,20 @@ def _check_tool(tool: Any, pointer: str) -> None:
         _optional(tool, key, pointer, str, "a string")
     for key in ("annotations", "output", "types"):
         _optional(tool, key, pointer, dict, "an object")
+    agent = tool.get("agent")
+    if agent is not None:
+        _check(agent, f"{pointer}/agent", dict, "an object")
+        _check(agent.get("signature"), f"{pointer}/agent/signature", str, "a string")
+        for key in ("summary", "noted"):
+            _optional(agent, key, f"{pointer}/agent", str, "a string")
+        for key in ("tags", "types"):
+            _strings(agent.get(key, []), f"{pointer}/agent/{key}")
+
+
+def _strings(value: Any, pointer: str) -> None:
+    _check(value, pointer, list, "a list of strings")
+    for i, item in enumerate(value):
+        _check(item, f"{pointer}/{i}", str, "a string")
 
 
 def _check_server(server: Any, pointer: str) -> None:
@@ -331,8 +362,12 @@ def _check_server(server: Any, pointer: str) -> None:
     agent = server.get("agent")
     if agent is not None:
         _check(agent, f"{pointer}/agent", dict, "an object")
-        for key in ("full", "plain"):
-            _optional(agent, key, f"{pointer}/agent", str, "a string")
+        types = agent.get("types", [])
+        _check(types, f"{pointer}/agent/types", list, "a list of named types")
+        for i, named in enumerate(types):
+            _check(named, f"{pointer}/agent/types/{i}", dict, "an object")
+            for key in ("name", "text"):
+                _check(named.get(key), f"{pointer}/agent/types/{i}/{key}", str, "a string")
     tools = server.get("tools")
     _check(tools, f"{pointer}/tools", list, "a list of tool entries")
     for i, tool in enumerate(tools):

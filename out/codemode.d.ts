@@ -2,7 +2,7 @@
 
 // Code Mode type declarations (spec §4.4): every connected server's tools, @codemode/discovery and
 // @codemode/errors. Scripts are ES modules with top-level await, for example:
-//   import * as notes from "@codemode/servers/notes";
+//   import * as server from "@codemode/servers/calendar";
 // A tool returns its result unwrapped (spec §5.3.2): structuredContent if present; else the text of a
 // single text block (a string); else the full MCP result ({ content, ... }, base64 for binary data).
 // Tools marked "returns a JSON string" need JSON.parse on the result.
@@ -109,9 +109,20 @@ declare module "@codemode/discovery" {
     /**
      * The tool's TypeScript declaration as generated for its module: doc comment, `export
      * function <exportName>(input: …): Promise<…>;` and the types it uses, self-contained
-     * (present with detail "full" when the host has one that matches the live tool).
+     * (present with detail "full" when the host has one that matches the live tool). Tags in
+     * its doc comment: @readOnly @destructive @idempotent @openWorld are MCP's hints
+     * (@nonDestructive @closedWorld: the hint is false), @name=value any other annotation;
+     * @inferred: the output type was inferred from recorded samples; @boxed / @unboxed
+     * <field>: see `boxed`; @approval @approvalOnce @denied: see `approval`.
      */
     declaration?: string;
+    /**
+     * Calls that are not simply sent: "ask" waits for the user's OK on every call, "ask-once"
+     * on the first call of the session, "deny" refuses them (absent: calls are sent).
+     */
+    approval?: "ask" | "ask-once" | "deny";
+    /** The output type was learned from live calls of this session (not from out/). */
+    outputSchemaLearned?: { liveCalls: number; scope: "session" };
   }
   export interface SearchResult extends ToolDefinition {
     serverId: string;
@@ -134,12 +145,29 @@ declare module "@codemode/discovery" {
   }
   export function listServers(): Promise<ServerInfo[]>;
   export function describeServer(serverId: string): Promise<ServerDescription>;
+  /**
+   * One server's tools, by tool name.
+   * @example
+   * import { listTools } from "@codemode/discovery";
+   * const tools = await listTools("calendar", { detail: "full" });
+   * console.log(tools.map((t) => t.exportName + ": " + t.declaration).join("\n"));
+   */
   export function listTools(serverId: string, options?: ListToolsOptions): Promise<ToolDefinition[]>;
+  /**
+   * One tool, by its MCP name or its export name, at detail "full".
+   * @example
+   * import { getTool } from "@codemode/discovery";
+   * console.log((await getTool("calendar", "create_event")).declaration);
+   */
   export function getTool(serverId: string, toolName: string): Promise<ToolDefinition>;
   /**
    * Tools ranked by how well the query's words match their names (most), titles and
    * descriptions; "notes" also finds "note", "creating" finds "create". Equal scores keep
    * catalog order. An empty query lists every tool.
+   * @example
+   * import { searchTools } from "@codemode/discovery";
+   * const { results } = await searchTools("create_event", { detail: "full", limit: 3 });
+   * console.log(results.map((t) => t.serverId + "/" + t.exportName + ": " + t.declaration).join("\n"));
    */
   export function searchTools(query: string, options?: SearchToolsOptions): Promise<SearchResults>;
 }

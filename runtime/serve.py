@@ -114,13 +114,17 @@ INPUT_SCHEMA: dict[str, Any] = {
 APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
 
+# The prompt (runtime/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "logs": {"type": "array", "items": {"type": "object"}},
-        "result": {},
-        "diagnostics": {"type": "array", "items": {"type": "object"}},
-        "toolTrace": {"type": "array", "items": {"type": "object"}},
+        "logs": {"type": "array", "items": {"type": "object"}, "description": "console.* output, captured."},
+        "result": {"description": "The value of globalThis.__codemode_result__ (JSON), else null."},
+        "diagnostics": {
+            "type": "array", "items": {"type": "object"},
+            "description": "Errors (script errors included) and warnings: {severity, code, message, hint?, path?}.",
+        },
+        "toolTrace": {"type": "array", "items": {"type": "object"}, "description": "The script's tool calls."},
     },
     "required": ["logs", "result", "diagnostics"],
 }

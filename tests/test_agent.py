@@ -1,6 +1,6 @@
 """The compact agent rendering (generator/agent.py over typescript/compact.py; spec §4.4, §6.2, §6.3).
 
-What a model reads (serve's prompt: `servers[].agent.{full,plain}`; discovery's
+What a model reads (serve's prompt: `tools[].agent` assembled by runtime/prompt.py; discovery's
 `tools[].declaration`), as opposed to what tsc reads (the committed .d.ts): one signature per
 tool, a type inline where it is used once or is short and named where tools share it or it is
 recursive, the description's first sentence, a `//` note per input field, annotations as terse
@@ -36,6 +36,7 @@ from codemode_gen.generator.typescript.compact import (
     print_compact,
 )
 from codemode_gen.generator.typescript.docs import schema_doc
+from codemode_gen.runtime.prompt import FULL, SIGNATURE, server_block
 
 from .catalogs import catalog_ids, load_catalog
 from .tsc import as_namespace
@@ -174,7 +175,7 @@ def test_s6_3_an_annotation_value_holding_a_comment_end_cannot_break_the_comment
     # a comment broken out of would leave `export const pwned = 1;` as code: a syntax error
     # in a declaration file, which tsc_check reports as a failure of the whole batch
     results = tsc_check(
-        {"declaration.d.ts": declaration, "full.d.ts": as_namespace(entry["agent"]["full"])}
+        {"declaration.d.ts": declaration, "full.d.ts": as_namespace(server_block(entry))}
     )
     assert results == {"declaration.d.ts": [], "full.d.ts": []}
 
@@ -310,7 +311,7 @@ def test_notes_stay_on_their_property_line_in_a_built_server_and_compile() -> No
     )
     assert len(decls["one"].splitlines()) == 1
     snippets = {f"{name}.d.ts": text for name, text in decls.items()}
-    snippets["full.d.ts"] = as_namespace(entry["agent"]["full"])
+    snippets["full.d.ts"] = as_namespace(server_block(entry))
     assert all(not diags for diags in tsc_check(snippets).values())
 
 
@@ -352,7 +353,7 @@ def test_s4_4_a_type_shared_by_two_tools_is_named_once_and_a_single_use_type_is_
         },
     ]
     entry = server(tools)
-    full = entry["agent"]["full"]
+    full = server_block(entry)
     note = "type Note = { id: number; body: string; tags: string[] };"
     assert full.count("type Note =") == 1 and f"\n  {note}\n" in full
     assert "  function create_note(input: { body: string }): Promise<Note>;\n" in full
@@ -371,7 +372,7 @@ def test_s4_4_a_type_shared_by_two_tools_is_named_once_and_a_single_use_type_is_
     )
     assert decls["create_note"].endswith("Promise<Note>;\n" + note)
     assert decls["count_notes"] == "export function count_notes(): Promise<{ count: number }>;"
-    plain = entry["agent"]["plain"]
+    plain = server_block(entry, SIGNATURE)
     assert plain.count("type Note =") == 1
     assert "  function get_note(input: { id: number }): Promise<Note>;\n" in plain
     assert "/*" not in plain and "//" not in plain  # signatures only
@@ -405,7 +406,7 @@ def test_s6_2_a_recursive_type_stays_named() -> None:
         "type NodeType = { kids?: NodeType[] };"
     )
     assert entry["tools"][0]["types"] == {"input": "WalkTreeInput", "output": "WalkTreeOutput"}
-    full = entry["agent"]["full"]
+    full = server_block(entry)
     assert full.count("type WalkTreeInput =") == 1 and full.count("type NodeType =") == 1
 
 
@@ -444,15 +445,14 @@ def test_a_short_type_is_written_where_used_even_when_shared() -> None:
     assert len(print_compact(ids)) <= SHORT_TYPE_CHARS < len(print_compact(item))
     tools = [_tool("a", "Ids"), _tool("b", "Ids"), _tool("c", "Item"), _tool("d", "Item")]
     rendered = render_server("s", tools, decls)
-    assert rendered.plain == (
-        'declare module "@codemode/servers/s" {\n'
-        "  function a(): Promise<string[]>;\n"
-        "  function b(): Promise<string[]>;\n"
-        "  function c(): Promise<Item>;\n"
-        "  function d(): Promise<Item>;\n"
-        "  type Item = { identifier: string; description?: string };\n"
-        "}"
-    )
+    assert {name: part["signature"] for name, part in rendered.tools.items()} == {
+        "a": "function a(): Promise<string[]>;",
+        "b": "function b(): Promise<string[]>;",
+        "c": "function c(): Promise<Item>;",
+        "d": "function d(): Promise<Item>;",
+    }
+    assert [part.get("types") for part in rendered.tools.values()] == [None, None, ["Item"], ["Item"]]
+    assert rendered.types == [{"name": "Item", "text": "type Item = { identifier: string; description?: string };"}]
     assert rendered.declarations["a"] == "export function a(): Promise<string[]>;"
     assert rendered.declarations["d"] == (
         "export function d(): Promise<Item>;\ntype Item = { identifier: string; description?: string };"
@@ -521,8 +521,8 @@ def test_s6_2_every_declaration_of_real_servers_compiles_with_tsc_strict(
         for tool in entry["tools"]:
             snippets[f"{entry['serverId']}/{tool['toolName']}.d.ts"] = tool["declaration"]
             tool_count += 1
-        for kind in ("full", "plain"):
-            snippets[f"{entry['serverId']}/{kind}.d.ts"] = as_namespace(entry["agent"][kind])
+        for kind, level in (("full", FULL), ("plain", SIGNATURE)):
+            snippets[f"{entry['serverId']}/{kind}.d.ts"] = as_namespace(server_block(entry, level))
     assert tool_count >= 166  # the catalogs' tools, and the fixtures'
     snippets["sentinel.d.ts"] = "export function f(): Promise<NotDeclared>;"
     results = tsc_check(snippets)

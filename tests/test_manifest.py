@@ -54,7 +54,7 @@ def test_build_writes_through_the_writer() -> None:
     assert outputs.manifest["generator"]["name"] == "codemode-gen"
     # Optional values are left out, never null.
     bare = server_entry(server_id="s", config_id="s", server_name="s", capabilities=[], unwrap="spec",
-                        unbox=False, tools=[], agent={"full": "", "plain": ""})
+                        unbox=False, tools=[], agent={"types": []})
     assert "unbox" not in bare and "version" not in bare and "description" not in bare
 
 
@@ -96,7 +96,9 @@ def test_read_manifest_refuses_a_broken_or_foreign_file(tmp_path: Path, text: st
     (lambda m: m["servers"][0].update(unwrap="raw"), "/servers/0/unwrap must be"),
     (lambda m: m["servers"][0].update(module="../../etc/passwd"), "/servers/0/module must be a path inside out/"),
     (lambda m: m["servers"][0].update(module="/etc/passwd"), "/servers/0/module must be a path inside out/"),
-    (lambda m: m["servers"][0].update(agent={"full": 1}), "/servers/0/agent/full must be a string"),
+    (lambda m: m["servers"][0].update(agent={"types": [{"name": "T"}]}), "/servers/0/agent/types/0/text must be a string"),
+    (lambda m: m["servers"][0]["tools"][0].update(agent={"summary": "x"}), "/servers/0/tools/0/agent/signature must be a string"),
+    (lambda m: m["servers"][0]["tools"][0]["agent"].update(tags=["@a", 2]), "/servers/0/tools/0/agent/tags/1 must be a string"),
     (lambda m: m["servers"].append(copy.deepcopy(m["servers"][0])), "/servers/1/serverId must be unique"),
 ])
 def test_read_manifest_names_the_field_that_is_wrong(tmp_path: Path, change: Any, pointer: str) -> None:

@@ -1,15 +1,20 @@
 """The `codemode.run` description (runtime/prompt.py): what a model in a real client receives.
 
 Claude Code forwards at most 16,384 characters of a tool description, so the prompt must stay
-within its budget whatever the catalog, say everything the spec makes a host document, and,
-when it defers declarations (§4.4), say exactly how to get them through discovery.
+within its budget whatever the catalog, say everything the spec makes a host document, spend
+the budget tool by tool (names, signatures, descriptions for the neediest, notes), explain
+every tag it shows, and, when it defers declarations (§4.4), say how many and how to get them
+through discovery. (tests/test_serve_prompt.py runs its examples through a real client.)
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 import pytest
 
@@ -19,7 +24,14 @@ from codemode_gen.generator.manifest import ServerEntry
 from codemode_gen.runtime.approval import policy_from_annotations
 from codemode_gen.runtime.prompt import (
     DEFAULT_PROMPT_BUDGET,
+    DESCRIBED,
+    FULL,
     MIN_PROMPT_BUDGET,
+    NAME,
+    SIGNATURE,
+    PromptLayout,
+    layout_prompt,
+    need,
     prompt_size,
     render_prompt,
 )
@@ -61,6 +73,19 @@ def synthetic(servers: int, tools_each: int) -> list[ServerEntry]:
 
 def exports(servers: Sequence[ServerEntry]) -> list[str]:
     return [t["exportName"] for s in servers for t in s["tools"]]
+
+
+def catalogs(*ids: str) -> list[ServerEntry]:
+    return build_outputs([FixtureSet(c, *load_catalog(c), {}) for c in ids]).manifest["servers"]
+
+
+def at(layout: PromptLayout, level: int) -> list[tuple[str, str]]:
+    """The tools shown at exactly `level`."""
+    return [key for key, shown in layout.levels.items() if shown == level]
+
+
+# A tag in the declarations or a name list (not `@codemode/…`, a module name).
+TAG = re.compile(r"(?<!\w)@[A-Za-z_][\w.-]*(?![\w/])(=\S+)?")
 
 
 def test_s4_4_demo_prompt_lists_every_tool_within_half_its_tools_list() -> None:
@@ -115,21 +140,67 @@ def test_budget_is_honoured_and_the_rest_is_discoverable(servers: int, tools_eac
         assert ".declaration" in prompt
 
 
-def test_real_catalogs_name_every_tool_and_type_as_many_servers_as_fit() -> None:
-    """16 real servers: signatures for all do not fit; every server is still there, by its
-    signatures or by its tool names, and the budget left after the names goes to signatures."""
+def test_real_catalogs_name_every_tool_and_sign_as_many_as_fit() -> None:
+    """16 real servers (166 tools): signatures for all do not fit. Every tool is still there, by
+    its signature or by its name, the budget left after the names goes to signatures, and the
+    end says how many are missing what, and how to read them in the first run (§4.4)."""
     servers = real_catalogs()
-    prompt = render_prompt(servers)
+    layout = layout_prompt(servers)
+    prompt = layout.text
     assert len(prompt) <= DEFAULT_PROMPT_BUDGET
-    typed = [s for s in servers if f'declare module "@codemode/servers/{s["serverId"]}"' in prompt]
-    named = [s for s in servers if f"\n- {s['serverId']} (" in prompt]
-    assert len(typed) >= 5 and named, (len(typed), len(named))
-    assert {s["serverId"] for s in typed} | {s["serverId"] for s in named} == {s["serverId"] for s in servers}
-    assert not {s["serverId"] for s in typed} & {s["serverId"] for s in named}
-    for name in exports(servers):
+    assert min(layout.levels.values()) >= NAME and layout.count(SIGNATURE) >= 100, Counter(layout.levels.values())
+    assert prompt.count("\n  function ") == layout.count(SIGNATURE)
+    for _, name in layout.levels:
         assert name in prompt
-    assert "listed by tool name only" in prompt and 'searchTools("what you need", { detail: "full" })' in prompt
-    assert len(prompt) > DEFAULT_PROMPT_BUDGET * 0.8  # the budget is used, not left empty
+    named, undescribed = len(at(layout, NAME)), len(at(layout, SIGNATURE))
+    assert f"Not shown here: {undescribed} signatures without a /** description */, {named} tools by name only." in prompt
+    assert 'searchTools("what you need", { detail: "full" })' in prompt
+    assert len(prompt) > DEFAULT_PROMPT_BUDGET * 0.95  # the budget is used, not left empty
+
+
+def test_s4_4_a_catalog_that_fits_with_descriptions_but_not_notes_keeps_every_description() -> None:
+    """The ladder is per tool: when not every field note fits, the descriptions stay (the whole
+    catalog used to drop to bare signatures, with a third of the budget unused)."""
+    servers = catalogs("github", "playwright")
+    assert len(render_prompt(servers, budget=10**6)) > DEFAULT_PROMPT_BUDGET  # with every note it does not fit
+    layout = layout_prompt(servers)
+    assert min(layout.levels.values()) == DESCRIBED and layout.count(FULL) > 0  # then notes for as many as fit
+    for server in servers:
+        for tool in server["tools"]:
+            assert f"/** {tool['agent']['summary']}" in layout.text, tool["toolName"]
+    assert "Not shown here" not in layout.text and "description */" not in layout.text
+
+
+def test_s4_4_descriptions_go_to_the_neediest_tools_first() -> None:
+    """When not every description fits, the tools whose name and types say least get theirs:
+    the neediest tool is described, and described tools are needier on average."""
+    servers = catalogs("github", "notion", "playwright")
+    layout = layout_prompt(servers)
+    needs = {(s["serverId"], t["exportName"]): need(t) for s in servers for t in s["tools"]}
+    described = [needs[k] for k, level in layout.levels.items() if level >= DESCRIBED]
+    bare = [needs[k] for k in at(layout, SIGNATURE)]
+    assert described and bare and min(layout.levels.values()) == SIGNATURE
+    assert max(described) == max(needs.values())
+    assert sum(described) / len(described) > sum(bare) / len(bare) + 1
+    assert f"Not shown here: {len(bare)} signatures without a /** description */." in layout.text
+
+
+def test_need_ranks_what_a_name_and_types_do_not_say() -> None:
+    """`need`: a generic name, an untyped or free-text result, optional fields and a summary
+    in words of its own each add; a tool with nothing to show needs nothing."""
+    def entry(name: str, description: str | None, schema: dict[str, Any], output: dict[str, Any] | None = None) -> Any:
+        tool = {"name": name, "inputSchema": schema, **({"description": description} if description else {}),
+                **({"outputSchema": output} if output else {})}
+        return build_outputs([FixtureSet("s", {}, [tool], {})]).manifest["servers"][0]["tools"][0]
+
+    typed = {"type": "object", "properties": {"time": {"type": "string"}}, "required": ["time"]}
+    zone = {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}
+    vague = {"type": "object", "properties": {k: {"type": "string"} for k in ("sql", "limit", "db", "mode")}}
+    assert need(entry("get_current_time", "Get current time in a timezone", zone, typed)) == 0
+    assert need(entry("get_current_time", None, zone, typed)) == 0  # nothing to show
+    run = need(entry("run", "Execute arbitrary SQL against the warehouse replica", vague))
+    assert run == 2 + 3 + 2 + 1  # generic name, Promise<unknown>, 4 optional fields, 4 words of its own
+    assert need(entry("run_report", "Execute arbitrary SQL against the warehouse replica", vague)) == run - 2
 
 
 def test_the_server_list_is_cut_last_and_says_how_many_are_missing() -> None:
@@ -140,18 +211,71 @@ def test_the_server_list_is_cut_last_and_says_how_many_are_missing() -> None:
     assert "- server-000 (1 tool)" in prompt
 
 
-def test_tiers_step_down_in_order() -> None:
+def test_s4_4_the_ladder_steps_down_tool_by_tool() -> None:
+    """Below the size of the richest prompt, tools lose one step at a time (instructions,
+    notes, descriptions, signatures, names); what is missing is counted, and said only then."""
     servers, _ = demo()
-    full = render_prompt(servers)
-    assert "/**" in full and "// Free text" not in full.split("```ts")[0]
-    plain = render_prompt(servers, budget=len(full) - 1)
-    assert "```ts" in plain and "/**" not in plain and "no descriptions" in plain
-    mixed = render_prompt(servers, budget=len(plain) - 1)
-    assert "```ts" in mixed and "Other servers and their tools" in mixed
-    big = real_catalogs()
-    names_only = len(render_prompt(big[:0])) + sum(len(s["serverId"]) + 20 + sum(len(t["exportName"]) + 2 for t in s["tools"]) for s in big)
-    only = render_prompt(big, budget=names_only // 2)
-    assert "browser_click" not in only and "- playwright (25 tools)" in only
+    full = layout_prompt(servers)
+    assert min(full.levels.values()) == FULL and "Not shown here" not in full.text
+    seen = set()
+    for budget in range(len(full.text) - 1, MIN_PROMPT_BUDGET - 1, -97):
+        layout = layout_prompt(servers, budget=budget)
+        assert layout.computed == len(layout.text) <= budget
+        seen |= set(layout.levels.values())
+        undescribed, named = len(at(layout, SIGNATURE)), len(at(layout, NAME))
+        if undescribed:
+            assert f"{undescribed} signature{'s' * (undescribed != 1)} without a /** description */" in layout.text
+        else:
+            assert "description */" not in layout.text
+        assert ("by name only" in layout.text) == bool(named), budget
+    assert seen >= {NAME, SIGNATURE, DESCRIBED, FULL}
+    smallest = layout_prompt(servers, budget=MIN_PROMPT_BUDGET)
+    assert min(smallest.levels.values()) == NAME and "\n  // also: " in smallest.text
+    # the last step before the server list is cut: servers by their line, tools counted
+    only = layout_prompt(real_catalogs(), budget=MIN_PROMPT_BUDGET)
+    assert "\n- playwright (25 tools)\n" in only.text and "more servers" not in only.text
+    assert only.count(NAME) < len(only.levels) and f"{len(only.levels) - only.count(NAME)} tools not listed" in only.text
+
+
+def test_a_declared_server_names_the_tools_it_could_not_declare() -> None:
+    """Inside a server's block, its tools without a signature are named on an `// also:` line."""
+    layout = layout_prompt(real_catalogs())
+    named = [name for sid, name in at(layout, NAME) if sid == "github"]
+    assert named and any(sid == "github" for sid, _ in at(layout, SIGNATURE))
+    block = layout.text.split('declare module "@codemode/servers/github" {\n', 1)[1].split("\n}\n", 1)[0]
+    assert [line for line in block.splitlines() if line.startswith("  // also: ")] == ["  // also: " + ", ".join(named)]
+
+
+def test_every_tag_shown_is_explained_once_and_only_those() -> None:
+    """The tags line explains exactly the kinds of tag the declarations and name lists show."""
+    vendor = {"name": "tagged", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True, "x-cost": 3}}
+    cases = [(demo()[0], default_approvals(demo()[0])), (real_catalogs(), None), (synthetic(3, 4), None),
+             (demo()[0], {"notes": {"get_note": "ask-once"}}),
+             (build_outputs([FixtureSet("v", {}, [vendor], {})]).manifest["servers"], None)]
+    explained_somewhere = set()
+    for servers, approvals in cases:
+        full = layout_prompt(servers, budget=10**6, approvals=approvals).text
+        for budget in (10**6, DEFAULT_PROMPT_BUDGET, len(full) * 2 // 3, MIN_PROMPT_BUDGET):
+            prompt = render_prompt(servers, budget=budget, approvals=approvals)
+            rules, _, body = prompt.partition("\n\nRules\n")[2].partition("\n\n")
+            lines = [line for line in rules.splitlines() if line.startswith("- Tags: ")]
+            shown = {kind(m.group(0)) for m in TAG.finditer(body)}
+            if not shown:
+                assert lines == [], (budget, lines)
+                continue
+            (line,) = lines
+            explained = set(re.findall(r"`(@[^`]+)`", line))
+            assert explained == shown, (budget, explained ^ shown)
+            for tag in explained:
+                assert line.count(f"`{tag}`") == 1, tag
+            explained_somewhere |= explained
+    assert explained_somewhere >= {"@readOnly", "@destructive", "@idempotent", "@openWorld", "@nonDestructive",
+                                   "@closedWorld", "@inferred", "@name=value", "@approval", "@approvalOnce"}
+
+
+def kind(tag: str) -> str:
+    """How the tags line names a tag: itself, or `@name=value` for a server's other annotations."""
+    return "@name=value" if "=" in tag else tag
 
 
 def test_server_text_cannot_close_the_code_fence_or_escape_its_comment() -> None:
@@ -176,20 +300,24 @@ def test_prompt_size_reports_characters_and_tokens() -> None:
 
 
 def test_an_out_dir_from_an_older_generator_still_fits() -> None:
-    """No `agent` rendering in the manifest: the prompt falls back to tool names, never fails."""
+    """No per-tool `agent` rendering in the manifest (an older generator wrote whole-server
+    blocks, or none): the prompt falls back to tool names, never fails."""
     servers = [json.loads(json.dumps(s)) for s in demo()[0]]
     for server in servers:
-        server.pop("agent")
+        server["agent"] = {"full": "declare module …", "plain": "…"}
+        for tool in server["tools"]:
+            tool.pop("agent")
     prompt = render_prompt(servers)
-    assert "create_note" in prompt and "```ts" not in prompt
+    assert "create_note, delete_note" in prompt and "```ts" not in prompt and "17 tools by name only" in prompt
 
 
 def test_no_budget_is_ever_exceeded() -> None:
-    """Every step's size is checked, not estimated: sweep budgets over catalogs of every shape."""
-    catalogs = [demo()[0], real_catalogs(), synthetic(40, 5)]
+    """Every step's size is exact, not estimated: the length the layout keeps is the length of
+    the text, within the budget, over budgets and catalogs of every shape."""
     for budget in range(MIN_PROMPT_BUDGET, 24_000, 397):
-        for servers in catalogs:
-            assert len(render_prompt(servers, budget=budget)) <= budget, budget
+        for servers in (demo()[0], real_catalogs(), synthetic(40, 5)):
+            layout = layout_prompt(servers, budget=budget)
+            assert layout.computed == len(layout.text) <= budget, budget
 
 
 # ---------------------------------------------------------------------------------- approval
@@ -202,37 +330,50 @@ def default_approvals(servers: Sequence[ServerEntry]) -> dict[str, dict[str, str
 
 
 def test_demo_prompt_with_the_default_approval_policy_still_fits_half_its_tools_list() -> None:
-    """What serve really serves for the demo: its destructive tools tagged, one rule saying so."""
+    """What serve really serves for the demo: its destructive tools tagged, the tags line says so."""
     servers, raw = demo()
     approvals = default_approvals(servers)
     assert approvals["notes"] == {"delete_note": "ask", "update_note": "ask"}
     prompt = render_prompt(servers, approvals=approvals)
     assert len(prompt) <= DEMO_PROMPT_RATIO * raw, (len(prompt), raw)
     assert prompt.count(" @approval */") == 2 and "@approvalOnce" not in prompt
-    assert "- `@approval` calls wait for the user's OK, within timeoutMs: batch them.\n" in prompt
-    assert "@approval" not in render_prompt(servers)  # nothing asks: no tag, no rule
+    assert "; `@approval` calls wait for the user's OK, within timeoutMs: batch them.\n" in prompt
+    assert "@approval" not in render_prompt(servers)  # nothing asks: no tag, no explanation
 
 
-def test_approval_tags_and_denied_tools_at_every_tier() -> None:
+def test_approval_tags_and_denied_tools_at_every_step() -> None:
+    """Wherever a tool shows (doc comment, bare signature, name), its approval tag is with it;
+    a denied tool is nowhere."""
     servers, _ = demo()
     approvals = {"notes": {"delete_note": "ask", "get_note": "ask-once", "create_note": "deny"}}
-    full = render_prompt(servers, approvals=approvals)
-    plain = render_prompt(servers, approvals=approvals, budget=len(full) - 1)
-    names = render_prompt(servers, approvals=approvals, budget=MIN_PROMPT_BUDGET)  # notes by name only
-    assert "/**" in full and "no descriptions" in plain and "listed by tool name only" in names
-    rule = "- `@approval` calls wait for the user's OK (`@approvalOnce`: the first per session), within timeoutMs"
-    for prompt in (full, plain, names):
-        assert rule in prompt and "create_note" not in prompt, prompt  # a denied tool is left out
-        assert "`notes` (12 tools)" in prompt
-        assert len(prompt) <= len(full)
-    assert "  /** Delete a note permanently. @destructive @idempotent @closedWorld @approval */\n  function delete_note(" in full
-    assert "  /** Fetch one note by id. @readOnly @closedWorld @approvalOnce */\n  function get_note(" in full
-    assert "function delete_note(input: { id: number }): Promise<{ deleted: boolean; id: number; remaining: number }>; // @approval\n" in plain
-    assert "function get_note(input: { id: number }): Promise<Note>; // @approvalOnce\n" in plain
-    assert "delete_note @approval, export_csv, flaky_sync, get_note @approvalOnce, list_notes" in names
-    # only ask-once tools: the rule names only that tag; only denials: no rule at all
+    forms = {
+        FULL: "  /** Delete a note permanently. @destructive @idempotent @closedWorld @approval */\n  function delete_note(",
+        SIGNATURE: "  function delete_note(input: { id: number }): Promise<{ deleted: boolean; id: number; remaining: number }>; // @approval\n",
+    }
+    explanation = "`@approval` calls wait for the user's OK (`@approvalOnce`: the first per session), within timeoutMs"
+    full = layout_prompt(servers, approvals=approvals)
+    levels_seen = set()
+    for budget in range(len(full.text), MIN_PROMPT_BUDGET - 1, -211):
+        layout = layout_prompt(servers, approvals=approvals, budget=budget)
+        assert "create_note" not in layout.text and "`notes` (12 tools)" in layout.text
+        assert ("notes", "create_note") not in layout.levels
+        level = layout.levels["notes", "delete_note"]
+        assert explanation in layout.text and layout.text.count("@approval ") + layout.text.count("@approval */") + \
+            layout.text.count("// @approval\n") >= 1
+        if level in forms:
+            assert forms[level] in layout.text, (budget, level)
+            levels_seen.add(level)
+    assert levels_seen == set(forms)
+    names_only = [json.loads(json.dumps(s)) for s in servers]
+    for tool in names_only[1]["tools"]:
+        tool.pop("agent")
+    names = layout_prompt(names_only, approvals=approvals, budget=MIN_PROMPT_BUDGET)
+    assert names.levels["notes", "delete_note"] == NAME and explanation in names.text
+    assert "delete_note @approval, export_csv, flaky_sync, get_note @approvalOnce, list_notes" in names.text
+    assert "  /** Fetch one note by id. @readOnly @closedWorld @approvalOnce */\n  function get_note(" in full.text
+    # only ask-once tools: only that tag is explained; only denials: no explanation at all
     once = render_prompt(servers, approvals={"notes": {"get_note": "ask-once"}})
-    assert "- `@approvalOnce`: a tool's first call per session waits for the user's OK" in once
+    assert "`@approvalOnce`: a tool's first call per session waits for the user's OK" in once
     assert "`@approval`" not in once
     denied = render_prompt(servers, approvals={"notes": {"create_note": "deny"}})
     assert "@approval" not in denied and "create_note" not in denied and "function delete_note(" in denied
@@ -246,7 +387,7 @@ def test_a_tool_without_a_doc_comment_gets_one_for_its_tag() -> None:
 
 
 def test_no_budget_is_exceeded_with_approval_tags() -> None:
-    catalogs = [demo()[0], real_catalogs()]
     for budget in range(MIN_PROMPT_BUDGET, 20_000, 1193):
-        for servers in catalogs:
-            assert len(render_prompt(servers, budget=budget, approvals=default_approvals(servers))) <= budget, budget
+        for servers in (demo()[0], real_catalogs()):
+            layout = layout_prompt(servers, budget=budget, approvals=default_approvals(servers))
+            assert layout.computed == len(layout.text) <= budget, budget

@@ -28,7 +28,7 @@ from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.generator.unwrap import Box, inner_schema, read_box, unbox_value, unwrap_result
 from codemode_gen.runtime.catalog import manifest_views
-from codemode_gen.runtime.prompt import render_prompt, system_prompt
+from codemode_gen.runtime.prompt import FULL, SIGNATURE, render_prompt, server_block, system_prompt
 
 from .conftest import PYTHON, server_script, stdio_config
 from .runtime_support import HostThread, assert_ok
@@ -321,7 +321,7 @@ def test_declarations_say_boxed_and_type_the_returned_value(project: Path, manif
     assert "export type TagsOutput = string[];" in fast_unboxed
     assert "/** Result" not in fast_unboxed and " * Result\n" not in fast_unboxed  # pydantic's title of the field respells it: no doc line
     # the compact agent rendering: one short tag, the returned type inline
-    full = server(manifest, "dedalus-unboxed")["agent"]["full"]
+    full = server_block(server(manifest, "dedalus-unboxed"))
     assert re.search(r"@unboxed result @readOnly @closedWorld \*/\n\s+function answer\([^)]*\): Promise<number>;", full)
     assert "function find(input: {" in full and "}): Promise<string[]>;" in full
     assert "): Promise<number>;" in tool(manifest, "fastmcp-unboxed", "word_count")["declaration"]
@@ -330,8 +330,8 @@ def test_declarations_say_boxed_and_type_the_returned_value(project: Path, manif
     assert "@boxed result" in spec_decl and "): Promise<{ result: number }>;" in spec_decl
     assert "): Promise<{ result: string[] }>;" in tool(manifest, "fastmcp", "tags")["declaration"]
     # the serve prompt's blocks show the box in the type; the tag is only in the declarations
-    assert "@boxed" not in server(manifest, "dedalus")["agent"]["full"]
-    assert "Promise<{ result: string }>" in server(manifest, "dedalus")["agent"]["full"]
+    assert "@boxed" not in server_block(server(manifest, "dedalus"))
+    assert "Promise<{ result: string }>" in server_block(server(manifest, "dedalus"))
 
 
 @pytest.mark.slow
@@ -375,14 +375,14 @@ def test_declarations_compile_and_type_both_modes(project: Path, manifest: dict[
     for entry in manifest["servers"]:
         for t in entry["tools"]:
             snippets[f"{entry['serverId']}/{t['toolName']}.d.ts"] = t["declaration"]
-        for kind in ("full", "plain"):
-            snippets[f"{entry['serverId']}/{kind}.d.ts"] = as_namespace(entry["agent"][kind])
+        for kind, level in (("full", FULL), ("plain", SIGNATURE)):
+            snippets[f"{entry['serverId']}/{kind}.d.ts"] = as_namespace(server_block(entry, level))
     use = (
         "const v: number = await Server.answer();\nconst w: string[] = await Server.find({ query: \"q\" });\n"
         "// @ts-expect-error unboxed\nconst x = (await Server.answer()).result;\nconsole.log(v, w, x);\n"
     )
     snippets["use-unboxed"] = "declare const console: { log(...a: unknown[]): void };\n" + as_namespace(
-        server(manifest, "dedalus-unboxed")["agent"]["full"]
+        server_block(server(manifest, "dedalus-unboxed"))
     ) + "\n" + use
     results = tsc_check(snippets)
     assert {name: diags for name, diags in results.items() if diags} == {}

@@ -121,6 +121,9 @@ def as_namespace(block: str) -> str:
     """An agent rendering's `declare module "…" { … }` block as a namespace, so it compiles in a
     snippet module (inside a module file `declare module` would be an augmentation of a missing
     module)."""
-    head, body = block.split("\n", 1)
+    lines = block.split("\n")
+    while lines and lines[0].startswith("//"):  # the prompt's header comment of the server
+        lines.pop(0)
+    head, body = lines[0], "\n".join(lines[1:])
     assert head.startswith('declare module "@codemode/servers/') and head.endswith("{")
     return "declare namespace Server {\n" + body
