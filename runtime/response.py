@@ -482,6 +482,15 @@ def sandbox_limit(limit: str, value: Any, message: str, hint: str | None = None)
     )
 
 
+def hit_limit(diagnostics: Iterable[Mapping[str, Any]], limit: str) -> bool:
+    """Whether a run ended on `limit` (a SANDBOX_LIMIT error `sandbox_limit` made for it)."""
+    mark = f"(limit {limit} = "
+    return any(
+        d.get("code") == SANDBOX_LIMIT and d.get("severity") == "error" and mark in str(d.get("message", ""))
+        for d in diagnostics
+    )
+
+
 def timeout_limit(timeout_ms: int) -> dict[str, str]:
     return sandbox_limit("timeoutMs", timeout_ms, f"the script ran longer than {timeout_ms} ms and was stopped")
 
@@ -538,19 +547,357 @@ def sandbox_error(message: str) -> dict[str, str]:
     )
 
 
+# ---- the model-facing response: trace and budget ---------------------------------------------
+
+#: Failed or denied calls listed in toolTrace when trace is "errors" (toolSummary counts them
+#: all). Bounds the trace of a loop of failing calls in a response made for a model.
+MAX_LISTED_FAILURES = 20
+#: Tools named in toolSummary.calls; calls of the others are counted under OTHER_TOOLS. Bounds
+#: the summary of a script calling ever new (unknown) tool names.
+MAX_SUMMARY_TOOLS = 50
+OTHER_TOOLS = "(other tools)"
+#: Share of maxResponseChars that logs keep when the result needs the rest (what either one
+#: leaves unused goes to the other).
+LOG_SHARE = 0.25
+#: Code of the warning that says the response was cut to maxResponseChars.
+RESPONSE_TRUNCATED = "RESPONSE_TRUNCATED"
+#: Nesting followed by `cut_json`; deeper values are replaced by a marker. Results never nest
+#: deeper than MAX_JSON_DEPTH (result_from_text): this only bounds the recursion.
+MAX_CUT_DEPTH = 2 * MAX_JSON_DEPTH
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class CallCounts:
+    """Calls of one run per `serverId.toolName` (at most MAX_SUMMARY_TOOLS names) and how many
+    failed or were denied: the `toolSummary` of a response whose toolTrace lists only those.
+    Counts every call, also those past MAX_TRACE_ENTRIES."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+
+    def add(self, server_id: str, tool_name: str, ok: bool) -> None:
+        name = f"{server_id}.{tool_name}"
+        if name not in self.calls and len(self.calls) >= MAX_SUMMARY_TOOLS:
+            name = OTHER_TOOLS
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if not ok:
+            self.failed += 1
+
+    def summary(self) -> dict[str, Any] | None:
+        """`{"calls": {"notes.get_note": 9}, "failed": 1}`; None when no call was made."""
+        if not self.calls:
+            return None
+        return {"calls": dict(self.calls), "failed": self.failed}
+
+
+def shape_trace(
+    trace: Sequence[Mapping[str, Any]], counts: CallCounts | None, mode: str
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """(toolTrace, toolSummary) of a response for a `limits.trace` mode: "full" every entry
+    (no summary); "errors" the failed and denied entries (`ok: false`, at most
+    MAX_LISTED_FAILURES) and the summary of all calls (None when none was made); "none" neither.
+    Entries keep §3.3.2's shape whatever is listed."""
+    if mode == "none":
+        return None, None
+    if mode == "errors":
+        failed = [dict(e) for e in trace if not e.get("ok")][:MAX_LISTED_FAILURES]
+        return failed, counts.summary() if counts is not None else None
+    return [dict(e) for e in trace], None
+
+
+def json_size(value: Any) -> int:
+    """Characters of `value` as compact JSON (non-ASCII kept): what a client shows of it."""
+    return len(payload.dumps(value, ensure_ascii=False))
+
+
+def _key_size(key: Any) -> int:
+    """Characters of an object key as JSON (json's own coercion of non-string keys)."""
+    if isinstance(key, str):
+        return len(_encoder.encode(key))
+    return len(_encoder.encode({key: 0})) - 4  # {"k":0}
+
+
+def _sizes(value: Any) -> dict[int, int]:
+    """Compact-JSON characters of every container in `value`, by id, in one walk bottom-up
+    (iterative: any depth; strings and numbers are measured by the C encoder)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if children_done:
+            if isinstance(item, dict):
+                total = sum(_key_size(k) + 1 + _size(v, sizes) for k, v in item.items())
+            else:
+                total = sum(_size(v, sizes) for v in item)
+            sizes[id(item)] = 2 + total + max(0, len(item) - 1)
+        elif id(item) not in sizes:
+            stack.append((item, True))
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, False) for child in children if isinstance(child, dict | list))
+    return sizes
+
+
+def _size(value: Any, sizes: dict[int, int]) -> int:
+    if isinstance(value, dict | list):
+        return sizes[id(value)]
+    return len(_encoder.encode(value))
+
+
+def _fits(marker: str, room: int) -> Any:
+    """`marker` if its JSON fits `room`, else null (4 characters): what stands for a value that
+    cannot be cut any further."""
+    return marker if len(_encoder.encode(marker)) <= room else None
+
+
+def cut_string(text: str, room: int, size: int | None = None) -> Any:
+    """`text` cut to a prefix ending in `…[+N chars]` so that its JSON takes at most `room`
+    characters (the longest such prefix); a marker or null when not even the marker fits."""
+    size = len(_encoder.encode(text)) if size is None else size
+    if size <= room:
+        return text
+    # The marker is sized for the most characters it could name, so the prefix is found by a
+    # bisection over a monotone length (the real marker is never longer).
+    marker_chars = len(f"…[+{len(text)} chars]")
+    low, high = 0, min(len(text), room)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(_encoder.encode(text[:mid])) + marker_chars <= room:
+            low = mid
+        else:
+            high = mid - 1
+    cut = text[:low] + f"…[+{len(text) - low} chars]"
+    if len(_encoder.encode(cut)) <= room:
+        return cut
+    return _fits(f"…[{len(text)} chars]", room)
+
+
+def cut_json(value: Any, room: int, sizes: dict[int, int] | None = None, depth: int = 0) -> Any:
+    """`value` cut deterministically so that its compact JSON takes at most `room` characters
+    (for any `room` of at least 4; a smaller one gets null), and stays valid JSON:
+
+    - a string keeps its longest prefix that fits, ending in `…[+N chars]`;
+    - an array keeps its first items that fit whole, then a last element `"…[+N items]"` (an
+      array whose first item does not fit keeps that item, cut);
+    - an object keeps every value that fits within an equal share of the room (the smallest
+      first), cuts the larger ones to their shares in key order, drops those whose share would
+      be too small to show anything, and says so in a last key `"…": "[+N keys]"`;
+    - a number, boolean or null that does not fit (tiny rooms only) becomes a marker or null.
+    `sizes`: `_sizes(value)` when the caller has it."""
+    if sizes is None:
+        sizes = _sizes(value)
+    size = _size(value, sizes)
+    if size <= room:
+        return value
+    if depth >= MAX_CUT_DEPTH:
+        return _fits(f"…[{size} chars]", room)
+    if isinstance(value, str):
+        return cut_string(value, room, size)
+    if isinstance(value, list):
+        return _cut_list(value, room, sizes, depth)
+    if isinstance(value, dict):
+        return _cut_dict(value, room, sizes, depth)
+    return _fits(f"…[{size} chars]", room)
+
+
+#: Room below which a value is dropped (counted in its container's marker) rather than cut:
+#: a cut value that small shows nothing but its own marker.
+MIN_CUT_ROOM = 32
+
+
+def _cut_list(items: list[Any], room: int, sizes: dict[int, int], depth: int) -> Any:
+    # Room for the closing marker element, sized for the most items it could name.
+    reserve = len(_encoder.encode(f"…[+{len(items)} items]")) + 1
+    avail = room - 2 - reserve
+    kept: list[Any] = []
+    used = 0
+    for index, item in enumerate(items):
+        cost = _size(item, sizes) + (1 if kept else 0)
+        if used + cost <= avail:
+            kept.append(item)
+            used += cost
+            continue
+        if not kept:  # not even the first item fits whole: it gets the room, cut
+            last = index == len(items) - 1
+            share = room - 2 if last else avail
+            if share >= MIN_CUT_ROOM or last:
+                kept.append(cut_json(item, share, sizes, depth + 1))
+        break
+    dropped = len(items) - len(kept)
+    if dropped:
+        kept.append(f"…[+{dropped} items]")
+    if len(_encoder.encode(kept)) <= room:  # guaranteed for rooms the markers fit in
+        return kept
+    return _fits(f"…[{len(items)} items]", room)
+
+
+def _marker_key(keys: Iterable[Any]) -> str:
+    """The key of an object's "keys were dropped" marker: `…`, or `…2`, `…3`… if it is taken."""
+    taken = {k for k in keys if isinstance(k, str)}
+    name, n = "…", 1
+    while name in taken:
+        n += 1
+        name = f"…{n}"
+    return name
+
+
+def _cut_dict(obj: dict[Any, Any], room: int, sizes: dict[int, int], depth: int) -> Any:
+    keys = list(obj)
+    marker_key = _marker_key(keys)
+    reserve = len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1  # entry + comma
+    avail = room - 2 - reserve
+    # (cost of the whole entry with its comma, cost of its key and colon and comma, index)
+    costs = [(_key_size(k) + 1 + _size(obj[k], sizes) + 1, _key_size(k) + 2, i) for i, k in enumerate(keys)]
+    whole: set[int] = set()
+    used = 0
+    # Water-filling: the smallest entries are kept whole while each fits within an equal share
+    # of what is left; the rest share the remainder equally.
+    order = sorted(costs)
+    position = 0
+    while position < len(order):
+        cost, _, index = order[position]
+        if cost * (len(order) - position) > avail - used:
+            break
+        whole.add(index)
+        used += cost
+        position += 1
+    big = sorted(index for _, _, index in order[position:])  # in key order
+    while big:
+        share = (avail - used) // len(big)
+        if min(share - costs[i][1] for i in big) >= MIN_CUT_ROOM:
+            break
+        big.pop()  # too little room for every large value: the last in key order is dropped
+    cut: dict[int, Any] = {}
+    if big:
+        share = (avail - used) // len(big)
+        for index in big:
+            cut[index] = cut_json(obj[keys[index]], share - costs[index][1], sizes, depth + 1)
+    out: dict[Any, Any] = {}
+    for index, key in enumerate(keys):
+        if index in whole:
+            out[key] = obj[key]
+        elif index in cut:
+            out[key] = cut[index]
+    dropped = len(keys) - len(out)
+    if dropped:
+        out[marker_key] = f"[+{dropped} keys]"
+    if _size_of(out) <= room:  # guaranteed for rooms the markers fit in
+        return out
+    return _fits(f"…[{len(keys)} keys]", room)
+
+
+def _size_of(value: Any) -> int:
+    return len(payload.dumps(value, ensure_ascii=False))
+
+
+def _log_marker(dropped: int, chars: int, time_ms: int) -> dict[str, Any]:
+    return {"level": "warn", "message": f"…[+{dropped} log entries, {chars} chars: cut to maxResponseChars]",
+            "timeMs": int(time_ms)}
+
+
+def cut_logs(logs: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], int]:
+    """(`logs` within `room` characters of JSON, entries dropped): the first entries that fit
+    in half the room, the last ones that fit in the rest, and between them one `warn` entry
+    saying how many entries (and characters) were cut; a first entry too large for the room
+    keeps its message's longest prefix that fits. The §3.3.1 shape is kept: every element is a
+    log entry."""
+    sizes = [_size_of(e) for e in logs]
+    total = 2 + sum(sizes) + max(0, len(logs) - 1)
+    if total <= room:
+        return logs, 0
+    last_ms = max((int(e.get("timeMs", 0)) for e in logs), default=0)
+    reserve = _size_of(_log_marker(len(logs), total, last_ms)) + 1
+    avail = room - 2 - reserve
+    head: list[dict[str, Any]] = []
+    used = 0
+    for entry, size in zip(logs, sizes, strict=True):
+        if used + size + 1 > avail // 2:
+            break
+        head.append(entry)
+        used += size + 1
+    tail_start = len(logs)
+    while tail_start > len(head) and used + sizes[tail_start - 1] + 1 <= avail:
+        tail_start -= 1
+        used += sizes[tail_start] + 1
+    first_cut = len(head)
+    if not head and tail_start == len(logs) and logs:  # nothing fits whole: cut the first message
+        entry = dict(logs[0])
+        message = cut_string(str(entry.get("message", "")), avail - (_size_of({**entry, "message": ""}) - 2))
+        if isinstance(message, str):
+            entry["message"] = message
+            head.append(entry)
+            first_cut = 1
+    dropped = tail_start - first_cut
+    out = list(head)
+    if dropped:
+        chars = sum(sizes[first_cut:tail_start]) + dropped
+        out.append(_log_marker(dropped, chars, int(logs[first_cut].get("timeMs", 0))))
+    out.extend(logs[tail_start:])
+    if _size_of(out) > room:  # a room too small for the marker (never at MIN_RESPONSE_CHARS)
+        return [], len(logs)
+    return out, dropped
+
+
+def fit_response(
+    logs: list[dict[str, Any]], result: Any, max_chars: int
+) -> tuple[list[dict[str, Any]], Any, dict[str, str] | None]:
+    """(logs, result, diagnostic) with the JSON of `logs` and `result` together within
+    `max_chars` characters (limits.maxResponseChars, at least MIN_RESPONSE_CHARS): unchanged
+    with no diagnostic when they fit; else cut (`cut_logs`, `cut_json`: deterministic, always
+    valid JSON), the logs keeping up to LOG_SHARE of the budget when the result needs the rest
+    (and the result what the logs leave), with one RESPONSE_TRUNCATED warning saying how large
+    each was, what is left and what to do."""
+    logs_size, result_size = json_size(logs), json_size(result)
+    if logs_size + result_size <= max_chars:
+        return logs, result, None
+    logs_room = min(logs_size, max(int(max_chars * LOG_SHARE), max_chars - result_size))
+    new_logs, dropped = cut_logs(logs, logs_room)
+    new_logs_size = json_size(new_logs) if new_logs is not logs else logs_size
+    new_result = cut_json(result, max_chars - new_logs_size)
+    parts = []
+    if new_result is not result:
+        parts.append(f"result {result_size} → {json_size(new_result)} characters of JSON")
+    if new_logs is not logs:
+        parts.append(f"logs {logs_size} → {new_logs_size} ({len(logs) - dropped} of {len(logs)} entries kept)")
+    note = diagnostic(
+        RESPONSE_TRUNCATED,
+        f"the response was cut to maxResponseChars = {max_chars}: " + "; ".join(parts)
+        + ". Cut strings end in …[+N chars], cut arrays in an element \"…[+N items]\", cut objects "
+        "in a key \"…\"; a log entry says how many entries were cut",
+        severity="warning",
+        hint="return less: filter, pick fields and aggregate in the script (counts, top-N, ids), or page "
+        "through the data over several runs; limits.maxResponseChars raises the budget",
+    )
+    return new_logs, new_result, note
+
+
 def build_response(
     logs: list[dict[str, Any]],
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
+    *,
+    tool_summary: dict[str, Any] | None = None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
-    and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none)."""
+    and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none) and
+    `toolSummary` (`shape_trace`). With `max_chars` (limits.maxResponseChars) logs and result
+    are cut to it together (`fit_response`)."""
     if any(d.get("code") in FATAL_CODES and d.get("severity") == "error" for d in diagnostics):
         result = None
-    response = {"logs": logs, "result": utf8_safe_json(result), "diagnostics": diagnostics}
+    result = utf8_safe_json(result)
+    if max_chars is not None:
+        logs, result, note = fit_response(logs, result, max_chars)
+        if note is not None:
+            diagnostics = [*diagnostics, note]
+    response = {"logs": logs, "result": result, "diagnostics": diagnostics}
     if tool_trace is not None:
         response["toolTrace"] = tool_trace
+    if tool_summary is not None:
+        response["toolSummary"] = tool_summary
     return response
 
 
@@ -559,12 +906,16 @@ async def build_response_async(
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
+    *,
+    tool_summary: dict[str, Any] | None = None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
-    """`build_response` off the event loop when the result is large (its UTF-8 check encodes
-    all of it)."""
-    if payload.is_large(result):
-        return await payload.offload(build_response, logs, result, diagnostics, tool_trace)
-    return build_response(logs, result, diagnostics, tool_trace)
+    """`build_response` off the event loop when the result or the logs are large (its UTF-8
+    check encodes all of the result; a budget measures both and may walk them)."""
+    if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
+        return await payload.offload(build_response, logs, result, diagnostics, tool_trace,
+                                     tool_summary=tool_summary, max_chars=max_chars)
+    return build_response(logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars)
 
 
 def not_started(*diagnostics: dict[str, Any]) -> dict[str, Any]:
