@@ -597,11 +597,16 @@ def shape_trace(
     """(toolTrace, toolSummary) of a response for a `limits.trace` mode: "full" every entry
     (no summary); "errors" the failed and denied entries (`ok: false`, at most
     MAX_LISTED_FAILURES) and the summary of all calls (None when none was made); "none" neither.
-    Entries keep §3.3.2's shape whatever is listed."""
+    Entries keep §3.3.2's shape whatever is listed; in "errors" a failed call's `approval` is
+    left out when it says only that the call was sent unasked ("allowed"): it failed for
+    another reason, which `error` says."""
     if mode == "none":
         return None, None
     if mode == "errors":
-        failed = [dict(e) for e in trace if not e.get("ok")][:MAX_LISTED_FAILURES]
+        failed = [
+            {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")}
+            for e in trace if not e.get("ok")
+        ][:MAX_LISTED_FAILURES]
         return failed, counts.summary() if counts is not None else None
     return [dict(e) for e in trace], None
 

@@ -123,14 +123,16 @@ def entry(tool: str, ok: bool, **extra: object) -> dict[str, object]:
 
 def test_s3_3_2_trace_modes_keep_the_entry_shape_and_summarise_in_errors_mode() -> None:
     trace = [entry("get_note", True), entry("get_note", False, error="ToolCallError: note 9 not found"),
-             entry("delete_note", False, error="ToolCallError: APPROVAL_DENIED (declined)", approval="denied")]
+             entry("delete_note", False, error="ToolCallError: APPROVAL_DENIED (declined)", approval="denied"),
+             entry("get_note", False, error="ToolCallError: note 8 not found", approval="allowed")]
     counts = R.CallCounts()
     for e in trace:
         counts.add(str(e["serverId"]), str(e["toolName"]), bool(e["ok"]))
     assert R.shape_trace(trace, counts, "full") == (trace, None)
     listed, summary = R.shape_trace(trace, counts, "errors")
-    assert listed == trace[1:]  # failed and denied, §3.3.2's shape whole
-    assert summary == {"calls": {"notes.get_note": 2, "notes.delete_note": 1}, "failed": 2}
+    # Failed and denied, §3.3.2's shape whole; "allowed" (sent unasked) says nothing of a failure.
+    assert listed == [*trace[1:3], {k: v for k, v in trace[3].items() if k != "approval"}]
+    assert summary == {"calls": {"notes.get_note": 3, "notes.delete_note": 1}, "failed": 3}
     assert R.shape_trace(trace, counts, "none") == (None, None)
     assert R.shape_trace([], R.CallCounts(), "errors") == ([], None)  # no calls: no summary
     many = [entry("get_note", False, error="x")] * (R.MAX_LISTED_FAILURES + 7)
