@@ -623,32 +623,34 @@ def _key_size(key: Any) -> int:
     return len(_encoder.encode({key: 0})) - 4  # {"k":0}
 
 
-def _sizes(value: Any) -> dict[int, int]:
-    """Compact-JSON characters of every container in `value`, by id, in one walk bottom-up
-    (iterative: any depth; strings and numbers are measured by the C encoder)."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
+def measure(value: Any, cap: int) -> int:
+    """Characters of `value` as compact JSON when that is at most `cap`; else some number over
+    `cap`. The walk stops as soon as it is over, so it visits at most about `cap` values
+    (each costs at least one character), however large `value` is: cutting a 16 MB result to a
+    budget looks at little more than the budget (strings are measured by the C encoder)."""
+    total = 0
+    stack: list[Any] = [value]
     while stack:
-        item, children_done = stack.pop()
-        if not isinstance(item, dict | list):
-            continue
-        if children_done:
-            if isinstance(item, dict):
-                total = sum(_key_size(k) + 1 + _size(v, sizes) for k, v in item.items())
-            else:
-                total = sum(_size(v, sizes) for v in item)
-            sizes[id(item)] = 2 + total + max(0, len(item) - 1)
-        elif id(item) not in sizes:
-            stack.append((item, True))
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, False) for child in children if isinstance(child, dict | list))
-    return sizes
-
-
-def _size(value: Any, sizes: dict[int, int]) -> int:
-    if isinstance(value, dict | list):
-        return sizes[id(value)]
-    return len(_encoder.encode(value))
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) + 2 > cap - total:  # over already (a lower bound): never encode a long one
+                return total + len(item) + 2
+            total += len(_encoder.encode(item))
+        elif isinstance(item, dict):
+            total += 2 + max(0, len(item) - 1) + len(item)  # braces, commas, colons
+            for key, child in item.items():
+                total += len(key) + 2 if isinstance(key, str) and len(key) + 2 > cap - total else _key_size(key)
+                if total > cap:
+                    return total
+                stack.append(child)
+        elif isinstance(item, list):
+            total += 2 + max(0, len(item) - 1)
+            stack.extend(item)
+        else:
+            total += len(_encoder.encode(item))
+        if total > cap:
+            return total
+    return total
 
 
 def _fits(marker: str, room: int) -> Any:
@@ -657,11 +659,10 @@ def _fits(marker: str, room: int) -> Any:
     return marker if len(_encoder.encode(marker)) <= room else None
 
 
-def cut_string(text: str, room: int, size: int | None = None) -> Any:
+def cut_string(text: str, room: int) -> Any:
     """`text` cut to a prefix ending in `…[+N chars]` so that its JSON takes at most `room`
     characters (the longest such prefix); a marker or null when not even the marker fits."""
-    size = len(_encoder.encode(text)) if size is None else size
-    if size <= room:
+    if len(text) + 2 <= room and len(_encoder.encode(text)) <= room:
         return text
     # The marker is sized for the most characters it could name, so the prefix is found by a
     # bisection over a monotone length (the real marker is never longer).
@@ -679,47 +680,50 @@ def cut_string(text: str, room: int, size: int | None = None) -> Any:
     return _fits(f"…[{len(text)} chars]", room)
 
 
-def cut_json(value: Any, room: int, sizes: dict[int, int] | None = None, depth: int = 0) -> Any:
+#: Room below which a value is dropped (counted in its container's marker) rather than cut:
+#: a cut value that small shows nothing but its own marker.
+MIN_CUT_ROOM = 32
+#: Least room a large value of an object is cut to while other large values are dropped: an
+#: object of many large values (records keyed by id) keeps its first ones (whole, or nearly),
+#: not stubs of all of them; one of a few large values gets an equal share of the room.
+MIN_SHARE_CHARS = 1000
+
+
+def cut_json(value: Any, room: int, depth: int = 0) -> Any:
     """`value` cut deterministically so that its compact JSON takes at most `room` characters
     (for any `room` of at least 4; a smaller one gets null), and stays valid JSON:
 
     - a string keeps its longest prefix that fits, ending in `…[+N chars]`;
     - an array keeps its first items that fit whole, then a last element `"…[+N items]"` (an
       array whose first item does not fit keeps that item, cut);
-    - an object keeps every value that fits within an equal share of the room (the smallest
-      first), cuts the larger ones to their shares in key order, drops those whose share would
-      be too small to show anything, and says so in a last key `"…": "[+N keys]"`;
+    - an object keeps whole, in key order, the values that are small (at most an equal share of
+      the room, or MIN_SHARE_CHARS) while they fit; the large ones share what is left, each cut
+      to its share (as many as get MIN_SHARE_CHARS each, the first ones in key order; at least
+      the first); the dropped keys are counted in a last key `"…": "[+N keys]"`;
     - a number, boolean or null that does not fit (tiny rooms only) becomes a marker or null.
-    `sizes`: `_sizes(value)` when the caller has it."""
-    if sizes is None:
-        sizes = _sizes(value)
-    size = _size(value, sizes)
-    if size <= room:
+    It measures what it keeps and little more (`measure`), never the whole of a large value."""
+    if measure(value, room) <= room:
         return value
     if depth >= MAX_CUT_DEPTH:
-        return _fits(f"…[{size} chars]", room)
+        return _fits("…[nested too deep]", room)
     if isinstance(value, str):
-        return cut_string(value, room, size)
+        return cut_string(value, room)
     if isinstance(value, list):
-        return _cut_list(value, room, sizes, depth)
+        return _cut_list(value, room, depth)
     if isinstance(value, dict):
-        return _cut_dict(value, room, sizes, depth)
-    return _fits(f"…[{size} chars]", room)
+        return _cut_dict(value, room, depth)
+    return _fits(f"…[{len(_encoder.encode(value))} chars]", room)
 
 
-#: Room below which a value is dropped (counted in its container's marker) rather than cut:
-#: a cut value that small shows nothing but its own marker.
-MIN_CUT_ROOM = 32
-
-
-def _cut_list(items: list[Any], room: int, sizes: dict[int, int], depth: int) -> Any:
+def _cut_list(items: list[Any], room: int, depth: int) -> Any:
     # Room for the closing marker element, sized for the most items it could name.
     reserve = len(_encoder.encode(f"…[+{len(items)} items]")) + 1
     avail = room - 2 - reserve
     kept: list[Any] = []
     used = 0
     for index, item in enumerate(items):
-        cost = _size(item, sizes) + (1 if kept else 0)
+        comma = 1 if kept else 0
+        cost = measure(item, avail - used - comma) + comma
         if used + cost <= avail:
             kept.append(item)
             used += cost
@@ -728,12 +732,12 @@ def _cut_list(items: list[Any], room: int, sizes: dict[int, int], depth: int) ->
             last = index == len(items) - 1
             share = room - 2 if last else avail
             if share >= MIN_CUT_ROOM or last:
-                kept.append(cut_json(item, share, sizes, depth + 1))
+                kept.append(cut_json(item, share, depth + 1))
         break
     dropped = len(items) - len(kept)
     if dropped:
         kept.append(f"…[+{dropped} items]")
-    if len(_encoder.encode(kept)) <= room:  # guaranteed for rooms the markers fit in
+    if _size_of(kept) <= room:  # always, for rooms the markers fit in
         return kept
     return _fits(f"…[{len(items)} items]", room)
 
@@ -748,37 +752,36 @@ def _marker_key(keys: Iterable[Any]) -> str:
     return name
 
 
-def _cut_dict(obj: dict[Any, Any], room: int, sizes: dict[int, int], depth: int) -> Any:
+def _cut_dict(obj: dict[Any, Any], room: int, depth: int) -> Any:
     keys = list(obj)
     marker_key = _marker_key(keys)
-    reserve = len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1  # entry + comma
+    reserve = len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1  # its entry and comma
     avail = room - 2 - reserve
-    # (cost of the whole entry with its comma, cost of its key and colon and comma, index)
-    costs = [(_key_size(k) + 1 + _size(obj[k], sizes) + 1, _key_size(k) + 2, i) for i, k in enumerate(keys)]
+    small_cap = max(avail // max(1, len(keys)), MIN_SHARE_CHARS)
     whole: set[int] = set()
+    large: list[int] = []
     used = 0
-    # Water-filling: the smallest entries are kept whole while each fits within an equal share
-    # of what is left; the rest share the remainder equally.
-    order = sorted(costs)
-    position = 0
-    while position < len(order):
-        cost, _, index = order[position]
-        if cost * (len(order) - position) > avail - used:
+    for index, key in enumerate(keys):
+        if used + 5 > avail:  # not even `"":0,` fits any more
             break
-        whole.add(index)
-        used += cost
-        position += 1
-    big = sorted(index for _, _, index in order[position:])  # in key order
-    while big:
-        share = (avail - used) // len(big)
-        if min(share - costs[i][1] for i in big) >= MIN_CUT_ROOM:
-            break
-        big.pop()  # too little room for every large value: the last in key order is dropped
+        key_cost = _key_size(key) + 2  # colon and comma
+        size = measure(obj[key], min(small_cap, avail - used) - key_cost)
+        if size + key_cost > small_cap:
+            large.append(index)
+        elif used + size + key_cost <= avail:
+            whole.add(index)
+            used += size + key_cost
+    # The large values share what is left: as many as get MIN_SHARE_CHARS each (at least the
+    # first one), in key order, each cut to an equal share.
+    left = avail - used
+    count = min(len(large), max(1, left // MIN_SHARE_CHARS))
     cut: dict[int, Any] = {}
-    if big:
-        share = (avail - used) // len(big)
-        for index in big:
-            cut[index] = cut_json(obj[keys[index]], share - costs[index][1], sizes, depth + 1)
+    if large and left // count - _key_size(keys[large[0]]) - 2 >= MIN_CUT_ROOM:
+        share = left // count
+        for index in large[:count]:
+            value_room = share - _key_size(keys[index]) - 2
+            if value_room >= MIN_CUT_ROOM:
+                cut[index] = cut_json(obj[keys[index]], value_room, depth + 1)
     out: dict[Any, Any] = {}
     for index, key in enumerate(keys):
         if index in whole:
@@ -788,7 +791,7 @@ def _cut_dict(obj: dict[Any, Any], room: int, sizes: dict[int, int], depth: int)
     dropped = len(keys) - len(out)
     if dropped:
         out[marker_key] = f"[+{dropped} keys]"
-    if _size_of(out) <= room:  # guaranteed for rooms the markers fit in
+    if _size_of(out) <= room:  # always, for rooms the markers fit in
         return out
     return _fits(f"…[{len(keys)} keys]", room)
 
@@ -802,30 +805,35 @@ def _log_marker(dropped: int, chars: int, time_ms: int) -> dict[str, Any]:
             "timeMs": int(time_ms)}
 
 
-def cut_logs(logs: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], int]:
+def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """(`logs` within `room` characters of JSON, entries dropped): the first entries that fit
     in half the room, the last ones that fit in the rest, and between them one `warn` entry
     saying how many entries (and characters) were cut; a first entry too large for the room
     keeps its message's longest prefix that fits. The §3.3.1 shape is kept: every element is a
-    log entry."""
-    sizes = [_size_of(e) for e in logs]
-    total = 2 + sum(sizes) + max(0, len(logs) - 1)
+    log entry. Only the entries kept (and one more at each end) are measured; `total`: the
+    JSON size of `logs` when the caller has it."""
+    total = json_size(logs) if total is None else total
     if total <= room:
         return logs, 0
     last_ms = max((int(e.get("timeMs", 0)) for e in logs), default=0)
     reserve = _size_of(_log_marker(len(logs), total, last_ms)) + 1
     avail = room - 2 - reserve
     head: list[dict[str, Any]] = []
-    used = 0
-    for entry, size in zip(logs, sizes, strict=True):
-        if used + size + 1 > avail // 2:
+    used = 0  # the kept entries' sizes, a comma each
+    for entry in logs:
+        size = measure(entry, avail // 2 - used) + 1
+        if used + size > avail // 2:
             break
         head.append(entry)
-        used += size + 1
+        used += size
     tail_start = len(logs)
-    while tail_start > len(head) and used + sizes[tail_start - 1] + 1 <= avail:
+    while tail_start > len(head):
+        size = measure(logs[tail_start - 1], avail - used) + 1
+        if used + size > avail:
+            break
         tail_start -= 1
-        used += sizes[tail_start] + 1
+        used += size
+    kept_chars = used
     first_cut = len(head)
     if not head and tail_start == len(logs) and logs:  # nothing fits whole: cut the first message
         entry = dict(logs[0])
@@ -834,10 +842,11 @@ def cut_logs(logs: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]
             entry["message"] = message
             head.append(entry)
             first_cut = 1
+            kept_chars += _size_of(logs[0]) + 1  # the whole entry's share of `total` is gone too
     dropped = tail_start - first_cut
     out = list(head)
     if dropped:
-        chars = sum(sizes[first_cut:tail_start]) + dropped
+        chars = total - 2 - (len(logs) - 1) - (kept_chars - (len(logs) - dropped))  # the dropped entries
         out.append(_log_marker(dropped, chars, int(logs[first_cut].get("timeMs", 0))))
     out.extend(logs[tail_start:])
     if _size_of(out) > room:  # a room too small for the marker (never at MIN_RESPONSE_CHARS)
@@ -854,11 +863,11 @@ def fit_response(
     valid JSON), the logs keeping up to LOG_SHARE of the budget when the result needs the rest
     (and the result what the logs leave), with one RESPONSE_TRUNCATED warning saying how large
     each was, what is left and what to do."""
-    logs_size, result_size = json_size(logs), json_size(result)
-    if logs_size + result_size <= max_chars:
+    if measure(logs, max_chars) + measure(result, max_chars) <= max_chars:
         return logs, result, None
+    logs_size, result_size = json_size(logs), json_size(result)  # for the message: the whole sizes
     logs_room = min(logs_size, max(int(max_chars * LOG_SHARE), max_chars - result_size))
-    new_logs, dropped = cut_logs(logs, logs_room)
+    new_logs, dropped = cut_logs(logs, logs_room, logs_size)
     new_logs_size = json_size(new_logs) if new_logs is not logs else logs_size
     new_result = cut_json(result, max_chars - new_logs_size)
     parts = []

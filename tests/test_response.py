@@ -171,6 +171,13 @@ def test_cut_json_keeps_whole_items_and_small_keys_and_marks_the_rest() -> None:
     crowded = R.cut_json({f"k{i}": "v" * 200 for i in range(50)}, 1000)
     assert len(compact(crowded)) <= 1000 and list(crowded)[-1] == "…"
     assert crowded["…"] == f"[+{50 - len(crowded) + 1} keys]"
+    by_id = {str(i): {"id": i, "body": "b" * 900} for i in range(100)}  # records keyed by id
+    kept = R.cut_json(by_id, 5000)
+    assert len(compact(kept)) <= 5000 and list(kept)[:-1] == [str(i) for i in range(len(kept) - 1)]
+    assert all(kept[k] == by_id[k] for k in list(kept)[:-1])  # the first records, whole: no stubs
+    assert kept["…"] == f"[+{101 - len(kept)} keys]"
+    two = R.cut_json({"a": "x" * 5000, "b": "y" * 5000, "n": 1}, 4000)  # a few large values share
+    assert two["n"] == 1 and abs(len(two["a"]) - len(two["b"])) <= 2 and len(compact(two)) <= 4000
     taken = R.cut_json({"…": "x" * 500, **{f"k{i}": "v" * 200 for i in range(50)}}, 1000)
     assert taken["…"].startswith("xxx") and taken["…2"].endswith(" keys]")  # the marker never clobbers a key
 
@@ -225,6 +232,7 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(value: obje
     room, and a value that fits is returned as it is."""
     size = len(compact(value))
     room = max(floor, int(size * share))
+    assert R.measure(value, size) == size and (R.measure(value, room) > room) == (size > room)
     cut = R.cut_json(value, room)
     text = compact(cut)
     assert json.loads(text) == cut
