@@ -505,8 +505,10 @@ class Bridge:
                 if close
                 else "call listServers() from @codemode/discovery to see the available server ids"
             )
+        # The summary names the kind, not the server again: serverId is beside it in the entry.
+        kind = "not configured" if view is not None else "no such server"
         return _error("ServerNotFoundError", message, hint, serverId=shown,
-                      _summary=f"ServerNotFoundError: {message}")
+                      _summary=f"ServerNotFoundError: {kind}")
 
     def _tool_not_found(self, view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
         shown = resp.safe_name(tool_name)
@@ -521,8 +523,9 @@ class Bridge:
                 if close
                 else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
             )
+        kind = "blocked by the host's configuration" if blocked else "no such tool"
         return _error("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=shown,
-                      _summary=f"ToolNotFoundError: {message}")
+                      _summary=f"ToolNotFoundError: {kind}")
 
     async def _dispatch(
         self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView

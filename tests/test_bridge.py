@@ -137,7 +137,7 @@ def test_unknown_server_suggests_a_close_name() -> None:
     bridge, _, _ = make()
     err = error(call(bridge, server="note"))
     assert err["errorClass"] == "ServerNotFoundError" and "did you mean 'notes'?" in err["hint"]
-    assert bridge.trace[-1]["error"] == "ServerNotFoundError: no server 'note'"
+    assert bridge.trace[-1]["error"] == "ServerNotFoundError: no such server"
     err = error(call(bridge, server="archive"))  # in out/ but not configured
     assert "not configured in the MCP config" in err["message"]
 
