@@ -218,7 +218,7 @@ class Settings:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     samples: tuple[Sample, ...] = ()
     redact_patterns: tuple[str, ...] = ()
-    limits: Mapping[str, int] = field(default_factory=_frozen)
+    limits: Mapping[str, Any] = field(default_factory=_frozen)
     servers: Mapping[str, ServerSettings] = field(default_factory=_frozen)
     path: Path | None = None  # the codemode.toml these came from, for messages; None = defaults
     unbox: bool = False  # project default of `[servers.<id>] unbox`
@@ -317,7 +317,7 @@ def _parse_settings(source: SettingsSource) -> Settings:
     limits_raw = data.get("limits", {})
     if not isinstance(limits_raw, dict):
         raise UserError(f"{where('limits')} must be a table ([limits]), got {_show(limits_raw)}")
-    limits: dict[str, int] = {}
+    limits: dict[str, Any] = {}
     for key, value in limits_raw.items():
         # The bounds every run enforces (limit_bounds.py): a value accepted here never fails a run.
         try:
@@ -325,8 +325,8 @@ def _parse_settings(source: SettingsSource) -> Settings:
         except ValueError as exc:
             raise UserError(
                 f"{where('limits', key)}: {exc}",
-                hint="limits are integers (milliseconds, bytes or counts; typecheck true or false) within the "
-                     "range every run accepts, e.g. timeoutMs = 30000",
+                hint="limits are integers (milliseconds, bytes, characters or counts; typecheck true or false; "
+                     "trace \"full\", \"errors\" or \"none\") within the range every run accepts, e.g. timeoutMs = 30000",
             ) from None
 
     servers_raw = data.get("servers", {})

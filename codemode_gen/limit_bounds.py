@@ -15,19 +15,24 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENT_CALLS",
     "DEFAULT_MAX_LOG_BYTES",
     "DEFAULT_MAX_MEMORY_BYTES",
+    "DEFAULT_MAX_RESPONSE_CHARS",
     "DEFAULT_MAX_TOOL_CALLS",
     "DEFAULT_TIMEOUT_MS",
     "HARD_MAX_CONCURRENT_CALLS",
     "HARD_MAX_LOG_BYTES",
     "HARD_MAX_MEMORY_BYTES",
+    "HARD_MAX_RESPONSE_CHARS",
     "HARD_MAX_TIMEOUT_MS",
     "HARD_MAX_TOOL_CALLS",
+    "LIMIT_CHOICES",
     "LIMIT_FLAGS",
     "LIMIT_KEYS",
     "LIMIT_RANGES",
     "MIN_CONCURRENT_CALLS",
     "MIN_MEMORY_BYTES",
+    "MIN_RESPONSE_CHARS",
     "MIN_TIMEOUT_MS",
+    "TRACE_MODES",
     "coerce_limit",
 ]
 
@@ -49,6 +54,13 @@ DEFAULT_MAX_TOOL_CALLS = 200
 #: `Promise.all(ids.map(get))` over 10k ids against one server, and keeps the binding's own
 #: pending-call cap (which would abort the run uncatchably) out of reach.
 DEFAULT_MAX_CONCURRENT_CALLS = 32
+#: Characters of `result` and `logs` (their JSON, as the model reads it) a `serve` response
+#: carries; past it both are cut, with markers and a RESPONSE_TRUNCATED warning
+#: (runtime/response.py `fit_response`). Bounds a run that would flood the model's own context
+#: with data (a dump of every record, a log line per item): about 5,000 tokens, a tenth of a
+#: small context window. `serve --max-response-chars`; the Python API and `run` have no budget
+#: unless a run or codemode.toml sets this key.
+DEFAULT_MAX_RESPONSE_CHARS = 20_000
 
 # --- ceilings: the most a request may ask for ----------------------------------------------
 
@@ -62,6 +74,9 @@ HARD_MAX_LOG_BYTES = 16 * 1024 * 1024
 HARD_MAX_TOOL_CALLS = 100_000
 #: The JS engine's pending host-call table is sized from this; keep it small.
 HARD_MAX_CONCURRENT_CALLS = 256
+#: More than a whole result (16 MiB of JSON) and the logs a run may keep: a budget this large
+#: only cuts what no model could read anyway.
+HARD_MAX_RESPONSE_CHARS = 32 * 1024 * 1024
 
 # --- floors: below these the sandbox cannot even start --------------------------------------
 
@@ -71,6 +86,8 @@ MIN_MEMORY_BYTES = 4 * 1024 * 1024
 MIN_TIMEOUT_MS = 1
 #: With no call slot every tool call would wait forever in the JS queue.
 MIN_CONCURRENT_CALLS = 1
+#: Below this the markers saying what was cut would crowd out what was kept.
+MIN_RESPONSE_CHARS = 1000
 
 #: key -> (lowest, highest) integer a run accepts.
 LIMIT_RANGES: dict[str, tuple[int, int]] = {
@@ -79,19 +96,31 @@ LIMIT_RANGES: dict[str, tuple[int, int]] = {
     "maxLogBytes": (0, HARD_MAX_LOG_BYTES),
     "maxToolCalls": (0, HARD_MAX_TOOL_CALLS),
     "maxConcurrentCalls": (MIN_CONCURRENT_CALLS, HARD_MAX_CONCURRENT_CALLS),
+    "maxResponseChars": (MIN_RESPONSE_CHARS, HARD_MAX_RESPONSE_CHARS),
 }
 #: Boolean options sent with the limits (not resource bounds).
 LIMIT_FLAGS: tuple[str, ...] = ("typecheck",)
+#: What `toolTrace` lists (runtime/response.py `shape_trace`): every call, the failed and
+#: denied ones (plus a `toolSummary`), or none.
+TRACE_MODES: tuple[str, ...] = ("full", "errors", "none")
+#: Options that take one of a few strings.
+LIMIT_CHOICES: dict[str, tuple[str, ...]] = {"trace": TRACE_MODES}
 #: Every key a limits object may set.
-LIMIT_KEYS: tuple[str, ...] = (*LIMIT_RANGES, *LIMIT_FLAGS)
+LIMIT_KEYS: tuple[str, ...] = (*LIMIT_RANGES, *LIMIT_FLAGS, *LIMIT_CHOICES)
 
 
 def coerce_limit(key: str, value: Any) -> Any:
     """`value` as a run takes it for `key` (an integral float becomes an int; a flag stays a
-    bool or None); ValueError with what is wrong and the valid range otherwise."""
+    bool or None, a choice one of its strings or None); ValueError with what is wrong and the
+    valid range otherwise."""
     if key in LIMIT_FLAGS:
         if value is not None and not isinstance(value, bool):
             raise ValueError(f"expected true or false, got {value!r}")
+        return value
+    if key in LIMIT_CHOICES:
+        choices = LIMIT_CHOICES[key]
+        if value is not None and value not in choices:
+            raise ValueError(f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
         return value
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")

@@ -20,7 +20,11 @@ approved-for-session, denied), beside §3.3.2's fields; calls refused earlier (u
 invalid input) have none.
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
-(§3.3.2): traces end up in logs and transcripts where tool data must not leak. Each finished
+(§3.3.2): traces end up in logs and transcripts where tool data must not leak. A failed entry's
+`error` is the error class and what went wrong: for a tool error (isError) or a JSON-RPC error
+the server's own message, with the server's secrets and codemode.toml's `redact` patterns
+replaced, cut to MAX_TRACE_ERROR_CHARS (`trace_error`). `counts` tallies every call per tool
+(the `toolSummary` of a response that lists only the failed ones, response.shape_trace). Each finished
 call is also told to `on_call_done` (the run's progress reporter, runtime/progress.py), by the
 same sanitised names.
 
@@ -59,6 +63,7 @@ from codemode_gen.client.sessions import (
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
+from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
@@ -90,7 +95,7 @@ from codemode_gen.runtime.validation import (
     rejected_input,
 )
 
-__all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "CallSession", "Connector"]
+__all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "CallSession", "Connector", "trace_error"]
 
 # Bounds how much of a server's error text is copied into an exception message: a server can
 # answer with megabytes, and the message lands in the agent's context.
@@ -132,6 +137,16 @@ def _error(error_class: str, message: str, hint: str, **fields: Any) -> dict[str
 
 def _clip(text: str) -> str:
     return resp.clip(text, MAX_ERROR_TEXT_CHARS)
+
+
+def trace_error(text: str) -> str:
+    """A trace entry's `error` (§3.3.2 "string summary": the error class and the server's own
+    message): on one line (white space folded), cut to MAX_TRACE_ERROR_CHARS with a marker,
+    UTF-8- and terminal-safe (`response.safe_name`)."""
+    folded = " ".join(text.split())
+    if len(folded) > MAX_TRACE_ERROR_CHARS:
+        folded = folded[:MAX_TRACE_ERROR_CHARS] + f"…[+{len(folded) - MAX_TRACE_ERROR_CHARS} chars]"
+    return resp.safe_name(folded, len(folded))
 
 
 def _near_miss(name: str, known: Iterable[str]) -> str | None:
@@ -193,6 +208,7 @@ class Bridge:
         approve: Approver | None = None,
         approval_session: Hashable = None,
         on_note: Callable[[str], None] | None = None,
+        redact_patterns: Iterable[str] = (),
     ) -> None:
         self.catalog = catalog
         self.connector = connector
@@ -204,6 +220,7 @@ class Bridge:
         self.calls = 0
         self.trace: list[dict[str, Any]] = []
         self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
+        self.counts = resp.CallCounts()  # every call by tool, and the failed ones: toolSummary
         self._notices: dict[str, dict[str, Any]] = {}  # BRIDGE_LIMIT diagnostics, one per kind
         self._clock = clock
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -227,6 +244,10 @@ class Bridge:
         self.approval_session = approval_session
         # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
         self._on_note = on_note
+        # codemode.toml's `redact` regexes: with each server's own secrets, redacted from the
+        # server's text in trace entries (`_server_text`); one Redactor per server, made on need.
+        self.redact_patterns = tuple(redact_patterns)
+        self._redactors: dict[str, Redactor] = {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -305,11 +326,12 @@ class Bridge:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def diagnostics(self) -> list[dict[str, Any]]:
+    def diagnostics(self, *, full_trace: bool = True) -> list[dict[str, Any]]:
         """What the run's response should say about the bridge: limits it enforced at the
-        boundary (BRIDGE_LIMIT, once per kind) and a trace cut at MAX_TRACE_ENTRIES."""
+        boundary (BRIDGE_LIMIT, once per kind) and, when the response lists every call
+        (`full_trace`), a trace cut at MAX_TRACE_ENTRIES."""
         out = list(self._notices.values())
-        if self.trace_dropped:
+        if self.trace_dropped and full_trace:
             out.append(resp.diagnostic(
                 "TOOL_TRACE_TRUNCATED",
                 f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
@@ -328,6 +350,7 @@ class Bridge:
     def _record(
         self, server_id: str, tool_name: str, started: float | None, error: str | None, *, approval: str | None = None
     ) -> None:
+        self.counts.add(server_id, tool_name, error is None)
         if len(self.trace) >= MAX_TRACE_ENTRIES:
             self.trace_dropped += 1
             return
@@ -339,10 +362,23 @@ class Bridge:
             "ok": error is None,
         }
         if error is not None:
-            entry["error"] = resp.safe_name(error, MAX_TRACE_ERROR_CHARS)
+            entry["error"] = trace_error(error)
         if approval is not None:
             entry["approval"] = approval
         self.trace.append(entry)
+
+    def _server_text(self, config_id: str | None, text: str) -> str:
+        """A server's own words (an error message, a connect failure) for a trace entry: its
+        secrets and codemode.toml's `redact` patterns replaced, as `record` does in fixtures/
+        (redacted before `trace_error` cuts it, so no secret is left half-shown)."""
+        text = text[:MAX_ERROR_TEXT_CHARS]
+        config = self.configs.get(config_id) if config_id is not None else None
+        if config is None:
+            return text
+        redactor = self._redactors.get(config.id)
+        if redactor is None:
+            redactor = self._redactors[config.id] = Redactor.for_server(config, self.redact_patterns)
+        return redactor.text(text) if redactor else text
 
     async def _call(
         self, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
@@ -444,14 +480,14 @@ class Bridge:
                     f"server '{view.server_id}' rejected the connection: {view.unavailable}",
                     f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
                     serverId=view.server_id,
-                    _summary="AuthenticationError: connection rejected",
+                    _summary=f"AuthenticationError: connection rejected: {self._server_text(view.config_id, view.unavailable)}",
                 )
             return _error(
                 "ServerNotFoundError",
                 f"server '{view.server_id}' is not connected: {view.unavailable}",
                 f"check the '{view.config_id}' entry of the MCP config; continue without this server meanwhile",
                 serverId=view.server_id,
-                _summary="ServerNotFoundError: not connected",
+                _summary=f"ServerNotFoundError: not connected: {self._server_text(view.config_id, view.unavailable)}",
             )
         return None
 
@@ -469,8 +505,10 @@ class Bridge:
                 if close
                 else "call listServers() from @codemode/discovery to see the available server ids"
             )
+        # The summary names the kind, not the server again: serverId is beside it in the entry.
+        kind = "not configured" if view is not None else "no such server"
         return _error("ServerNotFoundError", message, hint, serverId=shown,
-                      _summary="ServerNotFoundError")
+                      _summary=f"ServerNotFoundError: {kind}")
 
     def _tool_not_found(self, view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
         shown = resp.safe_name(tool_name)
@@ -485,8 +523,9 @@ class Bridge:
                 if close
                 else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
             )
+        kind = "blocked by the host's configuration" if blocked else "no such tool"
         return _error("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=shown,
-                      _summary="ToolNotFoundError")
+                      _summary=f"ToolNotFoundError: {kind}")
 
     async def _dispatch(
         self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView
@@ -526,7 +565,7 @@ class Bridge:
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
                 f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
                 serverId=server_id, toolName=tool_name_shown, code=exc.status,
-                _summary=f"AuthenticationError ({exc.status})",
+                _summary=f"AuthenticationError ({exc.status}): {self._server_text(config.id, detail)}",
             )
         except CallError as exc:
             code = exc.code
@@ -536,7 +575,7 @@ class Bridge:
                 f"{where} failed with JSON-RPC error {code}: {_clip(text)}",
                 "check the input against getTool() from @codemode/discovery, then retry",
                 serverId=server_id, toolName=tool_name_shown, code=code,
-                _summary=f"ToolCallError: JSON-RPC error {code}",
+                _summary=f"ToolCallError: JSON-RPC error {code}: {self._server_text(config.id, text)}",
             )
         except ConnectError as exc:
             return _error(
@@ -544,7 +583,7 @@ class Bridge:
                 f"{where}: connection to the server failed: {getattr(exc, 'reason', exc)}",
                 "retry later or continue without this server",
                 serverId=server_id, toolName=tool_name_shown,
-                _summary="ToolCallError: connection failed",
+                _summary=f"ToolCallError: connection failed: {self._server_text(config.id, str(getattr(exc, 'reason', exc)))}",
             )
         if not isinstance(result, dict):
             return _error(
@@ -565,7 +604,7 @@ class Bridge:
                 f"{where} failed: {text}",
                 "read the message, fix the input or the precondition it names, then retry once",
                 serverId=server_id, toolName=tool_name_shown, content=content,
-                _summary="ToolCallError: isError",
+                _summary=f"ToolCallError: {self._server_text(config.id, text)}",
             )
         value, mismatch = got
         if mismatch and tool.box is not None:

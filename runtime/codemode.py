@@ -80,7 +80,7 @@ from codemode_gen.runtime.learn import (
     LiveRecorder,
     learned_note,
 )
-from codemode_gen.runtime.limits import Limits, LimitsError
+from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
 from codemode_gen.runtime.offload import Offload, OffloadFailed
 from codemode_gen.runtime.progress import ProgressCallback, ProgressReporter
 from codemode_gen.runtime.reconcile import (
@@ -93,7 +93,7 @@ from codemode_gen.runtime.reconcile import (
 )
 from codemode_gen.runtime.sandbox import Sandbox
 from codemode_gen.runtime.tsinput import Erased, erase_types
-from codemode_gen.runtime.typecheck import TypeChecker, run_diagnostics
+from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
 
 if TYPE_CHECKING:
     from codemode_gen.generator.fixtures import FixtureSet
@@ -108,9 +108,10 @@ MAX_BUILD_CACHE = 64
 # Bounds the run catalogs kept for reuse (one per distinct manifest, named servers and tool-list
 # versions; `_prepare`): scripts naming ever new sets of servers cannot grow host memory.
 MAX_CATALOG_CACHE = 16
-# Connecting servers slower than this at run start is worth an info diagnostic: it explains a
-# script timeout that looks too early.
+# Connecting servers slower than this at run start is worth an info diagnostic (CONNECT_TIME)
+# when the run then runs out of time: it explains a script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
+CONNECT_TIME = "CONNECT_TIME"
 # Live results waiting to be learned from or recorded (runtime/learn.py: walks of the result,
 # done in one thread per host): past it the next call's result waits for a slot before the
 # script gets it, instead of results piling up in host memory faster than the thread keeps up.
@@ -140,6 +141,8 @@ class CodeMode:
         record: bool | Path = False,
         approve: Approver | None = None,
         approve_all: bool = False,
+        trace: TraceMode = "full",
+        max_response_chars: int | None = None,
     ) -> None:
         self.configs = dict(configs)
         # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
@@ -149,9 +152,15 @@ class CodeMode:
         self.settings = settings if settings is not None else Settings()
         try:  # the host's own limits: a bad one must fail here, not every run, blaming the caller
             Limits.from_json(self.settings.limits)
+            # What a response carries (response.shape_trace, fit_response) unless a run's limits
+            # or codemode.toml's say otherwise: `serve` makes it the model's ("errors", a budget),
+            # the Python API and `run` keep the whole response by default.
+            Limits(trace=trace, maxResponseChars=max_response_chars)
         except LimitsError as exc:
             raise UserError(f"{self.settings.path or 'Settings.limits'}: {exc}",
                             hint="use values within the ranges every run accepts (docs/config.md)") from None
+        self.trace: TraceMode = trace
+        self.max_response_chars = max_response_chars
         self.log_dir = log_dir
         self._stack: AsyncExitStack | None = None
         self._sessions: SessionManager | None = None
@@ -214,6 +223,8 @@ class CodeMode:
         fixtures: str | Path | None = None,
         approve: Approver | None = None,
         approve_all: bool = False,
+        trace: TraceMode = "full",
+        max_response_chars: int | None = None,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -223,6 +234,7 @@ class CodeMode:
         `replay`: run against the recordings in `fixtures` (default: the settings' fixtures dir)
         instead of the live servers, none of which is started (runtime/replay.py: tests, CI).
         `approve` / `approve_all`: approval of tool calls (see `__init__`, runtime/approval.py).
+        `trace` / `max_response_chars`: the defaults of limits.trace and limits.maxResponseChars.
         """
         config_path = Path(config)
         if isinstance(settings, Settings):
@@ -243,7 +255,8 @@ class CodeMode:
             configs = load_config(config_path, loaded)
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
                    typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
-                   max_workers=max_workers, record=record, approve=approve, approve_all=approve_all)
+                   max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
+                   trace=trace, max_response_chars=max_response_chars)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -455,16 +468,9 @@ class CodeMode:
         typecheck = self._start_typecheck(code, run_limits, deadline)
         prepared = await self._prepare(script, list(requested_capabilities or []), deadline - time.monotonic())
         catalog = prepared.for_run()
-        spent_ms = round((time.monotonic() - started) * 1000)
-        if spent_ms >= CONNECT_NOTICE_MS:
-            catalog.diagnostics.append(resp.diagnostic(
-                "CONNECT_TIME",
-                f"connecting servers took {spent_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
-                severity="info",
-                hint="nothing to do; connections are reused by later runs of the same host",
-            ))
+        connect_ms = round((time.monotonic() - started) * 1000)
         if typecheck is not None:
-            catalog.diagnostics[:0] = await typecheck
+            catalog.diagnostics[:0] = self._typecheck_notes(await typecheck, limits)
         observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
         run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
         bridge = Bridge(
@@ -479,6 +485,7 @@ class CodeMode:
             approve=gate[0],
             approval_session=gate[1],
             on_note=None if reporter is None else reporter.note,
+            redact_patterns=self.settings.redact_patterns,
         )
         modules = prepared.modules
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
@@ -497,11 +504,25 @@ class CodeMode:
                 )
                 for note in await self.flush_recording(run_token)
             ]
+        ended = sandboxed.get("diagnostics", [])
+        if connect_ms >= CONNECT_NOTICE_MS and resp.hit_limit(ended, "timeoutMs"):
+            # Only when it explains something: the run ran out of time, and connecting took part of it.
+            catalog.diagnostics.append(resp.diagnostic(
+                CONNECT_TIME,
+                f"connecting servers took {connect_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
+                severity="info",
+                hint="run it again: the servers stay connected, so the next run has its whole timeoutMs "
+                "for the script (or raise limits.timeoutMs)",
+            ))
+        mode = run_limits.trace or self.trace
+        tool_trace, tool_summary = resp.shape_trace(bridge.trace, bridge.counts, mode)
         return await resp.build_response_async(
             sandboxed.get("logs", []),
             sandboxed.get("result"),
-            [*catalog.diagnostics, *sandboxed.get("diagnostics", []), *bridge.diagnostics(), *recording],
-            bridge.trace,
+            [*catalog.diagnostics, *ended, *bridge.diagnostics(full_trace=mode == "full"), *recording],
+            tool_trace,
+            tool_summary=tool_summary,
+            max_chars=run_limits.maxResponseChars if run_limits.maxResponseChars is not None else self.max_response_chars,
         )
 
     async def _erase(self, code: str, deadline: float) -> Erased | None:
@@ -517,6 +538,21 @@ class CodeMode:
         except OffloadFailed as exc:
             log.error("erasing TypeScript types failed (%s); running the script as written", exc)
             return Erased(code)
+
+    @staticmethod
+    def _typecheck_notes(found: list[dict[str, str]], limits: Mapping[str, Any] | None) -> list[dict[str, str]]:
+        """A run's type-check diagnostics as its response carries them: a check that did not
+        happen (TYPECHECK_SKIPPED, TYPECHECK_UNAVAILABLE) is said to a run that asked for it in
+        its own limits, whose reader would otherwise take no warnings for a clean check; when
+        the check is the host's default (`serve --typecheck`, codemode.toml) there is nothing
+        the run can do about it, and the host's log says it instead."""
+        asked = isinstance(limits, Mapping) and limits.get("typecheck") is True
+        if asked:
+            return found
+        for note in found:
+            if note.get("code") in NOT_CHECKED:
+                log.info("type check: %s", note.get("message"))
+        return [note for note in found if note.get("code") not in NOT_CHECKED]
 
     async def prepare(self, code: str, requested: list[str], budget_s: float | None = None) -> Catalog:
         """This run's catalog: connect what the run needs, snapshot live tools, load modules.

@@ -10,8 +10,8 @@ the same names appear in the system prompt, in `codemode.toml` and in responses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
 
 # Defaults, ceilings and floors of the request keys live in the shared core, where codemode.toml's
 # validation reads them too (one source of truth); re-exported here.
@@ -19,23 +19,28 @@ from codemode_gen.limit_bounds import (  # noqa: F401
     DEFAULT_MAX_CONCURRENT_CALLS,
     DEFAULT_MAX_LOG_BYTES,
     DEFAULT_MAX_MEMORY_BYTES,
+    DEFAULT_MAX_RESPONSE_CHARS,
     DEFAULT_MAX_TOOL_CALLS,
     DEFAULT_TIMEOUT_MS,
     HARD_MAX_CONCURRENT_CALLS,
     HARD_MAX_LOG_BYTES,
     HARD_MAX_MEMORY_BYTES,
+    HARD_MAX_RESPONSE_CHARS,
     HARD_MAX_TIMEOUT_MS,
     HARD_MAX_TOOL_CALLS,
+    LIMIT_CHOICES,
     LIMIT_FLAGS,
     LIMIT_RANGES,
     MIN_CONCURRENT_CALLS,
     MIN_MEMORY_BYTES,
+    MIN_RESPONSE_CHARS,
     MIN_TIMEOUT_MS,
+    TRACE_MODES,
     coerce_limit,
 )
 
 # --- fixed caps: not request keys; what crosses the bridge and what a response may hold ----
-# (docs/DESIGN.md, "Sandbox"; the prompt's limits line names the ones a script can hit)
+# (docs/DESIGN.md, "Sandbox"; a script that hits one is told by the message that names it)
 
 #: Nesting depth of a JSON value crossing the sandbox boundary: a tool input, a tool result,
 #: the script's result. Bounds depth bombs: Python's recursive json and validators fail near
@@ -63,11 +68,17 @@ MAX_TRACE_ENTRIES = 1000
 #: Characters of a script-chosen name (serverId, toolName) kept in toolTrace and in messages.
 #: Bounds copies of hostile names (an 8 MB server id × 30 calls made a 151 MB response).
 MAX_NAME_CHARS = 200
-#: Characters of a toolTrace entry's `error` summary (it can name an input path).
-MAX_TRACE_ERROR_CHARS = 200
+#: Characters of a toolTrace entry's `error` summary: the error class and the server's own
+#: message (an isError result's text, a JSON-RPC error's message), cut with a marker. Bounds
+#: server text copied into every failed entry (a server may answer with megabytes).
+MAX_TRACE_ERROR_CHARS = 300
 #: Characters of one diagnostic's message, hint or path. Bounds script text copied into
 #: diagnostics (`throw new Error("x".repeat(5e7))`) and server text (connect failures).
 MAX_DIAGNOSTIC_CHARS = 4000
+
+
+#: What `toolTrace` lists: every call, the failed and denied ones, or none (TRACE_MODES).
+TraceMode = Literal["full", "errors", "none"]
 
 
 class LimitsError(ValueError):
@@ -106,11 +117,21 @@ class Limits:
     #: (`serve --typecheck`, `CodeMode(typecheck=True)`; off otherwise). Not a resource limit,
     #: but a per-run option sent the same way (§3.2.4 lets a host document its own keys).
     typecheck: bool | None = None
+    #: Characters of `result` and `logs` the response carries; past it both are cut with
+    #: markers and a RESPONSE_TRUNCATED warning (runtime/response.py `fit_response`). None: the
+    #: host's default (`serve`: DEFAULT_MAX_RESPONSE_CHARS, `serve --max-response-chars`; the
+    #: Python API and `run`: no budget). A host-defined key (§3.2.4).
+    maxResponseChars: int | None = None
+    #: What `toolTrace` lists (TRACE_MODES; runtime/response.py `shape_trace`). None: the host's
+    #: default (`serve`: "errors", `serve --trace`; the Python API and `run`: "full").
+    trace: TraceMode | None = None
 
     def __post_init__(self) -> None:
+        optional = {f.name for f in fields(self) if f.default is None}
         for key in LIMIT_RANGES:
-            _check(key, getattr(self, key))
-        for key in LIMIT_FLAGS:
+            if getattr(self, key) is not None or key not in optional:
+                _check(key, getattr(self, key))
+        for key in (*LIMIT_FLAGS, *LIMIT_CHOICES):
             _check_flag(key, getattr(self, key))
 
     @classmethod
@@ -120,7 +141,7 @@ class Limits:
         return merge(cls(), data)
 
     def to_json(self) -> dict[str, Any]:
-        """The set keys (typecheck only when set)."""
+        """The set keys (the host-default ones only when set)."""
         return {key: value for key, value in asdict(self).items() if value is not None}
 
 
@@ -139,7 +160,7 @@ def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Lim
     for key in LIMIT_RANGES:
         if key in overrides and overrides[key] is not None:
             changes[key] = _coerce(key, overrides[key])
-    for key in LIMIT_FLAGS:
+    for key in (*LIMIT_FLAGS, *LIMIT_CHOICES):
         if key in overrides and overrides[key] is not None:
             changes[key] = _check_flag(key, overrides[key])
     return replace(defaults, **changes)
@@ -152,9 +173,9 @@ def _coerce(key: str, value: Any) -> Any:
         raise LimitsError(key, str(exc)) from None
 
 
-def _check_flag(key: str, value: Any) -> bool | None:
-    flag: bool | None = _coerce(key, value)
-    return flag
+def _check_flag(key: str, value: Any) -> Any:
+    """A flag or choice: None (the host's default) or a value `coerce_limit` accepts."""
+    return _coerce(key, value)
 
 
 def _check(key: str, value: Any) -> None:

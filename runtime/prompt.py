@@ -131,7 +131,8 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
         budget=budget,
         json_servers=json_servers,
         unbox_servers=unbox_servers,
-        host_limits={**dict(cm.settings.limits), **({"typecheck": True} if cm.typecheck else {})},
+        host_limits={"trace": cm.trace, "maxResponseChars": cm.max_response_chars, **dict(cm.settings.limits),
+                     **({"typecheck": True} if cm.typecheck else {})},
         approvals=approval_policies(cm, servers),
     )
 
@@ -624,12 +625,13 @@ class _Rules:
 
 
 def _limits_line(host_limits: Mapping[str, Any]) -> str:
+    """Every key the host honours (§3.2.4 MUST), with the default a run gets here."""
     rows = [
-        ("timeoutMs", limit_defaults.DEFAULT_TIMEOUT_MS, limit_defaults.HARD_MAX_TIMEOUT_MS),
-        ("maxMemoryBytes", limit_defaults.DEFAULT_MAX_MEMORY_BYTES, limit_defaults.HARD_MAX_MEMORY_BYTES),
-        ("maxLogBytes", limit_defaults.DEFAULT_MAX_LOG_BYTES, limit_defaults.HARD_MAX_LOG_BYTES),
-        ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS, limit_defaults.HARD_MAX_TOOL_CALLS),
-        ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS, limit_defaults.HARD_MAX_CONCURRENT_CALLS),
+        ("timeoutMs", limit_defaults.DEFAULT_TIMEOUT_MS),
+        ("maxMemoryBytes", limit_defaults.DEFAULT_MAX_MEMORY_BYTES),
+        ("maxLogBytes", limit_defaults.DEFAULT_MAX_LOG_BYTES),
+        ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS),
+        ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS),
     ]
     def short(n: int) -> str:  # 1073741824 -> 2^30, 600000 -> 6e5: the prompt's budget is tight
         if n >= 1 << 16 and n & (n - 1) == 0:
@@ -639,18 +641,18 @@ def _limits_line(host_limits: Mapping[str, Any]) -> str:
             return f"{digits[0]}e{len(digits) - 1}"
         return digits
 
-    parts = [f"{key} {short(host_limits.get(key, default))} (≤{short(ceiling)})" for key, default, ceiling in rows]
-    typecheck = (  # a boolean option, not a bound (runtime/typecheck.py)
-        "typecheck: on (type errors come back as warnings)" if host_limits.get("typecheck")
-        else "typecheck: true warns of type errors"
-    )
-    fixed = (  # the host's fixed caps (runtime/limits.py), not keys
-        f"Caps: result {limit_defaults.MAX_RESULT_BYTES >> 20} MB, "
-        f"input {limit_defaults.MAX_INPUT_BYTES >> 20} MB/{limit_defaults.MAX_JSON_DEPTH} deep."
-    )
+    # Ceilings and the fixed caps (runtime/limits.py) are left to the messages that name them:
+    # an out-of-range value is INVALID_LIMITS with the range, a cap hit a SANDBOX_LIMIT.
+    parts = [f"{key} {short(host_limits.get(key, default))}" for key, default in rows]
+    # The host-defined keys (§3.2.4): what the response carries, whether the script is checked.
+    budget = host_limits.get("maxResponseChars", limit_defaults.DEFAULT_MAX_RESPONSE_CHARS)
+    trace = str(host_limits.get("trace", "errors"))
+    others = ", ".join(m for m in limit_defaults.TRACE_MODES if m != trace)
+    typecheck = "typecheck on" if host_limits.get("typecheck") else "typecheck true"
     return (
-        "- `limits` (unknown keys ignored): " + ", ".join(parts) + "; over: SANDBOX_LIMIT. "
-        + typecheck + ". " + fixed
+        "- `limits` (unknown keys ignored): " + ", ".join(parts) + " (over: SANDBOX_LIMIT), "
+        f"maxResponseChars {short(budget) if budget is not None else 'off'} (result+logs cut past it), "
+        f"trace {trace} (or {others}), {typecheck} (type errors as warnings)."
     )
 
 

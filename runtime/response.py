@@ -482,6 +482,15 @@ def sandbox_limit(limit: str, value: Any, message: str, hint: str | None = None)
     )
 
 
+def hit_limit(diagnostics: Iterable[Mapping[str, Any]], limit: str) -> bool:
+    """Whether a run ended on `limit` (a SANDBOX_LIMIT error `sandbox_limit` made for it)."""
+    mark = f"(limit {limit} = "
+    return any(
+        d.get("code") == SANDBOX_LIMIT and d.get("severity") == "error" and mark in str(d.get("message", ""))
+        for d in diagnostics
+    )
+
+
 def timeout_limit(timeout_ms: int) -> dict[str, str]:
     return sandbox_limit("timeoutMs", timeout_ms, f"the script ran longer than {timeout_ms} ms and was stopped")
 
@@ -538,19 +547,371 @@ def sandbox_error(message: str) -> dict[str, str]:
     )
 
 
+# ---- the model-facing response: trace and budget ---------------------------------------------
+
+#: Failed or denied calls listed in toolTrace when trace is "errors" (toolSummary counts them
+#: all). Bounds the trace of a loop of failing calls in a response made for a model.
+MAX_LISTED_FAILURES = 20
+#: Tools named in toolSummary.calls; calls of the others are counted under OTHER_TOOLS. Bounds
+#: the summary of a script calling ever new (unknown) tool names.
+MAX_SUMMARY_TOOLS = 50
+OTHER_TOOLS = "(other tools)"
+#: Share of maxResponseChars that logs keep when the result needs the rest (what either one
+#: leaves unused goes to the other).
+LOG_SHARE = 0.25
+#: Code of the warning that says the response was cut to maxResponseChars.
+RESPONSE_TRUNCATED = "RESPONSE_TRUNCATED"
+#: Nesting followed by `cut_json`; deeper values are replaced by a marker. Results never nest
+#: deeper than MAX_JSON_DEPTH (result_from_text): this only bounds the recursion.
+MAX_CUT_DEPTH = 2 * MAX_JSON_DEPTH
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class CallCounts:
+    """Calls of one run per `serverId.toolName` (at most MAX_SUMMARY_TOOLS names) and how many
+    failed or were denied: the `toolSummary` of a response whose toolTrace lists only those.
+    Counts every call, also those past MAX_TRACE_ENTRIES."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+
+    def add(self, server_id: str, tool_name: str, ok: bool) -> None:
+        name = f"{server_id}.{tool_name}"
+        if name not in self.calls and len(self.calls) >= MAX_SUMMARY_TOOLS:
+            name = OTHER_TOOLS
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if not ok:
+            self.failed += 1
+
+    def summary(self) -> dict[str, Any] | None:
+        """`{"calls": {"notes.get_note": 9}, "failed": 1}`; None when no call was made."""
+        if not self.calls:
+            return None
+        return {"calls": dict(self.calls), "failed": self.failed}
+
+
+def shape_trace(
+    trace: Sequence[Mapping[str, Any]], counts: CallCounts | None, mode: str
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """(toolTrace, toolSummary) of a response for a `limits.trace` mode: "full" every entry
+    (no summary); "errors" the failed and denied entries (`ok: false`, at most
+    MAX_LISTED_FAILURES) and the summary of all calls (None when none was made); "none" neither.
+    Entries keep §3.3.2's shape whatever is listed; in "errors" a failed call's `approval` is
+    left out when it says only that the call was sent unasked ("allowed"): it failed for
+    another reason, which `error` says."""
+    if mode == "none":
+        return None, None
+    if mode == "errors":
+        failed = [
+            {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")}
+            for e in trace if not e.get("ok")
+        ][:MAX_LISTED_FAILURES]
+        return failed, counts.summary() if counts is not None else None
+    return [dict(e) for e in trace], None
+
+
+def json_size(value: Any) -> int:
+    """Characters of `value` as compact JSON (non-ASCII kept): what a client shows of it."""
+    return len(payload.dumps(value, ensure_ascii=False))
+
+
+def _key_size(key: Any) -> int:
+    """Characters of an object key as JSON (json's own coercion of non-string keys)."""
+    if isinstance(key, str):
+        return len(_encoder.encode(key))
+    return len(_encoder.encode({key: 0})) - 4  # {"k":0}
+
+
+def measure(value: Any, cap: int) -> int:
+    """Characters of `value` as compact JSON when that is at most `cap`; else some number over
+    `cap`. The walk stops as soon as it is over, so it visits at most about `cap` values
+    (each costs at least one character), however large `value` is: cutting a 16 MB result to a
+    budget looks at little more than the budget (strings are measured by the C encoder)."""
+    total = 0
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) + 2 > cap - total:  # over already (a lower bound): never encode a long one
+                return total + len(item) + 2
+            total += len(_encoder.encode(item))
+        elif isinstance(item, dict):
+            total += 2 + max(0, len(item) - 1) + len(item)  # braces, commas, colons
+            for key, child in item.items():
+                total += len(key) + 2 if isinstance(key, str) and len(key) + 2 > cap - total else _key_size(key)
+                if total > cap:
+                    return total
+                stack.append(child)
+        elif isinstance(item, list):
+            total += 2 + max(0, len(item) - 1)
+            stack.extend(item)
+        else:
+            total += len(_encoder.encode(item))
+        if total > cap:
+            return total
+    return total
+
+
+def _fits(marker: str, room: int) -> Any:
+    """`marker` if its JSON fits `room`, else null (4 characters): what stands for a value that
+    cannot be cut any further."""
+    return marker if len(_encoder.encode(marker)) <= room else None
+
+
+def cut_string(text: str, room: int) -> Any:
+    """`text` cut to a prefix ending in `…[+N chars]` so that its JSON takes at most `room`
+    characters (the longest such prefix); a marker or null when not even the marker fits."""
+    if len(text) + 2 <= room and len(_encoder.encode(text)) <= room:
+        return text
+    # The marker is sized for the most characters it could name, so the prefix is found by a
+    # bisection over a monotone length (the real marker is never longer).
+    marker_chars = len(f"…[+{len(text)} chars]")
+    low, high = 0, min(len(text), room)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(_encoder.encode(text[:mid])) + marker_chars <= room:
+            low = mid
+        else:
+            high = mid - 1
+    cut = text[:low] + f"…[+{len(text) - low} chars]"
+    if len(_encoder.encode(cut)) <= room:
+        return cut
+    return _fits(f"…[{len(text)} chars]", room)
+
+
+#: Room below which a value is dropped (counted in its container's marker) rather than cut:
+#: a cut value that small shows nothing but its own marker.
+MIN_CUT_ROOM = 32
+#: Least room a large value of an object is cut to while other large values are dropped: an
+#: object of many large values (records keyed by id) keeps its first ones (whole, or nearly),
+#: not stubs of all of them; one of a few large values gets an equal share of the room.
+MIN_SHARE_CHARS = 1000
+
+
+def cut_json(value: Any, room: int, depth: int = 0) -> Any:
+    """`value` cut deterministically so that its compact JSON takes at most `room` characters
+    (for any `room` of at least 4; a smaller one gets null), and stays valid JSON:
+
+    - a string keeps its longest prefix that fits, ending in `…[+N chars]`;
+    - an array keeps its first items that fit whole, then a last element `"…[+N items]"` (an
+      array whose first item does not fit keeps that item, cut);
+    - an object keeps whole, in key order, the values that are small (at most an equal share of
+      the room, or MIN_SHARE_CHARS) while they fit; the large ones share what is left, each cut
+      to its share (as many as get MIN_SHARE_CHARS each, the first ones in key order; at least
+      the first); the dropped keys are counted in a last key `"…": "[+N keys]"`;
+    - a number, boolean or null that does not fit (tiny rooms only) becomes a marker or null.
+    It measures what it keeps and little more (`measure`), never the whole of a large value."""
+    if measure(value, room) <= room:
+        return value
+    if depth >= MAX_CUT_DEPTH:
+        return _fits("…[nested too deep]", room)
+    if isinstance(value, str):
+        return cut_string(value, room)
+    if isinstance(value, list):
+        return _cut_list(value, room, depth)
+    if isinstance(value, dict):
+        return _cut_dict(value, room, depth)
+    return _fits(f"…[{len(_encoder.encode(value))} chars]", room)
+
+
+def _cut_list(items: list[Any], room: int, depth: int) -> Any:
+    # Room for the closing marker element, sized for the most items it could name.
+    reserve = len(_encoder.encode(f"…[+{len(items)} items]")) + 1
+    avail = room - 2 - reserve
+    kept: list[Any] = []
+    used = 0
+    for index, item in enumerate(items):
+        comma = 1 if kept else 0
+        cost = measure(item, avail - used - comma) + comma
+        if used + cost <= avail:
+            kept.append(item)
+            used += cost
+            continue
+        if not kept:  # not even the first item fits whole: it gets the room, cut
+            last = index == len(items) - 1
+            share = room - 2 if last else avail
+            if share >= MIN_CUT_ROOM or last:
+                kept.append(cut_json(item, share, depth + 1))
+        break
+    dropped = len(items) - len(kept)
+    if dropped:
+        kept.append(f"…[+{dropped} items]")
+    if _size_of(kept) <= room:  # always, for rooms the markers fit in
+        return kept
+    return _fits(f"…[{len(items)} items]", room)
+
+
+def _marker_key(keys: Iterable[Any]) -> str:
+    """The key of an object's "keys were dropped" marker: `…`, or `…2`, `…3`… if it is taken."""
+    taken = {k for k in keys if isinstance(k, str)}
+    name, n = "…", 1
+    while name in taken:
+        n += 1
+        name = f"…{n}"
+    return name
+
+
+def _cut_dict(obj: dict[Any, Any], room: int, depth: int) -> Any:
+    keys = list(obj)
+    marker_key = _marker_key(keys)
+    reserve = len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1  # its entry and comma
+    avail = room - 2 - reserve
+    small_cap = max(avail // max(1, len(keys)), MIN_SHARE_CHARS)
+    whole: set[int] = set()
+    large: list[int] = []
+    used = 0
+    for index, key in enumerate(keys):
+        if used + 5 > avail:  # not even `"":0,` fits any more
+            break
+        key_cost = _key_size(key) + 2  # colon and comma
+        size = measure(obj[key], min(small_cap, avail - used) - key_cost)
+        if size + key_cost > small_cap:
+            large.append(index)
+        elif used + size + key_cost <= avail:
+            whole.add(index)
+            used += size + key_cost
+    # The large values share what is left: as many as get MIN_SHARE_CHARS each (at least the
+    # first one), in key order, each cut to an equal share.
+    left = avail - used
+    count = min(len(large), max(1, left // MIN_SHARE_CHARS))
+    cut: dict[int, Any] = {}
+    if large and left // count - _key_size(keys[large[0]]) - 2 >= MIN_CUT_ROOM:
+        share = left // count
+        for index in large[:count]:
+            value_room = share - _key_size(keys[index]) - 2
+            if value_room >= MIN_CUT_ROOM:
+                cut[index] = cut_json(obj[keys[index]], value_room, depth + 1)
+    out: dict[Any, Any] = {}
+    for index, key in enumerate(keys):
+        if index in whole:
+            out[key] = obj[key]
+        elif index in cut:
+            out[key] = cut[index]
+    dropped = len(keys) - len(out)
+    if dropped:
+        out[marker_key] = f"[+{dropped} keys]"
+    if _size_of(out) <= room:  # always, for rooms the markers fit in
+        return out
+    return _fits(f"…[{len(keys)} keys]", room)
+
+
+def _size_of(value: Any) -> int:
+    return len(payload.dumps(value, ensure_ascii=False))
+
+
+def _log_marker(dropped: int, chars: int, time_ms: int) -> dict[str, Any]:
+    return {"level": "warn", "message": f"…[+{dropped} log entries, {chars} chars: cut to maxResponseChars]",
+            "timeMs": int(time_ms)}
+
+
+def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """(`logs` within `room` characters of JSON, entries dropped): the first entries that fit
+    in half the room, the last ones that fit in the rest, and between them one `warn` entry
+    saying how many entries (and characters) were cut; a first entry too large for the room
+    keeps its message's longest prefix that fits. The §3.3.1 shape is kept: every element is a
+    log entry. Only the entries kept (and one more at each end) are measured; `total`: the
+    JSON size of `logs` when the caller has it."""
+    total = json_size(logs) if total is None else total
+    if total <= room:
+        return logs, 0
+    last_ms = max((int(e.get("timeMs", 0)) for e in logs), default=0)
+    reserve = _size_of(_log_marker(len(logs), total, last_ms)) + 1
+    avail = room - 2 - reserve
+    head: list[dict[str, Any]] = []
+    used = 0  # the kept entries' sizes, a comma each
+    for entry in logs:
+        size = measure(entry, avail // 2 - used) + 1
+        if used + size > avail // 2:
+            break
+        head.append(entry)
+        used += size
+    tail_start = len(logs)
+    while tail_start > len(head):
+        size = measure(logs[tail_start - 1], avail - used) + 1
+        if used + size > avail:
+            break
+        tail_start -= 1
+        used += size
+    kept_chars = used
+    first_cut = len(head)
+    if not head and tail_start == len(logs) and logs:  # nothing fits whole: cut the first message
+        entry = dict(logs[0])
+        message = cut_string(str(entry.get("message", "")), avail - (_size_of({**entry, "message": ""}) - 2))
+        if isinstance(message, str):
+            entry["message"] = message
+            head.append(entry)
+            first_cut = 1
+            kept_chars += _size_of(logs[0]) + 1  # the whole entry's share of `total` is gone too
+    dropped = tail_start - first_cut
+    out = list(head)
+    if dropped:
+        chars = total - 2 - (len(logs) - 1) - (kept_chars - (len(logs) - dropped))  # the dropped entries
+        out.append(_log_marker(dropped, chars, int(logs[first_cut].get("timeMs", 0))))
+    out.extend(logs[tail_start:])
+    if _size_of(out) > room:  # a room too small for the marker (never at MIN_RESPONSE_CHARS)
+        return [], len(logs)
+    return out, dropped
+
+
+def fit_response(
+    logs: list[dict[str, Any]], result: Any, max_chars: int
+) -> tuple[list[dict[str, Any]], Any, dict[str, str] | None]:
+    """(logs, result, diagnostic) with the JSON of `logs` and `result` together within
+    `max_chars` characters (limits.maxResponseChars, at least MIN_RESPONSE_CHARS): unchanged
+    with no diagnostic when they fit; else cut (`cut_logs`, `cut_json`: deterministic, always
+    valid JSON), the logs keeping up to LOG_SHARE of the budget when the result needs the rest
+    (and the result what the logs leave), with one RESPONSE_TRUNCATED warning saying how large
+    each was, what is left and what to do."""
+    if measure(logs, max_chars) + measure(result, max_chars) <= max_chars:
+        return logs, result, None
+    logs_size, result_size = json_size(logs), json_size(result)  # for the message: the whole sizes
+    logs_room = min(logs_size, max(int(max_chars * LOG_SHARE), max_chars - result_size))
+    new_logs, dropped = cut_logs(logs, logs_room, logs_size)
+    new_logs_size = json_size(new_logs) if new_logs is not logs else logs_size
+    new_result = cut_json(result, max_chars - new_logs_size)
+    parts = []
+    if new_result is not result:
+        parts.append(f"result {result_size} → {json_size(new_result)} characters of JSON")
+    if new_logs is not logs:
+        parts.append(f"logs {logs_size} → {new_logs_size} ({len(logs) - dropped} of {len(logs)} entries kept)")
+    note = diagnostic(
+        RESPONSE_TRUNCATED,
+        f"the response was cut to maxResponseChars = {max_chars}: " + "; ".join(parts)
+        + ". Cut strings end in …[+N chars], cut arrays in an element \"…[+N items]\", cut objects "
+        "in a key \"…\"; a log entry says how many entries were cut",
+        severity="warning",
+        hint="return less: filter, pick fields and aggregate in the script (counts, top-N, ids), or page "
+        "through the data over several runs; limits.maxResponseChars raises the budget",
+    )
+    return new_logs, new_result, note
+
+
 def build_response(
     logs: list[dict[str, Any]],
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
+    *,
+    tool_summary: dict[str, Any] | None = None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
-    and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none)."""
+    and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none) and
+    `toolSummary` (`shape_trace`). With `max_chars` (limits.maxResponseChars) logs and result
+    are cut to it together (`fit_response`)."""
     if any(d.get("code") in FATAL_CODES and d.get("severity") == "error" for d in diagnostics):
         result = None
-    response = {"logs": logs, "result": utf8_safe_json(result), "diagnostics": diagnostics}
+    result = utf8_safe_json(result)
+    if max_chars is not None:
+        logs, result, note = fit_response(logs, result, max_chars)
+        if note is not None:
+            diagnostics = [*diagnostics, note]
+    response = {"logs": logs, "result": result, "diagnostics": diagnostics}
     if tool_trace is not None:
         response["toolTrace"] = tool_trace
+    if tool_summary is not None:
+        response["toolSummary"] = tool_summary
     return response
 
 
@@ -559,12 +920,16 @@ async def build_response_async(
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
+    *,
+    tool_summary: dict[str, Any] | None = None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
-    """`build_response` off the event loop when the result is large (its UTF-8 check encodes
-    all of it)."""
-    if payload.is_large(result):
-        return await payload.offload(build_response, logs, result, diagnostics, tool_trace)
-    return build_response(logs, result, diagnostics, tool_trace)
+    """`build_response` off the event loop when the result or the logs are large (its UTF-8
+    check encodes all of the result; a budget measures both and may walk them)."""
+    if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
+        return await payload.offload(build_response, logs, result, diagnostics, tool_trace,
+                                     tool_summary=tool_summary, max_chars=max_chars)
+    return build_response(logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars)
 
 
 def not_started(*diagnostics: dict[str, Any]) -> dict[str, Any]:

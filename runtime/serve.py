@@ -26,6 +26,16 @@ arguments (redacted, cut). A client that did not declare the elicitation capabil
 connection with no way to send the client a request (stateless `--http`, a 2026-07-28
 connection), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
 Ask-once accepts last for the client connection.
+
+What the model reads: the tools/call result carries the §3.3 response twice, as
+structuredContent (what a client that reads it shows, and what the TypeScript SDK validates
+against OUTPUT_SCHEMA) and as the one text content block (its JSON, compact with sorted keys:
+what Claude Code and most clients show). Both are the same response, so it is made for the
+model before either is written (CodeMode.run with serve's defaults, `HostOptions`): toolTrace
+lists the failed and denied calls plus a toolSummary of all (`limits.trace`, `--trace`), and
+the JSON of result and logs together stays within `limits.maxResponseChars` characters
+(`--max-response-chars`), cut with markers and a RESPONSE_TRUNCATED warning past it
+(runtime/response.py `shape_trace`, `fit_response`).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from codemode_gen import __version__, payload
 from codemode_gen.errors import UserError
+from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
 from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.response import (
@@ -62,6 +73,7 @@ if TYPE_CHECKING:
 
     from codemode_gen.runtime.approval import ApprovalRequest, Approver
     from codemode_gen.runtime.codemode import CodeMode
+    from codemode_gen.runtime.limits import TraceMode
     from codemode_gen.runtime.progress import ProgressCallback
 
 __all__ = [
@@ -96,7 +108,11 @@ INPUT_SCHEMA: dict[str, Any] = {
             "properties": {
                 **{key: {"type": "integer", "minimum": 0}
                    for key in ("timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "maxConcurrentCalls")},
+                "maxResponseChars": {"type": "integer", "minimum": MIN_RESPONSE_CHARS,
+                                     "description": "Characters of result and logs returned; past it both are cut."},
                 "typecheck": {"type": "boolean", "description": "Type-check the script first (type errors come back as warnings)."},
+                "trace": {"enum": list(TRACE_MODES),
+                          "description": "toolTrace lists every call, only failed ones (plus toolSummary), or none."},
             },
         },
         "requestedCapabilities": {
@@ -125,6 +141,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "description": "Errors (script errors included) and warnings: {severity, code, message, hint?, path?}.",
         },
         "toolTrace": {"type": "array", "items": {"type": "object"}, "description": "The script's tool calls."},
+        "toolSummary": {"type": "object", "description": "Calls per tool and failures, when toolTrace lists only failed calls."},
     },
     "required": ["logs", "result", "diagnostics"],
 }
@@ -283,6 +300,11 @@ class HostOptions:
     #: Approve every tool call that needs approval without asking (runtime/approval.py); a
     #: "deny" policy still denies.
     approve_all: bool = False
+    #: The response is made for a model (limits.trace and limits.maxResponseChars unless a run's
+    #: limits or codemode.toml say otherwise): toolTrace lists the failed and denied calls plus a
+    #: toolSummary, and result and logs together stay within this many characters.
+    trace: TraceMode = "errors"
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
 
 
 def load_host(
@@ -294,7 +316,8 @@ def load_host(
     try:
         return CodeMode.from_config(
             config, out=out, typecheck=options.typecheck, tsc=options.tsc, max_workers=options.max_workers,
-            record=options.record, approve_all=options.approve_all,
+            record=options.record, approve_all=options.approve_all, trace=options.trace,
+            max_response_chars=options.max_response_chars,
         ), None
     except UserError as exc:
         return None, exc

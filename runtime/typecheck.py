@@ -42,7 +42,7 @@ from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.runtime.response import diagnostic
 
 __all__ = [
-    "INSTALL_HINT", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",
+    "INSTALL_HINT", "NOT_CHECKED", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",
     "check_sync", "find_compiler", "hint_for", "lang_of", "run_diagnostics", "to_diagnostics",
 ]
 
@@ -73,6 +73,10 @@ MAX_HINT_MODULES = 8
 # How much of the checker's stderr a failure message quotes.
 STDERR_TAIL_CHARS = 1000
 
+#: Codes of the info diagnostics saying a run was not type-checked (no compiler, over its time
+#: share, a failure of the checker, a script too large): reported to a run that asked for the
+#: check itself (runtime/codemode.py).
+NOT_CHECKED = frozenset({"TYPECHECK_SKIPPED", "TYPECHECK_UNAVAILABLE"})
 _TS_SUFFIXES = {".ts", ".mts", ".cts", ".tsx"}
 _JS_SUFFIXES = {".js", ".mjs", ".cjs", ".jsx"}
 
@@ -549,12 +553,14 @@ async def run_diagnostics(
             f"not type-checked: the check took longer than {round(budget * 1000)} ms "
             f"(half the time the run had left){'; the compiler is still starting' if checker.starts <= 1 else ''}",
             severity="info",
-            hint="nothing to do; later runs are checked once the compiler is warm",
+            hint="the run went ahead unchecked; a later run asking for limits.typecheck is checked once the "
+            "compiler is warm",
         )]
     except Exception as exc:  # TypeCheckUnavailable or a bug: never block a valid script
         return [diagnostic(
             "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc}", severity="info",
-            hint="nothing to do; the next run starts the type checker again",
+            hint="the run went ahead unchecked; the next run asking for limits.typecheck starts the type "
+            "checker again",
         )]
     if modules:
         kept = [d for d in result.diagnostics if not _undeclared_module(d, modules)]

@@ -20,7 +20,13 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import Box
 from codemode_gen.runtime.bridge import Bridge
 from codemode_gen.runtime.catalog import Catalog, LiveServer, ServerView, ToolView
-from codemode_gen.runtime.limits import MAX_JSON_DEPTH, MAX_TRACE_ENTRIES, SandboxLimitExceeded
+from codemode_gen.runtime.limits import (
+    MAX_JSON_DEPTH,
+    MAX_TRACE_ENTRIES,
+    MAX_TRACE_ERROR_CHARS,
+    SandboxLimitExceeded,
+)
+from codemode_gen.runtime.response import MAX_SUMMARY_TOOLS, OTHER_TOOLS
 
 NOTE_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
 
@@ -76,6 +82,7 @@ def make(
     max_tool_calls: int | None = None,
     config: ServerConfig | None = None,
     tools: dict[str, ToolView] | None = None,
+    redact_patterns: tuple[str, ...] = (),
 ) -> tuple[Bridge, FakeConnector, FakeSession]:
     config = config or ServerConfig(id="notes", transport="stdio", command="x", blocklist=("secret",), call_timeout=7.0)
     view = ServerView(
@@ -87,7 +94,7 @@ def make(
     connector = FakeConnector(session, live_answer)
     ticks = iter(range(0, 10_000_000, 5))
     bridge = Bridge(catalog, connector, {"notes": config}, max_tool_calls=max_tool_calls,
-                    clock=lambda: next(ticks) / 1000)
+                    clock=lambda: next(ticks) / 1000, redact_patterns=redact_patterns)
     return bridge, connector, session
 
 
@@ -130,7 +137,7 @@ def test_unknown_server_suggests_a_close_name() -> None:
     bridge, _, _ = make()
     err = error(call(bridge, server="note"))
     assert err["errorClass"] == "ServerNotFoundError" and "did you mean 'notes'?" in err["hint"]
-    assert bridge.trace[-1]["error"] == "ServerNotFoundError"
+    assert bridge.trace[-1]["error"] == "ServerNotFoundError: no such server"
     err = error(call(bridge, server="archive"))  # in out/ but not configured
     assert "not configured in the MCP config" in err["message"]
 
@@ -181,9 +188,10 @@ def test_invalid_input_is_a_schema_validation_error_and_nothing_is_sent() -> Non
 
 @pytest.mark.parametrize(("failure", "error_class", "fields", "summary"), [
     (CallTimeout(None, "timed out"), "ToolCallError", {"code": "timeout"}, "ToolCallError: timeout after 7 s"),
-    (CallError(-32602, "bad params"), "ToolCallError", {"code": -32602}, "ToolCallError: JSON-RPC error -32602"),
-    (CallAuthError(None, "token revoked", status=403), "AuthenticationError", {"code": 403}, "AuthenticationError (403)"),
-    (ConnectError("notes", "connection refused"), "ToolCallError", {}, "ToolCallError: connection failed"),
+    (CallError(-32602, "bad params"), "ToolCallError", {"code": -32602}, "ToolCallError: JSON-RPC error -32602: bad params"),
+    (CallAuthError(None, "token revoked", status=403), "AuthenticationError", {"code": 403},
+     "AuthenticationError (403): token revoked"),
+    (ConnectError("notes", "connection refused"), "ToolCallError", {}, "ToolCallError: connection failed: connection refused"),
 ])
 def test_session_failures_map_to_error_classes(
     failure: BaseException, error_class: str, fields: dict[str, Any], summary: str
@@ -201,7 +209,42 @@ def test_is_error_result_carries_the_server_content() -> None:
     err = error(call(bridge))
     assert err["errorClass"] == "ToolCallError" and "note 1 not found" in err["message"]
     assert err["content"] == content and "code" not in err
-    assert bridge.trace[-1]["error"] == "ToolCallError: isError"
+    assert bridge.trace[-1]["error"] == "ToolCallError: note 1 not found"
+
+
+def test_s3_3_2_a_failed_entry_says_the_servers_message_redacted_on_one_line_and_cut() -> None:
+    """The trace's `error` summary carries what the server said (isError text, JSON-RPC
+    message), with the server's secrets and codemode.toml's `redact` patterns replaced, white
+    space folded, cut to MAX_TRACE_ERROR_CHARS with a marker; the script's error keeps it all."""
+    secret = "s3cr3t-token-value"
+    config = ServerConfig(id="notes", transport="stdio", command="x", env={"API_KEY": secret})
+    text = f"upstream said:\n  bad key {secret} for account acct-12345\n" + "detail " * 200
+    bridge, _, _ = make(lambda name, args: {"content": [{"type": "text", "text": text}], "isError": True},
+                        config=config, redact_patterns=("acct-[0-9]+",))
+    err = error(call(bridge))
+    assert secret in err["message"]  # the script sees the server's own answer
+    summary = bridge.trace[-1]["error"]
+    assert summary.startswith("ToolCallError: upstream said: bad key <redacted:API_KEY> for account <redacted:pattern> detail")
+    assert secret not in summary and "acct-12345" not in summary and "\n" not in summary
+    head, marker = summary.split("…[+")
+    assert len(head) == MAX_TRACE_ERROR_CHARS and marker.endswith(" chars]")
+    bridge, _, _ = make(lambda name, args: CallError(-32000, f"no such account {secret}"), config=config)
+    error(call(bridge))
+    assert bridge.trace[-1]["error"] == "ToolCallError: JSON-RPC error -32000: no such account <redacted:API_KEY>"
+
+
+def test_counts_tally_every_call_per_tool_and_the_failed_ones() -> None:
+    """`counts` (the toolSummary of a response listing only failures) counts calls the trace no
+    longer lists, and at most MAX_SUMMARY_TOOLS tool names (script-chosen names included)."""
+    bridge, _, _ = make()
+    for _ in range(3):
+        call(bridge)
+    error(call(bridge, input={"id": "x"}))
+    for n in range(MAX_SUMMARY_TOOLS + 5):
+        error(call(bridge, tool=f"nope{n}"))
+    counts = bridge.counts
+    assert counts.calls["notes.get_note"] == 4 and counts.failed == 1 + MAX_SUMMARY_TOOLS + 5
+    assert len(counts.calls) == MAX_SUMMARY_TOOLS + 1 and counts.calls[OTHER_TOOLS] == 6
 
 
 def test_malformed_and_too_deep_results_are_refused() -> None:

@@ -291,5 +291,5 @@ def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Pat
                          HostOptions(typecheck=True, tsc="node_modules/.bin/tsc"))
     assert argv[-3:] == ["--typecheck", "--tsc", os.path.abspath("node_modules/.bin/tsc")]
     assert "--typecheck" not in serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000)
-    assert "typecheck: true warns of type errors" in render_prompt([])
-    assert "typecheck: on (type errors come back as warnings)" in render_prompt([], host_limits={"typecheck": True})
+    assert "typecheck true (type errors as warnings)" in render_prompt([])
+    assert "typecheck on (type errors as warnings)" in render_prompt([], host_limits={"typecheck": True})

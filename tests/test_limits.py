@@ -82,6 +82,22 @@ def test_typecheck_is_a_boolean_option_defaulting_to_the_host() -> None:
             Limits.from_json({"typecheck": bad})
 
 
+def test_response_keys_default_to_the_host_and_are_checked() -> None:
+    """maxResponseChars and trace (host-defined keys, §3.2.4): None means the host's default
+    (serve's budget and "errors"; the Python API's whole response); set, they are validated."""
+    assert Limits().maxResponseChars is None and Limits().trace is None
+    assert {"maxResponseChars", "trace"}.isdisjoint(Limits().to_json())
+    got = Limits.from_json({"maxResponseChars": 5000.0, "trace": "none"})
+    assert (got.maxResponseChars, got.trace) == (5000, "none")
+    assert merge(got, {"trace": None}).trace == "none"
+    with pytest.raises(LimitsError, match=r"limits\.trace: expected one of 'full', 'errors', 'none', got 'all'"):
+        Limits.from_json({"trace": "all"})
+    with pytest.raises(LimitsError, match=r"limits\.maxResponseChars: 999 is out of range; use an integer from 1000"):
+        Limits.from_json({"maxResponseChars": L.MIN_RESPONSE_CHARS - 1})
+    with pytest.raises(LimitsError):
+        Limits(trace="verbose")  # type: ignore[arg-type]
+
+
 def test_sandbox_limit_exceeded_carries_fields() -> None:
     exc = SandboxLimitExceeded("maxToolCalls", 3, "too many")
     assert (exc.limit, exc.value, exc.message, str(exc)) == ("maxToolCalls", 3, "too many", "too many")

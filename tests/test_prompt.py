@@ -21,6 +21,7 @@ import pytest
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 from codemode_gen.generator.manifest import ServerEntry
+from codemode_gen.limit_bounds import LIMIT_KEYS
 from codemode_gen.runtime.approval import policy_from_annotations
 from codemode_gen.runtime.prompt import (
     DEFAULT_PROMPT_BUDGET,
@@ -107,7 +108,7 @@ def test_s3_host_documents_what_the_spec_requires() -> None:
         prompt = render_prompt(servers, budget=budget, json_servers=["notes"])
         for needle in (
             "ES module", "Top-level await", "__codemode_result__",  # §3.2.1, §3.2.2
-            "timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "unknown keys ignored",  # §3.2.4
+            *LIMIT_KEYS, "unknown keys ignored",  # §3.2.4: every key the host honours
             "`calendar` (4 tools), `notes` (13 tools)",  # §3.2.3 capability ids
             "structuredContent", "single text block", "base64",  # §5.3.2
             "setInterval", "fetch", "eval",  # §3.5 deviations

@@ -52,6 +52,7 @@ def outcome(response: dict[str, Any]) -> dict[str, Any]:
         "logs": [(e["level"], e["message"]) for e in response["logs"]],
         "diagnostics": sorted((d["severity"], d["code"]) for d in response["diagnostics"] if d["severity"] != "info"),
         "tools": [(t["serverId"], t["toolName"], t["ok"]) for t in response.get("toolTrace", [])],
+        "calls": response.get("toolSummary"),  # serve lists failed calls and counts them all
     }
 
 

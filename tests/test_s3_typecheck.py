@@ -98,15 +98,19 @@ def test_host_default_per_run_off_and_syntax_errors(project: Path) -> None:
 
 
 def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
-    async def main() -> dict[str, Any]:
-        async with CodeMode.from_config(project / ".mcp.json", tsc=project / "no-such-tsc") as cm:
-            return await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
+    """Said to a run that asked for the check (its reader would take no warnings for a clean
+    check); a run checked by the host's default (serve --typecheck) cannot do anything about it
+    and is not told on every run."""
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with CodeMode.from_config(project / ".mcp.json", tsc=project / "no-such-tsc", typecheck=True) as cm:
+            return await cm.run(WRONG_PROPERTY, limits={"typecheck": True}), await cm.run(WRONG_PROPERTY)
 
-    response = anyio.run(main)
+    response, by_default = anyio.run(main)
     (info,) = [d for d in response["diagnostics"] if d["code"] == "TYPECHECK_UNAVAILABLE"]
     assert info["severity"] == "info" and "no such file" in info["message"]
     assert "npm i -g typescript" in info["hint"]
     assert response["result"] == "Groceries"
+    assert by_default["diagnostics"] == [] and by_default["result"] == "Groceries"
 
 
 def test_check_time_counts_within_timeout_ms(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,7 +238,7 @@ def test_serve_typecheck_warns_over_mcp_and_reuses_the_compiler(project: Path) -
 
     tool, first, second, off, pids_first, pids_second = against_serve(
         project, body, "--out", str(out_dir), "--typecheck", "--tsc", str(tsc))
-    assert "typecheck: on" in tool.description
+    assert "typecheck on (type errors as warnings)" in tool.description
     assert tool.input_schema["properties"]["limits"]["properties"]["typecheck"]["type"] == "boolean"
     assert not first.is_error
     assert type_notes(first.structured_content) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]

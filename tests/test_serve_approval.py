@@ -103,8 +103,10 @@ class Elicitor:
 
 def served(project: Path, body: Callable[[Any], Awaitable[T]], *args: str, elicitor: Elicitor | None = None) -> T:
     """`body(client)` against `serve` in `project` over stdio; the client declares elicitation
-    only when given an `elicitor`."""
-    return against_serve(project, body, "--out", str(project / "out"), *args, elicitation_callback=elicitor)
+    only when given an `elicitor`. The trace lists every call (`--trace full`): the approval
+    decisions of the calls that ran are in their entries."""
+    return against_serve(project, body, "--out", str(project / "out"), "--trace", "full", *args,
+                         elicitation_callback=elicitor)
 
 
 async def run(client: Any, code: str, elicitor: Elicitor | None = None, **limits: int) -> dict[str, Any]:

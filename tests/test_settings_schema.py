@@ -178,6 +178,13 @@ def test_limits_are_held_to_the_bounds_every_run_enforces(tmp_path: Path, key: s
                            f" use an integer from {low} to {high}")
 
 
+def test_trace_takes_one_of_its_modes(tmp_path: Path) -> None:
+    assert load(tmp_path, '[limits]\ntrace = "none"\n').limits["trace"] == "none"
+    message = refused(tmp_path, '[limits]\ntrace = "all"\n')
+    assert message == (f"{tmp_path / 'codemode.toml'}:2: limits.trace: expected one of 'full', 'errors', 'none',"
+                       " got 'all'")
+
+
 # --------------------------------------------------------------------------- tool names
 
 

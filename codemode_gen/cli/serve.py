@@ -29,6 +29,7 @@ import click
 from codemode_gen.children import python_module_command
 from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.runtime import limits as limit_defaults
+from codemode_gen.runtime.limits import TraceMode
 from codemode_gen.runtime.prompt_defaults import (
     DEFAULT_PROMPT_BUDGET,
     DEFAULT_TOOL_NAME,
@@ -127,6 +128,10 @@ def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget:
         argv += ["--record"]
     if options.approve_all:
         argv += ["--approve-all"]
+    if options.trace != HostOptions.trace:
+        argv += ["--trace", options.trace]
+    if options.max_response_chars != HostOptions.max_response_chars:
+        argv += ["--max-response-chars", str(options.max_response_chars)]
     return argv
 
 
@@ -162,7 +167,8 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
     from codemode_gen.runtime.prompt import prompt_size
     from codemode_gen.runtime.serve import load_host, tool_description
 
-    cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all))
+    cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all,
+                                                     trace=options.trace, max_response_chars=options.max_response_chars))
     if problem is not None:
         click.echo(problem.render(), err=True)
     text = tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget,
@@ -204,6 +210,15 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default "
                    "tools not marked read-only or non-destructive) without asking the user. Without it such "
                    "calls are asked through MCP elicitation, and denied when the client cannot be asked.")
+@click.option("--trace", "trace", type=click.Choice(limit_defaults.TRACE_MODES), default=HostOptions.trace,
+              show_default=True,
+              help="What toolTrace lists by default (limits.trace): every call, the failed and denied ones "
+                   "plus a toolSummary of all calls, or none.")
+@click.option("--max-response-chars", "max_response_chars",
+              type=click.IntRange(limit_defaults.MIN_RESPONSE_CHARS, limit_defaults.HARD_MAX_RESPONSE_CHARS),
+              default=HostOptions.max_response_chars, show_default=True, metavar="N",
+              help="Characters of result and logs a response carries by default (limits.maxResponseChars); "
+                   "past it both are cut, with markers and a RESPONSE_TRUNCATED warning.")
 @click.option("--http", "listen", default=None, metavar="HOST:PORT", callback=_check_listen,
               help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
                    "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.")
@@ -232,12 +247,13 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
           print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
-          max_workers: int | None, record: bool, approve_all: bool, listen: tuple[str, int] | None, auth_token: str | None,
-          allow_unauthenticated: bool, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
+          max_workers: int | None, record: bool, approve_all: bool, trace: TraceMode, max_response_chars: int,
+          listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
+          allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
           max_connections: int | None, max_queued_runs: int | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
-                          approve_all=approve_all)
+                          approve_all=approve_all, trace=trace, max_response_chars=max_response_chars)
     if listen is None:
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
         given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,

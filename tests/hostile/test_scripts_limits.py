@@ -98,7 +98,7 @@ globalThis.__codemode_result__ = 'done';
     trace = response["toolTrace"]
     assert len(trace) == L.MAX_TRACE_ENTRIES
     assert all(len(t["serverId"]) <= L.MAX_NAME_CHARS + 1 for t in trace)
-    assert trace[0]["serverId"] == "s" * L.MAX_NAME_CHARS + "…" and trace[0]["error"] == "ServerNotFoundError"
+    assert trace[0]["serverId"] == "s" * L.MAX_NAME_CHARS + "…" and trace[0]["error"] == "ServerNotFoundError: no such server"
     [cut] = [d for d in response["diagnostics"] if d["code"] == "TOOL_TRACE_TRUNCATED"]
     assert cut["severity"] == "warning" and "30 later calls" in cut["message"]
     assert size(response) <= TRACE_BYTES + DIAGNOSTIC_BYTES
