@@ -209,7 +209,7 @@ def _rules(
         "- `Promise.all` runs calls concurrently (maxConcurrentCalls at once). A run ends when the module is done and no call or timer pends.",
         "- Globals: standard built-ins, URL, URLSearchParams, TextEncoder/TextDecoder, setTimeout/clearTimeout. No fetch/network, setInterval, eval, Function constructors, require, process; built-in prototypes are frozen.",
         _limits_line(host_limits),
-        "- `requestedCapabilities`: server ids to connect before the script starts.",
+        "- `requestedCapabilities`: server ids to connect first (not counted in timeoutMs).",
         "- Response: `{logs, result, diagnostics: [{severity, code, message, hint?, path?}], toolTrace}`; script errors are diagnostics.",
     ]
     if approval_tags:

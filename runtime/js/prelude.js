@@ -276,6 +276,82 @@
     });
   }
 
+  // ---- 2c'. failed tool calls nobody awaited ----------------------------------------------
+  // QuickJS gives the host no unhandled-rejection hook, so the prelude watches instead: every
+  // promise the script hands to `await`, `.then/.catch/.finally`, `Promise.all/allSettled/race/
+  // any` or returns from an async function reads its `constructor` or calls `then`, and both
+  // are intercepted on the (then frozen) Promise.prototype. While a tool call is in flight or a
+  // failed one is unaccounted for, such a promise gets one extra internal reaction, which marks
+  // the failure as handled when the promise rejects with it. A failure never marked by the end
+  // of the run is reported as a warning (response.unawaited_call); the run's outcome is not
+  // changed. The promises callTool itself returns are skipped: the generated `async` wrappers
+  // always subscribe to them, whether or not the script awaits the wrapper.
+  const MAX_TRACKED_FAILURES = config.maxTrackedFailures;
+  const promiseProto = PromiseCtor.prototype;
+  const rawThen = promiseProto.then;
+  const callPromises = new WeakSet(); // the promises callTool returned (host.js)
+  const watched = new WeakSet();      // promises given the internal reaction already
+  const failures = new Map();         // error object -> {serverId, toolName, stack, handled}
+  let unhandledFailures = 0;
+  let untrackedFailures = 0;          // failures past MAX_TRACKED_FAILURES (counted only)
+  function markHandled(reason) {
+    if (reason === null || (typeof reason !== "object" && typeof reason !== "function")) return;
+    const rec = failures.get(reason);
+    if (rec !== undefined && !rec.handled) {
+      rec.handled = true;
+      unhandledFailures -= 1;
+    }
+  }
+  function observe(p) {
+    if (pendingCalls === 0 && unhandledFailures === 0) return;
+    if ((typeof p !== "object" && typeof p !== "function") || p === null) return;
+    if (callPromises.has(p) || watched.has(p)) return;
+    watched.add(p);
+    try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ }
+  }
+  function then(onFulfilled, onRejected) {
+    observe(this);
+    return apply(rawThen, this, [onFulfilled, onRejected]);
+  }
+  defineProperty(then, "name", { value: "then" });
+  defineProperty(promiseProto, "then", { value: then, writable: true, enumerable: false, configurable: true });
+  // `await p` and Promise.resolve(p) read p.constructor; the setter keeps the override-mistake
+  // behaviour every other frozen prototype gets (enableOverride).
+  function getConstructor() {
+    observe(this);
+    return PromiseCtor;
+  }
+  function setConstructor(value) {
+    if (this === promiseProto) throw new TypeError("Cannot assign to read only property 'constructor' of frozen intrinsic");
+    defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
+  }
+  defineProperty(promiseProto, "constructor", { get: getConstructor, set: setConstructor, enumerable: false, configurable: false });
+  // A promise callTool returned: its failure is recorded by a reaction registered now, so it
+  // runs before anything the script (or the generated wrapper) attaches.
+  function trackCall(promise, serverId, toolName, stack) {
+    callPromises.add(promise);
+    apply(rawThen, promise, [undefined, (error) => callFailed(error, serverId, toolName, stack)]);
+  }
+  function callFailed(error, serverId, toolName, stack) {
+    if (error === null || typeof error !== "object" || failures.has(error)) return;
+    if (failures.size >= MAX_TRACKED_FAILURES) {
+      untrackedFailures += 1;
+      return;
+    }
+    failures.set(error, { serverId, toolName, stack, handled: false });
+    unhandledFailures += 1;
+  }
+  function unawaitedReport() {
+    const out = [];
+    for (const [error, rec] of failures) {
+      if (rec.handled) continue;
+      const row = { serverId: safeString(rec.serverId), toolName: safeString(rec.toolName), name: null, message: null, stack: rec.stack };
+      try { row.name = safeString(error.name); row.message = safeString(error.message); } catch (x) { /* hostile getter */ }
+      out.push(row);
+    }
+    return { calls: out, untracked: untrackedFailures };
+  }
+
   // ---- 2d. URL / URLSearchParams: url.js (loaded just before this file) --------------------
   const { URL, URLSearchParams } = rawURL({ encoder, decoder, StringCtor, safeString, call, objectKeys });
 
@@ -483,7 +559,11 @@
   } });
   function gatedHost(text) {
     if (ended) return new PromiseCtor((resolve) => resolve(ENDED_REPLY));
-    return rawHost(text);
+    const reply = rawHost(text);
+    if ((typeof reply === "object" || typeof reply === "function") && reply !== null) {
+      callPromises.add(reply); // host.js awaits it: no watcher needed (observe)
+    }
+    return reply;
   }
 
   // Phase A2, while the realm waits for its run (off the request path): the @codemode modules
@@ -499,6 +579,7 @@
         hostCall: gatedHost,
         begin() { pendingCalls += 1; },
         end() { pendingCalls -= 1; checkIdle(); },
+        track: trackCall,
         maxConcurrentCalls,
       };
       defineProperty(g, "__codemode_kernel__", { value: freeze(kernel), writable: false, enumerable: false, configurable: true });
@@ -537,20 +618,22 @@
       if (fatalError !== null) throw fatalError.error;
     } catch (e) {
       ended = true;
-      return stringify({ status: "error", error: describeError(e, errorsModule) });
+      markHandled(e); // the failure that ended the run is its own diagnostic
+      return stringify({ status: "error", error: describeError(e, errorsModule), unawaited: unawaitedReport() });
     }
+    const unawaited = unawaitedReport();
     const value = g.__codemode_result__;
-    if (value === undefined) return stringify({ status: "ok", result: null });
+    if (value === undefined) return stringify({ status: "ok", result: null, unawaited });
     let text;
     try {
       text = stringify(value);
     } catch (e) {
-      return stringify({ status: "ok", result: null, resultError: safeString(e && e.message) });
+      return stringify({ status: "ok", result: null, resultError: safeString(e && e.message), unawaited });
     }
     if (text === undefined) {
-      return stringify({ status: "ok", result: null, resultError: `a ${typeof value} is not JSON-serialisable` });
+      return stringify({ status: "ok", result: null, resultError: `a ${typeof value} is not JSON-serialisable`, unawaited });
     }
-    return stringify({ status: "ok", result: text });
+    return stringify({ status: "ok", result: text, unawaited });
   }
 
   // ---- phase A ends here: lock the realm down now, before any run is known -----------------
