@@ -568,7 +568,8 @@ class Bridge:
             return _error(
                 "ToolCallError",
                 f"{where} failed: {text}",
-                "read the message, fix the input or the precondition it names, then retry once",
+                f"the server's message says why {where} failed: fix the input or the precondition it names "
+                "and retry once; if the script can do without it, catch the ToolCallError and go on",
                 serverId=server_id, toolName=tool_name_shown, content=content,
                 _summary="ToolCallError: isError",
             )

@@ -459,6 +459,9 @@ class CodeMode:
             ))
         if typecheck is not None:
             catalog.diagnostics[:0] = await typecheck
+        if time.monotonic() >= deadline:  # connecting (beyond the wait not counted) used it all
+            return resp.not_started(*catalog.diagnostics, resp.prepare_limit(
+                run_limits.timeoutMs, round((time.monotonic() - started) * 1000)))
         observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
         run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
         bridge = Bridge(

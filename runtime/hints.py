@@ -154,7 +154,9 @@ def _explain(d: Mapping[str, Any], code: str, script: str, catalog: Catalog) -> 
     analysis = _Analysis(code, script, catalog)
     fix: Fix | None = None
     read = _READ.match(text) or _READ_V8.match(text)
-    if name == "TypeError" and read is not None:
+    if name == "TypeError" and read is not None and read.group("prop").startswith("Symbol."):
+        fix = analysis.not_iterable(where)  # `for (… of undefined)`
+    elif name == "TypeError" and read is not None:
         fix = analysis.undefined_property(read.group("prop"), read.group("what"), where)
     elif name == "TypeError" and _NOT_FUNCTION.match(text):
         fix = analysis.not_a_function(where)
@@ -432,7 +434,9 @@ class _Analysis:
             if got.kind in ("unknown", "missing"):
                 return _at(_UNKNOWN, node)
             got = self.member(got, key, None) if how in ("prop", "index") else self.item(got)
-        return _at(got, node)
+        # A missing value keeps the expression that made it (`all[0]` where `first` was bound):
+        # the hint rewrites that one.
+        return got if got.kind == "missing" else _at(got, node)
 
     def member(self, obj: _Val, prop: str | int | None, node: Any) -> _Val:
         """`obj.prop` / `obj[prop]` (`prop` None: an index the analysis cannot read)."""
@@ -620,7 +624,7 @@ class _Analysis:
             call = parent.origin.call if parent.origin is not None else "the call"
             return Fix(
                 f"{base} is a Promise, not the result: {call} was not awaited, so {shown} is undefined",
-                f"await the call: {self._rewrite(failing, parent.node, f'(await {base})')}",
+                f"await the call: {self._rewrite(failing, parent.node, f'(await {base})', got.node)}",
             )
         if parent.kind == "namespace":
             exports = sorted(t.export_name for t in parent.server.tools.values()) if parent.server else []
@@ -629,7 +633,7 @@ class _Analysis:
             if close:
                 return Fix(
                     f"'{module}' has no export '{prop}'",
-                    f"did you mean {operand}.{close[0]}? {self._rewrite(failing, got.node, f'{operand}.{close[0]}')}",
+                    f"did you mean {operand}.{close[0]}? {self._rewrite(failing, got.node, f'{operand}.{close[0]}', got.node)}",
                 )
             return Fix(
                 f"'{module}' has no export '{prop}'",
@@ -642,12 +646,13 @@ class _Analysis:
         kind = _kind(schema)
         if kind == "string":
             if _json_text(schema):
-                inner = schema.get("contentSchema")
-                has = isinstance(prop, str) and isinstance(inner, Mapping) and prop in _properties(_resolve(inner, inner))
+                inner = _resolve(schema.get("contentSchema"), schema.get("contentSchema"))
+                fields = _properties(inner)
+                note = f" (its JSON has the fields {self._fields(inner, inner)})" if fields and prop not in fields else ""
                 return Fix(
-                    f"{base} is a string: {self._source_of(parent)} returns JSON text (as recorded), not an object",
-                    f"parse it first: {self._rewrite(failing, parent.node, f'JSON.parse({base})')}"
-                    + ("" if has or not isinstance(inner, Mapping) else f" (its JSON has the fields {self._fields(inner, inner)})"),
+                    f"{base} is a string: {self._source_of(parent)} returns JSON text (as recorded), not "
+                    f"{'an array' if _kind(inner) == 'array' else 'an object'}",
+                    f"parse it first: {self._rewrite(failing, parent.node, f'JSON.parse({base})', got.node)}{note}",
                 )
             return Fix(
                 f"{base} is a string: {self._source_of(parent)} returns plain text (not JSON), which has no '{prop}'",
@@ -658,7 +663,7 @@ class _Analysis:
             box = boxed.field
             return Fix(
                 f"{base} is the object {origin.call} resolves to, {origin.returns}: its value is boxed in .{box}",
-                f"use .{box}: {self._rewrite(failing, parent.node, f'{operand}.{box}')}",
+                f"use .{box}: {self._rewrite(failing, parent.node, f'{operand}.{box}', got.node)}",
             )
         if kind == "object":
             props = _properties(schema)
@@ -667,18 +672,18 @@ class _Analysis:
                 if len(lists) == 1:
                     return Fix(
                         f"{base} is an object ({_shape(schema, parent.root)}), not an array: the list is in .{lists[0]}",
-                        f"use .{lists[0]}: {self._rewrite(failing, parent.node, f'{operand}.{lists[0]}')}",
+                        f"use .{lists[0]}: {self._rewrite(failing, parent.node, f'{operand}.{lists[0]}', got.node)}",
                     )
                 return Fix(
                     f"{base} is an object ({_shape(schema, parent.root)}), not an array",
                     f"use its fields ({self._fields(schema, parent.root)}) or Object.values({base})",
                 )
             close = resp.closest_names(str(prop), props)
-            what = self._type_name(parent)
+            what = f"{base}, {self._type_name(parent)},"
             if close:
                 return Fix(
                     f"{what} has no field '{prop}' (its fields: {self._fields(schema, parent.root)})",
-                    f"did you mean .{close[0]}? {self._rewrite(failing, got.node, f'{operand}.{close[0]}')}",
+                    f"did you mean .{close[0]}? {self._rewrite(failing, got.node, f'{operand}.{close[0]}', got.node)}",
                 )
             return Fix(
                 f"{what} has no field '{prop}'",
@@ -702,7 +707,7 @@ class _Analysis:
         text = self._snippet(got.node) if got.node is not None else "the field"
         parent_type = self._type_name(_Val("value", origin=got.origin, schema=None, path=got.path[:-1]))
         return Fix(
-            f"{text} is {what}: the field is optional in {parent_type} (not every result has it)",
+            f"{text} is {what} here: .{got.path[-1]} may be absent or null in {parent_type}",
             f"check it before use: {self._rewrite(failing, got.node, f'{text}?')}" if got.node is not None
             else f"check the field before reading '{prop}' from it",
         )
@@ -786,6 +791,8 @@ class _Analysis:
         return f"the field {_path_text(val.path)} of {val.origin.call}'s result"
 
     def _type_name(self, val: _Val) -> str:
+        """`the result of notes.get_note() (Note)`, `an item of .result from notes.list_notes()
+        (Note)`, `the field .byTag of notes.stats()`: where a value of a tool's result is."""
         if val.origin is None:
             return "the value"
         schema = val.schema if val.schema is not None else _schema_at(val.origin.tool.output_schema, val.path)
@@ -793,9 +800,12 @@ class _Analysis:
         resolved = _resolve(schema, val.origin.tool.output_schema)
         title = title or (resolved.get("title") if isinstance(resolved, Mapping) else None)
         named = f" ({title})" if isinstance(title, str) and re.fullmatch(r"[A-Z]\w{0,40}", title) else ""
-        if not val.path:
+        path = val.path
+        if not path:
             return f"the result of {val.origin.call}{named}"
-        return f"{_path_text(val.path)} of {val.origin.call}'s result{named}"
+        if isinstance(path[-1], int):
+            return f"an item of {_path_text(path[:-1]) or 'the list'} from {val.origin.call}{named}"
+        return f"the field {_path_text(path)} of {val.origin.call}{named}"
 
     def _fields(self, schema: Any, root: Any) -> str:
         props = sorted(_properties(_resolve(schema, root)))
@@ -818,12 +828,18 @@ class _Analysis:
             return "the value"
         return _cut(" ".join(self._node_text(node, self._text).split()))
 
-    def _rewrite(self, whole: Any, part: Any, replacement: str) -> str:
-        """The agent's text of `whole` with `part` (inside it) replaced: the corrected expression."""
-        if part is None or whole is None or not (whole.start_byte <= part.start_byte and part.end_byte <= whole.end_byte):
+    def _rewrite(self, whole: Any, part: Any, replacement: str, context: Any = None) -> str:
+        """The agent's text of `whole` with `part` (inside it) replaced: the corrected expression.
+        When `part` is elsewhere (bound on another line: `const first = all[0]`), the text of
+        `context` (the expression around `part` there) is rewritten instead."""
+        if part is not None and whole is not None and not _inside(part, whole):
+            whole = context if context is not None and _inside(part, context) else None
+        if part is None or whole is None:
             return _cut(replacement)
         before = self._text[whole.start_byte:part.start_byte].decode("utf-8", "replace")
         after = self._text[part.end_byte:whole.end_byte].decode("utf-8", "replace")
+        if replacement.endswith("?") and after.startswith("!"):  # TypeScript's `x!.y` becomes `x?.y`
+            after = after[1:]
         return _cut(" ".join(f"{before}{replacement}{after}".split()))
 
 
@@ -954,6 +970,10 @@ def _walk(root: Any) -> Iterator[Any]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
+
+
+def _inside(part: Any, whole: Any) -> bool:
+    return bool(whole.start_byte <= part.start_byte and part.end_byte <= whole.end_byte)
 
 
 def _at(val: _Val, node: Any) -> _Val:

@@ -497,7 +497,10 @@ def _closest_module(name: str, modules: Iterable[str]) -> str | None:
     if close:
         return close[0]
     tails = {m.rsplit("/", 1)[-1]: m for m in known}
-    close = closest_names(name.rsplit("/", 1)[-1], list(tails))
+    tail = name.rsplit("/", 1)[-1]
+    if tail in tails:
+        return tails[tail]
+    close = closest_names(tail, list(tails))
     return tails[close[0]] if close else None
 
 
@@ -681,6 +684,23 @@ def start_limit(timeout_ms: int) -> dict[str, str]:
     )
 
 
+def prepare_limit(timeout_ms: int, spent_ms: int) -> dict[str, str]:
+    """The run's time ran out while the host connected its servers, before the script started."""
+    return sandbox_limit(
+        "timeoutMs", timeout_ms,
+        f"the script never started: connecting its servers took {spent_ms} ms, all of the run's "
+        f"timeoutMs ({timeout_ms} ms) beyond the part not counted",
+        hint=_CONNECT_AGAIN,
+    )
+
+
+_CONNECT_AGAIN = (
+    "run it again: the connection goes on in the background and later runs reuse it (a cold start "
+    "is not counted in timeoutMs once connected); if it never connects, check the server and its "
+    "connect_timeout in codemode.toml"
+)
+
+
 def waiting_for_connect(d: dict[str, Any], servers: Sequence[str]) -> dict[str, Any]:
     """`d` itself, or, when it is the script's timeout, one saying it was spent waiting for
     `servers` to connect (their connections go on after the run)."""
@@ -690,9 +710,7 @@ def waiting_for_connect(d: dict[str, Any], servers: Sequence[str]) -> dict[str, 
     return {
         **d,
         "message": clip(f"{d['message']} while a call waited for server {names} to connect", MAX_DIAGNOSTIC_CHARS),
-        "hint": "run it again: the connection goes on in the background and later runs reuse it (a cold "
-        "start is not counted in timeoutMs once connected); if it never connects, check the server and "
-        "its connect_timeout in codemode.toml",
+        "hint": _CONNECT_AGAIN,
     }
 
 
