@@ -583,7 +583,8 @@ def unawaited_calls(report: Any, modules: Iterable[str]) -> list[dict[str, str]]
     the run went on without knowing. One each, at most MAX_UNAWAITED_REPORTED, then one line."""
     if not isinstance(report, Mapping):
         return []
-    calls = [c for c in report.get("calls") or [] if isinstance(c, Mapping)]
+    raw = report.get("calls")
+    calls = [c for c in raw[:MAX_UNAWAITED_REPORTED * 2] if isinstance(c, Mapping)] if isinstance(raw, list) else []
     untracked = report.get("untracked")
     extra = (untracked if isinstance(untracked, int) else 0) + max(0, len(calls) - MAX_UNAWAITED_REPORTED)
     out: list[dict[str, str]] = []

@@ -44,7 +44,7 @@ from codemode_gen.runtime.engine import (
     preload,
     release_memory,
 )
-from codemode_gen.runtime.limits import Limits
+from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
 
 #: Timers pending at once in one run; bounds the timer heap a script can build up (its memory
 #: is also bounded by the heap limit, this gives a clear error first).
@@ -413,7 +413,8 @@ class _Realm:
             e.bind_object(
                 "__codemode_config__",
                 {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH,
-                 "maxTrackedFailures": MAX_TRACKED_FAILURES},
+                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": resp.MAX_UNAWAITED_REPORTED,
+                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": resp.MAX_DIAGNOSTIC_CHARS},
             )
         except BaseException:
             e.close()

@@ -158,13 +158,34 @@ HANDLED = {
     "race": "try { await Promise.race([flaky_sync({})]); } catch (e) { out.push(e.name); }",
     "returned": "async function sync() { return flaky_sync({}); }\ntry { await sync(); } catch (e) { out.push(e.name); }",
     "then(ok, failed)": "await flaky_sync({}).then(() => out.push('ok'), (e) => out.push(e.name));",
+    "callTool itself": "try { await callTool('notes', 'flaky_sync', {}); } catch (e) { out.push(e.name); }",
+    "callTool .catch": "await callTool('notes', 'flaky_sync', {}).catch((e) => out.push(e.name));",
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(HANDLED))
 def test_s3_3_3_a_failure_the_script_handles_is_not_reported(host: HostThread, how: str) -> None:
-    code = "import { flaky_sync, stats } from '@codemode/servers/notes';\nconst out = [];\n" + HANDLED[how]
+    code = ("import { flaky_sync, stats } from '@codemode/servers/notes';\nimport { callTool } from '@codemode/host';\n"
+            "const out = [];\n" + HANDLED[how])
     response = host.run(code + "\nglobalThis.__codemode_result__ = out;")
     assert assert_ok(response) in (["ToolCallError"], ["rejected"]), response
     assert not [d for d in response["diagnostics"] if d["code"] == "UNAWAITED_CALL_FAILED"], response["diagnostics"]
+
+
+@pytest.mark.slow
+def test_s3_3_3_unawaited_failures_are_reported_within_bounds(host: HostThread) -> None:
+    # Hundreds of failing calls nobody awaits, each naming a long server id: a few warnings
+    # of bounded size, then one line counting the rest; the run itself succeeds.
+    code = (
+        "import { callTool } from '@codemode/host';\n"
+        "const big = 's'.repeat(20000);\n"
+        "for (let i = 0; i < 300; i++) callTool(big, 'tick', {});\n"
+        "globalThis.__codemode_result__ = 'fired';\n"
+    )
+    response = host.run(code, limits={"maxToolCalls": 1000})
+    assert assert_ok(response) == "fired"
+    found = [d for d in response["diagnostics"] if d["code"] == "UNAWAITED_CALL_FAILED"]
+    assert len(found) == 6 and found[-1]["message"].startswith("295 more tool call(s) failed")
+    assert all(d["severity"] == "warning" and len(d["message"]) < 5000 for d in found)
+    assert "`await callTool(...)`" in found[0]["hint"] and found[0]["path"].startswith("3:")

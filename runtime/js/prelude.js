@@ -283,17 +283,26 @@
   // are intercepted on the (then frozen) Promise.prototype. While a tool call is in flight or a
   // failed one is unaccounted for, such a promise gets one extra internal reaction, which marks
   // the failure as handled when the promise rejects with it. A failure never marked by the end
-  // of the run is reported as a warning (response.unawaited_call); the run's outcome is not
-  // changed. The promises callTool itself returns are skipped: the generated `async` wrappers
-  // always subscribe to them, whether or not the script awaits the wrapper.
+  // of the run is reported as a warning (response.unawaited_calls); the run's outcome is not
+  // changed. The promise callTool returns to a generated `async` wrapper is not watched: the
+  // wrapper always subscribes to it, whether or not the script awaits the wrapper's promise
+  // (which is watched instead); one the script got from callTool directly is watched.
   const MAX_TRACKED_FAILURES = config.maxTrackedFailures;
+  const MAX_REPORTED_FAILURES = config.maxReportedFailures;
+  const MAX_REPORT_NAME_CHARS = config.maxNameChars;
+  const MAX_REPORT_TEXT_CHARS = config.maxReportTextChars;
   const promiseProto = PromiseCtor.prototype;
   const rawThen = promiseProto.then;
-  const callPromises = new WeakSet(); // the promises callTool returned (host.js)
+  const wrapperCalls = new WeakSet(); // callTool's promises held by a generated wrapper
   const watched = new WeakSet();      // promises given the internal reaction already
   const failures = new Map();         // error object -> {serverId, toolName, stack, handled}
   let unhandledFailures = 0;
   let untrackedFailures = 0;          // failures past MAX_TRACKED_FAILURES (counted only)
+  let inHook = false;                 // inside our own then: its constructor read is ours
+  function cut(text, max) {
+    const s = safeString(text);
+    return s.length > max ? s.slice(0, max) + "…" : s;
+  }
   function markHandled(reason) {
     if (reason === null || (typeof reason !== "object" && typeof reason !== "function")) return;
     const rec = failures.get(reason);
@@ -303,15 +312,18 @@
     }
   }
   function observe(p) {
-    if (pendingCalls === 0 && unhandledFailures === 0) return;
+    if (inHook || (pendingCalls === 0 && unhandledFailures === 0)) return;
     if ((typeof p !== "object" && typeof p !== "function") || p === null) return;
-    if (callPromises.has(p) || watched.has(p)) return;
+    if (wrapperCalls.has(p) || watched.has(p)) return;
     watched.add(p);
-    try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ }
+    inHook = true;
+    try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ } finally { inHook = false; }
   }
   function then(onFulfilled, onRejected) {
     observe(this);
-    return apply(rawThen, this, [onFulfilled, onRejected]);
+    if (inHook) return apply(rawThen, this, [onFulfilled, onRejected]);
+    inHook = true;
+    try { return apply(rawThen, this, [onFulfilled, onRejected]); } finally { inHook = false; }
   }
   defineProperty(then, "name", { value: "then" });
   defineProperty(promiseProto, "then", { value: then, writable: true, enumerable: false, configurable: true });
@@ -326,30 +338,49 @@
     defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
   }
   defineProperty(promiseProto, "constructor", { get: getConstructor, set: setConstructor, enumerable: false, configurable: false });
+  // Whether callTool's caller (the frame after its own in `stack`) is a generated wrapper.
+  function calledByWrapper(stack) {
+    const lines = safeString(stack).slice(0, 4096).split("\n");
+    for (let i = 0; i + 1 < lines.length; i++) {
+      if (lines[i].indexOf("callTool") >= 0) return lines[i + 1].indexOf("(@codemode/servers/") >= 0;
+    }
+    return false;
+  }
   // A promise callTool returned: its failure is recorded by a reaction registered now, so it
   // runs before anything the script (or the generated wrapper) attaches.
   function trackCall(promise, serverId, toolName, stack) {
-    callPromises.add(promise);
-    apply(rawThen, promise, [undefined, (error) => callFailed(error, serverId, toolName, stack)]);
+    if (calledByWrapper(stack)) wrapperCalls.add(promise);
+    const rec = { serverId: cut(serverId, MAX_REPORT_NAME_CHARS), toolName: cut(toolName, MAX_REPORT_NAME_CHARS),
+      stack: cut(stack, MAX_REPORT_TEXT_CHARS), handled: false };
+    inHook = true;
+    try { apply(rawThen, promise, [undefined, (error) => callFailed(error, rec)]); } finally { inHook = false; }
   }
-  function callFailed(error, serverId, toolName, stack) {
+  function callFailed(error, rec) {
     if (error === null || typeof error !== "object" || failures.has(error)) return;
     if (failures.size >= MAX_TRACKED_FAILURES) {
       untrackedFailures += 1;
       return;
     }
-    failures.set(error, { serverId, toolName, stack, handled: false });
+    failures.set(error, rec);
     unhandledFailures += 1;
   }
   function unawaitedReport() {
-    const out = [];
+    const calls = [];
+    let more = untrackedFailures;
     for (const [error, rec] of failures) {
       if (rec.handled) continue;
-      const row = { serverId: safeString(rec.serverId), toolName: safeString(rec.toolName), name: null, message: null, stack: rec.stack };
-      try { row.name = safeString(error.name); row.message = safeString(error.message); } catch (x) { /* hostile getter */ }
-      out.push(row);
+      if (calls.length >= MAX_REPORTED_FAILURES) {
+        more += 1;
+        continue;
+      }
+      const row = { serverId: rec.serverId, toolName: rec.toolName, name: null, message: null, stack: rec.stack };
+      try {
+        row.name = cut(error.name, MAX_REPORT_NAME_CHARS);
+        row.message = cut(error.message, MAX_REPORT_TEXT_CHARS);
+      } catch (x) { /* hostile getter */ }
+      calls.push(row);
     }
-    return { calls: out, untracked: untrackedFailures };
+    return { calls, untracked: more };
   }
 
   // ---- 2d. URL / URLSearchParams: url.js (loaded just before this file) --------------------
@@ -561,7 +592,7 @@
     if (ended) return new PromiseCtor((resolve) => resolve(ENDED_REPLY));
     const reply = rawHost(text);
     if ((typeof reply === "object" || typeof reply === "function") && reply !== null) {
-      callPromises.add(reply); // host.js awaits it: no watcher needed (observe)
+      wrapperCalls.add(reply); // only host.js awaits it: no watcher needed (observe)
     }
     return reply;
   }
