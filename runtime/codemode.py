@@ -450,9 +450,10 @@ class CodeMode:
         deadline += min(waited, wait_s)
         spent_ms = round(waited * 1000)
         if spent_ms >= CONNECT_NOTICE_MS:
+            uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
             catalog.diagnostics.append(resp.diagnostic(
                 "CONNECT_TIME",
-                f"connecting servers took {spent_ms} ms before the script started, not counted in its "
+                f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
                 f"timeoutMs ({run_limits.timeoutMs} ms)",
                 severity="info",
                 hint="nothing to do; connections are reused by later runs of the same host",

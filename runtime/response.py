@@ -689,8 +689,8 @@ def prepare_limit(timeout_ms: int, spent_ms: int) -> dict[str, str]:
     """The run's time ran out while the host connected its servers, before the script started."""
     return sandbox_limit(
         "timeoutMs", timeout_ms,
-        f"the script never started: connecting its servers took {spent_ms} ms, all of the run's "
-        f"timeoutMs ({timeout_ms} ms) beyond the part not counted",
+        f"the script never started: connecting its servers and preparing the run took {spent_ms} ms, "
+        f"more than its timeoutMs ({timeout_ms} ms) and the connect wait not counted in it",
         hint=_CONNECT_AGAIN,
     )
 
