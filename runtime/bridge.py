@@ -229,6 +229,9 @@ class Bridge:
         # costs two event-loop turns (its lock and ready event) on every call.
         self._sessions: dict[str, CallSession] = {}
         self._closed = False
+        # Servers a call of this run was waiting for to connect when the run ended (a timeout
+        # then says so: response.waiting_for_connect).
+        self.connecting: set[str] = set()
         # Told (server id, tool name: sanitised) of every call that finished, whatever its
         # outcome; never of one cut short by the end of the run. Must not block or raise.
         self._on_call_done = on_call_done
@@ -463,6 +466,7 @@ class Bridge:
         lock = self._locks.setdefault(view.server_id, asyncio.Lock())
         async with lock:
             if view.unavailable is None and not view.live:
+                self.connecting.add(view.server_id)  # left there if the run ends meanwhile
                 try:
                     live = await self.connector.live(view.config_id)
                 except ConnectError as exc:  # AuthError too
@@ -473,6 +477,7 @@ class Bridge:
                 else:
                     view.tools = live_tools(live, self.configs[view.config_id], known=view.tools)
                     view.live = True
+                self.connecting.discard(view.server_id)
         if view.unavailable is not None:
             if view.auth_failed:
                 return _error(
@@ -602,7 +607,8 @@ class Bridge:
             return _error(
                 "ToolCallError",
                 f"{where} failed: {text}",
-                "read the message, fix the input or the precondition it names, then retry once",
+                f"the server's message says why {where} failed: fix the input or the precondition it names "
+                "and retry once; if the script can do without it, catch the ToolCallError and go on",
                 serverId=server_id, toolName=tool_name_shown, content=content,
                 _summary=f"ToolCallError: {self._server_text(config.id, text)}",
             )

@@ -60,6 +60,7 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
+from codemode_gen.runtime import hints
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.approval import ApprovalGate, Approver
 from codemode_gen.runtime.bridge import Bridge
@@ -112,6 +113,12 @@ MAX_CATALOG_CACHE = 16
 # when the run then runs out of time: it explains a script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
 CONNECT_TIME = "CONNECT_TIME"
+# The share of a run's timeoutMs the host waits, before the script starts, for the servers it
+# names to connect. That wait is not counted in the script's own timeoutMs (its deadline moves
+# by it: a cold start of the servers must not eat the script's time), and bounding it keeps the
+# answer within 1.5 x timeoutMs (docs/DESIGN.md, "Deadline"). A server still connecting then is
+# waited for by the script's first call to it, within the script's time.
+CONNECT_WAIT_SHARE = 0.2
 # Live results waiting to be learned from or recorded (runtime/learn.py: walks of the result,
 # done in one thread per host): past it the next call's result waits for a slot before the
 # script gets it, instead of results piling up in host memory faster than the thread keeps up.
@@ -466,11 +473,19 @@ class CodeMode:
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
         # servers connect; its type errors are warnings and the run goes ahead regardless.
         typecheck = self._start_typecheck(code, run_limits, deadline)
-        prepared = await self._prepare(script, list(requested_capabilities or []), deadline - time.monotonic())
+        # Connecting is not counted in the script's timeoutMs (CONNECT_WAIT_SHARE).
+        wait_s = run_limits.timeoutMs / 1000 * CONNECT_WAIT_SHARE
+        connecting = time.monotonic()
+        prepared = await self._prepare(script, list(requested_capabilities or []),
+                                       deadline - connecting, lazy_budget_s=wait_s)
         catalog = prepared.for_run()
-        connect_ms = round((time.monotonic() - started) * 1000)
+        waited = time.monotonic() - connecting
+        deadline += min(waited, wait_s)
         if typecheck is not None:
             catalog.diagnostics[:0] = self._typecheck_notes(await typecheck, limits)
+        if time.monotonic() >= deadline:  # connecting (beyond the wait not counted) used it all
+            return resp.not_started(*catalog.diagnostics, resp.prepare_limit(
+                run_limits.timeoutMs, round((time.monotonic() - started) * 1000)))
         observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
         run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
         bridge = Bridge(
@@ -494,6 +509,11 @@ class CodeMode:
         # types, and its calls are in fixtures/ (or it says why not).
         if observed:
             await asyncio.gather(*observed, return_exceptions=True)
+        diagnostics = sandboxed.get("diagnostics", [])
+        if bridge.connecting:  # the script ran out of time waiting for a server to connect
+            diagnostics = [resp.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
+        if hints.needs_explaining(diagnostics):  # a failed run only: off the event loop (a parse)
+            diagnostics = await asyncio.to_thread(hints.explain, diagnostics, code, script, catalog)
         recording: list[dict[str, str]] = []
         if self._recorder is not None:
             recording = [
@@ -504,16 +524,19 @@ class CodeMode:
                 )
                 for note in await self.flush_recording(run_token)
             ]
-        ended = sandboxed.get("diagnostics", [])
-        if connect_ms >= CONNECT_NOTICE_MS and resp.hit_limit(ended, "timeoutMs"):
-            # Only when it explains something: the run ran out of time, and connecting took part of it.
+        spent_ms = round(waited * 1000)
+        if spent_ms >= CONNECT_NOTICE_MS and resp.hit_limit(sandboxed.get("diagnostics", []), "timeoutMs"):
+            # Only when it explains something: the run ran out of time after a slow connect.
+            uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
             catalog.diagnostics.append(resp.diagnostic(
                 CONNECT_TIME,
-                f"connecting servers took {connect_ms} ms of the run's timeoutMs ({run_limits.timeoutMs} ms)",
+                f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
+                f"timeoutMs ({run_limits.timeoutMs} ms)",
                 severity="info",
                 hint="run it again: the servers stay connected, so the next run has its whole timeoutMs "
                 "for the script (or raise limits.timeoutMs)",
             ))
+        ended = diagnostics
         mode = run_limits.trace or self.trace
         tool_trace, tool_summary = resp.shape_trace(bridge.trace, bridge.counts, mode)
         return await resp.build_response_async(
@@ -567,8 +590,12 @@ class CodeMode:
         """
         return (await self._prepare(code, requested, budget_s)).for_run()
 
-    async def _prepare(self, code: str, requested: list[str], budget_s: float | None) -> _Prepared:
-        """`prepare`, reusing the last catalog built from the same inputs.
+    async def _prepare(
+        self, code: str, requested: list[str], budget_s: float | None, *, lazy_budget_s: float | None = None
+    ) -> _Prepared:
+        """`prepare`, reusing the last catalog built from the same inputs. Servers out/ has a
+        module for are waited for at most `lazy_budget_s` (they can connect at their first
+        call); the others, which need their tool list before the run can import them, `budget_s`.
 
         A catalog is a pure function of out/'s manifest, the servers the run names and the
         snapshot (tool-list version) of every connection (runtime/reconcile.py), so it is built
@@ -579,7 +606,7 @@ class CodeMode:
         out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
         selection = select_servers(code, requested, self.configs, out.paths, refresh)
-        connections = await self._connect(selection.wanted, out.covered, budget_s)
+        connections = await self._connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
             tuple(requested),
@@ -759,13 +786,21 @@ class CodeMode:
         self._out = _OutViews(manifest, module_paths_for(manifest, self.configs), views, _covered(views))
         return self._out
 
-    async def _connect(self, wanted: Iterable[str], covered: set[str], budget_s: float | None) -> Connections:
-        """Connect `wanted` concurrently (waiting at most `budget_s`), take the current snapshot
-        of every other open session, and start or check the background connections of the
-        servers out/ does not cover."""
+    async def _connect(
+        self, wanted: Iterable[str], covered: set[str], budget_s: float | None, lazy_budget_s: float | None = None
+    ) -> Connections:
+        """Connect `wanted` concurrently (waiting at most `budget_s`; at most `lazy_budget_s` for
+        those out/ covers), take the current snapshot of every other open session, and start or
+        check the background connections of the servers out/ does not cover."""
         tasks = {cid: asyncio.ensure_future(self.live(cid)) for cid in wanted}
         if tasks:
-            await asyncio.wait(tasks.values(), timeout=budget_s)
+            start = time.monotonic()
+            first = budget_s if lazy_budget_s is None else min(lazy_budget_s, budget_s if budget_s is not None else lazy_budget_s)
+            await asyncio.wait(tasks.values(), timeout=first)
+            needed = [t for cid, t in tasks.items() if cid not in covered and not t.done()]
+            if needed and first != budget_s:
+                left = None if budget_s is None else max(0.0, budget_s - (time.monotonic() - start))
+                await asyncio.wait(needed, timeout=left)
         lives: dict[str, LiveServer] = {}
         failures: dict[str, Failure] = {}
         pending: dict[str, Pending] = {}

@@ -211,9 +211,11 @@ def reconcile(
         if why == "timeout":
             diagnostics.append(diagnostic(
                 "CAPABILITY_UNAVAILABLE",
-                f"server '{paths[cid]}' did not finish connecting within the run's timeout",
+                f"server '{paths[cid]}' did not finish connecting before the script started (the host "
+                "waits a fifth of timeoutMs); the script's first call to it waits for the connection",
                 severity="warning" if selection.named(cid) else "info",
-                hint="raise limits.timeoutMs, or check the server's start-up (connect_timeout in codemode.toml)",
+                hint="nothing to do if its calls succeed (later runs find it connected); if they time out, "
+                "check the server's start-up (connect_timeout in codemode.toml)",
             ))
         else:
             diagnostics.append(diagnostic(

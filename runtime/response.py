@@ -15,6 +15,7 @@ deeper than MAX_LOG_DEPTH. Errors are shown as `{"message", "name", ...own field
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -67,6 +68,25 @@ FATAL_CODES = frozenset(
 )
 
 _MODULE_NOT_FOUND = re.compile(r"^(?:could not load module filename|module not found)[:]? '?(?P<name>[^']*)'?$")
+# QuickJS's link error for `import { x } from "m"` when m has no export x.
+_EXPORT_NOT_FOUND = re.compile(r"^Could not find export '(?P<name>[^']*)' in module '(?P<module>[^']*)'$")
+# The names a module exports, in the forms the runtime's own modules use (generated server
+# modules, @codemode/discovery, @codemode/errors): declarations and `export { a, b as "c" }`.
+_EXPORT_DECL = re.compile(r"^export\s+(?:async\s+)?(?:function\*?|class|const|let|var)\s+([A-Za-z_$][\w$]*)", re.M)
+_EXPORT_LIST = re.compile(r"^export\s*\{([^}]*)\}", re.M)
+#: Names compared when looking for the one a script meant (a misspelt export, module, field):
+#: bounds difflib's work, which is quadratic in a name's length and linear in the candidates.
+MAX_NEAR_MISS_CANDIDATES = 2000
+#: Names listed in a hint ("its exports: ...", "its fields: ..."), so a server with hundreds of
+#: tools does not fill the agent's context.
+MAX_LISTED_NAMES = 16
+#: JavaScript's own error classes: thrown by the engine for a mistake in the script's code, which
+#: the fix is to change, never to catch.
+PROGRAMMING_ERRORS = frozenset({"TypeError", "ReferenceError", "RangeError", "SyntaxError", "URIError"})
+#: Code of the warning for a tool call that failed while nothing awaited it.
+UNAWAITED_CALL_FAILED = "UNAWAITED_CALL_FAILED"
+#: Unawaited failed calls reported one by one per run; more are summed up in one line.
+MAX_UNAWAITED_REPORTED = 5
 
 
 def utf8_safe(text: str) -> str:
@@ -425,20 +445,181 @@ def module_not_found(message: str) -> str | None:
     return m.group("name") if m else None
 
 
+def _name_key(name: str) -> str:
+    """What two spellings of one name share: `listNotes`, `list-notes`, `List_Notes`."""
+    return re.sub(r"[\W_]+", "", name).lower()
+
+
+def closest_names(name: str, candidates: Iterable[str], n: int = 1) -> list[str]:
+    """The candidates a script most likely meant by `name` (best first; empty when none is
+    close): the same name but for case and separators first, then difflib's close matches."""
+    if len(name) > MAX_NAME_CHARS:  # difflib is quadratic in the name's length
+        return []
+    pool = [c for _, c in zip(range(MAX_NEAR_MISS_CANDIDATES), candidates, strict=False) if c != name]
+    key = _name_key(name)
+    found = [c for c in pool if key and _name_key(c) == key]
+    by_key: dict[str, str] = {}
+    for c in pool:
+        by_key.setdefault(_name_key(c), c)
+    for close in difflib.get_close_matches(key, list(by_key), n=n, cutoff=0.6) if key else []:
+        if by_key[close] not in found:
+            found.append(by_key[close])
+    for close in difflib.get_close_matches(name, pool, n=n, cutoff=0.6):
+        if close not in found:
+            found.append(close)
+    return found[:n]
+
+
+def listed(names: Iterable[str]) -> str:
+    """`a, b, c` of at most MAX_LISTED_NAMES names, saying how many more there are."""
+    items = list(names)
+    shown = ", ".join(items[:MAX_LISTED_NAMES])
+    return shown + (f" and {len(items) - MAX_LISTED_NAMES} more" if len(items) > MAX_LISTED_NAMES else "")
+
+
+def module_exports(source: str) -> list[str]:
+    """The export names of one of the runtime's own modules (see _EXPORT_DECL), sorted; names
+    starting with `__` (`__meta__`) are internal and left out."""
+    names = set(_EXPORT_DECL.findall(source))
+    for group in _EXPORT_LIST.findall(source):
+        for part in group.split(","):
+            exported = part.split(" as ")[-1].strip().strip("'\"")
+            if exported:
+                names.add(exported)
+    return sorted(n for n in names if not n.startswith("__"))
+
+
+def _closest_module(name: str, modules: Iterable[str]) -> str | None:
+    """The module a misspelt specifier meant: compared whole, and by its last segment (so
+    `notes`, `@codemode/notes` and `@codemode/servers/note` all find `@codemode/servers/notes`)."""
+    known = [m for m in modules if m != "@codemode/host"]
+    close = closest_names(name, known)
+    if close:
+        return close[0]
+    tails = {m.rsplit("/", 1)[-1]: m for m in known}
+    tail = name.rsplit("/", 1)[-1]
+    if tail in tails:
+        return tails[tail]
+    close = closest_names(tail, list(tails))
+    return tails[close[0]] if close else None
+
+
 def import_failure(name: str, code: str, modules: Iterable[str]) -> dict[str, str]:
+    modules = list(modules)
     servers = sorted(m for m in modules if m.startswith(MODULE_PREFIX))
     others = sorted(
         m for m in modules if m.startswith("@codemode/") and m not in servers and m != "@codemode/host"
     )
     available = ", ".join(servers) if servers else "none"
+    meant = _closest_module(name, servers + others)
+    hint = (
+        f"did you mean '{meant}'? " if meant else ""
+    ) + (
+        f"import one of the available server modules ({available}) or "
+        f"{', '.join(others) or '@codemode/errors'}; nothing else (files, URLs, npm "
+        "packages, node:*) can be imported"
+    )
     return diagnostic(
         IMPORT_FAILURE,
-        f"cannot import {name!r}: no such module in this sandbox",
-        hint=f"import one of the available server modules ({available}) or "
-        f"{', '.join(others) or '@codemode/errors'}; nothing else (files, URLs, npm "
-        "packages, node:*) can be imported",
+        f"cannot import {name!r}: no such module in this sandbox"
+        + (f" (did you mean '{meant}'?)" if meant else ""),
+        hint=hint,
         path=find_specifier(code, name),
     )
+
+
+def export_not_found(message: str) -> tuple[str, str] | None:
+    """(export, module) when `message` is the engine's link error for a missing export."""
+    m = _EXPORT_NOT_FOUND.match(message.strip())
+    return (m.group("name"), m.group("module")) if m else None
+
+
+def find_import_name(code: str, name: str, module: str) -> str | None:
+    """`line:column` of `name` in the import statement of `module` (else of the specifier)."""
+    for quote in ('"', "'"):
+        end = code.find(f"{quote}{module}{quote}")
+        if end < 0:
+            continue
+        start = code.rfind("import", 0, end)
+        if start >= 0:
+            m = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])").search(code, start, end)
+            if m is not None:
+                line = code.count("\n", 0, m.start()) + 1
+                col = m.start() - (code.rfind("\n", 0, m.start()) + 1) + 1
+                return f"{line}:{col}"
+    return find_specifier(code, module)
+
+
+def export_failure(name: str, module: str, code: str, modules: Mapping[str, str]) -> dict[str, str]:
+    """IMPORT_FAILURE for `import { name } from module` when the module has no such export:
+    the closest export names, and how to import the module when it was a default import."""
+    source = modules.get(module)
+    exports = module_exports(source) if isinstance(source, str) else []
+    shown, where = safe_name(name), safe_name(module)
+    if name == "default":
+        alias = re.sub(r"\W", "_", module.rsplit("/", 1)[-1]) or "mod"
+        return diagnostic(
+            IMPORT_FAILURE,
+            f"'{where}' has no default export: its functions are named exports",
+            hint=f"import the module as a namespace: import * as {alias} from '{where}'",
+            path=find_import_name(code, "import", module),
+        )
+    close = closest_names(name, exports)
+    meant = f"did you mean '{close[0]}'? " if close else ""
+    fix = f"import {{ {close[0]} }} from '{where}'" if close else f"import one of them: {listed(exports)}"
+    return diagnostic(
+        IMPORT_FAILURE,
+        f"cannot import '{shown}' from '{where}': the module has no such export"
+        + (f" (did you mean '{close[0]}'?)" if close else "")
+        + (f"; its exports: {listed(exports)}" if exports else ""),
+        hint=f"{meant}{fix}" if close else fix,
+        path=find_import_name(code, name, module),
+    )
+
+
+def unawaited_calls(report: Any, modules: Iterable[str]) -> list[dict[str, str]]:
+    """UNAWAITED_CALL_FAILED warnings from the prelude's report of failed tool calls that the
+    script never awaited (`{calls: [{serverId, toolName, name, message, stack}], untracked}`):
+    the run went on without knowing. One each, at most MAX_UNAWAITED_REPORTED, then one line."""
+    if not isinstance(report, Mapping):
+        return []
+    raw = report.get("calls")
+    calls = [c for c in raw[:MAX_UNAWAITED_REPORTED * 2] if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    untracked = report.get("untracked")
+    extra = (untracked if isinstance(untracked, int) else 0) + max(0, len(calls) - MAX_UNAWAITED_REPORTED)
+    out: list[dict[str, str]] = []
+    for call in calls[:MAX_UNAWAITED_REPORTED]:
+        where = f"{safe_name(call.get('serverId'))}.{safe_name(call.get('toolName'))}"
+        error = f"{safe_name(call.get('name') or 'Error')}: {clip(str(call.get('message') or ''), MAX_DIAGNOSTIC_CHARS // 2)}"
+        stack = str(call.get("stack") or "")
+        path = agent_location(stack)
+        fn = _export_of_frames(map_stack(stack, modules))
+        out.append(diagnostic(
+            UNAWAITED_CALL_FAILED,
+            f"{where} failed and nothing awaited it, so the script went on without its result: {error}",
+            severity="warning",
+            hint=f"await the call (`await {fn}(...)`, or `await Promise.all([...])` for several) so its "
+            "failure reaches the script" + (f"; the call is at {AGENT_MODULE}:{path}" if path else ""),
+            path=path,
+        ))
+    if extra > 0:
+        out.append(diagnostic(
+            UNAWAITED_CALL_FAILED,
+            f"{extra} more tool call(s) failed while nothing awaited them",
+            severity="warning",
+            hint="await every tool call (or `await Promise.all([...])`) so failures reach the script",
+        ))
+    return out
+
+
+def _export_of_frames(frames: Sequence[str]) -> str:
+    """The generated function a call went through (`at list_notes (@codemode/servers/notes:…)`),
+    for the hint's example; `callTool` when the script called the host directly."""
+    for frame in frames:
+        text = frame.strip()
+        if text.startswith("at ") and f"({MODULE_PREFIX}" in text:
+            return text[3:].split(" ", 1)[0]
+    return "callTool"
 
 
 def uncaught_exception(error: Mapping[str, Any], modules: Iterable[str]) -> dict[str, str]:
@@ -456,13 +637,19 @@ def uncaught_exception(error: Mapping[str, Any], modules: Iterable[str]) -> dict
     message = "Uncaught " + text + ("\n" + "\n".join(frames) if frames else "")
     error_class = error.get("errorClass")
     hint = error.get("hint") if error_class else None
+    path = agent_location(stack)
     if not hint:
-        hint = "handle this error with try/catch or fix its cause at the reported line"
+        at = f" ({AGENT_MODULE}:{path})" if path else ""
+        if name in PROGRAMMING_ERRORS:
+            # A mistake in the script's code: the fix is to change it, never to catch it.
+            hint = f"fix the script's code at the reported line{at}: this {name} comes from the script, not from a tool"
+        else:
+            hint = f"the script threw this itself{at}: change what made it throw, or the condition it checks"
     return diagnostic(
         UNCAUGHT_EXCEPTION,
         message,
         hint=str(hint),
-        path=agent_location(stack),
+        path=path,
         error_class=str(error_class) if error_class else None,
     )
 
@@ -491,8 +678,50 @@ def hit_limit(diagnostics: Iterable[Mapping[str, Any]], limit: str) -> bool:
     )
 
 
+_RAN_LONGER = "the script ran longer than"
+
+
 def timeout_limit(timeout_ms: int) -> dict[str, str]:
-    return sandbox_limit("timeoutMs", timeout_ms, f"the script ran longer than {timeout_ms} ms and was stopped")
+    return sandbox_limit("timeoutMs", timeout_ms, f"{_RAN_LONGER} {timeout_ms} ms and was stopped")
+
+
+def start_limit(timeout_ms: int) -> dict[str, str]:
+    """The run's time ran out before the script started (no worker was ready in time)."""
+    return sandbox_limit(
+        "timeoutMs", timeout_ms,
+        f"the script never started: no sandbox was ready within the run's timeoutMs ({timeout_ms} ms)",
+        hint="run it again (sandboxes were starting; later runs find one ready), or raise limits.timeoutMs",
+    )
+
+
+def prepare_limit(timeout_ms: int, spent_ms: int) -> dict[str, str]:
+    """The run's time ran out while the host connected its servers, before the script started."""
+    return sandbox_limit(
+        "timeoutMs", timeout_ms,
+        f"the script never started: connecting its servers and preparing the run took {spent_ms} ms, "
+        f"more than its timeoutMs ({timeout_ms} ms) and the connect wait not counted in it",
+        hint=_CONNECT_AGAIN,
+    )
+
+
+_CONNECT_AGAIN = (
+    "run it again: the connection goes on in the background and later runs reuse it (a cold start "
+    "is not counted in timeoutMs once connected); if it never connects, check the server and its "
+    "connect_timeout in codemode.toml"
+)
+
+
+def waiting_for_connect(d: dict[str, Any], servers: Sequence[str]) -> dict[str, Any]:
+    """`d` itself, or, when it is the script's timeout, one saying it was spent waiting for
+    `servers` to connect (their connections go on after the run)."""
+    if d.get("code") != SANDBOX_LIMIT or not str(d.get("message", "")).startswith(_RAN_LONGER):
+        return d
+    names = ", ".join(f"'{safe_name(s)}'" for s in servers)
+    return {
+        **d,
+        "message": clip(f"{d['message']} while a call waited for server {names} to connect", MAX_DIAGNOSTIC_CHARS),
+        "hint": _CONNECT_AGAIN,
+    }
 
 
 def worker_limit(timeout_ms: int, max_workers: int) -> dict[str, str]:

@@ -479,7 +479,7 @@ class Sandbox:
                 return resp.build_response([], None, [resp.worker_limit(limits.timeoutMs, self._pool.max_workers)])
             # No worker was ready before the deadline (a slow cold start): the caller's
             # deadline wins over starting the script at all.
-            return resp.build_response([], None, [resp.timeout_limit(limits.timeoutMs)])
+            return resp.build_response([], None, [resp.start_limit(limits.timeoutMs)])
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
             return resp.build_response([], None, [resp.sandbox_error("the sandbox could not be started")])

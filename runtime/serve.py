@@ -118,7 +118,7 @@ INPUT_SCHEMA: dict[str, Any] = {
         "requestedCapabilities": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Server ids to connect before the script starts.",
+            "description": "Server ids to connect before the script starts (the wait is not counted in timeoutMs).",
         },
     },
     "required": ["code"],

@@ -38,7 +38,7 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from codemode_gen import safe_jsonschema
 from codemode_gen.jsonio import json_type, pointer_token, resolve_pointer
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
-from codemode_gen.runtime.response import copy_json, json_depth_exceeds, safe_name
+from codemode_gen.runtime.response import closest_names, copy_json, json_depth_exceeds, safe_name
 
 __all__ = [
     "MAX_EXAMPLE_DEPTH",
@@ -475,7 +475,12 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         expected = _describe(prop) if isinstance(prop, Mapping) and prop else "a value"
         received = "undefined"
         path = _pointer(parts)
-        hint = f"add the required property {_where(path)} ({expected})"
+        hint = f"add the required property {_where(path)} ({expected})" + _misnamed(value, sub, missing)
+    elif keyword == "type" and not parts and _takes_object(arg) and not isinstance(value, Mapping):
+        # `get_note(2)`: a positional argument where the tool takes one input object.
+        expected = "object"
+        path = ""
+        hint = f"pass one input object, not positional arguments: {_object_call(root, export_name, value)}"
     elif keyword == "type":
         expected = " or ".join(arg) if isinstance(arg, list) else str(arg)
         path = _pointer(parts)
@@ -533,6 +538,47 @@ def _raise_from(error: ValidationError, root: Any, tool_name: str, export_name: 
         path = _pointer(parts)
         hint = f"change {_where(path)} to match the schema ({safe_name(error.message, 120)})"
     raise _invalid(root, tool_name, export_name, path, expected, received, hint, detail=safe_name(error.message, 500))
+
+
+def _takes_object(declared: Any) -> bool:
+    return declared == "object" or (isinstance(declared, list) and "object" in declared)
+
+
+def _misnamed(value: Any, schema: Any, missing: str) -> str:
+    """What to add to a missing-property hint when the input has a property the schema does not
+    list: rename it (`noteId` for `id`) when it looks like the missing one, else name it."""
+    if not isinstance(value, Mapping) or not isinstance(schema, Mapping):
+        return ""
+    known = schema.get("properties")
+    if not isinstance(known, Mapping):
+        return ""
+    extra = [k for _, k in zip(range(MAX_LISTED_ITEMS * 4), (k for k in value if k not in known), strict=False)]
+    low = missing.lower()
+    close = [k for k in extra if closest_names(k, [missing]) or low in k.lower() or k.lower() in low]
+    if not close and len(extra) == 1:
+        close = extra  # one property too many and one missing: most likely the same one, misnamed
+    if not close:
+        return f"; the input's {_list(extra)} {'is' if len(extra) == 1 else 'are'} not among its properties" if extra else ""
+    shown = safe_name(close[0], MAX_SHOWN_VALUE_CHARS)
+    return f"; `{shown}` is not one of its properties: rename it to `{missing}`"
+
+
+def _object_call(root: Any, export_name: str, value: Any) -> str:
+    """`get_note({ id: 2 })`: the call with its input as an object, the positional value under
+    the one property it fits (the only required one, else the only one), else the example."""
+    props = root.get("properties") if isinstance(root, Mapping) else None
+    props = props if isinstance(props, Mapping) else {}
+    listed = root.get("required") if isinstance(root, Mapping) else None
+    required: list[Any] = listed if isinstance(listed, list) else []
+    names = [n for n in required if isinstance(n, str)] or [n for n in props if isinstance(n, str)]
+    fn = safe_name(export_name, MAX_SHOWN_VALUE_CHARS)
+    if len(names) == 1:
+        key = names[0] if names[0].isidentifier() else json.dumps(names[0])
+        return f"{fn}({{ {key}: {_show(value)} }})"
+    example = example_for(root)
+    if isinstance(example, Mapping) and example:
+        return f"{fn}({_show(example)})"
+    return f"{fn}({{ {', '.join(names[:MAX_LISTED_ITEMS])} }})" if names else f"{fn}({{}})"
 
 
 def _article(expected: str) -> str:

@@ -44,7 +44,7 @@ from codemode_gen.runtime.engine import (
     preload,
     release_memory,
 )
-from codemode_gen.runtime.limits import Limits
+from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
 
 #: Timers pending at once in one run; bounds the timer heap a script can build up (its memory
 #: is also bounded by the heap limit, this gives a clear error first).
@@ -52,6 +52,10 @@ MAX_PENDING_TIMERS = 10_000
 #: Host calls the engine may have pending beyond the JS-side tool-call cap: the timer alarm,
 #: the end-of-run tick and slack.
 EXTRA_PENDING_CALLS = 4
+#: Failed tool calls one run keeps track of, to report those nobody awaited (prelude.js); bounds
+#: the prelude's bookkeeping for a script that fires thousands of failing calls (the rest are
+#: counted only).
+MAX_TRACKED_FAILURES = 100
 #: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
 #: milliseconds, so hitting this means the engine is broken.
 PRELUDE_TIMEOUT_S = 10.0
@@ -294,7 +298,7 @@ class Worker:
 
     async def _evaluate(self, engine: Engine, script: str, remaining: float) -> dict[str, Any]:
         if remaining <= 0:
-            return {"kind": "timeout"}
+            return {"kind": "late"}  # the run's time was gone before the script could start
         try:
             text = await engine.run(script, remaining)
         except EngineTimeout:
@@ -313,6 +317,8 @@ class Worker:
         self, engine: Engine, code: str, modules: dict[str, str], limits: Limits, ev: dict[str, Any]
     ) -> dict[str, Any]:
         kind = ev["kind"]
+        if kind == "late":
+            return {"result": None, "diagnostics": [resp.start_limit(limits.timeoutMs)]}
         if kind == "timeout":
             return {"result": None, "diagnostics": [resp.timeout_limit(limits.timeoutMs)]}
         if kind == "pending_limit":
@@ -334,12 +340,14 @@ class Worker:
 
         report = ev["report"]
         status = report.get("status")
+        # Failed tool calls nobody awaited: warnings beside whatever else the run reports.
+        unawaited = resp.unawaited_calls(report.get("unawaited"), modules)
         if status == "ok":
             reason = report.get("resultError")
             if reason is not None:
-                return {"result": None, "diagnostics": [resp.result_not_serializable(str(reason))]}
+                return {"result": None, "diagnostics": [resp.result_not_serializable(str(reason)), *unawaited]}
             result, problems = resp.result_from_text(report.get("result"))  # size and depth bounded
-            return {"result": result, "diagnostics": problems}
+            return {"result": result, "diagnostics": [*problems, *unawaited]}
         error = report.get("error") or {}
         message = str(error.get("message") or "")
         text = str(error.get("text") or "")
@@ -349,12 +357,15 @@ class Worker:
             return {"result": None, "diagnostics": [resp.sandbox_error("the sandbox could not be set up: " + (text or message))]}
         missing = resp.module_not_found(message) if error.get("isError") else None
         if missing is not None:
-            return {"result": None, "diagnostics": [resp.import_failure(missing, code, modules)]}
+            return {"result": None, "diagnostics": [resp.import_failure(missing, code, modules), *unawaited]}
+        no_export = resp.export_not_found(message) if error.get("isError") else None
+        if no_export is not None:
+            return {"result": None, "diagnostics": [resp.export_failure(*no_export, code, modules), *unawaited]}
         oom_text = error.get("isError") and "out of memory" in message
         no_info = not error.get("isError") and text in ("null", "undefined", "")
         if oom_text or (no_info and engine.heap_exhausted()):
             return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
-        return {"result": None, "diagnostics": [resp.uncaught_exception(error, modules)]}
+        return {"result": None, "diagnostics": [resp.uncaught_exception(error, modules), *unawaited]}
 
 
 def _realm_key(limits: Limits) -> tuple[int, int]:
@@ -401,7 +412,9 @@ class _Realm:
             e.bind_function("__codemode_now__", self.now_ms)
             e.bind_object(
                 "__codemode_config__",
-                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH},
+                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH,
+                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": resp.MAX_UNAWAITED_REPORTED,
+                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": resp.MAX_DIAGNOSTIC_CHARS},
             )
         except BaseException:
             e.close()

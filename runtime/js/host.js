@@ -20,6 +20,7 @@ if (kernel === undefined || kernel === null) {
 const hostCall = kernel.hostCall;
 const begin = kernel.begin;
 const end = kernel.end;
+const track = kernel.track;
 const maxConcurrent = kernel.maxConcurrentCalls;
 
 const stringify = JSON.stringify;
@@ -73,14 +74,23 @@ function toError(error, serverId, toolName) {
   return new cls(message, withIds);
 }
 
-/** Call `toolName` on `serverId` through the host bridge; resolves to the unwrapped result. */
-export async function callTool(serverId, toolName, input) {
+/** Call `toolName` on `serverId` through the host bridge; resolves to the unwrapped result.
+ *
+ * The promise returned is told to the prelude (`track`) with the caller's frames, so a failed
+ * call the script never awaited is reported after the run. */
+export function callTool(serverId, toolName, input) {
+  // The caller's frames exist only now: keep them for the error, so a failed call points at
+  // the agent's line, not at this module.
+  const site = new ErrorCtor();
+  const promise = send(serverId, toolName, input, site);
+  track(promise, serverId, toolName, site.stack);
+  return promise;
+}
+
+async function send(serverId, toolName, input, site) {
   if (typeof serverId !== "string" || typeof toolName !== "string") {
     throw new TypeError("callTool(serverId, toolName, input): serverId and toolName must be strings");
   }
-  // The caller's frames exist only now (before the first await): keep them for the error, so
-  // a failed call points at the agent's line, not at this module.
-  const site = new ErrorCtor();
   // Keys in this order: the worker reads serverId and toolName back without parsing the input
   // when it refuses one that is too big or too deep (runtime/response.py, screen_call_request).
   const request = { op: "call", serverId, toolName };

@@ -276,6 +276,113 @@
     });
   }
 
+  // ---- 2c'. failed tool calls nobody awaited ----------------------------------------------
+  // QuickJS gives the host no unhandled-rejection hook, so the prelude watches instead: every
+  // promise the script hands to `await`, `.then/.catch/.finally`, `Promise.all/allSettled/race/
+  // any` or returns from an async function reads its `constructor` or calls `then`, and both
+  // are intercepted on the (then frozen) Promise.prototype. While a tool call is in flight or a
+  // failed one is unaccounted for, such a promise gets one extra internal reaction, which marks
+  // the failure as handled when the promise rejects with it. A failure never marked by the end
+  // of the run is reported as a warning (response.unawaited_calls); the run's outcome is not
+  // changed. The promise callTool returns to a generated `async` wrapper is not watched: the
+  // wrapper always subscribes to it, whether or not the script awaits the wrapper's promise
+  // (which is watched instead); one the script got from callTool directly is watched.
+  const MAX_TRACKED_FAILURES = config.maxTrackedFailures;
+  const MAX_REPORTED_FAILURES = config.maxReportedFailures;
+  const MAX_REPORT_NAME_CHARS = config.maxNameChars;
+  const MAX_REPORT_TEXT_CHARS = config.maxReportTextChars;
+  const promiseProto = PromiseCtor.prototype;
+  const rawThen = promiseProto.then;
+  const wrapperCalls = new WeakSet(); // callTool's promises held by a generated wrapper
+  const watched = new WeakSet();      // promises given the internal reaction already
+  const failures = new Map();         // error object -> {serverId, toolName, stack, handled}
+  let unhandledFailures = 0;
+  let untrackedFailures = 0;          // failures past MAX_TRACKED_FAILURES (counted only)
+  let inHook = false;                 // inside our own then: its constructor read is ours
+  function cut(text, max) {
+    const s = safeString(text);
+    return s.length > max ? s.slice(0, max) + "…" : s;
+  }
+  function markHandled(reason) {
+    if (reason === null || (typeof reason !== "object" && typeof reason !== "function")) return;
+    const rec = failures.get(reason);
+    if (rec !== undefined && !rec.handled) {
+      rec.handled = true;
+      unhandledFailures -= 1;
+    }
+  }
+  function observe(p) {
+    if (inHook || (pendingCalls === 0 && unhandledFailures === 0)) return;
+    if ((typeof p !== "object" && typeof p !== "function") || p === null) return;
+    if (wrapperCalls.has(p) || watched.has(p)) return;
+    watched.add(p);
+    inHook = true;
+    try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ } finally { inHook = false; }
+  }
+  function then(onFulfilled, onRejected) {
+    observe(this);
+    if (inHook) return apply(rawThen, this, [onFulfilled, onRejected]);
+    inHook = true;
+    try { return apply(rawThen, this, [onFulfilled, onRejected]); } finally { inHook = false; }
+  }
+  defineProperty(then, "name", { value: "then" });
+  defineProperty(promiseProto, "then", { value: then, writable: true, enumerable: false, configurable: true });
+  // `await p` and Promise.resolve(p) read p.constructor; the setter keeps the override-mistake
+  // behaviour every other frozen prototype gets (enableOverride).
+  function getConstructor() {
+    observe(this);
+    return PromiseCtor;
+  }
+  function setConstructor(value) {
+    if (this === promiseProto) throw new TypeError("Cannot assign to read only property 'constructor' of frozen intrinsic");
+    defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
+  }
+  defineProperty(promiseProto, "constructor", { get: getConstructor, set: setConstructor, enumerable: false, configurable: false });
+  // Whether callTool's caller (the frame after its own in `stack`) is a generated wrapper.
+  function calledByWrapper(stack) {
+    const lines = safeString(stack).slice(0, 4096).split("\n");
+    for (let i = 0; i + 1 < lines.length; i++) {
+      if (lines[i].indexOf("callTool") >= 0) return lines[i + 1].indexOf("(@codemode/servers/") >= 0;
+    }
+    return false;
+  }
+  // A promise callTool returned: its failure is recorded by a reaction registered now, so it
+  // runs before anything the script (or the generated wrapper) attaches.
+  function trackCall(promise, serverId, toolName, stack) {
+    if (calledByWrapper(stack)) wrapperCalls.add(promise);
+    const rec = { serverId: cut(serverId, MAX_REPORT_NAME_CHARS), toolName: cut(toolName, MAX_REPORT_NAME_CHARS),
+      stack: cut(stack, MAX_REPORT_TEXT_CHARS), handled: false };
+    inHook = true;
+    try { apply(rawThen, promise, [undefined, (error) => callFailed(error, rec)]); } finally { inHook = false; }
+  }
+  function callFailed(error, rec) {
+    if (error === null || typeof error !== "object" || failures.has(error)) return;
+    if (failures.size >= MAX_TRACKED_FAILURES) {
+      untrackedFailures += 1;
+      return;
+    }
+    failures.set(error, rec);
+    unhandledFailures += 1;
+  }
+  function unawaitedReport() {
+    const calls = [];
+    let more = untrackedFailures;
+    for (const [error, rec] of failures) {
+      if (rec.handled) continue;
+      if (calls.length >= MAX_REPORTED_FAILURES) {
+        more += 1;
+        continue;
+      }
+      const row = { serverId: rec.serverId, toolName: rec.toolName, name: null, message: null, stack: rec.stack };
+      try {
+        row.name = cut(error.name, MAX_REPORT_NAME_CHARS);
+        row.message = cut(error.message, MAX_REPORT_TEXT_CHARS);
+      } catch (x) { /* hostile getter */ }
+      calls.push(row);
+    }
+    return { calls, untracked: more };
+  }
+
   // ---- 2d. URL / URLSearchParams: url.js (loaded just before this file) --------------------
   const { URL, URLSearchParams } = rawURL({ encoder, decoder, StringCtor, safeString, call, objectKeys });
 
@@ -483,7 +590,11 @@
   } });
   function gatedHost(text) {
     if (ended) return new PromiseCtor((resolve) => resolve(ENDED_REPLY));
-    return rawHost(text);
+    const reply = rawHost(text);
+    if ((typeof reply === "object" || typeof reply === "function") && reply !== null) {
+      wrapperCalls.add(reply); // only host.js awaits it: no watcher needed (observe)
+    }
+    return reply;
   }
 
   // Phase A2, while the realm waits for its run (off the request path): the @codemode modules
@@ -499,6 +610,7 @@
         hostCall: gatedHost,
         begin() { pendingCalls += 1; },
         end() { pendingCalls -= 1; checkIdle(); },
+        track: trackCall,
         maxConcurrentCalls,
       };
       defineProperty(g, "__codemode_kernel__", { value: freeze(kernel), writable: false, enumerable: false, configurable: true });
@@ -537,20 +649,22 @@
       if (fatalError !== null) throw fatalError.error;
     } catch (e) {
       ended = true;
-      return stringify({ status: "error", error: describeError(e, errorsModule) });
+      markHandled(e); // the failure that ended the run is its own diagnostic
+      return stringify({ status: "error", error: describeError(e, errorsModule), unawaited: unawaitedReport() });
     }
+    const unawaited = unawaitedReport();
     const value = g.__codemode_result__;
-    if (value === undefined) return stringify({ status: "ok", result: null });
+    if (value === undefined) return stringify({ status: "ok", result: null, unawaited });
     let text;
     try {
       text = stringify(value);
     } catch (e) {
-      return stringify({ status: "ok", result: null, resultError: safeString(e && e.message) });
+      return stringify({ status: "ok", result: null, resultError: safeString(e && e.message), unawaited });
     }
     if (text === undefined) {
-      return stringify({ status: "ok", result: null, resultError: `a ${typeof value} is not JSON-serialisable` });
+      return stringify({ status: "ok", result: null, resultError: `a ${typeof value} is not JSON-serialisable`, unawaited });
     }
-    return stringify({ status: "ok", result: text });
+    return stringify({ status: "ok", result: text, unawaited });
   }
 
   // ---- phase A ends here: lock the realm down now, before any run is known -----------------

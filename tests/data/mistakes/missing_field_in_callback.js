@@ -1,0 +1,3 @@
+import { list_notes } from "@codemode/servers/notes";
+const { result } = await list_notes();
+globalThis.__codemode_result__ = result.map((n) => n.titel.toUpperCase());

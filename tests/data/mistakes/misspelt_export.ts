@@ -1,0 +1,3 @@
+import { listNotes } from "@codemode/servers/notes";
+const notes: unknown = await listNotes();
+globalThis.__codemode_result__ = notes;

@@ -1,0 +1,1 @@
+globalThis.__codemode_result__ = await list_notes();
