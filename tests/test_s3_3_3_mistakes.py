@@ -148,6 +148,32 @@ def test_s3_3_3_a_timeout_spent_connecting_says_so(no_node: None, tmp_path: Path
 
 
 
+@pytest.mark.slow
+def test_s3_2_4_connect_time_explains_a_timeout_after_a_slow_connect(tmp_path: Path) -> None:
+    # A server that takes 1.5 s to start, requested first: the host waits a fifth of timeoutMs
+    # for it (not counted), the script then spins until its deadline. CONNECT_TIME says how long
+    # connecting took and what to do; it is never said to a run that did not run out of time.
+    notes = str(script("notes_server"))
+    delayed = (
+        "import runpy, sys, time; time.sleep(float(sys.argv[1])); sys.path.insert(0, sys.argv[2]); "
+        "sys.argv = [sys.argv[3], 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    config = ServerConfig(id="notes", transport="stdio", command=PYTHON,
+                          args=("-c", delayed, "1.5", str(Path(notes).parent), notes))
+    h = HostThread({"notes": config}, REPO / "out", tmp_path / "logs")
+    try:
+        stuck = h.run("while (true) {}", limits={"timeoutMs": 6000}, requested_capabilities=["notes"])
+        codes = {d["code"]: d for d in stuck["diagnostics"]}
+        assert codes["SANDBOX_LIMIT"]["severity"] == "error"
+        connect = codes["CONNECT_TIME"]
+        assert connect["severity"] == "info" and "run it again" in connect["hint"]
+        assert "not counted" in connect["message"]
+        fine = h.run("globalThis.__codemode_result__ = 1;", requested_capabilities=["notes"])
+        assert assert_ok(fine) == 1 and "CONNECT_TIME" not in {d["code"] for d in fine["diagnostics"]}
+    finally:
+        h.close()
+
+
 HANDLED = {
     "try/catch": "try { await flaky_sync({}); } catch (e) { out.push(e.name); }",
     ".catch": "await flaky_sync({}).catch((e) => out.push(e.name));",

@@ -155,25 +155,17 @@ def test_s3_3_serve_cuts_result_and_logs_to_the_budget_and_says_so(project: Path
 
 
 @pytest.mark.slow
-def test_serve_flags_set_the_defaults_and_connect_time_explains_a_timeout(project: Path) -> None:
+def test_serve_flags_set_the_defaults(project: Path) -> None:
     """`serve --trace full --max-response-chars N` change serve's defaults (a run's limits still
-    win). CONNECT_TIME is said when it explains something: a run that ran out of time after
-    connecting took part of it, with what to do."""
-    stuck = 'import * as notes from "@codemode/servers/notes";\nawait notes.get_note({ id: 1 });\nwhile (true) {}'
+    win)."""
 
     async def body(client: Any) -> Any:
-        timed_out = await run(client, stuck, timeoutMs=3000)  # connecting notes takes over a second of it
         flagged = await run(client, NINE_CALLS + DUMP.replace("import * as notes", "import * as notes2"))
         per_run = await run(client, NINE_CALLS, trace="errors", maxResponseChars=1000)
-        return timed_out, flagged, per_run
+        return flagged, per_run
 
-    (text, timed_out), (_, flagged), (_, per_run) = against_serve(
+    (_, flagged), (_, per_run) = against_serve(
         project, body, "--out", str(project / "out"), "--trace", "full", "--max-response-chars", "5000")
-    codes = {d["code"]: d for d in timed_out["diagnostics"]}
-    assert codes["SANDBOX_LIMIT"]["severity"] == "error"
-    connect = codes["CONNECT_TIME"]
-    assert connect["severity"] == "info" and "run it again" in connect["hint"]
-    assert "nothing to do" not in text
     assert len(flagged["toolTrace"]) == 10 and "toolSummary" not in flagged  # --trace full
     assert len(compact(flagged["result"])) + len(compact(flagged["logs"])) <= 5000  # --max-response-chars
     assert [d["code"] for d in flagged["diagnostics"]] == [RESPONSE_TRUNCATED]
