@@ -83,7 +83,7 @@ from codemode_gen.runtime.reconcile import (
     select_servers,
 )
 from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.tsinput import erase_types
+from codemode_gen.runtime.tsinput import runnable
 from codemode_gen.runtime.typecheck import TypeChecker, run_diagnostics
 
 if TYPE_CHECKING:
@@ -390,18 +390,13 @@ class CodeMode:
         started = time.monotonic()
         deadline = started + run_limits.timeoutMs / 1000
         # TypeScript runs with its types erased, every position kept (runtime/tsinput.py); plain
-        # JavaScript comes back unchanged. `code` stays the agent's own source.
-        erased = erase_types(code)
-        if erased.diagnostics:
-            return resp.not_started(*erased.diagnostics)
-        script = erased.code
-        # A script that cannot parse never runs: answer as the sandbox would, before connecting
+        # JavaScript comes back unchanged. `code` stays the agent's own source. A script that
+        # cannot be erased or parsed never runs: answer as the sandbox would, before connecting
         # anything (a first connect can take seconds).
-        syntax = await self._sandbox.check_syntax(script, deadline=deadline)
-        if syntax is not None and script is not code and await self._sandbox.check_syntax(code, deadline=deadline) is None:
-            script, syntax = code, None  # JavaScript the TypeScript grammar misread: run it as written
-        if syntax is not None:
-            return resp.not_started(*syntax)
+        sandbox = self._sandbox
+        script, refused = await runnable(code, lambda text: sandbox.check_syntax(text, deadline=deadline))
+        if refused:
+            return resp.not_started(*refused)
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
         # servers connect; its type errors are warnings and the run goes ahead regardless.
         typecheck = self._start_typecheck(code, run_limits, deadline)
