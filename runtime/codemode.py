@@ -640,6 +640,22 @@ class CodeMode:
             self._typechecker = TypeChecker(self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent))
         return self._typechecker
 
+    async def prepare_typecheck(self, limits: Mapping[str, Any] | None = None) -> None:
+        """If a run with `limits` is type-checked, get its compiler ready now: download the
+        pinned TypeScript when no other is found (runtime/tsinstall.py, a line on stderr) and
+        start the checker, so that the run spends none of its timeoutMs on either (a run does
+        not wait for a download: it skips the check). For one-shot hosts (`codemode-gen run`);
+        `serve --typecheck` does the same at start-up, in the background. A failure is not
+        raised: the run reports it (TYPECHECK_UNAVAILABLE)."""
+        try:
+            merged = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
+        except LimitsError:
+            return  # the run reports it
+        if not (self.typecheck if merged.typecheck is None else merged.typecheck):
+            return
+        with contextlib.suppress(Exception):
+            await self.typechecker().warm()
+
     def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[dict[str, str]]] | None:
         """This run's type check (None when off): warnings, or an info line when it was skipped."""
         if not (self.typecheck if limits.typecheck is None else limits.typecheck):

@@ -174,6 +174,45 @@ def test_no_compiler_and_no_download_exits_2_with_the_ways_out(tmp_path: Path) -
     assert (found.returncode, found.stdout.strip()) == (0, "[]"), found.stderr
 
 
+# TypeScript that `run` cannot run (runtime/tsinput.py cannot erase it, or QuickJS cannot parse
+# what is left: decorators), with where `run` reports it.
+NOT_RUNNABLE = {
+    "enum": ("enum Color { Red, Green }\nglobalThis.__codemode_result__ = Color.Red;\n", "1:1"),
+    "const enum": ("const enum Flag { On = 1 }\nglobalThis.__codemode_result__ = Flag.On;\n", "1:1"),
+    "namespace with values": ("namespace Util {\n  export const x = 1;\n}\nconsole.log(Util.x);\n", "1:1"),
+    "parameter property": ("class Box {\n  constructor(private value: number) {}\n}\n", "2:15"),
+    "readonly parameter property": ("class Box {\n  constructor(readonly value: number) {}\n}\n", "2:15"),
+    "prefix assertion": ('const n = <number>JSON.parse("1");\n', "1:11"),
+    "import = require": ('import fs = require("fs");\n', "1:1"),
+    "export =": ("const x = 1;\nexport = x;\n", "2:1"),
+    "decorator": ("function logged(value: any, context: any) { return value; }\nclass C {\n  @logged\n  m() {}\n}\n", "3:3"),
+    "as that would regroup": ("const a = 1, b = 2;\nconst c = a + b as number / 2;\n", "2:11"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("construct", list(NOT_RUNNABLE))
+def test_s3_2_1_check_refuses_what_run_cannot_run_with_run_s_diagnostic(tmp_path: Path, construct: str) -> None:
+    """`codemode-gen check` prints exactly the SYNTAX_ERROR diagnostics `codemode-gen run` answers
+    for TypeScript it cannot erase (same code, message, hint, path), exits 1, and does not go
+    on to type-check a script that cannot run."""
+    source, path = NOT_RUNNABLE[construct]
+    script = tmp_path / "agent.ts"
+    script.write_text(source, encoding="utf-8")
+    checked = run_check("--config", str(REPO / ".mcp.json"), str(script))
+    ran = subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "run", "--config", str(REPO / ".mcp.json"), str(script)],
+        cwd=REPO, capture_output=True, text=True, timeout=CHECK_TIMEOUT,
+    )
+    assert (checked.returncode, ran.returncode) == (1, 1), checked.stderr + ran.stderr
+    response = json.loads(ran.stdout)
+    assert response["result"] is None and response["toolTrace"] == []
+    assert json.loads(checked.stdout) == response["diagnostics"]
+    [refused] = response["diagnostics"]
+    assert (refused["code"], refused["severity"], refused["path"]) == ("SYNTAX_ERROR", "error", path)
+    assert refused["message"].startswith("SyntaxError: ") and refused["hint"]
+
+
 def test_missing_declarations_and_script_are_usage_errors(tmp_path: Path) -> None:
     (tmp_path / ".mcp.json").write_text('{"mcpServers": {}}')
     (tmp_path / "agent.js").write_text("1;\n")

@@ -94,7 +94,9 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
         except TimeoutError:
             raise UserError(f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s") from None
         except Exception as exc:  # the checker process failed: a setup problem, not a type error
-            raise UserError(f"the type check failed: {exc}", hint="check that node and TypeScript work: tsc --version") from None
+            raise UserError(f"the type check failed: {exc}",
+                            hint="check that the TypeScript it found works (`tsc --version`; a damaged download in "
+                                 "the cache: delete its folder), or pass --tsc PATH to another") from None
         diagnostics = to_diagnostics(result)
     click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
     if pretty if pretty is not None else sys.stderr.isatty():
