@@ -87,6 +87,9 @@ MAX_SCRIPT_CHARS = 1024 * 1024
 # A check still unanswered after this long is stuck (a pathological type): the process is
 # killed at the next timeout and started afresh by the next check.
 STUCK_CHECK_S = 10.0
+# The same on QuickJS, which runs the compiler 5-15 times slower than node (bench/typescript.py:
+# a 2,000-line script takes several seconds there, tens on a loaded machine).
+STUCK_CHECK_QUICKJS_S = 60.0
 # Of the time a run has left when its check starts, the check may use this share: the script
 # always keeps the rest, however slow the compiler's first start is.
 RUN_SHARE = 0.5
@@ -492,10 +495,12 @@ class TypeChecker:
         return reply
 
     def _kill_if_stuck(self) -> None:
-        """A request unanswered for STUCK_CHECK_S (a pathological script) holds up every later
-        one (the server checks one at a time): kill the server; the next check starts afresh."""
+        """A request unanswered for STUCK_CHECK_S (STUCK_CHECK_QUICKJS_S on QuickJS: a pathological
+        script) holds up every later one (the server checks one at a time): kill the server; the
+        next check starts afresh."""
         now = time.monotonic()
-        if self._proc is not None and any(now - since > STUCK_CHECK_S for _, since in self._pending.values()):
+        stuck = STUCK_CHECK_QUICKJS_S if self.compiler is not None and self.compiler.backend == "quickjs" else STUCK_CHECK_S
+        if self._proc is not None and any(now - since > stuck for _, since in self._pending.values()):
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             if self._start_task is not None and self._start_task.done():

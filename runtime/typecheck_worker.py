@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ class Checker:
         self.files = files = HostFiles(typescript_js, out_dir)
         self._request = ""
         engine = self.engine = new_compiler_engine(memory_limit=HEAP_BYTES)
-        bindings = {
+        bindings: dict[str, Callable[..., Any]] = {
             "readDeclarations": files.read_declarations,
             "declarationsVersion": files.declarations_version,
             "readConfig": files.read_config,

@@ -186,7 +186,8 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     """The engine the compiler runs on: node, or QuickJS (in a Python process) where there is none."""
     if request.param == "node" and shutil.which("node") is None and not os.environ.get("CI"):
         pytest.skip("no node on PATH")
-    return request.param  # type: ignore[no-any-return]
+    backend: Backend = request.param
+    return backend
 
 
 def backend_env(backend: Backend, base: Path) -> dict[str, str]:

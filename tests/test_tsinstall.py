@@ -225,24 +225,24 @@ def registry_reachable() -> bool:
 
 @pytest.mark.slow
 def test_fresh_install_downloads_typescript_once_from_the_npm_registry(fresh: Fresh) -> None:
-    """The first `check` downloads TypeScript from registry.npmjs.org with a progress line,
-    verified and unpacked into the cache (only what the checker needs); later uses, a run
-    included, download nothing, even with no registry at all."""
+    """The first use, a `typecheck: true` run, downloads TypeScript from registry.npmjs.org with
+    a progress line before the run starts (its check is made, not skipped), verified and unpacked
+    into the cache (only what the checker needs); later uses download nothing, even with no
+    registry at all."""
     if not os.environ.get("CI") and not registry_reachable():
         pytest.skip("registry.npmjs.org is not reachable from here (CI reaches it)")
-    first = fresh.check(registry=None)  # the default registry
-    assert PROGRESS.search(first.stderr), first.stderr
-    assert f"TypeScript {TYPESCRIPT_VERSION} is in {fresh.typescript}" in first.stderr
+    run = fresh.run_typechecked(registry=None)  # the default registry
+    assert PROGRESS.search(run.stderr), run.stderr
+    assert f"TypeScript {TYPESCRIPT_VERSION} is in {fresh.typescript}" in run.stderr
     assert [p.name for p in fresh.cache.iterdir()] == [fresh.typescript.name]  # no staging folder left
     assert layout_of(fresh.typescript) == expected_layout()
     if PACKAGE.is_dir():  # the very files npm installed for the repository's tests
         for name in ("lib/typescript.js", "lib/lib.es2022.d.ts", "LICENSE.txt"):
             assert (fresh.typescript / name).read_bytes() == (PACKAGE / name).read_bytes(), name
-    run = fresh.run_typechecked()
-    again = fresh.check()
-    assert_checked(first, run)
-    assert_checked(again, run)
-    assert "downloading" not in run.stderr + again.stderr
+    check, again = fresh.check(), fresh.run_typechecked()
+    assert_checked(check, run)
+    assert_checked(check, again)
+    assert "downloading" not in check.stderr + again.stderr
 
 
 # ------------------------------------------------------------------ a local registry
@@ -377,7 +377,35 @@ def test_concurrent_first_uses_install_one_whole_copy(
     assert install_typescript(lines.append) == target / "lib" / "typescript.js" and lines == []
 
 
-# ------------------------------------------------------------------ serve: the download is no run's time
+# ------------------------------------------------------------------ the download is no run's time
+
+
+@pytest.mark.slow
+def test_a_one_shot_host_downloads_before_the_run_not_during_it(
+    fresh: Fresh, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`codemode-gen run` asks `CodeMode.prepare_typecheck(limits)` first: a run that is
+    type-checked gets TypeScript downloaded (and the checker started) before its timeoutMs
+    starts, so its check is made; one that is not downloads nothing."""
+    registry.body = typescript_tarball()
+    monkeypatch.setattr(tsinstall, "TYPESCRIPT_INTEGRITY", integrity_of(registry.body))
+    monkeypatch.setenv("PATH", fresh.env()["PATH"])
+    monkeypatch.setenv(CACHE_ENV, str(fresh.cache))
+    monkeypatch.setenv(REGISTRY_ENV, registry.url)
+
+    async def main() -> tuple[int, dict[str, Any]]:
+        async with CodeMode.from_config(fresh.project / ".mcp.json") as cm:
+            await cm.prepare_typecheck({"timeoutMs": 5000})  # not type-checked: nothing to do
+            untouched = len(registry.requests)
+            await cm.prepare_typecheck({"typecheck": True})
+            return untouched, await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
+
+    untouched, response = anyio.run(main)
+    assert untouched == 0 and len(registry.requests) == 1
+    assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+
+
+# ------------------------------------------------------------------ serve
 
 
 def fresh_host(fresh: Fresh, monkeypatch: pytest.MonkeyPatch, registry: Registry) -> CodeMode:
