@@ -91,6 +91,7 @@ class Checker:
     def __init__(self, typescript_js: Path, out_dir: Path) -> None:
         self.files = files = HostFiles(typescript_js, out_dir)
         self._request = ""
+        self.broken = False
         engine = self.engine = new_compiler_engine(memory_limit=HEAP_BYTES)
         bindings: dict[str, Callable[..., Any]] = {
             "readDeclarations": files.read_declarations,
@@ -113,13 +114,17 @@ class Checker:
         ))
 
     def handle(self, line: str) -> str:
-        """One request line → its reply line (JSON text; lone surrogates come back escaped)."""
+        """One request line → its reply line (JSON text; lone surrogates come back escaped).
+
+        The compiler's own exceptions (a stack overflow on a deeply nested script) are replies of
+        typecheck_core.js; one that escapes it (out of memory while handling that) leaves a realm
+        not to be trusted: `broken`, and the process ends after replying."""
         self._request = line
         try:
             return str(self.engine.evaluate("JSON.stringify(__codemode_checker.handleLine(__codemode_request()))"))
-        except EngineError as exc:  # out of memory, stack overflow: this request fails, the next may not
-            ident = _request_id(line)
-            return json.dumps({"id": ident, "ok": False, "error": f"{exc.name}: {exc.message}"[:2000]})
+        except EngineError as exc:
+            self.broken = True
+            return json.dumps({"id": _request_id(line), "ok": False, "error": f"{exc.name}: {exc.message}"[:500]})
         finally:
             self._request = ""
 
@@ -146,6 +151,8 @@ def serve(checker: Checker, out: Any, requests: Any) -> None:
         line = raw.decode("utf-8", "replace").strip()
         if line:
             _send(out, checker.handle(line))
+            if checker.broken:
+                return  # the next check starts a fresh process
 
 
 def _send(out: Any, text: str) -> None:

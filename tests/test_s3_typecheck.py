@@ -251,6 +251,25 @@ def test_node_and_quickjs_give_the_same_diagnostics() -> None:
     assert {d["code"] for d in quickjs["wrong property (auto)"][1]} == {4111}
 
 
+@pytest.mark.parametrize("backend", ["node", "quickjs"])
+def test_a_script_too_deep_for_the_compiler_fails_that_check_only(backend: Backend) -> None:
+    """A nesting deeper than the compiler's stack: that check is unavailable (one line, no host
+    path from its stack), the same checker answers the next one."""
+    from codemode_gen.runtime.typecheck import TypeCheckUnavailable
+
+    deep = "const x = " + "[" * 5000 + "]" * 5000 + ";\n"
+
+    async def main() -> tuple[str, list[dict[str, Any]], int]:
+        async with TypeChecker(REPO / "out", tsc=require_tsc(), backend=backend) as checker:
+            with pytest.raises(TypeCheckUnavailable) as failed:
+                await checker.check(deep, lang="ts", timeout=60)
+            return str(failed.value), (await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics, checker.starts
+
+    message, after, starts = anyio.run(main)
+    assert message == "the type checker failed: RangeError: Maximum call stack size exceeded"
+    assert [d["code"] for d in after] == [4111] and starts == 1
+
+
 # ------------------------------------------------------------------ serve --typecheck
 
 

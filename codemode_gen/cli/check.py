@@ -30,8 +30,9 @@ import click
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
-# Bounds one check from the command line: node's start, loading the declarations and the check
-# (about a second on a warm disk); a hang is a bug, reported instead of waiting forever.
+# Bounds the check itself, once the checker has started (its start and a download of TypeScript
+# have bounds of their own): milliseconds to seconds (a 2,000-line script on QuickJS: up to
+# tens of seconds on a loaded machine); a hang is a bug, reported instead of waiting forever.
 CHECK_TIMEOUT_S = 120.0
 
 

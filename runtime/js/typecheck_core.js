@@ -19,7 +19,7 @@
 //       "diagnostics": [{"category": "error" | "warning" | "suggestion" | "message", "code": 2339,
 //                        "message": "...", "line": 1, "column": 1}]}      (1-based, UTF-16 columns)
 //   -> {"id": n, "op": "warm"}   <- {"id": n, "ok": true, "ms": ...}   (loads everything once)
-//   <- {"id": n, "ok": false, "error": "..."}                           (a request that failed)
+//   <- {"id": n, "ok": false, "error": "RangeError: ...", "stack": "..."}  (a request that failed)
 // The first line written is {"ready": true, "typescript": "<version>"} (or {"ready": false, "error"}):
 // the backend writes it.
 // Only the script's own diagnostics are returned; out/'s files are the generator's business.
@@ -368,7 +368,14 @@
         }
         throw new Error(`unknown op ${JSON.stringify(request.op)}`);
       } catch (err) {
-        return { id: request && request.id, ok: false, error: String((err && err.stack) || err).slice(0, 2000) };
+        // `error` is the one line a run's TYPECHECK_UNAVAILABLE quotes (no stack: its frames name
+        // host paths); `stack` is for people debugging the checker.
+        return {
+          id: request && request.id,
+          ok: false,
+          error: String(err).slice(0, 500),
+          stack: String((err && err.stack) || "").slice(0, 2000),
+        };
       }
     }
 
