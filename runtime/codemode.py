@@ -641,12 +641,11 @@ class CodeMode:
         return self._typechecker
 
     async def prepare_typecheck(self, limits: Mapping[str, Any] | None = None) -> None:
-        """If a run with `limits` is type-checked, get its compiler ready now: download the
-        pinned TypeScript when no other is found (runtime/tsinstall.py, a line on stderr) and
-        start the checker, so that the run spends none of its timeoutMs on either (a run does
-        not wait for a download: it skips the check). For one-shot hosts (`codemode-gen run`);
-        `serve --typecheck` does the same at start-up, in the background. A failure is not
-        raised: the run reports it (TYPECHECK_UNAVAILABLE)."""
+        """If a run with `limits` is type-checked and no TypeScript is found, download the pinned
+        one now (runtime/tsinstall.py, a line on stderr), so that the run's timeoutMs is not spent
+        on it (a run does not wait for a download: it would skip its check). For one-shot hosts
+        (`codemode-gen run`); `serve --typecheck` downloads at start-up, in the background. A
+        failure is not raised: the run reports it (TYPECHECK_UNAVAILABLE)."""
         try:
             merged = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError:
@@ -654,7 +653,7 @@ class CodeMode:
         if not (self.typecheck if merged.typecheck is None else merged.typecheck):
             return
         with contextlib.suppress(Exception):
-            await self.typechecker().warm()
+            await self.typechecker().install()
 
     def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[dict[str, str]]] | None:
         """This run's type check (None when off): warnings, or an info line when it was skipped."""

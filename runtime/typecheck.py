@@ -298,7 +298,7 @@ class TypeChecker:
         self.tsc = tsc
         self.roots = tuple(roots) or (self.out_dir.parent,)
         self.backend = backend
-        self.install = install
+        self.auto_install = install
         self.progress = progress
         self.starts = 0  # server processes started (tests and the bench read it)
         self.compiler: Compiler | None = None
@@ -356,7 +356,7 @@ class TypeChecker:
         try:
             return find_compiler(self.tsc, self.roots, backend=self.backend)
         except TypeScriptNotFound as exc:
-            if not self.install:
+            if not self.auto_install:
                 raise
             self._looked = exc.looked
         failed = self._install_failed
@@ -364,21 +364,34 @@ class TypeChecker:
             raise failed[1]
         return None
 
+    async def install(self) -> None:
+        """Download the pinned TypeScript now if the check will need it (no other is found), and
+        wait for that; the checker is not started. Raises as `check` would (CompilerNotFound,
+        InstallFailed). For a host that can wait before its run's time starts (`codemode-gen run`)."""
+        if self.running or self._find() is not None:
+            return
+        self.installing = True
+        await self._install()
+
+    async def _install(self) -> Compiler:
+        """The download (`installing` is set by the caller, cleared here), then the compiler."""
+        try:
+            progress = self.progress
+            await asyncio.to_thread(install_typescript, *([progress] if progress is not None else []))
+        except InstallFailed as exc:
+            failed = InstallFailed(f"no TypeScript compiler found (looked for {self._looked}); {exc.message}",
+                                   hint=exc.hint)
+            self._install_failed = (time.monotonic(), failed)
+            raise failed from None
+        finally:
+            self.installing = False
+        self._install_failed = None
+        return find_compiler(self.tsc, self.roots, backend=self.backend)
+
     async def _start(self, compiler: Compiler | None) -> None:
         await self._stop()
         if compiler is None:
-            try:
-                progress = self.progress
-                await asyncio.to_thread(install_typescript, *([progress] if progress is not None else []))
-            except InstallFailed as exc:
-                failed = InstallFailed(f"no TypeScript compiler found (looked for {self._looked}); {exc.message}",
-                                       hint=exc.hint)
-                self._install_failed = (time.monotonic(), failed)
-                raise failed from None
-            finally:
-                self.installing = False
-            self._install_failed = None
-            compiler = find_compiler(self.tsc, self.roots, backend=self.backend)
+            compiler = await self._install()
         self.compiler = compiler
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -402,6 +402,7 @@ def test_a_one_shot_host_downloads_before_the_run_not_during_it(
 
     untouched, response = anyio.run(main)
     assert untouched == 0 and len(registry.requests) == 1
+    assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))], response["diagnostics"]
     assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
 
 
