@@ -215,17 +215,15 @@ def find_compiler(
     *,
     path_env: str | None = None,
     backend: Backend = "auto",
-    install: bool = False,
-    progress: Progress | None = None,
 ) -> Compiler:
     """The TypeScript compiler to check with, looked for in order: `tsc` (a tsc executable, a
     `typescript` package folder or its lib/typescript.js), `node_modules/.bin/tsc` in each of
     `roots` and their parents, `tsc` on PATH, then the pinned TypeScript in the user's cache
-    (runtime/tsinstall.py), which `install` downloads when it is not there yet. It runs on node
-    (beside that tsc, else on PATH) when there is one, else on QuickJS; `backend` picks one.
+    (runtime/tsinstall.py; `TypeChecker` downloads it there when nothing is found). It runs on
+    node (beside that tsc, else on PATH) when there is one, else on QuickJS; `backend` picks one.
 
-    Raises CompilerNotFound (exit 2) saying how to get one: TypeScriptNotFound when only the
-    download could help (and `install` is off), InstallFailed when the download failed."""
+    Raises CompilerNotFound (exit 2) saying how to get one; TypeScriptNotFound when only the
+    download could help."""
     if tsc is not None:
         given = Path(tsc).expanduser()
         if not given.exists():
@@ -251,8 +249,6 @@ def find_compiler(
         if package is not None:
             return _with_node(Path(on_path), package, "PATH", path_env, backend)
     cached = cached_typescript()
-    if cached is None and install:
-        cached = install_typescript(progress) if progress is not None else install_typescript()
     if cached is not None:
         return _with_node(None, cached, str(typescript_dir()), path_env, backend)
     tops = list(dict.fromkeys(os.path.abspath(r) for r in roots))
@@ -305,6 +301,7 @@ class TypeChecker:
         self.version: str | None = None
         self.installing = False  # the pinned TypeScript is being downloaded
         self._install_failed: tuple[float, InstallFailed] | None = None
+        self._download: asyncio.Task[None] | None = None
         self._looked = ""  # where find_compiler looked, for the message of a failed download
         self._proc: asyncio.subprocess.Process | None = None
         self._start_task: asyncio.Task[None] | None = None
@@ -343,11 +340,12 @@ class TypeChecker:
         task = self._start_task
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None or not self.running)):
             compiler = self._find()  # on the loop (a few stat calls): raises now, or says to install
-            self.installing = compiler is None
+            if compiler is None:
+                self.installing = True  # from now: a check that comes meanwhile does not wait
             task = self._start_task = asyncio.ensure_future(self._start(compiler))
             task.add_done_callback(_retrieve)
         if self.installing and not wait_install:
-            raise TypeScriptDownloading(f"TypeScript {TYPESCRIPT_VERSION} is being downloaded into {typescript_dir()}")
+            raise TypeScriptDownloading(f"TypeScript {TYPESCRIPT_VERSION} is being downloaded")
         # Shielded: a run that gives up waiting leaves the start going for the next one.
         await asyncio.wait_for(asyncio.shield(task), timeout)
 
@@ -370,11 +368,21 @@ class TypeChecker:
         InstallFailed). For a host that can wait before its run's time starts (`codemode-gen run`)."""
         if self.running or self._find() is not None:
             return
-        self.installing = True
         await self._install()
 
     async def _install(self) -> Compiler:
-        """The download (`installing` is set by the caller, cleared here), then the compiler."""
+        """The compiler once the pinned TypeScript is downloaded: one download at a time, which
+        every caller waits for (and which goes on when one of them gives up)."""
+        task = self._download
+        if task is None or task.done():
+            self.installing = True
+            task = self._download = asyncio.ensure_future(self._download_typescript())
+            task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+        return find_compiler(self.tsc, self.roots, backend=self.backend)
+
+    async def _download_typescript(self) -> None:
+        self.installing = True
         try:
             progress = self.progress
             await asyncio.to_thread(install_typescript, *([progress] if progress is not None else []))
@@ -386,7 +394,6 @@ class TypeChecker:
         finally:
             self.installing = False
         self._install_failed = None
-        return find_compiler(self.tsc, self.roots, backend=self.backend)
 
     async def _start(self, compiler: Compiler | None) -> None:
         await self._stop()

@@ -429,8 +429,8 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
     fresh: Fresh, registry: Registry, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """`serve --typecheck` starts the download with the host; a run while it goes on skips its
-    check at once (TYPECHECK_SKIPPED says why) and runs; once TypeScript is there, runs are
-    checked (on QuickJS: there is no node)."""
+    check at once (TYPECHECK_SKIPPED says why) and runs; once TypeScript is there (downloaded
+    once, however many wait for it), runs are checked (on QuickJS: there is no node)."""
     registry.body = typescript_tarball()
     monkeypatch.setattr(tsinstall, "TYPESCRIPT_INTEGRITY", integrity_of(registry.body))
     registry.release.clear()  # the registry answers only once the first run is done
@@ -441,7 +441,10 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
                 while not registry.requests:  # the download started with the host
                     await anyio.sleep(0.02)
             during = await cm.run(WRONG_PROPERTY)
-            registry.release.set()
+            async with anyio.create_task_group() as tasks:  # another waiter shares the one download
+                tasks.start_soon(cm.typechecker().install)
+                await anyio.sleep(0.1)
+                registry.release.set()
             await installed(cm)
             await cm.typechecker().warm()
             after = await cm.run(WRONG_PROPERTY)

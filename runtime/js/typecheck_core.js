@@ -77,8 +77,8 @@
     allowImportingTsExtensions: false,
   };
   // TypeScript the sandbox cannot run (runtime/tsinput.py refuses enums, namespaces with values,
-  // parameter properties, `import x = require()`, `<T>x`): the compiler says so too (TS1294),
-  // where this TypeScript has the option (5.8 and later).
+  // parameter properties, `import x = require()`, `<T>x`): the compiler says so too (TS1294).
+  // TypeScript before 5.8 has no such option and ignores it.
   const ERASABLE_ONLY = { erasableSyntaxOnly: true };
 
   const CATEGORY = { 0: "warning", 1: "error", 2: "suggestion", 3: "message" };
@@ -118,10 +118,7 @@
       const { options } = ts.convertCompilerOptionsFromJson({ ...raw, ...FIXED_OPTIONS }, VIRTUAL_ROOT, "tsconfig.json");
       // Scripts are ES modules with top-level await even without import/export.
       options.moduleDetection = ts.ModuleDetectionKind.Force;
-      if (ts.Diagnostics && ts.Diagnostics.This_syntax_is_not_allowed_when_erasableSyntaxOnly_is_enabled) {
-        Object.assign(options, ERASABLE_ONLY);
-      }
-      return options;
+      return Object.assign(options, ERASABLE_ONLY);
     }
 
     // Generated object types are open (`[k: string]: unknown`, because that is what the schema
