@@ -87,8 +87,8 @@ MAX_SCRIPT_CHARS = 1024 * 1024
 # A check still unanswered after this long is stuck (a pathological type): the process is
 # killed at the next timeout and started afresh by the next check.
 STUCK_CHECK_S = 10.0
-# The same on QuickJS, which runs the compiler 5-15 times slower than node (bench/typescript.py:
-# a 2,000-line script takes several seconds there, tens on a loaded machine).
+# The same on QuickJS, which runs the compiler 3-10 times slower than node on agent-sized scripts
+# and worse beyond (bench/typescript.py: a 2,000-line script takes 6-25 s there).
 STUCK_CHECK_QUICKJS_S = 60.0
 # Of the time a run has left when its check starts, the check may use this share: the script
 # always keeps the rest, however slow the compiler's first start is.
