@@ -34,10 +34,10 @@ from typing import Any
 from codemode_gen.runtime.engine import EngineError, new_compiler_engine
 from codemode_gen.runtime.worker import _die_with_parent
 
-#: Heap of the compiler's realm. Bounds a pathological script's types (the process fails the
-#: check with "out of memory" instead of taking the machine's memory); the compiler with the
-#: ES2022 lib and the demo's declarations uses about 150 MB.
-HEAP_BYTES = 2 * 1024 * 1024 * 1024
+#: Heap of the compiler's realm. Bounds a pathological script's types (the check fails with
+#: "out of memory" instead of taking the machine's memory); the compiler with the ES2022 lib and
+#: the demo's declarations holds 110-180 MB (a 2,000-line script: bench/typescript.py).
+HEAP_BYTES = 1024 * 1024 * 1024
 #: Bounds one request line (a script is at most runtime/typecheck.py's MAX_SCRIPT_CHARS, JSON-escaped).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 #: TypeScript's standard library files, as js/typecheck_core.js names them (checked here too).
@@ -170,7 +170,7 @@ def main() -> None:
     typescript_js, out_dir = Path(sys.argv[1]), Path(os.path.abspath(sys.argv[2]))
     try:
         checker = Checker(typescript_js, out_dir)
-    except (OSError, EngineError) as exc:
+    except (OSError, ValueError, EngineError) as exc:  # unreadable, not UTF-8, not JavaScript
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(out, json.dumps({"ready": False, "error": f"cannot load TypeScript from {typescript_js}: {detail}"}))
         sys.exit(1)

@@ -210,6 +210,17 @@ def test_check_install_typescript_only_installs(fresh: Fresh) -> None:
     assert no_script.returncode == 2 and "missing SCRIPT" in no_script.stderr
 
 
+def test_a_damaged_cache_is_a_clear_error(fresh: Fresh) -> None:
+    """A typescript.js in the cache that does not load (a disk error, a hand edit): `check` says
+    which file, and how to get a good one, instead of a traceback."""
+    (fresh.typescript / "lib").mkdir(parents=True)
+    (fresh.typescript / "lib" / "typescript.js").write_text("this is not (JavaScript\n")
+    proc = fresh.check()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"cannot load TypeScript from {fresh.typescript / 'lib' / 'typescript.js'}: SyntaxError" in proc.stderr
+    assert "delete its folder" in proc.stderr and "Traceback" not in proc.stderr
+
+
 # ------------------------------------------------------------------ the real registry
 
 
