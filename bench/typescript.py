@@ -7,17 +7,22 @@
     JavaScript (nothing to erase: the fast path, the same string back) and TypeScript, side by
     side (median and max over --repeat calls), plus the one-off cost of the first call in a process
     (importing tree-sitter, loading the grammar, compiling the query).
-(2) Check latency (`codemode-gen check`, `serve --typecheck`, `limits.typecheck`): the first check
-    of a fresh checker (node start + loading lib.*.d.ts and out/codemode.d.ts + the check) and
-    warm checks of the same long-lived process (median and max over --repeat checks), for
+(2) Check latency (`codemode-gen check`, `serve --typecheck`, `limits.typecheck`), per engine the
+    compiler runs on (`--backend`, default both): node, and QuickJS (runtime/typecheck_worker.py,
+    what a machine without node gets). The first check of a fresh checker (process start +
+    loading typescript.js, lib.*.d.ts and out/codemode.d.ts + the check) and warm checks of the
+    same long-lived process (median and max over --repeat checks; fewer for 2,000 lines), for
     20-, 200- and 2,000-line agent scripts in JavaScript and TypeScript, against the committed
-    demo out/; plus a whole `codemode-gen check` command. Target: warm ≤ 300 ms.
+    demo out/; the checker process's RSS (now and peak) after them; plus a whole
+    `codemode-gen check` command (for QuickJS with no node on PATH). Target: warm ≤ 300 ms for
+    the scripts agents write (tens of lines).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -109,46 +114,63 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f} ms"
 
 
-async def _check_latency(repeat: int) -> list[tuple[str, float, float, float, int]]:
+async def _check_latency(repeat: int, backend: str) -> list[tuple[str, float, float, float, int, str]]:
     from codemode_gen.runtime.typecheck import TypeChecker
 
     rows = []
     for lang in ("js", "ts"):
         for size in SIZES:
             code = agent_script(size, lang)
-            async with TypeChecker(OUT, roots=(REPO,)) as checker:
+            async with TypeChecker(OUT, roots=(REPO,), backend=backend) as checker:  # type: ignore[arg-type]
                 started = time.perf_counter()
                 first = await checker.check(code, lang="auto")
                 cold = time.perf_counter() - started
                 assert first.diagnostics == [], first.diagnostics  # the script is clean
                 warm = []
-                for n in range(repeat):
+                for n in range(repeat if size <= 200 else max(3, repeat // 5)):
                     # a different script each time (nothing cached on its text)
                     started = time.perf_counter()
                     await checker.check(code + f"console.log({n});\n", lang="auto")
                     warm.append(time.perf_counter() - started)
-                rows.append((f"{lang} {size:>5} lines", cold, statistics.median(warm), max(warm), checker.starts))
+                memory = _rss(checker._proc.pid if checker._proc is not None else None)
+                rows.append((f"{lang} {size:>5} lines", cold, statistics.median(warm), max(warm), checker.starts, memory))
     return rows
 
 
-def bench_check(repeat: int) -> None:
+def _rss(pid: int | None) -> str:
+    """The process's resident memory now and at its peak (Linux /proc), in MB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, TypeError):
+        return "?"
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
+    return f"{kb.get('VmRSS', 0) / 1024:.0f} MB (peak {kb.get('VmHWM', 0) / 1024:.0f} MB)"
+
+
+def bench_check(repeat: int, backends: tuple[str, ...] = ("node", "quickjs")) -> None:
     from codemode_gen.runtime.typecheck import find_compiler
 
     compiler = find_compiler(roots=(REPO,))
     print(f"(2) type check against {OUT} with {compiler.typescript.parent.parent} ({compiler.found})")
-    print(f"    {'script':<18} {'first':>11} {'warm median':>12} {'warm max':>11}  starts")
-    for name, cold, median, worst, starts in asyncio.run(_check_latency(repeat)):
-        print(f"    {name:<18} {_ms(cold):>11} {_ms(median):>12} {_ms(worst):>11}  {starts}")
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "agent.ts"
-        script.write_text(agent_script(20, "ts"), encoding="utf-8")
-        started = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "codemode_gen", "check", "--config", str(REPO / ".mcp.json"), str(script)],
-            capture_output=True, text=True,
-        )
-        took = time.perf_counter() - started
-    print(f"    `codemode-gen check` of a 20-line script, whole command: {_ms(took)} (exit {proc.returncode})")
+    for backend in backends:
+        print(f"    on {backend}:")
+        print(f"    {'script':<18} {'first':>11} {'warm median':>12} {'warm max':>11}  starts  checker RSS")
+        for name, cold, median, worst, starts, memory in asyncio.run(_check_latency(repeat, backend)):
+            print(f"    {name:<18} {_ms(cold):>11} {_ms(median):>12} {_ms(worst):>11}  {starts:>6}  {memory}")
+        with tempfile.TemporaryDirectory() as tmp:
+            script = Path(tmp) / "agent.ts"
+            script.write_text(agent_script(20, "ts"), encoding="utf-8")
+            env = dict(os.environ)
+            if backend == "quickjs":  # a machine without node: PATH holds nothing of it
+                (Path(tmp) / "bin").mkdir()
+                env["PATH"] = str(Path(tmp) / "bin")
+            started = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "codemode_gen", "check", "--config", str(REPO / ".mcp.json"), str(script)],
+                capture_output=True, text=True, env=env,
+            )
+            took = time.perf_counter() - started
+        print(f"    `codemode-gen check` of a 20-line script, whole command: {_ms(took)} (exit {proc.returncode})")
 
 
 SECTIONS: dict[str, Callable[[int], None]] = {
@@ -162,9 +184,14 @@ def main() -> None:
     parser.add_argument("--section", choices=sorted(SECTIONS), action="append",
                         help="run only this section (repeatable; default: all)")
     parser.add_argument("--repeat", type=int, default=20, help="warm checks per script (default 20)")
+    parser.add_argument("--backend", choices=["node", "quickjs"], action="append",
+                        help="(2) only on this engine (repeatable; default: both)")
     args = parser.parse_args()
     for name in args.section or list(SECTIONS):
-        SECTIONS[name](args.repeat)
+        if name == "check" and args.backend:
+            bench_check(args.repeat, tuple(args.backend))
+        else:
+            SECTIONS[name](args.repeat)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ from codemode_gen.runtime.reconcile import (
     select_servers,
 )
 from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.tsinput import Erased, erase_types
+from codemode_gen.runtime.tsinput import Erased, erase_types, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
 
 if TYPE_CHECKING:
@@ -456,20 +456,16 @@ class CodeMode:
         started = time.monotonic() if started is None else min(started, time.monotonic())
         deadline = started + run_limits.timeoutMs / 1000
         # TypeScript runs with its types erased, every position kept (runtime/tsinput.py); plain
-        # JavaScript comes back unchanged. `code` stays the agent's own source.
+        # JavaScript comes back unchanged. `code` stays the agent's own source. A script that
+        # cannot be erased or parsed never runs: answer as the sandbox would, before connecting
+        # anything (a first connect can take seconds).
         erased = await self._erase(code, deadline)
         if erased is None:  # erasing alone outlasted the run's timeoutMs
             return resp.not_started(resp.timeout_limit(run_limits.timeoutMs))
-        if erased.diagnostics:
-            return resp.not_started(*erased.diagnostics)
-        script = erased.code
-        # A script that cannot parse never runs: answer as the sandbox would, before connecting
-        # anything (a first connect can take seconds).
-        syntax = await self._sandbox.check_syntax(script, deadline=deadline)
-        if syntax is not None and script is not code and await self._sandbox.check_syntax(code, deadline=deadline) is None:
-            script, syntax = code, None  # JavaScript the TypeScript grammar misread: run it as written
-        if syntax is not None:
-            return resp.not_started(*syntax)
+        sandbox = self._sandbox
+        script, refused = await runnable(code, lambda text: sandbox.check_syntax(text, deadline=deadline), erased)
+        if refused:
+            return resp.not_started(*refused)
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
         # servers connect; its type errors are warnings and the run goes ahead regardless.
         typecheck = self._start_typecheck(code, run_limits, deadline)
@@ -847,6 +843,21 @@ class CodeMode:
         if self._typechecker is None:
             self._typechecker = TypeChecker(self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent))
         return self._typechecker
+
+    async def prepare_typecheck(self, limits: Mapping[str, Any] | None = None) -> None:
+        """If a run with `limits` is type-checked and no TypeScript is found, download the pinned
+        one now (runtime/tsinstall.py, a line on stderr), so that the run's timeoutMs is not spent
+        on it (a run does not wait for a download: it would skip its check). For one-shot hosts
+        (`codemode-gen run`); `serve --typecheck` downloads at start-up, in the background. A
+        failure is not raised: the run reports it (TYPECHECK_UNAVAILABLE)."""
+        try:
+            merged = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
+        except LimitsError:
+            return  # the run reports it
+        if not (self.typecheck if merged.typecheck is None else merged.typecheck):
+            return
+        with contextlib.suppress(Exception):
+            await self.typechecker().install()
 
     def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[dict[str, str]]] | None:
         """This run's type check (None when off): warnings, or an info line when it was skipped."""

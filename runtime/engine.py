@@ -17,6 +17,9 @@ from typing import Any, Protocol, cast
 #: Native stack the engine may use for JS recursion. Bounds deep recursion; jsbox refuses
 #: more than 4 MiB because guest recursion could then overflow the real thread stack.
 STACK_BYTES = 1024 * 1024
+#: The most jsbox allows (see STACK_BYTES): the TypeScript compiler recurses once per level of
+#: nesting of the script it checks, and stops with "stack overflow" where node would go on.
+MAX_STACK_BYTES = 4 * 1024 * 1024
 #: Size of the allocation used to tell "out of memory" from other failures that the engine
 #: reports without a message. Kept small so a run close to (but under) its limit is not
 #: misreported; a fraction of the heap limit for small limits.
@@ -128,6 +131,15 @@ class JsboxEngine:
                 raise EnginePendingLimit(str(exc)) from None
             raise
 
+    def evaluate(self, script: str) -> Any:
+        """Evaluate a classic script synchronously and return its completion value (for a
+        long-lived realm that runs trusted code, like the type checker's compiler; agent
+        scripts go through `run`). Raises `EngineError`."""
+        try:
+            return self._runtime().eval(script)
+        except self._jsbox.JavaScriptError as exc:
+            raise _engine_error(exc) from None
+
     def heap_exhausted(self) -> bool:
         size = max(min(HEAP_PROBE_BYTES, self._memory_limit // 16), 1024)
         try:
@@ -192,3 +204,9 @@ def preload() -> None:
 def new_engine(*, memory_limit: int, max_pending_calls: int) -> Engine:
     """A fresh engine for one run (spec §1.4)."""
     return JsboxEngine(memory_limit=memory_limit, max_pending_calls=max_pending_calls)
+
+
+def new_compiler_engine(*, memory_limit: int) -> JsboxEngine:
+    """A long-lived realm for trusted JavaScript that calls synchronous host functions (the
+    TypeScript compiler of runtime/typecheck_worker.py): `bind_function`, then `evaluate`."""
+    return JsboxEngine(memory_limit=memory_limit, max_pending_calls=1, stack_size=MAX_STACK_BYTES)

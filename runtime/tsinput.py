@@ -34,13 +34,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from codemode_gen.runtime import response as resp
 
-__all__ = ["Erased", "erase_types"]
+__all__ = ["Erased", "erase_types", "runnable"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,31 @@ def erase_types(code: str) -> Erased:
     except Exception:  # a bug here must not stop JavaScript from running as written
         log.exception("erasing TypeScript types failed; running the script as written")
         return Erased(code)
+
+
+#: The engine's syntax check of a script: its SYNTAX_ERROR diagnostics, or None when it parses.
+SyntaxCheck = Callable[[str], Awaitable["list[dict[str, Any]] | None"]]
+
+
+async def runnable(
+    code: str, syntax_errors: SyntaxCheck, erased: Erased | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """What a run executes for the agent's `code`, or why it refuses to: `(script, [])` with the
+    types erased, or `(code, diagnostics)`, the TypeScript that cannot be erased or the engine's
+    syntax error, and then nothing runs. `CodeMode.run` and `codemode-gen check` both ask this,
+    so `check` refuses exactly what `run` refuses, with the same diagnostics. `erased`: what
+    `erase_types(code)` gave already (a host erases long scripts in a helper process)."""
+    if erased is None:
+        erased = erase_types(code)
+    if erased.diagnostics:
+        return code, list(erased.diagnostics)
+    script = erased.code
+    syntax = await syntax_errors(script)
+    if syntax is not None and script is not code and await syntax_errors(code) is None:
+        return code, []  # JavaScript the TypeScript grammar misread: run it as written
+    if syntax is not None:
+        return code, syntax
+    return script, []
 
 
 def _erase(code: str) -> Erased:

@@ -4,20 +4,27 @@
 `CodeMode(typecheck=True)` and `limits.typecheck` do the same before a run, as warnings, and the
 run goes ahead whatever the check says (a failing or unavailable check never blocks a script).
 
-The compiler is the `typescript` package of a tsc found in the usual places (`find_compiler`:
-an explicit path, `node_modules/.bin/tsc` in the project's folder or its parents, PATH), driven
-by a long-lived node process (js/typecheck_server.js: a LanguageService that parses lib.*.d.ts
-and out/codemode.d.ts once) speaking one JSON object a line. `TypeChecker` owns that process:
-started on first use (or ahead of need, `warm`), shared by concurrent runs, restarted when it
-dies. The first check costs a node start plus loading the declarations (~0.5 s); later ones
-parse and check only the script (tens of ms; `bench/typescript.py`).
+The compiler is the `typescript` package found in the usual places (`find_compiler`: an explicit
+path, `node_modules/.bin/tsc` in the project's folder or its parents, PATH), else the pinned
+TypeScript in the user's cache, downloaded there once (runtime/tsinstall.py: `pip install` brings
+no node and no TypeScript). It runs in a long-lived process speaking one JSON object a line, on
+one of two engines that evaluate the same js/typecheck_core.js (a LanguageService that parses
+lib.*.d.ts and out/codemode.d.ts once), so their diagnostics are the same:
+- node (js/typecheck_server.js) when `node` is found: V8 is the faster engine;
+- QuickJS (runtime/typecheck_worker.py, the sandbox's engine, in a Python process of its own)
+  otherwise: nothing to install but TypeScript itself.
+`TypeChecker` owns that process: started on first use (or ahead of need, `warm`), shared by
+concurrent runs, restarted when it dies. The first check costs the process start plus loading
+the declarations (~1 s with node, ~1.5 s with QuickJS); later ones parse and check only the
+script (a 20-line script: ~10 ms with node, ~30 ms with QuickJS; `bench/typescript.py`).
 
 What is checked (documented in README "Type checking"): the script as an ES module with
 top-level await, against nothing but out/codemode.d.ts and TypeScript's standard library (the
-server's file system is closed and virtual: no host file, path or existence shows in a diagnostic,
+checker's file system is closed and virtual: no host file, path or existence shows in a diagnostic,
 §3.4), under out/tsconfig.json's strictness, target and lib (strict, ES2022, no DOM), plus
 `noPropertyAccessFromIndexSignature` (generated object types are open, so a misspelt property
-would otherwise be a silent `unknown`). TypeScript when the language says so (`.ts` files,
+would otherwise be a silent `unknown`) and `erasableSyntaxOnly` (the sandbox runs TypeScript by
+erasing its types: runtime/tsinput.py). TypeScript when the language says so (`.ts` files,
 `--lang ts`) or the script uses TypeScript syntax; otherwise JavaScript (checkJs), without the
 two strict checks only JSDoc could satisfy there (implicit `any` parameters, `unknown` catch
 variables).
@@ -37,24 +44,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from codemode_gen.children import python_module_command
 from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import MODULE_PREFIX
 from codemode_gen.runtime.response import diagnostic
+from codemode_gen.runtime.tsinstall import (
+    TYPESCRIPT_VERSION,
+    InstallFailed,
+    Progress,
+    cached_typescript,
+    install_typescript,
+    typescript_dir,
+)
 
 __all__ = [
     "INSTALL_HINT", "NOT_CHECKED", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",
-    "check_sync", "find_compiler", "hint_for", "lang_of", "run_diagnostics", "to_diagnostics",
+    "TypeScriptDownloading", "TypeScriptNotFound", "check_sync", "find_compiler", "hint_for", "lang_of",
+    "run_diagnostics", "to_diagnostics",
 ]
 
 Lang = Literal["auto", "ts", "js"]
+#: Which engine runs the compiler: node when found ("auto"), else QuickJS; or exactly one.
+Backend = Literal["auto", "node", "quickjs"]
 
 SERVER_JS = Path(__file__).resolve().parent / "js" / "typecheck_server.js"
+CORE_JS = Path(__file__).resolve().parent / "js" / "typecheck_core.js"
+WORKER_MODULE = "codemode_gen.runtime.typecheck_worker"
 INSTALL_HINT = (
     "install TypeScript: `npm i -g typescript` (or `npm i -D typescript` in the project), "
-    "or pass --tsc PATH to a tsc"
+    "or pass --tsc PATH to a tsc, a typescript package folder or its lib/typescript.js"
 )
-# Bounds node's start: loading typescript.js (~9 MB of JS) takes 0.1-0.3 s on a warm disk.
+# Bounds the checker's start: loading typescript.js (~9 MB of JS) takes 0.1-0.3 s under node,
+# 0.4-0.7 s under QuickJS, on a warm disk.
 START_TIMEOUT_S = 30.0
+# After a failed download of the pinned TypeScript, runs report that failure (no new attempt)
+# for this long: an offline host does not try again, and wait, on every run.
+INSTALL_RETRY_S = 600.0
 # Bounds one protocol line (a reply with every diagnostic of a very broken script).
 MAX_LINE_BYTES = 16 * 1024 * 1024
 # Scripts larger than this are not sent to the checker (a run would spend its time parsing).
@@ -62,6 +87,9 @@ MAX_SCRIPT_CHARS = 1024 * 1024
 # A check still unanswered after this long is stuck (a pathological type): the process is
 # killed at the next timeout and started afresh by the next check.
 STUCK_CHECK_S = 10.0
+# The same on QuickJS, which runs the compiler 3-10 times slower than node on agent-sized scripts
+# and worse beyond (bench/typescript.py: a 2,000-line script takes 6-25 s there).
+STUCK_CHECK_QUICKJS_S = 60.0
 # Of the time a run has left when its check starts, the check may use this share: the script
 # always keeps the rest, however slow the compiler's first start is.
 RUN_SHARE = 0.5
@@ -85,15 +113,42 @@ class CompilerNotFound(UserError):
     """No usable TypeScript compiler (tsc with its `typescript` package, plus node)."""
 
 
+class TypeScriptNotFound(CompilerNotFound):
+    """None of the usual places has TypeScript, nor the cache: the pinned one can be downloaded."""
+
+    def __init__(self, looked: str) -> None:
+        super().__init__(
+            f"no TypeScript compiler found (looked for {looked}, and TypeScript {TYPESCRIPT_VERSION} "
+            f"in {typescript_dir()}, where codemode-gen downloads it once)",
+            hint=f"{INSTALL_HINT}; or download TypeScript {TYPESCRIPT_VERSION} now: "
+                 "`codemode-gen check --install-typescript`",
+        )
+        self.looked = looked
+
+
 class TypeCheckUnavailable(Exception):
     """The checker process could not start, died, or answered something unusable."""
 
 
+class TypeScriptDownloading(Exception):
+    """The pinned TypeScript is being downloaded (runs are not held up for it)."""
+
+
 @dataclass(frozen=True)
 class Compiler:
-    node: str  # the node executable
+    node: str | None  # the node executable; None: the compiler runs on QuickJS
     typescript: Path  # the package's lib/typescript.js
-    found: str  # where, for messages: "--tsc", "<dir>/node_modules/.bin/tsc", "PATH"
+    found: str  # where, for messages: "--tsc", "<dir>/node_modules/.bin/tsc", "PATH", the cache folder
+
+    @property
+    def backend(self) -> Literal["node", "quickjs"]:
+        return "quickjs" if self.node is None else "node"
+
+    def command(self, out_dir: Path) -> list[str]:
+        """The checker process's command line."""
+        if self.node is None:
+            return python_module_command(WORKER_MODULE, str(self.typescript), str(out_dir), isolation="isolated")
+        return [self.node, str(SERVER_JS), str(self.typescript), str(out_dir)]
 
 
 @dataclass(frozen=True)
@@ -163,11 +218,16 @@ def find_compiler(
     roots: Iterable[Path] = (),
     *,
     path_env: str | None = None,
+    backend: Backend = "auto",
 ) -> Compiler:
     """The TypeScript compiler to check with, looked for in order: `tsc` (a tsc executable, a
     `typescript` package folder or its lib/typescript.js), `node_modules/.bin/tsc` in each of
-    `roots` and their parents, then `tsc` on PATH. Raises CompilerNotFound (exit 2) saying how
-    to get one."""
+    `roots` and their parents, `tsc` on PATH, then the pinned TypeScript in the user's cache
+    (runtime/tsinstall.py; `TypeChecker` downloads it there when nothing is found). It runs on
+    node (beside that tsc, else on PATH) when there is one, else on QuickJS; `backend` picks one.
+
+    Raises CompilerNotFound (exit 2) saying how to get one; TypeScriptNotFound when only the
+    download could help."""
     if tsc is not None:
         given = Path(tsc).expanduser()
         if not given.exists():
@@ -176,9 +236,9 @@ def find_compiler(
         if package is None:
             raise CompilerNotFound(
                 f"--tsc {tsc}: not a TypeScript compiler (found no typescript/lib/typescript.js for it)",
-                hint="pass the tsc of an npm-installed typescript package, or its folder",
+                hint="pass the tsc of an npm-installed typescript package, the package folder or its lib/typescript.js",
             )
-        return _with_node(given, package, "--tsc", path_env)
+        return _with_node(given, package, "--tsc", path_env, backend)
     for folder in _search_roots(roots):
         candidate = folder / "node_modules" / ".bin" / "tsc"
         package = _typescript_js(candidate) if candidate.exists() else None
@@ -186,22 +246,27 @@ def find_compiler(
             direct = folder / "node_modules" / "typescript"
             package = _typescript_js(direct) if direct.is_dir() else None
         if package is not None:
-            return _with_node(candidate if candidate.exists() else None, package, str(candidate), path_env)
+            return _with_node(candidate if candidate.exists() else None, package, str(candidate), path_env, backend)
     on_path = shutil.which("tsc", path=path_env)
     if on_path is not None:
         package = _typescript_js(Path(on_path))
         if package is not None:
-            return _with_node(Path(on_path), package, "PATH", path_env)
+            return _with_node(Path(on_path), package, "PATH", path_env, backend)
+    cached = cached_typescript()
+    if cached is not None:
+        return _with_node(None, cached, str(typescript_dir()), path_env, backend)
     tops = list(dict.fromkeys(os.path.abspath(r) for r in roots))
     their = "its" if len(tops) == 1 else "their"
-    where = f"node_modules/.bin/tsc in {' and '.join(tops)} and {their} parent folders, and " if tops else ""
+    where = f"node_modules/.bin/tsc in {' and '.join(tops)} and {their} parent folders, " if tops else ""
     path_note = f"{on_path} on PATH (its typescript package was not found)" if on_path else "tsc on PATH"
-    raise CompilerNotFound(f"no TypeScript compiler found (looked for {where}{path_note})", hint=INSTALL_HINT)
+    raise TypeScriptNotFound(where + path_note)
 
 
-def _with_node(candidate: Path | None, package: Path, found: str, path_env: str | None) -> Compiler:
+def _with_node(candidate: Path | None, package: Path, found: str, path_env: str | None, backend: Backend) -> Compiler:
+    if backend == "quickjs":
+        return Compiler(node=None, typescript=package, found=found)
     node = _node_for(candidate, path_env)
-    if node is None:
+    if node is None and backend == "node":
         raise CompilerNotFound(
             f"found TypeScript ({package.parent.parent}) but no `node` to run it",
             hint="install Node.js (https://nodejs.org) and put `node` on PATH",
@@ -217,15 +282,31 @@ class TypeChecker:
 
     Use it from one event loop. `check` starts the server when needed (the first call pays for
     it; `warm()` pays ahead); a server that died is started again by the next check.
+
+    `install`: when no TypeScript is found, download the pinned one into the user's cache
+    (runtime/tsinstall.py; one `progress` line before and after, stderr by default) in the
+    background. `warm()` waits for that download; `check()` does not: while it goes on, checks
+    raise TypeScriptDownloading at once (a run's time is never spent on it), and once it failed
+    they raise its InstallFailed for INSTALL_RETRY_S before the next attempt.
     """
 
-    def __init__(self, out_dir: Path, *, tsc: str | Path | None = None, roots: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, out_dir: Path, *, tsc: str | Path | None = None, roots: Sequence[Path] = (),
+        backend: Backend = "auto", install: bool = True, progress: Progress | None = None,
+    ) -> None:
         self.out_dir = Path(os.path.abspath(out_dir))
         self.tsc = tsc
         self.roots = tuple(roots) or (self.out_dir.parent,)
+        self.backend = backend
+        self.auto_install = install
+        self.progress = progress
         self.starts = 0  # server processes started (tests and the bench read it)
         self.compiler: Compiler | None = None
         self.version: str | None = None
+        self.installing = False  # the pinned TypeScript is being downloaded
+        self._install_failed: tuple[float, InstallFailed] | None = None
+        self._download: asyncio.Task[None] | None = None
+        self._looked = ""  # where find_compiler looked, for the message of a failed download
         self._proc: asyncio.subprocess.Process | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -240,9 +321,10 @@ class TypeChecker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
-    async def warm(self, timeout: float | None = START_TIMEOUT_S) -> None:
-        """Start the server and load the declarations now, so that the next check is fast."""
-        await self._started(timeout)
+    async def warm(self, timeout: float | None = None) -> None:
+        """Start the server and load the declarations now, so that the next check is fast
+        (downloading the pinned TypeScript first if that is needed: `timeout` None waits for it)."""
+        await self._started(timeout, wait_install=True)
 
     async def aclose(self) -> None:
         task, self._start_task = self._start_task, None
@@ -258,27 +340,80 @@ class TypeChecker:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _started(self, timeout: float | None) -> None:
+    async def _started(self, timeout: float | None, *, wait_install: bool = False) -> None:
         task = self._start_task
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None or not self.running)):
-            task = self._start_task = asyncio.ensure_future(self._start())
+            compiler = self._find()  # on the loop (a few stat calls): raises now, or says to install
+            if compiler is None:
+                self.installing = True  # from now: a check that comes meanwhile does not wait
+            task = self._start_task = asyncio.ensure_future(self._start(compiler))
             task.add_done_callback(_retrieve)
+        if self.installing and not wait_install:
+            raise TypeScriptDownloading(f"TypeScript {TYPESCRIPT_VERSION} is being downloaded")
         # Shielded: a run that gives up waiting leaves the start going for the next one.
         await asyncio.wait_for(asyncio.shield(task), timeout)
 
-    async def _start(self) -> None:
+    def _find(self) -> Compiler | None:
+        """The compiler, or None when the pinned TypeScript is to be downloaded first."""
+        try:
+            return find_compiler(self.tsc, self.roots, backend=self.backend)
+        except TypeScriptNotFound as exc:
+            if not self.auto_install:
+                raise
+            self._looked = exc.looked
+        failed = self._install_failed
+        if failed is not None and time.monotonic() - failed[0] < INSTALL_RETRY_S:
+            raise failed[1]
+        return None
+
+    async def install(self) -> None:
+        """Download the pinned TypeScript now if the check will need it (no other is found), and
+        wait for that; the checker is not started. Raises as `check` would (CompilerNotFound,
+        InstallFailed). For a host that can wait before its run's time starts (`codemode-gen run`)."""
+        if self.running or self._find() is not None:
+            return
+        await self._install()
+
+    async def _install(self) -> Compiler:
+        """The compiler once the pinned TypeScript is downloaded: one download at a time, which
+        every caller waits for (and which goes on when one of them gives up)."""
+        task = self._download
+        if task is None or task.done():
+            self.installing = True
+            task = self._download = asyncio.ensure_future(self._download_typescript())
+            task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+        return find_compiler(self.tsc, self.roots, backend=self.backend)
+
+    async def _download_typescript(self) -> None:
+        self.installing = True
+        try:
+            progress = self.progress
+            await asyncio.to_thread(install_typescript, *([progress] if progress is not None else []))
+        except InstallFailed as exc:
+            failed = InstallFailed(f"no TypeScript compiler found (looked for {self._looked}); {exc.message}",
+                                   hint=exc.hint)
+            self._install_failed = (time.monotonic(), failed)
+            raise failed from None
+        finally:
+            self.installing = False
+        self._install_failed = None
+
+    async def _start(self, compiler: Compiler | None) -> None:
         await self._stop()
-        self.compiler = compiler = find_compiler(self.tsc, self.roots)
+        if compiler is None:
+            compiler = await self._install()
+        self.compiler = compiler
         try:
             proc = await asyncio.create_subprocess_exec(
-                compiler.node, str(SERVER_JS), str(compiler.typescript), str(self.out_dir),
+                *compiler.command(self.out_dir),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 limit=MAX_LINE_BYTES,
             )
         except OSError as exc:
-            raise TypeCheckUnavailable(f"cannot start {compiler.node}: {exc.strerror or exc}") from None
+            raise TypeCheckUnavailable(f"cannot start {compiler.command(self.out_dir)[0]}: {exc.strerror or exc}") from None
         self._proc = proc
         self.starts += 1
         self._stderr_tail = ""
@@ -384,10 +519,12 @@ class TypeChecker:
         return reply
 
     def _kill_if_stuck(self) -> None:
-        """A request unanswered for STUCK_CHECK_S (a pathological script) holds up every later
-        one (the server checks one at a time): kill the server; the next check starts afresh."""
+        """A request unanswered for STUCK_CHECK_S (STUCK_CHECK_QUICKJS_S on QuickJS: a pathological
+        script) holds up every later one (the server checks one at a time): kill the server; the
+        next check starts afresh."""
         now = time.monotonic()
-        if self._proc is not None and any(now - since > STUCK_CHECK_S for _, since in self._pending.values()):
+        stuck = STUCK_CHECK_QUICKJS_S if self.compiler is not None and self.compiler.backend == "quickjs" else STUCK_CHECK_S
+        if self._proc is not None and any(now - since > stuck for _, since in self._pending.values()):
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             if self._start_task is not None and self._start_task.done():
@@ -396,8 +533,8 @@ class TypeChecker:
     # -------------------------------------------------------------- checking
 
     async def check(self, code: str, *, lang: Lang = "auto", timeout: float | None = None) -> CheckResult:
-        """Type-check `code`; raises CompilerNotFound, TypeCheckUnavailable or TimeoutError
-        (after `timeout` seconds, start-up included)."""
+        """Type-check `code`; raises CompilerNotFound, InstallFailed, TypeScriptDownloading,
+        TypeCheckUnavailable or TimeoutError (after `timeout` seconds, start-up included)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         await self._started(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -542,10 +679,17 @@ async def run_diagnostics(
     budget = max(0.0, (deadline - time.monotonic()) * RUN_SHARE)
     try:
         result = await checker.check(code, timeout=budget)
-    except CompilerNotFound as exc:
+    except (CompilerNotFound, InstallFailed) as exc:
         return [diagnostic(
             "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc.message}", severity="info",
             hint=(exc.hint or INSTALL_HINT).replace("pass --tsc PATH", "start serve with --tsc PATH"),
+        )]
+    except TypeScriptDownloading as exc:
+        return [diagnostic(
+            "TYPECHECK_SKIPPED", f"not type-checked: {exc} for type checking (once; this run did not wait for it)",
+            severity="info",
+            hint="nothing to do; runs are checked once it is there (a host with TypeScript installed, "
+                 "`npm i -g typescript`, or started with --tsc PATH, downloads nothing)",
         )]
     except TimeoutError:
         return [diagnostic(
@@ -584,10 +728,13 @@ def check_sync(
     code: str, out_dir: Path, *, lang: Lang = "auto", tsc: str | Path | None = None,
     roots: Sequence[Path] = (), timeout: float | None = None,
 ) -> CheckResult:
-    """One check from synchronous code (`codemode-gen check`): start, check, stop."""
+    """One check from synchronous code (`codemode-gen check`): start (downloading the pinned
+    TypeScript first when no other is found), check, stop. `timeout` bounds the check, not the
+    download."""
 
     async def once() -> CheckResult:
         async with TypeChecker(out_dir, tsc=tsc, roots=roots) as checker:
+            await checker.warm()  # the download if needed (its own timeouts), the start (START_TIMEOUT_S)
             return await checker.check(code, lang=lang, timeout=timeout)
 
     return asyncio.run(once())

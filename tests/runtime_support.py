@@ -139,15 +139,31 @@ def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> t
     return server.proc, server.base
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a codemode-gen process a test starts: PATH, PYTHONPATH, and where a
+    type check finds or downloads TypeScript (conftest: a test's cache, no registry)."""
+    from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV
+
+    passed = ("PATH", "PYTHONPATH", CACHE_ENV, REGISTRY_ENV)
+    return {**{name: os.environ[name] for name in passed if name in os.environ}, **extra}
+
+
+def path_without_node(folder: Path) -> str:
+    """A PATH of one empty folder: no node, npm or tsc (a fresh `pip install`); codemode-gen's
+    own children run sys.executable by absolute path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
 def against_serve(
     project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str,
-    message_handler: Any = None, elicitation_callback: Any = None,
+    message_handler: Any = None, elicitation_callback: Any = None, env: Mapping[str, str] | None = None,
 ) -> T:
     """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
     in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log.
     `message_handler`: `async (message) -> None`, told of every notification the client receives;
     `elicitation_callback`: answers elicitation/create (given one, the client declares the
-    elicitation capability). Both are the SDK's `Client` options."""
+    elicitation capability). Both are the SDK's `Client` options. `env`: variables over `child_env()`'s."""
 
     async def main() -> T:
         import mcp_types as types
@@ -158,7 +174,7 @@ def against_serve(
             command=PYTHON,
             args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), *serve_args],
             cwd=str(project),
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+            env=child_env(**dict(env or {})),
         )
         with (project / "serve.stderr.log").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,

@@ -16,16 +16,24 @@ from pathlib import Path
 
 import pytest
 
+from codemode_gen.runtime.tsinstall import (
+    CACHE_ENV,
+    REGISTRY_ENV,
+    TYPESCRIPT_VERSION,
+    typescript_dir,
+)
 from codemode_gen.runtime.typecheck import (
     INSTALL_HINT,
     CheckResult,
     CompilerNotFound,
+    TypeScriptNotFound,
     find_compiler,
     hint_for,
     lang_of,
     to_diagnostics,
 )
 
+from .conftest import UNREACHABLE_REGISTRY
 from .tsc import at, require_tsc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,8 +146,10 @@ def test_dash_reads_stdin_and_detects_typescript(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_no_compiler_exits_2_with_the_install_hint(tmp_path: Path) -> None:
-    """A project without node_modules, PATH with node only, no --tsc."""
+def test_no_compiler_and_no_download_exits_2_with_the_ways_out(tmp_path: Path) -> None:
+    """A project without node_modules, PATH with node only, no --tsc, an empty cache and no
+    registry to download TypeScript from: exit 2 saying what was looked for, why the download
+    failed and what to do."""
     project = tmp_path / "project"
     shutil.copytree(REPO / "out", project / "out")
     (project / ".mcp.json").write_text('{"mcpServers": {}}')
@@ -149,16 +159,58 @@ def test_no_compiler_exits_2_with_the_install_hint(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node:
         (bin_dir / "node").symlink_to(node)
-    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           CACHE_ENV: str(tmp_path / "cache"), REGISTRY_ENV: UNREACHABLE_REGISTRY}
     proc = run_check("agent.js", cwd=project, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout == ""
-    assert "no TypeScript compiler found" in proc.stderr
+    assert "no TypeScript compiler found" in proc.stderr and "cannot download TypeScript" in proc.stderr
     assert "npm i -g typescript" in proc.stderr and "--tsc PATH" in proc.stderr
-    # The same project with --tsc pointing at one works.
+    assert "codemode-gen check --install-typescript" in proc.stderr and REGISTRY_ENV in proc.stderr
+    assert not (tmp_path / "cache" / f"typescript-{TYPESCRIPT_VERSION}").exists()
+    # The same project with --tsc pointing at one works (on node, or QuickJS without it).
     tsc = require_tsc()
     found = run_check("--tsc", str(tsc), "agent.js", cwd=project, env=env)
-    assert (found.returncode, found.stdout.strip()) == ((0, "[]") if node else (2, "")), found.stderr
+    assert (found.returncode, found.stdout.strip()) == (0, "[]"), found.stderr
+
+
+# TypeScript that `run` cannot run (runtime/tsinput.py cannot erase it, or QuickJS cannot parse
+# what is left: decorators), with where `run` reports it.
+NOT_RUNNABLE = {
+    "enum": ("enum Color { Red, Green }\nglobalThis.__codemode_result__ = Color.Red;\n", "1:1"),
+    "const enum": ("const enum Flag { On = 1 }\nglobalThis.__codemode_result__ = Flag.On;\n", "1:1"),
+    "namespace with values": ("namespace Util {\n  export const x = 1;\n}\nconsole.log(Util.x);\n", "1:1"),
+    "parameter property": ("class Box {\n  constructor(private value: number) {}\n}\n", "2:15"),
+    "readonly parameter property": ("class Box {\n  constructor(readonly value: number) {}\n}\n", "2:15"),
+    "prefix assertion": ('const n = <number>JSON.parse("1");\n', "1:11"),
+    "import = require": ('import fs = require("fs");\n', "1:1"),
+    "export =": ("const x = 1;\nexport = x;\n", "2:1"),
+    "decorator": ("function logged(value: any, context: any) { return value; }\nclass C {\n  @logged\n  m() {}\n}\n", "3:3"),
+    "as that would regroup": ("const a = 1, b = 2;\nconst c = a + b as number / 2;\n", "2:11"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("construct", list(NOT_RUNNABLE))
+def test_s3_2_1_check_refuses_what_run_cannot_run_with_run_s_diagnostic(tmp_path: Path, construct: str) -> None:
+    """`codemode-gen check` prints exactly the SYNTAX_ERROR diagnostics `codemode-gen run` answers
+    for TypeScript it cannot erase (same code, message, hint, path), exits 1, and does not go
+    on to type-check a script that cannot run."""
+    source, path = NOT_RUNNABLE[construct]
+    script = tmp_path / "agent.ts"
+    script.write_text(source, encoding="utf-8")
+    checked = run_check("--config", str(REPO / ".mcp.json"), str(script))
+    ran = subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "run", "--config", str(REPO / ".mcp.json"), str(script)],
+        cwd=REPO, capture_output=True, text=True, timeout=CHECK_TIMEOUT,
+    )
+    assert (checked.returncode, ran.returncode) == (1, 1), checked.stderr + ran.stderr
+    response = json.loads(ran.stdout)
+    assert response["result"] is None and response["toolTrace"] == []
+    assert json.loads(checked.stdout) == response["diagnostics"]
+    [refused] = response["diagnostics"]
+    assert (refused["code"], refused["severity"], refused["path"]) == ("SYNTAX_ERROR", "error", path)
+    assert refused["message"].startswith("SyntaxError: ") and refused["hint"]
 
 
 def test_missing_declarations_and_script_are_usage_errors(tmp_path: Path) -> None:
@@ -216,10 +268,12 @@ def test_explicit_tsc_and_path_lookup(tmp_path: Path) -> None:
 
 def test_no_compiler_and_a_bad_tsc_raise_with_the_install_hint(tmp_path: Path) -> None:
     path_env = fake_node(tmp_path / "bin")
-    with pytest.raises(CompilerNotFound) as info:
+    with pytest.raises(TypeScriptNotFound) as info:  # (without install=True: nothing is downloaded)
         find_compiler(roots=[tmp_path], path_env=path_env)
-    assert info.value.exit_code == 2 and info.value.hint == INSTALL_HINT
+    assert info.value.exit_code == 2 and info.value.hint is not None
+    assert info.value.hint.startswith(INSTALL_HINT) and "--install-typescript" in info.value.hint
     assert str(tmp_path) in info.value.message and "tsc on PATH" in info.value.message
+    assert str(typescript_dir()) in info.value.message
     with pytest.raises(CompilerNotFound, match="no such file"):
         find_compiler(tmp_path / "nope", path_env=path_env)
     not_tsc = tmp_path / "tsc"
@@ -228,10 +282,18 @@ def test_no_compiler_and_a_bad_tsc_raise_with_the_install_hint(tmp_path: Path) -
         find_compiler(not_tsc, path_env=path_env)
 
 
-def test_no_node_is_reported(tmp_path: Path) -> None:
-    fake_typescript(tmp_path)
+def test_without_node_the_compiler_runs_on_quickjs(tmp_path: Path) -> None:
+    package = fake_typescript(tmp_path)
+    found = find_compiler(roots=[tmp_path], path_env=str(tmp_path / "empty"))
+    assert (found.backend, found.node, found.typescript) == ("quickjs", None, package.resolve())
+    assert found.command(tmp_path / "out")[1:] == [
+        "-I", "-m", "codemode_gen.runtime.typecheck_worker", str(package.resolve()), str(tmp_path / "out")]
+    # node beside it or on PATH is preferred; either engine can be asked for
+    path_env = fake_node(tmp_path / "bin")
+    assert find_compiler(roots=[tmp_path], path_env=path_env).backend == "node"
+    assert find_compiler(roots=[tmp_path], path_env=path_env, backend="quickjs").backend == "quickjs"
     with pytest.raises(CompilerNotFound, match="no `node`"):
-        find_compiler(roots=[tmp_path], path_env=str(tmp_path / "empty"))
+        find_compiler(roots=[tmp_path], path_env=str(tmp_path / "empty"), backend="node")
 
 
 @pytest.mark.parametrize(("script", "lang", "expected"), [

@@ -51,6 +51,8 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     assert any(n.startswith("codemode_gen/templates/") and n.endswith(".j2") for n in names)
     assert any(n.startswith("codemode_gen/runtime/js/") and n.endswith(".js") for n in names)
     assert "codemode_gen/runtime/js/typecheck_server.js" in names  # run by node for type checks
+    assert "codemode_gen/runtime/js/typecheck_core.js" in names  # the checker, on node or QuickJS
+    assert "codemode_gen/runtime/typecheck_worker.py" in names  # the checker's QuickJS process
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 
@@ -121,6 +123,30 @@ def test_installed_children_import_the_installed_package_from_a_checkout(
     response = json.loads(proc.stdout)
     assert response["result"] == "string", response
     assert [call["ok"] for call in response["toolTrace"]] == [True]
+
+
+@pytest.mark.slow
+def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], tmp_path: Path) -> None:
+    """The README's install alone, no node on PATH, started from a checkout's root: `check` runs
+    the compiler on QuickJS in a child that imports the installed package and its JS (the
+    pinned TypeScript seeded into the cache, as a first use downloads it: tests/test_tsinstall.py)."""
+    from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV, TYPESCRIPT_VERSION
+
+    from .conftest import UNREACHABLE_REGISTRY
+    from .test_tsinstall import seed_cache
+
+    env_dir, _ = installed
+    seed_cache(tmp_path / "cache" / f"typescript-{TYPESCRIPT_VERSION}")
+    script = tmp_path / "agent.ts"
+    script.write_text('import * as notes from "@codemode/servers/notes";\n'
+                      "const note = await notes.get_note({ id: 2 });\nconsole.log(note.titel);\n")
+    env = {**clean_env(env_dir), "PATH": str(env_dir / "bin"), CACHE_ENV: str(tmp_path / "cache"),
+           REGISTRY_ENV: UNREACHABLE_REGISTRY}
+    assert shutil.which("node", path=env["PATH"]) is None
+    proc = subprocess.run([env_dir / "bin" / "codemode-gen", "check", str(script)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert [(d["code"], d["path"]) for d in json.loads(proc.stdout)] == [("TS4111", "3:18")]
 
 
 @pytest.mark.slow

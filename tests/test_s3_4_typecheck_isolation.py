@@ -8,7 +8,9 @@ only the script, out/codemode.d.ts and TypeScript's lib.*.d.ts, whatever the scr
 out/tsconfig.json say. Every test plants secret files the ways a script could name them
 (relative, absolute, symlinks in out/ and the project, node_modules, @types, JSON, reference
 directives, type queries, JSDoc) and asserts that the secret never shows and that the same script
-gets byte-identical diagnostics once the files are gone. Real tsc, real files, real processes.
+gets byte-identical diagnostics once the files are gone. Real tsc, real files, real processes,
+on both engines the compiler runs on (node, and QuickJS for a machine without node): each test
+runs once per backend.
 """
 
 from __future__ import annotations
@@ -26,9 +28,16 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.runtime.typecheck import SERVER_JS, TypeChecker, find_compiler, to_diagnostics
+from codemode_gen.runtime.typecheck import (
+    CORE_JS,
+    SERVER_JS,
+    Backend,
+    TypeChecker,
+    find_compiler,
+    to_diagnostics,
+)
 
-from .runtime_support import PYTHON, REPO
+from .runtime_support import PYTHON, REPO, path_without_node
 from .test_serve_http import start_serve, with_client
 from .tsc import require_tsc
 
@@ -150,12 +159,14 @@ def make_layout(base: Path) -> Layout:
     return layout
 
 
-def check_all(layout: Layout, tsc: Path) -> dict[str, list[dict[str, Any]]]:
+def check_all(layout: Layout, tsc: Path, backend: Backend) -> dict[str, list[dict[str, Any]]]:
     """Every vector through one fresh checker: the checker's raw diagnostics."""
 
     async def main() -> dict[str, list[dict[str, Any]]]:
         found = {}
-        async with TypeChecker(layout.out, tsc=tsc) as checker:
+        async with TypeChecker(layout.out, tsc=tsc, backend=backend) as checker:
+            await checker.warm()
+            assert checker.compiler is not None and checker.compiler.backend == backend
             for name, code in VECTORS.items():
                 result = await checker.check(code.replace("BASE", str(layout.base)),
                                              lang="js" if name in JS_VECTORS else "ts", timeout=CHECK_S)
@@ -170,15 +181,29 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
     yield make_layout(tmp_path)
 
 
+@pytest.fixture(scope="module", params=["node", "quickjs"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The engine the compiler runs on: node, or QuickJS (in a Python process) where there is none."""
+    if request.param == "node" and shutil.which("node") is None and not os.environ.get("CI"):
+        pytest.skip("no node on PATH")
+    backend: Backend = request.param
+    return backend
+
+
+def backend_env(backend: Backend, base: Path) -> dict[str, str]:
+    """Environment for a codemode-gen command on `backend`: without node on PATH for QuickJS."""
+    return {"PATH": path_without_node(base / "empty-bin")} if backend == "quickjs" else {}
+
+
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+def both(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each vector's diagnostics with the host files there, and once they are gone."""
     tsc = require_tsc()
     layout = make_layout(tmp_path_factory.mktemp("isolation"))
     layout.plant()
-    present = check_all(layout, tsc)
+    present = check_all(layout, tsc, backend)
     layout.remove()
-    absent = check_all(layout, tsc)
+    absent = check_all(layout, tsc, backend)
     return present, absent
 
 
@@ -217,14 +242,14 @@ def test_s3_4_an_import_of_a_host_path_says_what_a_script_can_import(
 
 
 def test_s3_4_out_tsconfig_can_make_the_check_stricter_but_not_wider(
-    both: tuple[dict[str, Any], dict[str, Any]], layout: Layout,
+    both: tuple[dict[str, Any], dict[str, Any]], layout: Layout, backend: Backend,
 ) -> None:
     """noUncheckedIndexedAccess from out/tsconfig.json applies; its paths, baseUrl, typeRoots,
     types, files and include do not (the "tsconfig …" and "@types" vectors above)."""
     code = "const a: number[] = [1];\nconst n: number = a[0];\nexport {};\n"
 
     async def main() -> list[dict[str, Any]]:
-        async with TypeChecker(layout.out, tsc=require_tsc()) as checker:
+        async with TypeChecker(layout.out, tsc=require_tsc(), backend=backend) as checker:
             return (await checker.check(code, lang="ts", timeout=CHECK_S)).diagnostics
 
     present, _ = both
@@ -250,16 +275,67 @@ def test_s3_4_the_checker_process_opens_nothing_but_typescript_and_out(
     log = tmp_path / "fs.log"
     monkeypatch.setenv("NODE_OPTIONS", f"--require {SPY}")
     monkeypatch.setenv("CODEMODE_FS_SPY_LOG", str(log))
-    check_all(layout, tsc)
+    check_all(layout, tsc, "node")
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     package = find_compiler(tsc).typescript.parent.parent
-    allowed_files = {str(layout.out / "codemode.d.ts"), str(layout.out / "tsconfig.json"), str(SERVER_JS)}
+    allowed_files = {str(layout.out / "codemode.d.ts"), str(layout.out / "tsconfig.json"), str(SERVER_JS), str(CORE_JS)}
     # (casefold: ts.sys tells a case-sensitive file system by statting its own name upper-cased)
     inside = str(package).casefold() + os.sep
     outside = [c for c in calls if c["path"] not in allowed_files and not c["path"].casefold().startswith(inside)]
     assert outside == []
     assert {"readFileSync"} <= {c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")}
     assert any(c["path"].endswith("lib.es2022.d.ts") for c in calls)  # the spy did see the compiler's reads
+
+
+# The QuickJS backend's process with an audit hook (PEP 578) that logs every file it opens or
+# lists once its imports are done; then runtime/typecheck_worker.py's own main.
+AUDITED_WORKER = """
+import json, os, sys
+import codemode_gen.runtime.typecheck_worker as worker
+from codemode_gen.runtime.engine import preload
+preload()
+log = open(sys.argv.pop(1), "a", encoding="utf-8")
+def hook(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        log.write(json.dumps({"call": event, "path": os.fsdecode(args[0])}) + "\\n")
+        log.flush()
+sys.addaudithook(hook)
+worker.main()
+"""
+
+
+def test_s3_4_the_quickjs_checker_opens_nothing_but_typescript_and_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The QuickJS backend (a Python process; QuickJS itself has no file system in jsbox) opens
+    TypeScript's typescript.js and lib.*.d.ts, out/codemode.d.ts, out/tsconfig.json and
+    js/typecheck_core.js, nothing else: the same closed file system as under node."""
+    from codemode_gen.runtime import typecheck
+
+    tsc = require_tsc()
+    layout = make_layout(tmp_path)
+    layout.plant()
+    log = tmp_path / "open.log"
+
+    def audited(self: typecheck.Compiler, out_dir: Path) -> list[str]:
+        return [PYTHON, "-I", "-c", AUDITED_WORKER, str(log), str(self.typescript), str(out_dir)]
+
+    monkeypatch.setattr(typecheck.Compiler, "command", audited)
+    check_all(layout, tsc, "quickjs")
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    package = find_compiler(tsc).typescript.parent.parent
+    allowed = {str(layout.out / "codemode.d.ts"), str(layout.out / "tsconfig.json"), str(CORE_JS)}
+    # (and Python's own modules and their folders, which the process may import late: ctypes, importlib.readers)
+    python = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix})
+
+    def imported(c: dict[str, str]) -> bool:
+        return c["path"].startswith(python) and (c["call"] != "open" or c["path"].endswith((".py", ".pyc", ".so")))
+
+    outside = [c for c in calls if c["path"] not in allowed and not c["path"].startswith(str(package) + os.sep)
+               and not imported(c)]
+    assert outside == []
+    assert [c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")] == ["open"]  # read once
+    assert any(c["path"].endswith("lib.es2022.d.ts") for c in calls)  # the hook did see the compiler's reads
 
 
 # ------------------------------------------------------------------ the commands, end to end
@@ -275,7 +351,7 @@ globalThis.__codemode_result__ = typeof leak;
 """
 
 
-def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout: Layout) -> None:
+def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout: Layout, backend: Backend) -> None:
     tsc = require_tsc()
     script = layout.proj / "agent.ts"
     script.write_text(HOSTILE)
@@ -285,6 +361,7 @@ def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout:
             [sys.executable, "-m", "codemode_gen", "check", "--config", str(layout.proj / ".mcp.json"),
              "--tsc", str(tsc), str(script)],
             cwd=layout.proj, capture_output=True, text=True, timeout=CHECK_TIMEOUT,
+            env={**os.environ, **backend_env(backend, layout.base)},
         )
 
     layout.plant()
@@ -297,10 +374,10 @@ def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout:
     assert [d["code"] for d in json.loads(present.stdout)] == ["TS6053", "TS2307", "TS2307", "TS2307"]
 
 
-def test_s3_4_serve_http_typecheck_gives_a_remote_client_nothing_of_the_host(layout: Layout) -> None:
+def test_s3_4_serve_http_typecheck_gives_a_remote_client_nothing_of_the_host(layout: Layout, backend: Backend) -> None:
     """The attack of a remote client: runs over `serve --http --typecheck` with the SDK's client."""
     tsc = require_tsc()
-    served = start_serve(layout.proj, "--typecheck", "--tsc", str(tsc))
+    served = start_serve(layout.proj, "--typecheck", "--tsc", str(tsc), extra_env=backend_env(backend, layout.base))
 
     async def body(client: Any) -> list[Mapping[str, Any]]:
         found = []

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from codemode_gen import CodeMode
+from codemode_gen.runtime.typecheck import Backend, TypeChecker
 
 from .runtime_support import PYTHON, REPO, against_serve, script
 from .tsc import at, require_tsc
@@ -152,18 +153,17 @@ def test_servers_out_lacks_are_not_reported_missing(project: Path) -> None:
     assert type_notes(response) == [("warning", "TS2307", at(code, '"@codemode/servers/nope"', 2))]
 
 
-def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["node", "quickjs"])
+def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path, backend: Backend) -> None:
     """`codemode-gen generate` while serving changes codemode.d.ts: the next check sees it. A
-    checker process that died is started again by the next check."""
-    from codemode_gen.runtime.typecheck import TypeChecker
-
+    checker process that died is started again by the next check. On both engines."""
     tsc = require_tsc()
     shutil.copytree(REPO / "out", tmp_path / "out")
     declarations = tmp_path / "out" / "codemode.d.ts"
 
     async def main() -> tuple[list[list[dict[str, Any]]], int]:
         found = []
-        async with TypeChecker(tmp_path / "out", tsc=tsc) as checker:
+        async with TypeChecker(tmp_path / "out", tsc=tsc, backend=backend) as checker:
             found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
             declarations.write_text(declarations.read_text().replace("export function get_note(", "export function read_note("))
             found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
@@ -203,6 +203,75 @@ def test_a_check_over_its_time_is_skipped_and_a_stuck_checker_replaced(
     timed_out, again, starts = anyio.run(main)
     assert timed_out and [d["code"] for d in again] == [4111]
     assert starts == 2  # the stuck process was killed, the next check started another
+
+
+# Scripts with the mistakes models make, TypeScript the sandbox cannot erase, and JavaScript.
+SAME_ON_BOTH = {
+    "wrong property": WRONG_PROPERTY,
+    "wrong type": WRONG_TYPE,
+    "missing field": 'import { get_note } from "@codemode/servers/notes";\nconst n = await get_note({});\n',
+    "no argument": 'import { get_note } from "@codemode/servers/notes";\nconst n = await get_note();\n',
+    "unknown export": 'import * as notes from "@codemode/servers/notes";\nawait notes.get_nots({ id: 1 });\n',
+    "unknown server": 'import * as x from "@codemode/servers/nope";\n',
+    "host module": 'import * as fs from "node:fs";\nfs.readFileSync("/etc/passwd");\n',
+    "sandbox globals": 'await fetch("https://example.com");\nconst p = process.env;\nrequire("fs");\n',
+    "possibly undefined": 'const xs: number[] = [];\nconst m = new Map<string, number>();\nm.get("a").toFixed();\n',
+    "unknown catch": 'try { JSON.parse("x"); } catch (e) { console.log(e.message); }\n',
+    "implicit any": 'export function f(x) { return x; }\n',
+    "ts syntax as js": "const n: number = 1;\n",
+    "syntax error": "const x = ;\n",
+    "enum": "enum Color { Red, Green }\nexport {};\n",
+    "namespace with values": "namespace Util { export const x = 1; }\n",
+    "parameter property": "class Box {\n  constructor(private value: number) {}\n}\n",
+    "prefix assertion": 'const n = <number>JSON.parse("1");\n',
+    "import = require": 'import fs = require("fs");\n',
+    "unicode": 'const s: number = "héllo 😀";\nconst t = "😀".toFixd();\n',
+}
+# TypeScript's own word on what cannot be erased (erasableSyntaxOnly): TS1294 at the construct.
+NOT_ERASABLE = {"enum": (1, 6), "namespace with values": (1, 11), "parameter property": (2, 15),
+                "prefix assertion": (1, 11), "import = require": (1, 1)}
+
+
+def test_node_and_quickjs_give_the_same_diagnostics() -> None:
+    """The two engines run the same typecheck_core.js: the same diagnostics, byte for byte,
+    for each language mode; TypeScript that cannot be erased is TS1294 on both."""
+    tsc = require_tsc()
+
+    async def all_on(backend: Backend) -> dict[str, Any]:
+        found = {}
+        async with TypeChecker(REPO / "out", tsc=tsc, backend=backend) as checker:
+            for name, code in SAME_ON_BOTH.items():
+                for lang in ("auto", "ts", "js"):
+                    result = await checker.check(code, lang=lang, timeout=60)
+                    found[f"{name} ({lang})"] = (result.lang, result.diagnostics)
+            assert checker.compiler is not None and checker.compiler.backend == backend
+        return found
+
+    node, quickjs = anyio.run(all_on, "node"), anyio.run(all_on, "quickjs")
+    assert json.dumps(quickjs, sort_keys=True) == json.dumps(node, sort_keys=True)
+    for name, (line, column) in NOT_ERASABLE.items():
+        _, diagnostics = quickjs[f"{name} (ts)"]
+        assert (1294, line, column) in {(d["code"], d["line"], d["column"]) for d in diagnostics}, name
+    assert {d["code"] for d in quickjs["wrong property (auto)"][1]} == {4111}
+
+
+@pytest.mark.parametrize("backend", ["node", "quickjs"])
+def test_a_script_too_deep_for_the_compiler_fails_that_check_only(backend: Backend) -> None:
+    """A nesting deeper than the compiler's stack: that check is unavailable (one line, no host
+    path from its stack), the same checker answers the next one."""
+    from codemode_gen.runtime.typecheck import TypeCheckUnavailable
+
+    deep = "const x = " + "[" * 5000 + "]" * 5000 + ";\n"
+
+    async def main() -> tuple[str, list[dict[str, Any]], int]:
+        async with TypeChecker(REPO / "out", tsc=require_tsc(), backend=backend) as checker:
+            with pytest.raises(TypeCheckUnavailable) as failed:
+                await checker.check(deep, lang="ts", timeout=60)
+            return str(failed.value), (await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics, checker.starts
+
+    message, after, starts = anyio.run(main)
+    assert message == "the type checker failed: RangeError: Maximum call stack size exceeded"
+    assert [d["code"] for d in after] == [4111] and starts == 1
 
 
 # ------------------------------------------------------------------ serve --typecheck

@@ -8,12 +8,11 @@ process of their own (exit status, SIGTERM) start one.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ import anyio
 import pytest
 
 from .conftest import child_pids, pid_alive
-from .runtime_support import PYTHON, RUN_TIMEOUT, assert_ok, script
+from .runtime_support import PYTHON, RUN_TIMEOUT, assert_ok, child_env, script
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -64,7 +63,7 @@ class HttpServe:
 
 
 def env(**extra: str) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **extra}
+    return child_env(**extra)
 
 
 def project(base: Path) -> Path:
@@ -79,15 +78,16 @@ def project(base: Path) -> Path:
 
 
 def start_serve(proj: Path, *args: str, token: str | None = TOKEN, listen: str = "127.0.0.1:0",
-                preexec: Callable[[], None] | None = None) -> HttpServe:
+                preexec: Callable[[], None] | None = None, extra_env: Mapping[str, str] | None = None) -> HttpServe:
     """`codemode-gen serve --http LISTEN` in `proj`; returns once it printed its URL.
-    `preexec` runs in the child before serve starts (e.g. a lower open-file limit)."""
+    `preexec` runs in the child before serve starts (e.g. a lower open-file limit); `extra_env`:
+    variables over `env()`'s."""
     log = proj / f"serve-http-{time.monotonic_ns()}.stderr.log"
     with log.open("wb") as errlog:
         proc = subprocess.Popen(
             [PYTHON, "-m", "codemode_gen", "serve", "--config", str(proj / ".mcp.json"), "--out", str(proj / "out"),
              "--http", listen, *args],
-            cwd=proj, env=env(**({"CODEMODE_AUTH_TOKEN": token} if token is not None else {})),
+            cwd=proj, env=env(**({"CODEMODE_AUTH_TOKEN": token} if token is not None else {}), **dict(extra_env or {})),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog, preexec_fn=preexec,
         )
     deadline = time.monotonic() + LISTEN_TIMEOUT_S

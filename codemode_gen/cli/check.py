@@ -2,8 +2,15 @@
 
 Prints a JSON list of §3.3.3 diagnostics on stdout (`{severity, code: "TS2339", message,
 path: "line:column", hint?}`), the same ones `serve --typecheck` returns as warnings before a
-run. Exit codes: 0 no type error, 1 type errors, 2 usage or setup problem (no TypeScript
-compiler: the message says how to get one; no out/codemode.d.ts; unreadable script).
+run. A script `run` would refuse before running anything (TypeScript that cannot be erased:
+enums, namespaces with values, parameter properties, `<T>x`, `import x = require()`; or a
+syntax error of the sandbox's engine) gets exactly `run`'s SYNTAX_ERROR diagnostics instead, and
+is not type-checked. Exit codes: 0 no error, 1 errors, 2 usage or setup problem (no TypeScript
+compiler and no way to download one: the message says how to get one; no out/codemode.d.ts;
+unreadable script).
+
+Without a compiler in the usual places, the pinned TypeScript is downloaded into the user's cache
+once, with a line on stderr (runtime/tsinstall.py); `--install-typescript` does only that.
 
 The language is the file's extension (.ts/.mts/.cts TypeScript, .js/.mjs/.cjs JavaScript), or
 `--lang`; without either (`-`, other names) TypeScript syntax in the script makes it TypeScript.
@@ -11,18 +18,21 @@ The language is the file's extension (.ts/.mts/.cts TypeScript, .js/.mjs/.cjs Ja
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
-# Bounds one check from the command line: node's start, loading the declarations and the check
-# (about a second on a warm disk); a hang is a bug, reported instead of waiting forever.
+# Bounds the check itself, once the checker has started (its start and a download of TypeScript
+# have bounds of their own): milliseconds to seconds (a 2,000-line script on QuickJS: up to
+# tens of seconds on a loaded machine); a hang is a bug, reported instead of waiting forever.
 CHECK_TIMEOUT_S = 120.0
 
 
@@ -42,17 +52,28 @@ def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
 @config_option
 @out_option
 @click.option("--tsc", "tsc", default=None, metavar="PATH",
-              help="TypeScript compiler to use (a tsc, or a typescript package folder); default: "
-                   "node_modules/.bin/tsc of the project or a parent folder, else tsc on PATH.")
+              help="TypeScript compiler to use (a tsc, a typescript package folder or its lib/typescript.js); "
+                   "default: node_modules/.bin/tsc of the project or a parent folder, else tsc on PATH, else "
+                   "TypeScript downloaded once into the user's cache.")
 @click.option("--lang", "lang", type=click.Choice(["auto", "ts", "js"]), default=None,
               help="Check as TypeScript or JavaScript (default: by extension; auto for - and others: "
                    "TypeScript if the script uses TypeScript syntax).")
 @click.option("--pretty/--no-pretty", default=None,
               help="Also print `file:line:col` lines for people on stderr (default: on a TTY).")
-@click.argument("script")
+@click.option("--install-typescript", "install_only", is_flag=True,
+              help="Only download the pinned TypeScript into the user's cache if it is not there (for images "
+                   "built ahead of use, or before going offline), print where it is, and exit.")
+@click.argument("script", required=False)
 def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pretty: bool | None,
-          script: str) -> int:
+          install_only: bool, script: str | None) -> int:
     """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict)."""
+    if install_only:
+        from codemode_gen.runtime.tsinstall import install_typescript
+
+        click.echo(str(install_typescript().parent.parent))
+        return 0
+    if script is None:
+        raise UserError("missing SCRIPT", hint="pass a .js or .ts file, or - to read the script from stdin")
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.runtime.typecheck import check_sync, lang_of, to_diagnostics
 
@@ -63,18 +84,46 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
         raise UserError(f"{declarations}: not found; there is nothing to check against",
                         hint="run `codemode-gen generate` first, or pass --out to the generated folder")
     code = read_script(script)
-    roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
-    try:
-        result = check_sync(code, out_dir, lang=lang_of(script, lang), tsc=tsc, roots=roots,
-                            timeout=CHECK_TIMEOUT_S)
-    except UserError:
-        raise
-    except TimeoutError:
-        raise UserError(f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s") from None
-    except Exception as exc:  # the checker process failed: a setup problem, not a type error
-        raise UserError(f"the type check failed: {exc}", hint="check that node and TypeScript work: tsc --version") from None
-    diagnostics = to_diagnostics(result)
+    diagnostics: list[dict[str, Any]] = asyncio.run(refusals(code))
+    if not diagnostics:
+        roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
+        try:
+            result = check_sync(code, out_dir, lang=lang_of(script, lang), tsc=tsc, roots=roots,
+                                timeout=CHECK_TIMEOUT_S)
+        except UserError:
+            raise
+        except TimeoutError:
+            raise UserError(f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s") from None
+        except Exception as exc:  # the checker process failed: a setup problem, not a type error
+            raise UserError(f"the type check failed: {exc}",
+                            hint="check that the TypeScript it found works (`tsc --version`; a damaged download in "
+                                 "the cache: delete its folder), or pass --tsc PATH to another") from None
+        diagnostics = to_diagnostics(result)
     click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
     if pretty if pretty is not None else sys.stderr.isatty():
         click.echo(render_pretty(diagnostics, script), err=True)
     return 1 if any(d["severity"] == "error" for d in diagnostics) else 0
+
+
+async def refusals(code: str) -> list[dict[str, Any]]:
+    """The diagnostics `run` refuses `code` with before running anything ([] when it would run):
+    runtime/tsinput.py's `runnable`, with the sandbox engine's syntax check made here, as a
+    sandbox worker makes it (runtime/worker.py `check`)."""
+    from codemode_gen.runtime import response as resp
+    from codemode_gen.runtime.engine import EngineError, new_engine
+    from codemode_gen.runtime.limits import Limits
+    from codemode_gen.runtime.tsinput import runnable
+
+    async def syntax_errors(text: str) -> list[dict[str, Any]] | None:
+        limits = Limits()
+        engine = new_engine(memory_limit=limits.maxMemoryBytes, max_pending_calls=1)
+        try:
+            engine.check_syntax(resp.utf8_safe(text))
+        except EngineError as exc:
+            return [resp.syntax_error(exc.message, exc.stack)]
+        finally:
+            engine.close()
+        return None
+
+    _, refused = await runnable(code, syntax_errors)
+    return refused

@@ -206,6 +206,7 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
     async with cm:
         try:
+            await cm.prepare_typecheck(limits)  # a TypeScript download happens before the run's time starts
             response = await cm.run(code, limits=limits, requested_capabilities=capabilities)
             if record:  # written after the run already: say what happened
                 for note in cm.take_recording_notes():

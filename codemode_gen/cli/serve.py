@@ -196,10 +196,12 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Print the snippet that registers this serve command in a client, and exit.")
 @click.option("--typecheck", "typecheck", is_flag=True,
               help="Type-check every script against out/ before it runs (type errors come back as "
-                   "warnings; limits.typecheck false turns it off per run). Needs TypeScript.")
+                   "warnings; limits.typecheck false turns it off per run). Without TypeScript installed, "
+                   "downloads it once at start-up (runs meanwhile skip the check).")
 @click.option("--tsc", "tsc", default=None, metavar="PATH",
               help="TypeScript compiler for --typecheck / limits.typecheck (default: node_modules/.bin/tsc "
-                   "of the project or a parent folder, else tsc on PATH).")
+                   "of the project or a parent folder, else tsc on PATH, else TypeScript downloaded once "
+                   "into the user's cache).")
 @click.option("--max-workers", "max_workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Maximum sandbox worker processes running at once; more runs queue (default: "
                    "[sandbox] max_workers in codemode.toml, else two per CPU).")

@@ -1,21 +1,11 @@
-// codemode-gen type-check server (runtime/typecheck.py starts it; not loaded into QuickJS).
+// codemode-gen type-check server under node (runtime/typecheck.py starts it; not loaded into QuickJS).
 //
 //   node typecheck_server.js <path of typescript.js> <out dir>
 //
-// Type-checks agent scripts against <out dir>/codemode.d.ts with the `typescript` package's
-// LanguageService, kept alive between checks: lib.*.d.ts and codemode.d.ts are parsed and bound
-// once, so a check after the first only parses and checks the script (tens of milliseconds).
-// codemode.d.ts is re-read when its mtime or size changes (`codemode-gen generate` while serving).
-//
-// Protocol: one JSON object a line on stdin and stdout.
-//   -> {"id": n, "op": "check", "code": "...", "lang": "auto" | "ts" | "js"}
-//   <- {"id": n, "ok": true, "lang": "ts" | "js", "ms": 12.3,
-//       "diagnostics": [{"category": "error" | "warning" | "suggestion" | "message", "code": 2339,
-//                        "message": "...", "line": 1, "column": 1}]}      (1-based, UTF-16 columns)
-//   -> {"id": n, "op": "warm"}   <- {"id": n, "ok": true, "ms": ...}   (loads everything once)
-//   <- {"id": n, "ok": false, "error": "..."}                           (a request that failed)
-// The first line written is {"ready": true, "typescript": "<version>"} (or {"ready": false, "error"}).
-// Only the script's own diagnostics are returned; out/'s files are the generator's business.
+// The checker itself (the LanguageService over a closed virtual file system, the protocol, the
+// diagnostics' shape) is typecheck_core.js, shared with the QuickJS backend
+// (runtime/typecheck_worker.py). This file gives it node's `fs` for the three kinds of file it
+// may read (out/codemode.d.ts, out/tsconfig.json, TypeScript's lib.*.d.ts) and stdin/stdout.
 "use strict";
 
 const fs = require("fs");
@@ -27,355 +17,54 @@ function send(message) {
 }
 
 let ts;
+let core;
 try {
   ts = require(path.resolve(process.argv[2] || "typescript"));
+  core = require("./typecheck_core.js");
 } catch (err) {
   send({ ready: false, error: `cannot load TypeScript from ${process.argv[2]}: ${err && err.message}` });
   process.exit(1);
 }
 
 const outDir = path.resolve(process.argv[3] || "out");
-
-// ---- The checker's file system (spec §3.4, §11: nothing of the host is reachable from a script).
-// The LanguageService sees a closed, virtual file system of exactly three kinds of file: the
-// script (in memory, never written), out/codemode.d.ts and TypeScript's own lib.*.d.ts. Every
-// other name (an import of "../secret.json", `/// <reference path="/etc/x">`, `import("…")` in
-// a type, node_modules, @types, package.json, a symlink in out/) does not exist: fileExists is
-// false, readFile undefined, directories are empty, and modules resolve to nothing but the
-// ambient `declare module "@codemode/…"` blocks of codemode.d.ts. So a script cannot read a host
-// file through a type error ("Type '"sk-…"' is not assignable to type '1'"), and a file that
-// exists gets the same diagnostic as one that does not (no existence oracle). The names are
-// virtual too (VIRTUAL_ROOT): no host path appears in a diagnostic.
-const VIRTUAL_ROOT = "/__codemode__";
-const VIRTUAL_LIB = VIRTUAL_ROOT + "/lib/";
-const VIRTUAL_DECLARATIONS = VIRTUAL_ROOT + "/codemode.d.ts";
-// TypeScript's standard library files (lib.d.ts, lib.es2022.full.d.ts, lib.dom.d.ts, ...):
-// `lib` options and `/// <reference lib="…">` pick among them. Nothing else of the lib folder.
-const LIB_FILE = /^lib(\.[a-z0-9]+)*\.d\.ts$/i;
 const declarations = path.join(outDir, "codemode.d.ts");
+const libDir = path.dirname(path.resolve(process.argv[2]));
 
-// The real file behind a virtual name, or undefined for every other name.
-function realFile(fileName) {
-  if (fileName === VIRTUAL_DECLARATIONS) return declarations;
-  if (fileName.startsWith(VIRTUAL_LIB)) {
-    const base = fileName.slice(VIRTUAL_LIB.length);
-    if (LIB_FILE.test(base)) return path.join(realLibDir, base);
-  }
-  return undefined;
-}
-
-// The compiler options out/tsconfig.json may set: type-checking strictness and the target and
-// lib (which standard library). Nothing that changes what files or modules exist (paths,
-// baseUrl, typeRoots, types, rootDirs, resolveJsonModule, allowArbitraryExtensions, plugins,
-// moduleSuffixes, ...) is read, whatever the file says: those are fixed below.
-const CONFIGURABLE_OPTIONS = new Set([
-  "target", "lib", "strict", "noImplicitAny", "strictNullChecks", "strictFunctionTypes",
-  "strictBindCallApply", "strictPropertyInitialization", "strictBuiltinIteratorReturn", "noImplicitThis",
-  "useUnknownInCatchVariables", "alwaysStrict", "exactOptionalPropertyTypes", "noUncheckedIndexedAccess",
-  "noImplicitReturns", "noFallthroughCasesInSwitch", "noImplicitOverride", "noUnusedLocals",
-  "noUnusedParameters", "allowUnreachableCode", "allowUnusedLabels", "skipLibCheck", "useDefineForClassFields",
-  "experimentalDecorators",
-]);
-// What out/tsconfig.json says when it is absent (the generated one: strict, ES2022, no DOM).
-const DEFAULT_OPTIONS = { target: "ES2022", lib: ["ES2022"], strict: true, skipLibCheck: false };
-const FIXED_OPTIONS = {
-  module: "ES2022",
-  moduleResolution: "bundler",
-  types: [], // no @types auto-inclusion
-  allowJs: true,
-  checkJs: true,
-  noEmit: true,
-  resolveJsonModule: false,
-  allowArbitraryExtensions: false,
-  allowImportingTsExtensions: false,
-};
-
-function compilerOptions() {
-  const raw = { ...DEFAULT_OPTIONS };
-  const configPath = path.join(outDir, "tsconfig.json");
-  if (fs.existsSync(configPath)) {
-    const read = ts.readConfigFile(configPath, ts.sys.readFile);
-    const given = !read.error && read.config && read.config.compilerOptions;
-    if (given && typeof given === "object" && !Array.isArray(given)) {
-      for (const [key, value] of Object.entries(given)) {
-        if (CONFIGURABLE_OPTIONS.has(key)) raw[key] = value;
-      }
-    }
-  }
-  const { options } = ts.convertCompilerOptionsFromJson({ ...raw, ...FIXED_OPTIONS }, VIRTUAL_ROOT, "tsconfig.json");
-  // Scripts are ES modules with top-level await even without import/export.
-  options.moduleDetection = ts.ModuleDetectionKind.Force;
-  return options;
-}
-
-// Generated object types are open (`[k: string]: unknown`, because that is what the schema
-// accepts), so a misspelt property would silently be `unknown`: report it (TS4111, with the
-// declared names) instead. JavaScript cannot annotate parameters or catch variables except
-// through JSDoc, so those two strict checks apply to TypeScript only.
-const tsOptions = { ...compilerOptions(), noPropertyAccessFromIndexSignature: true };
-const jsOptions = { ...tsOptions, noImplicitAny: false, useUnknownInCatchVariables: false };
-const registry = ts.createDocumentRegistry();
-const realLibDir = path.dirname(ts.getDefaultLibFilePath(tsOptions));
-const cache = new Map(); // virtual file name -> {version, snapshot}
-
-function diskVersion(fileName) {
-  if (fileName !== VIRTUAL_DECLARATIONS) return "0"; // lib.*.d.ts never change while we run
+function read(file) {
   try {
-    const st = fs.statSync(declarations);
-    return `${st.mtimeMs}:${st.size}`;
-  } catch {
-    return "missing";
-  }
-}
-
-function readReal(fileName) {
-  const real = realFile(fileName);
-  if (real === undefined) return undefined;
-  try {
-    return fs.readFileSync(real, "utf8");
+    return fs.readFileSync(file, "utf8");
   } catch {
     return undefined;
   }
 }
 
-const libExists = new Map(); // virtual lib file name -> whether TypeScript ships it
-function realExists(fileName) {
-  if (fileName === VIRTUAL_DECLARATIONS) return diskVersion(fileName) !== "missing";
-  const real = realFile(fileName);
-  if (real === undefined) return false;
-  if (!libExists.has(fileName)) libExists.set(fileName, fs.existsSync(real));
-  return libExists.get(fileName);
-}
-
-// Module and type-reference resolution finds nothing: `@codemode/…` modules are the ambient
-// declarations of codemode.d.ts, which the checker looks up before any resolution.
-function unresolvedModules(literals) {
-  return literals.map(() => ({ resolvedModule: undefined }));
-}
-function unresolvedTypeReferences(references) {
-  return references.map(() => ({ resolvedTypeReferenceDirective: undefined }));
-}
-
-// One LanguageService per language; both share the parsed lib files and codemode.d.ts.
-function makeService(ext, options) {
-  const script = { name: VIRTUAL_ROOT + "/script" + ext, text: "", version: 0 };
-  const known = (fileName) => fileName === script.name || realFile(fileName) !== undefined;
-  const host = {
-    getScriptFileNames: () => [VIRTUAL_DECLARATIONS, script.name],
-    getScriptVersion: (fileName) => (fileName === script.name ? String(script.version) : diskVersion(fileName)),
-    getScriptSnapshot: (fileName) => {
-      if (fileName === script.name) return ts.ScriptSnapshot.fromString(script.text);
-      if (!known(fileName)) return undefined;
-      const version = host.getScriptVersion(fileName);
-      const hit = cache.get(fileName);
-      if (hit && hit.version === version) return hit.snapshot;
-      const text = readReal(fileName);
-      if (text === undefined) return undefined;
-      const snapshot = ts.ScriptSnapshot.fromString(text);
-      cache.set(fileName, { version, snapshot });
-      return snapshot;
-    },
-    getCurrentDirectory: () => VIRTUAL_ROOT,
-    getCompilationSettings: () => options,
-    getDefaultLibFileName: (opts) => VIRTUAL_LIB + ts.getDefaultLibFileName(opts),
-    getDefaultLibLocation: () => VIRTUAL_LIB.slice(0, -1),
-    useCaseSensitiveFileNames: () => true,
-    fileExists: (fileName) => fileName === script.name || realExists(fileName),
-    readFile: (fileName) => (fileName === script.name ? script.text : known(fileName) ? readReal(fileName) : undefined),
-    readDirectory: () => [],
-    directoryExists: () => false,
-    getDirectories: () => [],
-    realpath: (fileName) => fileName,
-    resolveModuleNameLiterals: unresolvedModules,
-    resolveModuleNames: (names) => names.map(() => undefined), // TypeScript < 5.0
-    resolveTypeReferenceDirectiveReferences: unresolvedTypeReferences,
-    resolveTypeReferenceDirectives: (names) => names.map(() => undefined), // TypeScript < 5.0
-  };
-  const service = ts.createLanguageService(host, registry);
-  return {
-    lang: ext === ".ts" ? "ts" : "js",
-    script,
-    service,
-    set(code) {
-      if (code === script.text && script.version > 0) return; // parsed already (auto-detection)
-      script.text = code;
-      script.version += 1;
-    },
-  };
-}
-
-const services = { ts: makeService(".ts", tsOptions), js: makeService(".js", jsOptions) };
-const CATEGORY = { 0: "warning", 1: "error", 2: "suggestion", 3: "message" };
-
-// TS8xxx: "... can only be used in TypeScript files" (type annotations, `as`, interfaces, ...).
-function usesTypeScriptSyntax(code) {
-  const js = services.js;
-  js.set(code);
-  return js.service.getSyntacticDiagnostics(js.script.name).some((d) => d.code >= 8000 && d.code < 9000);
-}
-
-// The closest declared name, as tsc's own "Did you mean" picks it (its helper when this
-// version exports it; else edit distance within a third of the name).
-function closest(wanted, names) {
-  if (typeof ts.getSpellingSuggestion === "function") return ts.getSpellingSuggestion(wanted, names, (n) => n);
-  const limit = Math.max(2, Math.floor(wanted.length * 0.34));
-  let best;
-  for (const name of names) {
-    const a = wanted.toLowerCase();
-    const b = name.toLowerCase();
-    const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-    for (let i = 1; i <= a.length; i++) {
-      let diag = row[0];
-      row[0] = i;
-      for (let j = 1; j <= b.length; j++) {
-        const next = row[j];
-        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-        diag = next;
-      }
+const host = {
+  readDeclarations: () => read(declarations),
+  declarationsVersion: () => {
+    try {
+      const st = fs.statSync(declarations);
+      return `${st.mtimeMs}:${st.size}`;
+    } catch {
+      return "missing";
     }
-    const d = row[b.length];
-    if (d <= limit && (!best || d < best.d)) best = { name, d };
-  }
-  return best && best.name;
+  },
+  readConfig: () => {
+    const config = path.join(outDir, "tsconfig.json");
+    return fs.existsSync(config) ? read(config) : undefined;
+  },
+  readLib: (base) => (core.LIB_FILE.test(base) ? read(path.join(libDir, base)) : undefined),
+  libExists: (base) => core.LIB_FILE.test(base) && fs.existsSync(path.join(libDir, base)),
+  now: () => Number(process.hrtime.bigint()) / 1e6,
+};
+
+let checker;
+try {
+  checker = core.createChecker(ts, host);
+} catch (err) {
+  send({ ready: false, error: `cannot start the checker: ${err && err.message}` });
+  process.exit(1);
 }
-
-function findNode(source, position) {
-  if (typeof ts.getTokenAtPosition === "function") return ts.getTokenAtPosition(source, position);
-  let found;
-  (function visit(node) {
-    if (position >= node.getStart(source) && position < node.getEnd()) {
-      found = node;
-      ts.forEachChild(node, visit);
-    }
-  })(source);
-  return found;
-}
-
-// TS4111 (a property only the index signature allows): the declared names and the closest one.
-function undeclaredProperty(program, source, start) {
-  const node = findNode(source, start);
-  const access = node && node.parent;
-  if (!access || !ts.isPropertyAccessExpression(access)) return undefined;
-  const checker = program.getTypeChecker();
-  const type = checker.getNonNullableType(checker.getTypeAtLocation(access.expression));
-  const declared = checker.getPropertiesOfType(type).map((p) => p.getName()).filter((n) => !n.startsWith("__"));
-  const wanted = access.name.text;
-  return {
-    property: wanted,
-    typeName: checker.typeToString(type).slice(0, 200),
-    declared: declared.slice(0, 30),
-    suggestion: closest(wanted, declared),
-  };
-}
-
-// "Cannot find module" and its variants (a .json import without resolveJsonModule, an
-// extension, a declaration file, ...): any of them about a module that is not @codemode/… says
-// the one thing that is true in the sandbox, the same text whether the path exists or not.
-const MODULE_NOT_FOUND = new Set([2307, 2306, 2732, 2792, 2834, 2835, 2846, 5097, 6263, 7016]);
-const REFERENCE_NOT_FOUND = new Set([6053, 6231, 2688]); // `/// <reference path|types="…">`
-const CODEMODE_PREFIX = "@codemode/";
-// A script's specifier quoted back to it, at most this long (a megabyte of path says nothing more).
-const MAX_SPECIFIER_CHARS = 200;
-
-// The @codemode/ modules out/codemode.d.ts declares, and their shapes ("@codemode/servers/<id>").
-function declaredModules(program) {
-  const names = program
-    .getTypeChecker()
-    .getAmbientModules()
-    .map((m) => m.getName().replace(/^"|"$/g, ""))
-    .filter((n) => n.startsWith(CODEMODE_PREFIX))
-    .sort();
-  const shapes = [...new Set(names.map((n) => (n.split("/").length > 2 ? n.replace(/\/[^/]+$/, "/<id>") : n)))];
-  return { names, shapes };
-}
-
-// The diagnostic about an import or reference of anything but a @codemode/ module, rewritten;
-// else undefined.
-function unreachable(d, source, program) {
-  const isModule = MODULE_NOT_FOUND.has(d.code);
-  if ((!isModule && !REFERENCE_NOT_FOUND.has(d.code)) || !source || d.start === undefined) return undefined;
-  let written = source.text.slice(d.start, d.start + d.length);
-  const quoted = /^(["'`])([\s\S]*)\1$/.exec(written);
-  if (quoted) written = quoted[2];
-  else if (isModule) return undefined;
-  if (isModule && written.startsWith(CODEMODE_PREFIX)) return undefined; // a server out/ lacks: TypeScript's text
-  const shown = written.length > MAX_SPECIFIER_CHARS ? written.slice(0, MAX_SPECIFIER_CHARS) + "…" : written;
-  const { names, shapes } = declaredModules(program);
-  const modules = `@codemode/ modules (${shapes.join(", ") || "none are declared"})`;
-  if (isModule) {
-    return { code: 2307, message: `Cannot find module '${shown}': a script can import only ${modules}.`, specifier: written, modules: names };
-  }
-  const what = d.code === 2688 ? "type definition file" : "file";
-  return {
-    code: d.code,
-    message: `Cannot find ${what} '${shown}': a script sees no files, only the standard library and ${modules}.`,
-    specifier: written,
-    modules: names,
-  };
-}
-
-function check(code, lang) {
-  if (lang !== "js" && lang !== "ts") lang = usesTypeScriptSyntax(code) ? "ts" : "js";
-  const { service, script, set } = services[lang];
-  set(code);
-  const syntactic = service.getSyntacticDiagnostics(script.name);
-  // Like tsc: with a syntax error the rest is noise (and the sandbox reports it anyway).
-  let found = syntactic.length ? syntactic : service.getSemanticDiagnostics(script.name);
-  // `n.titel.trim()`: once TS4111 names the misspelt property, "'n.titel' is of type 'unknown'"
-  // about the same expression says nothing more.
-  const undeclared = found.filter((d) => d.code === 4111).map((d) => d.start);
-  found = found.filter(
-    (d) => d.code !== 18046 || !undeclared.some((u) => u >= d.start && u < d.start + d.length),
-  );
-  const program = service.getProgram();
-  const source = program && program.getSourceFile(script.name);
-  const diagnostics = found.map((d) => {
-    const where = source && d.start !== undefined ? source.getLineAndCharacterOfPosition(d.start) : { line: 0, character: 0 };
-    const out = {
-      category: CATEGORY[d.category] || "error",
-      code: d.code,
-      message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
-      line: where.line + 1,
-      column: where.character + 1,
-    };
-    const rewritten = unreachable(d, source, program);
-    if (rewritten) Object.assign(out, rewritten);
-    if (d.code === 4111 && source && d.start !== undefined) {
-      const detail = undeclaredProperty(program, source, d.start);
-      if (detail) Object.assign(out, detail);
-    }
-    return out;
-  });
-  return { lang, diagnostics };
-}
-
-function handle(line) {
-  let request;
-  try {
-    request = JSON.parse(line);
-  } catch (err) {
-    send({ id: null, ok: false, error: `bad request: ${err.message}` });
-    return;
-  }
-  const started = process.hrtime.bigint();
-  const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
-  try {
-    if (request.op === "check") {
-      if (typeof request.code !== "string") throw new Error("`code` must be a string");
-      const result = check(request.code, request.lang);
-      send({ id: request.id, ok: true, ...result, ms: elapsed() });
-    } else if (request.op === "warm") {
-      check("export {};\n", "ts");
-      send({ id: request.id, ok: true, ms: elapsed() });
-    } else {
-      throw new Error(`unknown op ${JSON.stringify(request.op)}`);
-    }
-  } catch (err) {
-    send({ id: request.id, ok: false, error: String((err && err.stack) || err).slice(0, 2000) });
-  }
-}
-
 send({ ready: true, typescript: ts.version });
 const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-lines.on("line", handle);
+lines.on("line", (line) => send(checker.handleLine(line)));
 lines.on("close", () => process.exit(0));
