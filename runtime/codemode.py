@@ -60,7 +60,7 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
-from codemode_gen.runtime import hints
+from codemode_gen.runtime import hints, tsinput
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.approval import ApprovalGate, Approver
 from codemode_gen.runtime.bridge import Bridge
@@ -93,7 +93,7 @@ from codemode_gen.runtime.reconcile import (
     select_servers,
 )
 from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.tsinput import Erased, erase_types, runnable
+from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
 
 if TYPE_CHECKING:
@@ -549,7 +549,7 @@ class CodeMode:
         ERASE_INLINE_MAX_CHARS, else in a helper process until `deadline` (None when that passed).
         A helper that fails is a bug: the script then runs as written, as erase_types does."""
         if len(code) <= ERASE_INLINE_MAX_CHARS or self._offload is None:
-            return erase_types(code)
+            return tsinput.erase_types(code)
         try:
             return await self._offload.erase(code, deadline)
         except TimeoutError:

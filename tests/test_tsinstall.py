@@ -451,7 +451,7 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
             with anyio.fail_after(INSTALL_WAIT_S):
                 while not registry.requests:  # the download started with the host
                     await anyio.sleep(0.02)
-            during = await cm.run(WRONG_PROPERTY)
+            during = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})  # a run that asked is told
             async with anyio.create_task_group() as tasks:  # another waiter shares the one download
                 tasks.start_soon(cm.typechecker().install)
                 await anyio.sleep(0.1)
@@ -485,7 +485,8 @@ def test_serve_reports_a_failed_download_and_does_not_retry_on_every_run(
                 while not registry.requests:
                     await anyio.sleep(0.02)
             await installed(cm)
-            return [await cm.run(WRONG_PROPERTY), await cm.run(WRONG_PROPERTY)]
+            asked = {"typecheck": True}  # a run that asked for the check is told why it did not happen
+            return [await cm.run(WRONG_PROPERTY, limits=asked), await cm.run(WRONG_PROPERTY, limits=asked)]
 
     for response in anyio.run(main):
         [info] = [d for d in response["diagnostics"] if d["code"].startswith("TYPECHECK_")]
