@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import sys
 import tempfile
 import threading
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # bench/ as the namespace package `bench`
 
 from bench.runtime import PYTHON, median  # noqa: E402
-from codemode_gen import CodeMode  # noqa: E402
+from codemode_gen import CodeMode, gcpolicy  # noqa: E402
 from codemode_gen.config import ServerConfig, Settings  # noqa: E402
 
 PAYLOAD = REPO / "tests" / "servers" / "payload.py"
@@ -138,28 +139,36 @@ async def main_async(args: argparse.Namespace) -> int:
             for name, (code, limits) in SCENARIOS.items():
                 if args.only and name not in args.only:
                     continue
-                lags, walls = [], []
-                summary = ""
-                for i in range(args.repeat):
-                    await asyncio.sleep(0.2)
-                    probe.reset()
-                    started = time.monotonic()
-                    response = await cm.run(code.replace("SEED", str(i)), limits)
-                    walls.append(time.monotonic() - started)
-                    await asyncio.sleep(0.05)  # lag from work after the response (flushes)
-                    lags.append(probe.worst * 1000)
-                    result = response.get("result")
-                    codes = [d.get("code") for d in response.get("diagnostics", [])]
-                    summary = f"result {str(result)[:40]!r} diagnostics {codes}"
-                    if args.verbose:
-                        print(name, [(d.get("code"), d.get("message", "")[:300]) for d in response.get("diagnostics", [])])
-                worst = max(lags)
-                failed |= worst > TARGET_LAG_MS
-                rows.append((name, f"{worst:.0f} ms (median {median(lags):.0f})",
-                             f"{median(walls) * 1000:.0f} ms", summary))
+                for policy in args.gc:  # side by side: the host's policy and CPython's own
+                    if policy == "host":
+                        gcpolicy.install()
+                    else:
+                        gcpolicy.uninstall()
+                    lags, walls = [], []
+                    summary = ""
+                    for i in range(args.repeat):
+                        await asyncio.sleep(0.2)
+                        probe.reset()
+                        started = time.monotonic()
+                        response = await cm.run(code.replace("SEED", str(i)), limits)
+                        walls.append(time.monotonic() - started)
+                        await asyncio.sleep(0.05)  # lag from work after the response (flushes)
+                        lags.append(probe.worst * 1000)
+                        if policy == "host":
+                            gc.collect()  # what the host's periodic collection does between runs
+                        result = response.get("result")
+                        codes = [d.get("code") for d in response.get("diagnostics", [])]
+                        summary = f"result {str(result)[:40]!r} diagnostics {codes}"
+                        if args.verbose:
+                            print(name, [(d.get("code"), d.get("message", "")[:300]) for d in response.get("diagnostics", [])])
+                    worst = max(lags)
+                    failed |= policy == "host" and worst > TARGET_LAG_MS
+                    rows.append((f"{name} gc={policy}", f"{worst:.0f} ms (median {median(lags):.0f})",
+                                 f"{median(walls) * 1000:.0f} ms", summary))
         finally:
             lag_task.cancel()
             probe.stop()
+            gcpolicy.uninstall()
     print(f"logs: {work / 'logs'}")
     print(f"worst event-loop lag per scenario (target <= {TARGET_LAG_MS:.0f} ms; --record: {args.record})")
     width = max(len(r[0]) for r in rows) if rows else 10
@@ -180,6 +189,9 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="print every run's diagnostics")
     parser.add_argument("--only", nargs="*", help="scenario names to run")
     parser.add_argument("--record", action="store_true", help="record every call to a scratch fixtures/")
+    parser.add_argument("--gc", nargs="+", choices=("host", "cpython"), default=["host", "cpython"],
+                        help="garbage collection policies to compare: serve's and run's (codemode_gen/gcpolicy.py),"
+                        " CPython's own (the Python API's)")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 

@@ -173,6 +173,7 @@ class CodeMode:
         self._sessions: SessionManager | None = None
         self._sandbox: Sandbox | None = None
         self._offload: Offload | None = None
+        self._runs_in_progress = 0
         self._connected: dict[str, McpSession] = {}
         self._lives: dict[str, tuple[McpSession, LiveServer]] = {}  # configId -> (session, its snapshot)
         # configId -> connection of a server out/ lacks, started ahead of need (never awaited by
@@ -423,10 +424,19 @@ class CodeMode:
         deadline includes that wait (§3.2.4). Default: now.
         """
         gate = (approve, approval_session)
-        if progress is None:
-            return await self._run(code, limits, requested_capabilities, None, gate, started)
-        async with ProgressReporter(progress) as reporter:
-            return await self._run(code, limits, requested_capabilities, reporter, gate, started)
+        self._runs_in_progress += 1
+        try:
+            if progress is None:
+                return await self._run(code, limits, requested_capabilities, None, gate, started)
+            async with ProgressReporter(progress) as reporter:
+                return await self._run(code, limits, requested_capabilities, reporter, gate, started)
+        finally:
+            self._runs_in_progress -= 1
+
+    @property
+    def runs_in_progress(self) -> int:
+        """Runs started and not answered yet (their payloads are alive: codemode_gen/gcpolicy.py)."""
+        return self._runs_in_progress
 
     async def _run(
         self,

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen import __version__, payload
+from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
 from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Ticket
@@ -482,13 +482,18 @@ class ServeHost:
                 self._entered = cm
                 self._ready.set()
                 announcer = asyncio.ensure_future(self._announce(background)) if self.announce and background else None
+                # A long-running host: no automatic full collection in the middle of a run's
+                # payload; the host collects between runs (codemode_gen/gcpolicy.py).
+                gcpolicy.install()
+                collector = asyncio.ensure_future(gcpolicy.collect_periodically(lambda: cm.runs_in_progress > 0))
                 try:
                     await self._stop.wait()
                 finally:
                     self._entered = None
-                    if announcer is not None:
-                        announcer.cancel()
-                        await asyncio.gather(announcer, return_exceptions=True)
+                    for task in (announcer, collector):
+                        if task is not None:
+                            task.cancel()
+                            await asyncio.gather(task, return_exceptions=True)
         except Exception as exc:
             if entered:  # closing the sessions or the sandbox failed: the process is ending anyway
                 log_line(f"shutdown: unexpected {type(exc).__name__}: {exc}")

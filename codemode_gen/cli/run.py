@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from codemode_gen import gcpolicy
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
@@ -205,6 +206,9 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
     if replay:
         _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
     async with cm:
+        # One run, then exit: no full collection in the middle of its payloads (the watchdog
+        # runs on this loop), and none needed after (codemode_gen/gcpolicy.py).
+        gcpolicy.install()
         try:
             await cm.prepare_typecheck(limits)  # a TypeScript download happens before the run's time starts
             response = await cm.run(code, limits=limits, requested_capabilities=capabilities)
