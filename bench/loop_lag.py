@@ -11,7 +11,7 @@ lag while the script runs is the largest overshoot. Scenarios:
 - take-400k: a script calls `take` with an input of 400,000 extra keys (valid, ~6 MB);
 - strict-400k: the same input to `take_strict` (additionalProperties: false: invalid);
 - blob-12mb: a tool returns 12 MB of JSON (structuredContent); the script reads its length;
-- text-12mb: the same as one text block of JSON (parsed by §5.3.2 unwrapping);
+- text-12mb: the same as one text block of JSON (a string after §5.3.2 unwrapping: the script parses it);
 - result-12mb: the script returns the 12 MB value as its own result;
 - timeout-12mb: a 12 MB result with timeoutMs 300: when the timeout diagnostic arrives.
 
@@ -67,7 +67,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
         "globalThis.__codemode_result__ = r.items.length;", LIMITS),
     "text-12mb": (
         HEAD + f"const r = await p.blob({{kib: {BIG_KIB}, seed: SEED, shape: 'text'}});\n"
-        "globalThis.__codemode_result__ = r.items.length;", LIMITS),
+        "globalThis.__codemode_result__ = JSON.parse(r).items.length;", LIMITS),  # §5.3.2: the text itself
     "result-12mb": (
         HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB}, seed: SEED}});", LIMITS),
     "timeout-12mb": (
