@@ -35,6 +35,9 @@ tool names are checked against the recordings by generator/project.py.
     redact = ["sk-[A-Za-z0-9]+"]           # extra regexes redacted from fixtures
     unbox = false                          # default of [servers.<id>] unbox
     approval = "auto"                      # default approval policy of every tool (see below)
+    [telemetry]                            # OpenTelemetry (docs/observability.md); OTEL_* env wins
+    traces = true                          # default: on when an OTLP endpoint is set
+    endpoint = "http://localhost:4318"     # OTLP/HTTP collector
     [limits]                               # default run limits (spec §3.2.4)
     timeoutMs = 30000
     typecheck = false                      # true: type errors come back as warnings first
@@ -97,6 +100,7 @@ __all__ = [
     "ServerConfig",
     "ServerSettings",
     "Settings",
+    "TelemetrySettings",
     "expand_vars",
     "load_config",
     "load_settings",
@@ -208,6 +212,27 @@ class Sample:
     where: str = field(default="", compare=False)  # its file and entry, for messages
 
 
+#: Where telemetry goes (`[telemetry] exporter`): an OTLP collector, stderr, or nowhere (spans
+#: and metrics are still made: what measuring their cost needs).
+TelemetryExporter = Literal["otlp", "console", "none"]
+TELEMETRY_EXPORTERS: tuple[str, ...] = get_args(TelemetryExporter)
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """`[telemetry]` (runtime/telemetry.py, docs/observability.md): defaults for what the
+    standard OTEL_* environment variables say; each None is decided by them."""
+
+    traces: bool | None = None  # None: on when an OTLP endpoint (or OTEL_TRACES_EXPORTER) is set
+    metrics: bool | None = None  # OTLP export of the metrics; None: as for traces
+    exporter: TelemetryExporter | None = None  # None: OTEL_TRACES_EXPORTER, else "otlp"
+    endpoint: str | None = None  # OTLP/HTTP base URL; OTEL_EXPORTER_OTLP_ENDPOINT wins
+    service_name: str | None = None  # OTEL_SERVICE_NAME wins; default "codemode-gen"
+    # Script text and tool inputs/outputs in span attributes (redacted, cut): off, as they may
+    # hold data the tracing backend's readers must not see.
+    record_content: bool = False
+
+
 @dataclass(frozen=True)
 class Settings:
     """codemode.toml; all optional."""
@@ -224,6 +249,7 @@ class Settings:
     unbox: bool = False  # project default of `[servers.<id>] unbox`
     max_workers: int | None = None  # [sandbox] max_workers: runs at once; None = two per CPU
     approval: ApprovalSetting = "auto"  # project default of every tool's approval policy
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)  # [telemetry]
     # The file these came from, with its text: where each value is (settings_schema.py); None
     # for defaults or hand-built settings.
     source: SettingsSource | None = field(default=None, compare=False, repr=False)
@@ -360,6 +386,8 @@ def _parse_settings(source: SettingsSource) -> Settings:
             hint="the most sandbox worker processes running scripts at once, e.g. max_workers = 4",
         )
 
+    telemetry = _parse_telemetry(lambda *keys: where("telemetry", *keys), data.get("telemetry", {}))
+
     samples_raw = data.get("samples", [])
     if not isinstance(samples_raw, list):
         raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {_show(samples_raw)}")
@@ -380,7 +408,36 @@ def _parse_settings(source: SettingsSource) -> Settings:
         unbox=unbox,
         max_workers=max_workers,
         approval=approval,
+        telemetry=telemetry,
         source=source,
+    )
+
+
+def _parse_telemetry(at: Callable[..., str], table: Any) -> TelemetrySettings:
+    """`[telemetry]`; `at(*keys)` starts a message about one of its keys."""
+    if not isinstance(table, dict):
+        raise UserError(f"{at()} must be a table ([telemetry]), got {_show(table)}")
+    for key in ("traces", "metrics", "record_content"):
+        if key in table and not isinstance(table[key], bool):
+            raise UserError(f"{at(key)} must be true or false, got {_show(table[key])}",
+                            hint="see docs/observability.md")
+    exporter = table.get("exporter")
+    if exporter is not None and exporter not in TELEMETRY_EXPORTERS:
+        raise UserError(
+            f"{at('exporter')} must be one of {', '.join(repr(e) for e in TELEMETRY_EXPORTERS)}, got {_show(exporter)}",
+            hint='"otlp" sends to a collector (the default), "console" writes to stderr, "none" exports nothing',
+        )
+    endpoint = table.get("endpoint")
+    if endpoint is not None and (not isinstance(endpoint, str) or not re.match(r"https?://[^\s/]+", endpoint)):
+        raise UserError(f"{at('endpoint')} must be an http(s) URL, got {_show(endpoint)}",
+                        hint='the OTLP/HTTP address of a collector, e.g. endpoint = "http://localhost:4318"')
+    service_name = table.get("service_name")
+    if service_name is not None and (not isinstance(service_name, str) or not service_name.strip()):
+        raise UserError(f"{at('service_name')} must be a non-empty string, got {_show(service_name)}")
+    return TelemetrySettings(
+        traces=table.get("traces"), metrics=table.get("metrics"), exporter=exporter,
+        endpoint=endpoint.rstrip("/") if endpoint is not None else None, service_name=service_name,
+        record_content=table.get("record_content", False),
     )
 
 

@@ -58,9 +58,10 @@ KeyPath = tuple[str | int, ...]
 #: [[samples]]. A new setting is added here and parsed in config.py.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "": ("fixtures", "out", "max_samples", "max_result_bytes", "redact", "unbox", "approval",
-         "limits", "sandbox", "servers", "samples"),
+         "limits", "sandbox", "telemetry", "servers", "samples"),
     "limits": LIMIT_KEYS,
     "sandbox": ("max_workers",),
+    "telemetry": ("traces", "metrics", "exporter", "endpoint", "service_name", "record_content"),
     "servers.*": ("unwrap", "connect_timeout", "call_timeout", "blocklist", "unbox", "approval"),
     "samples[]": ("server", "tool", "input", "expect"),
 }  # fmt: skip

@@ -67,6 +67,7 @@ from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import telemetry
 from codemode_gen.runtime.approval import (
     DENIED_CODE,
     ApprovalGate,
@@ -285,7 +286,8 @@ class Bridge:
         # What the approval gate decided for this call; "pending" while a person is asked.
         gate: dict[str, str] = {}
         try:
-            reply = await self._call(server_id, tool_name, request, gate)
+            reply = await telemetry.traced_call(self._call(server_id, tool_name, request, gate), shown_server,
+                                                shown_tool, gate, request, lambda text: self.redact_text(server_id, text))
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
             if gate.get("approval") == "pending":  # never sent: the run ended before an answer
                 self._record(shown_server, shown_tool, started,
@@ -370,6 +372,15 @@ class Bridge:
             entry["approval"] = approval
         self.trace.append(entry)
 
+    def redact_text(self, server_id: str, text: str) -> str:
+        """`text` with the secrets of the server `server_id` names and codemode.toml's `redact`
+        patterns replaced (tool inputs and outputs telemetry records when told to)."""
+        view = self.catalog.servers.get(server_id)
+        config = self.configs.get(view.config_id) if view is not None and view.config_id is not None else None
+        redactor = Redactor.for_server(config, self.redact_patterns) if config is not None else Redactor(
+            None, self.redact_patterns)
+        return redactor.text(text) if redactor else text
+
     def _server_text(self, config_id: str | None, text: str) -> str:
         """A server's own words (an error message, a connect failure) for a trace entry: its
         secrets and codemode.toml's `redact` patterns replaced, as `record` does in fixtures/
@@ -438,11 +449,11 @@ class Bridge:
         why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on)."""
         assert self.approval is not None
         gate["approval"] = "pending"
-        outcome = await self.approval.decide(
+        outcome = await telemetry.traced_approval(self.approval.decide(
             server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
             annotations=tool.annotations, approve=self.approve, session=self.approval_session,
             deadline=self.deadline, on_wait=self._waiting,
-        )
+        ))
         gate["approval"] = outcome.decision
         if outcome.sent:
             return None
@@ -455,6 +466,7 @@ class Bridge:
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
+        telemetry.approval_asked()  # the call's approval wait begins (runtime/telemetry.py)
         if self._on_note is not None:
             self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 

@@ -34,8 +34,9 @@ import json
 import logging
 import os
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -60,7 +61,7 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
-from codemode_gen.runtime import hints, tsinput
+from codemode_gen.runtime import hints, telemetry, tsinput
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.approval import ApprovalGate, Approver
 from codemode_gen.runtime.bridge import Bridge
@@ -93,6 +94,7 @@ from codemode_gen.runtime.reconcile import (
     select_servers,
 )
 from codemode_gen.runtime.sandbox import Sandbox
+from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
 
@@ -150,6 +152,7 @@ class CodeMode:
         approve_all: bool = False,
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.configs = dict(configs)
         # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
@@ -215,6 +218,10 @@ class CodeMode:
             approve=approve, approve_all=approve_all, project_default=self.settings.approval,
             redact_patterns=self.settings.redact_patterns,
         )
+        # Traces and metrics of the runs (runtime/telemetry.py): codemode.toml's [telemetry] and
+        # the OTEL_* environment decide, unless the caller brings its own.
+        self.telemetry = telemetry if telemetry is not None else Telemetry.from_settings(self.settings)
+        self._register_gauges()
 
     @classmethod
     def from_config(
@@ -233,6 +240,7 @@ class CodeMode:
         approve_all: bool = False,
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
+        telemetry: Telemetry | None = None,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -243,6 +251,7 @@ class CodeMode:
         instead of the live servers, none of which is started (runtime/replay.py: tests, CI).
         `approve` / `approve_all`: approval of tool calls (see `__init__`, runtime/approval.py).
         `trace` / `max_response_chars`: the defaults of limits.trace and limits.maxResponseChars.
+        `telemetry`: where traces and metrics go (default: from [telemetry] and OTEL_*).
         """
         config_path = Path(config)
         if isinstance(settings, Settings):
@@ -264,7 +273,31 @@ class CodeMode:
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
                    typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
                    max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
-                   trace=trace, max_response_chars=max_response_chars)
+                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry)
+
+    def _register_gauges(self) -> None:
+        """What the metrics' gauges read from this host when scraped (weakly: the metrics do
+        not keep a closed host alive)."""
+        metrics, ref = self.telemetry.metrics, weakref.ref(self)
+        key = f"codemode-{id(self)}"
+
+        def read(pick: Callable[[CodeMode], list[tuple[tuple[str, ...], float]]]) -> Callable[[], Any]:
+            def source() -> list[tuple[tuple[str, ...], float]]:
+                cm = ref()
+                return pick(cm) if cm is not None else []
+
+            return source
+
+        def pool(cm: CodeMode) -> Any:
+            return cm._sandbox.pool if cm._sandbox is not None else None
+
+        metrics.runs_in_progress.sources[key] = read(lambda cm: [((), cm._runs_in_progress)])
+        metrics.workers.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [
+            (("busy",), p.busy), (("idle",), p.idle)])
+        metrics.workers_max.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [((), p.max_workers)])
+        metrics.runs_queued.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [(("worker",), p.waiting)])
+        metrics.upstream_sessions.sources[key] = read(lambda cm: [
+            ((cid,), 0 if session.closed else 1) for cid, session in sorted(cm._connected.items())])
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -330,6 +363,12 @@ class CodeMode:
     async def live(self, config_id: str) -> LiveServer:
         """Connect if needed and return the server's current tool list (refreshed after
         tools/list_changed by the session itself)."""
+        if self._current_live(config_id) is None:  # connecting, or listing its tools again
+            with self.telemetry.span(telemetry.SPAN_CONNECT, {"codemode.server": config_id}):
+                return await self._live(config_id)
+        return await self._live(config_id)
+
+    async def _live(self, config_id: str) -> LiveServer:
         session = await self.session(config_id)
         tools = await session.tools_snapshot()
         cached = self._lives.get(config_id)
@@ -360,7 +399,9 @@ class CodeMode:
     def _background_task(self, config_id: str) -> asyncio.Task[LiveServer]:
         task = self._background.get(config_id)
         if task is None:
-            task = asyncio.ensure_future(self._connect_and_build(config_id))
+            # Not the run's (it may outlive it): no span of the run that happens to start it.
+            task = asyncio.get_running_loop().create_task(self._connect_and_build(config_id),
+                                                          context=telemetry.detached_context())
             task.add_done_callback(_retrieve)
             self._background[config_id] = task
         return task
@@ -426,10 +467,11 @@ class CodeMode:
         gate = (approve, approval_session)
         self._runs_in_progress += 1
         try:
-            if progress is None:
-                return await self._run(code, limits, requested_capabilities, None, gate, started)
-            async with ProgressReporter(progress) as reporter:
-                return await self._run(code, limits, requested_capabilities, reporter, gate, started)
+            with self.telemetry.run(code, started) as traced:  # its span and metrics (runtime/telemetry.py)
+                if progress is None:
+                    return traced.finish(await self._run(code, limits, requested_capabilities, None, gate, started))
+                async with ProgressReporter(progress) as reporter:
+                    return traced.finish(await self._run(code, limits, requested_capabilities, reporter, gate, started))
         finally:
             self._runs_in_progress -= 1
 
@@ -461,6 +503,7 @@ class CodeMode:
                 hint="send limits as non-negative integers within the documented ranges, or omit them",
                 path=f"/limits/{exc.key}",
             ))
+        telemetry.note_limits(run_limits)
         # The deadline is the caller's (§3.2.4): one instant, fixed now, that connecting, waiting
         # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic() if started is None else min(started, time.monotonic())
@@ -510,7 +553,8 @@ class CodeMode:
         )
         modules = prepared.modules
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
-        sandboxed = await bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline))
+        sandboxed = await telemetry.traced(bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits,
+                                                                          deadline=deadline)), telemetry.SPAN_EXECUTE)
         # The run's results are learned and recorded before it answers: the next run sees the
         # types, and its calls are in fixtures/ (or it says why not).
         if observed:
@@ -878,9 +922,9 @@ class CodeMode:
             modules = {module_specifier(sid) for sid in self.capability_ids().values()}
         except UserError:  # an unreadable out/: prepare() reports it
             modules = set()
-        return self._track(asyncio.ensure_future(
-            run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules)
-        ))
+        return self._track(asyncio.ensure_future(telemetry.traced(
+            run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules), telemetry.SPAN_TYPECHECK
+        )))
 
     def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
         """Keep a check until it ends (a run that failed before awaiting it leaves it to __aexit__)."""

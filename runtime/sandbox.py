@@ -38,7 +38,7 @@ from typing import Any
 
 from codemode_gen import payload
 from codemode_gen.children import python_module_command
-from codemode_gen.runtime import protocol
+from codemode_gen.runtime import protocol, telemetry
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
 from codemode_gen.runtime.protocol import HostCall
@@ -174,6 +174,11 @@ class WorkerPool:
     @property
     def busy(self) -> int:
         return self._busy
+
+    @property
+    def idle(self) -> int:
+        """Workers ready for a run (started and waiting), or starting to be."""
+        return len(self._idle) + len(self._starting)
 
     @property
     def waiting(self) -> int:
@@ -473,7 +478,8 @@ class Sandbox:
         try:
             # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
             # within the run's timeoutMs.
-            worker = await self._acquire_until(deadline)
+            with telemetry.queue_wait("worker"):
+                worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
                 return resp.build_response([], None, [resp.worker_limit(limits.timeoutMs, self._pool.max_workers)])

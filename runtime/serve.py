@@ -46,6 +46,7 @@ import json
 import re
 import signal
 import sys
+import time
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
+from codemode_gen.runtime import telemetry
 from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.response import (
@@ -279,10 +281,11 @@ def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 def log_line(text: str) -> None:
     """One line on stderr: what the client's log view shows (white space folded, then cut and
-    made terminal-safe as every script-chosen name is: `safe_name`)."""
+    made terminal-safe as every script-chosen name is: `safe_name`). A line written during a
+    run ends with its trace id (runtime/telemetry.py), which leads to the run's trace."""
     line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
-        print(f"codemode-gen serve: {line}", file=sys.stderr, flush=True)
+        print(f"codemode-gen serve: {line}{telemetry.log_suffix()}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -446,6 +449,9 @@ class ServeHost:
             if problem is not None:  # the files changed since check(): as if check() had failed
                 self.problem = problem
                 self.report(problem)
+            elif self._cm is not None:  # its runs' spans name the tool; a line per run on stderr
+                self._cm.telemetry.tool_name = self.tool_name
+                self._cm.telemetry.run_log = log_line
         return self._cm if self.problem is None else None
 
     def start(self) -> None:
@@ -538,6 +544,17 @@ class ServeHost:
             self._reported.add(exc.message)
             print(exc.render(), file=sys.stderr, flush=True)
 
+    def expired(self, ticket: Ticket) -> None:
+        """A run that waited for admission past its deadline (answered without running): its
+        metrics, as a run that timed out (runtime/telemetry.py)."""
+        cm = self.codemode()
+        if cm is not None:
+            waited = max(0.0, time.monotonic() - ticket.queued_at)
+            metrics = cm.telemetry.metrics
+            metrics.queue_wait.observe(waited, "admission")
+            metrics.runs.add(telemetry.TIMEOUT)
+            metrics.run_duration.observe(waited, telemetry.TIMEOUT)
+
     def run_slots(self) -> int:
         """How many runs this host runs at once: its sandbox's worker cap (--max-workers, else
         [sandbox] max_workers, else two per CPU), as CodeMode sizes its pool."""
@@ -604,6 +621,7 @@ def build_server(host: ServeHost) -> Server[Any]:
         ticket: Ticket | None = None,
     ) -> dict[str, Any]:
         if ticket is not None and ticket.expired:  # serve --http queued it past its deadline
+            host.expired(ticket)
             return not_started(worker_limit(ticket.timeout_ms, ticket.slots))
         cm = await host.ready()
         if cm is None:
@@ -694,6 +712,7 @@ async def serve_stdio(
     from mcp.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
+    telemetry.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget, options=options, announce=True)
     host.check()
     server = build_server(host)
@@ -721,6 +740,7 @@ async def serve_stdio(
         finally:
             shutting_down = True
             await host.aclose()
+            await asyncio.to_thread(telemetry.flush)  # the last runs' spans, before the process ends
     except asyncio.CancelledError:
         if not terminated:
             raise

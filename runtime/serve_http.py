@@ -23,6 +23,11 @@ client by client) and open connections (runtime/http_connections.py: `--max-conn
 deadline for every request head). Whatever it refuses gets a JSON body saying why and, for a
 busy server, `503` with `Retry-After`.
 
+`GET /metrics` answers the host's metrics in the Prometheus text format (runtime/metrics.py),
+behind the bearer token like everything but /healthz unless `--public-metrics`; a request's W3C
+`traceparent` header becomes the parent of its run's span when its `_meta` carries none
+(runtime/telemetry.py, docs/observability.md).
+
 Nothing heavy is imported at module level (the standard library and small runtime modules):
 the CLI parses `--http` with `parse_listen`, and `serve_http` runs the token and exposure
 checks before it imports uvicorn, the SDK or the CodeMode.
@@ -46,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen.errors import UserError
+from codemode_gen.runtime import telemetry
 from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Admission, QueueFull, Ticket
 from codemode_gen.runtime.offload import (
     MAX_JSON_VALUES,
@@ -59,10 +65,11 @@ from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_
 from codemode_gen.runtime.response import safe_name
 
 if TYPE_CHECKING:
+    from codemode_gen.runtime.metrics import Metrics
     from codemode_gen.runtime.serve import HostOptions, ServeHost
 
 __all__ = [
-    "DEFAULT_MAX_QUEUED_RUNS", "HEALTH_PATH", "MCP_PATH", "TOKEN_ENV", "HostGuard", "HttpOptions",
+    "DEFAULT_MAX_QUEUED_RUNS", "HEALTH_PATH", "MCP_PATH", "METRICS_PATH", "TOKEN_ENV", "HostGuard", "HttpOptions",
     "check_exposure", "is_loopback", "is_loopback_address", "parse_listen", "resolve_token", "serve_http",
     "valid_origin",
 ]
@@ -71,6 +78,9 @@ MIB = 1024 * 1024
 # Where the MCP endpoint and the load balancer's health check live.
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+# Where Prometheus scrapes the metrics (text format 0.0.4).
+METRICS_PATH = "/metrics"
+METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 # The environment variable that carries the bearer token (keeps it out of `ps` and shell history).
 TOKEN_ENV = "CODEMODE_AUTH_TOKEN"
 # What an HTTP header can carry as a bearer credential: visible ASCII, no spaces (RFC 6750's
@@ -127,6 +137,8 @@ class HttpOptions:
     max_connections: int | None = None
     #: Runs waiting for a worker, all clients together.
     max_queued_runs: int = DEFAULT_MAX_QUEUED_RUNS
+    #: Serve GET /metrics without the bearer token (for a scraper that cannot send one).
+    public_metrics: bool = False
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -386,8 +398,10 @@ class _Gate:
     `codemode.run` call waits for admission (runtime/admission.py) holding only its body."""
 
     def __init__(self, app: Any, host: ServeHost, token: str | None, guard: HostGuard, admission: Admission,
-                 offload: Offload) -> None:
+                 offload: Offload, *, public_metrics: bool = False) -> None:
         self.app = app
+        self.public_metrics = public_metrics
+        self._metrics: Metrics | None = None
         self.host = host
         self.token = token.encode("ascii") if token is not None else None
         self.guard = guard
@@ -409,12 +423,18 @@ class _Gate:
         if scope["path"] == HEALTH_PATH:
             await self._health(scope, send)
             return
+        if scope["path"] == METRICS_PATH and self.public_metrics:
+            await self._serve_metrics(scope, send)
+            return
         if self.token is not None:
             given = self._credential(scope)
             # hmac.compare_digest: constant time in the token's content (only its length can leak)
             if given is None or not hmac.compare_digest(given, self.token):
                 await self._unauthorized(send, missing=given is None)
                 return
+        if scope["path"] == METRICS_PATH:
+            await self._serve_metrics(scope, send)
+            return
         if scope["path"] == MCP_PATH and scope["method"] == "GET":
             # Stateless: the server has nothing to say outside a request, so it offers no SSE
             # stream (MCP transport spec: then 405), and no GET holds a connection forever.
@@ -461,7 +481,13 @@ class _Gate:
                 scope[TICKET_SCOPE_KEY] = ticket
             holder = [body]
             del body  # the SDK's `receive` takes it from `holder`: this frame keeps no copy
-            await self.app(scope, _replay(holder, receive), send)
+            # The request's traceparent header parents its run's span (the SDK hands this
+            # context to the handler; a traceparent in the request's _meta wins).
+            traced = telemetry.http_context(scope["headers"])
+            try:
+                await self.app(scope, _replay(holder, receive), send)
+            finally:
+                telemetry.end_http_context(traced)
         finally:
             held.release()
             if admitted:
@@ -583,6 +609,30 @@ class _Gate:
         challenge = f'Bearer realm="{AUTH_REALM}"' + ("" if missing else ', error="invalid_token"')
         body = {"error": "unauthorized", "error_description": "send Authorization: Bearer <token>"}
         await _send_json(send, 401, body, [(b"www-authenticate", challenge.encode("ascii"))])
+
+    def metrics(self) -> Metrics:
+        """The host's metrics (its CodeMode's), with this gate's admission queue among them."""
+        if self._metrics is None:
+            from codemode_gen.runtime.metrics import Metrics
+
+            cm = self.host.codemode()
+            self._metrics = cm.telemetry.metrics if cm is not None else Metrics()  # a broken config: none recorded
+            admission = self.admission
+            self._metrics.runs_queued.sources["admission"] = lambda: [(("admission",), admission.queued)]
+        return self._metrics
+
+    async def _serve_metrics(self, scope: dict[str, Any], send: Any) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await _send_json(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, HEAD")])
+            return
+        data = self.metrics().exposition().encode("utf-8")
+        await send({
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", METRICS_CONTENT_TYPE), (b"content-length", str(len(data)).encode()),
+                        (b"cache-control", b"no-store")],
+        })
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else data})
 
     async def _health(self, scope: dict[str, Any], send: Any) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -729,6 +779,7 @@ async def serve_http(
     )
     from codemode_gen.runtime.serve import HostOptions, ServeHost, build_server, log_line
 
+    telemetry.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:
         log_line(
             f"no bearer token ({TOKEN_ENV} unset): anyone who can reach {bind_host} can run scripts"
@@ -772,8 +823,12 @@ async def serve_http(
             if self.started:
                 log_line(f"listening on {_url(sock)}")
 
+    gate = _Gate(app, host, token, guard, admission, offload, public_metrics=http.public_metrics)
+    gate.metrics()  # the admission queue's gauge from the start
+    if http.public_metrics:
+        log_line(f"GET {METRICS_PATH} is served without the bearer token (--public-metrics)")
     listener = Listener(uvicorn.Config(
-        _Gate(app, host, token, guard, admission, offload),
+        gate,
         http=connection_protocol(connections),
         log_level="warning",
         access_log=False,
@@ -801,6 +856,7 @@ async def serve_http(
     finally:
         await host.aclose()
         await offload.aclose()
+        await asyncio.to_thread(telemetry.flush)  # the last runs' spans, before the process ends
         for sig in handled:
             loop.remove_signal_handler(sig)
         sock.close()

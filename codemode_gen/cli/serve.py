@@ -246,13 +246,17 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.option("--max-queued-runs", "max_queued_runs", type=click.IntRange(min=0), default=None, metavar="N",
               help="With --http: runs waiting for a sandbox worker, all clients together (a client may "
                    "hold a quarter); more are answered 503 with Retry-After (default: 64).")
+@click.option("--public-metrics", "public_metrics", is_flag=True,
+              help="With --http: serve GET /metrics (Prometheus text format) without the bearer token, for a "
+                   "scraper that cannot send one; it shows run counts and tool names, no script or tool data. "
+                   "See docs/observability.md.")
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
           print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
           max_workers: int | None, record: bool, approve_all: bool, trace: TraceMode, max_response_chars: int,
           listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
-          max_connections: int | None, max_queued_runs: int | None) -> int:
+          max_connections: int | None, max_queued_runs: int | None, public_metrics: bool) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
                           approve_all=approve_all, trace=trace, max_response_chars=max_response_chars)
@@ -260,7 +264,8 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
         given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,
                  "--allowed-host": bool(allowed_hosts), "--allowed-origin": bool(allowed_origins),
-                 "--max-connections": max_connections is not None, "--max-queued-runs": max_queued_runs is not None}
+                 "--max-connections": max_connections is not None, "--max-queued-runs": max_queued_runs is not None,
+                 "--public-metrics": public_metrics}
         for flag, present in given.items():
             if present:
                 raise click.UsageError(f"{flag} only applies with --http HOST:PORT")
@@ -282,6 +287,7 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         http = HttpOptions(
             allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, max_connections=max_connections,
             max_queued_runs=DEFAULT_MAX_QUEUED_RUNS if max_queued_runs is None else max_queued_runs,
+            public_metrics=public_metrics,
         )
         # serve_http checks the token and the exposure first, before anything heavy is imported.
         asyncio.run(serve_http(config, out, listen=listen, auth_token=auth_token,
