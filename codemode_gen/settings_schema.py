@@ -348,7 +348,7 @@ def _raise(problems: list[tuple[int, str]], hint: str) -> None:
 def _tables(data: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str, Mapping[str, Any]]]:
     """(path, TABLE_KEYS entry, table) for every table of the document whose keys are fixed."""
     yield (), "", data
-    for name in ("limits", "sandbox"):
+    for name in ("limits", "sandbox", "telemetry"):
         if isinstance(data.get(name), dict):
             yield (name,), name, data[name]
     if isinstance(data.get("servers"), dict):

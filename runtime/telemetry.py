@@ -266,9 +266,13 @@ def _metric_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | No
 
 def _providers(resolved: Resolved, environ: Mapping[str, str]) -> tuple[Any, Any]:
     """(tracer provider, meter provider) for `resolved`, None where that signal is off: the
-    application's global ones when it set them, else SDK providers made here once per process
-    and set as the globals (so the MCP SDK's own spans, which carry `_meta` propagation, join
-    the same traces)."""
+    application's global ones when it set them, else SDK providers made here once per process.
+
+    Those are not made the process's global providers: the MCP SDK records spans of its own
+    through the global one, and its client spans carry an upstream server's error message as
+    their status, unredacted (a secret the server echoed would reach the collector). Without
+    them nothing is lost: the SDK's no-op spans still carry the incoming `_meta` context to the
+    run's span and the run's context into the upstream requests."""
     traces = _global_provider("trace") if resolved.traces else None
     meters = _global_provider("metrics") if resolved.metrics else None
     need_traces = resolved.traces and traces is None
@@ -291,9 +295,6 @@ def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool
     except ImportError:
         _sdk_missing("tracing" if traces else "metrics export")
         return None, None
-    from opentelemetry import metrics as metrics_api
-    from opentelemetry import trace as trace_api
-
     # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME itself.
     resource = Resource.create({"service.name": resolved.service_name, "service.version": __version__})
     tracer_provider = meter_provider = None
@@ -306,7 +307,6 @@ def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool
             span_exporter = _span_exporter(resolved, environ)
             if span_exporter is not None:
                 tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-            trace_api.set_tracer_provider(tracer_provider)
         if metrics:
             from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -314,7 +314,6 @@ def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool
             metric_exporter = _metric_exporter(resolved, environ)
             readers = [PeriodicExportingMetricReader(metric_exporter)] if metric_exporter is not None else []
             meter_provider = MeterProvider(metric_readers=readers, resource=resource)
-            metrics_api.set_meter_provider(meter_provider)
     except ImportError as exc:
         _sdk_missing(f"{'tracing' if traces else 'metrics export'} ({exc.name} missing)")
     return tracer_provider, meter_provider

@@ -29,6 +29,7 @@ import pytest
 
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.runtime.codemode import CodeMode
+from codemode_gen.runtime.telemetry import Telemetry
 
 from .conftest import PYTHON, REPO, launch_server, server_script
 from .conftest import stdio_config as stdio
@@ -60,10 +61,15 @@ class HostThread:
     """A CodeMode living in a background event loop; `run()` is synchronous."""
 
     def __init__(self, configs: Mapping[str, ServerConfig], out_dir: Path, log_dir: Path,
-                 settings: Settings | None = None, *, approve_all: bool = False) -> None:
+                 settings: Settings | None = None, *, approve_all: bool = False, connect: bool = True,
+                 telemetry: Telemetry | None = None) -> None:
         # approve_all: tools whose approval policy asks (runtime/approval.py) are called without
         # asking; for tests of other things that call such tools (unannotated, destructive).
-        self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir, approve_all=approve_all)
+        # connect=False: servers are connected by the first run that names them, not at start.
+        # telemetry: where the runs' spans and metrics go (runtime/telemetry.py).
+        self.connect = connect
+        self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir, approve_all=approve_all,
+                           telemetry=telemetry)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="codemode-host", daemon=True)
         self.thread.start()
@@ -79,8 +85,9 @@ class HostThread:
                 # As `serve` does at start-up: servers out/ lacks connect in the background, and a
                 # run includes only those connected by then. Tests expect every server in
                 # discovery from the first run, so the host is ready once they have settled.
-                self.cm.connect_in_background()
-                await self.cm.wait_background(RUN_TIMEOUT)
+                if self.connect:
+                    self.cm.connect_in_background()
+                    await self.cm.wait_background(RUN_TIMEOUT)
                 ready.set_result(None)
                 await self._stop.wait()
         except BaseException as exc:
