@@ -206,6 +206,18 @@ def _grpc_wanted(environ: Mapping[str, str], signal: str) -> bool:
     return protocol == "grpc"
 
 
+def _grpc_exporter(module: str, name: str) -> Any | None:
+    """The gRPC exporter (a package of its own, not in the [otel] extra), if installed."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}"), name)()
+    except ImportError:
+        _warn_once("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
+                   "(pip install it), or use http/protobuf (port 4318); sending over http/protobuf instead")
+        return None
+
+
 def _span_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | None:
     import sys
 
@@ -220,15 +232,9 @@ def _span_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | None
                    "none); spans are made but not exported")
         return None
     if _grpc_wanted(environ, "traces"):
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter as GrpcSpans,
-            )
-        except ImportError:
-            _warn_once("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
-                       "(pip install it), or use http/protobuf (port 4318); spans go over http/protobuf")
-        else:
-            return GrpcSpans()
+        grpc = _grpc_exporter("trace_exporter", "OTLPSpanExporter")
+        if grpc is not None:
+            return grpc
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     endpoint = _signal_endpoint(resolved, "traces", environ)
@@ -249,15 +255,9 @@ def _metric_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | No
                    "none); metrics are not exported")
         return None
     if _grpc_wanted(environ, "metrics"):
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-                OTLPMetricExporter as GrpcMetrics,
-            )
-        except ImportError:
-            _warn_once("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
-                       "(pip install it), or use http/protobuf (port 4318); metrics go over http/protobuf")
-        else:
-            return GrpcMetrics()
+        grpc = _grpc_exporter("metric_exporter", "OTLPMetricExporter")
+        if grpc is not None:
+            return grpc
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     endpoint = _signal_endpoint(resolved, "metrics", environ)
@@ -364,12 +364,13 @@ class Telemetry:
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> Telemetry:
-        resolved = resolve(settings.telemetry, os.environ if environ is None else environ)
-        tracer_provider, meter_provider = (None, None)
+        environ = os.environ if environ is None else environ
+        resolved = resolve(settings.telemetry, environ)
+        tracer_provider = meter_provider = None
         if resolved.traces or resolved.metrics:
-            tracer_provider, meter_provider = _providers(resolved, os.environ if environ is None else environ)
-        elif (provider := _global_provider("trace")) is not None:
-            tracer_provider = provider  # the application's own OpenTelemetry set-up
+            tracer_provider, meter_provider = _providers(resolved, environ)
+        elif not _env_flag(environ, "OTEL_SDK_DISABLED"):  # the application's own set-up, if it made one
+            tracer_provider, meter_provider = _global_provider("trace"), _global_provider("metrics")
         return cls(tracer_provider=tracer_provider, meter_provider=meter_provider,
                    record_content=resolved.record_content, redact_patterns=settings.redact_patterns)
 
@@ -438,6 +439,7 @@ class RunScope:
         now = time.monotonic()
         self.called = now
         self.started = now if started is None else min(started, now)
+        self.queued = started is not None  # it waited for admission before the run was called
         self.span: Span | None = None
         self._token: contextvars.Token[RunScope | None] | None = None
         self._otel_token: Any = None
@@ -467,7 +469,7 @@ class RunScope:
                 # within its timeoutMs (§3.2.4): a child span from its arrival to now.
                 queued = tracer.start_span(SPAN_QUEUE, attributes={"codemode.queue": "admission"}, start_time=start)
                 queued.end(time.time_ns())
-        if waited > 0:
+        if self.queued:
             self.telemetry.metrics.queue_wait.observe(waited, "admission")
         return self
 
@@ -701,6 +703,7 @@ async def traced_call(
             metrics.approvals.add(decision)
         if span is not None:
             _finish_call_span(span, telemetry, outcome, elapsed, decision, error, request, reply, redact)
+        if otel_token is not None:
             from opentelemetry import context as otel_context
 
             otel_context.detach(otel_token)
