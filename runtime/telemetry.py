@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode_gen import __version__
 from codemode_gen.config import Settings, TelemetrySettings
+from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.metrics import UNKNOWN_LABEL, Metrics
 
 if TYPE_CHECKING:
@@ -489,8 +490,6 @@ class RunScope:
         return response
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        from codemode_gen.runtime import response as resp
-
         response = self._response
         diagnostics = [d for d in (response or {}).get("diagnostics", []) if isinstance(d, Mapping)]
         if response is not None:
@@ -575,23 +574,30 @@ async def traced(awaitable: Awaitable[T], name: str, **attributes: Any) -> T:
         return result
 
 
-@contextlib.contextmanager
-def queue_wait(queue: str) -> Iterator[None]:
+class queue_wait:  # lower case: used as a function, `with queue_wait("worker"):`
     """Time spent waiting in `queue` (a sandbox worker): the queue-wait histogram and, when it
-    was a wait worth one, a span."""
-    scope = _RUN.get()
-    if scope is None:
-        yield
-        return
-    began = time.monotonic()
-    try:
-        yield
-    finally:
-        waited = time.monotonic() - began
-        scope.telemetry.metrics.queue_wait.observe(waited, queue)
+    was a wait worth one, a span. (A class, not a generator: it is on every run's path.)"""
+
+    __slots__ = ("began", "queue", "scope")
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.scope = _RUN.get()
+        self.began = 0.0
+
+    def __enter__(self) -> None:
+        self.began = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        scope = self.scope
+        if scope is None:
+            return
+        waited = time.monotonic() - self.began
+        scope.telemetry.metrics.queue_wait.observe(waited, self.queue)
         tracer = scope.telemetry.tracer
         if tracer is not None and scope.span is not None and waited >= MIN_QUEUE_SPAN_S:
-            span = tracer.start_span(SPAN_QUEUE, attributes={"codemode.queue": queue}, start_time=_wall_ns(began))
+            span = tracer.start_span(SPAN_QUEUE, attributes={"codemode.queue": self.queue},
+                                     start_time=_wall_ns(self.began))
             span.end()
 
 
