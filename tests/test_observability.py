@@ -252,6 +252,27 @@ def test_telemetry_table_of_codemode_toml_is_checked(tmp_path: Path) -> None:
         assert "codemode.toml:2" in raised.value.message and says in raised.value.message
 
 
+def test_tracing_configured_without_the_sdk_says_how_to_install_it(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if not installed
+    settings = Settings(telemetry=TelemetrySettings(traces=True, endpoint="http://127.0.0.1:9/no-sdk"))
+    with caplog.at_level("WARNING"):
+        configured = Telemetry.from_settings(settings, environ={})
+    assert configured.tracer is None  # runs go on without spans
+    assert "pip install 'codemode-gen[otel]'" in caplog.text
+
+
+def test_public_metrics_only_applies_with_http() -> None:
+    from click.testing import CliRunner
+
+    from codemode_gen.cli.serve import serve
+
+    result = CliRunner().invoke(serve, ["--public-metrics"])
+    assert result.exit_code == 2 and "--public-metrics only applies with --http" in result.output
+
+
 # --------------------------------------------------------------------------- metrics (unit)
 
 
