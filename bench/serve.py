@@ -626,15 +626,13 @@ class OtlpSink:
         self.server.server_close()
 
 
-async def hook_cost_us(iterations: int = HOOK_ITERATIONS) -> float:
-    """Microseconds the telemetry hooks add to one run with one tool call, tracing off: the
-    run's scope (its metrics), the limits, a worker-queue wait, the execute phase and one tool
-    call, against the same awaits without them."""
+async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS) -> float:
+    """Microseconds the telemetry hooks of `host` (a Telemetry) add to one run with one tool
+    call: the run's scope (span, metrics), the limits, a worker-queue wait, the execute phase
+    and one tool call, against the same awaits without them."""
     from codemode_gen.runtime import telemetry
     from codemode_gen.runtime.limits import Limits
-    from codemode_gen.runtime.telemetry import Telemetry
 
-    off = Telemetry()
     limits = Limits()
     reply = {"ok": True, "value": 1}
     gate = {"approval": "allowed"}
@@ -650,7 +648,7 @@ async def hook_cost_us(iterations: int = HOOK_ITERATIONS) -> float:
         await execute()
 
     async def hooked() -> None:
-        with off.run("", None) as scope:
+        with host.run("", None) as scope:
             telemetry.note_limits(limits)
             with telemetry.queue_wait("worker"):
                 pass
@@ -703,15 +701,44 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
         exported = sink.requests
     finally:
         sink.close()
-    hooks = await hook_cost_us()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from codemode_gen.runtime.telemetry import Telemetry
+
+    # The same three set-ups in this process, where the machine's load blurs less.
+    sink = OtlpSink()
+    try:
+        otlp_traces = TracerProvider()
+        otlp_traces.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{sink.endpoint}/v1/traces")))
+        otlp_meters = MeterProvider(metric_readers=[PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=f"{sink.endpoint}/v1/metrics"))])
+        in_process = {
+            "off": await hook_cost_us(Telemetry()),
+            "on, no exporter": await hook_cost_us(Telemetry(tracer_provider=TracerProvider()), HOOK_ITERATIONS // 10),
+            # Includes the exporter thread's share: encoding and posting every batch of spans.
+            "on, OTLP/HTTP": await hook_cost_us(Telemetry(tracer_provider=otlp_traces, meter_provider=otlp_meters),
+                                                HOOK_ITERATIONS // 10),
+        }
+        otlp_traces.shutdown()
+        otlp_meters.shutdown()
+    finally:
+        sink.close()
+    hooks = in_process["off"]
     off_p50 = median(samples["off"])
     rows: list[Row] = []
     for mode, values in samples.items():
         delta = "" if mode == "off" else f" ({median(values) - off_p50:+.2f} ms p50 vs off)"
         rows.append((f"(5) serve: warm empty run, tracing {mode}, runs taken in turn: p50 / p95 of {repeat}",
                      p50_p95(values) + delta, "-", "info"))
-    rows.append(("(5) OTLP sink: export requests received (spans and metrics)", f"{exported} ({sink.bytes} bytes)",
+    rows.append(("(5) OTLP sink: export requests received from serve (spans and metrics)", f"{exported}",
                  "> 0", "PASS" if exported > 0 else "MISS"))
+    rows.append(("(5) in process: telemetry of one run with one tool call, off / no exporter / OTLP",
+                 " / ".join(f"{us:.1f}" for us in in_process.values()) + " us", "-", "info"))
     target_us = off_p50 * 1000 * HOOK_SHARE
     rows.append((
         "(5) telemetry hooks with tracing off, in process: one run with one tool call",
