@@ -740,7 +740,7 @@ async def serve_stdio(
         finally:
             shutting_down = True
             await host.aclose()
-            await asyncio.to_thread(telemetry.flush)  # the last runs' spans, before the process ends
+            await asyncio.to_thread(telemetry.shutdown)  # the last runs' spans, before the process ends
     except asyncio.CancelledError:
         if not terminated:
             raise

@@ -856,7 +856,7 @@ async def serve_http(
     finally:
         await host.aclose()
         await offload.aclose()
-        await asyncio.to_thread(telemetry.flush)  # the last runs' spans, before the process ends
+        await asyncio.to_thread(telemetry.shutdown)  # the last runs' spans, before the process ends
         for sig in handled:
             loop.remove_signal_handler(sig)
         sock.close()

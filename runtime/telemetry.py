@@ -36,11 +36,13 @@ nothing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -157,7 +159,14 @@ def resolve(settings: TelemetrySettings, environ: Mapping[str, str]) -> Resolved
 # what was resolved, so a second CodeMode with the same settings shares them.
 _PROCESS_LOCK = threading.Lock()
 _PROCESS: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+_EXPORTERS: list[Any] = []  # theirs: `shutdown` aborts an export still retrying
+_SHUT_DOWN: list[bool] = []
 _WARNED: set[str] = set()
+#: Bounds how long a process that is ending waits for its last spans and metrics to reach the
+#: collector (serve after SIGTERM, `run` at exit): an unreachable one would hold it for the
+#: exporters' retries, OTEL_EXPORTER_OTLP_TIMEOUT (10 s) per batch and signal, past a process
+#: manager's stop timeout. What is not sent by then is dropped.
+EXIT_FLUSH_S = 5.0
 
 
 def _warn_once(message: str) -> None:
@@ -304,30 +313,51 @@ def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            tracer_provider = TracerProvider(resource=resource)
+            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # `shutdown` is ours
             span_exporter = _span_exporter(resolved, environ)
             if span_exporter is not None:
                 tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+                _EXPORTERS.append(span_exporter)
         if metrics:
             from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
             metric_exporter = _metric_exporter(resolved, environ)
             readers = [PeriodicExportingMetricReader(metric_exporter)] if metric_exporter is not None else []
-            meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+            meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+            if metric_exporter is not None:
+                _EXPORTERS.append(metric_exporter)
     except ImportError as exc:
         _sdk_missing(f"{'tracing' if traces else 'metrics export'} ({exc.name} missing)")
+    if tracer_provider is not None or meter_provider is not None:
+        atexit.register(shutdown)
     return tracer_provider, meter_provider
 
 
-def flush(timeout_s: float = 5.0) -> None:
-    """Export what the providers made here still hold (a process about to exit: its last runs'
-    spans). Providers the application set up are the application's to flush."""
+def shutdown(timeout_s: float = EXIT_FLUSH_S) -> None:
+    """Export what the providers made here still hold, waiting at most `timeout_s`, then stop
+    their exporters (an export still retrying gives up): a process about to exit, its last
+    runs' spans. Once per process; providers an application set up are the application's."""
     with _PROCESS_LOCK:
-        made = list(_PROCESS.values())
-    for provider in (p for pair in made for p in pair if p is not None):
+        if _SHUT_DOWN:
+            return
+        _SHUT_DOWN.append(True)
+        providers = [p for pair in _PROCESS.values() for p in pair if p is not None]
+        exporters = list(_EXPORTERS)
+    if not providers:
+        return
+
+    def flush_all() -> None:
+        for provider in providers:
+            with contextlib.suppress(Exception):
+                provider.force_flush(int(timeout_s * 1000))
+
+    flushing = threading.Thread(target=flush_all, name="codemode-telemetry-flush", daemon=True)
+    flushing.start()
+    flushing.join(timeout_s)
+    for exporter in exporters:
         with contextlib.suppress(Exception):
-            provider.force_flush(int(timeout_s * 1000))
+            exporter.shutdown()
 
 
 # --------------------------------------------------------------------------- the host's telemetry
@@ -814,24 +844,46 @@ def log_suffix() -> str:
     return f" trace_id={context.trace_id:032x}" if context.is_valid else ""
 
 
+#: The OpenTelemetry SDK's own warnings (a collector that cannot be reached: one per export
+#: attempt and retry) are told at most once per this many seconds per kind, so an unreachable
+#: collector cannot flood serve's stderr (a client's log view).
+EXPORT_NOTICE_INTERVAL_S = 60.0
+#: Kinds of those warnings remembered (a message's first words): bounds the table.
+MAX_EXPORT_NOTICE_KINDS = 64
+
+
 class LineHandler(logging.Handler):
     """Log records as serve's own stderr lines (`serve.log_line`: prefixed, one line, with the
-    trace id of the run they belong to)."""
+    trace id of the run they belong to); with a `prefix` and `interval`, each kind of message at
+    most once per `interval` seconds."""
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], None], *, prefix: str = "", interval: float = 0.0) -> None:
         super().__init__(logging.WARNING)
         self.write = write
+        self.prefix = prefix
+        self.interval = interval
+        self._last: dict[str, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.write(record.getMessage())
+            if self.interval:
+                kind = f"{record.name}:{' '.join(str(record.msg).split()[:4])}"
+                now = time.monotonic()
+                if now - self._last.get(kind, -math.inf) < self.interval or (
+                        kind not in self._last and len(self._last) >= MAX_EXPORT_NOTICE_KINDS):
+                    return
+                self._last[kind] = now
+            self.write(self.prefix + record.getMessage())
         except Exception:
             self.handleError(record)
 
 
 def install_log_handler(write: Callable[[str], None]) -> None:
-    """Route codemode-gen's warnings through `write` (once per process)."""
-    logger = logging.getLogger("codemode_gen")
-    if not any(isinstance(h, LineHandler) for h in logger.handlers):
-        logger.addHandler(LineHandler(write))
-        logger.propagate = False
+    """Route codemode-gen's warnings, and the OpenTelemetry SDK's (rate-limited), through
+    `write` (serve's stderr lines; once per process)."""
+    for name, handler in (("codemode_gen", LineHandler(write)), ("opentelemetry", LineHandler(
+            write, prefix="telemetry: ", interval=EXPORT_NOTICE_INTERVAL_S))):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, LineHandler) for h in logger.handlers):
+            logger.addHandler(handler)
+            logger.propagate = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -317,6 +318,27 @@ def test_log_lines_during_a_span_carry_its_trace_id() -> None:
         assert telemetry.log_suffix() == f" trace_id={span.get_span_context().trace_id:032x}"
 
 
+def test_an_unreachable_collector_is_told_once_a_minute_not_per_retry() -> None:
+    import logging
+
+    lines: list[str] = []
+    logger = logging.getLogger("opentelemetry.test-exporter")
+    handler = telemetry.LineHandler(lines.append, prefix="telemetry: ", interval=telemetry.EXPORT_NOTICE_INTERVAL_S)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for delay in (1.0, 1.7, 4.6):
+            logger.warning("Transient error %s encountered while exporting spans batch, retrying in %.2fs.",
+                           "Connection refused", delay)
+        logger.warning("Failed to export spans batch due to timeout, max retries or shutdown.")
+    finally:
+        logger.removeHandler(handler)
+    assert lines == [
+        "telemetry: Transient error Connection refused encountered while exporting spans batch, retrying in 1.00s.",
+        "telemetry: Failed to export spans batch due to timeout, max retries or shutdown.",
+    ]
+
+
 # --------------------------------------------------------------------------- propagation over stdio
 
 
@@ -486,6 +508,30 @@ def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(tmp_path: Pat
         assert http_get(served.base + "/mcp").status_code == 401
     finally:
         served.stop()
+
+
+@pytest.mark.slow
+def test_an_unreachable_collector_delays_no_run_and_not_the_shutdown(tmp_path: Path) -> None:
+    from .test_serve_http import STOP_TIMEOUT_S, project
+
+    closed = "http://127.0.0.1:9"  # the discard port: nothing listens, connections are refused
+    served = start_serve(project(tmp_path), extra_env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": closed, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "300"})
+    code = "import { get_note } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await get_note({id: 2})).title;"
+    try:
+        async def body(client: Any) -> list[Any]:
+            return [(await client.call_tool("codemode.run", {"code": code})).structured_content for _ in range(3)]
+
+        assert [assert_ok(r) for r in anyio.run(lambda: in_client(served.url, body))] == ["Groceries"] * 3
+    finally:
+        served.proc.send_signal(signal.SIGTERM)
+        try:  # the exporters' retries (10 s a batch) are cut at EXIT_FLUSH_S: no kill needed
+            returncode = served.proc.wait(timeout=STOP_TIMEOUT_S)
+        finally:
+            served.stop()
+    assert returncode == 0
+    told = [line for line in served.log.read_text().splitlines() if "telemetry: Transient error" in line]
+    assert 1 <= len(told) <= 2 * 2  # traces and metrics: once each a minute, not once per retry
 
 
 # --------------------------------------------------------------------------- serve --http: /metrics
