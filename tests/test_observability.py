@@ -191,12 +191,17 @@ def test_record_content_puts_the_script_and_tool_data_into_spans_redacted(tmp_pa
     code = ('import * as slow from "@codemode/servers/slow";\n'
             f'globalThis.__codemode_result__ = (await slow.echo({{value: "{OUTPUT_MARKER} {SECRET}"}})).value;')
     try:
-        assert assert_ok(host.run(code)) == f"{OUTPUT_MARKER} {SECRET}"
+        response = host.run(code, limits={"typecheck": True})
     finally:
         host.close()
+    assert response["result"] == f"{OUTPUT_MARKER} {SECRET}", response["diagnostics"]
     spans = exporter.get_finished_spans()
     (run,) = [s for s in spans if s.name == "codemode.run"]
     assert (run.attributes or {})["codemode.script"] == code
+    # The type check the run asked for is a span of its own (checked, or skipped: it is the run's).
+    (checked,) = [s for s in spans if s.name == "codemode.typecheck"]
+    assert checked.parent is not None and checked.parent.span_id == run.context.span_id
+    assert isinstance((checked.attributes or {})["codemode.typecheck.diagnostics"], int)
     (call,) = [s for s in spans if s.name == "codemode.tool_call slow.echo"]
     assert OUTPUT_MARKER in str((call.attributes or {})["codemode.call.input"])
     assert OUTPUT_MARKER in str((call.attributes or {})["codemode.call.output"])
