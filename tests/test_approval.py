@@ -44,7 +44,17 @@ from codemode_gen.runtime.codemode import CodeMode
 
 from .catalogs import catalog_ids, load_catalog
 from .conftest import PROMPT_S
-from .runtime_support import PYTHON, REPO, HostThread, assert_ok, codes, fixture_set, script, stdio, write_out
+from .runtime_support import (
+    PYTHON,
+    REPO,
+    HostThread,
+    assert_ok,
+    codes,
+    fixture_set,
+    script,
+    stdio,
+    write_out,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

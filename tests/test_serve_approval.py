@@ -24,8 +24,8 @@ from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
 from codemode_gen.runtime.serve import APPROVAL_SCHEMA, FOR_RUN_FIELD, HostOptions
 
-from .conftest import HANG_S, PROMPT_S
 from .catalogs import load_catalog
+from .conftest import HANG_S, PROMPT_S
 from .runtime_support import REPO, RUN_TIMEOUT, against_serve, fixture_set, mcp_project, write_out
 from .test_serve_http import TOKEN, start_serve
 

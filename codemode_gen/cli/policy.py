@@ -164,6 +164,9 @@ def policy(config: Path, settings_path: Path | None, fixtures_dir: Path | None, 
     name = settings.path.name if settings.path is not None else "codemode.toml"
     for line in table_lines(rows, name):
         click.echo(line)
+    if any(r.source == "default" for r in rows):
+        click.echo('default: the tool has no annotations that say it only reads or destroys nothing, and "auto"'
+                   " asks before every call of such a tool (docs/config.md says why).")
     counts = {p: sum(1 for r in rows if r.policy == p) for p in ("allow", "ask", "ask-once", "deny")}
     click.echo(f"{len(rows)} tools: " + ", ".join(f"{n} {p}" for p, n in counts.items() if n)
                + '. Change one in codemode.toml: [servers.<id>.approval] <tool> = "allow" | "ask" | "ask-once" | "deny".')
