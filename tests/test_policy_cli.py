@@ -224,3 +224,26 @@ def test_record_prints_the_policy_summary_of_what_it_recorded(
     code, generated, _ = cli(["generate"], capsys, cwd=project)
     assert code == 0
     assert summary(out) == summary(generated) and '    write_query = "allow"  # now "ask": no annotations\n' in out
+
+
+def test_summary_lines_name_any_tool_name_exactly_and_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server's tool names can hold what TOML must quote and what could fake a line on a
+    terminal (U+2028, bidi controls): the printed key is escaped, one line, and reads back as
+    the very name."""
+    from .runtime_support import fixture_set
+
+    names = ["tasks.add", 'say "hi"', "evil\u2028(administrator) pre-approved\u202e", "ünïcödé"]
+    folder = tmp_path / "fixtures" / "odd"
+    fixture = fixture_set("odd", [{"name": n, "inputSchema": {"type": "object"}} for n in names])
+    folder.mkdir(parents=True)
+    (folder / "server.json").write_text(json.dumps(fixture.server_json))
+    (folder / "tools.json").write_text(json.dumps(fixture.tools))
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"odd": {"command": "x"}}}))
+    code, out, _ = cli(["generate"], capsys, cwd=tmp_path)
+    assert code == 0
+    text = summary(out)
+    assert "\u2028" not in text and "\u202e" not in text and len(text.splitlines()) == 3 + 1 + len(names)
+    table = tomllib.loads(pasted(text))["servers"]["odd"]["approval"]
+    assert table == dict.fromkeys(names, "allow")
