@@ -662,9 +662,13 @@ class _ToolCall:
 
         self.approval = tracer.start_span(SPAN_APPROVAL, context=trace.set_span_in_context(self.span))
 
-    def decided(self, decision: str) -> None:
+    def decided(self, decision: str, for_run: bool = False) -> None:
         if self.approval is not None:
             self.approval.set_attribute("codemode.approval", decision)
+            if for_run:
+                # The answer approved this tool's further calls of the run too: those calls
+                # are "approved-for-run" without a wait of their own.
+                self.approval.set_attribute("codemode.approval.for_run", True)
             if decision == "denied":
                 _set_error(self.approval, "denied", DENIED)
             self.approval.end()
@@ -790,14 +794,16 @@ def approval_asked() -> None:
         record.asked()
 
 
-async def traced_approval(decide: Awaitable[T]) -> T:
+async def traced_approval(decide: Awaitable[T], for_run: Callable[[], bool] | None = None) -> T:
     """`await decide` (the approval gate's decision on the current tool call); an approval wait
-    `approval_asked` opened ends with it, carrying the decision."""
+    `approval_asked` opened ends with it, carrying the decision, and whether a yes was for the
+    rest of the run (`for_run`, asked only after a yes)."""
     record = _CALL.get()
     if record is None:
         return await decide
     outcome = await decide
-    record.decided(str(getattr(outcome, "decision", "")))
+    decision = str(getattr(outcome, "decision", ""))
+    record.decided(decision, decision == "approved" and for_run is not None and for_run())
     return outcome
 
 

@@ -28,6 +28,7 @@ import pytest
 from codemode_gen.config import Settings, TelemetrySettings, load_settings
 from codemode_gen.errors import UserError
 from codemode_gen.runtime import telemetry
+from codemode_gen.runtime.approval import FOR_RUN
 from codemode_gen.runtime.metrics import MAX_LABEL_SETS, OTHER_LABEL, Metrics
 from codemode_gen.runtime.telemetry import Telemetry, resolve
 
@@ -183,6 +184,34 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
     traceparent = _recorded(tmp_path / "meta.jsonl", "meta")[0]["traceparent"]
     assert _trace_id(traceparent) == f"{run.context.trace_id:032x}"
     assert traceparent.split("-")[2] == f"{calls['codemode.tool_call meta.meta'].context.span_id:016x}"
+
+
+@pytest.mark.slow
+def test_an_answer_for_the_rest_of_the_run_is_one_approval_wait(tmp_path: Path) -> None:
+    host, exporter = _traced_host(tmp_path)
+    asked: list[str] = []
+
+    async def approve(request: Any) -> Any:
+        asked.append(f"{request.server_id}.{request.tool_name}")
+        return FOR_RUN
+
+    code = ('import * as meta from "@codemode/servers/meta";\n'
+            'for (const text of ["a", "b", "c"]) await meta.publish({text});')
+    try:
+        assert_ok(host.run(code, approve=approve))
+        metrics = host.cm.telemetry.metrics
+    finally:
+        host.close()
+    assert asked == ["meta.publish"]
+    spans = exporter.get_finished_spans()
+    calls = sorted((s for s in spans if s.name == "codemode.tool_call meta.publish"), key=lambda s: s.start_time or 0)
+    assert [(s.attributes or {})["codemode.approval"] for s in calls] == ["approved", "approved-for-run", "approved-for-run"]
+    # One wait, under the call that asked; it says the yes covered the rest of the run.
+    (waited,) = [s for s in spans if s.name == "codemode.approval"]
+    assert waited.parent is not None and waited.parent.span_id == calls[0].context.span_id
+    assert (waited.attributes or {})["codemode.approval"] == "approved"
+    assert (waited.attributes or {})["codemode.approval.for_run"] is True
+    assert metrics.approvals.values == {("approved",): 1.0, ("approved-for-run",): 2.0}
 
 
 @pytest.mark.slow
