@@ -52,6 +52,8 @@ OUTPUT_MARKER = "OUTPUT-MARKER-c41e"  # comes back as a tool output
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+OTHER_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+OTHER_TRACEPARENT = f"00-{OTHER_TRACE_ID}-b7ad6b7169203331-01"
 
 
 def _trace_id(traceparent: Any) -> str:
@@ -502,15 +504,20 @@ def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(tmp_path: Pat
             "globalThis.__codemode_result__ = seen;")
     try:
         async def body(client: Any) -> Any:
-            return (await client.call_tool("codemode.run", {"code": code})).structured_content
+            plain = (await client.call_tool("codemode.run", {"code": code})).structured_content
+            in_meta = await client.call_tool("codemode.run", {"code": code}, meta={"traceparent": OTHER_TRACEPARENT})
+            return plain, in_meta.structured_content
 
-        # The W3C headers of the HTTP request parent the run (its _meta carries none).
-        response = anyio.run(lambda: in_client(served.url, body, headers={"traceparent": TRACEPARENT}))
+        # The W3C headers of the HTTP request parent the run (its _meta carries none) ...
+        response, in_meta = anyio.run(lambda: in_client(served.url, body, headers={"traceparent": TRACEPARENT}))
         assert _trace_id(assert_ok(response)["traceparent"]) == TRACE_ID
         assert _trace_id(_recorded(record, "meta")[0]["traceparent"]) == TRACE_ID
+        # ... unless the request's _meta carries one: MCP's own convention wins.
+        assert _trace_id(assert_ok(in_meta)["traceparent"]) == OTHER_TRACE_ID
+        assert _trace_id(_recorded(record, "meta")[1]["traceparent"]) == OTHER_TRACE_ID
 
         def run_spans() -> list[Any]:
-            return [span for _, span in receiver.spans if span.name == "codemode.run"]
+            return [span for _, span in receiver.spans if span.name == "codemode.run" and span.trace_id.hex() == TRACE_ID]
 
         (run,) = receiver.wait_for(run_spans, RUN_TIMEOUT)
         assert run.trace_id.hex() == TRACE_ID
