@@ -529,6 +529,9 @@ def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(tmp_path: Pat
         # The client's span is the run's parent; the MCP SDK's own spans are not exported (their
         # status would carry the upstream's error text unredacted: the secret below).
         assert run.parent_span_id.hex() == PARENT_ID
+        (meta_run,) = receiver.wait_for(lambda: [s for _, s in receiver.spans if s.name == "codemode.run"
+                                                 and s.trace_id.hex() == OTHER_TRACE_ID], RUN_TIMEOUT)
+        assert meta_run.parent_span_id.hex() == OTHER_TRACEPARENT.split("-")[2]
         kinds = {s.name.split(" ")[0] for _, s in receiver.spans}
         assert {"codemode.run", "codemode.execute", "codemode.tool_call"} <= kinds
         assert kinds <= {"codemode.run", "codemode.queue", "codemode.connect", "codemode.execute", "codemode.tool_call"}
