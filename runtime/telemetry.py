@@ -887,9 +887,19 @@ class LineHandler(logging.Handler):
 def install_log_handler(write: Callable[[str], None]) -> None:
     """Route codemode-gen's warnings, and the OpenTelemetry SDK's (rate-limited), through
     `write` (serve's stderr lines; once per process)."""
-    for name, handler in (("codemode_gen", LineHandler(write)), ("opentelemetry", LineHandler(
-            write, prefix="telemetry: ", interval=EXPORT_NOTICE_INTERVAL_S))):
-        logger = logging.getLogger(name)
-        if not any(isinstance(h, LineHandler) for h in logger.handlers):
-            logger.addHandler(handler)
-            logger.propagate = False
+    _install("codemode_gen", LineHandler(write))
+    install_export_notices(write)
+
+
+def install_export_notices(write: Callable[[str], None]) -> None:
+    """Route the OpenTelemetry SDK's warnings (an unreachable collector's, each retry) through
+    `write`, marked `telemetry: ` and each kind at most once per EXPORT_NOTICE_INTERVAL_S
+    (`codemode-gen run`'s stderr; serve's through install_log_handler)."""
+    _install("opentelemetry", LineHandler(write, prefix="telemetry: ", interval=EXPORT_NOTICE_INTERVAL_S))
+
+
+def _install(name: str, handler: LineHandler) -> None:
+    logger = logging.getLogger(name)
+    if not any(isinstance(h, LineHandler) for h in logger.handlers):
+        logger.addHandler(handler)
+        logger.propagate = False

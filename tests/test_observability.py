@@ -578,6 +578,29 @@ def test_an_unreachable_collector_delays_no_run_and_not_the_shutdown(tmp_path: P
     assert 1 <= len(told) <= 2 * 2  # traces and metrics: once each a minute, not once per retry
 
 
+@pytest.mark.slow
+def test_run_with_an_unreachable_collector_answers_and_tells_it_once_per_kind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from .test_serve_http import env, project
+
+    proj = project(tmp_path)
+    (proj / "note.js").write_text(
+        "import { get_note } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await get_note({id: 2})).title;")
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "run", "--config", str(proj / ".mcp.json"), str(proj / "note.js")],
+        cwd=proj, capture_output=True, text=True, timeout=RUN_TIMEOUT * 2,  # the run, then EXIT_FLUSH_S at most
+        env=env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_BSP_SCHEDULE_DELAY="100"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "Groceries"
+    told = [line for line in done.stderr.splitlines() if "Transient error" in line]
+    # Marked as telemetry's, and once per kind (traces, metrics), not once per export retry.
+    assert 1 <= len(told) <= 2 and all(line.startswith("codemode-gen run: telemetry: ") for line in told), done.stderr
+    assert "Traceback" not in done.stderr
+
+
 # --------------------------------------------------------------------------- serve --http: /metrics
 
 CLIENTS = 8
