@@ -31,7 +31,9 @@ An approver that cannot ask (no terminal, a client without elicitation) raises
 `ask-once` remembers an accept for the rest of the session (the host's lifetime, or the client
 session `serve` names), by server config id and tool name; a decline is never remembered. Asks
 of the same tool are serialised, so two calls in one `Promise.all` are asked in turn and an
-ask-once accept of the first lets the second through without asking. The wait counts within
+ask-once accept of the first lets the second through without asking; an approver marked
+`asks_in_batches` (serve's on MCP 2026-07-28 connections, runtime/resume.py: every call waiting
+at once is asked in one input_required round) is not serialised. The wait counts within
 the run's timeoutMs: a run still waiting when it runs out ends as any run that times out.
 
 Every call that reached the gate carries its decision into toolTrace (`"approval"`): "allowed"
@@ -366,7 +368,8 @@ class ApprovalGate:
     ) -> ApprovalOutcome:
         """The asking itself, one call of this tool (in this session) at a time."""
         policy = request.policy
-        async with self._tool_lock((session, *key)):
+        batched = getattr(approver, "asks_in_batches", False) is True
+        async with contextlib.nullcontext() if batched else self._tool_lock((session, *key)):
             # Asked while this call waited for the lock: an ask-once yes covers it too.
             if policy == "ask-once" and self.remembered(*key, session=session):
                 return ApprovalOutcome("approved-for-session", policy)
