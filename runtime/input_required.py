@@ -83,7 +83,7 @@ def resolve_state_secret(option: str | None, environ: Mapping[str, str]) -> str 
     set (a random key per process). One that is set but short is refused, not weakened."""
     if option is not None:
         source, value = "--state-secret", option
-    elif environ.get(STATE_SECRET_ENV):
+    elif STATE_SECRET_ENV in environ:  # set but empty is a mistake too (an unset shell variable)
         source, value = f"the environment variable {STATE_SECRET_ENV}", environ[STATE_SECRET_ENV]
     else:
         return None

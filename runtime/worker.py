@@ -722,7 +722,8 @@ class _Realm:
             self.worker.send({"op": protocol.DIVERGED, "message": (
                 f"the resumed script stopped after {st.issued} tool calls where the earlier round went on "
                 f"to call #{event}")})
-            st.replay_pos = len(st.replay)  # report once; the host ends the run
+            st.paused = True  # nothing more reaches the script; the host ends the run
+            st.replay_pos = len(st.replay)
 
     def _go_live(self) -> None:
         """The journal is used up: from here the alarm is real."""
