@@ -16,8 +16,9 @@ codemode.toml and the tool's annotations; asking a person when it says so, the w
 within the run's timeoutMs, a progress note meanwhile). A call it denies is never sent: the
 script gets a ToolCallError with code APPROVAL_DENIED and goes on (§10). Every call that reached
 the gate has its decision in its trace entry (`"approval"`: allowed, approved,
-approved-for-session, denied), beside §3.3.2's fields; calls refused earlier (unknown tool,
-invalid input) have none.
+approved-for-session, approved-for-run, denied), beside §3.3.2's fields; calls refused earlier
+(unknown tool, invalid input) have none. The run's own approvals (a person's yes to every further
+call of a tool in this run) live here, in `approved_for_run`, and end with the run.
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
 (§3.3.2): traces end up in logs and transcripts where tool data must not leak. A failed entry's
@@ -129,6 +130,10 @@ class Journal(Protocol):
     def leave(self, seq: int, reply: dict[str, Any], entry: Mapping[str, Any]) -> None: ...
 
     def approver_for(self, seq: int) -> Approver: ...
+
+    #: (config id, tool name) approved for the rest of the run (approval.FOR_RUN), in earlier
+    #: rounds too: the run's state carries it to whichever instance resumes the run.
+    approved_for_run: set[tuple[str, str]]
 
 
 class Logged(Protocol):
@@ -270,6 +275,9 @@ class Bridge:
         self.approval = approval
         self.approve = approve
         self.approval_session = approval_session
+        # (config id, tool name) a person approved for the rest of this run (approval.FOR_RUN);
+        # a resumable run's is its journal's (kept in its sealed state across rounds/instances)
+        self.approved_for_run: set[tuple[str, str]] = journal.approved_for_run if journal is not None else set()
         # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
         self._on_note = on_note
         # codemode.toml's `redact` regexes: with each server's own secrets, redacted from the
@@ -501,7 +509,7 @@ class Bridge:
         outcome = await self.approval.decide(
             server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
             annotations=tool.annotations, approve=approve, session=self.approval_session,
-            deadline=self.deadline, on_wait=self._waiting,
+            run=self.approved_for_run, deadline=self.deadline, on_wait=self._waiting,
         )
         gate["approval"] = outcome.decision
         if outcome.sent:

@@ -40,7 +40,7 @@ from codemode_gen.runtime import response as resp
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from codemode_gen.runtime.approval import ApprovalRequest
+    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Unusable
     from codemode_gen.runtime.resume import Resumable, RunState, Suspension
 
 __all__ = [
@@ -161,18 +161,18 @@ def resumable_call(
     input_responses: Mapping[str, Any] | None,
     sealer: StateSealer,
     *,
-    answer: Callable[[Any], bool | str],
+    answer: Callable[[Any], Answer | Unusable],
     cannot_ask: str | None,
 ) -> Resumable | dict[str, Any]:
     """The Resumable for a codemode.run call on a 2026-07-28 connection, or the §3.3 response
-    refusing its requestState. `answer` turns one input response into True (accept), False
-    (decline, cancel) or why it cannot be used; `cannot_ask`: why a call without an answer may
+    refusing its requestState. `answer` turns one input response into True (accept), FOR_RUN
+    (accept with the form's box ticked), False (decline, cancel) or why it cannot be used (Unusable); `cannot_ask`: why a call without an answer may
     not wait for one (None: it may)."""
     from codemode_gen.runtime.resume import ASK_KEY_PREFIX, MAX_ANSWERS, Resumable, arguments_digest
 
     args = arguments_digest(dict(arguments or {}))
     prior: RunState | None = None
-    answers: dict[int, bool | str] = {}
+    answers: dict[int, Answer | Unusable] = {}
     if request_state is not None:
         try:
             prior = sealer.open(request_state)

@@ -48,7 +48,13 @@ from typing import Any
 
 from codemode_gen import payload
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.approval import ApprovalRequest, ApprovalUnavailable, Approver
+from codemode_gen.runtime.approval import (
+    Answer,
+    ApprovalRequest,
+    ApprovalUnavailable,
+    Approver,
+    Unusable,
+)
 from codemode_gen.runtime.limits import RunStopped
 from codemode_gen.runtime.sandbox import RunHandle
 
@@ -131,7 +137,9 @@ class RunState:
     `tool` and `args` bind it to the codemode.run call that made it (the retry must be the same
     call); `deadline` is when the run's timeoutMs ends (Unix seconds); `nonce` tells one state
     from another (a state is used once per instance); `journal` is the worker's (events,
-    clock, seed, clockBase); `issued` the calls the script had made."""
+    clock, seed, clockBase); `issued` the calls the script had made; `for_run` the (config id,
+    tool name) approved for the rest of the run (approval.FOR_RUN): a resumed run, on any
+    instance, does not ask about them again."""
 
     tool: str
     args: str
@@ -142,6 +150,7 @@ class RunState:
     calls: list[LoggedCall]
     pending: list[PendingAsk]
     journal: dict[str, Any]
+    for_run: list[tuple[str, str]]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +159,7 @@ class RunState:
             "calls": [[c.seq, c.ident, c.reply, c.entry] for c in self.calls],
             "pending": [[p.seq, p.ident, p.server, p.tool] for p in self.pending],
             "journal": self.journal,
+            "forRun": [list(key) for key in self.for_run],
         }
 
     @classmethod
@@ -165,12 +175,13 @@ class RunState:
                 raise StateError("journal events")
             if not all(isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r) for r in clock):
                 raise StateError("journal clock")
+            for_run = [(_str(k[0]), _str(k[1])) for k in _list(value["forRun"])]
             deadline = value["deadline"]
             if not isinstance(deadline, int | float) or isinstance(deadline, bool):
                 raise StateError("deadline")
             return cls(tool=_str(value["tool"]), args=_str(value["args"]), deadline=float(deadline),
                        nonce=_str(value["nonce"]), round=_int(value["round"]), issued=_int(value["issued"]),
-                       calls=calls, pending=pending, journal=journal)
+                       calls=calls, pending=pending, journal=journal, for_run=for_run)
         except (KeyError, IndexError, TypeError) as exc:
             raise StateError(f"malformed: {type(exc).__name__}") from None
 
@@ -259,8 +270,10 @@ class Resumable:
 
     `tool` / `args`: the call's name and `arguments_digest`; `seal`: seals a state's bytes into
     requestState; `prior`: the state of the earlier round this request resumes (None: a first
-    round); `answers`: the retry's answers by call number (True: accept; False: decline or
-    cancel; a string: why the answer cannot be used, which the denial says); `cannot_ask`: set
+    round); `answers`: the retry's answers by call number (True: accept; FOR_RUN: accept, and
+    the tool's later calls in this run too; False: decline or cancel; Unusable: why the answer
+    cannot be used, which the denial says); `approved_for_run`: the run's FOR_RUN set (the
+    bridge's), carried from round to round in the state; `cannot_ask`: set
     when a call without an answer may not wait for one (the client declared no form
     elicitation): it is denied, saying this."""
 
@@ -271,14 +284,15 @@ class Resumable:
         args: str,
         seal: Callable[[bytes], str],
         prior: RunState | None = None,
-        answers: Mapping[int, bool | str] | None = None,
+        answers: Mapping[int, Answer | Unusable] | None = None,
         cannot_ask: str | None = None,
     ) -> None:
         self.tool = tool
         self.args = args
         self.seal = seal
         self.prior = prior
-        self.answers: dict[int, bool | str] = dict(answers or {})
+        self.answers: dict[int, Answer | Unusable] = dict(answers or {})
+        self.approved_for_run: set[tuple[str, str]] = set(prior.for_run) if prior is not None else set()
         self.cannot_ask = cannot_ask
         self.suspension: Suspension | None = None
         self._replayed = {c.seq: c for c in prior.calls} if prior is not None else {}
@@ -379,12 +393,12 @@ class Resumable:
         """The approver of call `seq`: the retry's answer to it, else wait for one (the run is
         suspended once nothing else is in flight: `suspension`)."""
 
-        async def approve(request: ApprovalRequest) -> bool:
+        async def approve(request: ApprovalRequest) -> Answer:
             answer = self.answers.pop(seq, None)
-            if isinstance(answer, bool):
-                return answer
-            if isinstance(answer, str):
+            if isinstance(answer, Unusable):
                 raise ApprovalUnavailable(answer)
+            if answer is not None:
+                return answer
             if self._unresumable is not None:
                 raise ApprovalUnavailable(self._unresumable)
             if self.cannot_ask is not None:
@@ -518,6 +532,7 @@ class Resumable:
             calls=[self._calls[seq] for seq in sorted(self._calls)],
             pending=pending,
             journal={k: journal.get(k) for k in ("events", "clock", "seed", "clockBase")},
+            for_run=sorted(self.approved_for_run),
         )
 
 

@@ -20,8 +20,9 @@ connections) is entered in a task of its own once the client has initialized (`S
 a tools/call that arrives before it is ready awaits it, tools/list never does.
 
 Tool calls that need a person's yes (runtime/approval.py: policy "ask"/"ask-once") are asked
-through the client, as a form with nothing to fill in (accept or decline) naming the server, the
-tool and its arguments (redacted, cut: `approval_form`). On a 2025-11-25 connection that is an
+through the client, as a form (accept or decline; an "ask" tool's form has one checkbox, to
+approve the tool's further calls for the rest of the run) naming the server, the tool and its
+arguments (redacted, cut: `approval_form`). On a 2025-11-25 connection that is an
 `elicitation/create` request on the codemode.run request's own stream. On a 2026-07-28
 connection (stdio or `--http`) the codemode.run call answers with an `input_required` result
 instead, the asks of the calls waiting at once together, and the client's retry with the
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server import Server
 
-    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver, Unusable
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.input_required import StateSealer
     from codemode_gen.runtime.limits import TraceMode
@@ -89,9 +90,11 @@ __all__ = [
     "TOOL_NAME_RE",
     "HostOptions",
     "ServeHost",
+    "approval_form",
     "build_server",
     "elicitation_approver",
     "error_response",
+    "form_answer",
     "load_host",
     "serve_stdio",
     "tool_description",
@@ -130,11 +133,43 @@ INPUT_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
-# The form of an approval request (elicitation/create, form mode): nothing to fill in, the
-# answer is the action itself (accept / decline / cancel). Claude Code and the SDKs' clients
-# take an object schema with no properties.
+# The form of an approval request (elicitation/create, form mode): the answer is the action
+# itself (accept / decline / cancel). Claude Code and the SDKs' clients take an object schema
+# with no properties; an "ask" tool's form (`approval_form`) adds one boolean, FOR_RUN_FIELD:
+# accepted with it true, the tool's further calls in this run go through unasked (approval.FOR_RUN).
 APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+FOR_RUN_FIELD = "allowForRun"
+APPROVAL_ACTIONS_FOR_RUN = (
+    "Accept to let this call run (tick the box to let its further calls in this run through too);"
+    " decline to refuse it (the script is told and goes on)."
+)
+
+
+def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
+    """The message and requestedSchema asking about `request`: a plain accept/decline, or for
+    an "ask" tool (`offers_run`) with a checkbox to approve its calls for the rest of the run."""
+    from codemode_gen.display import display_string
+
+    if not request.offers_run:
+        return request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA
+    field = {
+        "type": "boolean",
+        "title": f"Allow every call of {display_string(request.tool_name)} for the rest of this run",
+        "description": "Unticked: only this call.",
+        "default": False,
+    }
+    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {"type": "object", "properties": {FOR_RUN_FIELD: field}}
+
+
+def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
+    """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
+    was ticked: only a literal true counts), decline or cancel → no."""
+    from codemode_gen.runtime.approval import FOR_RUN
+
+    if action != "accept":
+        return False
+    return FOR_RUN if isinstance(content, Mapping) and content.get(FOR_RUN_FIELD) is True else True
 
 # The prompt (runtime/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -196,34 +231,33 @@ async def handle_run(
     return response
 
 
-def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
-    """What the client's user is shown about one call that needs approval, and the form's schema:
-    the same on every protocol version (elicitation/create, input_required)."""
-    return request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA
+def approval_answer(result: Any) -> Answer | Unusable:
+    """The user's answer to `approval_form`, the same on every protocol version
+    (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
+    or why the client's response cannot count as an answer."""
+    from codemode_gen.runtime.approval import Unusable
 
-
-def approval_answer(result: Any) -> bool | str:
-    """The user's answer to `approval_form`: True to send the call, False (declined or
-    cancelled), or why the client's response cannot count as an answer."""
-    action = result.get("action") if isinstance(result, Mapping) else getattr(result, "action", None)
-    if action == "accept":
-        return True
-    if action in ("decline", "cancel"):
-        return False
-    return "the MCP client's response to the approval request was not an elicitation result"
+    if isinstance(result, Mapping):
+        action, content = result.get("action"), result.get("content")
+    else:
+        action, content = getattr(result, "action", None), getattr(result, "content", None)
+    if action in ("accept", "decline", "cancel"):
+        return form_answer(action, content if isinstance(content, Mapping) else None)
+    return Unusable("the MCP client's response to the approval request was not an elicitation result")
 
 
 def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     """An approver (runtime/approval.py) that asks the person at the MCP client: one
     `elicitation/create` request in form mode, on the stream of request `request_id` (the
-    codemode.run being served). Accept → True; decline or cancel → False. A connection that
+    codemode.run being served). Accept → True (FOR_RUN with the form's box ticked: `form_answer`);
+    decline or cancel → False. A connection that
     cannot carry a server-to-client request, or a client without form elicitation, raises
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-    from codemode_gen.runtime.approval import ApprovalUnavailable
+    from codemode_gen.runtime.approval import ApprovalUnavailable, Unusable
 
-    async def approve(request: ApprovalRequest) -> bool:
+    async def approve(request: ApprovalRequest) -> Answer:
         if session is None or not getattr(session, "can_send_request", False):
             raise ApprovalUnavailable(_no_channel(session))
         if not _elicits_forms(session):
@@ -236,7 +270,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
         except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
             raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
         answer = approval_answer(result)
-        if isinstance(answer, str):
+        if isinstance(answer, Unusable):
             raise ApprovalUnavailable(answer)
         return answer
 

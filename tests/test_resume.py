@@ -165,7 +165,8 @@ def test_the_state_round_trips_compressed_and_anything_else_is_refused() -> None
                      calls=[LoggedCall(1, "id1", json.dumps({"ok": True, "value": "x" * 10_000}),
                                        {"serverId": "s", "toolName": "t", "durationMs": 1, "ok": True})],
                      pending=[PendingAsk(2, "id2", "s", "u")],
-                     journal={"events": [1, 0, -1], "clock": [[0, 5], [3, 1]], "seed": [1, 2, 3, 4], "clockBase": 7})
+                     journal={"events": [1, 0, -1], "clock": [[0, 5], [3, 1]], "seed": [1, 2, 3, 4], "clockBase": 7},
+                     for_run=[("demo", "write_query")])
     data = encode_state(state)
     assert len(data) < 1000  # the result's 10,000 characters compress away
     assert decode_state(data) == state
@@ -176,7 +177,8 @@ def test_the_state_round_trips_compressed_and_anything_else_is_refused() -> None
 
 def test_a_sealed_state_opens_only_with_its_key_unaltered_and_once() -> None:
     state = RunState(tool="codemode.run", args="abc", deadline=time.time() + 60, nonce="n2", round=1, issued=1,
-                     calls=[], pending=[PendingAsk(1, "id", "s", "t")], journal={"events": [], "clock": []})
+                     calls=[], pending=[PendingAsk(1, "id", "s", "t")], journal={"events": [], "clock": []},
+                     for_run=[])
     sealer = StateSealer(SECRET)
     token = sealer.seal(encode_state(state))
     assert StateSealer(SECRET).open(token) == state  # another instance with the same secret
