@@ -33,7 +33,8 @@ from .test_serve_http import TOKEN, HttpServe, start_serve
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 T = TypeVar("T")
-Action = Literal["accept", "decline", "cancel"]
+# "run": accept with the form's box ticked (serve.FOR_RUN_FIELD: the tool's further calls in this run)
+Action = Literal["accept", "decline", "cancel", "run"]
 TOOL = "codemode.run"
 SECRET = "9c1f6f1e3a0b4d7e8f2a5c6b7d8e9f00aa11bb22cc33dd44"  # >= 32 characters
 SETTINGS = '[servers.ledger.approval]\nrecord = "allow"\n'
@@ -96,10 +97,20 @@ class User:
         self.asked: list[Any] = []
 
     async def __call__(self, context: Any, params: Any) -> Any:
-        import mcp_types as types
 
         self.asked.append(params)
-        return types.ElicitResult(action=self.actions.pop(0) if self.actions else "accept")
+        return answer(self.actions.pop(0) if self.actions else "accept")
+
+
+def answer(action: Action) -> Any:
+    """The elicitation result of `action` (the form serve.approval_form asks)."""
+    import mcp_types as types
+
+    from codemode_gen.runtime.serve import FOR_RUN_FIELD
+
+    if action == "run":
+        return types.ElicitResult(action="accept", content={FOR_RUN_FIELD: True})
+    return types.ElicitResult(action=action)
 
 
 def served(project: Path, body: Callable[[Any], Awaitable[T]], *args: str, user: User | None = None,
@@ -127,9 +138,7 @@ async def first_round(client: Any, code: str, **limits: int) -> Any:
 
 
 async def retry(client: Any, code: str, state: str | None, answers: dict[str, Action], **limits: int) -> Any:
-    import mcp_types as types
-
-    responses = {key: types.ElicitResult(action=action) for key, action in answers.items()}
+    responses = {key: answer(action) for key, action in answers.items()}
     return await client.session.call_tool(TOOL, arguments(code, **limits), input_responses=responses,
                                           request_state=state, allow_input_required=True)
 
@@ -160,8 +169,44 @@ def test_an_accepted_call_is_sent_once_and_the_run_goes_on(project: tuple[Path, 
     assert ledger.tools() == ["record", "transfer"]
     (asked,) = user.asked
     assert 'tool "transfer" of server "ledger" (destructive)' in asked.message
-    assert asked.message.endswith('\n│ {"amount": 5, "to": "bob"}') and "Accept" in asked.message
-    assert asked.requested_schema == {"type": "object", "properties": {}}
+    assert '\n│ {"amount": 5, "to": "bob"}' in asked.message and "Accept" in asked.message
+    # The form of the 2025-11-25 elicitation path (serve.approval_form): an "ask" tool's has
+    # one box, to allow the tool for the rest of the run.
+    from codemode_gen.runtime.serve import APPROVAL_ACTIONS_FOR_RUN, FOR_RUN_FIELD
+
+    assert APPROVAL_ACTIONS_FOR_RUN in asked.message
+    (box,) = asked.requested_schema["properties"].items()
+    assert box[0] == FOR_RUN_FIELD and box[1]["type"] == "boolean" and box[1]["default"] is False
+    assert box[1]["title"] == 'Allow every call of "transfer" for the rest of this run'
+
+
+FOR_RUN_LOOP = LEDGER + """
+const moved = [];
+for (let i = 0; i < 20; i++) moved.push((await ledger.transfer({ to: "ivy", amount: 1 })).balance);
+const closed = await ledger.close({ account: "loop" });
+for (let i = 0; i < 20; i++) moved.push((await ledger.transfer({ to: "jo", amount: 1 })).balance);
+globalThis.__codemode_result__ = { moved, closed };
+"""
+
+
+def test_accept_for_the_run_asks_once_in_a_loop_of_20_and_holds_across_rounds(
+        project: tuple[Path, Ledger]) -> None:
+    base, ledger = project
+    user = User("run", "accept")
+
+    async def body(client: Any) -> Any:
+        return await run(client, FOR_RUN_LOOP)
+
+    response = served(base, body, user=user)
+    assert errors(response) == [], response["diagnostics"]
+    assert response["result"]["moved"] == list(range(99, 59, -1)) and response["result"]["closed"] == {"closed": "loop"}
+    # One question for the 40 transfers, one for close: the second round's run (the script
+    # again from its start, on a new bridge) knew `transfer` was approved for the run from
+    # the sealed state, so the 20 transfers after `close` did not make a third round.
+    assert ["transfer" in m.message for m in user.asked] == [True, False]
+    assert trace(response) == [("transfer", "approved"), *[("transfer", "approved-for-run")] * 19,
+                               ("close", "approved"), *[("transfer", "approved-for-run")] * 20]
+    assert ledger.tools() == ["transfer"] * 20 + ["close"] + ["transfer"] * 20  # each once
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
@@ -430,6 +475,36 @@ async def _both(client: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return await run(client, RECORD_THEN_TRANSFER), await run(client, RECORD_THEN_TRANSFER)
 
 
+def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(project: tuple[Path, Ledger]) -> None:
+    import mcp_types as types
+
+    base, ledger = project
+    server = start_serve(base, "--trace", "full")
+
+    async def body(client: Any) -> Any:
+        first = await first_round(client, RECORD_THEN_TRANSFER, timeoutMs=3000)
+        assert isinstance(first, types.InputRequiredResult)
+        (key,) = first.input_requests or {}
+        state = first.request_state
+        assert state is not None
+        middle = len(state) // 2
+        tampered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
+        bad = await retry(client, RECORD_THEN_TRANSFER, tampered, {key: "accept"}, timeoutMs=3000)
+        await anyio.sleep(3.5)  # the client never retries in time
+        late = await retry(client, RECORD_THEN_TRANSFER, state, {key: "accept"}, timeoutMs=3000)
+        return bad.structured_content, late.structured_content
+
+    try:
+        bad, late = anyio.run(http_client, server.url, body, User())
+    finally:
+        server.stop()
+    (rejected,) = errors(bad)
+    assert rejected["code"] == "APPROVAL_STATE_REJECTED" and "altered" in rejected["message"]
+    (timeout,) = errors(late)
+    assert timeout["code"] == "SANDBOX_LIMIT" and "waiting for the user's answer" in timeout["message"]
+    assert ledger.tools() == ["record"]  # the transfer was never sent
+
+
 # ------------------------------------------------------------------ two instances behind nginx
 
 
@@ -537,8 +612,9 @@ def test_behind_a_load_balancer_the_retry_resumes_on_the_other_instance(
 const before = await ledger.record({ text: "one" });
 const [moved, closed] = await Promise.all([ledger.transfer({ to: "gus", amount: 7 }), ledger.close({ account: "x" })]);
 const after = await ledger.record({ text: "two" });
+const closedToo = await ledger.close({ account: "y" });
 const again = await ledger.transfer({ to: "hal", amount: 1 });
-globalThis.__codemode_result__ = { before, moved, closed, after, again };
+globalThis.__codemode_result__ = { before, moved, closed, after, closedToo, again };
 """
 
     def logged() -> list[str]:
@@ -560,7 +636,11 @@ globalThis.__codemode_result__ = { before, moved, closed, after, again };
         result, where = await upstream_of(client.session.call_tool(TOOL, arguments(code), allow_input_required=True))
         rounds.append(where)
         while isinstance(result, types.InputRequiredResult):
-            answers: dict[str, Action] = {key: "accept" for key in result.input_requests or {}}
+            # `transfer` allowed for the rest of the run: the instance that resumes the last
+            # round (not the one that was told) must know it from the sealed state.
+            answers: dict[str, Action] = {
+                key: "run" if "transfer" in str(getattr(request.params, "message", "")) else "accept"
+                for key, request in (result.input_requests or {}).items()}
             result, where = await upstream_of(retry(client, code, result.request_state, answers))
             rounds.append(where)
         return rounds, result.structured_content
@@ -568,13 +648,15 @@ globalThis.__codemode_result__ = { before, moved, closed, after, again };
     rounds, response = anyio.run(http_client, url, body, User())
     assert errors(response) == [], response["diagnostics"]
     assert response["result"]["again"]["to"] == "hal" and response["result"]["closed"] == {"closed": "x"}
-    # Three requests (two rounds of asks), round robin: each retry reached the other instance.
+    # Three requests (two rounds of asks: transfer and close, then close), round robin: each
+    # retry reached the other instance.
     assert len(rounds) == 3 and rounds[0] != rounds[1] != rounds[2], access.read_text()
     assert set(rounds) == {server.url.removeprefix("http://").removesuffix("/mcp") for server in instances}
     calls = ledger.tools()  # each exactly once (the two asked together in either order)
-    assert calls in (["record", "transfer", "close", "record", "transfer"],
-                     ["record", "close", "transfer", "record", "transfer"])
-    assert [e["approval"] for e in response["toolTrace"]] == ["allowed", "approved", "approved", "allowed", "approved"]
+    assert calls in (["record", "transfer", "close", "record", "close", "transfer"],
+                     ["record", "close", "transfer", "record", "close", "transfer"])
+    assert [e["approval"] for e in response["toolTrace"]] == [
+        "allowed", "approved", "approved", "allowed", "approved", "approved-for-run"]
 
 
 def test_serve_help_names_the_sealing_secret_and_a_short_one_is_refused(tmp_path: Path) -> None:
