@@ -561,6 +561,11 @@ class ApprovalGate:
                 run.add(key)
             if policy == "ask-once":
                 self._remember(session, key)
+                # ... and for the rest of this run whatever the session: a run asked through
+                # input_required resumes on any instance, in a session of its own (stateless
+                # HTTP), and its run set travels in its sealed state (runtime/resume.py).
+                if batched and run is not None:
+                    run.add(key)
             return ApprovalOutcome("approved", policy)
 
     @contextlib.asynccontextmanager

@@ -505,6 +505,35 @@ def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(proje
     assert ledger.tools() == ["record"]  # the transfer was never sent
 
 
+def test_serve_http_an_ask_once_yes_holds_for_the_run_across_rounds_and_not_beyond(
+        project: tuple[Path, Ledger]) -> None:
+    base, ledger = project
+    (base / "codemode.toml").write_text(SETTINGS + 'close = "ask-once"\n')
+    server = start_serve(base, "--trace", "full")
+    user = User()
+    code = LEDGER + """
+const first = await ledger.close({ account: "a" });
+const moved = await ledger.transfer({ to: "kim", amount: 1 });
+const second = await ledger.close({ account: "b" });
+globalThis.__codemode_result__ = { first, moved, second };
+"""
+
+    async def body(client: Any) -> Any:
+        return await run(client, code), await run(client, LEDGER + 'await ledger.close({ account: "c" });')
+
+    try:
+        response, again = anyio.run(http_client, server.url, body, user)
+    finally:
+        server.stop()
+    assert errors(response) == [] and errors(again) == []
+    # Asked: close (round 1), transfer (round 2, a new request: stateless HTTP has no
+    # connection to remember the yes by, the run's sealed state does), then close in the next run.
+    assert [("close" in m.message, "transfer" in m.message) for m in user.asked] == [
+        (True, False), (False, True), (True, False)]
+    assert trace(response) == [("close", "approved"), ("transfer", "approved"), ("close", "approved-for-run")]
+    assert ledger.tools() == ["close", "transfer", "close", "close"]
+
+
 # ------------------------------------------------------------------ two instances behind nginx
 
 
