@@ -258,10 +258,14 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     from codemode_gen.runtime.approval import ApprovalUnavailable, Unusable
 
     async def approve(request: ApprovalRequest) -> Answer:
-        if session is None or not getattr(session, "can_send_request", False):
-            raise ApprovalUnavailable(_no_channel(session))
-        if not _elicits_forms(session):
+        channel = session is not None and getattr(session, "can_send_request", False)
+        # A 2026-07-28 client is asked here only when it cannot show the form (input_required
+        # otherwise): say that, not that the transport has no back-channel. A stateless HTTP
+        # request on 2025-11-25 does not know the client's capabilities: the channel is why.
+        if session is not None and (channel or _modern(session)) and not _elicits_forms(session):
             raise ApprovalUnavailable(NO_ELICITATION)
+        if not channel:
+            raise ApprovalUnavailable(_no_channel(session))
         message, schema = approval_form(request)
         try:
             result = await session.elicit_form(message, schema, related_request_id=request_id)
@@ -279,7 +283,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
 
 def _no_channel(session: Any) -> str:
     """Why a 2025-11-25 connection without a back-channel cannot ask: stateless HTTP (a
-    2026-07-28 connection is asked through input_required instead: `_asks_by_input_required`)."""
+    2026-07-28 connection is asked through input_required instead: `_modern`)."""
     return (
         "serve --http is stateless and cannot send a client on MCP 2025-11-25 an elicitation request (a "
         "client on MCP 2026-07-28 is asked through input_required, a 2025-11-25 one over stdio; serve "

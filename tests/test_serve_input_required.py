@@ -352,6 +352,19 @@ def test_a_tampered_request_state_is_rejected_and_nothing_is_sent(project: tuple
     assert ledger.tools() == ["record"]
 
 
+def test_a_client_without_elicitation_is_not_asked_and_told_why(project: tuple[Path, Ledger]) -> None:
+    base, ledger = project
+
+    async def body(client: Any) -> Any:
+        return await run(client, RECORD_THEN_TRANSFER)
+
+    response = against_serve(base, body, "--trace", "full", mode="auto")  # no elicitation handler
+    moved = response["result"]["moved"]
+    assert moved["code"] == "APPROVAL_DENIED" and "does not support elicitation" in moved["message"]
+    assert "--approve-all" in moved["message"] + moved["hint"]
+    assert ledger.tools() == ["record"]
+
+
 def _first_state(base: Path, code: str, env: dict[str, str] | None) -> tuple[str, str]:
     """The requestState and the ask's key of `code`'s first round, from one serve process."""
     import mcp_types as types
