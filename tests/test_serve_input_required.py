@@ -488,6 +488,24 @@ async def _both(client: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return await run(client, RECORD_THEN_TRANSFER), await run(client, RECORD_THEN_TRANSFER)
 
 
+def test_serve_http_accept_for_the_run_asks_once_in_a_loop_of_20(project: tuple[Path, Ledger]) -> None:
+    base, ledger = project
+    server = start_serve(base, "--trace", "full")
+    user = User("run", "accept")
+
+    async def body(client: Any) -> Any:
+        return await run(client, FOR_RUN_LOOP)
+
+    try:
+        response = anyio.run(http_client, server.url, body, user)
+    finally:
+        server.stop()
+    assert errors(response) == [], response["diagnostics"]
+    assert ["transfer" in m.message for m in user.asked] == [True, False]  # transfer once, close once
+    assert [a for _, a in trace(response)].count("approved-for-run") == 39
+    assert ledger.tools() == ["transfer"] * 20 + ["close"] + ["transfer"] * 20
+
+
 def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(project: tuple[Path, Ledger]) -> None:
     import mcp_types as types
 
