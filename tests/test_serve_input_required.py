@@ -180,6 +180,33 @@ def test_an_accepted_call_is_sent_once_and_the_run_goes_on(project: tuple[Path, 
     assert box[1]["title"] == 'Allow every call of "transfer" for the rest of this run'
 
 
+
+def test_s11_the_input_required_form_shows_redacted_arguments(tmp_path: Path) -> None:
+    """A secret the ledger's entry takes from the environment, passed by the script as an argument:
+    the question the client shows its user carries the placeholder, never the value (§11), and the
+    sealed `requestState` does not carry it in the clear either."""
+    key = "ledger-key-5f0c2a9e77"
+    base, ledger = make_project(tmp_path / "project")
+    config = json.loads((base / ".mcp.json").read_text())
+    config["mcpServers"]["ledger"]["env"] = {"LEDGER_KEY": "${LEDGER_KEY}"}
+    (base / ".mcp.json").write_text(json.dumps(config))
+    user = User("decline")
+    code = LEDGER + f"""
+try {{ await ledger.transfer({{ to: {json.dumps(key)}, amount: 1 }}); }}
+catch (e) {{ globalThis.__codemode_result__ = e.code; }}
+"""
+
+    async def body(client: Any) -> Any:
+        first = await first_round(client, code)
+        return first, await run(client, code)
+
+    first, response = served(base, body, user=user, env={"LEDGER_KEY": key})
+    assert response["result"] == "APPROVAL_DENIED"
+    (asked,) = user.asked
+    assert key not in asked.message and "<redacted:LEDGER_KEY>" in asked.message, asked.message
+    assert key not in json.dumps(first, default=str)
+    assert ledger.tools() == []
+
 FOR_RUN_LOOP = LEDGER + """
 const moved = [];
 for (let i = 0; i < 20; i++) moved.push((await ledger.transfer({ to: "ivy", amount: 1 })).balance);
