@@ -44,7 +44,9 @@ An approver that cannot ask (no terminal, a client without elicitation) raises
 `ask-once` remembers an accept for the rest of the session (the host's lifetime, or the client
 session `serve` names), by server config id and tool name; a decline is never remembered. Asks
 of the same tool are serialised, so two calls in one `Promise.all` are asked in turn and an
-ask-once accept of the first lets the second through without asking. The wait counts within
+ask-once accept of the first lets the second through without asking; an approver marked
+`asks_in_batches` (serve's on MCP 2026-07-28 connections, runtime/resume.py: every call waiting
+at once is asked in one input_required round) is not serialised. The wait counts within
 the run's timeoutMs: a run still waiting when it runs out ends as any run that times out.
 
 Every call that reached the gate carries its decision into toolTrace (`"approval"`): "allowed"
@@ -112,6 +114,7 @@ __all__ = [
     "Policy",
     "PolicySource",
     "ToolPolicy",
+    "Unusable",
     "denial_message",
     "describe_annotations",
     "explain_policy",
@@ -212,6 +215,13 @@ ARGUMENTS_HEADING = (
 FOR_RUN: Literal["run"] = "run"
 #: What an approver answers: True (send this call), FOR_RUN, or False (anything else is no).
 Answer = bool | Literal["run"]
+
+
+class Unusable(str):
+    """Why a client's response cannot count as an answer (it is not one): never FOR_RUN, though
+    a str, so an answer and this are told apart by type."""
+
+
 #: Asks a person. May raise ApprovalUnavailable (no way to ask).
 Approver = Callable[[ApprovalRequest], Awaitable[Answer]]
 
@@ -520,7 +530,10 @@ class ApprovalGate:
     ) -> ApprovalOutcome:
         """The asking itself, one call of this tool (in this session) at a time."""
         policy = request.policy
-        async with self._tool_lock((session, *key)):
+        # An approver that asks in batches (input_required: every call waiting is asked in one
+        # round) must see them all at once, so no lock per tool there.
+        batched = getattr(approver, "asks_in_batches", False) is True
+        async with contextlib.nullcontext() if batched else self._tool_lock((session, *key)):
             # Asked while this call waited for the lock: an ask-once yes covers it too, and so
             # does a yes for the rest of this run (the other calls of a Promise.all).
             if policy == "ask-once" and self.remembered(*key, session=session):
@@ -548,6 +561,11 @@ class ApprovalGate:
                 run.add(key)
             if policy == "ask-once":
                 self._remember(session, key)
+                # ... and for the rest of this run whatever the session: a run asked through
+                # input_required resumes on any instance, in a session of its own (stateless
+                # HTTP), and its run set travels in its sealed state (runtime/resume.py).
+                if batched and run is not None:
+                    run.add(key)
             return ApprovalOutcome("approved", policy)
 
     @contextlib.asynccontextmanager
