@@ -571,6 +571,8 @@ class CodeMode:
         modules = prepared.modules
         if resumable is not None:
             resumable.begin(deadline)
+            # It may end to ask through input_required: its span and metrics say so, not "ok".
+            telemetry.pause_when(lambda: resumable.suspension is not None)
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
         sandboxed = await telemetry.traced(bridge.serve(self._sandbox.run(
             script, modules, bridge.host_call, run_limits, deadline=deadline, hooks=resumable)), telemetry.SPAN_EXECUTE)

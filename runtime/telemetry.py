@@ -89,6 +89,9 @@ SPAN_APPROVAL = "codemode.approval"
 
 # Run outcomes (span attribute codemode.run.outcome and the `outcome` label).
 OK, ERROR, TIMEOUT, LIMIT, CANCELLED, HOST_ERROR = "ok", "error", "timeout", "limit", "cancelled", "host_error"
+# A run that ended to ask the client's user through an input_required result (runtime/resume.py),
+# and the calls it asked about: the retry is a run of its own, where those calls are made.
+INPUT_REQUIRED = "input_required"
 # Tool call outcomes beyond ok / error.
 DENIED = "denied"
 
@@ -475,6 +478,11 @@ class RunScope:
         self._token: contextvars.Token[RunScope | None] | None = None
         self._otel_token: Any = None
         self._response: Mapping[str, Any] | None = None
+        # Whether the run is ending to ask through input_required (its journal's word).
+        self.paused: Callable[[], bool] | None = None
+
+    def is_paused(self) -> bool:
+        return self.paused is not None and self.paused()
 
     def __enter__(self) -> RunScope:
         self._token = _RUN.set(self)
@@ -524,7 +532,9 @@ class RunScope:
         diagnostics = [d for d in (response or {}).get("diagnostics", []) if isinstance(d, Mapping)]
         if response is not None:
             errors = [d for d in diagnostics if d.get("severity") == "error"]
-            if not errors:
+            if self.is_paused():
+                outcome = INPUT_REQUIRED
+            elif not errors:
                 outcome = OK
             elif resp.hit_limit(errors, "timeoutMs"):
                 outcome = TIMEOUT
@@ -556,7 +566,7 @@ class RunScope:
                 elif isinstance(trace, list):
                     attributes["codemode.tool_calls"] = len(trace)
                 span.set_attributes(attributes)
-                if outcome != OK:
+                if outcome not in (OK, INPUT_REQUIRED):
                     # The code only: a diagnostic's message can quote what the script threw.
                     first = next((d for d in diagnostics if d.get("severity") == "error"), None)
                     kind = str(first.get("code")) if first is not None else outcome
@@ -583,6 +593,14 @@ class RunScope:
 def current() -> RunScope | None:
     """The run the calling task belongs to (None outside a run)."""
     return _RUN.get()
+
+
+def pause_when(paused: Callable[[], bool]) -> None:
+    """The current run may end to ask through input_required, which `paused` then says
+    (CodeMode._run with a resumable run): its outcome, and its waiting calls', say so."""
+    scope = _RUN.get()
+    if scope is not None:
+        scope.paused = paused
 
 
 def note_limits(limits: Limits) -> None:
@@ -722,31 +740,47 @@ async def traced_call(
         return reply
     finally:
         _CALL.reset(token)
-        elapsed = time.monotonic() - began
-        error = reply.get("error") if reply is not None and not reply.get("ok") else None
-        decision = gate.get("approval")
-        if reply is None:
-            outcome = CANCELLED
-            if decision == "pending":
-                decision = "denied"  # never sent: the run ended before an answer (as the trace says)
+        if reply is None and gate.get("approval") == "pending" and scope.is_paused():
+            # Asked through input_required: the run ends to wait, and its retry makes the call
+            # (counted there); here only the span, and the wait's, say so.
+            record.decided(INPUT_REQUIRED)
+            if span is not None:
+                span.set_attributes({"codemode.call.outcome": INPUT_REQUIRED, "codemode.approval": INPUT_REQUIRED})
+                span.end()
         else:
-            outcome = _call_outcome(error if isinstance(error, Mapping) else None)
-        record.decided(decision or "")  # an approval wait the end of the run cut short
-        error_class = str(error.get("errorClass", "")) if isinstance(error, Mapping) else ""
-        # Names the catalog does not know are the script's choice: one label for all of them.
-        server_label = UNKNOWN_LABEL if error_class == "ServerNotFoundError" else server
-        tool_label = UNKNOWN_LABEL if error_class in ("ServerNotFoundError", "ToolNotFoundError") else tool
-        metrics = telemetry.metrics
-        metrics.tool_calls.add(server_label, tool_label, outcome)
-        metrics.tool_call_duration.observe(elapsed, server_label)
-        if decision and decision != "pending":
-            metrics.approvals.add(decision)
-        if span is not None:
-            _finish_call_span(span, telemetry, outcome, elapsed, decision, error, request, reply, redact)
+            _finish_call(scope, record, span, server, tool, gate, request, reply, time.monotonic() - began, redact)
         if otel_token is not None:
             from opentelemetry import context as otel_context
 
             otel_context.detach(otel_token)
+
+
+def _finish_call(
+    scope: RunScope, record: _ToolCall, span: Span | None, server: str, tool: str, gate: Mapping[str, str],
+    request: Mapping[str, Any], reply: dict[str, Any] | None, elapsed: float, redact: Callable[[str], str] | None,
+) -> None:
+    """A tool call's metrics and span, once it has ended (`reply` None: the run ended first)."""
+    telemetry = scope.telemetry
+    error = reply.get("error") if reply is not None and not reply.get("ok") else None
+    decision = gate.get("approval")
+    if reply is None:
+        outcome = CANCELLED
+        if decision == "pending":
+            decision = "denied"  # never sent: the run ended before an answer (as the trace says)
+    else:
+        outcome = _call_outcome(error if isinstance(error, Mapping) else None)
+    record.decided(decision or "")  # an approval wait the end of the run cut short
+    error_class = str(error.get("errorClass", "")) if isinstance(error, Mapping) else ""
+    # Names the catalog does not know are the script's choice: one label for all of them.
+    server_label = UNKNOWN_LABEL if error_class == "ServerNotFoundError" else server
+    tool_label = UNKNOWN_LABEL if error_class in ("ServerNotFoundError", "ToolNotFoundError") else tool
+    metrics = telemetry.metrics
+    metrics.tool_calls.add(server_label, tool_label, outcome)
+    metrics.tool_call_duration.observe(elapsed, server_label)
+    if decision and decision != "pending":
+        metrics.approvals.add(decision)
+    if span is not None:
+        _finish_call_span(span, telemetry, outcome, elapsed, decision, error, request, reply, redact)
 
 
 def _finish_call_span(

@@ -601,6 +601,65 @@ def test_run_with_an_unreachable_collector_answers_and_tells_it_once_per_kind(tm
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
+def test_a_run_that_asks_through_input_required_is_counted_as_such_and_its_retry_makes_the_call(
+        tmp_path: Path, receiver: OtlpReceiver) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from .test_serve_input_required import (
+        RECORD_THEN_TRANSFER,
+        User,
+        http_client,
+        make_project,
+        run,
+    )
+
+    base, ledger = make_project(tmp_path / "project")
+    served = start_serve(base, "--trace", "full", extra_env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    user = User("accept")
+    try:
+        # The SDK's driver: the first round ends with input_required, the retry resumes the run.
+        response = anyio.run(http_client, served.url, lambda client: run(client, RECORD_THEN_TRANSFER), user)
+        scraped = http_get(served.base + "/metrics", Authorization=f"Bearer {TOKEN}")
+
+        def run_spans() -> list[Any]:
+            found = [s for _, s in receiver.spans if s.name == "codemode.run"]
+            return found if len(found) >= 2 else []
+
+        runs = receiver.wait_for(run_spans, RUN_TIMEOUT)
+        def transfers() -> list[Any]:
+            found = [s for _, s in receiver.spans if s.name == "codemode.tool_call ledger.transfer"]
+            return found if len(found) >= 2 else []
+
+        calls = receiver.wait_for(transfers, PROMPT_S)
+        waits = [s for _, s in receiver.spans if s.name == "codemode.approval"]
+    finally:
+        served.stop()
+    assert response["result"]["moved"]["to"] == "bob" and len(user.asked) == 1
+    assert ledger.tools() == ["record", "transfer"]  # each sent once
+
+    def attributes(span: Any) -> dict[str, str]:
+        return {a.key: a.value.string_value for a in span.attributes}
+
+    # Two runs: the first ended to ask (not an error, not "ok"), the retry finished it.
+    assert sorted(attributes(s)["codemode.run.outcome"] for s in runs) == ["input_required", "ok"]
+    assert all(s.status.code != 2 for s in runs)  # STATUS_CODE_ERROR
+    # transfer: asked in the first run's span, made in the retry's; record: made once, replayed after.
+    assert sorted(attributes(s)["codemode.call.outcome"] for s in calls) == ["input_required", "ok"]
+    assert sorted(attributes(s)["codemode.approval"] for s in calls) == ["approved", "input_required"]
+    assert "input_required" in [attributes(s)["codemode.approval"] for s in waits]
+
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+    counted = {k[1]: v for k, v in samples.items() if k[0] == "codemode_runs_total"}
+    assert counted == {(("outcome", "input_required"),): 1.0, (("outcome", "ok"),): 1.0}
+    made = {dict(k[1])["tool"]: v for k, v in samples.items() if k[0] == "codemode_tool_calls_total"}
+    assert made == {"record": 1.0, "transfer": 1.0}  # the call the first run waited on is counted once
+    decided = {dict(k[1])["decision"]: v for k, v in samples.items() if k[0] == "codemode_approval_decisions_total"}
+    assert decided == {"allowed": 1.0, "approved": 1.0}  # no "denied" for the wait
+
+
 # --------------------------------------------------------------------------- serve --http: /metrics
 
 CLIENTS = 8
