@@ -389,18 +389,7 @@ declare module "@codemode/servers/notes" {
       /** integer. */ done: number;
       [k: string]: unknown;
     };
-    byTag: {
-      /** integer. */ books: number;
-      /** integer. */ home: number;
-      /** integer. */ perf: number;
-      /** integer. */ personal: number;
-      /** integer. */ planning: number;
-      /** integer. */ release: number;
-      /** integer. */ search: number;
-      /** integer. */ shopping: number;
-      /** integer. */ work: number;
-      [k: string]: unknown;
-    };
+    byTag: { [k: string]: number };
     [k: string]: unknown;
   };
   /**

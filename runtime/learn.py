@@ -105,7 +105,7 @@ class Learned:
 class _State:
     merged: MergedSamples
     learned: Learned
-    size: int  # JSON bytes of the learned schema
+    size: int  # JSON bytes of the learned schema or of the merge behind it, the larger
 
 
 class Learner:
@@ -144,7 +144,9 @@ class Learner:
         if not merged.add(result):
             return
         inference = merged.inference()
-        size = len(json.dumps(inference.schema, separators=(",", ":"), default=str))
+        # The merge's own state, not only the type: a map of ever new keys stays a small type
+        # while the merge behind it keeps every key (infer.MergedSamples.state_bytes).
+        size = max(len(json.dumps(inference.schema, separators=(",", ":"), default=str)), merged.state_bytes())
         old_size = state.size if state is not None else 0
         stopped = None
         if size > MAX_LEARNED_SCHEMA_BYTES:
