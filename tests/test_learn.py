@@ -62,6 +62,8 @@ def test_an_untyped_tools_output_type_is_learned_from_one_call_and_refined(tmp_p
     assert once["learned"] == once["searched"] == {"liveCalls": 1, "scope": "session"}
     assert once["declaration"].startswith("// output type learned from 1 live call in this session")
     assert "Promise<{ value: { id: number; tags: string[] } }>" in once["declaration"]
+    # the call it was learned from is the declaration's example (generator/examples.py)
+    assert "\n// e.g. echo({ value: { id: 7, tags: [\"a\"] } }) → { value: { id: 7, tags: [\"a\"] } }\n" in once["declaration"]
     # A second call with another shape refines it: the samples are merged, as generate does.
     assert twice["learned"] == {"liveCalls": 2, "scope": "session"}
     assert "note?: string" in twice["declaration"]
