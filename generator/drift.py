@@ -47,7 +47,7 @@ from codemode_gen import safe_jsonschema
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.infer import MAX_INFER_SAMPLES, infer_output, unwrapped_samples
 from codemode_gen.generator.output_schema import MAX_DRIFT_PER_TOOL
-from codemode_gen.generator.record import shown
+from codemode_gen.generator.record import REDACTION_MARK, shown
 from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
 from codemode_gen.jsonio import canonical_json as canonical
 from codemode_gen.jsonio import json_type, pointer_token
@@ -112,9 +112,6 @@ MAX_SCHEMA_DEPTH = 64
 MAX_REPORT_LINES_PER_SERVER = 200
 # Bounds one line of an unreachable server's reason (it quotes the server's stderr).
 MAX_STDERR_LINE_CHARS = 400
-# Marks a recorded input `record` redacted: repeating it would send the placeholder, not the
-# secret, so such samples are not repeated.
-REDACTION_MARK = "<redacted:"
 
 # Keywords a TypeScript type does not express: dropped before a result's shape is validated,
 # so a value change (a bigger number, another string) is never reported as drift. `oneOf`
