@@ -29,7 +29,7 @@ from codemode_gen.generator.examples import (
     format_phrase,
     text_format,
 )
-from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
+from codemode_gen.generator.fixtures import LIVE_FIELD, FixtureSet, fixtures_hash
 from codemode_gen.generator.infer import Inference, unwrapped_samples
 from codemode_gen.generator.names import (
     assign_export_names,
@@ -334,6 +334,9 @@ def _build_tool(
     }
     if fmt is not None:
         output["format"] = fmt
+    live = sum(1 for s in unwrapped_samples(calls, mode) if calls[s.line - 1].get(LIVE_FIELD) is True)
+    if live and out.source == "inferred":
+        output["liveSamples"] = live
     if out.box is not None:
         output["box"] = mf.box_record(out.box, unboxed=out.unboxed)
     types: mf.TypesRecord = {}

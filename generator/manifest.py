@@ -113,6 +113,7 @@ class OutputRecord(TypedDict):
     declared: dict[str, Any] | None
     inferred: dict[str, Any] | None
     samples: int  # non-isError recorded calls
+    liveSamples: NotRequired[int]  # ... of them recorded by a live session (`--record`), when any
     jsonText: bool
     optional: list[str]
     drift: list[str]

@@ -38,7 +38,7 @@ from typing import Any
 from codemode_gen import dirswap
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
-from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
+from codemode_gen.generator.fixtures import LIVE_FIELD, SERVER_FILE, load_fixture_set, write_server_fixtures
 from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
 from codemode_gen.generator.record import (
     check_fixtures_dir,
@@ -252,6 +252,8 @@ class LiveRecorder:
             if redactor is None:
                 redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
         record, problem = recorded_call(arguments, result, duration_ms, redactor, self.settings.max_result_bytes)
+        if record is not None:
+            record[LIVE_FIELD] = True  # learned in a session: `generate` says so (coverage)
         where = f"{config_id}.{shown(tool_name)}"
         size = 0
         if record is not None:

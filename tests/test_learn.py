@@ -105,6 +105,7 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
     text = json.dumps(lines[0])
     assert "sk-abcdefghij" not in text and "<redacted" in text
     assert lines[0]["input"]["value"]["id"] == 1 and isinstance(lines[0]["durationMs"], int)
+    assert lines[0]["live"] is True  # recorded by a session: generate counts its type as learned
     assert {t["name"] for t in recorded.tools} >= {"echo", "total"}
 
     from codemode_gen.cli import main as cli
@@ -114,7 +115,7 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
     assert exc.value.code == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     tool = next(t for t in manifest["servers"][0]["tools"] if t["toolName"] == "echo")
-    assert tool["output"]["source"] == "inferred" and tool["output"]["samples"] == 1
+    assert tool["output"]["source"] == "inferred" and tool["output"]["samples"] == tool["output"]["liveSamples"] == 1
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
