@@ -38,7 +38,12 @@ from typing import Any
 from codemode_gen import dirswap
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
-from codemode_gen.generator.fixtures import LIVE_FIELD, SERVER_FILE, load_fixture_set, write_server_fixtures
+from codemode_gen.generator.fixtures import (
+    LIVE_FIELD,
+    SERVER_FILE,
+    load_fixture_set,
+    write_server_fixtures,
+)
 from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
 from codemode_gen.generator.record import (
     check_fixtures_dir,
