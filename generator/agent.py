@@ -229,7 +229,14 @@ def _summary(tool: AgentTool, json_text: str | None) -> str:
         parts, tool.text_format
     ):
         parts.append(phrase)
+    if len(parts) > 1:
+        parts[0] = _sentence(parts[0])  # another sentence follows it
     return one_line(" ".join(p for p in parts if p))
+
+
+def _sentence(text: str) -> str:
+    """`text` ending like a sentence, so that another can follow it in the summary."""
+    return text if not text or text[-1] in ".!?…:" else text + "."
 
 
 # Words by which a description already names a text format (then the summary does not again).

@@ -24,7 +24,8 @@ recording that would have told it is right there.
   (`ast.literal_eval` reads it and it is not JSON: single quotes, None/True/False, tuples),
   CSV (2+ lines, one delimiter out of `,` `;` tab, the same field count, 2 or more, on every
   line), Markdown (a heading, a table rule, a code fence, a link or bold text); else plain text.
-  A format is named only when every sample has it.
+  A format is named only when every sample has it; a text that is both JSON and a Python
+  literal (`[]`, `[1, 2]`) agrees with either.
 """
 
 from __future__ import annotations
@@ -125,14 +126,17 @@ class Example:
         return f"{export_name}({self.input or ''})"
 
     def line_text(self, export_name: str, *, result: bool = True, limit: int = MAX_EXAMPLE_LINE_CHARS) -> str:
-        """The compact one-line example, at most `limit` characters (the result is cut further
-        when the call is long): `// e.g. get_note({ id: 2 }) → { id: 2, … }`; without the
-        `result`, the call alone: `// e.g. get_note({ id: 2 })`."""
+        """The compact one-line example, at most `limit` characters: `// e.g. get_note({ id: 2 })
+        → { id: 2, … }`; without the `result`, the call alone. A long input and a long result
+        share the room, the result at least half of it (it is what the line is for)."""
         if not result:
             return _cut(f"// e.g. {self.call(export_name)}", limit)
-        head = f"// e.g. {self.call(export_name)} → "
-        room = max(limit - len(head), MIN_EXAMPLE_RESULT_CHARS)
-        return head + _cut(self.result, room)
+        head = f"// e.g. {export_name}() → "
+        room = max(limit - len(head), 2 * MIN_EXAMPLE_RESULT_CHARS)
+        given = len(self.input or "")
+        shown = min(len(self.result), max(room // 2, room - given))
+        args = _cut(self.input, room - shown) if self.input else ""
+        return f"// e.g. {export_name}({args}) → {_cut(self.result, shown)}"
 
 
 def _cut(text: str, limit: int) -> str:
@@ -205,33 +209,39 @@ def string_literal(text: str) -> str:
 
 def text_format(values: Sequence[Any], *, json_text: bool = False) -> TextFormat | None:
     """The format every recorded string value has (module docstring), or None: plain text,
-    values that are not all strings, formats that differ, or nothing to go by."""
+    values that are not all strings, formats that differ, or nothing to go by. A text that is
+    both JSON and a Python literal (`[]`, `[1, 2]`) agrees with either."""
     if json_text:
         return "json"
-    found: set[TextFormat | None] = set()
+    possible: set[TextFormat] | None = None
     for value in values:
         if not isinstance(value, str):
             return None
         if not value.strip() or len(value) > MAX_FORMAT_TEXT_CHARS:
             continue
-        found.add(_format_of(value))
-        if len(found) > 1:
+        formats = _formats_of(value)
+        possible = formats if possible is None else possible & formats
+        if not possible:
             return None
-    return found.pop() if found else None
+    if not possible:
+        return None
+    return next(fmt for fmt in ("json", "python", "csv", "markdown") if fmt in possible)  # type: ignore[return-value]
 
 
-def _format_of(text: str) -> TextFormat | None:
+def _formats_of(text: str) -> set[TextFormat]:
     stripped = text.strip()
     ok, parsed = parse_json_text(stripped)
     if ok:
-        return "json" if isinstance(parsed, dict | list) else None
+        if not isinstance(parsed, dict | list):
+            return set()
+        return {"json", "python"} if _python_literal(stripped) else {"json"}
     if _python_literal(stripped):
-        return "python"
+        return {"python"}
     if _csv(stripped):
-        return "csv"
+        return {"csv"}
     if _MARKDOWN.search(stripped):
-        return "markdown"
-    return None
+        return {"markdown"}
+    return set()
 
 
 def _python_literal(text: str) -> bool:
