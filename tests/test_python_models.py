@@ -255,3 +255,19 @@ def test_demo_models_import_with_only_the_projects_dependencies_and_round_trip_e
     probe = subprocess.run([sys.executable, "-I", "-c", CHILD], capture_output=True, text=True, check=False,
                            input=json.dumps([["json", "sys", "importlib"], str(tmp_path), {"notes": {}}]))
     assert "codemode_models is not installed by a dependency" in probe.stderr
+
+
+@pytest.mark.slow
+def test_real_catalog_models_import_with_only_the_projects_dependencies_and_round_trip_every_result(
+    tmp_path: Path,
+) -> None:
+    """The 16 recorded real servers (git, sqlite and time with real calls): every module imports
+    with only the project's dependencies and every recorded result round-trips."""
+    from tests.catalogs import catalog_fixture_sets
+
+    sets = catalog_fixture_sets()
+    outputs = add_python_models(build_outputs(sets))
+    modules = {rel for rel in outputs.files if rel.startswith("python/codemode_models/")}
+    assert len(modules) == 17  # a module per server and the package's __init__
+    assert "python/codemode_models/time_server.py" in modules  # `time` is a standard module
+    assert check_round_trips(tmp_path, outputs, sets) >= 13
