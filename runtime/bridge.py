@@ -16,8 +16,9 @@ codemode.toml and the tool's annotations; asking a person when it says so, the w
 within the run's timeoutMs, a progress note meanwhile). A call it denies is never sent: the
 script gets a ToolCallError with code APPROVAL_DENIED and goes on (§10). Every call that reached
 the gate has its decision in its trace entry (`"approval"`: allowed, approved,
-approved-for-session, denied), beside §3.3.2's fields; calls refused earlier (unknown tool,
-invalid input) have none.
+approved-for-session, approved-for-run, denied), beside §3.3.2's fields; calls refused earlier
+(unknown tool, invalid input) have none. The run's own approvals (a person's yes to every further
+call of a tool in this run) live here, in `approved_for_run`, and end with the run.
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
 (§3.3.2): traces end up in logs and transcripts where tool data must not leak. A failed entry's
@@ -245,6 +246,8 @@ class Bridge:
         self.approval = approval
         self.approve = approve
         self.approval_session = approval_session
+        # (config id, tool name) a person approved for the rest of this run (approval.FOR_RUN)
+        self.approved_for_run: set[tuple[str, str]] = set()
         # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
         self._on_note = on_note
         # codemode.toml's `redact` regexes: with each server's own secrets, redacted from the
@@ -441,7 +444,7 @@ class Bridge:
         outcome = await self.approval.decide(
             server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
             annotations=tool.annotations, approve=self.approve, session=self.approval_session,
-            deadline=self.deadline, on_wait=self._waiting,
+            run=self.approved_for_run, deadline=self.deadline, on_wait=self._waiting,
         )
         gate["approval"] = outcome.decision
         if outcome.sent:

@@ -416,7 +416,8 @@ class CodeMode:
 
         `approve` asks a person about this run's calls that need approval (runtime/approval.py),
         instead of the host's approver (`serve` passes one per client request); ask-once
-        accepts are remembered per `approval_session` (default: one session for the host).
+        accepts are remembered per `approval_session` (default: one session for the host), an
+        answer of `FOR_RUN` ("run") for the rest of this run only.
         While a person is asked, `progress` hears "waiting for the user's approval of ...".
 
         `started` (`time.monotonic()` seconds) is when the run's timeoutMs began to count, if

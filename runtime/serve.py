@@ -20,9 +20,10 @@ connections) is entered in a task of its own once the client has initialized (`S
 a tools/call that arrives before it is ready awaits it, tools/list never does.
 
 Tool calls that need a person's yes (runtime/approval.py: policy "ask"/"ask-once") are asked
-through the client: an `elicitation/create` request (form mode, nothing to fill in: accept or
-decline) on the codemode.run request's own stream, naming the server, the tool and its
-arguments (redacted, cut). A client that did not declare the elicitation capability, or a
+through the client: an `elicitation/create` request (form mode: accept or decline; an "ask"
+tool's form has one checkbox, to approve the tool's further calls for the rest of the run) on
+the codemode.run request's own stream, naming the server, the tool and its arguments
+(redacted, cut). A client that did not declare the elicitation capability, or a
 connection with no way to send the client a request (stateless `--http`, a 2026-07-28
 connection), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
 Ask-once accepts last for the client connection.
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server import Server
 
-    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.limits import TraceMode
     from codemode_gen.runtime.progress import ProgressCallback
@@ -83,9 +84,11 @@ __all__ = [
     "TOOL_NAME_RE",
     "HostOptions",
     "ServeHost",
+    "approval_form",
     "build_server",
     "elicitation_approver",
     "error_response",
+    "form_answer",
     "load_host",
     "serve_stdio",
     "tool_description",
@@ -124,11 +127,43 @@ INPUT_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
-# The form of an approval request (elicitation/create, form mode): nothing to fill in, the
-# answer is the action itself (accept / decline / cancel). Claude Code and the SDKs' clients
-# take an object schema with no properties.
+# The form of an approval request (elicitation/create, form mode): the answer is the action
+# itself (accept / decline / cancel). Claude Code and the SDKs' clients take an object schema
+# with no properties; an "ask" tool's form (`approval_form`) adds one boolean, FOR_RUN_FIELD:
+# accepted with it true, the tool's further calls in this run go through unasked (approval.FOR_RUN).
 APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+FOR_RUN_FIELD = "allowForRun"
+APPROVAL_ACTIONS_FOR_RUN = (
+    "Accept to let this call run (tick the box to let its further calls in this run through too);"
+    " decline to refuse it (the script is told and goes on)."
+)
+
+
+def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
+    """The message and requestedSchema asking about `request`: a plain accept/decline, or for
+    an "ask" tool (`offers_run`) with a checkbox to approve its calls for the rest of the run."""
+    from codemode_gen.display import display_string
+
+    if not request.offers_run:
+        return request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA
+    field = {
+        "type": "boolean",
+        "title": f"Allow every call of {display_string(request.tool_name)} for the rest of this run",
+        "description": "Unticked: only this call.",
+        "default": False,
+    }
+    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {"type": "object", "properties": {FOR_RUN_FIELD: field}}
+
+
+def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
+    """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
+    was ticked: only a literal true counts), decline or cancel → no."""
+    from codemode_gen.runtime.approval import FOR_RUN
+
+    if action != "accept":
+        return False
+    return FOR_RUN if isinstance(content, Mapping) and content.get(FOR_RUN_FIELD) is True else True
 
 # The prompt (runtime/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -190,14 +225,15 @@ async def handle_run(
 def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     """An approver (runtime/approval.py) that asks the person at the MCP client: one
     `elicitation/create` request in form mode, on the stream of request `request_id` (the
-    codemode.run being served). Accept → True; decline or cancel → False. A connection that
+    codemode.run being served). Accept → True (FOR_RUN with the form's box ticked: `form_answer`);
+    decline or cancel → False. A connection that
     cannot carry a server-to-client request, or a client without form elicitation, raises
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
     from codemode_gen.runtime.approval import ApprovalUnavailable
 
-    async def approve(request: ApprovalRequest) -> bool:
+    async def approve(request: ApprovalRequest) -> Answer:
         if session is None or not getattr(session, "can_send_request", False):
             raise ApprovalUnavailable(_no_channel(session))
         if not _elicits_forms(session):
@@ -205,15 +241,14 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
                 "the MCP client does not support elicitation, so the user cannot be asked "
                 "(serve --approve-all approves such calls without asking)"
             )
+        message, schema = approval_form(request)
         try:
-            result = await session.elicit_form(
-                request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA, related_request_id=request_id
-            )
+            result = await session.elicit_form(message, schema, related_request_id=request_id)
         except NoBackChannelError:
             raise ApprovalUnavailable(_no_channel(session)) from None
         except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
             raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
-        return result.action == "accept"
+        return form_answer(result.action, result.content)
 
     return approve
 
