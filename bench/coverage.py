@@ -88,7 +88,7 @@ def catalog_project(root: Path) -> Path:
     return root / ".mcp.json"
 
 
-def generate(config: Path) -> list[Mapping[str, Any]]:
+def generate(config: Path) -> Sequence[Mapping[str, Any]]:
     """`codemode-gen generate` for the project (in process): its manifest's servers."""
     settings = load_project_settings(config, None)
     outputs = build_outputs(load_fixtures(settings.fixtures_dir), settings)

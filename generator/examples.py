@@ -225,7 +225,7 @@ def text_format(values: Sequence[Any], *, json_text: bool = False) -> TextFormat
             return None
     if not possible:
         return None
-    return next(fmt for fmt in ("json", "python", "csv", "markdown") if fmt in possible)  # type: ignore[return-value]
+    return next(fmt for fmt in ("json", "python", "csv", "markdown") if fmt in possible)
 
 
 def _formats_of(text: str) -> set[TextFormat]:

@@ -227,9 +227,9 @@ def test_declarations_and_d_ts_with_examples_compile_under_tsc_strict(tmp_path: 
         (tmp_path / name / "examples.ts").write_text("\n".join(lines) + "\nexport {};\n", encoding="utf-8")
         proc = tsc_project(out / "tsconfig.json")
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        for server, tool in tools(outputs):
+        for entry, tool in tools(outputs):
             if "// e.g." in tool["declaration"]:
                 body = tool["declaration"].replace("export ", "")
-                snippets[f"{name}-{server['serverId']}-{tool['exportName']}"] = f"declare namespace N {{\n{body}\n}}"
+                snippets[f"{name}-{entry['serverId']}-{tool['exportName']}"] = f"declare namespace N {{\n{body}\n}}"
     results = tsc_check(snippets)
     assert all(not errors for errors in results.values()), {k: v for k, v in results.items() if v}

@@ -442,7 +442,7 @@ def test_fill_input_from_schemas_and_other_calls() -> None:
     assert fill_input(git, sources) == {"repo_path": "/src/app"}  # the argument another tool took
     assert fill_input(git, [("git_log", {"repo_path": "/x"}, "")]) is None  # never from itself
     note = tool({"noteId": {"type": "integer", "minimum": 1}}, ["noteId"], name="get_note_details")
-    listed = [("list_notes", {}, {"result": [{"id": 0}, {"id": 7, "title": "a"}]})]
+    listed: list[tuple[str, dict[str, Any], Any]] = [("list_notes", {}, {"result": [{"id": 0}, {"id": 7, "title": "a"}]})]
     assert fill_input(note, listed) == {"noteId": 7}  # `id` of a notes list, the first valid one
     assert fill_input(note, [("list_events", {}, {"events": [{"id": 7}]})]) is None  # not a note's id
     text = [("search_notes", {"query": "x"}, '[{"id": 3, "title": "t"}]')]  # JSON text is searched too
