@@ -434,3 +434,26 @@ def test_s4_4_examples_slot_in_after_descriptions_before_field_notes() -> None:
             for shown in typed_shown:
                 assert len(entries[waiting]["agent"]["example"]) > len(entries[shown]["agent"]["example"])
     assert seen >= {DESCRIBED, EXAMPLE, FULL}
+
+
+def test_s6_3_demo_at_half_its_tools_list_keeps_every_tag_and_every_text_example() -> None:
+    """Half the demo's tools/list was its whole prompt's target before every declared hint was
+    surfaced (§6.3) and examples joined the ladder. Served within that budget, the prompt still
+    shows every tool with its doc comment and every tag, and every `string`/`unknown` result
+    with its recorded example: only field notes (and typed results' examples, after them) give
+    way."""
+    servers, raw = demo()
+    approvals = default_approvals(servers)
+    budget = raw // 2
+    layout = layout_prompt(servers, budget=budget, approvals=approvals)
+    assert layout.computed == len(layout.text) <= budget
+    assert len(render_prompt(servers, approvals=approvals)) > budget  # the top of the ladder does not fit
+    for server in servers:
+        for tool in server["tools"]:
+            key, parts = (server["serverId"], tool["exportName"]), tool["agent"]
+            assert layout.levels[key] >= DESCRIBED, key
+            doc = next(line for line in layout.text.splitlines() if line.startswith(f"  /** {parts['summary']}"))
+            assert all(f" {tag}" in doc for tag in parts["tags"]), (key, doc)
+            if parts["signature"].endswith(("Promise<string>;", "Promise<unknown>;")) and parts.get("example"):
+                assert layout.levels[key] >= EXAMPLE and f"\n  {parts['example']}\n" in layout.text, key
+    assert any(level < FULL for level in layout.levels.values())
