@@ -12,13 +12,14 @@ with the same `render_prompt` that `serve` uses, then prints, per catalog:
   tools/list; with the approval tags serve adds under the default policy ("auto": tools that
   are neither read-only nor non-destructive are tagged `@approval`, runtime/approval.py);
 - how far its tools got on the prompt's ladder (runtime/prompt.py): with field notes, with a
-  description, as a bare signature, by name only, not listed (counted);
+  recorded example, with a description, as a bare signature, by name only, not listed (counted);
 - .d.ts: the committed per-server declarations (out/servers/*.d.ts) and their ratio.
 
 Catalogs: the demo (fixtures/), 16 real servers recorded in tests/data/catalogs (166 tools), a
 200-tool catalog and a 5,000-tool single server (real tools, renamed copies).
-Targets (the prompt carries the declarations, spec §4.4): demo prompt <= 0.5x its tools/list while listing every tool;
-every prompt <= the budget; committed .d.ts <= 0.5x tools/list on the real catalogs.
+Targets (the prompt carries the declarations, spec §4.4): demo prompt <= 0.58x its tools/list while listing every
+tool (0.5x before every declared hint became a tag, §6.3, and recorded examples joined the prompt); every prompt
+<= the budget; committed .d.ts <= 0.5x tools/list on the real catalogs (missed by 0.3% since the §6.3 tags).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from codemode_gen.runtime.approval import policy_from_annotations  # noqa: E402
 from codemode_gen.runtime.prompt import (  # noqa: E402
     DEFAULT_PROMPT_BUDGET,
     DESCRIBED,
+    EXAMPLE,
     FULL,
     NAME,
     OMITTED,
@@ -47,7 +49,7 @@ from codemode_gen.runtime.prompt import (  # noqa: E402
 )
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
-TARGET_DEMO_PROMPT_RATIO = 0.5
+TARGET_DEMO_PROMPT_RATIO = 0.58  # tests/test_prompt.py DEMO_PROMPT_RATIO (0.5 before examples and §6.3 whole)
 TARGET_DTS_RATIO = 0.5
 BYTES_PER_TOKEN = 4
 
@@ -96,7 +98,7 @@ def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any
         "tools": len(exports),
         "raw": raw,
         "prompt": len(prompt),
-        "ladder": {level: levels.count(level) for level in (FULL, DESCRIBED, SIGNATURE, NAME, OMITTED)},
+        "ladder": {level: levels.count(level) for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED)},
         "every_tool": all(e in prompt for e in exports),
         "dts": dts,
         "build_s": build_s,
@@ -117,17 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     ]
     head = (
         f"{'catalog':<24} {'tools':>5} {'tools/list B':>12} {'~tok':>7} {'prompt ch':>9} {'~tok':>6} {'x list':>6}"
-        f"  {'notes':>5} {'descr':>5} {'sig':>5} {'name':>5} {'omit':>5} {'.d.ts B':>9} {'x list':>6} {'build s':>7} {'render s':>8}"
+        f"  {'notes':>5} {'exmpl':>5} {'descr':>5} {'sig':>5} {'name':>5} {'omit':>5} {'.d.ts B':>9} {'x list':>6} {'build s':>7} {'render s':>8}"
     )
     print(f"prompt budget: {args.budget} characters; tools with field notes (and a description), with a"
-          " description, as a bare signature, by name, not listed")
+          " recorded example, with a description, as a bare signature, by name, not listed")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
             f"{r['catalog']:<24} {r['tools']:>5} {r['raw']:>12,} {r['raw'] // BYTES_PER_TOKEN:>7,} "
             f"{r['prompt']:>9,} {r['prompt'] // BYTES_PER_TOKEN:>6,} {r['prompt'] / r['raw']:>6.2f}  "
-            + "".join(f"{r['ladder'][level]:>5} " for level in (FULL, DESCRIBED, SIGNATURE, NAME, OMITTED))
+            + "".join(f"{r['ladder'][level]:>5} " for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED))
             + f"{r['dts']:>9,} {r['dts'] / r['raw']:>6.2f} {r['build_s']:>7.2f} {r['render_s']:>8.3f}"
         )
     demo, real = rows[0], rows[1]

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from codemode_gen.generator.examples import format_phrase
 from codemode_gen.generator.manifest import NamedType, ToolRendering
 from codemode_gen.generator.typescript import TypeDecl
 from codemode_gen.generator.typescript import ast as t
@@ -46,8 +47,13 @@ HINT_TAGS = {
 }
 # Annotation keys printed as they are in a tag (`@x-vendor=…`); others are JSON-quoted.
 _TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-# The false values that differ from MCP's defaults for an absent hint, in the terse rendering.
-TERSE_FALSE = {"destructiveHint": "@nonDestructive", "openWorldHint": "@closedWorld"}
+# The false hint values in the terse rendering: a word each, as short as the true ones.
+TERSE_FALSE = {
+    "readOnlyHint": "@notReadOnly",
+    "destructiveHint": "@nonDestructive",
+    "idempotentHint": "@nonIdempotent",
+    "openWorldHint": "@closedWorld",
+}
 # Longest JSON-text type quoted in a tool's summary; a bigger one is named by its shape only.
 MAX_JSON_TYPE_CHARS = 120
 
@@ -67,6 +73,9 @@ class AgentTool:
     output_source: str  # "declared" | "inferred" | "none"
     box_field: str | None = None  # the declared outputSchema boxes the value in this field
     unboxed: bool = False  # ... and the binding returns the inner value (`unbox = true`)
+    example: str | None = None  # `// e.g. f({…}) → …` (generator/examples.py): discovery's
+    prompt_example: str | None = None  # the prompt's, shorter (only the call for a typed result)
+    text_format: str | None = None  # "json" | "python" | "csv" | "markdown": what a text result holds
 
 
 @dataclass(frozen=True)
@@ -77,30 +86,24 @@ class AgentServer:
 
 
 def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = False) -> list[str]:
-    """§6.3 hints as tags: `@readOnly` for true, `@destructive=false` for false, others as JSON.
+    """§6.3 hints as tags, every one the tool declares (the spec's MUST, in every rendering):
+    `@readOnly` for true, `@readOnly=false` for false, other annotations as `@name=value`.
 
-    `terse` (the agent rendering) keeps the information and drops the words: a hint equal to
-    MCP's default for an absent one says nothing (`readOnlyHint`/`idempotentHint` false), the
-    `destructiveHint`/`idempotentHint` of a read-only tool are meaningless (MCP: "meaningful
-    only when readOnlyHint == false"), and the informative false values get a word of their
-    own (`@nonDestructive`, `@closedWorld`).
+    `terse` (doc comments and the agent rendering) keeps the information and drops the words:
+    a false hint is one word of its own (`@notReadOnly`, `@nonDestructive`, `@nonIdempotent`,
+    `@closedWorld`). A hint that is absent, or not a boolean, is not shown.
     """
     if not isinstance(annotations, Mapping):
         return []
     tags: list[str] = []
-    read_only = annotations.get("readOnlyHint") is True
     for key, tag in HINT_TAGS.items():
         value = annotations.get(key)
         if value is not True and value is not False:
             continue
-        if not terse:
-            tags.append(f"@{tag}" if value else f"@{tag}=false")
-        elif read_only and key in ("destructiveHint", "idempotentHint"):
-            continue
-        elif value:
+        if value:
             tags.append(f"@{tag}")
-        elif key in TERSE_FALSE:
-            tags.append(TERSE_FALSE[key])
+        else:
+            tags.append(TERSE_FALSE[key] if terse else f"@{tag}=false")
     for key in sorted(str(k) for k in annotations if k not in HINT_TAGS and k != "title"):
         text = json.dumps(annotations[key], ensure_ascii=False, sort_keys=True, default=str)
         if len(text) > MAX_TAG_VALUE_CHARS:
@@ -222,7 +225,27 @@ def _summary(tool: AgentTool, json_text: str | None) -> str:
         parts.append(f"Returns JSON text: JSON.parse(result) as {json_text}.")
     elif json_text is not None:
         parts.append("Returns JSON text: JSON.parse(result).")
+    elif (phrase := format_phrase(tool.text_format, terse=True)) is not None and not _names_format(  # type: ignore[arg-type]
+        parts, tool.text_format
+    ):
+        parts.append(phrase)
+    if len(parts) > 1:
+        parts[0] = _sentence(parts[0])  # another sentence follows it
     return one_line(" ".join(p for p in parts if p))
+
+
+def _sentence(text: str) -> str:
+    """`text` ending like a sentence, so that another can follow it in the summary."""
+    return text if not text or text[-1] in ".!?…:" else text + "."
+
+
+# Words by which a description already names a text format (then the summary does not again).
+FORMAT_WORDS = {"python": ("python",), "csv": ("csv",), "markdown": ("markdown",)}
+
+
+def _names_format(parts: Sequence[str], fmt: str | None) -> bool:
+    text = " ".join(parts).lower()
+    return any(word in text for word in FORMAT_WORDS.get(fmt or "", ()))
 
 
 def _names_json_type(json_text: str | None) -> bool:
@@ -282,7 +305,8 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
         if tool.json_type is not None and _names_json_type(parsed):
             roots.append(tool.json_type)
         named = graph.named_reach(roots)
-        lines = [doc_comment(summary, _tags(tool)), "export " + signature(tool, True, 0)]
+        example = one_line(tool.example) if tool.example else ""
+        lines = [doc_comment(summary, _tags(tool)), example, "export " + signature(tool, True, 0)]
         lines += [type_decl(n, 0) for n in named]
         declarations[tool.tool_name] = "\n".join(line for line in lines if line)
         # The prompt's blocks sit one level deep (`declare module "…" {`).
@@ -294,6 +318,8 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
             part["tags"] = tags
         if noted != plain:
             part["noted"] = noted
+        if tool.prompt_example:
+            part["example"] = one_line(tool.prompt_example)
         if named:
             part["types"] = named
         parts[tool.tool_name] = part

@@ -20,8 +20,17 @@ from codemode_gen import SPEC_VERSION
 from codemode_gen.config import Settings
 from codemode_gen.generator import manifest as mf
 from codemode_gen.generator.agent import AgentTool, annotation_tags, box_tag, render_server
-from codemode_gen.generator.fixtures import FixtureSet, fixtures_hash
-from codemode_gen.generator.infer import Inference
+from codemode_gen.generator.examples import (
+    MAX_PROMPT_EXAMPLE_CHARS,
+    Example,
+    TextFormat,
+    choose_example,
+    example_redactor,
+    format_phrase,
+    text_format,
+)
+from codemode_gen.generator.fixtures import LIVE_FIELD, FixtureSet, fixtures_hash
+from codemode_gen.generator.infer import Inference, unwrapped_samples
 from codemode_gen.generator.names import (
     assign_export_names,
     assign_module_paths,
@@ -29,6 +38,7 @@ from codemode_gen.generator.names import (
     pascal_case,
 )
 from codemode_gen.generator.output_schema import OutputModel, merge_output
+from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.templating import render
 from codemode_gen.generator.typescript import NameScope, TypeDecl, translate
 from codemode_gen.generator.typescript.ast import Ref, walk
@@ -51,8 +61,6 @@ _SEPARATORS = re.compile(r"[-.]")
 # Server instructions quoted in a .d.ts header (the manifest and discovery's describeServer
 # keep them whole): one server's 2 KB of instructions repeated in every agent context is noise.
 MAX_INSTRUCTIONS_IN_DTS = 400
-# Longest recorded input shown as an example in a tool's doc comment (bounds agent context).
-MAX_EXAMPLE_CHARS = 160
 # A declaration body shorter than this is printed again instead of becoming an alias of an
 # identical declaration: `= string` or an empty open object (`{ [k: string]: unknown; }`)
 # costs the agent's context no more than `= OtherToolInput` and is clearer. Longer bodies are
@@ -83,6 +91,9 @@ class ToolModel:
     doc: tuple[str, ...]
     js_doc: tuple[str, ...]
     manifest: mf.ToolEntry
+    example: Example | None = None  # a recorded call (generator/examples.py)
+    text_format: TextFormat | None = None  # what the text a string result holds is
+    vague_output: bool = False  # typed `unknown` or `string`: the type says nothing of the value
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,7 @@ def _input_optional(schema: Mapping[str, Any]) -> bool:
     return not (isinstance(required, list) and required)
 
 
-def _provenance_lines(out: OutputModel, json_type: str | None) -> list[str]:
+def _provenance_lines(out: OutputModel, json_type: str | None, fmt: TextFormat | None = None) -> list[str]:
     """What the reader of a type must know about where it came from: only the surprising cases.
 
     A declared outputSchema needs no sentence (it is the normal case, and this text is agent
@@ -193,6 +204,8 @@ def _provenance_lines(out: OutputModel, json_type: str | None) -> list[str]:
         lines.append(
             f"Returns a JSON string of type {json_type}: use JSON.parse(result) as {json_type}."
         )
+    elif (phrase := format_phrase(fmt)) is not None:
+        lines.append(phrase)
     if out.box is not None:
         field = out.box.field
         where = f".{field}" if is_identifier(field) else f"[{json.dumps(field, ensure_ascii=False)}]"
@@ -211,18 +224,8 @@ def _provenance_lines(out: OutputModel, json_type: str | None) -> list[str]:
     return lines
 
 
-def _example_input(calls: Sequence[dict[str, Any]]) -> str | None:
-    """The input of the first successful recorded call, when it is short enough to show."""
-    for call in calls:
-        result = call.get("result")
-        if not isinstance(result, dict) or result.get("isError") is True or "input" not in call:
-            continue
-        value = call["input"]
-        if value is None or value == {}:
-            return None  # nothing worth showing: the call takes no arguments
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
-        return text if len(text) <= MAX_EXAMPLE_CHARS else None
-    return None
+def _is_string(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") == "string" or schema.get("type") == ["string"]
 
 
 def _build_tool(
@@ -234,6 +237,8 @@ def _build_tool(
     out: OutputModel,
     calls: Sequence[dict[str, Any]],
     report: list[str],
+    mode: UnwrapMode = "spec",
+    redactor: Redactor | None = None,
 ) -> ToolModel:
     tool_name = tool["name"]
     where = f"{server_id}.{export_name}"
@@ -275,7 +280,13 @@ def _build_tool(
         json_type = emit(
             out.json_schema, names["json"], (f"The JSON inside the string {export_name} returns.",)
         )
-    provenance = _provenance_lines(out, json_type)
+    # What text a string result holds, and one recorded call (generator/examples.py).
+    fmt = text_format([s.value for s in unwrapped_samples(calls, mode)], json_text=out.json_text)
+    example = choose_example(
+        calls, mode, show_input=not _input_optional(input_schema), redactor=redactor or example_redactor(),
+        box=out.box if out.unboxed else None,
+    )
+    provenance = _provenance_lines(out, json_type, fmt)
     output_doc = (f"A string holding JSON of type {json_type}.",) if json_type else ()
     # No schema, no sample: `Promise<unknown>` says it all; a named alias of unknown would not.
     output_type = (
@@ -306,9 +317,8 @@ def _build_tool(
     if tags:
         doc.append(" ".join(tags))
     doc += provenance
-    example = _example_input(calls)
     if example is not None:
-        doc.append(f"Example (a recorded call): await {export_name}({example});")
+        doc.append(f"Example (a recorded call): await {example.call(export_name)} → {example.result}")
 
     report.extend(f"{where}: drift: {d}" for d in out.drift)
     report.extend(f"{where}: {w}" for w in out.warnings)
@@ -322,6 +332,11 @@ def _build_tool(
         "optional": list(out.optional),
         "drift": list(out.drift),
     }
+    if fmt is not None:
+        output["format"] = fmt
+    live = sum(1 for s in unwrapped_samples(calls, mode) if calls[s.line - 1].get(LIVE_FIELD) is True)
+    if live and out.source == "inferred":
+        output["liveSamples"] = live
     if out.box is not None:
         output["box"] = mf.box_record(out.box, unboxed=out.unboxed)
     types: mf.TypesRecord = {}
@@ -354,6 +369,9 @@ def _build_tool(
         doc=tuple(doc),
         js_doc=(description,) if description else (),
         manifest=entry,
+        example=example,
+        text_format=fmt,
+        vague_output=out.schema is None or _is_string(out.schema),
     )
 
 
@@ -431,7 +449,22 @@ def _agent_tool(model: ToolModel) -> AgentTool:
         output_source=entry["output"]["source"],
         box_field=box["field"] if (box := entry["output"].get("box")) else None,
         unboxed=bool(box and box["unboxed"]),
+        example=model.example.line_text(model.export_name) if model.example is not None else None,
+        prompt_example=_prompt_example(model),
+        text_format=model.text_format,
     )
+
+
+def _prompt_example(model: ToolModel) -> str | None:
+    """The example the prompt's ladder shows (runtime/prompt.py): a result only where the type
+    does not say what it holds (`string`, `unknown`: only a recording shows that); for a typed
+    result, the call alone, when the tool has required arguments (how its input looks)."""
+    example = model.example
+    if example is None:
+        return None
+    if model.vague_output:
+        return example.line_text(model.export_name, limit=MAX_PROMPT_EXAMPLE_CHARS)
+    return example.line_text(model.export_name, result=False) if example.input is not None else None
 
 
 def _build_server(
@@ -442,6 +475,7 @@ def _build_server(
     mode = _unwrap_mode(settings, config_id)
     unbox = settings.unbox_for(config_id)
     hidden = _blocklist(settings, config_id)
+    redactor = example_redactor(settings.redact_patterns)
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
     listed = [
@@ -491,6 +525,8 @@ def _build_server(
             outputs[tool["name"]],
             fixture_set.calls.get(tool["name"], []),
             report,
+            mode,
+            redactor,
         )
         for tool in tools
     ]

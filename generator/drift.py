@@ -16,9 +16,12 @@ What counts as drift (docs/config.md, "record --check"):
   `generate` builds from the fixtures: the declared outputSchema, else the schema inferred from
   the recorded samples by the same inference (`infer_output`). The schema is first reduced to
   what the TypeScript type says (`shape_schema`): kinds, properties, required, closed objects,
-  unions, literal `enum`/`const`. Value constraints the type does not carry (minimum, pattern,
+  unions, literal `enum`/`const`, maps (`additionalProperties`: inferred for objects whose keys
+  are data, generator/infer.py). Value constraints the type does not carry (minimum, pattern,
   format, lengths, not, if/then/else, ...) and integer vs number are dropped, and an open object
-  accepts new properties: values change all the time, the committed type still holds. A
+  accepts new properties: values change all the time, the committed type still holds. A map's
+  keys are values too: only its values' shape is compared, and a finding names any of its keys
+  `*` (`/byTag/*: expected number, got string`), once for the map. A
   mismatch the recorded result of the same sample already had is not reported (a server that
   broke its declared schema when it was recorded: `generate` reports that itself).
 
@@ -44,7 +47,7 @@ from codemode_gen import safe_jsonschema
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.infer import MAX_INFER_SAMPLES, infer_output, unwrapped_samples
 from codemode_gen.generator.output_schema import MAX_DRIFT_PER_TOOL
-from codemode_gen.generator.record import shown
+from codemode_gen.generator.record import REDACTION_MARK, shown
 from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
 from codemode_gen.jsonio import canonical_json as canonical
 from codemode_gen.jsonio import json_type, pointer_token
@@ -109,9 +112,6 @@ MAX_SCHEMA_DEPTH = 64
 MAX_REPORT_LINES_PER_SERVER = 200
 # Bounds one line of an unreachable server's reason (it quotes the server's stderr).
 MAX_STDERR_LINE_CHARS = 400
-# Marks a recorded input `record` redacted: repeating it would send the placeholder, not the
-# secret, so such samples are not repeated.
-REDACTION_MARK = "<redacted:"
 
 # Keywords a TypeScript type does not express: dropped before a result's shape is validated,
 # so a value change (a bigger number, another string) is never reported as drift. `oneOf`
@@ -345,8 +345,37 @@ def _join(ptr: str, key: str) -> str:
     return f"{ptr}/{pointer_token(key)}"
 
 
+# Stands for any key of a map (an object typed by `additionalProperties`) in a reported pointer:
+# a changed value shape is one finding for the map, not one per key.
+ANY_KEY = "*"
+# Schema keywords whose next step in a validation error's path is one step into the value.
+_KEY_STEPS = frozenset({"properties", "patternProperties"})
+_MAP_STEPS = frozenset({"additionalProperties", "unevaluatedProperties"})
+_ITEM_STEPS = frozenset({"items", "additionalItems", "unevaluatedItems"})
+
+
 def _pointer(error: ValidationError) -> str:
-    return "".join(f"/{pointer_token(str(part))}" for part in error.absolute_path)
+    """The instance path of `error`, with every step a map's `additionalProperties` took as
+    ANY_KEY: the schema path says which steps those were."""
+    instance = [str(part) for part in error.absolute_path]
+    schema_path = list(error.absolute_schema_path)
+    out: list[str] = []
+    i = 0
+    while i < len(schema_path) and len(out) < len(instance):
+        step = schema_path[i]
+        if step in _KEY_STEPS or step == "prefixItems":
+            out.append(pointer_token(instance[len(out)]))
+            i += 2  # the property name, pattern or tuple index that follows
+            continue
+        if step in _MAP_STEPS:
+            out.append(ANY_KEY)
+        elif step in _ITEM_STEPS:
+            out.append(pointer_token(instance[len(out)]))
+            if i + 1 < len(schema_path) and isinstance(schema_path[i + 1], int):
+                i += 1  # draft-4 tuple `items`: the index follows
+        i += 1
+    out += [pointer_token(part) for part in instance[len(out):]]
+    return "".join(f"/{part}" for part in out)
 
 
 def _types_text(types: Any) -> str:

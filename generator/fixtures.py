@@ -61,6 +61,9 @@ CALLS_DIR = "calls"
 CALLS_SUFFIX = ".jsonl"
 # Field of a calls line naming its tool, written when the file name cannot be decoded.
 TOOL_FIELD = "tool"
+# Marks a line a live session recorded (`run --record`, `serve --record`, runtime/learn.py), not
+# `record`: `generate` counts the types learned that way apart (its coverage report).
+LIVE_FIELD = "live"
 
 # Characters kept as they are in a calls file name; everything else is percent-encoded so
 # that any tool name (slashes, spaces, "..") maps to one safe, reversible file name.

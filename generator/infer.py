@@ -10,11 +10,38 @@ named constant below). Property names are NOT filtered: a key such as
 the TypeScript translator, which emits every non-identifier key as a quoted, escaped string
 literal. (The VoidLLM article drops such keys; dropping would make the type lie about the data,
 so we keep them, quoted.)
+
+Maps (objects whose keys are data). genson makes every key it saw a property, and a key seen in
+every sample a required one: a `byTag: {books: 1, home: 1}` result typed so tells a model that
+only these tags exist, makes `tsc` reject `byTag[tag]`, and makes `record --check` report drift
+when only a tag was added. After merging, every object schema is checked top-down (`_maps`);
+one becomes a map, `{"type": "object", "additionalProperties": V}` (TypeScript
+`{ [k: string]: V }`), when its values have one type V (see `_uniform`) and one of these holds:
+
+1. *data keys*: at least half of its keys look like values, not field names (`value_like_key`:
+   numbers, dates and times, UUIDs, hex ids of 8+ digits, codes such as `PAP-A4-80`, names
+   with a run of 3+ digits, e-mail addresses, URLs, paths, text with spaces or `@ / : ,`); the
+   other keys (at most MAX_STRUCTURAL_KEYS) stay properties: they are structural;
+2. *many keys*: at least MIN_MAP_KEYS keys of one value type (a record rarely has eight
+   fields of one type; tag counts, per-user totals and lookup tables do);
+3. *keys that differ between samples*: at least MIN_VARYING_KEYS keys, and at least half of
+   all its keys, absent from some sample; not for objects in arrays, whose items are more
+   often records of several kinds (MCP content blocks) than one map.
+
+Under rules 2 and 3 the keys whose values are of another kind than most (`{"total": 3,
+"byDay": {…}}` next to numbers) and present in every sample stay properties, at most
+MAX_STRUCTURAL_KEYS of them; a map whose values are records needs a field common to them all
+(two unrelated records of eight fields each are not one value type). A map is sound for every
+sample it was inferred from (each value validates against the merged V), and `record
+--check` (generator/drift.py) then compares the values' shape, never the keys.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +66,13 @@ MAX_OBJECT_PROPERTIES = 200
 MAX_INFER_NODES = 200_000
 # Longer text results are not parsed to look for JSON-in-text (bounds parse time and memory).
 MAX_JSON_TEXT_CHARS = 2_000_000
+# Maps (module docstring): an object of at least this many keys of one value type is a map.
+MIN_MAP_KEYS = 8
+# Maps: keys absent from some sample needed (and at least half of all keys) to call it a map.
+MIN_VARYING_KEYS = 3
+# Maps: field-name keys kept as properties beside the data keys; more than this and the object
+# is a record with a few odd keys, not a map.
+MAX_STRUCTURAL_KEYS = 4
 # MIME type marking a string that holds JSON (JSON Schema 2019-09+ `contentMediaType`).
 JSON_MEDIA_TYPE = "application/json"
 
@@ -158,6 +192,114 @@ def _simplify(schema: Any) -> Any:
     return out
 
 
+# Keys that are values, not field names (rule 1 of the module docstring). Each pattern matches
+# the whole key.
+_VALUE_KEYS = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"-?\d+(?:\.\d+)?",  # 42, -1, 3.5
+    r"\d{4}-\d{2}(?:-\d{2})?(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?",  # dates
+    r"\d{1,2}:\d{2}(?::\d{2})?",  # 09:30
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",  # UUID
+    r"(?=[a-f]*\d)[0-9a-f]{8,}",  # hex ids and hashes
+    r"[A-Za-z_$-]*\d{3,}[\w$-]*",  # user_1234, T00000000
+    r"[^@\s]+@[^@\s]+\.[^@\s]+",  # e-mail addresses
+    r"[a-z][a-z0-9+.-]*://\S*",  # URLs
+    r".*(?:\s|[@/:,]).*",  # paths, phrases, host:port
+))
+# Upper-case codes with a digit: PAP-A4-80 (case matters: `x-api-key` is a field name).
+_CODE = re.compile(r"(?=[A-Z-]*\d)[A-Z0-9]+(?:-[A-Z0-9]+)+")
+
+
+def value_like_key(key: str) -> bool:
+    """Whether an object key looks like a value (an id, a date, an address, a phrase) rather
+    than a field name (rule 1 of the maps in the module docstring)."""
+    return bool(key) and (_CODE.fullmatch(key) is not None or any(p.fullmatch(key) for p in _VALUE_KEYS))
+
+
+def _kind(schema: Any) -> str | None:
+    """The one JSON kind a merged schema allows besides null (integer and number are one), or
+    None for a union of kinds or anything."""
+    if not isinstance(schema, dict) or "anyOf" in schema:
+        return None
+    types = schema.get("type")
+    kinds = {"number" if t == "integer" else t for t in ([types] if isinstance(types, str) else types or [])}
+    kinds.discard("null")
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _merge(schemas: Sequence[Any]) -> dict[str, Any]:
+    """The genson merge of property schemas (as inferred: no `additionalProperties` yet)."""
+    builder = _Builder(schema_uri=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # conflicting extra keywords: genson keeps the first
+        for schema in schemas:
+            builder.add_schema(schema)
+    return _simplify(builder.to_schema())
+
+
+def _uniform(schema: dict[str, Any]) -> bool:
+    """Whether a merged value schema is one value type: one kind (or null), and records that
+    share a field (the merge of unrelated records has none required)."""
+    kind = _kind(schema)
+    return kind is not None and not (kind == "object" and schema.get("properties") and not schema.get("required"))
+
+
+def _map_split(schema: dict[str, Any], in_array: bool) -> tuple[list[str], list[str]] | None:
+    """(structural keys, value keys) when the object `schema` is a map by one of the rules of
+    the module docstring (before its values are checked for one type), else None. Rule 3 does
+    not apply `in_array`: there keys differ between the items of one result, which are more
+    often records of several kinds (`{type: "text", text}`, `{type: "image", data}`)."""
+    props: dict[str, Any] = schema["properties"]
+    keys = list(props)
+    required = set(schema.get("required", []))
+    data = [k for k in keys if value_like_key(k)]
+    if data and len(data) * 2 >= len(keys):
+        others = [k for k in keys if k not in data]
+        return (others, data) if len(others) <= MAX_STRUCTURAL_KEYS else None
+    kinds = Counter(_kind(props[k]) for k in keys)
+    dominant, _ = kinds.most_common(1)[0]
+    if dominant is None:
+        return None
+    values = [k for k in keys if _kind(props[k]) == dominant]
+    others = [k for k in keys if k not in values]
+    if len(others) > MAX_STRUCTURAL_KEYS or not set(others) <= required:
+        return None
+    optional = [k for k in values if k not in required]
+    varying = not in_array and len(optional) >= MIN_VARYING_KEYS and len(optional) * 2 >= len(keys)
+    if len(values) >= MIN_MAP_KEYS or varying:
+        return others, values
+    return None
+
+
+def _maps(schema: Any, depth: int = 0, in_array: bool = False) -> Any:
+    """`schema` with every object whose keys are data turned into a map (module docstring);
+    `in_array`: it describes the items of an array (at any depth below one)."""
+    if not isinstance(schema, dict) or depth > MAX_INFER_DEPTH + 2:
+        return schema
+    out = dict(schema)
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [_maps(branch, depth + 1, in_array) for branch in out["anyOf"]]
+    if isinstance(out.get("items"), dict):
+        out["items"] = _maps(out["items"], depth + 1, True)
+    props = out.get("properties")
+    if not isinstance(props, dict) or not props:
+        return out
+    split = _map_split(out, in_array)
+    if split is not None:
+        structural, values = split
+        value = _maps(_merge([props[k] for k in values]), depth + 1, in_array)
+        if _uniform(value):
+            required = [k for k in out.get("required", []) if k in structural]
+            mapped: dict[str, Any] = {"type": out.get("type", "object")}
+            if structural:
+                mapped["properties"] = {k: _maps(props[k], depth + 1, in_array) for k in structural}
+            if required:
+                mapped["required"] = required
+            mapped["additionalProperties"] = value
+            return mapped
+    out["properties"] = {k: _maps(v, depth + 1, in_array) for k, v in props.items()}
+    return out
+
+
 def infer_schema(values: Sequence[Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """genson over all values (after the limits); returns (schema, warnings)."""
     notes: set[str] = set()
@@ -165,7 +307,7 @@ def infer_schema(values: Sequence[Any]) -> tuple[dict[str, Any], tuple[str, ...]
     builder = _Builder(schema_uri=None)
     for value in values:
         builder.add_object(_bound(value, 0, notes, budget))
-    schema = _simplify(builder.to_schema())
+    schema = _maps(_simplify(builder.to_schema()))
     return schema, tuple(sorted(notes))
 
 
@@ -241,16 +383,23 @@ class MergedSamples:
         self.samples += 1
         return True
 
+    def state_bytes(self) -> int:
+        """JSON bytes of the merged state before maps are recognised: what the merge holds
+        (a map of ever new keys keeps a small type while genson keeps every key it saw)."""
+        values = len(json.dumps(_simplify(self._values.to_schema()), separators=(",", ":"), default=str))
+        inner = len(json.dumps(_simplify(self._json.to_schema()), separators=(",", ":"), default=str)) if self._json else 0
+        return values + inner
+
     def inference(self) -> Inference:
         notes = tuple(sorted(self._notes))
         if not self.samples:
             return Inference(schema=None, samples=0)
         if self._json is not None:
-            inner = _simplify(self._json.to_schema())
+            inner = _maps(_simplify(self._json.to_schema()))
             schema = {"type": "string", "contentMediaType": JSON_MEDIA_TYPE, "contentSchema": inner}
             return Inference(schema=schema, samples=self.samples, json_text=True, json_schema=inner,
                              optional=tuple(optional_fields(inner)), warnings=notes)
-        schema = _simplify(self._values.to_schema())
+        schema = _maps(_simplify(self._values.to_schema()))
         return Inference(schema=schema, samples=self.samples, optional=tuple(optional_fields(schema)), warnings=notes)
 
 

@@ -113,10 +113,12 @@ class OutputRecord(TypedDict):
     declared: dict[str, Any] | None
     inferred: dict[str, Any] | None
     samples: int  # non-isError recorded calls
+    liveSamples: NotRequired[int]  # ... of them recorded by a live session (`--record`), when any
     jsonText: bool
     optional: list[str]
     drift: list[str]
     box: NotRequired[BoxRecord]
+    format: NotRequired[Literal["json", "python", "csv", "markdown"]]  # what a text result holds
 
 
 class TypesRecord(TypedDict, total=False):
@@ -134,6 +136,7 @@ class ToolRendering(TypedDict, total=False):
     tags: list[str]  # `@readOnly`, `@inferred`, … each on one line
     signature: Required[str]  # `function f(input: …): Promise<…>;` without field notes
     noted: str  # the same with a note per input field, when some field has one (may span lines)
+    example: str  # `// e.g. f({…}) → …`: one recorded call (generator/examples.py), one line
     types: list[str]  # the server's named types (`AgentRendering.types`) it uses
 
 
@@ -329,7 +332,7 @@ def _check_tool(tool: Any, pointer: str) -> None:
     if agent is not None:
         _check(agent, f"{pointer}/agent", dict, "an object")
         _check(agent.get("signature"), f"{pointer}/agent/signature", str, "a string")
-        for key in ("summary", "noted"):
+        for key in ("summary", "noted", "example"):
             _optional(agent, key, f"{pointer}/agent", str, "a string")
         for key in ("tags", "types"):
             _strings(agent.get(key, []), f"{pointer}/agent/{key}")

@@ -5,10 +5,21 @@ uses (the manifest's `inputSchema` and effective, merged `outputSchema`), so the
 never disagree about a tool. Its MCP-tools input mode names the classes `<Export>Input` /
 `<Export>Output` (PascalCased export names). Tools without any output schema get no output
 model. Output is deterministic: no timestamp, builtin formatter, pinned target version.
+
+The models are a package, `out/python/codemode_models/<module>.py` (`from
+codemode_models.notes import GetNoteOutput` with out/python on the path), never top-level
+modules: a server named `calendar` wrote `calendar.py`, which shadowed the standard library's
+`calendar` for every script run from that folder. A module name that is still one of the
+standard library's (STDLIB_NAMES) or a keyword gets a `_server` suffix. Every module imports
+with only the project's own dependencies: a string `format` whose pydantic type needs an
+optional package (`email` → `EmailStr` needs email-validator) or does not round-trip
+(`password` → `SecretStr` dumps `**********`) is a plain `str` (PLAIN_FORMATS).
 """
 
 from __future__ import annotations
 
+import keyword
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -18,11 +29,27 @@ from codemode_gen.generator.build import Outputs
 from codemode_gen.generator.templating import header_line
 
 PYTHON_DIR = "python"
+# The package the models are in, under out/python/.
+PACKAGE = "codemode_models"
+# String formats typed as plain `str` (module docstring): their pydantic types need a package
+# the project does not depend on, or change the value when it is dumped again.
+PLAIN_FORMATS = ("email", "idn-email", "ulid", "password")
+# Standard-library module names, whatever Python generates: the running one's, plus those
+# removed since 3.11 (so the module names do not depend on the Python version).
+STDLIB_NAMES = frozenset(sys.stdlib_module_names) | frozenset({
+    "aifc", "asynchat", "asyncore", "audioop", "cgi", "cgitb", "chunk", "crypt", "distutils", "imghdr",
+    "imp", "lib2to3", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes", "smtpd", "sndhdr",
+    "spwd", "sunau", "telnetlib", "uu", "xdrlib", "annotationlib", "compression",
+})  # fmt: skip
 
 
 def python_module_name(server_id: str) -> str:
-    """`my-server--2` -> `my_server__2`: a module path is a valid Python module name after this."""
-    return server_id.replace("-", "_")
+    """`my-server--2` -> `my_server__2`; `calendar` -> `calendar_server`: a valid Python module
+    name that is no standard-library module (nor a keyword)."""
+    name = server_id.replace("-", "_")
+    if name in STDLIB_NAMES or keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        name += "_server"
+    return name
 
 
 def _mcp_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -62,6 +89,7 @@ def build_python_models(manifest: Mapping[str, Any], header: str) -> dict[str, s
                     formatters=[Formatter.BUILTIN],
                     disable_timestamp=True,
                     custom_file_header=header.rstrip("\n"),
+                    type_mappings=[f"{fmt}=string" for fmt in PLAIN_FORMATS],
                 )
         except Exception as exc:  # the library raises many types for schemas it cannot handle
             raise UserError(
@@ -72,14 +100,21 @@ def build_python_models(manifest: Mapping[str, Any], header: str) -> dict[str, s
             raise UserError(
                 f"--python: unexpected multi-module output for server {server['serverId']!r}"
             )
-        files[f"{PYTHON_DIR}/{python_module_name(server['serverId'])}.py"] = (
+        files[f"{PYTHON_DIR}/{PACKAGE}/{python_module_name(server['serverId'])}.py"] = (
             code if code.endswith("\n") else code + "\n"
+        )
+    if files:
+        modules = sorted(path.rsplit("/", 1)[1].removesuffix(".py") for path in files)
+        files[f"{PYTHON_DIR}/{PACKAGE}/__init__.py"] = (
+            header
+            + f'"""Pydantic models of the tools of every server: `from {PACKAGE}.<server> import <Export>Output`."""\n\n'
+            + "__all__ = [" + ", ".join(f'"{m}"' for m in modules) + "]\n"
         )
     return files
 
 
 def add_python_models(outputs: Outputs) -> Outputs:
-    """`outputs` plus out/python/<server>.py for every server."""
+    """`outputs` plus out/python/codemode_models/<module>.py for every server."""
     extra = build_python_models(outputs.manifest, header_line(outputs.manifest, "#"))
     files = dict(sorted({**outputs.files, **extra}.items()))
     return Outputs(files=files, manifest=outputs.manifest, report=outputs.report)

@@ -2,8 +2,13 @@
 
 Per server: initialize result -> server.json, every tools/list page -> tools.json, and the
 sample calls -> calls/<tool>.jsonl. Only calls the user asked for (`--samples`, `[[samples]]`)
-are made, plus one `{}` probe of each tool that declares `readOnlyHint: true` and has no
-required arguments; nothing else is ever called.
+are made, plus probes of tools that declare `readOnlyHint: true`: one `{}` call of each that has
+no required arguments, then one call of each whose required arguments can all be filled
+(`fill_input`) from its schema (`examples`, `default`, `const`, the first of an `enum`) or from
+what other tools of the server were called with and returned, in this run or recorded before
+(a `repo_path` another tool took, an `id` a list returned), up to MAX_PROBE_ROUNDS rounds, so
+that a chain such as list_notes → get_note is probed. A tool that already has a successful
+recorded call, or a sample in this run, is not probed again; nothing else is ever called.
 
 Safety properties:
 - re-recording is idempotent: a call with the same (redacted) input replaces its earlier
@@ -65,7 +70,7 @@ from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
 from codemode_gen.generator.output_schema import schema_mismatches
 from codemode_gen.generator.redact import Redactor
-from codemode_gen.generator.unwrap import UnwrapMode, unwrap_result
+from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
 from codemode_gen.jsonio import iter_jsonl, pointer_token
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "StatusFn",
     "cap_result",
     "check_fixtures_dir",
+    "fill_input",
     "input_key",
     "json_problem",
     "load_samples_file",
@@ -107,6 +113,16 @@ TRUNCATION_MARK = " [... cut by codemode-gen record: {total} characters in all]"
 MAX_SHOWN_CHARS = 80
 # Bounds the schema mismatches one failed-sample line lists (an input wrong in 50 places).
 MAX_LISTED_MISMATCHES = 3
+# Rounds of probes with filled arguments: each may use what the previous one returned (list →
+# get → its details); a server cannot keep `record` calling without end.
+MAX_PROBE_ROUNDS = 2
+# Values (nodes) of one recorded input or result searched for argument values: a huge result
+# cannot make planning slow; the rest of it is not searched.
+MAX_FILL_NODES = 20_000
+# Deepest level of a result searched for argument values.
+MAX_FILL_DEPTH = 8
+# How a redacted value starts (generator/redact.py `marker`): never sent as a probe argument.
+REDACTION_MARK = "<redacted:"
 
 
 @dataclass
@@ -176,6 +192,95 @@ def probe_input(tool: Mapping[str, Any]) -> dict[str, Any] | None:
     if required not in (None, []) and required != ():
         return None
     return {}
+
+
+def _key_name(name: str) -> str:
+    """`repo_path`, `repoPath` and `RepoPath` are one name."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _schema_value(prop: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(True, a value the property's own schema offers), first of: `examples`, `default`,
+    `const`, the first `enum` value."""
+    examples = prop.get("examples")
+    if isinstance(examples, list) and examples:
+        return True, examples[0]
+    for key in ("default", "const"):
+        if key in prop:
+            return True, prop[key]
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum:
+        return True, enum[0]
+    return False, None
+
+
+def _found_values(name: str, sources: Sequence[tuple[str, Any, Any]], tool_name: str) -> list[Any]:
+    """Values for argument `name`, in a fixed order: what another tool was called with under
+    that name, then what another tool returned under that name, or as `id` when the argument
+    is `<thing>Id`/`<thing>_id` and the tool that returned it names the thing (`noteId` from
+    `list_notes`). Results are searched in JSON text too (a string holding JSON)."""
+    wanted = _key_name(name)
+    thing = wanted[:-2] if wanted.endswith("id") and len(wanted) > 2 else None
+    from_inputs: list[Any] = []
+    from_results: list[Any] = []
+    for source, args, value in sources:
+        if source == tool_name:
+            continue
+        if isinstance(args, dict):
+            from_inputs += [v for k, v in args.items() if isinstance(k, str) and _key_name(k) == wanted]
+        owner = _key_name(source)
+        stack: list[tuple[Any, int]] = [(value, 0)]
+        budget = MAX_FILL_NODES
+        while stack and budget > 0:
+            node, depth = stack.pop(0)
+            budget -= 1
+            if isinstance(node, str) and depth == 0 and node[:1] in "[{":
+                ok, parsed = parse_json_text(node)
+                if ok:
+                    stack.append((parsed, 1))
+            elif isinstance(node, dict) and depth < MAX_FILL_DEPTH:
+                for k, v in node.items():
+                    key = _key_name(k) if isinstance(k, str) else ""
+                    if key == wanted or (thing and key == "id" and thing in owner):
+                        from_results.append(v)
+                    stack.append((v, depth + 1))
+            elif isinstance(node, list) and depth < MAX_FILL_DEPTH:
+                stack.extend((v, depth + 1) for v in node)
+    return from_inputs + from_results
+
+
+def fill_input(tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]]) -> dict[str, Any] | None:
+    """An input for a read-only tool's probe with every required argument filled (module
+    docstring), or None: not read-only, nothing required (the `{}` probe's case), an argument
+    nothing fills, or an input its inputSchema rejects. `sources`: (tool name, input, the
+    unwrapped result) of the server's successful calls, in a fixed order. Deterministic: the
+    same tools and sources give the same input."""
+    annotations = tool.get("annotations")
+    schema = tool.get("inputSchema")
+    if not isinstance(annotations, dict) or annotations.get("readOnlyHint") is not True or not isinstance(schema, dict):
+        return None
+    required = schema.get("required")
+    props = schema.get("properties")
+    if not isinstance(required, list) or not required or not isinstance(props, dict):
+        return None
+    filled: dict[str, Any] = {}
+    for name in required:
+        prop = props.get(name) if isinstance(name, str) else None
+        if not isinstance(prop, dict):
+            return None
+        found, value = _schema_value(prop)
+        candidates = [value] if found else []
+        candidates += _found_values(name, sources, str(tool.get("name")))
+        for candidate in candidates:
+            if REDACTION_MARK in json.dumps(candidate, default=str):
+                continue  # a recorded secret's placeholder is no value to send
+            if json_problem(candidate) is None and not schema_mismatches(prop, candidate)[0]:
+                filled[name] = candidate
+                break
+        else:
+            return None
+    mismatches, unusable = schema_mismatches(schema, filled)
+    return filled if not mismatches and unusable is None else None
 
 
 def input_key(value: Any) -> str:
@@ -489,34 +594,69 @@ async def _record_one(
                     continue
                 planned.append(_Planned(name, args, None))
 
+        # What fills a read-only tool's required arguments (fill_input): the server's recorded
+        # calls, then this run's, in order.
+        recorded = _quiet_old_calls(fixtures_dir / sid)
+        sources: list[tuple[str, Any, Any]] = [
+            (name, line.get("input"), unwrap_result(line["result"], config.unwrap))
+            for name in sorted(recorded)
+            for line in recorded[name]
+            if _usable(line)
+        ]
         new_calls: dict[str, list[dict[str, Any]]] = {}
-        for index, call in enumerate(planned, start=1):
-            say(f"calling {shown(call.tool)} ({index}/{len(planned)})")
-            started = time.perf_counter()
-            try:
-                result = await session.call_tool(call.tool, call.input)
-            except CallTimeout as exc:
-                _call_failed(outcome, call, exc.message)
-                continue
-            except CallError as exc:
-                if session.closed:
-                    raise _ServerFailed(
-                        f"connection lost while calling {shown(call.tool)}: {exc.message}"
-                    ) from None
-                _call_failed(outcome, call, f"protocol error: {exc}")
-                continue
-            duration = round((time.perf_counter() - started) * 1000)
-            record, problem = recorded_call(call.input, result, duration, redactor, settings.max_result_bytes)
-            if record is None:
-                _call_failed(outcome, call, problem or "not recordable")
-                continue
-            failure = _result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
-            if failure is not None:
-                _call_failed(outcome, call, failure)
-                continue
-            if problem is not None:
-                outcome.warnings.append(f"{_label(call.tool, call.input)}: {problem}")
-            new_calls.setdefault(call.tool, []).append(record)
+
+        async def make(calls: list[_Planned], label: str = "") -> None:
+            for index, call in enumerate(calls, start=1):
+                say(f"calling {shown(call.tool)} ({index}/{len(calls)}{label})")
+                started = time.perf_counter()
+                try:
+                    result = await session.call_tool(call.tool, call.input)
+                except CallTimeout as exc:
+                    _call_failed(outcome, call, exc.message)
+                    continue
+                except CallError as exc:
+                    if session.closed:
+                        raise _ServerFailed(
+                            f"connection lost while calling {shown(call.tool)}: {exc.message}"
+                        ) from None
+                    _call_failed(outcome, call, f"protocol error: {exc}")
+                    continue
+                duration = round((time.perf_counter() - started) * 1000)
+                record, problem = recorded_call(call.input, result, duration, redactor, settings.max_result_bytes)
+                if record is None:
+                    _call_failed(outcome, call, problem or "not recordable")
+                    continue
+                failure = _result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
+                if failure is not None:
+                    _call_failed(outcome, call, failure)
+                    continue
+                if problem is not None:
+                    outcome.warnings.append(f"{_label(call.tool, call.input)}: {problem}")
+                new_calls.setdefault(call.tool, []).append(record)
+                if _usable(record):
+                    sources.append((call.tool, call.input, unwrap_result(result, config.unwrap)))
+
+        await make(planned)
+        if probe:
+            # Each read-only tool once: not one that was just called or has a good recording.
+            done = {call.tool for call in planned} | {name for name, lines in recorded.items() if any(map(_usable, lines))}
+            for round_ in range(1, MAX_PROBE_ROUNDS + 1):
+                batch = []
+                for tool in tools:
+                    name = tool["name"]
+                    if name in done or name in config.blocklist:
+                        continue
+                    args = fill_input(tool, sources)
+                    if args is not None:
+                        batch.append(_Planned(name, args, None))
+                        done.add(name)
+                if not batch:
+                    break
+                outcome.notes.append(
+                    f"probed with arguments filled from schemas and other calls (round {round_}): "
+                    + ", ".join(f"{_label(c.tool, c.input)}" for c in batch)
+                )
+                await make(batch, f", probes with filled arguments, round {round_}")
 
         say("writing fixtures")
         # Read, merge and write under the fixtures folder's lock: a `serve --record` or another
@@ -690,6 +830,23 @@ def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[
         return load_fixture_set(server_dir).calls
     except UserError as exc:
         outcome.notes.append(f"previous fixtures unreadable, replaced: {exc.message}")
+        return {}
+
+
+def _usable(line: Mapping[str, Any]) -> bool:
+    """A recorded call that describes the tool: it succeeded and was not cut."""
+    result = line.get("result")
+    return isinstance(result, dict) and result.get("isError") is not True and line.get("truncated") is None
+
+
+def _quiet_old_calls(server_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """The server's recorded calls, to fill probe arguments from; nothing when they cannot be
+    read (`_old_calls` says why, when they are merged)."""
+    if not os.path.lexists(server_dir / SERVER_FILE):
+        return {}
+    try:
+        return load_fixture_set(server_dir).calls
+    except UserError:
         return {}
 
 

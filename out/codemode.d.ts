@@ -233,7 +233,7 @@ declare module "@codemode/servers/calendar" {
     title: string;
     [k: string]: unknown;
   };
-  /** Create event. Create an event. Use noteId to link the note it is about. Input: @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"} @nonDestructive @closedWorld */
+  /** Create event. Create an event. Use noteId to link the note it is about. Input: @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"} @notReadOnly @nonDestructive @nonIdempotent @closedWorld */
   export function create_event(input: {
     /** items ≤50. @default [] */ attendees?: string[];
     /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
@@ -251,7 +251,12 @@ declare module "@codemode/servers/calendar" {
     }[];
     [k: string]: unknown;
   };
-  /** Find free slots. Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC). Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30}); @readOnly @closedWorld */
+  /**
+   * Find free slots
+   * Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC).
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Example (a recorded call): await free_slots({ date: "2026-03-02", durationMinutes: 30 }) → { date: "2026-03-02", slots: [{ end: "2026-03-02T10:00:00Z", start: "2026-03-02T09:00:00Z" }, { end: "2026-03-02T13:30:00Z", start: "2026-03-02T11:00:00Z" }, {…
+   */
   export function free_slots(input: {
     /** Day to search, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ date: string;
     /** integer, ≥5, ≤480. */ durationMinutes: number;
@@ -260,10 +265,10 @@ declare module "@codemode/servers/calendar" {
   /**
    * Get event
    * Fetch one event by id.
-   * @readOnly @closedWorld
+   * @readOnly @nonDestructive @idempotent @closedWorld
    * Warning: 1 recorded result(s) do not match the declared outputSchema (drift); expect values outside this type:
    * - /id: expected integer, got string (sample 3)
-   * Example (a recorded call): await get_event({"id": 1});
+   * Example (a recorded call): await get_event({ id: 1 }) → { attendees: ["dana@example.com", "lee@example.com"], end: "2026-03-02T11:00:00Z", id: 1, location: "Room 4", noteId: 1, start: "2026-03-02T10:00:00Z", title:…
    */
   export function get_event(input: {
     /** integer, ≥1. */ id: number;
@@ -281,7 +286,12 @@ declare module "@codemode/servers/calendar" {
     }[];
     [k: string]: unknown;
   };
-  /** List events. List events that start within an optional date range (inclusive), earliest first. @readOnly @closedWorld */
+  /**
+   * List events
+   * List events that start within an optional date range (inclusive), earliest first.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Example (a recorded call): await list_events() → { events: [{ attendees: ["dana@example.com", "lee@example.com"], end: "2026-03-02T11:00:00Z", id: 1, location: "Room 4", noteId: 1, start: "2026-03-02T10:00:00…
+   */
   export function list_events(input?: {
     /** First day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ from?: string;
     /** Last day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ to?: string;
@@ -296,7 +306,7 @@ declare module "@codemode/servers/calendar" {
  */
 declare module "@codemode/servers/notes" {
   export type CreateNoteOutput = Note;
-  /** Create a note and return it with its new id. @nonDestructive @closedWorld */
+  /** Create a note and return it with its new id. @nonDestructive @nonIdempotent @closedWorld */
   export function create_note(input: {
     /** Free text, markdown allowed */ body: string;
     /** Tags; stored lower-cased and sorted @default null */ tags?: string[] | null;
@@ -314,7 +324,13 @@ declare module "@codemode/servers/notes" {
     /** integer. */ id: number;
   }): Promise<DeleteNoteOutput>;
   export type ExportCsvOutput = string;
-  /** Export notes as CSV (id,title,tags,created,done), optionally only one tag. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  /**
+   * Export notes as CSV (id,title,tags,created,done), optionally only one tag.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Returns CSV text: a header line, then one row a line.
+   * Example (a recorded call): await export_csv() → "id,title,tags,created,done\n1,Quarterly planning,planning;work,2026-03-02T09:01:00Z,\n2,Groceries,home;shopping,2026-03-02T09:02:00Z,false\n3,Search latency i…
+   */
   export function export_csv(input?: {
     /** @default null */ tag?: string | null;
   }): Promise<ExportCsvOutput>;
@@ -322,7 +338,7 @@ declare module "@codemode/servers/notes" {
   /** Push notes to the sync service. (The demo service is always down: this tool always fails.) Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @nonDestructive @idempotent @openWorld */
   export function flaky_sync(input?: { [k: string]: unknown }): Promise<FlakySyncOutput>;
   export type GetNoteOutput = Note;
-  /** Fetch one note by id. Example (a recorded call): await get_note({"id": 2}); @readOnly @closedWorld */
+  /** Fetch one note by id. Example (a recorded call): await get_note({ id: 2 }) → { body: "Oat milk, coffee beans, lemons, basil, parmesan. Check if the bakery has rye bread.", created: "2026-03-02T09:02:00Z", done: false, id: 2, tags: ["hom… @readOnly @nonDestructive @idempotent @closedWorld */
   export function get_note(input: {
     /** Note id, as returned by list_notes. integer. */ id: number;
   }): Promise<GetNoteOutput>;
@@ -337,7 +353,12 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List notes, oldest first, optionally filtered by tag. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
+  /**
+   * List notes, oldest first, optionally filtered by tag.
+   * @boxed result @readOnly @nonDestructive @idempotent @closedWorld
+   * Boxed by the server (FastMCP's result wrapper): the value is in .result.
+   * Example (a recorded call): await list_notes() → { result: [{ body: "Draft the Q2 roadmap: search latency, billing export, onboarding emails. Review with Dana on Friday.", created: "2026-03-02T09:01:00Z", don…
+   */
   export function list_notes(input?: {
     /** Only notes carrying this tag @default null */ tag?: string | null;
   }): Promise<ListNotesOutput>;
@@ -352,7 +373,13 @@ declare module "@codemode/servers/notes" {
     isError: boolean;
     [k: string]: unknown;
   };
-  /** Render a small bar chart (PNG) of notes per tag or per status, with a caption. Output type inferred from 1 recorded sample; it may not cover every case. Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text. @readOnly @closedWorld */
+  /**
+   * Render a small bar chart (PNG) of notes per tag or per status, with a caption.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text.
+   * Example (a recorded call): await render_chart() → { content: [{ data: "iVBORw0KGgoAAAANSUhEUgAAAGAAAAAwCAIAAABhdOiYAAAAaklEQVR42u3QoQ0AIBAEwS8K+e3QGVWiKICAQkCYzblzE5nZtS4AAToBVGqbRwcQIECAAAECBAgQIECAAAECBAgQIE…
+   */
   export function render_chart(input?: {
     /** @default "tag" */ by?: "tag" | "status";
   }): Promise<RenderChartOutput>;
@@ -370,10 +397,10 @@ declare module "@codemode/servers/notes" {
   export type SearchNotesOutput = string;
   /**
    * Full-text search. Returns a JSON array of {id, title, score}, best match first.
-   * @readOnly @closedWorld
+   * @readOnly @nonDestructive @idempotent @closedWorld
    * Output type inferred from 2 recorded samples; it may not cover every case.
    * Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson.
-   * Example (a recorded call): await search_notes({"query": "search"});
+   * Example (a recorded call): await search_notes({ query: "search" }) → '[{"id": 3, "title": "Search latency investigation", "score": 0.75}, {"id": 1, "title": "Quarterly planning", "score": 0.333}, {"id": 5, "title": "Release chec…
    */
   export function search_notes(input: {
     /** integer, ≥1, ≤50. @default 5 */ limit?: number;
@@ -389,18 +416,7 @@ declare module "@codemode/servers/notes" {
       /** integer. */ done: number;
       [k: string]: unknown;
     };
-    byTag: {
-      /** integer. */ books: number;
-      /** integer. */ home: number;
-      /** integer. */ perf: number;
-      /** integer. */ personal: number;
-      /** integer. */ planning: number;
-      /** integer. */ release: number;
-      /** integer. */ search: number;
-      /** integer. */ shopping: number;
-      /** integer. */ work: number;
-      [k: string]: unknown;
-    };
+    byTag: { [k: string]: number };
     [k: string]: unknown;
   };
   /**
@@ -408,13 +424,24 @@ declare module "@codemode/servers/notes" {
    * Constraints: contentMediaType: "application/json".
    */
   export type StatsOutput = string;
-  /** Counts of notes and tasks, as a JSON object. Output type inferred from 1 recorded sample; it may not cover every case. Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson. @readOnly @closedWorld */
+  /**
+   * Counts of notes and tasks, as a JSON object.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson.
+   * Example (a recorded call): await stats() → '{"notes": 5, "todo": 2, "done": 1, "tasks": {"open": 2, "done": 1}, "byTag": {"books": 1, "home": 1, "perf": 1, "personal": 1, "planning": 1, "release": 1, "s…
+   */
   export function stats(input?: { [k: string]: unknown }): Promise<StatsOutput>;
   export type SummaryOutput = string;
-  /** A short prose summary of the notes, for reading rather than parsing. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  /**
+   * A short prose summary of the notes, for reading rather than parsing.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Example (a recorded call): await summary() → 'You have 5 notes tagged books, home, perf, personal, planning, release, search, shopping, work. Still to do: Groceries; Release checklist. The most recent one…
+   */
   export function summary(input?: { [k: string]: unknown }): Promise<SummaryOutput>;
   export type TasksAddOutput = Task;
-  /** Add a task to the task list. @nonDestructive @closedWorld */
+  /** Add a task to the task list. @nonDestructive @nonIdempotent @closedWorld */
   export function tasks_add(input: {
     /** Due date, YYYY-MM-DD @default null */ due?: string | null;
     title: string;
@@ -427,7 +454,12 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List tasks in creation order. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
+  /**
+   * List tasks in creation order.
+   * @boxed result @readOnly @nonDestructive @idempotent @closedWorld
+   * Boxed by the server (FastMCP's result wrapper): the value is in .result.
+   * Example (a recorded call): await tasks_list() → { result: [{ done: true, due: "2026-04-30", id: 1, title: "Renew passport" }, { done: false, due: "2026-03-06", id: 2, title: "Send invoice to Acme" }, { done:…
+   */
   export function tasks_list(input?: {
     /** @default true */ include_done?: boolean;
   }): Promise<TasksListOutput>;

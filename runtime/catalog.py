@@ -81,14 +81,18 @@ def shown_policy(config: ServerConfig, tool_name: str, annotations: Any) -> str 
 def tag_declaration(declaration: str, tag: str) -> str:
     """`declaration` (a compact one, generator/agent.py) with `tag` in the one-line doc comment
     of its function, or in a doc comment of its own: `/** Delete a note. @destructive @approval */`.
-    Lines before the doc (a learned-type note, runtime/learn.py) stay where they are."""
+    Lines before the doc (a learned-type note, runtime/learn.py) stay where they are, and so do
+    the `// e.g. …` example lines between the doc and the function (generator/examples.py)."""
     lines = declaration.split("\n")
     at = next((i for i, line in enumerate(lines) if line.startswith(("export function ", "function "))), 0)
-    doc = lines[at - 1] if at > 0 else ""
+    doc_at = at - 1
+    while doc_at >= 0 and lines[doc_at].startswith("// e.g. "):
+        doc_at -= 1
+    doc = lines[doc_at] if doc_at >= 0 else ""
     if doc.startswith("/**") and doc.endswith("*/"):
-        lines[at - 1] = f"{doc[:-2].rstrip()} {tag} */"
+        lines[doc_at] = f"{doc[:-2].rstrip()} {tag} */"
     else:
-        lines.insert(at, f"/** {tag} */")
+        lines.insert(doc_at + 1, f"/** {tag} */")
     return "\n".join(lines)
 
 

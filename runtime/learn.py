@@ -38,7 +38,12 @@ from typing import Any
 from codemode_gen import dirswap
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
-from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
+from codemode_gen.generator.fixtures import (
+    LIVE_FIELD,
+    SERVER_FILE,
+    load_fixture_set,
+    write_server_fixtures,
+)
 from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
 from codemode_gen.generator.record import (
     check_fixtures_dir,
@@ -71,6 +76,9 @@ MAX_LEARNED_RESULT_NODES = MAX_INFER_NODES
 MAX_LEARNED_TOOLS = 1000
 #: Bytes of JSON of an input kept as a learned tool's example (its declaration shows one).
 MAX_EXAMPLE_INPUT_BYTES = 512
+#: Bytes of JSON of a result kept as a learned tool's example (its declaration shows it, cut
+#: by generator/examples.py): the first call's result when it is this small, else a later one.
+MAX_EXAMPLE_RESULT_BYTES = 4096
 #: Bytes of recorded lines a recorder holds before writing them: past it the host flushes at
 #: once instead of after the run, so a run of many large calls never holds them all in memory
 #: (each line is already cut to `max_result_bytes`).
@@ -95,17 +103,19 @@ class Learned:
     calls: int  # calls merged (counted up to MAX_LEARNED_SAMPLES, then only when the type changed)
     example: Any  # a small input of a learned call, for the declaration's example; None if none
     stopped: str | None = None  # why the type no longer changes (a bound), or None
+    example_result: Any = None  # a small wire result of the same call; None if none yet
 
     def example_call(self) -> dict[str, Any]:
-        """A calls-file line carrying only the example input (the generator's `_example_input`)."""
-        return {"input": self.example, "result": {}}
+        """A calls-file line of the example (generator/examples.py chooses from calls lines):
+        its input, and its result when one was small enough to keep (else `{}`: no example)."""
+        return {"input": self.example, "result": self.example_result if self.example_result is not None else {}}
 
 
 @dataclass
 class _State:
     merged: MergedSamples
     learned: Learned
-    size: int  # JSON bytes of the learned schema
+    size: int  # JSON bytes of the learned schema or of the merge behind it, the larger
 
 
 class Learner:
@@ -144,7 +154,9 @@ class Learner:
         if not merged.add(result):
             return
         inference = merged.inference()
-        size = len(json.dumps(inference.schema, separators=(",", ":"), default=str))
+        # The merge's own state, not only the type: a map of ever new keys stays a small type
+        # while the merge behind it keeps every key (infer.MergedSamples.state_bytes).
+        size = max(len(json.dumps(inference.schema, separators=(",", ":"), default=str)), merged.state_bytes())
         old_size = state.size if state is not None else 0
         stopped = None
         if size > MAX_LEARNED_SCHEMA_BYTES:
@@ -157,12 +169,16 @@ class Learner:
                 self.version += 1
             return
         example = state.learned.example if state is not None else None
-        if example is None and _small_json(arguments):
+        example_result = state.learned.example_result if state is not None else None
+        if example_result is None and _small_json(result, MAX_EXAMPLE_RESULT_BYTES):
+            # input and result of one call, so that the example is true as a whole
+            example, example_result = (copy.deepcopy(arguments) if _small_json(arguments) else None), copy.deepcopy(result)
+        elif example is None and _small_json(arguments):
             example = copy.deepcopy(arguments)
         before = state.learned.calls if state is not None else 0
         changed = state is None or inference.schema != state.learned.inference.schema
         calls = before + 1 if changed or before < self.max_samples else before
-        learned = Learned(inference, calls, example)
+        learned = Learned(inference, calls, example, example_result=example_result)
         if state is None:
             self._tools.setdefault(config_id, {})[tool_name] = _State(merged, learned, size)
             self._count += 1
@@ -185,11 +201,11 @@ class Learner:
         return self._bytes
 
 
-def _small_json(value: Any) -> bool:
-    if not at_most(value, MAX_EXAMPLE_INPUT_BYTES):
+def _small_json(value: Any, limit: int = MAX_EXAMPLE_INPUT_BYTES) -> bool:
+    if not at_most(value, limit):
         return False
     try:
-        return len(json.dumps(value, ensure_ascii=False)) <= MAX_EXAMPLE_INPUT_BYTES
+        return len(json.dumps(value, ensure_ascii=False)) <= limit
     except (TypeError, ValueError, RecursionError):
         return False
 
@@ -241,6 +257,8 @@ class LiveRecorder:
             if redactor is None:
                 redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
         record, problem = recorded_call(arguments, result, duration_ms, redactor, self.settings.max_result_bytes)
+        if record is not None:
+            record[LIVE_FIELD] = True  # learned in a session: `generate` says so (coverage)
         where = f"{config_id}.{shown(tool_name)}"
         size = 0
         if record is not None:

@@ -16,8 +16,10 @@ not estimated: `_Layout` keeps every length the text is made of):
 2. signatures, cheapest first, with the named types they need (the most tools a script can
    call without looking anything up);
 3. doc comments, neediest first (`need`);
-4. field notes, neediest first;
-5. each declared server's instructions (up to MAX_INSTRUCTIONS_CHARS) instead of its first
+4. examples, first of the tools whose type says least of their result (`string` and `unknown`
+   outputs: only a recording shows what the text holds), then neediest first;
+5. field notes, neediest first;
+6. each declared server's instructions (up to MAX_INSTRUCTIONS_CHARS) instead of its first
    sentence.
 
 A pass tries every tool and skips the ones that do not fit, so a big signature never blocks
@@ -67,7 +69,7 @@ if TYPE_CHECKING:
 # The tool name and budget defaults live in a light module the CLI imports for its option
 # defaults (runtime/prompt_defaults.py); re-exported here, where they are used.
 __all__ = [
-    "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "DESCRIBED", "FULL", "LEVEL_NAMES", "MIN_PROMPT_BUDGET", "NAME", "OMITTED",
+    "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "DESCRIBED", "EXAMPLE", "FULL", "LEVEL_NAMES", "MIN_PROMPT_BUDGET", "NAME", "OMITTED",
     "SIGNATURE", "PromptLayout", "approval_policies", "layout_prompt", "need", "prompt_size", "render_prompt",
     "server_block", "system_prompt",
 ]
@@ -77,8 +79,12 @@ OMITTED = 0  # counted in its server's line ("3 more")
 NAME = 1  # its import name in a list
 SIGNATURE = 2  # `function f(input: …): Promise<…>;`
 DESCRIBED = 3  # with its doc comment: the description's first sentence and its tags
-FULL = 4  # with a note per input field
-LEVEL_NAMES = {OMITTED: "omitted", NAME: "name", SIGNATURE: "signature", DESCRIBED: "described", FULL: "full"}
+EXAMPLE = 4  # with a recorded example after the doc comment
+FULL = 5  # with a note per input field
+LEVEL_NAMES = {
+    OMITTED: "omitted", NAME: "name", SIGNATURE: "signature", DESCRIBED: "described", EXAMPLE: "example",
+    FULL: "full",
+}
 
 # Server instructions quoted in a declared server's header once the tools have what they need
 # (a server's 2 KB of instructions would cost more than its tools); else the first sentence.
@@ -114,7 +120,7 @@ _TAG_KEY = "_approvalTag"
 # MCP's hint tags (generator/agent.py `annotation_tags`, terse): true ones, then the false
 # values that differ from MCP's defaults; `@name=value` is any other annotation.
 _HINTS_TRUE = ("@readOnly", "@destructive", "@idempotent", "@openWorld")
-_HINTS_FALSE = ("@nonDestructive", "@closedWorld")
+_HINTS_FALSE = ("@notReadOnly", "@nonDestructive", "@nonIdempotent", "@closedWorld")
 _OTHER_ANNOTATION = "@name=value"
 _UNBOXED = "@unboxed"  # explained by the unbox deviation rule
 
@@ -252,8 +258,7 @@ def need(tool: Mapping[str, Any]) -> int:
     name_words = set(terms(str(tool.get("toolName", ""))))
     if name_words <= GENERIC_WORDS:
         score += 2
-    output = str(parts.get("signature", "")).rpartition("): Promise<")[2].removesuffix(">;")
-    score += {"unknown": 3, "string": 2}.get(output, 0)
+    score += {"unknown": 3, "string": 2}.get(_output_text(tool), 0)
     schema = tool.get("inputSchema")
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     fields = [str(k) for k in properties] if isinstance(properties, Mapping) else []
@@ -264,6 +269,13 @@ def need(tool: Mapping[str, Any]) -> int:
     novel = set(terms(str(parts.get("summary", "")))) - known - COMMON_WORDS
     score += min(sum(1 for w in novel if not w.isdigit()) // 3, 3)
     return score
+
+
+def _output_text(tool: Mapping[str, Any]) -> str:
+    """The result type its compact signature shows (`string`, `unknown`, `Note`, …)."""
+    parts = tool.get("agent")
+    signature = str(parts.get("signature", "")) if isinstance(parts, Mapping) else ""
+    return signature.rpartition("): Promise<")[2].removesuffix(">;")
 
 
 # ---------------------------------------------------------------------------------- layout
@@ -282,6 +294,7 @@ class _Tool:
     name_tags: tuple[str, ...]  # kinds of the tags shown from NAME up (its approval tag)
     types: tuple[str, ...]  # named types its signature needs
     has_doc: bool  # a doc comment would add something (a summary or tags)
+    has_example: bool  # the EXAMPLE step adds a recorded example line
     entry: Mapping[str, Any]  # its manifest entry
     level: int = OMITTED
 
@@ -289,6 +302,11 @@ class _Tool:
     def need(self) -> int:
         """`need(entry)`, computed for the tools a pass ranks by it only."""
         return need(self.entry)
+
+    @cached_property
+    def vague_output(self) -> bool:
+        """Its signature returns `string` or `unknown`: only an example shows what it holds."""
+        return _output_text(self.entry) in ("string", "unknown")
 
     @classmethod
     def of(cls, entry: Mapping[str, Any], order: int, type_names: Collection[str]) -> _Tool:
@@ -299,7 +317,7 @@ class _Tool:
         name = export + (f" {tag}" if tag else "")
         if not isinstance(parts, Mapping) or not isinstance(parts.get("signature"), str):
             # an out/ from an older generator: names only
-            return cls(export, order, name, NAME, {}, (), tuple(map(_tag_kind, approval)), (), False, entry)
+            return cls(export, order, name, NAME, {}, (), tuple(map(_tag_kind, approval)), (), False, False, entry)
         summary = str(parts.get("summary") or "")
         tags = tuple(str(t) for t in parts.get("tags") or ())
         plain = str(parts["signature"])
@@ -307,14 +325,19 @@ class _Tool:
         doc = doc_comment(summary, (*tags, *approval))
         signature_line = INDENT + plain + (f" // {tag}" if tag else "") + "\n"
         doc_line = INDENT + doc + "\n" if doc else ""
+        example = str(parts.get("example") or "")
+        example_line = INDENT + example + "\n" if example else ""
+        described = doc_line + INDENT + plain + "\n" if doc else signature_line
         texts = {
             SIGNATURE: signature_line,
-            DESCRIBED: doc_line + INDENT + plain + "\n" if doc else signature_line,
-            FULL: doc_line + INDENT + noted + "\n" if doc else INDENT + noted + "\n",
+            DESCRIBED: described,
+            # a tool with nothing to add at a step takes it at no cost
+            EXAMPLE: doc_line + example_line + INDENT + plain + "\n" if example else described,
+            FULL: doc_line + example_line + INDENT + noted + "\n" if doc or example else INDENT + noted + "\n",
         }
         types = tuple(t for t in parts.get("types") or () if t in type_names)
         kinds = tuple(map(_tag_kind, tags)), tuple(map(_tag_kind, approval))
-        return cls(export, order, name, FULL, texts, *kinds, types, bool(summary or tags), entry)
+        return cls(export, order, name, FULL, texts, *kinds, types, bool(summary or tags), bool(example), entry)
 
     def shown_tags(self, level: int) -> tuple[str, ...]:
         if level >= DESCRIBED:
@@ -502,7 +525,13 @@ class _Layout:
         self._pass(tools, OMITTED, NAME, budget, lambda t: t.order)
         self._pass(tools, NAME, SIGNATURE, budget, lambda t: (self._alone(t), t.order))
         self._pass(tools, SIGNATURE, DESCRIBED, budget, lambda t: (-t.need, t.order))
-        self._pass(tools, DESCRIBED, FULL, budget, lambda t: (-t.need, t.order))
+        examples = [t for t in tools if t.has_example]
+        self._pass(examples, DESCRIBED, EXAMPLE, budget, lambda t: (not t.vague_output, -t.need, t.order))
+        # field notes: a tool without an example goes from its doc comment straight to them
+        ready = [t for t in tools if t.level == EXAMPLE or (t.level == DESCRIBED and not t.has_example)]
+        for tool in sorted(ready, key=lambda t: (-t.need, t.order)):
+            if tool.top >= FULL:
+                self._try(tool, FULL, budget)
         for server in self.servers:
             if server.declared and server.instructions_head != server.summary_head:
                 grows = len(server.instructions_head) - len(server.summary_head)

@@ -1,8 +1,10 @@
 """Recorded tool catalogs of real third-party MCP servers (tests/data/catalogs/<id>/).
 
 Each catalog is what `codemode-gen record --no-probe` wrote for one server: `server.json` (the
-initialize result) and `tools.json` (tools/list, all pages, sorted by name, verbatim). The
-README.md next to them names the package and version each was recorded from. Used by tests and
+initialize result) and `tools.json` (tools/list, all pages, sorted by name, verbatim); `git`,
+`sqlite` and `time` also have `calls/`, real calls recorded with samples and probes
+(`catalog_fixture_sets`). The README.md next to them names the package and version each was
+recorded from. Used by tests and
 by bench/ scripts that compare generated TypeScript and prompts with the raw tools/list JSON.
 """
 
@@ -28,6 +30,14 @@ def load_catalog(catalog_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]
     server_json = json.loads((folder / "server.json").read_text(encoding="utf-8"))
     tools = json.loads((folder / "tools.json").read_text(encoding="utf-8"))
     return server_json, tools
+
+
+def catalog_fixture_sets() -> list[Any]:
+    """Every catalog as `generate` reads a recording (generator/fixtures.py): with its recorded
+    calls where it has some."""
+    from codemode_gen.generator.fixtures import load_fixture_set
+
+    return [load_fixture_set(CATALOGS_DIR / cid) for cid in catalog_ids()]
 
 
 def tools_list_bytes(tools: list[dict[str, Any]]) -> int:

@@ -86,11 +86,11 @@ def declarations(entry: ServerEntry) -> dict[str, str]:
     ("annotations", "tags"),
     [
         ({"readOnlyHint": True}, ["@readOnly"]),
-        ({"readOnlyHint": False}, []),  # MCP's default for an absent hint: says nothing
+        ({"readOnlyHint": False}, ["@notReadOnly"]),  # declared: said, even as MCP's default
         ({"destructiveHint": True}, ["@destructive"]),
         ({"destructiveHint": False}, ["@nonDestructive"]),  # differs from the default (true)
         ({"idempotentHint": True}, ["@idempotent"]),
-        ({"idempotentHint": False}, []),
+        ({"idempotentHint": False}, ["@nonIdempotent"]),
         ({"openWorldHint": True}, ["@openWorld"]),
         ({"openWorldHint": False}, ["@closedWorld"]),  # differs from the default (true)
         ({}, []),
@@ -102,21 +102,23 @@ def declarations(entry: ServerEntry) -> dict[str, str]:
         (
             {"openWorldHint": False, "idempotentHint": False, "destructiveHint": False,
              "readOnlyHint": False},
-            ["@nonDestructive", "@closedWorld"],
+            ["@notReadOnly", "@nonDestructive", "@nonIdempotent", "@closedWorld"],
         ),
     ],
 )  # fmt: skip
 def test_s6_3_terse_tags_for_every_hint_true_false_and_absent(
     annotations: dict[str, Any], tags: list[str]
 ) -> None:
-    """True hints by name; a false value only where it differs from MCP's default for an
-    absent hint (and then as a word of its own, not `=false`); absent hints say nothing."""
+    """§6.3: every hint a tool declares is surfaced: true ones by name, false ones as a word of
+    their own (not `=false`); absent hints, and values that are not booleans, say nothing."""
     assert annotation_tags(annotations, terse=True) == tags
 
 
-def test_s6_3_a_read_only_tool_drops_the_hints_meaningless_for_it() -> None:
-    """MCP: destructiveHint and idempotentHint are "meaningful only when readOnlyHint ==
-    false"; openWorldHint still is. The non-terse form keeps every value."""
+def test_s6_3_a_read_only_tool_keeps_every_hint_it_declares() -> None:
+    """MCP calls destructiveHint and idempotentHint "meaningful only when readOnlyHint == false",
+    but §6.3 makes surfacing every annotation present a MUST: a read-only tool's
+    `idempotentHint` is not dropped (a reference server's get_user showed only `@readOnly`).
+    The non-terse form spells each value."""
     for destructive in (True, False):
         for idempotent in (True, False):
             annotations = {
@@ -125,7 +127,13 @@ def test_s6_3_a_read_only_tool_drops_the_hints_meaningless_for_it() -> None:
                 "idempotentHint": idempotent,
                 "openWorldHint": False,
             }
-            assert annotation_tags(annotations, terse=True) == ["@readOnly", "@closedWorld"]
+            assert annotation_tags(annotations, terse=True) == [
+                "@readOnly",
+                "@destructive" if destructive else "@nonDestructive",
+                "@idempotent" if idempotent else "@nonIdempotent",
+                "@closedWorld",
+            ]
+    assert annotation_tags({"readOnlyHint": True, "idempotentHint": True}, terse=True) == ["@readOnly", "@idempotent"]
     assert annotation_tags(
         {
             "readOnlyHint": True,
@@ -484,7 +492,7 @@ def test_s5_3_1_input_arity_in_the_agent_rendering() -> None:
 
 def test_inferred_outputs_and_json_text_are_said_in_the_summary() -> None:
     """The notes fixture: `@inferred` marks a type guessed from samples; a JSON-text result
-    names the type to parse it as."""
+    names the type to parse it as; a recorded call follows the doc comment (examples.py)."""
     entry = next(
         s
         for s in build_outputs(load_fixtures(FIXTURES)).manifest["servers"]
@@ -493,9 +501,14 @@ def test_inferred_outputs_and_json_text_are_said_in_the_summary() -> None:
     decls = declarations(entry)
     assert decls["search_notes"].startswith(
         "/** Full-text search. Returns JSON text: JSON.parse(result) as "
-        "{ id: number; title: string; score: number; snippet?: string }[]. @inferred @readOnly @closedWorld */\n"
+        "{ id: number; title: string; score: number; snippet?: string }[]."
+        " @inferred @readOnly @nonDestructive @idempotent @closedWorld */\n"
+        """// e.g. search_notes({ query: "work" }) → '[{"id": 1, "title": "Quarterly planning", "score": 2.0}, """
     )
-    assert decls["get_note"].startswith("/** Fetch one note by id. @readOnly @closedWorld */\n")
+    assert decls["get_note"].startswith(
+        "/** Fetch one note by id. @readOnly @nonDestructive @idempotent @closedWorld */\n"
+        '// e.g. get_note({ id: 1 }) → { body: "Draft the Q2 roadmap.", created: "2026-03-02T09:01:00Z", '
+    )
 
 
 # --------------------------------------------------------------------------- tsc

@@ -144,10 +144,10 @@ def test_s4_4_codemode_d_ts_and_agent_script_compile_with_tsc_strict(
     lines = []
     for i, server in enumerate(outputs.manifest["servers"]):
         dts = outputs.files[server["types"]]
-        calls = re.findall(r"Example \(a recorded call\): await (\w+)\((.*)\);", dts)
+        calls = re.findall(r"Example \(a recorded call\): await (\w+)\((.*)\) → ", dts)
         lines.append(f'import * as s{i} from "@codemode/servers/{server["serverId"]}";')
         lines += [f"await s{i}.{name}({args});" for name, args in calls]
-    assert sum(line.startswith("await") for line in lines) == 5
+    assert sum(line.startswith("await") for line in lines) == 12
     (tmp_path / "examples.ts").write_text("\n".join(lines) + "\nexport {};\n", encoding="utf-8")
     proc = tsc_project(out / "tsconfig.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -367,27 +367,24 @@ def test_no_raw_line_terminators_or_comment_breakouts(outputs: Outputs) -> None:
 
 
 def test_s6_3_annotations_and_provenance_in_doc_comments(outputs: Outputs) -> None:
-    """§6.3: MCP annotations are surfaced in each tool's doc comment, as one line of terse tags:
-    true hints by name, the informative false values by a word of their own (`@nonDestructive`,
-    `@closedWorld`), nothing for what MCP's defaults already say or for hints meaningless on a
-    read-only tool. Provenance is said only where it surprises the reader (inferred outputs,
+    """§6.3: every MCP annotation a tool declares is surfaced in its doc comment, as one line of
+    terse tags: true hints by name, false ones by a word of their own (`@nonDestructive`,
+    `@closedWorld`, `@nonIdempotent`, `@notReadOnly`). Provenance is said only where it surprises the reader (inferred outputs,
     drift); a declared outputSchema needs no sentence, an unknown output is `Promise<unknown>`."""
     dts = outputs.files["servers/notes.d.ts"]
     weird = outputs.files["servers/weird-server.d.ts"]
     # readOnlyHint true, destructiveHint false, idempotentHint true, openWorldHint false
     get_note = tool_doc(dts, "get_note")
-    assert "\n   * @readOnly @closedWorld\n" in get_note
-    assert "@idempotent" not in get_note and "@nonDestructive" not in get_note
+    assert "\n   * @readOnly @nonDestructive @idempotent @closedWorld\n" in get_note
     assert tool_entry(outputs, "notes", "get_note")["annotations"] == {
         "destructiveHint": False,
         "idempotentHint": True,
         "openWorldHint": False,
         "readOnlyHint": True,
     }  # the manifest (ToolSummary/ToolDefinition) keeps them as given
-    # not read-only: destructiveHint false and openWorldHint false say something, idempotentHint
-    # false is MCP's default
+    # not read-only: every declared hint, MCP's defaults too
     assert tool_doc(dts, "tasks_add") == (
-        '/** Add a task to the task list. @nonDestructive @closedWorld */'
+        '/** Add a task to the task list. @nonDestructive @nonIdempotent @closedWorld */'
     )
     assert tool_doc(dts, "flaky_sync").endswith(" @openWorld */")  # openWorldHint true
     assert "\n   * @destructive\n" in tool_doc(weird, "delete_")  # destructiveHint true

@@ -130,6 +130,25 @@ def test_correct_script_gives_no_diagnostics_and_exit_0(tmp_path: Path, source: 
     assert checked(tmp_path, source, name) == (0, [])
 
 
+# The demo's `stats` counts notes per tag: the tag names are data, so `byTag` is a map
+# (generator/infer.py) and any tag indexes it, one that no recording holds too.
+MAP_BY_TAG = """import * as notes from "@codemode/servers/notes";
+const stats = JSON.parse(await notes.stats()) as notes.StatsJson;
+const tag: string = "garden";
+const garden: number = stats.byTag[tag] ?? 0;
+const biggest = Object.entries(stats.byTag).sort((a, b) => b[1] - a[1])[0];
+globalThis.__codemode_result__ = { garden, biggest, open: stats.tasks.open };
+"""
+
+
+@pytest.mark.slow
+def test_a_map_of_data_keys_is_indexed_by_any_key(tmp_path: Path) -> None:
+    assert checked(tmp_path, MAP_BY_TAG, "agent.ts") == (0, [])
+    code, found = checked(tmp_path, MAP_BY_TAG.replace("stats.tasks.open", "stats.tasks.opened"), "agent.ts")
+    # the record around the map keeps its fields: one it does not have is still reported
+    assert code == 1 and [d["code"] for d in found] == ["TS4111"] and "'opened'" in found[0]["message"]
+
+
 @pytest.mark.slow
 def test_dash_reads_stdin_and_detects_typescript(tmp_path: Path) -> None:
     require_tsc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -58,6 +59,29 @@ def test_generate_reports_each_tools_output_type_and_samples_for_the_unknown(
         ("notes", "flaky_sync"), ("Weird_Server", "a-b"), ("Weird_Server", "a.b"), ("Weird_Server", "ünïcödé tool")]
     for i, item in enumerate(samples):
         parse_sample(item, f"samples[{i}]")
+
+
+def test_generate_reports_coverage_by_origin_learned_included(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How many tools have an output type, and from where: a type inferred only from calls a
+    live session recorded (`"live": true`, run/serve --record) is counted as learned."""
+    import shutil
+
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, fixtures)
+    chart = fixtures / "notes" / "calls" / "render_chart.jsonl"
+    chart.write_text("".join(json.dumps({**json.loads(line), "live": True}) + "\n"
+                             for line in chart.read_text().splitlines()))
+    code, stdout, _ = run(["generate", "--fixtures", str(fixtures), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    total = "output types: 13 of 17 tools (76%): 4 declared, 8 inferred from samples, 1 learned in sessions (--record), 4 unknown"
+    assert total in stdout
+    assert "notes: 9 tools; output types: 3 declared, 4 inferred, 1 learned, 1 unknown" in stdout
+    assert "    learned: render_chart (1 sample)\n" in stdout
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (entry,) = [t for s in manifest["servers"] for t in s["tools"] if t["toolName"] == "render_chart"]
+    assert entry["output"]["liveSamples"] == entry["output"]["samples"] == 1
 
 
 def test_same_fixtures_same_bytes_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,7 +208,7 @@ def test_check_hints_at_python_flag(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert run([*args, "--python", "--check"], capsys)[0] == 0
     code, _, stderr = run([*args, "--check"], capsys)
     assert code == 1
-    assert "extra: python/notes.py" in stderr and "add --python" in stderr
+    assert "extra: python/codemode_models/notes.py" in stderr and "add --python" in stderr
 
 
 @pytest.mark.slow

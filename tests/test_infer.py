@@ -16,7 +16,9 @@ from codemode_gen.generator.infer import (
     MAX_INFER_NODES,
     MAX_INFER_SAMPLES,
     MAX_OBJECT_PROPERTIES,
+    MIN_MAP_KEYS,
     infer_output,
+    value_like_key,
 )
 
 
@@ -235,3 +237,117 @@ def test_every_recorded_value_validates_against_the_inferred_schema(values: list
     assert inf.schema is not None
     for v in values:
         jsonschema.validate({"v": v}, inf.schema)
+
+
+# ---------------------------------------------------------------------------------- maps
+
+
+def test_demo_stats_by_tag_is_a_map() -> None:
+    """The demo's `stats` counts notes per tag: the tag names are data, so `byTag` is
+    `{ [k: string]: number }`, while the record around it keeps its fields."""
+    from tests.runtime_support import REPO
+
+    calls = [json.loads(line) for line in (REPO / "fixtures" / "notes" / "calls" / "stats.jsonl").read_text().splitlines()]
+    inner = infer_output(calls).json_schema
+    assert inner is not None and set(inner["properties"]) == {"notes", "todo", "done", "tasks", "byTag"}
+    assert inner["properties"]["byTag"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert set(inner["properties"]["tasks"]["properties"]) == {"open", "done"}  # two fields: a record
+
+
+def test_map_rules_and_their_thresholds() -> None:
+    def schema_of(*values: Any) -> Any:
+        inf = infer_output([structured({"m": v}) for v in values])
+        assert inf.schema is not None
+        return inf.schema["properties"]["m"]
+
+    # 1. data keys: one date is enough; field-name keys beside them stay (structural)
+    assert schema_of({"2026-03-01": 2}) == {"type": "object", "additionalProperties": {"type": "integer"}}
+    mixed = schema_of({"total": 3, "2026-03-01": {"n": 1}, "2026-03-02": {"n": 2}})
+    assert mixed["properties"] == {"total": {"type": "integer"}} and mixed["required"] == ["total"]
+    assert mixed["additionalProperties"]["properties"] == {"n": {"type": "integer"}}
+    # 2. many keys of one type: MIN_MAP_KEYS, not one fewer
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    assert "additionalProperties" in schema_of(dict.fromkeys(words[:MIN_MAP_KEYS], 1))
+    assert "additionalProperties" not in schema_of(dict.fromkeys(words[: MIN_MAP_KEYS - 1], 1))
+    # 3. keys that differ between samples: MIN_VARYING_KEYS keys absent from some sample
+    assert "additionalProperties" in schema_of({"red": 1}, {"green": 2}, {"blue": 3})
+    assert "additionalProperties" not in schema_of({"red": 1, "name": 0}, {"green": 2, "name": 0})
+    # ... but not between the items of one array: content blocks are records of several kinds
+    blocks = schema_of([{"type": "text", "text": "a"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}])
+    assert set(blocks["items"]["properties"]) == {"type", "text", "data", "mimeType"}
+    # values of several kinds, or records that share no field, are not one value type
+    assert "additionalProperties" not in schema_of({"2026-03-01": 1, "2026-03-02": "x"})
+    assert "additionalProperties" not in schema_of({w: {f"{w}_a": 1, f"{w}_b": "x"} for w in words})
+    # a map of maps: per-user totals per day
+    nested = schema_of({"alice@example.com": {"2026-03-01": 1}, "bob@example.com": {"2026-03-02": 2}})
+    assert nested == {
+        "type": "object",
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}},
+    }
+
+
+def test_value_like_keys() -> None:
+    for key in ("42", "-3.5", "2026-03-01", "2026-03-01T10:00:00Z", "09:30", "PAP-A4-80", "user_1234",
+                "a@b.io", "https://x.org/a", "/tmp/x", "San Francisco, CA", "deadbeef01",
+                "123e4567-e89b-12d3-a456-426614174000"):
+        assert value_like_key(key), key
+    for key in ("books", "createdAt", "x-api-key", "address2", "id", "first_name", "$ref", ""):
+        assert not value_like_key(key), key
+
+
+DATA_KEYS = st.one_of(
+    st.dates().map(lambda d: d.isoformat()),
+    st.integers(0, 10**6).map(str),
+    st.uuids().map(str),
+    st.from_regex(r"[a-z]{1,6}@[a-z]{1,6}\.(com|org)", fullmatch=True),
+)
+STRUCTURAL = ["total", "page", "next"]
+MAP_VALUES = st.sampled_from([
+    st.integers(),
+    st.text(max_size=5),
+    st.fixed_dictionaries({"n": st.integers(), "label": st.text(max_size=3)}, optional={"note": st.none()}),
+])
+
+
+@st.composite
+def records_with_a_map(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int]:
+    """Samples `{"m": {<structural keys>..., <data key>: value, ...}}`: the structural keys
+    (strings) in every sample, at least as many data keys as structural ones in each."""
+    structural = draw(st.integers(0, len(STRUCTURAL)))
+    values = draw(MAP_VALUES)
+    samples = []
+    for _ in range(draw(st.integers(1, 4))):
+        data = draw(st.dictionaries(DATA_KEYS, values, min_size=max(structural, 1), max_size=6))
+        fields = {key: draw(st.booleans()) for key in STRUCTURAL[:structural]}
+        samples.append({"m": {**fields, **data}})
+    return samples, structural
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(records_with_a_map())
+def test_maps_over_generated_records_with_data_keys(case: tuple[list[dict[str, Any]], int]) -> None:
+    """Data keys never become properties; structural keys stay required properties; every
+    sample validates against the type inferred from it."""
+    samples, structural = case
+    inf = infer_output([structured(s) for s in samples])
+    assert inf.schema is not None
+    node = inf.schema["properties"]["m"]
+    assert "additionalProperties" in node, node
+    assert set(node.get("properties", {})) == set(STRUCTURAL[:structural])
+    assert set(node.get("required", [])) == set(STRUCTURAL[:structural])
+    for sample in samples:
+        jsonschema.validate(sample, inf.schema)
+
+
+FIELDS = {"id": st.integers(), "title": st.text(max_size=4), "done": st.booleans(), "tags": st.lists(st.text(max_size=2)),
+          "score": st.floats(allow_nan=False, allow_infinity=False), "owner": st.text(max_size=4), "size": st.integers()}
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.fixed_dictionaries(FIELDS), min_size=1, max_size=4))
+def test_records_with_field_name_keys_stay_records(samples: list[dict[str, Any]]) -> None:
+    inf = infer_output([structured(s) for s in samples])
+    assert inf.schema is not None and "additionalProperties" not in inf.schema
+    assert set(inf.schema["properties"]) == set(FIELDS) and set(inf.schema["required"]) == set(FIELDS)

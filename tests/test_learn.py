@@ -62,6 +62,8 @@ def test_an_untyped_tools_output_type_is_learned_from_one_call_and_refined(tmp_p
     assert once["learned"] == once["searched"] == {"liveCalls": 1, "scope": "session"}
     assert once["declaration"].startswith("// output type learned from 1 live call in this session")
     assert "Promise<{ value: { id: number; tags: string[] } }>" in once["declaration"]
+    # the call it was learned from is the declaration's example (generator/examples.py)
+    assert "\n// e.g. echo({ value: { id: 7, tags: [\"a\"] } }) → { value: { id: 7, tags: [\"a\"] } }\n" in once["declaration"]
     # A second call with another shape refines it: the samples are merged, as generate does.
     assert twice["learned"] == {"liveCalls": 2, "scope": "session"}
     assert "note?: string" in twice["declaration"]
@@ -103,6 +105,7 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
     text = json.dumps(lines[0])
     assert "sk-abcdefghij" not in text and "<redacted" in text
     assert lines[0]["input"]["value"]["id"] == 1 and isinstance(lines[0]["durationMs"], int)
+    assert lines[0]["live"] is True  # recorded by a session: generate counts its type as learned
     assert {t["name"] for t in recorded.tools} >= {"echo", "total"}
 
     from codemode_gen.cli import main as cli
@@ -112,7 +115,7 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
     assert exc.value.code == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     tool = next(t for t in manifest["servers"][0]["tools"] if t["toolName"] == "echo")
-    assert tool["output"]["source"] == "inferred" and tool["output"]["samples"] == 1
+    assert tool["output"]["source"] == "inferred" and tool["output"]["samples"] == tool["output"]["liveSamples"] == 1
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -18,13 +18,15 @@ from codemode_gen.cli import main
 from codemode_gen.config import Sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import calls_file_name, load_fixture_set
-from codemode_gen.generator.record import load_samples_file, merge_calls, probe_input
+from codemode_gen.generator.record import fill_input, load_samples_file, merge_calls, probe_input
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.jsonio import dumps_stable
 
 from .conftest import PYTHON, REPO, child_pids, pid_alive, server_script
 
 NOTES_PROBED = {"export-csv", "list_notes", "render_chart", "stats", "summary", "tasks.list"}
+# Read-only, with a required argument a probe's result fills (list_notes' ids): probed once after.
+NOTES_FILLED = {"get_note": {"id": 1}}
 NOTES_NEVER_UNASKED = {"create_note", "delete_note", "update_note", "tasks.add", "flaky_sync"}
 RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
 EVERYTHING_BIN = REPO / "node_modules" / ".bin" / "mcp-server-everything"
@@ -80,8 +82,16 @@ def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert [t["name"] for t in tools] == sorted(t["name"] for t in tools)
     assert len(tools) == 13
     recorded = {p.name for p in (folder / "calls").iterdir()}
-    assert recorded == {calls_file_name(n) for n in NOTES_PROBED}
+    assert recorded == {calls_file_name(n) for n in NOTES_PROBED | set(NOTES_FILLED)}
     assert not {calls_file_name(n) for n in NOTES_NEVER_UNASKED} & recorded
+    for name, args in NOTES_FILLED.items():
+        (call,) = lines(folder / "calls" / calls_file_name(name))
+        assert call["input"] == args and call["result"]["structuredContent"]["id"] == 1
+    assert 'probed with arguments filled from schemas and other calls (round 1): get_note {"id":1}' in out
+    # recording again probes get_note no more: it has a recorded call
+    again = record(tmp_path, capsys)
+    assert again[0] == 0 and "filled" not in again[1]
+    assert len(lines(folder / "calls" / "get_note.jsonl")) == 1
     for name in NOTES_PROBED:
         (call,) = lines(folder / "calls" / calls_file_name(name))
         assert set(call) == {"input", "result", "durationMs", "recordedAt"}
@@ -344,7 +354,10 @@ def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.Captur
     assert recorded == listed and len(recorded) >= 10
     fixture = load_fixture_set(folder)
     probed = {t["name"] for t in fixture.tools if probe_input(t) is not None}
-    assert probed and set(fixture.calls) == probed
+    # and the read-only tools whose schema fills their required arguments (an enum, a default)
+    filled = {t["name"] for t in fixture.tools if fill_input(t, []) is not None}
+    assert probed and filled and set(fixture.calls) == probed | filled
+    assert {"get-annotated-message", "get-structured-content"} <= filled
 
 
 # --------------------------------------------------------------------------- user errors
@@ -409,6 +422,36 @@ def test_load_samples_file_formats_and_errors(tmp_path: Path) -> None:
         load_samples_file(path)
     with pytest.raises(UserError, match="not found"):
         load_samples_file(tmp_path / "missing.json")
+
+
+def test_fill_input_from_schemas_and_other_calls() -> None:
+    """A read-only tool's required arguments, filled from its schema (examples, default, const,
+    enum) or from what other tools were called with and returned; None when any is missing,
+    when the tool is not read-only, or when only a redacted placeholder would fill it."""
+    read_only = {"readOnlyHint": True}
+
+    def tool(props: dict[str, Any], required: list[str], annotations: Any = read_only, name: str = "t") -> dict[str, Any]:
+        return {"name": name, "annotations": annotations,
+                "inputSchema": {"type": "object", "properties": props, "required": required}}
+
+    assert fill_input(tool({"n": {"type": "integer", "examples": [3, 4], "default": 9}}, ["n"]), []) == {"n": 3}
+    assert fill_input(tool({"n": {"type": "integer", "default": 9}}, ["n"]), []) == {"n": 9}
+    assert fill_input(tool({"k": {"type": "string", "enum": ["local", "all"]}}, ["k"]), []) == {"k": "local"}
+    git = tool({"repo_path": {"type": "string"}}, ["repo_path"], name="git_log")
+    sources = [("git_status", {"repo_path": "/src/app"}, "On branch main")]
+    assert fill_input(git, sources) == {"repo_path": "/src/app"}  # the argument another tool took
+    assert fill_input(git, [("git_log", {"repo_path": "/x"}, "")]) is None  # never from itself
+    note = tool({"noteId": {"type": "integer", "minimum": 1}}, ["noteId"], name="get_note_details")
+    listed: list[tuple[str, dict[str, Any], Any]] = [("list_notes", {}, {"result": [{"id": 0}, {"id": 7, "title": "a"}]})]
+    assert fill_input(note, listed) == {"noteId": 7}  # `id` of a notes list, the first valid one
+    assert fill_input(note, [("list_events", {}, {"events": [{"id": 7}]})]) is None  # not a note's id
+    text = [("search_notes", {"query": "x"}, '[{"id": 3, "title": "t"}]')]  # JSON text is searched too
+    assert fill_input(tool({"id": {"type": "integer"}}, ["id"]), text) == {"id": 3}
+    assert fill_input(tool({"id": {"type": "integer"}}, ["id"], annotations={}), text) is None
+    assert fill_input(tool({"id": {"type": "integer"}, "q": {"type": "string"}}, ["id", "q"]), text) is None
+    redacted = [("other", {"token": "<redacted:API_TOKEN>"}, None)]
+    assert fill_input(tool({"token": {"type": "string"}}, ["token"]), redacted) is None
+    assert fill_input(tool({}, []), text) is None  # nothing required: the `{}` probe's case
 
 
 def test_probe_input_only_read_only_without_required_args() -> None:

@@ -31,8 +31,8 @@ SAMPLES = [
     {"server": "drift", "tool": "delete_item", "input": {"id": 9}},  # recorded, never repeated
 ]
 # What a check of variant `a` calls: every recorded sample of a read-only tool, once each
-# (ping, count and clock were probed by record; delete_item is not read-only).
-REPEATED = ["clock", "count", "lookup", "lookup", "ping", "search"]
+# (ping, count, clock and tally were probed by record; delete_item is not read-only).
+REPEATED = ["clock", "count", "lookup", "lookup", "ping", "search", "tally"]
 
 
 def drift_entry(variant: str, calls_log: Path | None = None) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def test_unchanged_server_exit_0_repeats_only_read_only_samples(project: Path, c
     before = tree_hash(project / "fixtures")
     code, out, err = check(project, capsys)
     assert code == 0, out + err
-    assert "drift: up to date (6 tools, 6 results compared)" in out
+    assert "drift: up to date (7 tools, 7 results compared)" in out
     assert out.rstrip().endswith(f"no drift: the 1 server checked match {project / 'fixtures'}/")
     # bounded: each recorded sample of a readOnlyHint tool once, never delete_item
     assert sorted(calls_log.read_text().split()) == REPEATED
@@ -93,13 +93,15 @@ def test_drift_names_added_tool_input_schema_and_result_shape(project: Path, cap
     code, out, err = check(project, capsys)
     assert code == 1, out + err
     report = out.splitlines()
-    assert report[report.index("drift: drift, 6 findings (7 tools, 6 results compared)") + 1:] == [
+    assert report[report.index("drift: drift, 7 findings (8 tools, 7 results compared)") + 1:] == [
         "  archive: tool added (not in the fixtures)",
         "  lookup: result shape changed at /id: expected number, got string (samples 1, 2)",
         "  lookup: result shape changed at /tags: expected array, got nothing (missing) (samples 1, 2)",
         '  ping: description changed: "Answer pong." -> "Answer pong, politely."',
         '  search: inputSchema changed at /properties/limit: added {"type":"integer"}',
         '  search: inputSchema changed at /required: ["query"] -> ["query","limit"]',
+        # a map (keys are data): its value shape changed, one finding for all its keys
+        "  tally: result shape changed at /byTag/*: expected number, got string (sample 1)",
     ]
     # count's -2.5 breaks only `minimum` and `integer` (not the TypeScript type), lookup's new
     # name and clock's new time are values: none of them is drift
@@ -107,6 +109,17 @@ def test_drift_names_added_tool_input_schema_and_result_shape(project: Path, cap
     assert "error: drift in 1 of 1 server: drift" in err and "codemode-gen record --server drift" in err
     assert tree_hash(project / "fixtures") == before  # nothing written, no staging folder left
     assert check(project, capsys)[1] == out  # the same report again
+
+
+def test_maps_compare_value_shapes_not_keys(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tally`'s byTag and byDay were recorded as maps (their keys are data): other tags, days
+    and counts are values, not drift (variant `b`'s strings for counts are, in the test above)."""
+    recorded = json.loads((project / "fixtures" / "drift" / "calls" / "tally.jsonl").read_text())
+    assert {"books", "home"} <= set(recorded["result"]["structuredContent"]["byTag"])  # `d` has neither
+    write_config(project, {"drift": drift_entry("d")})
+    code, out, err = check(project, capsys)
+    assert code == 0, out + err
+    assert "drift: up to date (7 tools, 7 results compared)" in out
 
 
 def test_unreachable_servers_are_not_drift_but_exit_3(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +154,7 @@ def test_failed_sample_call_could_not_be_checked(project: Path, capsys: pytest.C
     write_config(project, {"drift": drift_entry("c")})
     code, out, err = check(project, capsys)
     assert code == 3, out + err
-    assert "drift: no drift found, but 2 samples could not be checked (6 tools, 4 results compared)" in out
+    assert "drift: no drift found, but 2 samples could not be checked (7 tools, 5 results compared)" in out
     assert "  could not check: lookup sample 1: call failed: lookup backend unavailable (code -32050)" in out
 
 

@@ -403,4 +403,7 @@ def test_tag_declaration_finds_the_doc_of_the_function() -> None:
     learned = "// output type learned from 2 live calls\n/** Get. */\nexport function g(): Promise<X>;"
     assert tag_declaration(learned, "@approval").split("\n")[:2] == [
         "// output type learned from 2 live calls", "/** Get. @approval */"]
+    example = "/** Get. @readOnly */\n// e.g. g({ id: 2 })\nexport function g(input: { id: number }): Promise<X>;"
+    assert tag_declaration(example, "@approval").split("\n")[:2] == ["/** Get. @readOnly @approval */", "// e.g. g({ id: 2 })"]
+    assert tag_declaration(example.split("\n", 1)[1], "@denied").startswith("/** @denied */\n// e.g. g({ id: 2 })\nexport ")
     assert "approval" not in ToolView("r", "r").definition()

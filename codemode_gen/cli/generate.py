@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,6 +13,40 @@ from codemode_gen.errors import CheckFailed, UserError
 
 # Report lines printed before "... and N more" (the full list is in out/manifest.json).
 MAX_REPORT_LINES = 40
+# Where a tool's output type comes from, in report order (`coverage`), and how the report says it.
+ORIGINS = ("declared", "inferred", "learned", "unknown")
+ORIGIN_LABELS = {
+    "declared": "declared",
+    "inferred": "inferred from samples",
+    "learned": "learned in sessions (--record)",
+    "unknown": "unknown",
+}
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{round(100 * part / whole)}%" if whole else "-"
+
+
+def coverage(servers: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """origin -> the tools (`name (N samples)` for inferred and learned ones) whose output type
+    comes from there: the outputSchema the server declares; inference from recorded samples;
+    the same from calls a live session recorded (`run`/`serve --record`: every sample is one);
+    none (`Promise<unknown>`)."""
+    out: dict[str, list[str]] = {origin: [] for origin in ORIGINS}
+    for server in servers:
+        for tool in server.get("tools", []):
+            output = tool.get("output", {})
+            source = output.get("source")
+            name = str(tool["toolName"])
+            if source == "declared":
+                out["declared"].append(name)
+            elif source == "inferred":
+                samples = int(output.get("samples", 0))
+                origin = "learned" if output.get("liveSamples", 0) >= samples > 0 else "inferred"
+                out[origin].append(f"{name} ({samples} sample{'' if samples == 1 else 's'})")
+            else:
+                out["unknown"].append(name)
+    return out
 
 
 def _echo_report(lines: list[str]) -> None:
@@ -122,28 +158,25 @@ def generate(
     for rel in removed:
         click.echo(f"  removed stale {rel}")
     unknown: list[str] = []
+    origins = coverage(servers)
+    typed = sum(len(names) for origin, names in origins.items() if origin != "unknown")
+    click.echo(
+        f"output types: {typed} of {tools} tools ({_share(typed, tools)}): "
+        + ", ".join(f"{len(origins[o])} {ORIGIN_LABELS[o]}" for o in ORIGINS)
+    )
     for server in servers:
-        by_source: dict[str, list[str]] = {"declared": [], "inferred": [], "none": []}
+        by_origin = coverage([server])
+        counts = ", ".join(f"{len(by_origin[o])} {o}" for o in ORIGINS if by_origin[o])
+        click.echo(f"  {server['serverId']}: {len(server['tools'])} tools; output types: {counts}")
+        for origin in ORIGINS:
+            if by_origin[origin]:
+                click.echo(f"    {origin}: {', '.join(by_origin[origin])}")
         for tool in server["tools"]:
-            output = tool["output"]
-            name = tool["toolName"]
-            if output["source"] == "inferred":
-                samples = output.get("samples", 0)
-                name += f" ({samples} sample{'' if samples == 1 else 's'})"
-            by_source[output["source"]].append(name)
-            if output["source"] == "none":
+            if tool["output"]["source"] == "none":
                 unknown.append(sample_entry(
                     server.get("configId", server["serverId"]), tool["toolName"],
                     tool.get("inputSchema"), tool.get("annotations"),
                 ))
-        click.echo(
-            f"  {server['serverId']}: {len(server['tools'])} tools; output types: "
-            f"{len(by_source['declared'])} declared, {len(by_source['inferred'])} inferred, "
-            f"{len(by_source['none'])} unknown"
-        )
-        for source, label in (("declared", "declared"), ("inferred", "inferred"), ("none", "unknown")):
-            if by_source[source]:
-                click.echo(f"    {label}: {', '.join(by_source[source])}")
     # Which tools will wait for the user's yes, and the lines that decide them (cli/policy.py).
     for line in summary_lines(policy_rows(settings, fixture_sets), settings):
         click.echo(line)

@@ -16,7 +16,7 @@ declare module "@codemode/servers/calendar" {
     title: string;
     [k: string]: unknown;
   };
-  /** Create event. Create an event. Use noteId to link the note it is about. Input: @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"} @nonDestructive @closedWorld */
+  /** Create event. Create an event. Use noteId to link the note it is about. Input: @example {"attendees": ["dana@example.com"], "end": "2026-03-03T14:30:00Z", "noteId": 1, "start": "2026-03-03T14:00:00Z", "title": "Roadmap review"} @notReadOnly @nonDestructive @nonIdempotent @closedWorld */
   export function create_event(input: {
     /** items ≤50. @default [] */ attendees?: string[];
     /** ISO 8601 UTC timestamp, e.g. 2026-03-03T10:00:00Z. format: date-time, pattern: ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$. */ end: string;
@@ -34,7 +34,12 @@ declare module "@codemode/servers/calendar" {
     }[];
     [k: string]: unknown;
   };
-  /** Find free slots. Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC). Example (a recorded call): await free_slots({"date": "2026-03-02", "durationMinutes": 30}); @readOnly @closedWorld */
+  /**
+   * Find free slots
+   * Free slots of at least durationMinutes on one day, within working hours (09:00-17:00 UTC).
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Example (a recorded call): await free_slots({ date: "2026-03-02", durationMinutes: 30 }) → { date: "2026-03-02", slots: [{ end: "2026-03-02T10:00:00Z", start: "2026-03-02T09:00:00Z" }, { end: "2026-03-02T13:30:00Z", start: "2026-03-02T11:00:00Z" }, {…
+   */
   export function free_slots(input: {
     /** Day to search, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ date: string;
     /** integer, ≥5, ≤480. */ durationMinutes: number;
@@ -43,10 +48,10 @@ declare module "@codemode/servers/calendar" {
   /**
    * Get event
    * Fetch one event by id.
-   * @readOnly @closedWorld
+   * @readOnly @nonDestructive @idempotent @closedWorld
    * Warning: 1 recorded result(s) do not match the declared outputSchema (drift); expect values outside this type:
    * - /id: expected integer, got string (sample 3)
-   * Example (a recorded call): await get_event({"id": 1});
+   * Example (a recorded call): await get_event({ id: 1 }) → { attendees: ["dana@example.com", "lee@example.com"], end: "2026-03-02T11:00:00Z", id: 1, location: "Room 4", noteId: 1, start: "2026-03-02T10:00:00Z", title:…
    */
   export function get_event(input: {
     /** integer, ≥1. */ id: number;
@@ -64,7 +69,12 @@ declare module "@codemode/servers/calendar" {
     }[];
     [k: string]: unknown;
   };
-  /** List events. List events that start within an optional date range (inclusive), earliest first. @readOnly @closedWorld */
+  /**
+   * List events
+   * List events that start within an optional date range (inclusive), earliest first.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Example (a recorded call): await list_events() → { events: [{ attendees: ["dana@example.com", "lee@example.com"], end: "2026-03-02T11:00:00Z", id: 1, location: "Room 4", noteId: 1, start: "2026-03-02T10:00:00…
+   */
   export function list_events(input?: {
     /** First day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ from?: string;
     /** Last day, YYYY-MM-DD. format: date, pattern: ^\d{4}-\d{2}-\d{2}$. */ to?: string;

@@ -7,7 +7,7 @@
  */
 declare module "@codemode/servers/notes" {
   export type CreateNoteOutput = Note;
-  /** Create a note and return it with its new id. @nonDestructive @closedWorld */
+  /** Create a note and return it with its new id. @nonDestructive @nonIdempotent @closedWorld */
   export function create_note(input: {
     /** Free text, markdown allowed */ body: string;
     /** Tags; stored lower-cased and sorted @default null */ tags?: string[] | null;
@@ -25,7 +25,13 @@ declare module "@codemode/servers/notes" {
     /** integer. */ id: number;
   }): Promise<DeleteNoteOutput>;
   export type ExportCsvOutput = string;
-  /** Export notes as CSV (id,title,tags,created,done), optionally only one tag. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  /**
+   * Export notes as CSV (id,title,tags,created,done), optionally only one tag.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Returns CSV text: a header line, then one row a line.
+   * Example (a recorded call): await export_csv() → "id,title,tags,created,done\n1,Quarterly planning,planning;work,2026-03-02T09:01:00Z,\n2,Groceries,home;shopping,2026-03-02T09:02:00Z,false\n3,Search latency i…
+   */
   export function export_csv(input?: {
     /** @default null */ tag?: string | null;
   }): Promise<ExportCsvOutput>;
@@ -33,7 +39,7 @@ declare module "@codemode/servers/notes" {
   /** Push notes to the sync service. (The demo service is always down: this tool always fails.) Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @nonDestructive @idempotent @openWorld */
   export function flaky_sync(input?: { [k: string]: unknown }): Promise<FlakySyncOutput>;
   export type GetNoteOutput = Note;
-  /** Fetch one note by id. Example (a recorded call): await get_note({"id": 2}); @readOnly @closedWorld */
+  /** Fetch one note by id. Example (a recorded call): await get_note({ id: 2 }) → { body: "Oat milk, coffee beans, lemons, basil, parmesan. Check if the bakery has rye bread.", created: "2026-03-02T09:02:00Z", done: false, id: 2, tags: ["hom… @readOnly @nonDestructive @idempotent @closedWorld */
   export function get_note(input: {
     /** Note id, as returned by list_notes. integer. */ id: number;
   }): Promise<GetNoteOutput>;
@@ -48,7 +54,12 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List notes, oldest first, optionally filtered by tag. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
+  /**
+   * List notes, oldest first, optionally filtered by tag.
+   * @boxed result @readOnly @nonDestructive @idempotent @closedWorld
+   * Boxed by the server (FastMCP's result wrapper): the value is in .result.
+   * Example (a recorded call): await list_notes() → { result: [{ body: "Draft the Q2 roadmap: search latency, billing export, onboarding emails. Review with Dana on Friday.", created: "2026-03-02T09:01:00Z", don…
+   */
   export function list_notes(input?: {
     /** Only notes carrying this tag @default null */ tag?: string | null;
   }): Promise<ListNotesOutput>;
@@ -63,7 +74,13 @@ declare module "@codemode/servers/notes" {
     isError: boolean;
     [k: string]: unknown;
   };
-  /** Render a small bar chart (PNG) of notes per tag or per status, with a caption. Output type inferred from 1 recorded sample; it may not cover every case. Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text. @readOnly @closedWorld */
+  /**
+   * Render a small bar chart (PNG) of notes per tag or per status, with a caption.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Optional fields (absent from some samples): content[].data, content[].mimeType, content[].text.
+   * Example (a recorded call): await render_chart() → { content: [{ data: "iVBORw0KGgoAAAANSUhEUgAAAGAAAAAwCAIAAABhdOiYAAAAaklEQVR42u3QoQ0AIBAEwS8K+e3QGVWiKICAQkCYzblzE5nZtS4AAToBVGqbRwcQIECAAAECBAgQIECAAAECBAgQIE…
+   */
   export function render_chart(input?: {
     /** @default "tag" */ by?: "tag" | "status";
   }): Promise<RenderChartOutput>;
@@ -81,10 +98,10 @@ declare module "@codemode/servers/notes" {
   export type SearchNotesOutput = string;
   /**
    * Full-text search. Returns a JSON array of {id, title, score}, best match first.
-   * @readOnly @closedWorld
+   * @readOnly @nonDestructive @idempotent @closedWorld
    * Output type inferred from 2 recorded samples; it may not cover every case.
    * Returns a JSON string of type SearchNotesJson: use JSON.parse(result) as SearchNotesJson.
-   * Example (a recorded call): await search_notes({"query": "search"});
+   * Example (a recorded call): await search_notes({ query: "search" }) → '[{"id": 3, "title": "Search latency investigation", "score": 0.75}, {"id": 1, "title": "Quarterly planning", "score": 0.333}, {"id": 5, "title": "Release chec…
    */
   export function search_notes(input: {
     /** integer, ≥1, ≤50. @default 5 */ limit?: number;
@@ -100,18 +117,7 @@ declare module "@codemode/servers/notes" {
       /** integer. */ done: number;
       [k: string]: unknown;
     };
-    byTag: {
-      /** integer. */ books: number;
-      /** integer. */ home: number;
-      /** integer. */ perf: number;
-      /** integer. */ personal: number;
-      /** integer. */ planning: number;
-      /** integer. */ release: number;
-      /** integer. */ search: number;
-      /** integer. */ shopping: number;
-      /** integer. */ work: number;
-      [k: string]: unknown;
-    };
+    byTag: { [k: string]: number };
     [k: string]: unknown;
   };
   /**
@@ -119,13 +125,24 @@ declare module "@codemode/servers/notes" {
    * Constraints: contentMediaType: "application/json".
    */
   export type StatsOutput = string;
-  /** Counts of notes and tasks, as a JSON object. Output type inferred from 1 recorded sample; it may not cover every case. Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson. @readOnly @closedWorld */
+  /**
+   * Counts of notes and tasks, as a JSON object.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Returns a JSON string of type StatsJson: use JSON.parse(result) as StatsJson.
+   * Example (a recorded call): await stats() → '{"notes": 5, "todo": 2, "done": 1, "tasks": {"open": 2, "done": 1}, "byTag": {"books": 1, "home": 1, "perf": 1, "personal": 1, "planning": 1, "release": 1, "s…
+   */
   export function stats(input?: { [k: string]: unknown }): Promise<StatsOutput>;
   export type SummaryOutput = string;
-  /** A short prose summary of the notes, for reading rather than parsing. Output type inferred from 1 recorded sample; it may not cover every case. @readOnly @closedWorld */
+  /**
+   * A short prose summary of the notes, for reading rather than parsing.
+   * @readOnly @nonDestructive @idempotent @closedWorld
+   * Output type inferred from 1 recorded sample; it may not cover every case.
+   * Example (a recorded call): await summary() → 'You have 5 notes tagged books, home, perf, personal, planning, release, search, shopping, work. Still to do: Groceries; Release checklist. The most recent one…
+   */
   export function summary(input?: { [k: string]: unknown }): Promise<SummaryOutput>;
   export type TasksAddOutput = Task;
-  /** Add a task to the task list. @nonDestructive @closedWorld */
+  /** Add a task to the task list. @nonDestructive @nonIdempotent @closedWorld */
   export function tasks_add(input: {
     /** Due date, YYYY-MM-DD @default null */ due?: string | null;
     title: string;
@@ -138,7 +155,12 @@ declare module "@codemode/servers/notes" {
     title: string;
     [k: string]: unknown;
   };
-  /** List tasks in creation order. Boxed by the server (FastMCP's result wrapper): the value is in .result. @boxed result @readOnly @closedWorld */
+  /**
+   * List tasks in creation order.
+   * @boxed result @readOnly @nonDestructive @idempotent @closedWorld
+   * Boxed by the server (FastMCP's result wrapper): the value is in .result.
+   * Example (a recorded call): await tasks_list() → { result: [{ done: true, due: "2026-04-30", id: 1, title: "Renew passport" }, { done: false, due: "2026-03-06", id: 2, title: "Send invoice to Acme" }, { done:…
+   */
   export function tasks_list(input?: {
     /** @default true */ include_done?: boolean;
   }): Promise<TasksListOutput>;

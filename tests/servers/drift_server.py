@@ -11,13 +11,17 @@ A low-level SDK `Server`, so results carry structuredContent without a declared 
   (integer, minimum 0);
 - `clock` (read-only, no arguments): a text that changes with every call (a value, never drift);
 - `search` {query} (read-only): the text "found 1 for <query>";
+- `tally` (read-only, no arguments): structured {"total": n, "byTag": {<tag>: count, ...},
+  "byDay": {<YYYY-MM-DD>: count}}: two objects whose keys are data (inferred as maps);
 - `delete_item` {id} (not read-only): the text "deleted <id>"; `record --check` must never call it.
 
 Variant `b` drifts: `archive` is added; `ping`'s description changes; `search` requires a new
 `limit` argument; `lookup` answers {"id": "<id>", "name": "renamed <id>"} (id a string, tags
 gone: shape drift); `count` answers {"count": -2.5} (a value outside the declared integer >= 0,
-but the same TypeScript type: not drift). Variant `c` lists exactly what `a` lists, but `lookup`
-fails with a JSON-RPC error (a sample that cannot be checked).
+but the same TypeScript type: not drift); `tally`'s counts per tag become strings (a map whose
+value shape changed: drift). Variant `c` lists exactly what `a` lists, but `lookup` fails with a
+JSON-RPC error (a sample that cannot be checked). Variant `d` is `a` with other tags, days and
+counts in `tally` (only a map's keys and values changed: not drift).
 
 `--calls-log FILE` appends each called tool's name to FILE, one a line (what a check called).
 """
@@ -82,6 +86,12 @@ def make_tools(variant: str) -> list[types.Tool]:
             annotations=READ_ONLY,
         ),
         types.Tool(
+            name="tally",
+            description="Items per tag and per day.",
+            input_schema=_obj({}),
+            annotations=READ_ONLY,
+        ),
+        types.Tool(
             name="delete_item",
             description="Delete an item.",
             input_schema=_obj({"id": {"type": "integer"}}, ["id"]),
@@ -103,6 +113,22 @@ def _text(value: str, structured: dict[str, Any] | None = None) -> types.CallToo
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=value)], structured_content=structured
     )
+
+
+TAGS = ("books", "home", "work", "garden", "music", "travel", "health", "school", "sport", "cooking")
+
+
+def tally(variant: str) -> dict[str, Any]:
+    """Counts per tag and per day: `a` (and `b`, `c`) the first nine tags, `d` others."""
+    if variant == "d":
+        by_tag: dict[str, Any] = {tag: 2 * n + 1 for n, tag in enumerate(TAGS[2:])}
+        by_day: dict[str, Any] = {"2026-04-01": 5, "2026-04-02": 1, "2026-04-03": 7}
+    else:
+        by_tag = {tag: n + 1 for n, tag in enumerate(TAGS[:9])}
+        by_day = {"2026-03-01": 2, "2026-03-02": 4}
+    if variant == "b":
+        by_tag = {tag: f"{count} items" for tag, count in by_tag.items()}
+    return {"total": sum(by_day.values()), "byTag": by_tag, "byDay": by_day}
 
 
 def build_server(variant: str, calls_log: Path | None) -> Server[Any]:
@@ -140,6 +166,8 @@ def build_server(variant: str, calls_log: Path | None) -> Server[Any]:
             return _text(str(value["count"]), value)
         if name == "clock":
             return _text(f"it is {time.time_ns()}")
+        if name == "tally":
+            return _text("tally", tally(variant))
         if name == "search":
             return _text(f"found 1 for {args.get('query')}")
         return _text(f"{name} {args.get('id')} done")
@@ -149,7 +177,7 @@ def build_server(variant: str, calls_log: Path | None) -> Server[Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--variant", choices=["a", "b", "c"], default="a")
+    parser.add_argument("--variant", choices=["a", "b", "c", "d"], default="a")
     parser.add_argument("--calls-log", type=Path, default=None)
     known, rest = parser.parse_known_args()
     run_lowlevel(build_server(known.variant, known.calls_log), rest)
