@@ -16,6 +16,17 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     the direct call.
 (3) 20 concurrent 100 ms calls (tests/servers/slow.py `sleep`) in one Promise.all, timed
     inside the script. Target: <= 1.2 x 100 ms.
+(4) Warm empty run vs its floor, a fresh in-process QuickJS runtime evaluating an empty module,
+    taken in turn, PACING_GAP_S apart and back to back, p50/p90. Target: p50 <= 2.5x the floor.
+(5) Cold start: `codemode-gen run` of a one-call script (process start to the printed result)
+    vs a minimal Python script that imports the `mcp` client, connects to the same notes server
+    and calls once, spawned in turn (--rounds each), p50/p90; and both under -X importtime (the
+    top-level imports' cumulative time, and the `mcp` package's own). Target: <= 1.1x.
+(6) Footprint: VmRSS of a host process (CodeMode holding the notes session, after one run) plus
+    one idle worker vs a bare Python process holding one `mcp` ClientSession; RSS per extra
+    worker; one worker's RSS after run 1 and after --runs runs. Target: <= 1.2x, flat.
+
+    --only N (repeatable) measures only those sections.
 """
 
 from __future__ import annotations
@@ -53,6 +64,16 @@ TARGET_IMPORT_MS = 6.0
 # this much; back-to-back figures are reported beside them.
 PACING_GAP_S = 0.02
 TARGET_CONCURRENCY_FACTOR = 1.2
+#: A call in a sequential loop over a direct `mcp` call_tool on the same server (p50).
+TARGET_CALL_FLOOR_RATIO = 1.3
+#: Warm empty run over a fresh in-process QuickJS realm evaluating an empty module (p50).
+TARGET_EMPTY_FLOOR_RATIO = 2.5
+#: `codemode-gen run` to its first tool result over a minimal `mcp` client script doing the same.
+TARGET_COLD_RATIO = 1.1
+#: Host + one idle worker over a bare Python process holding one `mcp` client session.
+TARGET_RSS_RATIO = 1.2
+#: Worker RSS growth allowed over the footprint's runs (allocator noise, not a leak).
+TARGET_RSS_GROWTH_MB = 5.0
 SETUP_TIMEOUT_S = 300  # record + generate of 12 small servers; bounds a hung server at setup
 # Generous run limits so the measurement, not a limit, decides the outcome.
 BENCH_LIMITS = {"timeoutMs": 120_000, "maxToolCalls": 100_000, "maxConcurrentCalls": 64}
@@ -260,7 +281,7 @@ async def bench_one_call(config: Path, calls: int, repeat: int) -> list[tuple[st
         check(await cm.run(loop, limits=BENCH_LIMITS), "warm-up loop")
         await direct_batch(calls)  # warm-up
         in_script, loop_runs, direct, ratios = [], [], [], []
-        for _ in range(max(3, repeat // 4)):
+        for _ in range(max(5, repeat // 2)):
             ms, response = await timed(lambda: cm.run(loop, limits=BENCH_LIMITS))
             in_script.append(float(check(response, "call loop")) / calls)
             loop_runs.append(ms)
@@ -279,6 +300,7 @@ async def bench_one_call(config: Path, calls: int, repeat: int) -> list[tuple[st
             one_call.append(ms)
             first_trace.append(float(response["toolTrace"][0]["durationMs"]))
     direct_mean = statistics.fmean(direct)
+    round_ratios = f"p50 {median(ratios):.2f}x / p90 {p90(ratios):.2f}x"
     sandbox_call = median(in_script)
     end_to_end = (median(loop_runs) - median(no_call)) / calls
     ratio = median(ratios)
@@ -301,6 +323,12 @@ async def bench_one_call(config: Path, calls: int, repeat: int) -> list[tuple[st
             f"{ratio:.2f}x",
             f"<= {TARGET_CALL_RATIO:.2f}x",
             verdict,
+        ),
+        (
+            "(2) per call in a loop: sandbox vs direct mcp call_tool, per round p50 / p90",
+            f"{median(in_script):.3f} / {p90(in_script):.3f} vs {median(direct):.3f} / {p90(direct):.3f} ms ({round_ratios})",
+            f"<= {TARGET_CALL_FLOOR_RATIO:.1f}x",
+            "PASS" if ratio <= TARGET_CALL_FLOOR_RATIO else "MISS",
         ),
         (
             f"(2) sandbox end to end: (run with {calls} calls - run with none) / {calls}",
@@ -355,6 +383,252 @@ async def bench_concurrency(config: Path, repeat: int) -> list[tuple[str, str, s
     ]
 
 
+# --- (4) floors: a fresh in-process QuickJS realm, cold start, footprint --------------------
+
+
+async def engine_floor(repeat: int, gap_s: float) -> list[float]:
+    """Milliseconds to make a fresh in-process QuickJS runtime and evaluate an empty module in
+    it (the floor of a warm empty run: what any host that makes a realm per run pays)."""
+    from codemode_gen.runtime.engine import new_engine
+
+    samples = []
+    for _ in range(repeat):
+        if gap_s:
+            await asyncio.sleep(gap_s)
+        started = time.perf_counter()
+        engine = new_engine(memory_limit=64 * 1024 * 1024, max_pending_calls=64)
+        engine.add_module("agent", "")
+        await engine.run('import("agent")', 5.0)
+        engine.close()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def bench_empty_vs_floor(config: Path, repeat: int) -> list[tuple[str, str, str, str]]:
+    """Warm empty runs against the in-process floor, the two taken in turn (same load)."""
+    rows = []
+    async with CodeMode.from_config(config, out=config.parent / "out") as cm:
+        check(await cm.run("", limits=BENCH_LIMITS), "warm-up")
+        for label, gap in ((f"{PACING_GAP_S * 1000:.0f} ms apart", PACING_GAP_S), ("back to back", 0.0)):
+            runs: list[float] = []
+            floor: list[float] = []
+            for _ in range(repeat):
+                runs += await warm_runs(cm, "", "empty script", 1, gap)
+                floor += await engine_floor(1, gap)
+            ratio = median(runs) / median(floor)
+            rows.append(
+                (
+                    f"(4) warm empty run, {label}: p50 / p90 vs fresh QuickJS realm in process",
+                    f"{median(runs):.2f} / {p90(runs):.2f} vs {median(floor):.2f} / {p90(floor):.2f} ms = {ratio:.2f}x",
+                    f"<= {TARGET_EMPTY_FLOOR_RATIO:.1f}x",
+                    "PASS" if ratio <= TARGET_EMPTY_FLOOR_RATIO else "MISS",
+                )
+            )
+    return rows
+
+
+MINIMAL_CLIENT = """
+import asyncio, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.executable, args=[sys.argv[1]])
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        result = await s.call_tool("get_note", {"id": 1})
+        print(result.structured_content or result.content)
+
+asyncio.run(main())
+"""
+
+
+def timed_process(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S)
+    ms = (time.perf_counter() - started) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[1:3]} failed:\n{done.stdout}{done.stderr}")
+    return ms
+
+
+def import_time_ms(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """(all imports, the `mcp` package's own) in ms, from -X importtime: the cumulative column
+    of the top-level imports, and of `mcp` wherever it is first imported."""
+    done = subprocess.run(
+        [PYTHON, "-X", "importtime", *argv],
+        cwd=cwd, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S,
+    )
+    total = mcp = 0.0
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if not line.startswith("import time:") or len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        cumulative_ms, raw = int(parts[1]) / 1000, parts[2]
+        if raw[:1] == " " and raw[1:2] != " ":  # top level: one space of indent
+            total += cumulative_ms
+        if raw.strip() == "mcp":
+            mcp = cumulative_ms
+    return total, mcp
+
+
+async def bench_cold_start(config: Path, rounds: int) -> list[tuple[str, str, str, str]]:
+    """`codemode-gen run` of a one-call script, process start to result, vs a minimal Python
+    client doing the same (spawned in turn)."""
+    root = config.parent
+    script = root / "one_call.js"
+    script.write_text('import * as notes from "@codemode/servers/notes";\n'
+                      "globalThis.__codemode_result__ = (await notes.get_note({id: 1})).title;\n")
+    client = root / "minimal_client.py"
+    client.write_text(MINIMAL_CLIENT)
+    ours_argv = [PYTHON, "-m", "codemode_gen", "run", "--config", str(config), str(script)]
+    floor_argv = [PYTHON, str(client), str(NOTES)]
+    ours, floor = [], []
+    timed_process(ours_argv, root)
+    timed_process(floor_argv, root)  # warm the page cache for both
+    for _ in range(rounds):
+        ours.append(timed_process(ours_argv, root))
+        floor.append(timed_process(floor_argv, root))
+    ratio = median(ours) / median(floor)
+    ours_imports, ours_mcp = import_time_ms(ours_argv[1:], root)
+    floor_imports, floor_mcp = import_time_ms(floor_argv[1:], root)
+    return [
+        (
+            "(5) cold start to first tool result: codemode-gen run vs minimal mcp client, p50 / p90",
+            f"{median(ours):.0f} / {p90(ours):.0f} vs {median(floor):.0f} / {p90(floor):.0f} ms = {ratio:.2f}x",
+            f"<= {TARGET_COLD_RATIO:.1f}x",
+            "PASS" if ratio <= TARGET_COLD_RATIO else "MISS",
+        ),
+        (
+            "(5) -X importtime, top-level imports: codemode-gen run vs minimal client (of which mcp)",
+            f"{ours_imports:.0f} ({ours_mcp:.0f}) vs {floor_imports:.0f} ({floor_mcp:.0f}) ms",
+            "-",
+            "info",
+        ),
+    ]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+BARE_SESSION = """
+import asyncio, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.executable, args=[sys.argv[1]])
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        await s.call_tool("get_note", {"id": 1})
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+asyncio.run(main())
+"""
+
+
+async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, str]]:
+    """RSS of a host holding one server session plus one idle worker (the codemode-gen run
+    shape, measured in a child so this bench's own imports do not count) vs a bare Python
+    process holding one mcp client session; per extra worker; one worker over `runs` runs."""
+    root = config.parent
+    bare = root / "bare_session.py"
+    bare.write_text(BARE_SESSION)
+    host = root / "host_session.py"
+    host.write_text(HOST_SESSION)
+    figures = {}
+    for name, argv in (("bare", [PYTHON, str(bare), str(NOTES)]), ("host", [PYTHON, str(host), str(config), str(runs)])):
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=root, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), SETUP_TIMEOUT_S)
+        if not line.startswith(b"ready"):
+            proc.kill()
+            raise SystemExit(f"{name}: no ready line")
+        figures[name] = line.decode().split()[1:]
+        if name == "bare":
+            figures[name] = [f"{rss_mb(proc.pid):.1f}"]
+        proc.stdin.close()
+        await proc.wait()
+    bare_mb = float(figures["bare"][0])
+    host_mb, worker_mb, extra_mb, first_mb, last_mb = (float(v) for v in figures["host"])
+    ratio = (host_mb + worker_mb) / bare_mb
+    return [
+        (
+            "(6) RSS: host + one idle worker vs bare Python holding one mcp client session",
+            f"{host_mb:.1f} + {worker_mb:.1f} = {host_mb + worker_mb:.1f} vs {bare_mb:.1f} MB = {ratio:.2f}x",
+            f"<= {TARGET_RSS_RATIO:.1f}x",
+            "PASS" if ratio <= TARGET_RSS_RATIO else "MISS",
+        ),
+        ("(6) RSS per extra idle worker", f"{extra_mb:.1f} MB", "-", "info"),
+        (
+            f"(6) worker RSS after run 1 / after run {runs} (one call each)",
+            f"{first_mb:.1f} / {last_mb:.1f} MB",
+            f"growth <= {TARGET_RSS_GROWTH_MB:.0f} MB",
+            "PASS" if last_mb - first_mb <= TARGET_RSS_GROWTH_MB else "MISS",
+        ),
+    ]
+
+
+HOST_SESSION = """
+import asyncio, os, sys
+from pathlib import Path
+
+def rss(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+def workers():
+    me = os.getpid()
+    out = []
+    for e in Path("/proc").iterdir():
+        if e.name.isdigit():
+            try:
+                if int((e / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me and \\
+                        b"codemode_gen.runtime.worker" in (e / "cmdline").read_bytes():
+                    out.append(int(e.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+async def main():
+    from codemode_gen import CodeMode
+    config, runs = Path(sys.argv[1]), int(sys.argv[2])
+    code = 'import * as notes from "@codemode/servers/notes";\\n' \\
+        'globalThis.__codemode_result__ = (await notes.get_note({id: 1})).title;'
+    async with CodeMode.from_config(config, out=config.parent / "out") as cm:
+        await cm.run(code)
+        await asyncio.sleep(0.5)
+        pids = workers()
+        host, worker = rss(os.getpid()), sum(rss(p) for p in pids) / max(len(pids), 1)
+        first = max(rss(p) for p in pids)
+        for _ in range(runs - 1):
+            await cm.run(code)
+        await asyncio.sleep(0.5)
+        last = max(rss(p) for p in workers())
+        # one extra worker: a run that holds the first one busy while a second runs
+        busy = 'await new Promise((r) => setTimeout(r, 400));'
+        task = asyncio.ensure_future(cm.run(busy))
+        await asyncio.sleep(0.1)
+        await cm.run("")
+        await task
+        await asyncio.sleep(0.5)
+        pids = workers()
+        extra = sum(rss(p) for p in pids) / len(pids) if len(pids) > 1 else float("nan")
+        print("ready", host, worker, extra, first, last, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+asyncio.run(main())
+"""
+
+
 def print_table(rows: list[tuple[str, str, str, str]]) -> None:
     widths = [
         max(len(r[i]) for r in [("measurement", "value", "target", "status"), *rows])
@@ -373,12 +647,23 @@ async def main_async(args: argparse.Namespace) -> int:
         print(
             f"setting up projects in {root} (codemode-gen record + generate) ...", file=sys.stderr
         )
-        many = write_many_project(root / "many")
+        only = set(args.only or "123456")
+        many = write_many_project(root / "many") if "1" in only else None
         demo = write_project(root / "demo", {"notes": [str(NOTES)], "slow": [str(SLOW)]})
         print("measuring ...", file=sys.stderr)
-        rows = await bench_startup(many, args.repeat)
-        rows += await bench_one_call(demo, args.calls, args.repeat)
-        rows += await bench_concurrency(demo, args.repeat)
+        rows: list[tuple[str, str, str, str]] = []
+        if many is not None:
+            rows += await bench_startup(many, args.repeat)
+        if "2" in only:
+            rows += await bench_one_call(demo, args.calls, args.repeat)
+        if "3" in only:
+            rows += await bench_concurrency(demo, args.repeat)
+        if "4" in only:
+            rows += await bench_empty_vs_floor(demo, args.repeat)
+        if "5" in only:
+            rows += await bench_cold_start(demo, args.rounds)
+        if "6" in only:
+            rows += await bench_footprint(demo, args.runs)
     print_table(rows)
     return 0 if all(r[3] != "MISS" for r in rows) else 1
 
@@ -387,6 +672,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=20, help="runs per warm measurement")
     parser.add_argument("--calls", type=int, default=200, help="sequential calls for (2)")
+    parser.add_argument("--rounds", type=int, default=7, help="process starts of each side for (5)")
+    parser.add_argument("--runs", type=int, default=1000, help="runs of one worker for (6)")
+    parser.add_argument("--only", choices=["1", "2", "3", "4", "5", "6"], action="append",
+                        help="measure only these sections (repeatable)")
     parser.add_argument("--workdir", help="build the projects here (kept) instead of a temp dir")
     args = parser.parse_args()
     sys.exit(asyncio.run(main_async(args)))
