@@ -532,9 +532,19 @@ class CodeMode:
         if erased is None:  # erasing alone outlasted the run's timeoutMs
             return resp.not_started(resp.timeout_limit(run_limits.timeoutMs))
         sandbox = self._sandbox
-        script, refused = await runnable(code, lambda text: sandbox.check_syntax(text, deadline=deadline), erased)
-        if refused:
-            return resp.not_started(*refused)
+        # The worker parses every script before it runs it and reports a SYNTAX_ERROR exactly as
+        # the separate check does: that check (a round trip to a worker) is made only where it
+        # saves something, a connection to wait for; TypeScript also keeps it (a script the
+        # TypeScript grammar misread runs as written, `runnable`).
+        requested_capabilities = list(requested_capabilities or [])
+        checked_by_run = (not erased.diagnostics and erased.code is code and resumable is None
+                          and self._nothing_to_connect(code, requested_capabilities))
+        if checked_by_run:
+            script = code
+        else:
+            script, refused = await runnable(code, lambda text: sandbox.check_syntax(text, deadline=deadline), erased)
+            if refused:
+                return resp.not_started(*refused)
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
         # servers connect; its type errors are warnings and the run goes ahead regardless.
         typecheck = self._start_typecheck(code, run_limits, deadline)
@@ -580,6 +590,8 @@ class CodeMode:
         # types, and its calls are in fixtures/ (or it says why not).
         if observed:
             await asyncio.gather(*observed, return_exceptions=True)
+        if checked_by_run and _refused_by_parse(sandboxed):
+            return resp.not_started(*sandboxed["diagnostics"])  # as the separate check answers
         if resumable is not None and resumable.suspension is not None:
             return resp.not_started()  # the caller answers with the suspension instead
         diagnostics = sandboxed.get("diagnostics", [])
@@ -621,6 +633,20 @@ class CodeMode:
             tool_trace,
             tool_summary=tool_summary,
             max_chars=run_limits.maxResponseChars if run_limits.maxResponseChars is not None else self.max_response_chars,
+        )
+
+    def _nothing_to_connect(self, code: str, requested: list[str]) -> bool:
+        """Whether preparing a run of `code` would connect or re-list nothing: every server it
+        names has a current session, and so has every server out/ lacks (those are connected in
+        the background by any run)."""
+        out = self._out_views(self._load_manifest())
+        if any(self._needs_refresh(cid) for cid in self._connected):
+            return False
+        selection = select_servers(code, requested, self.configs, out.paths)
+        if selection.diagnostics:
+            return False
+        return all(self._current_live(cid) is not None for cid in selection.wanted) and all(
+            self._current_live(cid) is not None for cid in self.configs if cid not in out.covered
         )
 
     def _expired(self, resumable: Resumable, limits: Limits) -> dict[str, Any]:
@@ -1109,6 +1135,12 @@ def _fixture_set(
         tools=sorted(copy.deepcopy(tools), key=lambda t: str(t.get("name"))),
         calls=calls,
     )
+
+
+def _refused_by_parse(sandboxed: Mapping[str, Any]) -> bool:
+    """A run the worker ended before it started: its script does not parse."""
+    diagnostics = sandboxed.get("diagnostics") or []
+    return len(diagnostics) == 1 and diagnostics[0].get("code") == resp.SYNTAX_ERROR
 
 
 def _counts(entries: list[dict[str, Any]]) -> resp.CallCounts:
