@@ -167,3 +167,35 @@ def test_max_workers_from_codemode_toml_and_the_argument(tmp_path: Path) -> None
     assert [d["code"] for d in errors] == ["SANDBOX_LIMIT"]
     assert "at most 1 scripts at once" in errors[0]["message"]
     assert free_short["result"] == 1
+
+
+@pytest.mark.slow
+def test_s3_3_4_syntax_error_on_a_warm_host_answers_as_before_it_connected(tmp_path: Path) -> None:
+    # Once every server is connected, the worker's own parse (made before every run) answers a
+    # script that does not parse, without the separate check: the response is the very same as
+    # the one given before anything connected (never started: no logs, no calls), and the
+    # worker serves the next run.
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    broken = "import * as slow from '@codemode/servers/slow';\nconsole.log('never');\nawait slow.tick(;\n"
+    good = "import * as slow from '@codemode/servers/slow';\nawait slow.tick();\nglobalThis.__codemode_result__ = 1;"
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], bool]:
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
+            cold = await cm.run(broken)
+            first = await cm.run(good)
+            nothing = cm._nothing_to_connect(broken, [])
+            warm = await cm.run(broken)
+            after = await cm.run(good)
+            return cold, first, warm, after, nothing
+
+    cold, first, warm, after, nothing_to_connect = anyio.run(main)
+    assert first["result"] == 1 and after["result"] == 1 and after_ok(after), after
+    assert nothing_to_connect  # the warm run took the path without the separate check
+    assert warm == cold, (warm, cold)
+    [d] = warm["diagnostics"]
+    assert d["code"] == "SYNTAX_ERROR" and d["path"].startswith("3:") and warm["logs"] == [], warm
+
+
+def after_ok(response: dict[str, Any]) -> bool:
+    return not [d for d in response["diagnostics"] if d["severity"] == "error"]
