@@ -34,6 +34,14 @@ This module must stay cheap to import: no `mcp`, no generator.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":
+    # The worker process never opens a connection: asyncio's optional `ssl` (OpenSSL, ~4.5 MB
+    # of RSS per worker) is refused, and asyncio runs without it. Only when started as the
+    # worker: a host importing this module keeps its TLS.
+    sys.modules.setdefault("ssl", None)  # type: ignore[assignment]
+
 import asyncio
 import collections
 import contextlib
@@ -41,7 +49,6 @@ import itertools
 import json
 import math
 import os
-import sys
 import time
 import traceback
 from collections.abc import Mapping

@@ -157,3 +157,19 @@ def test_worker_import_does_not_pull_in_mcp() -> None:
     code = "import sys, codemode_gen.runtime.worker; print('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_worker_process_runs_without_ssl_and_a_host_import_keeps_it() -> None:
+    # The worker, started as the pool starts it (-m, run as __main__), serves a run without
+    # loading OpenSSL's ssl module (its RSS); importing the module in a host changes nothing.
+    code = (
+        "import runpy, sys\n"
+        "runpy.run_module('codemode_gen.runtime.worker', run_name='__main__')\n"
+        "print('ssl', sys.modules.get('ssl') is not None, file=sys.stderr)\n"
+    )
+    run = b'{"op":"run","code":"globalThis.__codemode_result__ = 7","modules":{},"sources":{},"limits":{},"budgetMs":30000}\n'
+    out = subprocess.run([sys.executable, "-I", "-c", code], input=run, capture_output=True, check=True)
+    assert b'"result":7' in out.stdout, out
+    assert b"ssl False" in out.stderr, out.stderr
+    host = "import sys, codemode_gen.runtime.worker, ssl; print(ssl.OPENSSL_VERSION != '')"
+    assert subprocess.run([sys.executable, "-c", host], capture_output=True, text=True, check=True).stdout.strip() == "True"
