@@ -40,7 +40,7 @@ if __name__ == "__main__":
     # The worker process never opens a connection: asyncio's optional `ssl` (OpenSSL, ~4.5 MB
     # of RSS per worker) is refused, and asyncio runs without it. Only when started as the
     # worker: a host importing this module keeps its TLS.
-    sys.modules.setdefault("ssl", None)  # type: ignore[assignment]
+    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 import asyncio
 import collections

@@ -470,3 +470,65 @@ def test_http_credentials_revoked_mid_session_are_call_auth_error(
             assert info.value.status == 401 and "HTTP 401" in info.value.message
 
     run(go)
+
+
+# --------------------------------------------------------------------------- cold start
+
+
+def test_inherited_env_vars_are_the_sdks() -> None:
+    # A server started before the SDK is imported gets the SDK's own whitelist.
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    from codemode_gen.client.sessions import INHERITED_ENV_VARS
+
+    if os.name == "posix":
+        assert list(INHERITED_ENV_VARS) == list(DEFAULT_INHERITED_ENV_VARS)
+
+
+COLD_CONNECT = """
+import json, os, sys
+import anyio, anyio.abc
+from pathlib import Path
+
+spawned = []
+open_process = anyio.open_process
+
+async def recording_open_process(*args, **kwargs):
+    spawned.append("mcp" in sys.modules)
+    return await open_process(*args, **kwargs)
+
+anyio.open_process = recording_open_process
+from codemode_gen.client.sessions import SessionManager
+from codemode_gen.config import ServerConfig
+
+async def main():
+    config = ServerConfig(id="slow", transport="stdio", command=sys.executable, args=(sys.argv[1], "stdio"),
+                          env={"CODEMODE_TEST_GIVEN": "given-value"})
+    async with SessionManager({"slow": config}, log_dir=Path(sys.argv[2])) as manager:
+        session = await manager.get("slow")
+        values = {name: (await session.call_tool("env", {"name": name}))["structuredContent"]["value"]
+                  for name in ("CODEMODE_TEST_GIVEN", "CODEMODE_TEST_PRIVATE", "PATH")}
+    print(json.dumps({"spawned": spawned, "values": values}))
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+def test_cold_connect_starts_the_server_before_importing_the_sdk(tmp_path: Path) -> None:
+    # In a fresh process (the SDK not imported yet) the stdio server is started first and the
+    # SDK imported while it starts; the server gets the same environment and works the same.
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CODEMODE_TEST_PRIVATE": "must-not-leak"}
+    done = subprocess.run(
+        [sys.executable, "-c", COLD_CONNECT, str(server_script("slow")), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["spawned"] == [False], report  # one server process, started before `mcp` was imported
+    assert report["values"]["CODEMODE_TEST_GIVEN"] == "given-value"
+    assert report["values"]["CODEMODE_TEST_PRIVATE"] is None
+    assert report["values"]["PATH"] == os.environ["PATH"]

@@ -46,6 +46,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -504,12 +505,25 @@ class SessionManager:
         probe: _HttpProbe,
         phase: list[str],
     ) -> None:
-        from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-
         config = slot.config
+        # A first connection in a fresh process: start the server before importing the SDK
+        # (about a second), so the server's own start-up runs beside that import.
+        early = await _spawn_early(config, log) if "mcp" not in sys.modules else None
+        try:
+            from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+        except BaseException:
+            if early is not None:
+                await _discard(early)
+            raise
+
         async with contextlib.AsyncExitStack() as stack:
             phase[0] = "connecting" if config.transport != "stdio" else "starting the server"
-            read, write = await stack.enter_async_context(_open_transport(config, log, probe))
+            try:
+                read, write = await stack.enter_async_context(_open_transport(config, log, probe, early))
+            except BaseException:
+                if early is not None and early.returncode is None:
+                    await _discard(early)
+                raise
             holder: list[McpSession] = []
 
             async def on_request(dctx: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -643,17 +657,58 @@ def _resolve_command(config: ServerConfig, env: Mapping[str, str]) -> str:
     return command
 
 
+#: The environment variables a stdio server inherits, as the SDK's `get_default_environment`
+#: (mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS on POSIX; a test keeps them equal): read
+#: without importing the SDK when a server is started before that import (`_spawn_early`).
+INHERITED_ENV_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def _server_env(config: ServerConfig) -> dict[str, str]:
+    """The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
+    server should not see our secrets by accident. PATH is in the whitelist."""
+    env = {key: value for key in INHERITED_ENV_VARS
+           if (value := os.environ.get(key)) is not None and not value.startswith("()")}
+    env |= dict(config.env)
+    env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+    return env
+
+
+async def _spawn_early(config: ServerConfig, log: IO[str]) -> anyio.abc.Process | None:
+    """A stdio server's process started exactly as the SDK starts it (its own session, stderr
+    to the server log), without importing the SDK; None where that is not how it is started
+    (Windows, other transports) or the command is not usable (the transport reports it)."""
+    if config.transport != "stdio" or sys.platform == "win32":
+        return None
+    env = _server_env(config)
+    try:
+        _resolve_command(config, env)
+        return await anyio.open_process(
+            [config.command or "", *config.args], env=env, stderr=log, cwd=config.cwd, start_new_session=True
+        )
+    except (_Failure, OSError):
+        return None
+
+
+async def _discard(process: anyio.abc.Process) -> None:
+    """An early-started server whose connection never began: killed and reaped."""
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(ProcessLookupError, OSError):
+            os.killpg(process.pid, 9)
+        with contextlib.suppress(Exception):
+            await process.aclose()
+
+
 @contextlib.asynccontextmanager
-async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe) -> AsyncIterator[tuple[Any, Any]]:
+async def _open_transport(
+    config: ServerConfig, log: IO[str], probe: _HttpProbe, process: anyio.abc.Process | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """`process`: a stdio server already started by `_spawn_early`."""
     if config.transport == "stdio":
-        from mcp.client.stdio import StdioServerParameters, get_default_environment
+        from mcp.client.stdio import StdioServerParameters
 
         from codemode_gen.client.stdio import stdio_transport
 
-        # The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
-        # server should not see our secrets by accident. PATH is in the whitelist.
-        env = get_default_environment() | dict(config.env)
-        env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        env = _server_env(config)
         _resolve_command(config, env)
         params = StdioServerParameters(
             command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
@@ -661,7 +716,7 @@ async def _open_transport(config: ServerConfig, log: IO[str], probe: _HttpProbe)
         def log_line(text: str) -> None:
             _log_line(log, text)
 
-        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_line) as streams:
+        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_line, process=process) as streams:
             yield streams[0], streams[1]
         return
 

@@ -404,22 +404,25 @@ def _error_shape_ok(error: Any) -> bool:
 
 @contextlib.asynccontextmanager
 async def stdio_transport(
-    params: Any, *, errlog: TextIO, log: Callable[[str], None]
+    params: Any, *, errlog: TextIO, log: Callable[[str], None], process: Any = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn the server as the SDK's `stdio_client` does and yield (read, write) streams for
     `JSONRPCDispatcher`; `log` receives one line per bad frame (the server log).
 
     The process lifecycle is the SDK's own code (spawn in a new process group, stderr to
     `errlog`, shutdown: close stdin, wait, SIGTERM/SIGKILL the tree, all shielded and bounded);
-    only the pipe tasks differ. `params` is a `StdioServerParameters`."""
-    command = await sdk._get_executable_command(params.command)
-    process = await sdk._create_platform_compatible_process(
-        command=command,
-        args=params.args,
-        env=sdk.get_default_environment() | (params.env or {}),
-        errlog=errlog,
-        cwd=params.cwd,
-    )
+    only the pipe tasks differ. `params` is a `StdioServerParameters`; `process`, that server
+    already started the same way (codemode_gen/client/sessions.py starts it before importing
+    the SDK on a cold start)."""
+    if process is None:
+        command = await sdk._get_executable_command(params.command)
+        process = await sdk._create_platform_compatible_process(
+            command=command,
+            args=params.args,
+            env=sdk.get_default_environment() | (params.env or {}),
+            errlog=errlog,
+            cwd=params.cwd,
+        )
     # No awaits until the task group is entered (a cancellation here would leak the process).
     read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
