@@ -70,3 +70,37 @@ def test_run_usage_and_config_errors_exit_2(project: Path, args: list[str], need
     assert proc.stdout == ""
     assert proc.stderr.startswith("error:") and needle in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts processes through /proc")
+def test_run_starts_one_sandbox_worker(project: Path) -> None:
+    # One run needs one worker: a second would start beside the server and the SDK's import
+    # on the cold start and hold its memory for nothing.
+    import os
+    import time
+
+    (project / "waits.js").write_text("await new Promise((r) => setTimeout(r, 1500));\nglobalThis.__codemode_result__ = 1;\n")
+    proc = subprocess.Popen([*CLI, "run", "--no-pretty", "waits.js"], cwd=project, stdout=subprocess.PIPE, text=True)
+
+    def workers() -> int:
+        found = 0
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if int(fields[1]) == proc.pid and fields[0] != b"Z" and b"codemode_gen.runtime.worker" in cmdline:
+                found += 1
+        return found
+
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, workers())
+        time.sleep(0.05)
+    out, _ = proc.communicate(timeout=90)
+    assert json.loads(out)["result"] == 1
+    assert peak == 1, peak

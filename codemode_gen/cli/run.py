@@ -222,8 +222,10 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
     approver = None if yes else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
+    # One run: one sandbox worker (a second would start beside the server and the SDK's import
+    # on a cold start, and hold its memory, for nothing).
     cm = CodeMode.from_config(config, out=out, replay=replay, fixtures=fixtures, record=record,
-                              approve=approver, approve_all=yes)
+                              approve=approver, approve_all=yes, max_workers=1)
     if replay:
         _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
     async with cm:
