@@ -472,6 +472,7 @@ class Bridge:
                 except ConnectError as exc:  # AuthError too
                     view.unavailable = exc.reason or str(exc)
                     view.auth_failed = isinstance(exc, AuthError)
+                    view.auth_hint = exc.hint if isinstance(exc, AuthError) else None
                 except CallError as exc:  # connected, but tools/list failed
                     view.unavailable = f"tools/list failed: {exc}"
                 else:
@@ -483,7 +484,8 @@ class Bridge:
                 return _error(
                     "AuthenticationError",
                     f"server '{view.server_id}' rejected the connection: {view.unavailable}",
-                    f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
+                    view.auth_hint
+                    or f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
                     serverId=view.server_id,
                     _summary=f"AuthenticationError: connection rejected: {self._server_text(view.config_id, view.unavailable)}",
                 )
@@ -568,7 +570,7 @@ class Bridge:
             return _error(
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
-                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                exc.hint or f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
                 serverId=server_id, toolName=tool_name_shown, code=exc.status,
                 _summary=f"AuthenticationError ({exc.status}): {self._server_text(config.id, detail)}",
             )
