@@ -909,6 +909,7 @@ async def _provoke(config: ServerConfig, provider: Any) -> int:
     async with httpx2.AsyncClient(auth=provider, timeout=LOGIN_HTTP_TIMEOUT, headers=dict(config.headers)) as client:
         if config.transport == "sse":
             async with client.stream("GET", config.url or "", headers={"accept": "text/event-stream"}) as response:
+                provider.interactive = False
                 return response.status_code
         initialize = {
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -917,6 +918,9 @@ async def _provoke(config: ServerConfig, provider: Any) -> int:
         }
         async with client.stream("POST", config.url or "", json=initialize, headers=headers) as response:
             session = response.headers.get("mcp-session-id")
+        # Logged in: whatever follows (the session's DELETE) must never start a second login,
+        # even if a short-lived token already expired (it is refreshed, or the DELETE fails).
+        provider.interactive = False
         if session and response.status_code < 300:
             with contextlib.suppress(httpx2.HTTPError):
                 await client.delete(config.url or "", headers={"mcp-session-id": session})
