@@ -415,6 +415,23 @@ def test_auth_status_and_logout_revoke_and_forget(tmp_path: Path, oauth_server: 
     assert_no_secret(project, outputs, set(state(server)["issued"]))
 
 
+@pytest.mark.slow
+def test_an_sse_server_logs_in_and_refreshes_too(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+    server = start_server("oauth_http", "sse")
+    project = tmp_path / "project"
+    env = env_for(project)
+    write_config(project, {"legacy": {"type": "sse", "url": server.sse_url}})
+    login(project, "legacy", env)
+    assert cli(project, "record", env=env).returncode == 0
+    assert cli(project, "generate", env=env).returncode == 0
+    code = WHOAMI.replace("{sid}", "legacy")
+    first, _ = run_json(project, code, env)
+    httpx2.post(f"{server.base}/test/expire", timeout=PROMPT_S)  # the server's 401 asks for a refresh
+    second, _ = run_json(project, code, env)
+    assert first["result"]["client"] and first["result"] == second["result"]
+    assert grants(server, "refresh_token") >= 1 and grants(server, "authorization_code") == 1
+
+
 # --------------------------------------------------------------------------- bad input
 
 

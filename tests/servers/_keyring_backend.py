@@ -16,7 +16,7 @@ from keyring.errors import PasswordDeleteError
 
 
 class FileKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]  # keyring reads a class attribute too
+    priority = 1  # keyring reads a class attribute too
 
     def _path(self) -> Path:
         return Path(os.environ["TEST_KEYRING_FILE"])

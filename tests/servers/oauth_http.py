@@ -1,7 +1,7 @@
 """Test MCP server protected by OAuth 2.1, built with the `mcp` SDK's server auth (Streamable HTTP).
 
-`python oauth_http.py http [--port N] [options]`. The same process is the resource server
-(`/mcp`, protected-resource metadata) and its authorization server (the SDK's routes: metadata,
+`python oauth_http.py http|sse [--port N] [options]`. The same process is the resource server
+(`/mcp`, or legacy SSE at `/sse` + `/messages/`; protected-resource metadata) and its authorization server (the SDK's routes: metadata,
 `/authorize`, `/token`, dynamic `/register`, `/revoke`; PKCE and refresh tokens), with an
 in-memory provider that approves every authorization at once (no login page: a test follows
 the authorization URL with an HTTP client). Options:
@@ -304,6 +304,42 @@ def test_routes(provider: Provider) -> list[Route]:
             Route("/test/state", state, methods=["GET"])]
 
 
+def sse_app(server: Server[Any], provider: Provider, settings: AuthSettings, base: str) -> Any:
+    """Legacy HTTP+SSE behind the same authorization server: the SDK builds this only for its
+    high-level server, so the parts (bearer middleware, auth and metadata routes) are put
+    together here."""
+    from _serve import lowlevel_sse_app
+    from mcp.server import NotificationOptions
+    from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+    from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+    from mcp.server.auth.routes import (
+        build_resource_metadata_url,
+        create_auth_routes,
+        create_protected_resource_routes,
+    )
+    from pydantic import AnyHttpUrl
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.routing import Mount
+
+    resource = AnyHttpUrl(f"{base}/sse")
+    scopes = settings.required_scopes or []
+    protected = RequireAuthMiddleware(lowlevel_sse_app(server, NotificationOptions()), scopes,
+                                      build_resource_metadata_url(resource))
+    routes: list[Any] = [
+        *create_auth_routes(provider, settings.issuer_url,
+                            client_registration_options=settings.client_registration_options,
+                            revocation_options=settings.revocation_options),
+        *create_protected_resource_routes(resource, [settings.issuer_url], scopes_supported=scopes),
+        *test_routes(provider),
+        Mount("/", app=protected),
+    ]
+    middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ProviderTokenVerifier(provider))),
+                  Middleware(AuthContextMiddleware)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
 def main() -> None:
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--token-ttl", type=int, default=3600)
@@ -314,7 +350,7 @@ def main() -> None:
         parser.add_argument("--issuer", default=None)
         parser.add_argument("--scopes", default="mcp:read")
 
-    args = parse_args(transports=("http",), default="http", extra=options)
+    args = parse_args(transports=("http", "sse"), default="http", extra=options)
     sock = bind(args.host, args.port)
     base = f"http://{args.host}:{sock.getsockname()[1]}"
     scopes = args.scopes.split()
@@ -331,11 +367,21 @@ def main() -> None:
         with open(args.jwt_key, encoding="utf-8") as fh:
             jwt_clients[args.jwt_client] = fh.read()
     server = build_server()
-    verifier = ProviderTokenVerifier(provider)  # type: ignore[arg-type]
+    verifier = ProviderTokenVerifier(provider)
     if args.metadata == "missing":
         settings = AuthSettings(issuer_url=base, resource_server_url=None, required_scopes=scopes)  # type: ignore[arg-type]
         app: Any = server.streamable_http_app(host=args.host, auth=settings, token_verifier=verifier,
                                               custom_starlette_routes=test_routes(provider))
+    elif args.transport == "sse":
+        settings = AuthSettings(
+            issuer_url=base,  # type: ignore[arg-type]
+            resource_server_url=f"{base}/sse",  # type: ignore[arg-type]
+            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes, default_scopes=scopes),
+            revocation_options=RevocationOptions(enabled=True),
+            required_scopes=scopes,
+            validate_token_resource=False,
+        )
+        app = sse_app(server, provider, settings, base)
     else:
         settings = AuthSettings(
             issuer_url=args.issuer or base,  # type: ignore[arg-type]
@@ -347,7 +393,7 @@ def main() -> None:
         )
         app = server.streamable_http_app(
             host=args.host, auth=settings, token_verifier=verifier,
-            auth_server_provider=None if args.issuer else provider,  # type: ignore[arg-type]
+            auth_server_provider=None if args.issuer else provider,
             custom_starlette_routes=test_routes(provider),
         )
         app = with_client_credentials(app, provider, base, jwt_clients)
