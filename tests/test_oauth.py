@@ -416,6 +416,32 @@ def test_auth_status_and_logout_revoke_and_forget(tmp_path: Path, oauth_server: 
 
 
 @pytest.mark.slow
+def test_a_pre_registered_client_logs_in_on_its_port_and_calls_run_concurrently(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
+    port = free_port()
+    server = start_server("oauth_http", "http", "--client", f"desktop-app:app-secret-9f2d77:{port}")
+    project = tmp_path / "project"
+    env = env_for(project, APP_SECRET="app-secret-9f2d77")
+    write_config(project, {"crm": {"type": "http", "url": server.mcp_url,
+                                   "oauth": {"clientId": "desktop-app", "clientSecret": "${APP_SECRET}",
+                                             "redirectPort": port}}})
+    outputs = [login(project, "crm", env)]
+    assert state(server)["stats"].get("register", 0) == 0  # no dynamic registration
+    assert cli(project, "record", env=env).returncode == 0
+    assert cli(project, "generate", env=env).returncode == 0
+    code = (
+        "import { whoami, rendezvous } from '@codemode/servers/crm';\n"
+        "const [a, b] = await Promise.all([rendezvous({seconds: 30}), rendezvous({seconds: 30})]);\n"
+        "globalThis.__codemode_result__ = {client: (await whoami()).client, met: [a.met, b.met]};"
+    )
+    response, err = run_json(project, code, env)
+    outputs += [json.dumps(response), err]
+    assert response["result"] == {"client": "desktop-app", "met": [True, True]}  # §10.1: not serialised
+    assert_no_secret(project, outputs, all_secrets(server, tmp_path / "auth", "app-secret-9f2d77"))
+
+
+@pytest.mark.slow
 def test_an_sse_server_logs_in_and_refreshes_too(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("oauth_http", "sse")
     project = tmp_path / "project"

@@ -7,8 +7,9 @@ in-memory provider that approves every authorization at once (no login page: a t
 the authorization URL with an HTTP client). Options:
 
   --token-ttl S        access tokens live S seconds (short-lived tokens for refresh tests)
-  --client ID:SECRET   a pre-registered confidential client (client_credentials and
-                       authorization_code; repeatable)
+  --client ID:SECRET[:PORT]   a pre-registered confidential client (client_credentials, and
+                       authorization_code with the redirect http://127.0.0.1:PORT/callback;
+                       repeatable)
   --jwt-client ID --jwt-key FILE   a client authenticating with a private-key JWT (RFC 7523),
                        FILE being its PEM public key
   --metadata MODE      ok (default) | missing (a plain Bearer 401, no metadata, no AS routes) |
@@ -22,7 +23,8 @@ now: the server's word, not the client's clock), `POST /test/revoke` (every refr
 revoked and every access token expired), `GET /test/state` (every secret issued so far, for
 secret scans, and counts of grants, registrations and revocations).
 
-Tools: `whoami` (the token's client id and scopes, never the token) and `echo`.
+Tools: `whoami` (the token's client id and scopes, never the token), `rendezvous` (true when
+two calls are in progress at once: concurrency through one OAuth session) and `echo`.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ from mcp.server.auth.provider import (
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+_WAITING = [0]  # `rendezvous` calls in progress
 SUBJECT = "demo-user"  # the resource owner every authorization is for
 CODE_TTL = 300  # seconds an authorization code stays valid
 
@@ -169,6 +173,13 @@ TOOLS = [
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     types.Tool(
+        name="rendezvous",
+        description="Waits (up to `seconds`) until another call of it is in progress too; says whether one was.",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
+        output_schema={"type": "object", "properties": {"met": {"type": "boolean"}}, "required": ["met"]},
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
         name="echo",
         description="Echo a message back.",
         input_schema={"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
@@ -189,6 +200,18 @@ def build_server() -> Server[Any]:
                      "scopes": list(token.scopes) if token else []}
             return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(value))],
                                         structured_content=value)
+        if params.name == "rendezvous":
+            _WAITING[0] += 1
+            try:
+                deadline = time.monotonic() + float(args.get("seconds", 10))
+                while _WAITING[0] < 2 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                met = {"met": _WAITING[0] >= 2}
+                await asyncio.sleep(0.2)  # the other caller sees this one too
+            finally:
+                _WAITING[0] -= 1
+            return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(met))],
+                                        structured_content=met)
         if params.name == "echo":
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(args.get("message")))])
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -356,9 +379,10 @@ def main() -> None:
     scopes = args.scopes.split()
     provider = Provider(args.token_ttl)
     for spec in args.client:
-        client_id, _, secret = spec.partition(":")
+        client_id, secret, *port = spec.split(":")
+        redirect = [AnyUrl(f"http://127.0.0.1:{port[0]}/callback")] if port else None
         provider.clients[client_id] = OAuthClientInformationFull(
-            client_id=client_id, client_secret=secret, redirect_uris=None, scope=" ".join(scopes),
+            client_id=client_id, client_secret=secret, redirect_uris=redirect, scope=" ".join(scopes),
             grant_types=["client_credentials", "authorization_code", "refresh_token"],
             token_endpoint_auth_method="client_secret_basic",
         )
