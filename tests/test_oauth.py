@@ -605,6 +605,7 @@ def test_login_kept_in_the_os_keyring_when_one_works(
     env[STORE_ENV] = "auto"
     recorded_project(project, server, env)
     assert not list((tmp_path / "auth").glob("*.json"))  # nothing in the file store
+    assert len(list((tmp_path / "auth").glob("*.keyring"))) == 1  # only a marker: no secret
     entries = json.loads(keyring_file.read_text())
     assert len(entries) == 1 and "access_token" in next(iter(entries.values()))
     status = cli(project, "auth", "status", env=env)
@@ -716,6 +717,8 @@ def test_a_failing_keyring_falls_back_to_the_file(tmp_path: Path) -> None:
             del self.entries[(service, name)]
 
     file = FileStore(tmp_path / "auth")
+    never = FallbackStore(KeyringStore(Broken()), file)
+    assert never.load("other") is None and never.fell_back is None  # no login there: not asked
     broken = FallbackStore(KeyringStore(Broken()), file)
     broken.save("k", {"a": 1})
     assert broken.fell_back is not None and "locked" in broken.fell_back

@@ -9,7 +9,9 @@ projects using different servers or clients never clash.
 - Keyring (the optional `keyring` package, `pip install 'codemode-gen[keyring]'`): used when its
   backend is a real one (macOS Keychain, Windows Credential Locker, Secret Service/KWallet); a
   headless Linux box or a container has none (`keyring`'s fail/null backends) and gets the file.
-  A keyring that fails at run time (locked, D-Bus gone) falls back to the file for that record.
+  A keyring that fails at run time (locked, D-Bus gone) falls back to the file for that record;
+  an empty marker file beside the file store says which keys have a keyring login, so servers
+  that never had one do not touch (or unlock) the keyring.
 - File: `$CODEMODE_AUTH_DIR`, else `$XDG_CONFIG_HOME/codemode-gen/auth` (`~/.config/...`), one
   `<sha256 of the key>.json` per record, mode 0600 in a 0700 folder, written atomically (temp
   file, fsync, rename), so a crash or a second process never leaves half a token file. A file or
@@ -246,22 +248,31 @@ class KeyringStore:
 
 class FallbackStore:
     """The keyring first, the file when the keyring fails: a locked keyring costs nothing but a
-    note (`fell_back`), and a login written to the file meanwhile is still found."""
+    note (`fell_back`), and a login written to the file meanwhile is still found.
+
+    The keyring is asked only for keys that have a login there, which an empty marker file in
+    the login folder says (`<hash>.keyring`, no secret in it): every connection to an HTTP
+    server looks for a login, and a locked desktop keyring must not ask to be unlocked for
+    servers that never had one."""
 
     def __init__(self, keyring: KeyringStore, file: FileStore) -> None:
         self.keyring = keyring
         self.file = file
         self.fell_back: str | None = None  # why the last operation used the file
 
+    def _marker(self, key: str) -> Path:
+        return self.file.path(key).with_suffix(".keyring")
+
     def describe(self, key: str) -> str:
         return self.keyring.describe(key) if self.fell_back is None else self.file.describe(key)
 
     def load(self, key: str) -> dict[str, Any] | None:
-        try:
-            found = self.keyring.load(key)
-        except TokenStoreError as exc:
-            self.fell_back = exc.message
-            found = None
+        found = None
+        if self._marker(key).exists():
+            try:
+                found = self.keyring.load(key)
+            except TokenStoreError as exc:
+                self.fell_back = exc.message
         return found if found is not None else self.file.load(key)
 
     def save(self, key: str, record: dict[str, Any]) -> None:
@@ -272,16 +283,27 @@ class FallbackStore:
             self.file.save(key, record)
             return
         self.fell_back = None
+        try:
+            self.file.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._marker(key).touch(mode=0o600)
+        except OSError as exc:
+            raise TokenStoreError(
+                f"{self._marker(key)}: cannot write the login marker: {exc.strerror}",
+                hint=f"make {self.file.folder} writable by you (mode 700), or set {STORE_ENV}=file",
+            ) from None
         # One place per login: a copy left in the file from a keyring outage would be stale.
         with contextlib.suppress(TokenStoreError):
             self.file.delete(key)
 
     def delete(self, key: str) -> bool:
         gone = False
-        try:
-            gone = self.keyring.delete(key)
-        except TokenStoreError as exc:
-            self.fell_back = exc.message
+        if self._marker(key).exists():
+            try:
+                gone = self.keyring.delete(key)
+            except TokenStoreError as exc:
+                self.fell_back = exc.message
+            with contextlib.suppress(OSError):
+                self._marker(key).unlink()
         return self.file.delete(key) or gone
 
 
