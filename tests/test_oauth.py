@@ -391,6 +391,10 @@ def test_auth_status_and_logout_revoke_and_forget(tmp_path: Path, oauth_server: 
     before = cli(project, "auth", "status", env=env)
     assert "not logged in" in before.stdout and "static Authorization header" in before.stdout
     assert "stdio server (no OAuth)" in before.stdout
+    static = cli(project, "auth", "login", "static", env=env)
+    assert static.returncode == 1 and 'remove "Authorization" from mcpServers.static.headers' in static.stderr
+    unknown = cli(project, "auth", "login", "nope", env=env)
+    assert unknown.returncode == 2 and "no server 'nope'" in unknown.stderr and "remote" in unknown.stderr
     outputs = [login(project, "remote", env), before.stdout]
     status = cli(project, "auth", "status", env=env)
     outputs.append(status.stdout)
