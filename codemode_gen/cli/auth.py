@@ -28,9 +28,11 @@ class LoginFailed(UserError):
 
 
 def _server(config: Path, server_id: str) -> ServerConfig:
-    from codemode_gen.config import load_config, project_settings
+    from codemode_gen.config import load_config
+    from codemode_gen.generator.project import load_project_settings
 
-    configs = load_config(config, project_settings(config))
+    # Its stderr notes would repeat what the other commands say; its errors stop us.
+    configs = load_config(config, load_project_settings(config, report=lambda line: None))
     found = configs.get(server_id)
     if found is None:
         remote = [sid for sid, c in configs.items() if c.transport != "stdio"]
@@ -97,9 +99,10 @@ def status(config: Path) -> None:
     """Each server's login state: logged in, expiry, scopes, refreshable (never a secret)."""
     from codemode_gen.client.oauth import auth_status
     from codemode_gen.client.tokenstore import TokenStoreError, open_store
-    from codemode_gen.config import load_config, project_settings
+    from codemode_gen.config import load_config
+    from codemode_gen.generator.project import load_project_settings
 
-    configs = load_config(config, project_settings(config))
+    configs = load_config(config, load_project_settings(config, report=lambda line: None))
     if not configs:
         raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server first")
     try:

@@ -424,13 +424,15 @@ class _Behaviour:
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         inner = super()._auth_flow(request)  # type: ignore[misc]
         last: httpx2.Response | None = None  # the last response to `request` itself
+        latest: httpx2.Response | None = None  # the last response of any request: what httpx returns
         refreshed = False
+        self.discovery, self._malformed = [], False  # this flow's (bounded: a few lines)
         try:
             try:
                 outgoing = await inner.__anext__()
                 while True:
                     self._check_outgoing(outgoing)
-                    response = yield outgoing
+                    response = latest = yield outgoing
                     if outgoing is not request:
                         self._note(outgoing, response, await response.aread() if response.status_code == 200 else None)
                     else:
@@ -441,11 +443,10 @@ class _Behaviour:
                                 # once and retry, as the SDK does only for an expiry it knows.
                                 refreshed = True
                                 refresh = await self._refresh_token()  # type: ignore[attr-defined]
-                                refresh_response = yield refresh
-                                last = None
-                                if await self._handle_refresh_response(refresh_response):
+                                latest = yield refresh
+                                if await self._handle_refresh_response(latest):
                                     self._add_auth_header(request)  # type: ignore[attr-defined]
-                                    response = last = yield request
+                                    response = last = latest = yield request
                             if response.status_code != 401:
                                 self._settled(response)
                                 return
@@ -464,9 +465,10 @@ class _Behaviour:
         finally:
             await inner.aclose()
         # No person here: hand the transport the server's own refusal, so the session reports it
-        # (AuthError / CallAuthError with `problem`) and stays usable.
-        request.headers.pop("Authorization", None)
-        if last is None:
+        # (AuthError / CallAuthError with `problem`) and stays usable. httpx returns the response
+        # the flow saw last, so when that was one of the flow's own (a token endpoint's), the
+        # request is sent once more to get the server's.
+        if last is None or latest is not last:
             last = yield request
         self._rejected = last.status_code if last.status_code in (401, 403) else 401
 
