@@ -446,6 +446,24 @@ def test_a_pre_registered_client_logs_in_on_its_port_and_calls_run_concurrently(
 
 
 @pytest.mark.slow
+def test_a_client_id_metadata_document_replaces_registration(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
+    server = start_server("oauth_http", "http", "--cimd")
+    project = tmp_path / "project"
+    env = env_for(project)
+    document = "https://tools.example/codemode-gen/client.json"
+    write_config(project, {"remote": {"type": "http", "url": server.mcp_url, "oauth": {"clientMetadataUrl": document}}})
+    login(project, "remote", env)
+    stats = state(server)["stats"]
+    assert stats.get("register", 0) == 0 and stats["cimd"] == 1
+    assert cli(project, "record", env=env).returncode == 0
+    assert cli(project, "generate", env=env).returncode == 0
+    response, _ = run_json(project, WHOAMI.replace("{sid}", "remote"), env)
+    assert response["result"]["client"] == document
+
+
+@pytest.mark.slow
 def test_an_sse_server_logs_in_and_refreshes_too(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("oauth_http", "sse")
     project = tmp_path / "project"

@@ -17,6 +17,8 @@ the authorization URL with an HTTP client). Options:
   --issuer URL         the authorization server is elsewhere (no AS routes here): a dead URL
                        makes "the authorization server is down"
   --scopes "A B"       scopes the tokens need (default "mcp:read")
+  --cimd               client ID metadata documents: an https:// client id is a client (any
+                       loopback redirect port), advertised in the metadata
 
 Test-only endpoints (loopback only, no auth): `POST /test/expire` (every access token expires
 now: the server's word, not the client's clock), `POST /test/revoke` (every refresh token
@@ -66,6 +68,16 @@ SUBJECT = "demo-user"  # the resource owner every authorization is for
 CODE_TTL = 300  # seconds an authorization code stays valid
 
 
+class LoopbackClient(OAuthClientInformationFull):
+    """A client known by its metadata document URL (CIMD): any loopback redirect port is its
+    own (RFC 8252 §7.3). The document itself is not fetched here (no https in tests)."""
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        if redirect_uri is not None and redirect_uri.scheme == "http" and redirect_uri.host == "127.0.0.1":
+            return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
 class Provider:
     """In-memory OAuthAuthorizationServerProvider: auto-approve, rotating refresh tokens."""
 
@@ -78,8 +90,15 @@ class Provider:
         self.pairs: dict[str, str] = {}  # refresh token -> its access token
         self.issued: list[str] = []  # every secret handed out
         self.stats: Counter[str] = Counter()
+        self.cimd: list[str] = []  # scopes of clients known by a metadata document URL; [] = off
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if client_id.startswith("https://") and self.cimd and client_id not in self.clients:
+            self.clients[client_id] = LoopbackClient(
+                client_id=client_id, redirect_uris=None, token_endpoint_auth_method="none",
+                grant_types=["authorization_code", "refresh_token"], scope=" ".join(self.cimd),
+            )
+            self.stats["cimd"] += 1
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
@@ -306,6 +325,28 @@ def with_malformed_metadata(app: Any) -> Any:
     return broken
 
 
+def with_cimd(app: Any, base: str, scopes: list[str]) -> Any:
+    """Authorization server metadata that says client ID metadata documents are supported."""
+    from mcp.server.auth.routes import build_metadata
+    from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+    from pydantic import AnyHttpUrl
+
+    metadata = build_metadata(AnyHttpUrl(base), None, ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
+                              RevocationOptions(enabled=True))
+    metadata.client_id_metadata_document_supported = True
+    document = metadata.model_dump(mode="json", exclude_none=True)
+    document["issuer"] = base  # as the SDK's own metadata spells it (no trailing slash)
+
+    async def advertised(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/.well-known/oauth-authorization-server":
+            for part in _json(200, document):
+                await send(part)
+            return
+        await app(scope, receive, send)
+
+    return advertised
+
+
 def test_routes(provider: Provider) -> list[Route]:
     async def expire(request: Request) -> Response:
         for token in provider.access.values():
@@ -372,6 +413,7 @@ def main() -> None:
         parser.add_argument("--metadata", choices=("ok", "missing", "malformed"), default="ok")
         parser.add_argument("--issuer", default=None)
         parser.add_argument("--scopes", default="mcp:read")
+        parser.add_argument("--cimd", action="store_true", help="support client ID metadata documents")
 
     args = parse_args(transports=("http", "sse"), default="http", extra=options)
     sock = bind(args.host, args.port)
@@ -421,6 +463,9 @@ def main() -> None:
             custom_starlette_routes=test_routes(provider),
         )
         app = with_client_credentials(app, provider, base, jwt_clients)
+        if args.cimd:
+            provider.cimd = scopes
+            app = with_cimd(app, base, scopes)
         if args.metadata == "malformed":
             app = with_malformed_metadata(app)
     with contextlib.suppress(KeyboardInterrupt):
