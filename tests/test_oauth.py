@@ -206,6 +206,9 @@ def test_login_then_record_generate_run_and_serve_with_no_secret_anywhere(
         outputs.append(done.stdout + done.stderr)
         assert done.returncode == 0, done.stdout + done.stderr
     assert (project / "fixtures" / "remote" / "tools.json").is_file()
+    prompt = cli(project, "serve", "--print-prompt", env=env)
+    outputs.append(prompt.stdout + prompt.stderr)
+    assert prompt.returncode == 0 and '"@codemode/servers/remote"' in prompt.stdout
 
     response, err = run_json(project, WHOAMI.replace("{sid}", "remote"), env)
     outputs += [json.dumps(response), err]
