@@ -114,6 +114,7 @@ __all__ = [
     "load_config",
     "load_settings",
     "project_settings",
+    "server_ids",
 ]
 
 # Bounds a server that never finishes starting/initializing/listing: the SDK would wait forever.
@@ -665,15 +666,15 @@ def project_settings(config_path: Path, settings_path: Path | None = None) -> Se
         if not beside.is_file():
             return Settings(fixtures_dir=base / "fixtures", out_dir=base / "out")
         settings = load_settings(beside)
-    known = _server_ids(config_path)
+    known = server_ids(config_path)
     if settings.source is not None and known is not None:
         check_server_ids(settings.source, known, config_path)
     return settings
 
 
-def _server_ids(config_path: Path) -> list[str] | None:
+def server_ids(config_path: Path) -> list[str] | None:
     """The server ids of `.mcp.json`, or None when it cannot be read: load_config says why, for
-    the commands that need it (`generate` and `check` do not)."""
+    the commands that need it (`generate`, `check` and `policy` do not)."""
     try:
         data = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

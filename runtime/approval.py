@@ -16,13 +16,26 @@ there means "from the tool's MCP annotations":
 - anything else → ask. This fails closed: a tool without annotations, or with `readOnlyHint:
   false` and no `destructiveHint` (which the MCP spec then defaults to true), is asked for.
 
+Why a tool without annotations is asked before every call, not once per session: in the real
+catalogs (tests/data/catalogs) the servers that annotate nothing are the ones that post, push and
+write (github `push_files`, slack `slack_post_message`, sqlite `write_query`, puppeteer
+`puppeteer_evaluate`), and a yes given to one script must not cover another script's calls
+later in the session. What keeps this livable: every question of an "ask" tool offers to
+approve the tool's further calls for the rest of the run (`FOR_RUN`), so a loop asks once; the
+project decides for good in codemode.toml, and `record`, `generate` and `codemode-gen policy`
+print the policy with the lines that change it (`policy_table`). Where nobody can be asked it
+stays a denial (fail closed), whose hint says the same lines.
+
 Annotations are the server's own claims; a server that lies about them is only contained by an
 explicit entry in codemode.toml. A per-tool `deny` hides the tool altogether (config.py adds it
 to the server's blocklist: no binding, no declaration, not in discovery), so the gate only sees a
 `deny` that came from a default (`"*" = "deny"`): such calls are refused without asking.
 
-Asking is the host's business: an `Approver` is `async (ApprovalRequest) -> bool`. `run` asks on
-the terminal (cli/run.py), `serve` through MCP elicitation, the Python API takes any callable.
+Asking is the host's business: an `Approver` is `async (ApprovalRequest) -> Answer`: True (this
+call), False, or `FOR_RUN` ("run": this call and every later call of the same tool in the same
+run, which the gate then lets through without asking, "approved-for-run"; offered for "ask"
+tools, `ApprovalRequest.offers_run`). `run` asks on the terminal (cli/run.py: `a`), `serve`
+through MCP elicitation (a checkbox of the form), the Python API takes any callable.
 An approver that cannot ask (no terminal, a client without elicitation) raises
 `ApprovalUnavailable`; one that raises anything else counts as a no. No approver at all → no
 (fail closed), unless the host was built with `approve_all` (`run --yes`, `serve
@@ -31,12 +44,15 @@ An approver that cannot ask (no terminal, a client without elicitation) raises
 `ask-once` remembers an accept for the rest of the session (the host's lifetime, or the client
 session `serve` names), by server config id and tool name; a decline is never remembered. Asks
 of the same tool are serialised, so two calls in one `Promise.all` are asked in turn and an
-ask-once accept of the first lets the second through without asking. The wait counts within
+ask-once accept of the first lets the second through without asking; an approver marked
+`asks_in_batches` (serve's on MCP 2026-07-28 connections, runtime/resume.py: every call waiting
+at once is asked in one input_required round) is not serialised. The wait counts within
 the run's timeoutMs: a run still waiting when it runs out ends as any run that times out.
 
 Every call that reached the gate carries its decision into toolTrace (`"approval"`): "allowed"
 (by policy), "approved" (asked, accepted, or approved by `approve_all`), "approved-for-session"
-(an ask-once accept remembered), "denied". Arguments are shown to the person asked, never
+(an ask-once accept remembered), "approved-for-run" (an earlier `FOR_RUN` answer of this run),
+"denied". Arguments are shown to the person asked, never
 written to the trace; what they see is redacted like fixtures (the server's env/header values
 and codemode.toml's `redact` patterns), cut at `MAX_ARGUMENTS_CHARS`, and shown as data: one
 line of JSON with every character that could hide text or fake a line break escaped, set off
@@ -53,22 +69,40 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterable,
+    Mapping,
+    MutableSet,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Literal
 
 # What codemode.toml may say (a Policy, or "auto": from the tool's annotations) lives with the
 # config that parses it.
 from codemode_gen import payload
-from codemode_gen.config import APPROVAL_SETTINGS, ApprovalSetting, ServerConfig
+from codemode_gen.config import (
+    APPROVAL_SETTINGS,
+    ApprovalSetting,
+    ServerConfig,
+    ServerSettings,
+    Settings,
+)
 from codemode_gen.display import GUTTER, data_block, display_json, display_string
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import response as resp
+from codemode_gen.settings_schema import SettingsSource
 
 __all__ = [
     "APPROVAL_SETTINGS",
     "DENIED_CODE",
+    "FOR_RUN",
     "MAX_ARGUMENTS_CHARS",
+    "Answer",
     "ApprovalGate",
     "ApprovalOutcome",
     "ApprovalRequest",
@@ -78,9 +112,14 @@ __all__ = [
     "Decision",
     "DenyReason",
     "Policy",
+    "PolicySource",
+    "ToolPolicy",
+    "Unusable",
     "denial_message",
     "describe_annotations",
+    "explain_policy",
     "policy_from_annotations",
+    "policy_table",
     "toml_line",
     "tool_policy",
 ]
@@ -91,7 +130,10 @@ log = logging.getLogger(__name__)
 #: or never sent.
 Policy = Literal["allow", "ask", "ask-once", "deny"]
 #: A call's outcome at the gate, as toolTrace's `approval` shows it.
-Decision = Literal["allowed", "approved", "approved-for-session", "denied"]
+Decision = Literal["allowed", "approved", "approved-for-session", "approved-for-run", "denied"]
+#: Why a tool has its policy: one of its MCP annotations, a line of codemode.toml (or the
+#: blocklist), or the default for a tool whose annotations say nothing ("auto" asks).
+PolicySource = Literal["annotation", "config", "default"]
 #: Why a call was denied: the person said no; nobody could be asked; no answer before the run's
 #: timeoutMs; a default `deny` policy; the approver failed.
 DenyReason = Literal["declined", "unavailable", "timeout", "policy", "error"]
@@ -137,6 +179,13 @@ class ApprovalRequest:
     annotations: Mapping[str, Any] | None
     policy: Policy
 
+    @property
+    def offers_run(self) -> bool:
+        """Whether the approver may answer `FOR_RUN`: an "ask" tool's calls are asked one by
+        one, so a yes for the rest of the run spares the questions of a loop (an "ask-once"
+        yes already covers the session)."""
+        return self.policy == "ask"
+
     def describe(self, question: str = "", *, width: int = ELICITATION_DATA_WIDTH) -> str:
         """The message for a person: the host's words (who wants to call what; `question`),
         then the arguments set off as data, last (`arguments_block`)."""
@@ -161,8 +210,20 @@ ARGUMENTS_HEADING = (
 )
 
 
-#: Asks a person; True to send the call. May raise ApprovalUnavailable (no way to ask).
-Approver = Callable[[ApprovalRequest], Awaitable[bool]]
+#: The answer that approves this call and every later call of the same tool in the same run
+#: ("allow `write_query` for the rest of this run"); counts as a plain yes where not offered.
+FOR_RUN: Literal["run"] = "run"
+#: What an approver answers: True (send this call), FOR_RUN, or False (anything else is no).
+Answer = bool | Literal["run"]
+
+
+class Unusable(str):
+    """Why a client's response cannot count as an answer (it is not one): never FOR_RUN, though
+    a str, so an answer and this are told apart by type."""
+
+
+#: Asks a person. May raise ApprovalUnavailable (no way to ask).
+Approver = Callable[[ApprovalRequest], Awaitable[Answer]]
 
 
 @dataclass(frozen=True)
@@ -209,11 +270,108 @@ def tool_policy(
         setting = config.approval_default
     if setting is None:
         setting = project_default
+    return _resolved(setting, annotations)
+
+
+def _resolved(setting: str, annotations: Mapping[str, Any] | None) -> Policy:
     if setting == "auto":
         return policy_from_annotations(annotations)
     if setting in ("allow", "ask", "ask-once", "deny"):
         return setting  # type: ignore[return-value]
     return "ask"  # unreachable for validated configs; never fail open
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """One row of the policy table (`codemode-gen policy`): a tool's policy and why it has it.
+
+    `source` is what decided: "annotation" (`detail` names it: `destructiveHint: true`),
+    "config" (`detail` is the codemode.toml line, `line` where it is when known) or "default"
+    (auto, and the annotations say nothing either way)."""
+
+    config_id: str
+    tool_name: str
+    policy: Policy
+    source: PolicySource
+    detail: str
+    line: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"server": self.config_id, "tool": self.tool_name, "policy": self.policy,
+                               "why": self.source, "detail": self.detail}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+
+def explain_policy(
+    config_id: str,
+    server: ServerSettings | None,
+    project_default: ApprovalSetting,
+    tool_name: str,
+    annotations: Mapping[str, Any] | None,
+    *,
+    source: SettingsSource | None = None,
+) -> ToolPolicy:
+    """`tool_policy` with its reason, from codemode.toml's settings (`server`: its
+    `[servers.<id>]`, None when it has none), as `load_config` folds them: a tool on the
+    blocklist (a per-tool "deny" is one) is denied, else its own entry, the server's default,
+    the project's default, "auto" from the annotations. `source` (the file the settings came
+    from) gives each config reason its line, and a server default the form it was written in."""
+    server = server if server is not None else ServerSettings()
+
+    def config(setting: str, text: str, *keys: str) -> ToolPolicy:
+        return ToolPolicy(config_id, tool_name, _resolved(setting, annotations), "config", text,
+                          source.line(keys) if source is not None else None)
+
+    table = f"[servers.{_toml_key(config_id)}]"
+    own = server.approval.get(tool_name)
+    if tool_name in server.blocklist and own != "deny":
+        return config("deny", f"{table} blocklist", "servers", config_id, "blocklist")
+    if own is not None and own != "auto":
+        return config(own, toml_line(config_id, tool_name, own), "servers", config_id, "approval", tool_name)
+    if own is None and server.approval_default not in (None, "auto"):
+        default = str(server.approval_default)
+        written = _server_entry(source, config_id)
+        if isinstance(written, Mapping):
+            return config(default, f"[servers.{_toml_key(config_id)}.approval] \"*\" = \"{default}\"",
+                          "servers", config_id, "approval", "*")
+        return config(default, f"{table} approval = \"{default}\"", "servers", config_id, "approval")
+    if own is None and server.approval_default is None and project_default != "auto":
+        return config(project_default, f"approval = \"{project_default}\"", "approval")
+    policy = policy_from_annotations(annotations)
+    hints = annotations if isinstance(annotations, Mapping) else {}
+    for key, value in (("readOnlyHint", True), ("destructiveHint", False), ("destructiveHint", True)):
+        if hints.get(key) is value:
+            return ToolPolicy(config_id, tool_name, policy, "annotation", f"{key}: {str(value).lower()}")
+    if hints.get("readOnlyHint") is False:
+        return ToolPolicy(config_id, tool_name, policy, "annotation",
+                          "readOnlyHint: false, no destructiveHint (MCP reads it as true)")
+    return ToolPolicy(config_id, tool_name, policy, "default",
+                      "no annotations" if not hints else "annotations say nothing of reads or destruction")
+
+
+def _server_entry(source: SettingsSource | None, config_id: str) -> Any:
+    """What codemode.toml wrote as `[servers.<id>] approval`: a string, a table, or None."""
+    servers = source.data.get("servers") if source is not None else None
+    table = servers.get(config_id) if isinstance(servers, Mapping) else None
+    return table.get("approval") if isinstance(table, Mapping) else None
+
+
+def policy_table(
+    settings: Settings, servers: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]
+) -> list[ToolPolicy]:
+    """Every tool's `explain_policy` under `settings`, for servers given as (config id, their
+    recorded tools/list entries); in server and tool order."""
+    rows = []
+    for config_id, tools in sorted(servers, key=lambda s: s[0]):
+        server = settings.servers.get(config_id)
+        for tool in sorted((t for t in tools if isinstance(t.get("name"), str)), key=lambda t: str(t["name"])):
+            annotations = tool.get("annotations")
+            rows.append(explain_policy(config_id, server, settings.approval, str(tool["name"]),
+                                       annotations if isinstance(annotations, Mapping) else None,
+                                       source=settings.source))
+    return rows
 
 
 def toml_line(config_id: str, tool_name: str, setting: ApprovalSetting) -> str:
@@ -323,14 +481,17 @@ class ApprovalGate:
         annotations: Mapping[str, Any] | None,
         approve: Approver | None = None,
         session: Hashable = None,
+        run: MutableSet[tuple[str, str]] | None = None,
         deadline: float | None = None,
         on_wait: Callable[[ApprovalRequest], None] | None = None,
     ) -> ApprovalOutcome:
         """Whether this call may be sent; asks when the policy says so.
 
         `approve` (a run's own approver) replaces the host's; `session` keys the ask-once
-        memory; `deadline` (`time.monotonic()` seconds, the run's timeoutMs) bounds the wait for
-        the lock and the answer; `on_wait` is told just before a person is asked (progress)."""
+        memory; `run` is the run's own memory of (config id, tool name) approved `FOR_RUN`
+        (the bridge's: it ends with the run; None: such answers count as a plain yes);
+        `deadline` (`time.monotonic()` seconds, the run's timeoutMs) bounds the wait for the
+        lock and the answer; `on_wait` is told just before a person is asked (progress)."""
         policy = self.policy(config, tool_name, annotations)
         if policy == "allow":
             return ApprovalOutcome("allowed", policy)
@@ -339,6 +500,8 @@ class ApprovalGate:
         key = (config.id, tool_name)
         if policy == "ask-once" and self.remembered(*key, session=session):
             return ApprovalOutcome("approved-for-session", policy)
+        if run is not None and key in run:
+            return ApprovalOutcome("approved-for-run", policy)
         if self.approve_all:
             if policy == "ask-once":
                 self._remember(session, key)
@@ -352,7 +515,7 @@ class ApprovalGate:
         else:
             request = self.request(server_id, config, tool_name, arguments, annotations, policy)
         try:
-            return await _within(deadline, self._ask(approver, request, key, session, on_wait))
+            return await _within(deadline, self._ask(approver, request, key, session, run, on_wait))
         except TimeoutError:
             return ApprovalOutcome("denied", policy, "timeout")
 
@@ -362,14 +525,21 @@ class ApprovalGate:
         request: ApprovalRequest,
         key: tuple[str, str],
         session: Hashable,
+        run: MutableSet[tuple[str, str]] | None,
         on_wait: Callable[[ApprovalRequest], None] | None,
     ) -> ApprovalOutcome:
         """The asking itself, one call of this tool (in this session) at a time."""
         policy = request.policy
-        async with self._tool_lock((session, *key)):
-            # Asked while this call waited for the lock: an ask-once yes covers it too.
+        # An approver that asks in batches (input_required: every call waiting is asked in one
+        # round) must see them all at once, so no lock per tool there.
+        batched = getattr(approver, "asks_in_batches", False) is True
+        async with contextlib.nullcontext() if batched else self._tool_lock((session, *key)):
+            # Asked while this call waited for the lock: an ask-once yes covers it too, and so
+            # does a yes for the rest of this run (the other calls of a Promise.all).
             if policy == "ask-once" and self.remembered(*key, session=session):
                 return ApprovalOutcome("approved-for-session", policy)
+            if run is not None and key in run:
+                return ApprovalOutcome("approved-for-run", policy)
             if on_wait is not None:
                 try:
                     on_wait(request)
@@ -383,10 +553,19 @@ class ApprovalGate:
                 log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
                             type(exc).__name__, resp.clip(str(exc), 300))
                 return ApprovalOutcome("denied", policy, "error", resp.clip(f"{type(exc).__name__}: {exc}", 300))
-            if accepted is not True:
+            # Only True and FOR_RUN approve: a truthy "yes" or 1 from a careless callback is no.
+            for_run = isinstance(accepted, str) and accepted == FOR_RUN
+            if accepted is not True and not for_run:
                 return ApprovalOutcome("denied", policy, "declined")
+            if for_run and run is not None:
+                run.add(key)
             if policy == "ask-once":
                 self._remember(session, key)
+                # ... and for the rest of this run whatever the session: a run asked through
+                # input_required resumes on any instance, in a session of its own (stateless
+                # HTTP), and its run set travels in its sealed state (runtime/resume.py).
+                if batched and run is not None:
+                    run.add(key)
             return ApprovalOutcome("approved", policy)
 
     @contextlib.asynccontextmanager
@@ -429,7 +608,8 @@ async def _within(deadline: float | None, awaitable: Awaitable[ApprovalOutcome])
 
 def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, tool_name: str) -> tuple[str, str]:
     """The ToolCallError message and hint of a denied call (for the script and the agent):
-    what happened, and the codemode.toml line that changes it."""
+    what happened, and what the user can change: the codemode.toml line that allows the tool
+    and, where nobody could be asked, the host options that approve without asking."""
     where = f"{server_id}.{resp.safe_name(tool_name, MAX_SHOWN_NAME_CHARS)}"
     why = {
         "declined": "the user declined it",
@@ -441,8 +621,12 @@ def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, too
     }.get(outcome.reason or "", "it was not approved")
     message = f"{where} was not called: {why} (approval policy \"{outcome.policy}\")"
     line = toml_line(config_id, tool_name, "allow")
-    hint = (
-        "do not retry this call in this run; continue without it or tell the user what it would do."
-        f" A person can allow it in codemode.toml: {line}"
-    )
+    change = {
+        "declined": f"If such calls are fine, the user can allow them in codemode.toml: {line}",
+        "timeout": f"A run with a larger limits.timeoutMs gives the user longer to answer; codemode.toml can allow"
+        f" it: {line}",
+        "policy": f"Only the user can allow it, in codemode.toml: {line}",
+    }.get(outcome.reason or "", f"The user can allow it in codemode.toml ({line}), or start the host with"
+          " serve --approve-all / run --yes to approve such calls without asking")
+    hint = f"do not retry this call in this run; continue without it or tell the user what it would do. {change}"
     return message, hint

@@ -16,8 +16,9 @@ codemode.toml and the tool's annotations; asking a person when it says so, the w
 within the run's timeoutMs, a progress note meanwhile). A call it denies is never sent: the
 script gets a ToolCallError with code APPROVAL_DENIED and goes on (§10). Every call that reached
 the gate has its decision in its trace entry (`"approval"`: allowed, approved,
-approved-for-session, denied), beside §3.3.2's fields; calls refused earlier (unknown tool,
-invalid input) have none.
+approved-for-session, approved-for-run, denied), beside §3.3.2's fields; calls refused earlier
+(unknown tool, invalid input) have none. The run's own approvals (a person's yes to every further
+call of a tool in this run) live here, in `approved_for_run`, and end with the run.
 
 The trace records which tool ran, how long, and whether it worked, never inputs or outputs
 (§3.3.2): traces end up in logs and transcripts where tool data must not leak. A failed entry's
@@ -50,7 +51,7 @@ import difflib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from codemode_gen import payload
@@ -119,6 +120,30 @@ class CallSession(Protocol):
     def closed(self) -> bool: ...
 
     async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]: ...
+
+
+class Journal(Protocol):
+    """What the bridge uses of a resumable run (`runtime.resume.Resumable`)."""
+
+    async def enter(self, seq: int, request: Mapping[str, Any]) -> Logged | None: ...
+
+    def leave(self, seq: int, reply: dict[str, Any], entry: Mapping[str, Any]) -> None: ...
+
+    def approver_for(self, seq: int) -> Approver: ...
+
+    #: (config id, tool name) approved for the rest of the run (approval.FOR_RUN), in earlier
+    #: rounds too: the run's state carries it to whichever instance resumes the run.
+    approved_for_run: set[tuple[str, str]]
+
+
+class Logged(Protocol):
+    """A call answered from a journal: the reply's JSON text and the trace entry of then."""
+
+    @property
+    def reply(self) -> str: ...
+
+    @property
+    def entry(self) -> dict[str, Any]: ...
 
 
 class Connector(Protocol):
@@ -209,6 +234,7 @@ class Bridge:
         approval_session: Hashable = None,
         on_note: Callable[[str], None] | None = None,
         redact_patterns: Iterable[str] = (),
+        journal: Journal | None = None,
     ) -> None:
         self.catalog = catalog
         self.connector = connector
@@ -218,6 +244,10 @@ class Bridge:
         # outlasts it.
         self.deadline = deadline
         self.calls = 0
+        self._seq = 0  # calls received, numbered in the order the script made them
+        # A run that may wait for answers between two requests (runtime/resume.py): answers
+        # the calls an earlier round made, keeps the others' replies, and asks through itself.
+        self.journal = journal
         self.trace: list[dict[str, Any]] = []
         self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
         self.counts = resp.CallCounts()  # every call by tool, and the failed ones: toolSummary
@@ -245,6 +275,9 @@ class Bridge:
         self.approval = approval
         self.approve = approve
         self.approval_session = approval_session
+        # (config id, tool name) a person approved for the rest of this run (approval.FOR_RUN);
+        # a resumable run's is its journal's (kept in its sealed state across rounds/instances)
+        self.approved_for_run: set[tuple[str, str]] = journal.approved_for_run if journal is not None else set()
         # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
         self._on_note = on_note
         # codemode.toml's `redact` regexes: with each server's own secrets, redacted from the
@@ -255,14 +288,44 @@ class Bridge:
     # ------------------------------------------------------------------ entry point
 
     async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host)."""
+        """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host).
+
+        Calls are numbered in the order they arrive, which is the order the script made them
+        (one pipe, one task each, started in turn): with a `journal` (runtime/resume.py) a call
+        an earlier round of the run made is answered from it, never sent again."""
+        self._seq += 1
+        seq = self._seq
+        journal = self.journal
+        if journal is None:
+            return (await self._serve_call(seq, request))[0]
+        logged = await journal.enter(seq, request if isinstance(request, dict) else {"request": str(request)})
+        if logged is not None:
+            return self._replayed(logged.reply, logged.entry)
+        reply, entry = await self._serve_call(seq, request)
+        journal.leave(seq, reply, entry or {})
+        return reply
+
+    def _replayed(self, reply_text: str, entry: dict[str, Any]) -> dict[str, Any]:
+        """A call answered from the journal: the reply the script got the first time, and the
+        trace entry it made then."""
+        self.calls += 1
+        self.counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)
+        if len(self.trace) >= MAX_TRACE_ENTRIES:
+            self.trace_dropped += 1
+        else:
+            self.trace.append(dict(entry))
+        reply: dict[str, Any] = json.loads(reply_text)
+        return reply
+
+    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """`host_call` itself: the reply and the call's trace entry (None: the call made none)."""
         if not isinstance(request, dict) or request.get("op") != "call":
             op = request.get("op") if isinstance(request, dict) else request
             return _error(
                 "ToolCallError",
                 f"unsupported host request {resp.safe_name(op, 40)!r}",
                 "call tools through the generated bindings of @codemode/servers/*",
-            )
+            ), None
         raw_server, raw_tool = request.get("serverId", ""), request.get("toolName", "")
         # Lookups use the names as given; the trace and every message get them sanitised and
         # cut (a script chooses them: lone surrogates, escape sequences, megabytes).
@@ -272,7 +335,7 @@ class Bridge:
         if self._closed:  # a call that raced the end of the run is never dispatched
             return _error(
                 "ToolCallError", "the run has ended", "nothing to do", serverId=shown_server, toolName=shown_tool
-            )
+            ), None
         self.calls += 1
         if self.max_tool_calls is not None and self.calls > self.max_tool_calls:
             self._record(shown_server, shown_tool, None, "SandboxLimitError: maxToolCalls")
@@ -285,7 +348,7 @@ class Bridge:
         # What the approval gate decided for this call; "pending" while a person is asked.
         gate: dict[str, str] = {}
         try:
-            reply = await self._call(server_id, tool_name, request, gate)
+            reply = await self._call(seq, server_id, tool_name, request, gate)
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
             if gate.get("approval") == "pending":  # never sent: the run ended before an answer
                 self._record(shown_server, shown_tool, started,
@@ -295,8 +358,8 @@ class Bridge:
                              approval=gate.get("approval"))
             raise
         error = reply.get("error") if not reply.get("ok") else None
-        self._record(shown_server, shown_tool, started, error.get("_summary") if error else None,
-                     approval=gate.get("approval"))
+        entry = self._record(shown_server, shown_tool, started, error.get("_summary") if error else None,
+                             approval=gate.get("approval"))
         if error:
             error.pop("_summary", None)
         if self._on_call_done is not None:
@@ -304,7 +367,7 @@ class Bridge:
                 self._on_call_done(shown_server, shown_tool)
             except Exception as exc:  # progress is a courtesy: it never fails a call
                 log.debug("on_call_done failed: %s: %s", type(exc).__name__, exc)
-        return reply
+        return reply, entry
 
     async def serve(self, run: Awaitable[T]) -> T:
         """Await the sandbox's `run` of this bridge's script, then `aclose`, in a task of their
@@ -352,11 +415,10 @@ class Bridge:
 
     def _record(
         self, server_id: str, tool_name: str, started: float | None, error: str | None, *, approval: str | None = None
-    ) -> None:
+    ) -> dict[str, Any]:
+        """Count the call and list its trace entry (past MAX_TRACE_ENTRIES only counted); the
+        entry either way."""
         self.counts.add(server_id, tool_name, error is None)
-        if len(self.trace) >= MAX_TRACE_ENTRIES:
-            self.trace_dropped += 1
-            return
         duration = 0 if started is None else max(0, round((self._clock() - started) * 1000))
         entry: dict[str, Any] = {
             "serverId": server_id,
@@ -368,7 +430,11 @@ class Bridge:
             entry["error"] = trace_error(error)
         if approval is not None:
             entry["approval"] = approval
-        self.trace.append(entry)
+        if len(self.trace) >= MAX_TRACE_ENTRIES:
+            self.trace_dropped += 1
+        else:
+            self.trace.append(entry)
+        return entry
 
     def _server_text(self, config_id: str | None, text: str) -> str:
         """A server's own words (an error message, a connect failure) for a trace entry: its
@@ -384,7 +450,7 @@ class Bridge:
         return redactor.text(text) if redactor else text
 
     async def _call(
-        self, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
+        self, seq: int, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
     ) -> dict[str, Any]:
         view = self.catalog.servers.get(server_id)
         if view is None or view.config_id is None:
@@ -425,23 +491,25 @@ class Bridge:
                 _summary="ToolCallError: not sent, the run's time ran out",
             )
         if self.approval is not None:
-            denied = await self._approve(view, config, tool_name, arguments, tool, gate)
+            denied = await self._approve(seq, view, config, tool_name, arguments, tool, gate)
             if denied is not None:
                 return denied
         return await self._dispatch(view, config, tool_name, arguments, tool)
 
     async def _approve(
-        self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView,
+        self, seq: int, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView,
         gate: dict[str, str],
     ) -> dict[str, Any] | None:
         """Consult the approval gate; None when the call may be sent, else the reply that says
-        why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on)."""
+        why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on). With a
+        journal, a person is asked through it (runtime/resume.py: input_required)."""
         assert self.approval is not None
         gate["approval"] = "pending"
+        approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
         outcome = await self.approval.decide(
             server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
-            annotations=tool.annotations, approve=self.approve, session=self.approval_session,
-            deadline=self.deadline, on_wait=self._waiting,
+            annotations=tool.annotations, approve=approve, session=self.approval_session,
+            run=self.approved_for_run, deadline=self.deadline, on_wait=self._waiting,
         )
         gate["approval"] = outcome.decision
         if outcome.sent:

@@ -11,7 +11,7 @@ is checked against what the server has while discovery still shows out/'s list.
 Approval (issue 12, runtime/approval.py) is marked here at runtime, never in out/ (which does not
 depend on the policy): a tool whose policy is "ask", "ask-once" or (a server default) "deny"
 carries `approval` in its discovery definition and a tag in its declaration (`@approval`,
-`@approvalOnce`, `@denied`), so a script can plan such calls; the policy comes from the
+`@approvalOnce`, `@denied`, with what it means: `APPROVAL_NOTES`), so a script can plan such calls; the policy comes from the
 server's config (`tool_policy`) when the view is built.
 
 out/ is the committed, typed view; the live server is the truth. When they disagree the live
@@ -40,6 +40,7 @@ from codemode_gen.generator.unwrap import Box, find_box, inner_schema
 from codemode_gen.runtime.approval import tool_policy
 
 __all__ = [
+    "APPROVAL_NOTES",
     "APPROVAL_TAGS",
     "Catalog",
     "LiveServer",
@@ -62,6 +63,13 @@ MAX_NAMES_IN_WARNING = 10
 # The tag a declaration (discovery's, the serve prompt's) carries for a tool whose calls are not
 # simply sent (runtime/approval.py): asked every time, asked once per session, refused.
 APPROVAL_TAGS = {"ask": "@approval", "ask-once": "@approvalOnce", "deny": "@denied"}
+# What discovery's declarations say after the tag: a script may read them without the serve
+# prompt's rule explaining the tags (a prompt cut to its server list shows no tool, so no rule).
+APPROVAL_NOTES = {
+    "ask": "the user is asked before each call; batch such calls in one Promise.all",
+    "ask-once": "the user is asked before the first call per session; batch such calls in one Promise.all",
+    "deny": "calls are refused",
+}
 
 
 def shown_policy(config: ServerConfig, tool_name: str, annotations: Any) -> str | None:
@@ -139,7 +147,8 @@ class ToolView:
             out["boxed"] = {"field": self.box.field, "unboxed": self.unboxed}
         if self.declaration is not None:
             tag = APPROVAL_TAGS.get(self.approval or "")
-            out["declaration"] = tag_declaration(self.declaration, tag) if tag else self.declaration
+            out["declaration"] = (tag_declaration(self.declaration, f"{tag} {APPROVAL_NOTES[str(self.approval)]}")
+                                  if tag else self.declaration)
         if self.approval is not None:
             out["approval"] = self.approval
         if self.learned_calls:

@@ -92,6 +92,7 @@ from codemode_gen.runtime.reconcile import (
     reconcile,
     select_servers,
 )
+from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
@@ -404,6 +405,7 @@ class CodeMode:
         approve: Approver | None = None,
         approval_session: Hashable = None,
         started: float | None = None,
+        resumable: Resumable | None = None,
     ) -> dict[str, Any]:
         """Execute one script in a fresh sandbox; always returns a §3.3 response.
 
@@ -416,20 +418,26 @@ class CodeMode:
 
         `approve` asks a person about this run's calls that need approval (runtime/approval.py),
         instead of the host's approver (`serve` passes one per client request); ask-once
-        accepts are remembered per `approval_session` (default: one session for the host).
+        accepts are remembered per `approval_session` (default: one session for the host), an
+        answer of `FOR_RUN` ("run") for the rest of this run only.
         While a person is asked, `progress` hears "waiting for the user's approval of ...".
 
         `started` (`time.monotonic()` seconds) is when the run's timeoutMs began to count, if
         before this call: serve --http queues a request before it calls, and the caller's
         deadline includes that wait (§3.2.4). Default: now.
+
+        `resumable` (runtime/resume.py): the run may end to wait for answers between two MCP
+        requests (serve on MCP 2026-07-28) and resume from the state of an earlier round; its
+        calls that need approval are asked through it. When it ends that way,
+        `resumable.suspension` is set and the response returned is only a placeholder.
         """
         gate = (approve, approval_session)
         self._runs_in_progress += 1
         try:
             if progress is None:
-                return await self._run(code, limits, requested_capabilities, None, gate, started)
+                return await self._run(code, limits, requested_capabilities, None, gate, started, resumable)
             async with ProgressReporter(progress) as reporter:
-                return await self._run(code, limits, requested_capabilities, reporter, gate, started)
+                return await self._run(code, limits, requested_capabilities, reporter, gate, started, resumable)
         finally:
             self._runs_in_progress -= 1
 
@@ -446,6 +454,7 @@ class CodeMode:
         reporter: ProgressReporter | None,
         gate: tuple[Approver | None, Hashable] = (None, None),
         started: float | None = None,
+        resumable: Resumable | None = None,
     ) -> dict[str, Any]:
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
@@ -465,6 +474,11 @@ class CodeMode:
         # for a worker and the script itself all count against; messages name timeoutMs as given.
         started = time.monotonic() if started is None else min(started, time.monotonic())
         deadline = started + run_limits.timeoutMs / 1000
+        if resumable is not None:
+            # A resumed run keeps its first round's deadline: the wait for the answer counts.
+            if resumable.expired():
+                return self._expired(resumable, run_limits)
+            deadline = resumable.deadline(deadline)
         # TypeScript runs with its types erased, every position kept (runtime/tsinput.py); plain
         # JavaScript comes back unchanged. `code` stays the agent's own source. A script that
         # cannot be erased or parsed never runs: answer as the sandbox would, before connecting
@@ -507,15 +521,23 @@ class CodeMode:
             approval_session=gate[1],
             on_note=None if reporter is None else reporter.note,
             redact_patterns=self.settings.redact_patterns,
+            journal=resumable,
         )
         modules = prepared.modules
+        if resumable is not None:
+            resumable.begin(deadline)
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
-        sandboxed = await bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits, deadline=deadline))
+        sandboxed = await bridge.serve(self._sandbox.run(script, modules, bridge.host_call, run_limits,
+                                                         deadline=deadline, hooks=resumable))
         # The run's results are learned and recorded before it answers: the next run sees the
         # types, and its calls are in fixtures/ (or it says why not).
         if observed:
             await asyncio.gather(*observed, return_exceptions=True)
+        if resumable is not None and resumable.suspension is not None:
+            return resp.not_started()  # the caller answers with the suspension instead
         diagnostics = sandboxed.get("diagnostics", [])
+        if resumable is not None:
+            diagnostics = [*diagnostics, *resumable.diagnostics(diagnostics)]
         if bridge.connecting:  # the script ran out of time waiting for a server to connect
             diagnostics = [resp.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
         if hints.needs_explaining(diagnostics):  # a failed run only: off the event loop (a parse)
@@ -553,6 +575,19 @@ class CodeMode:
             tool_summary=tool_summary,
             max_chars=run_limits.maxResponseChars if run_limits.maxResponseChars is not None else self.max_response_chars,
         )
+
+    def _expired(self, resumable: Resumable, limits: Limits) -> dict[str, Any]:
+        """A retry that came after its run's timeoutMs ran out: nothing runs, the calls that
+        waited for the answer are denied, the earlier calls are in the trace."""
+        waiting = resumable.expired_trace()
+        timeout = resp.timeout_limit(limits.timeoutMs)
+        timeout["message"] = (f"{timeout['message']} while waiting for the user's answer to the approval "
+                              "request: the calls that waited were not sent")
+        mode = limits.trace or self.trace
+        tool_trace, tool_summary = resp.shape_trace(waiting, _counts(waiting), mode)
+        return resp.build_response([], None, [timeout], tool_trace, tool_summary=tool_summary,
+                                   max_chars=limits.maxResponseChars if limits.maxResponseChars is not None
+                                   else self.max_response_chars)
 
     async def _erase(self, code: str, deadline: float) -> Erased | None:
         """`erase_types(code)` without stalling the event loop: inline for a script of at most
@@ -1028,6 +1063,13 @@ def _fixture_set(
         tools=sorted(copy.deepcopy(tools), key=lambda t: str(t.get("name"))),
         calls=calls,
     )
+
+
+def _counts(entries: list[dict[str, Any]]) -> resp.CallCounts:
+    counts = resp.CallCounts()
+    for entry in entries:
+        counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)
+    return counts
 
 
 def _drop_asks(catalog: Catalog) -> None:

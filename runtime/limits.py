@@ -103,6 +103,16 @@ class SandboxLimitExceeded(Exception):
         self.message = message
 
 
+class RunStopped(Exception):
+    """Raised by a host call to end the run at once with these diagnostics (a resumed run that
+    no longer does what its journal says: runtime/resume.py); like a limit, the worker is killed
+    and nothing more is sent."""
+
+    def __init__(self, diagnostics: list[dict[str, Any]]) -> None:
+        super().__init__(diagnostics[0].get("message") if diagnostics else "run stopped")
+        self.diagnostics = diagnostics
+
+
 @dataclass(frozen=True)
 class Limits:
     """Limits of one run; construct with `Limits()` for the documented defaults."""

@@ -717,11 +717,14 @@ def _tags_rule(kinds: Collection[str]) -> str:
     if "@inferred" in kinds:
         parts.append("`@inferred`: result type inferred from samples")
     ask, once = APPROVAL_TAGS["ask"], APPROVAL_TAGS["ask-once"]
+    # Calls reach the approval gate together only from one Promise.all: their asks then overlap
+    # (or one answer for the rest of the run covers them) instead of coming one by one.
     if ask in kinds:
         first = f" (`{once}`: the first per session)" if once in kinds else ""
-        parts.append(f"`{ask}` calls wait for the user's OK{first}, within timeoutMs: batch them")
+        parts.append(f"`{ask}` calls wait for the user's OK{first}, within timeoutMs: batch them in one Promise.all")
     elif once in kinds:
-        parts.append(f"`{once}`: a tool's first call per session waits for the user's OK (within timeoutMs): batch them")
+        parts.append(f"`{once}`: a tool's first call per session waits for the user's OK (within timeoutMs): "
+                     "batch them in one Promise.all")
     return "- Tags: " + "; ".join(parts) + "." if parts else ""
 
 

@@ -9,6 +9,7 @@ host → worker (stdin)
                                                               run `code` as the agent module
     {"op": "reply", "id", "reply": <JSON value>}              the answer to a `call`
     {"op": "check", "code"}                                   parse only (between runs)
+    {"op": "pause"} / {"op": "resume"}                        hold / go on handing events to JS
     {"op": "exit"}                                            stop (so does end of input)
 worker → host (stdout)
     {"op": "ready"}                                           engine imported, first realm built
@@ -17,6 +18,13 @@ worker → host (stdout)
     {"op": "call", "id", "request": <JSON value>}             a tool call for the host's bridge
     {"op": "done", "result", "diagnostics"}                   the run ended
     {"op": "checked", "diagnostics"}                          `[]` or the run's SYNTAX_ERROR
+    {"op": "paused", "issued", "journal"}                     held, once JS waits: its calls so far
+                                                              and (journaled runs) the journal
+    {"op": "diverged", "message"}                             a replayed run did not redo its journal
+
+A run message may also carry `seed` (4 uint32: Math.random), `clockBase` (Unix ms: Date's base),
+`journal` (true: write down the events JS takes and the clock values it reads) and `replay` (a
+`paused` journal to hand over first): runtime/resume.py resumes a run on any instance that way.
 
 `modules` maps each module specifier of the run to the digest of its text, `sources` maps
 digests to texts for only those the worker does not hold: a worker holds the sources of its last
@@ -51,6 +59,8 @@ RUN = "run"
 REPLY = "reply"
 CHECK = "check"
 EXIT = "exit"
+PAUSE = "pause"
+RESUME = "resume"
 # worker → host
 READY = "ready"
 LOG = "log"
@@ -58,6 +68,8 @@ LOGS_TRUNCATED = "logs_truncated"
 CALL = "call"
 DONE = "done"
 CHECKED = "checked"
+PAUSED = "paused"
+DIVERGED = "diverged"
 
 #: Longest line the host accepts from a worker (a run's result can be as big as the JS heap).
 MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024

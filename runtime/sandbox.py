@@ -17,6 +17,12 @@ Guarantees the worker alone cannot give:
 - cancelling `run()` kills the worker; in every abnormal end the in-flight `host_call` tasks
   are cancelled (§7.4), so MCP calls get cancelled too.
 
+A run that may be resumed elsewhere (runtime/resume.py: approvals asked through MCP's
+input_required) passes `hooks`: fields of the run message (a journal to keep, one to replay),
+the worker's `paused` and `diverged` messages, and a `RunHandle` to pause the worker, let it go
+on, or end the run at once with diagnostics of its own (so does a host call raising
+`RunStopped`).
+
 Worker reuse: a worker serves runs one after another with a fresh QuickJS realm each time
 (§1.4), and is only returned to the pool after a run that ended by itself; after a timeout,
 limit, cancellation or crash it is killed and replaced. `MAX_RUNS_PER_WORKER` recycles it
@@ -34,13 +40,13 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from codemode_gen import payload
 from codemode_gen.children import python_module_command
 from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
+from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
 from codemode_gen.runtime.protocol import HostCall
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,32 @@ WORKER_START_TIMEOUT_S = 30.0
 
 class WorkerCrashed(Exception):
     """The worker process died or broke the protocol."""
+
+
+class RunHandle(Protocol):
+    """What `RunHooks` may do to the run in progress."""
+
+    def pause(self) -> None:
+        """Ask the worker to hold events; it answers `paused` once JS waits (`on_message`)."""
+
+    def resume(self) -> None:
+        """Let a paused worker go on."""
+
+    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
+        """End the run now (the worker is killed): the response carries `diagnostics`."""
+
+
+class RunHooks(Protocol):
+    """What a resumable run adds to `Sandbox.run` (runtime/resume.py)."""
+
+    def run_fields(self) -> dict[str, Any]:
+        """Fields added to the run message: journal, replay, seed, clockBase (protocol.py)."""
+
+    def started(self, handle: RunHandle) -> None:
+        """The run message was sent: `handle` acts on the run until it ends."""
+
+    def on_message(self, message: dict[str, Any]) -> None:
+        """A `paused` or `diverged` message from the worker."""
 
 
 class _Worker:
@@ -458,12 +490,14 @@ class Sandbox:
         limits: Limits,
         *,
         deadline: float | None = None,
+        hooks: RunHooks | None = None,
     ) -> dict[str, Any]:
         """Run `code` as the ES module `agent.js`, `modules` importable by specifier.
 
         `deadline` is when the caller's `limits.timeoutMs` runs out, in `time.monotonic()`
         seconds (a host that did work for the run first, e.g. connecting servers, passes the
-        deadline it fixed when its run started); default: now + timeoutMs.
+        deadline it fixed when its run started); default: now + timeoutMs. `hooks`: a run that
+        may be paused and resumed (see the module's docstring).
         Returns `{logs, result, diagnostics}`; raises only `asyncio.CancelledError` (after
         killing the worker) when the caller cancels.
         """
@@ -483,7 +517,7 @@ class Sandbox:
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
             return resp.build_response([], None, [resp.sandbox_error("the sandbox could not be started")])
-        run = _Run(worker, host_call, limits)
+        run = _Run(worker, host_call, limits, hooks)
         reusable = False
         try:
             outcome = await run.execute(code, dict(modules), deadline, kill_at)
@@ -554,10 +588,12 @@ def _kill_at(deadline: float, limits: Limits) -> float:
 class _Run:
     """The host side of one run: relays messages, answers host calls, enforces the deadline."""
 
-    def __init__(self, worker: _Worker, host_call: HostCall, limits: Limits) -> None:
+    def __init__(self, worker: _Worker, host_call: HostCall, limits: Limits, hooks: RunHooks | None = None) -> None:
         self.worker = worker
         self.host_call = host_call
         self.limits = limits
+        self.hooks = hooks
+        self.stopped: list[dict[str, Any]] | None = None  # `stop`'s diagnostics
         # The worker truncates logs itself; the host enforces the limit again so that even a
         # compromised worker process cannot flood the response.
         self.logs = resp.LogCollector(limits.maxLogBytes)
@@ -589,15 +625,18 @@ class _Run:
         # Each module's text crosses the pipe once per worker: a run names the modules by digest
         # and carries only the sources the worker does not hold (protocol.py).
         table, sources = protocol.module_table(modules, self.worker.held)
+        extra = self.hooks.run_fields() if self.hooks is not None else {}
         try:
             self.worker.send({
-                "op": protocol.RUN, "code": code, "modules": table, "sources": sources,
+                **extra, "op": protocol.RUN, "code": code, "modules": table, "sources": sources,
                 "limits": self.limits.to_json(), "budgetMs": budget_ms,
             })
             self.worker.held = set(table.values())
             await self.worker.drain()
         except (ConnectionError, BrokenPipeError):
             return self.respond(None, [resp.sandbox_error("the sandbox worker exited before the run started")])
+        if self.hooks is not None:
+            self.hooks.started(self)
 
         # One coroutine reads the worker's messages in order. The watchdog and a limit hit by a
         # host call interrupt it through one asyncio.Timeout (a limit reschedules it to now),
@@ -621,6 +660,8 @@ class _Run:
         except TimeoutError:
             self.worker.kill()
             self.clean = False
+            if self.stopped is not None:
+                return self.respond(None, self.stopped)
             hit = self.limit_exc
             if hit is not None:
                 return self.respond(None, [resp.sandbox_limit(hit.limit, hit.value, hit.message)])
@@ -648,6 +689,9 @@ class _Run:
             )
         elif op == protocol.LOGS_TRUNCATED:
             self.logs.truncated = True
+        elif op in (protocol.PAUSED, protocol.DIVERGED):
+            if self.hooks is not None:
+                self.hooks.on_message(msg)
         elif op == protocol.DONE:
             diagnostics = msg.get("diagnostics")
             if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
@@ -660,11 +704,30 @@ class _Run:
 
     def _limit(self, exc: SandboxLimitExceeded) -> None:
         """A host call hit a limit: end the run now (the reader loop sees an expired deadline)."""
-        if self.limit_exc is not None or self.deadline is None:
+        if self.limit_exc is not None or self.stopped is not None or self.deadline is None:
             return
         self.limit_exc = exc
         with contextlib.suppress(RuntimeError):  # the loop is already leaving its deadline
             self.deadline.reschedule(asyncio.get_running_loop().time())
+
+    # ---- RunHandle (hooks) ----------------------------------------------------------------
+    def pause(self) -> None:
+        self._send({"op": protocol.PAUSE})
+
+    def resume(self) -> None:
+        self._send({"op": protocol.RESUME})
+
+    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
+        if self.limit_exc is not None or self.stopped is not None or self.deadline is None:
+            return
+        self.stopped = diagnostics
+        with contextlib.suppress(RuntimeError):
+            self.deadline.reschedule(asyncio.get_running_loop().time())
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.worker.alive():
+            with contextlib.suppress(ConnectionError, BrokenPipeError, RuntimeError):
+                self.worker.send(message)
 
     async def _answer(self, call_id: Any, request_value: Any) -> None:
         request: Any = {}
@@ -686,6 +749,9 @@ class _Run:
                 reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
         except SandboxLimitExceeded as exc:
             self._limit(exc)
+            return
+        except RunStopped as exc:
+            self.stop(exc.diagnostics)
             return
         except asyncio.CancelledError:
             raise

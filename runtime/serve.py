@@ -20,11 +20,16 @@ connections) is entered in a task of its own once the client has initialized (`S
 a tools/call that arrives before it is ready awaits it, tools/list never does.
 
 Tool calls that need a person's yes (runtime/approval.py: policy "ask"/"ask-once") are asked
-through the client: an `elicitation/create` request (form mode, nothing to fill in: accept or
-decline) on the codemode.run request's own stream, naming the server, the tool and its
-arguments (redacted, cut). A client that did not declare the elicitation capability, or a
-connection with no way to send the client a request (stateless `--http`, a 2026-07-28
-connection), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
+through the client, as a form (accept or decline; an "ask" tool's form has one checkbox, to
+approve the tool's further calls for the rest of the run) naming the server, the tool and its
+arguments (redacted, cut: `approval_form`). On a 2025-11-25 connection that is an
+`elicitation/create` request on the codemode.run request's own stream. On a 2026-07-28
+connection (stdio or `--http`) the codemode.run call answers with an `input_required` result
+instead, the asks of the calls waiting at once together, and the client's retry with the
+answers resumes the run, on any instance holding the same sealing secret
+(runtime/input_required.py, runtime/resume.py). A client that did not declare the elicitation
+capability, or a 2025-11-25 connection with no way to send the client a request (stateless
+`--http`), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
 Ask-once accepts last for the client connection.
 
 What the model reads: the tools/call result carries the §3.3 response twice, as
@@ -71,10 +76,12 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server import Server
 
-    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver, Unusable
     from codemode_gen.runtime.codemode import CodeMode
+    from codemode_gen.runtime.input_required import StateSealer
     from codemode_gen.runtime.limits import TraceMode
     from codemode_gen.runtime.progress import ProgressCallback
+    from codemode_gen.runtime.resume import Resumable
 
 __all__ = [
     "INPUT_SCHEMA",
@@ -83,9 +90,11 @@ __all__ = [
     "TOOL_NAME_RE",
     "HostOptions",
     "ServeHost",
+    "approval_form",
     "build_server",
     "elicitation_approver",
     "error_response",
+    "form_answer",
     "load_host",
     "serve_stdio",
     "tool_description",
@@ -124,11 +133,43 @@ INPUT_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
-# The form of an approval request (elicitation/create, form mode): nothing to fill in, the
-# answer is the action itself (accept / decline / cancel). Claude Code and the SDKs' clients
-# take an object schema with no properties.
+# The form of an approval request (elicitation/create, form mode): the answer is the action
+# itself (accept / decline / cancel). Claude Code and the SDKs' clients take an object schema
+# with no properties; an "ask" tool's form (`approval_form`) adds one boolean, FOR_RUN_FIELD:
+# accepted with it true, the tool's further calls in this run go through unasked (approval.FOR_RUN).
 APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+FOR_RUN_FIELD = "allowForRun"
+APPROVAL_ACTIONS_FOR_RUN = (
+    "Accept to let this call run (tick the box to let its further calls in this run through too);"
+    " decline to refuse it (the script is told and goes on)."
+)
+
+
+def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
+    """The message and requestedSchema asking about `request`: a plain accept/decline, or for
+    an "ask" tool (`offers_run`) with a checkbox to approve its calls for the rest of the run."""
+    from codemode_gen.display import display_string
+
+    if not request.offers_run:
+        return request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA
+    field = {
+        "type": "boolean",
+        "title": f"Allow every call of {display_string(request.tool_name)} for the rest of this run",
+        "description": "Unticked: only this call.",
+        "default": False,
+    }
+    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {"type": "object", "properties": {FOR_RUN_FIELD: field}}
+
+
+def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
+    """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
+    was ticked: only a literal true counts), decline or cancel → no."""
+    from codemode_gen.runtime.approval import FOR_RUN
+
+    if action != "accept":
+        return False
+    return FOR_RUN if isinstance(content, Mapping) and content.get(FOR_RUN_FIELD) is True else True
 
 # The prompt (runtime/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -155,12 +196,14 @@ async def handle_run(
     approve: Approver | None = None,
     approval_session: Hashable = None,
     started: float | None = None,
+    resumable: Resumable | None = None,
 ) -> dict[str, Any]:
     """One codemode.run request → §3.3 response; a malformed request is a diagnostic, not a crash.
     `progress`: where the run's progress notifications go (CodeMode.run), when the client asked;
     `approve` / `approval_session`: who is asked about calls that need approval, and whose
     ask-once accepts they are (CodeMode.run; `elicitation_approver`); `started`: when the run's
-    timeoutMs began to count, if before (CodeMode.run: serve --http's queue)."""
+    timeoutMs began to count, if before (CodeMode.run: serve --http's queue); `resumable`: a
+    run that may wait for answers between requests (CodeMode.run: MCP 2026-07-28)."""
     args = dict(arguments or {})
     code = args.get("code")
     problem = None
@@ -181,60 +224,84 @@ async def handle_run(
         ))
     assert isinstance(code, str)
     response = await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"),
-                            progress=progress, approve=approve, approval_session=approval_session, started=started)
+                            progress=progress, approve=approve, approval_session=approval_session, started=started,
+                            resumable=resumable)
     for note in cm.take_recording_notes():  # serve --record: what was written, or why not
         log_line(f"record: {note}")
     return response
 
 
+def approval_answer(result: Any) -> Answer | Unusable:
+    """The user's answer to `approval_form`, the same on every protocol version
+    (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
+    or why the client's response cannot count as an answer."""
+    from codemode_gen.runtime.approval import Unusable
+
+    if isinstance(result, Mapping):
+        action, content = result.get("action"), result.get("content")
+    else:
+        action, content = getattr(result, "action", None), getattr(result, "content", None)
+    if action in ("accept", "decline", "cancel"):
+        return form_answer(action, content if isinstance(content, Mapping) else None)
+    return Unusable("the MCP client's response to the approval request was not an elicitation result")
+
+
 def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     """An approver (runtime/approval.py) that asks the person at the MCP client: one
     `elicitation/create` request in form mode, on the stream of request `request_id` (the
-    codemode.run being served). Accept → True; decline or cancel → False. A connection that
+    codemode.run being served). Accept → True (FOR_RUN with the form's box ticked: `form_answer`);
+    decline or cancel → False. A connection that
     cannot carry a server-to-client request, or a client without form elicitation, raises
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-    from codemode_gen.runtime.approval import ApprovalUnavailable
+    from codemode_gen.runtime.approval import ApprovalUnavailable, Unusable
 
-    async def approve(request: ApprovalRequest) -> bool:
-        if session is None or not getattr(session, "can_send_request", False):
+    async def approve(request: ApprovalRequest) -> Answer:
+        channel = session is not None and getattr(session, "can_send_request", False)
+        # A 2026-07-28 client is asked here only when it cannot show the form (input_required
+        # otherwise): say that, not that the transport has no back-channel. A stateless HTTP
+        # request on 2025-11-25 does not know the client's capabilities: the channel is why.
+        if session is not None and (channel or _modern(session)) and not _elicits_forms(session):
+            raise ApprovalUnavailable(NO_ELICITATION)
+        if not channel:
             raise ApprovalUnavailable(_no_channel(session))
-        if not _elicits_forms(session):
-            raise ApprovalUnavailable(
-                "the MCP client does not support elicitation, so the user cannot be asked "
-                "(serve --approve-all approves such calls without asking)"
-            )
+        message, schema = approval_form(request)
         try:
-            result = await session.elicit_form(
-                request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA, related_request_id=request_id
-            )
+            result = await session.elicit_form(message, schema, related_request_id=request_id)
         except NoBackChannelError:
             raise ApprovalUnavailable(_no_channel(session)) from None
         except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
             raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
-        return result.action == "accept"
+        answer = approval_answer(result)
+        if isinstance(answer, Unusable):
+            raise ApprovalUnavailable(answer)
+        return answer
 
     return approve
 
 
 def _no_channel(session: Any) -> str:
-    """Why a connection without a back-channel cannot ask: stateless HTTP, or a 2026-07-28
-    connection (no server-to-client requests there; its multi-round-trip replacement, an
-    `input_required` result, is not implemented here)."""
+    """Why a 2025-11-25 connection without a back-channel cannot ask: stateless HTTP (a
+    2026-07-28 connection is asked through input_required instead: `_modern`)."""
+    return (
+        "serve --http is stateless and cannot send a client on MCP 2025-11-25 an elicitation request (a "
+        "client on MCP 2026-07-28 is asked through input_required, a 2025-11-25 one over stdio; serve "
+        "--approve-all approves such calls without asking)"
+    )
+
+
+def _modern(session: Any) -> bool:
+    """Whether the connection speaks MCP 2026-07-28 or later (no server-to-client requests)."""
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-    version = str(getattr(session, "protocol_version", "") or "")
-    if version in MODERN_PROTOCOL_VERSIONS:
-        return (
-            f"the client speaks MCP {safe_name(version, 40)}, where serve cannot send it an elicitation "
-            "request during a call (a client on 2025-11-25 can be asked; serve --approve-all approves "
-            "such calls without asking)"
-        )
-    return (
-        "serve --http is stateless and cannot send the client an elicitation request (serve over "
-        "stdio to be asked; serve --approve-all approves such calls without asking)"
-    )
+    return str(getattr(session, "protocol_version", "") or "") in MODERN_PROTOCOL_VERSIONS
+
+
+NO_ELICITATION = (
+    "the MCP client does not support elicitation, so the user cannot be asked "
+    "(serve --approve-all approves such calls without asking)"
+)
 
 
 def _elicits_forms(session: Any) -> bool:
@@ -305,6 +372,10 @@ class HostOptions:
     #: toolSummary, and result and logs together stay within this many characters.
     trace: TraceMode = "errors"
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
+    #: Seals the state of runs waiting for approval on MCP 2026-07-28 (`--state-secret`,
+    #: CODEMODE_STATE_SECRET): the same on every instance that may get a retry; None: a random
+    #: key of this process (runtime/input_required.py).
+    state_secret: str | None = None
 
 
 def load_host(
@@ -422,6 +493,7 @@ class ServeHost:
         self._stop = asyncio.Event()
         self._closing = False
         self._reported: set[str] = set()  # configuration errors already on stderr (once each, not per request)
+        self._sealer: StateSealer | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -564,6 +636,14 @@ class ServeHost:
         except (LimitsError, TypeError, ValueError):
             return None
 
+    def sealer(self) -> StateSealer:
+        """What seals the state of runs waiting for approval (MCP 2026-07-28), made on first use."""
+        if self._sealer is None:
+            from codemode_gen.runtime.input_required import StateSealer
+
+            self._sealer = StateSealer(self.options.state_secret)
+        return self._sealer
+
     def describe(self) -> str:
         """The tool's description; never waits (no sandbox, no upstream server)."""
         try:
@@ -602,9 +682,10 @@ def build_server(host: ServeHost) -> Server[Any]:
         approve: Approver | None = None,
         session_key: Hashable = None,
         ticket: Ticket | None = None,
+        resumable: Resumable | None = None,
     ) -> dict[str, Any]:
-        if ticket is not None and ticket.expired:  # serve --http queued it past its deadline
-            return not_started(worker_limit(ticket.timeout_ms, ticket.slots))
+        if ticket is not None and ticket.expired and not (resumable is not None and resumable.prior is not None):
+            return not_started(worker_limit(ticket.timeout_ms, ticket.slots))  # serve --http queued it too long
         cm = await host.ready()
         if cm is None:
             problem = host.problem
@@ -614,7 +695,7 @@ def build_server(host: ServeHost) -> Server[Any]:
             return error_response("CONFIG_ERROR", problem.message, _restart_hint(problem))
         try:
             return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key,
-                                    started=None if ticket is None else ticket.queued_at)
+                                    started=None if ticket is None else ticket.queued_at, resumable=resumable)
         except UserError as exc:
             host.report(exc)
             return error_response("CONFIG_ERROR", exc.message, exc.hint or "fix the file it names, then retry")
@@ -641,7 +722,7 @@ def build_server(host: ServeHost) -> Server[Any]:
             output_schema=OUTPUT_SCHEMA,
         )])
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != tool_name:
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=f"unknown tool {params.name!r}; the only tool is {tool_name}")],
@@ -652,20 +733,43 @@ def build_server(host: ServeHost) -> Server[Any]:
         # notifications/cancelled for the request cancels this handler, which ends the run.
         # A call that needs approval is asked of the client's user (elicitation, on this request's
         # stream); the wait counts within the run's timeoutMs and is told as progress.
+        # On a 2026-07-28 connection the client is asked through an input_required result instead
+        # (runtime/input_required.py): the run ends to wait, and the retry resumes it.
         session = getattr(ctx, "session", None)
         asked = (getattr(ctx, "meta", None) or {}).get("progress_token") is not None
+        resumable = None
+        if _modern(session) and (params.request_state is not None or (
+                _elicits_forms(session) and not host.options.approve_all)):
+            from codemode_gen.runtime.input_required import input_required_result, resumable_call
+
+            made = resumable_call(
+                params.name, params.arguments, params.request_state, params.input_responses, host.sealer(),
+                answer=approval_answer, cannot_ask=None if _elicits_forms(session) else NO_ELICITATION,
+            )
+            if isinstance(made, dict):
+                return _tool_result(made)
+            resumable = made
         response = await run(
             params.arguments,
             session.report_progress if asked and session is not None else None,
             elicitation_approver(session, getattr(ctx, "request_id", None)),
             approval_session(session),
             _ticket(ctx),
+            resumable,
         )
+        if resumable is not None and resumable.suspension is not None:
+            return input_required_result(resumable.suspension, approval_form)
+        return await _tool_result_async(response)
+
+    async def _tool_result_async(response: dict[str, Any]) -> types.CallToolResult:
         # Encoding walks the whole response: a large one (a 12 MB result) off the event loop.
         if payload.is_large(response):
             response, text = await payload.offload(response_text, response)
-        else:
-            response, text = response_text(response)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=response)
+        return _tool_result(response)
+
+    def _tool_result(response: dict[str, Any]) -> types.CallToolResult:
+        response, text = response_text(response)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=response,

@@ -735,6 +735,11 @@ async def serve_http(
             + (" (only programs on this machine: it is a loopback address)" if loopback
                else " (--allow-unauthenticated: something in front must authenticate)")
         )
+    if (options or HostOptions()).state_secret is None:
+        log_line(
+            "no --state-secret (CODEMODE_STATE_SECRET unset): a run that waits for an MCP 2026-07-28 client's "
+            "approval resumes only in this process; behind a load balancer give every instance the same secret"
+        )
     host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
                      options=options or HostOptions(), announce=False)
     host.check()

@@ -11,7 +11,19 @@ next inside JS); the host reuses a worker only after a run that ended cleanly, a
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: runtime/protocol.py (message kinds, framing, limits; the host side is
-runtime/sandbox.py). `check` parses `code` as the agent module without running anything (between
+runtime/sandbox.py).
+
+Everything from outside that a run's JavaScript observes comes through this module, in an order
+it can write down and replay (docs/DESIGN.md, "Deterministic runs"): tool-call replies, the
+timer alarm and the clock. JS waits for them through one pump (`__codemode_next__`: at most one
+event is pending at a time, so each is seen after the previous one's reactions have all run),
+reads the run clock (`__codemode_now__`, whole milliseconds; Date and setTimeout use it) and gets
+Math.random's seed and Date's base from the run message. A run started with `journal` writes
+down the events it hands over and the clock values it returns; `pause` answers with that
+journal (`paused`), and a run started with `replay` hands over the journal's events and clock
+values first, in the same order, before anything live: the script then makes the same calls
+with the same values up to where the journal ends (runtime/resume.py: approvals asked through
+MCP's input_required). `check` parses `code` as the agent module without running anything (between
 runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a run of the
 same code would report. Nothing else may write to the protocol stream: fd 1 is redirected to
 stderr at start-up. A reply framed by `protocol.encode_reply` is handed to JS as the raw text of
@@ -23,13 +35,16 @@ This module must stay cheap to import: no `mcp`, no generator.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -56,6 +71,11 @@ EXTRA_PENDING_CALLS = 4
 #: the prelude's bookkeeping for a script that fires thousands of failing calls (the rest are
 #: counted only).
 MAX_TRACKED_FAILURES = 100
+#: Events (replies, alarms) and clock values a journaled run writes down: bounds the worker's
+#: memory for a script that loops on timers or Date.now(); past either the journal is marked
+#: `overflow` and the run cannot be resumed (the host then denies its asks, runtime/resume.py).
+MAX_JOURNAL_EVENTS = 100_000
+MAX_JOURNAL_CLOCK_RUNS = 100_000
 #: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
 #: milliseconds, so hitting this means the engine is broken.
 PRELUDE_TIMEOUT_S = 10.0
@@ -78,8 +98,11 @@ class Worker:
         self._buf = bytearray()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inbox: asyncio.Queue[dict[str, Any] | None] | None = None
-        self._replies: dict[int, asyncio.Future[str]] = {}
+        #: Calls waiting for the host's reply, by the call id on the pipe: which realm and which
+        #: of its run's calls (1, 2, ... in the order the script made them).
+        self._replies: dict[int, tuple[_Realm, int]] = {}
         self._ids = itertools.count(1)
+        self._running: _Realm | None = None  # the realm of the run in progress (pause/resume)
         self._warm: _Realm | None = None
         self._spent: _Realm | None = None
         #: Module sources of the last run by digest: the host sends only what is not held here.
@@ -144,15 +167,22 @@ class Worker:
             msg = protocol.decode(line)
         except ValueError:  # not one JSON object (MalformedMessage included): not for us
             return
-        if msg.get("op") == protocol.REPLY:
+        op = msg.get("op")
+        if op == protocol.REPLY:
             self._resolve(msg.get("id"), msg.get("reply"))
+        elif op in (protocol.PAUSE, protocol.RESUME):
+            # Read only while JS waits (the loop runs between its turns): the run's state is whole.
+            realm = self._running
+            if realm is not None:
+                realm.pause() if op == protocol.PAUSE else realm.resume()
         else:
             self._inbox.put_nowait(msg)
 
     def _resolve(self, call_id: Any, reply: Any) -> None:
-        fut = self._replies.pop(call_id, None) if isinstance(call_id, int) else None
-        if fut is not None and not fut.done():
-            fut.set_result(reply if isinstance(reply, str) else json.dumps(reply))
+        entry = self._replies.pop(call_id, None) if isinstance(call_id, int) else None
+        if entry is not None:
+            realm, seq = entry
+            realm.on_reply(seq, reply if isinstance(reply, str) else json.dumps(reply))
 
     async def serve(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -222,7 +252,7 @@ class Worker:
             except Exception as exc:
                 return self._failed_setup(exc, limits)
         try:
-            realm.begin(t0, limits)
+            run_config = realm.begin(t0, limits, msg)
             engine = realm.engine
             try:
                 engine.check_syntax(code)
@@ -231,12 +261,14 @@ class Worker:
             for name, source in modules.items():
                 engine.add_module(name, source)  # evaluated only if the agent imports it
             engine.add_module(resp.AGENT_MODULE, code)
-            run_config = {"agentModule": resp.AGENT_MODULE}
+            run_config["agentModule"] = resp.AGENT_MODULE
             script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
             remaining = budget_s - (time.monotonic() - t0)
             known = {**modules, MODULE_ERRORS: self.errors_js, MODULE_HOST: self.host_js}
+            self._running = realm
             return self._outcome(engine, code, known, limits, await self._evaluate(engine, script, remaining))
         finally:
+            self._running = None
             realm.end()
             if self._spent is not None:  # never left for long: `serve` frees it after each run
                 self._spent.close()
@@ -373,19 +405,102 @@ def _realm_key(limits: Limits) -> tuple[int, int]:
     return (limits.maxMemoryBytes, limits.maxConcurrentCalls)
 
 
+#: Events a run's pump hands over (`__codemode_next__`): a reply is its call's number (1, 2, ...
+#: in the order the script made them), the alarm is ALARM, and IDLE wakes a pump that waits for
+#: nothing any more (the last timer was cleared while no call was in flight).
+ALARM = 0
+IDLE = -1
+
+
+class _Clock:
+    """The run clock JS reads (`__codemode_now__`: whole milliseconds since the run started) and
+    its journal: the values returned, as [value, how many reads in a row] runs.
+
+    `base_ms` is the run's start in Unix milliseconds (Date's base). A resumed run first returns
+    the values of `replay`, one per read, then live time: the real time elapsed since `base_ms`
+    (the wait for an answer between two rounds included, as a timeout counts it), never less
+    than a value already returned."""
+
+    def __init__(self, base_ms: int, replay: list[list[int]] | None, journal: bool) -> None:
+        self.base_ms = base_ms
+        self._mono0 = time.monotonic()
+        self._offset = max(0.0, time.time() * 1000.0 - base_ms)
+        self.last = 0
+        self._replay = [list(r) for r in replay or [] if _is_clock_run(r)]
+        self._replay.reverse()  # popped from the end
+        self.runs: list[list[int]] | None = [] if journal else None
+        self.overflow = False
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self._replay)
+
+    def live_ms(self) -> float:
+        return max(float(self.last), self._offset + (time.monotonic() - self._mono0) * 1000.0)
+
+    def peek(self) -> int:
+        """The clock now, without reading it (log entries' timeMs): no journal entry."""
+        return self.last if self._replay else int(self.live_ms())
+
+    def read(self) -> int:
+        if self._replay:
+            run = self._replay[-1]
+            value = run[0]
+            run[1] -= 1
+            if run[1] <= 0:
+                self._replay.pop()
+        else:
+            value = int(self.live_ms())
+        self.last = value
+        runs = self.runs
+        if runs is not None and not self.overflow:
+            if runs and runs[-1][0] == value:
+                runs[-1][1] += 1
+            elif len(runs) < MAX_JOURNAL_CLOCK_RUNS:
+                runs.append([value, 1])
+            else:
+                self.overflow = True
+        return value
+
+
+def _is_clock_run(run: Any) -> bool:
+    return (isinstance(run, list) and len(run) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in run)
+            and run[1] > 0)
+
+
 class _RunState:
     """What the bound host functions of one realm act on during its (single) run."""
 
-    def __init__(self, t0: float, max_log_bytes: int) -> None:
+    def __init__(self, t0: float, max_log_bytes: int, clock: _Clock | None = None) -> None:
         self.t0 = t0
         self.logs = resp.LogCollector(max_log_bytes)
         self.truncation_sent = False
-        #: Host-call replies and the alarm waiter still pending (a settled one leaves at once:
-        #: a reply's text is not kept for the rest of the run).
+        self.clock = clock if clock is not None else _Clock(int(time.time() * 1000), None, False)
+        self.seed: list[int] = []
+        #: The pump's pending wait (JS awaits it) and the end-of-run ticks still pending.
         self.futures: set[asyncio.Future[Any]] = set()
+        self.waiter: asyncio.Future[int] | None = None
+        self.handed: int | None = None  # the event given to `waiter`, until JS takes it
+        self.queue: collections.deque[int] = collections.deque()  # live events not handed yet
+        self.replies: dict[int, str] = {}  # replies arrived and not taken, by call number
+        self.issued = 0  # calls the script made
+        self.taken = 0  # replies it took
         self.alarm_handle: asyncio.TimerHandle | None = None
-        self.alarm_waiter: asyncio.Future[bool] | None = None
-        self.alarm_fired = False
+        self.armed: float | None = None  # the alarm's due time on the run clock
+        # The journal (a run started with `journal`): every event taken, in order.
+        self.events: list[int] | None = None
+        self.overflow = False
+        # A resumed run's events, handed over in their order before any live one.
+        self.replay: list[int] = []
+        self.replay_pos = 0
+        self.replay_replies: set[int] = set()  # calls whose reply is still ahead in `replay`
+        self.paused = False
+        self.snapshot_due = False
+        self.pause_when_live = False  # paused while replaying: the journal's events go first
+
+    @property
+    def live(self) -> bool:
+        return self.replay_pos >= len(self.replay)
 
 
 class _Realm:
@@ -407,7 +522,8 @@ class _Realm:
             e.bind_function("__codemode_host__", self.host_call)
             e.bind_function("__codemode_log__", self.log)
             e.bind_function("__codemode_arm__", self.arm)
-            e.bind_function("__codemode_alarm__", self.wait_alarm)
+            e.bind_function("__codemode_next__", self.next_event)
+            e.bind_function("__codemode_take__", self.take)
             e.bind_function("__codemode_tick__", self.tick)
             e.bind_function("__codemode_now__", self.now_ms)
             e.bind_object(
@@ -444,22 +560,48 @@ class _Realm:
             raise
         return realm
 
-    def begin(self, t0: float, limits: Limits) -> None:
-        self.state = _RunState(t0, limits.maxLogBytes)
+    def begin(self, t0: float, limits: Limits, msg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Start the run's state from the run message; returns the prelude's run config (Math.random's
+        seed, Date's base). `journal`, `replay`, `seed` and `clockBase` come from the host for a run
+        that may be resumed (runtime/resume.py); a plain run gets a fresh seed and the time now."""
+        msg = msg or {}
+        base = msg.get("clockBase")
+        if not (isinstance(base, int) and not isinstance(base, bool) and base >= 0):
+            base = int(time.time() * 1000)
+        given = msg.get("replay")
+        replay: Mapping[str, Any] = given if isinstance(given, dict) else {}
+        clock_runs = replay.get("clock")
+        journal = msg.get("journal") is True
+        st = self.state = _RunState(t0, limits.maxLogBytes,
+                                    _Clock(base, clock_runs if isinstance(clock_runs, list) else None, journal))
+        seed = msg.get("seed")
+        if not (isinstance(seed, list) and len(seed) == 4
+                and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seed)):
+            seed = [int.from_bytes(os.urandom(4), "little") for _ in range(4)]
+        st.seed = list(seed)
+        events = replay.get("events")
+        if isinstance(events, list) and all(isinstance(e, int) and not isinstance(e, bool) and e >= IDLE for e in events):
+            st.replay = list(events)
+            st.replay_replies = {e for e in events if e > 0}
+        if journal:
+            st.events = []
+        return {"seed": st.seed, "clockBase": base}
 
     def end(self) -> None:
-        """Drop what the run left pending: the alarm, the reply futures (a late reply finds no
-        future and is discarded), their entries in the worker's reply table."""
+        """Drop what the run left pending: the alarm, the pump's wait, the calls still waiting
+        for a reply (a late reply finds no entry and is discarded)."""
         st = self.state
         if st.alarm_handle is not None:
             st.alarm_handle.cancel()
             st.alarm_handle = None
-        st.alarm_waiter = None
+        st.waiter = None
         pending, st.futures = st.futures, set()
         for fut in pending:
             fut.cancel()
+        st.replies.clear()
+        st.queue.clear()
         replies = self.worker._replies
-        for call_id in [k for k, f in replies.items() if f in pending]:
+        for call_id in [k for k, (realm, _) in replies.items() if realm is self]:
             del replies[call_id]
 
     def close(self) -> None:
@@ -473,8 +615,8 @@ class _Realm:
         fut.add_done_callback(futures.discard)
 
     # ---- the bound host functions ---------------------------------------------------------
-    def now_ms(self) -> float:
-        return (time.monotonic() - self.state.t0) * 1000.0
+    def now_ms(self) -> int:
+        return self.state.clock.read()
 
     def log(self, level: Any, text: Any) -> bool:
         st = self.state
@@ -484,7 +626,7 @@ class _Realm:
                 message = str(message)
         except ValueError:
             message = "[Unserializable Object]"
-        entry = st.logs.add(str(level), message, int(self.now_ms()))
+        entry = st.logs.add(str(level), message, st.clock.peek())
         if entry is not None:
             self.worker.send({"op": protocol.LOG, **entry})
         if st.logs.truncated and not st.truncation_sent:
@@ -492,57 +634,180 @@ class _Realm:
             self.worker.send({"op": protocol.LOGS_TRUNCATED})
         return not st.logs.truncated
 
-    def host_call(self, text: Any) -> asyncio.Future[str]:
-        """Send the request now and give JS the reply future itself (a Promise to JS): no
-        coroutine, no task, so the reply settles the promise one event-loop turn sooner."""
+    def host_call(self, text: Any) -> int:
+        """Send the request now; JS gets the call's number, and its reply through the pump."""
+        st = self.state
+        st.issued += 1
         call_id = next(self.worker._ids)
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.worker._replies[call_id] = fut
-        self._track(fut)
+        self.worker._replies[call_id] = (self, st.issued)
         # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
         self.worker.send_call(call_id, resp.screen_call_request(text) if isinstance(text, str) else text)
-        return fut
+        return st.issued
+
+    def on_reply(self, seq: int, text: str) -> None:
+        st = self.state
+        st.replies[seq] = text
+        if seq not in st.replay_replies:
+            st.queue.append(seq)
+        self._hand()
+
+    def next_event(self) -> asyncio.Future[int]:
+        """The pump's wait for the next event: the future itself (JS sees it settle only after
+        every job of its current turn has run, so events are seen one turn at a time)."""
+        st = self.state
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        st.waiter = waiter
+        st.handed = None
+        self._track(waiter)
+        self._hand()
+        return waiter
+
+    def take(self, event: Any) -> str:
+        """JS takes the event it was handed: a reply's text ("" for the alarm and IDLE). This is
+        where an event enters the journal, in the order JS saw them."""
+        st = self.state
+        if not isinstance(event, int) or event != st.handed:
+            return ""
+        st.handed = None
+        if st.events is not None and not st.overflow:
+            if len(st.events) < MAX_JOURNAL_EVENTS:
+                st.events.append(event)
+            else:
+                st.overflow = True
+        text = ""
+        if event > 0:
+            st.taken += 1
+            text = st.replies.pop(event, "")
+        if st.snapshot_due:  # after the turn this event starts, when JS waits again
+            st.snapshot_due = False
+            asyncio.get_running_loop().call_soon(self._snapshot)
+        return text
+
+    def _hand(self) -> None:
+        """Give the pump's wait its next event, if there is one and the run is not paused: the
+        journal's events first, in their order (a reply once it has come), then live ones."""
+        st = self.state
+        waiter = st.waiter
+        if waiter is None or waiter.done() or st.paused:
+            return
+        if not st.live:
+            event = st.replay[st.replay_pos]
+            if event > 0 and event not in st.replies:
+                if event > st.issued:  # not made yet: if it is not made in this turn, it never is
+                    asyncio.get_running_loop().call_soon(self._check_replay, st.replay_pos)
+                return
+            st.replay_pos += 1
+            st.replay_replies.discard(event)
+            if st.live:
+                self._go_live()
+                if st.pause_when_live:  # snapshot after this last replayed event's turn
+                    st.pause_when_live = False
+                    st.paused = st.snapshot_due = True
+        elif st.queue:
+            event = st.queue.popleft()
+        else:
+            return
+        st.handed = event
+        st.waiter = None
+        waiter.set_result(event)
+
+    def _check_replay(self, position: int) -> None:
+        """JS has finished its turn still waiting for a reply the journal says comes next, to a
+        call it has not made: the script no longer does what it did (divergence)."""
+        st = self.state
+        if st.live or st.replay_pos != position or st.waiter is None or st.waiter.done():
+            return
+        event = st.replay[position]
+        if event > st.issued and event not in st.replies:
+            self.worker.send({"op": protocol.DIVERGED, "message": (
+                f"the resumed script stopped after {st.issued} tool calls where the earlier round went on "
+                f"to call #{event}")})
+            st.paused = True  # nothing more reaches the script; the host ends the run
+            st.replay_pos = len(st.replay)
+
+    def _go_live(self) -> None:
+        """The journal is used up: from here the alarm is real."""
+        st = self.state
+        if st.armed is not None:
+            self._schedule(st.armed)
+
+    def _schedule(self, due: float) -> None:
+        st = self.state
+        delay = max(0.0, (math.ceil(due) - st.clock.live_ms()) / 1000.0)
+        st.alarm_handle = asyncio.get_running_loop().call_later(delay, self._fire)
 
     def _fire(self) -> None:
         st = self.state
         st.alarm_handle = None
-        if st.alarm_waiter is not None and not st.alarm_waiter.done():
-            st.alarm_waiter.set_result(True)
-            st.alarm_waiter = None
-        else:
-            st.alarm_fired = True
+        if ALARM not in st.queue:
+            st.queue.append(ALARM)
+        self._hand()
 
     def arm(self, due: Any) -> None:
-        """Set (due >= 0, in ms on the run clock) or clear (due < 0) the single timer alarm."""
+        """Set (due >= 0, in ms on the run clock) or clear (due < 0) the single timer alarm. An
+        alarm that went off and was not handed over yet is for the old due time: dropped."""
         st = self.state
         if st.alarm_handle is not None:
             st.alarm_handle.cancel()
             st.alarm_handle = None
-        st.alarm_fired = False
-        if not isinstance(due, int | float) or due < 0:
-            if st.alarm_waiter is not None and not st.alarm_waiter.done():
-                st.alarm_waiter.set_result(False)
-            st.alarm_waiter = None
+        if ALARM in st.queue:
+            st.queue.remove(ALARM)
+        if not isinstance(due, int | float) or isinstance(due, bool) or due < 0:
+            st.armed = None
+            waiter = st.waiter
+            # The pump waits, and nothing can come any more: wake it to stop (a replayed run
+            # has this IDLE in its journal, where it happened).
+            if (st.live and waiter is not None and not waiter.done() and not st.queue
+                    and st.issued == st.taken and not st.paused):
+                st.handed = IDLE
+                st.waiter = None
+                waiter.set_result(IDLE)
             return
-        delay = max(0.0, (float(due) - self.now_ms()) / 1000.0)
-        st.alarm_handle = asyncio.get_running_loop().call_later(delay, self._fire)
+        st.armed = float(due)
+        if st.live:
+            self._schedule(st.armed)
 
-    def wait_alarm(self) -> asyncio.Future[bool]:
-        """The waiter future itself (no coroutine whose frame would keep this realm alive
-        after the run): True when the alarm fired, False when it was cleared."""
+    # ---- pause (runtime/resume.py) ---------------------------------------------------------
+    def pause(self) -> None:
+        """Stop handing events and send the journal so far (`paused`), once JS waits: right
+        away, or after the turn of an event handed and not taken yet."""
         st = self.state
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if st.alarm_fired:
-            st.alarm_fired = False
-            waiter.set_result(True)
-            return waiter
-        st.alarm_waiter = waiter
-        self._track(waiter)
-        return waiter
+        if not st.live:  # a journal is whole only once the one replayed is: pause after it
+            st.pause_when_live = True
+            return
+        st.paused = True
+        if st.handed is not None:
+            st.snapshot_due = True
+        else:
+            self._snapshot()
 
-    @staticmethod
-    async def tick() -> None:
-        await asyncio.sleep(0)
+    def resume(self) -> None:
+        st = self.state
+        st.paused = st.snapshot_due = st.pause_when_live = False
+        self._hand()
+
+    def _snapshot(self) -> None:
+        st = self.state
+        journal = None
+        if st.events is not None:
+            journal = {
+                "events": list(st.events), "clock": [list(r) for r in st.clock.runs or []],
+                "seed": st.seed, "clockBase": st.clock.base_ms,
+                "overflow": st.overflow or st.clock.overflow,
+            }
+        self.worker.send({"op": protocol.PAUSED, "issued": st.issued, "journal": journal})
+
+    def tick(self) -> asyncio.Future[None]:
+        """One host turn (the end-of-run loop): every queued job runs before JS looks again."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(_settle, fut)
+        self._track(fut)
+        return fut
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _die_with_parent() -> None:

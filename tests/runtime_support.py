@@ -160,12 +160,14 @@ def path_without_node(folder: Path) -> str:
 def against_serve(
     project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str,
     message_handler: Any = None, elicitation_callback: Any = None, env: Mapping[str, str] | None = None,
+    mode: str = "legacy",
 ) -> T:
     """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
     in `project` (the SDK's client over stdio); serve's stderr goes to <project>/serve.stderr.log.
     `message_handler`: `async (message) -> None`, told of every notification the client receives;
     `elicitation_callback`: answers elicitation/create (given one, the client declares the
-    elicitation capability). Both are the SDK's `Client` options. `env`: variables over `child_env()`'s."""
+    elicitation capability). Both are the SDK's `Client` options. `env`: variables over `child_env()`'s.
+    `mode`: the Client's; "legacy" negotiates MCP 2025-11-25, "auto" 2026-07-28."""
 
     async def main() -> T:
         import mcp_types as types
@@ -179,7 +181,7 @@ def against_serve(
             env=child_env(**dict(env or {})),
         )
         with (project / "serve.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=RUN_TIMEOUT,
+            async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=RUN_TIMEOUT,
                               client_info=types.Implementation(name="test", version="0"),
                               message_handler=message_handler,
                               elicitation_callback=elicitation_callback) as client:

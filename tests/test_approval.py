@@ -27,20 +27,34 @@ from codemode_gen.config import ServerConfig, Settings, load_config, load_settin
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.approval import (
     DENIED_CODE,
+    FOR_RUN,
     MAX_ARGUMENTS_CHARS,
+    Answer,
     ApprovalGate,
     ApprovalOutcome,
     ApprovalRequest,
     ApprovalUnavailable,
     denial_message,
     policy_from_annotations,
+    policy_table,
     toml_line,
     tool_policy,
 )
 from codemode_gen.runtime.codemode import CodeMode
 
+from .catalogs import catalog_ids, load_catalog
 from .conftest import PROMPT_S
-from .runtime_support import PYTHON, REPO, HostThread, assert_ok, codes, script, stdio
+from .runtime_support import (
+    PYTHON,
+    REPO,
+    HostThread,
+    assert_ok,
+    codes,
+    fixture_set,
+    script,
+    stdio,
+    write_out,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -115,11 +129,17 @@ def load_settings_text(text: str) -> Settings:
 
 def test_denial_says_why_and_how_to_change_the_policy() -> None:
     for reason, needle in [("declined", "declined"), ("unavailable", "no way to ask"),
-                           ("timeout", "timeoutMs"), ("policy", "policy denies")]:
+                           ("timeout", "timeoutMs"), ("policy", "policy denies"), ("error", "failed")]:
         outcome = ApprovalOutcome("denied", "ask", reason)  # type: ignore[arg-type]
         message, hint = denial_message(outcome, "notes", "notes", "delete_note")
         assert message.startswith("notes.delete_note was not called") and needle in message
+        assert hint.startswith("do not retry this call in this run")
         assert '[servers.notes.approval] delete_note = "allow"' in hint
+        # Where nobody could be asked, the host's options are the user's other lever.
+        flags = "serve --approve-all / run --yes" in hint
+        assert flags == (reason in ("unavailable", "error")), (reason, hint)
+    _, hint = denial_message(ApprovalOutcome("denied", "ask", "timeout"), "notes", "notes", "delete_note")
+    assert "larger limits.timeoutMs" in hint
 
 
 # --------------------------------------------------------------------------- codemode.toml
@@ -257,6 +277,133 @@ def test_gate_asks_the_same_tool_in_turn_and_remembers_ask_once_per_session() ->
     assert rest == ["approved", "delete_note", "delete_note", "delete_note", "delete_note"]  # 2 + 1 + 1
 
 
+def test_gate_one_answer_approves_a_tool_for_the_rest_of_the_run() -> None:
+    """FOR_RUN: the calls of a Promise.all waiting behind the question and every later call of
+    the same tool in the same run go through unasked; another tool, another run, are asked."""
+
+    async def main() -> dict[str, Any]:
+        asked: list[tuple[str, bool]] = []
+
+        async def approve(request: ApprovalRequest) -> Answer:
+            asked.append((request.tool_name, request.offers_run))
+            await asyncio.sleep(0.02)
+            return FOR_RUN
+
+        gate = ApprovalGate(approve=approve)
+        run: set[tuple[str, str]] = set()
+        together = [o.decision for o in await asyncio.gather(*(decide(gate, run=run) for _ in range(20)))]
+        return {
+            "together": together,
+            "later": (await decide(gate, run=run)).decision,
+            "other_tool": (await decide(gate, "update_note", run=run)).decision,
+            "next_run": (await decide(gate, run=set())).decision,
+            "no_run": (await decide(gate)).decision,  # nowhere to remember: a plain yes
+            "asked": asked,
+            "run": sorted(run),
+        }
+
+    got = asyncio.run(main())
+    assert got["together"].count("approved") == 1 and got["together"].count("approved-for-run") == 19
+    assert got["later"] == "approved-for-run"
+    assert got["other_tool"] == got["next_run"] == got["no_run"] == "approved"
+    assert got["asked"] == [("delete_note", True), ("update_note", True), ("delete_note", True), ("delete_note", True)]
+    assert got["run"] == [("notes", "delete_note"), ("notes", "update_note")]
+
+
+def test_only_true_and_for_run_approve_and_ask_once_offers_no_run_answer() -> None:
+    async def main() -> list[tuple[str, bool]]:
+        out = []
+        for answer in ("yes", 1, "RUN", None, FOR_RUN, True):
+            async def approve(request: ApprovalRequest, answer: Any = answer) -> Any:
+                return answer
+
+            outcome = await decide(ApprovalGate(approve=approve), run=set())
+            out.append((outcome.decision, outcome.reason == "declined"))
+        once = ApprovalGate(approve=Recorder(FOR_RUN))
+        config = bare(approval={"delete_note": "ask-once"})
+        first = await decide(once, config=config, run=set())
+        second = await decide(once, config=config, run=set())  # a new run, the same session
+        out.append((first.decision, second.decision == "approved-for-session"))
+        return out
+
+    assert asyncio.run(main()) == [("denied", True)] * 4 + [("approved", False)] * 2 + [("approved", True)]
+    request = ApprovalGate().request("notes", bare(), "delete_note", {}, None, "ask-once")
+    assert not request.offers_run and ApprovalGate().request("notes", bare(), "x", {}, None, "ask").offers_run
+
+
+# --------------------------------------------------------------------------- the policy table
+
+UNANNOTATED_CATALOGS = ("brave-search", "github", "gitlab", "google-maps", "puppeteer", "slack", "sqlite")
+
+
+def catalog_project(tmp_path: Path, toml: str) -> tuple[Settings, dict[str, ServerConfig]]:
+    """Every real catalog as a configured server, under codemode.toml `toml`."""
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {cid: {"command": "x"} for cid in catalog_ids()}}))
+    (tmp_path / "codemode.toml").write_text(toml)
+    settings = load_settings(tmp_path / "codemode.toml")
+    return settings, load_config(tmp_path / ".mcp.json", settings)
+
+
+@pytest.mark.parametrize("toml", [
+    "",
+    'approval = "ask-once"\n[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
+    '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n[servers.slack.approval]\n"*" = "deny"\n'
+    'slack_list_channels = "auto"\n[servers.filesystem.approval]\nwrite_file = "ask"\nread_file = "auto"\n',
+])
+def test_policy_table_says_what_the_gate_decides_for_every_real_tool(tmp_path: Path, toml: str) -> None:
+    settings, configs = catalog_project(tmp_path, toml)
+    gate = ApprovalGate(project_default=settings.approval)
+    rows = policy_table(settings, [(cid, load_catalog(cid)[1]) for cid in catalog_ids()])
+    assert len(rows) == sum(len(load_catalog(cid)[1]) for cid in catalog_ids())
+    for row in rows:
+        config = configs[row.config_id]
+        annotations = tool(load_catalog(row.config_id)[1], row.tool_name).get("annotations")
+        expected = "deny" if row.tool_name in config.blocklist else gate.policy(config, row.tool_name, annotations)
+        assert row.policy == expected, row
+        assert (row.source == "config") == (row.line is not None), row
+
+
+def test_policy_table_names_the_annotation_or_the_line_that_decided(tmp_path: Path) -> None:
+    settings, _ = catalog_project(tmp_path, (
+        'approval = "ask-once"\n'
+        '[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
+        '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n'
+        '[servers.slack.approval]\n"*" = "deny"\n'))
+    rows = {(r.config_id, r.tool_name): r for r in policy_table(
+        settings, [(cid, load_catalog(cid)[1]) for cid in ("sqlite", "github", "slack", "filesystem", "time")])}
+
+    def why(cid: str, name: str) -> tuple[str, str, str, int | None]:
+        r = rows[(cid, name)]
+        return r.policy, r.source, r.detail, r.line
+
+    assert why("sqlite", "read_query") == ("allow", "config", '[servers.sqlite.approval] read_query = "allow"', 3)
+    assert why("sqlite", "write_query") == ("deny", "config", '[servers.sqlite.approval] write_query = "deny"', 4)
+    assert why("sqlite", "list_tables") == ("ask", "default", "no annotations", None)  # "*" = "auto"
+    assert why("github", "create_issue") == ("allow", "config", '[servers.github] approval = "allow"', 7)
+    assert why("github", "push_files") == ("deny", "config", "[servers.github] blocklist", 8)
+    assert why("slack", "slack_post_message") == ("deny", "config", '[servers.slack.approval] "*" = "deny"', 10)
+    assert why("filesystem", "write_file") == ("ask-once", "config", 'approval = "ask-once"', 1)
+    plain = policy_table(Settings(), [("filesystem", load_catalog("filesystem")[1])])
+    auto = {(r.config_id, r.tool_name): (r.policy, r.source, r.detail) for r in plain}
+    assert auto[("filesystem", "read_text_file")] == ("allow", "annotation", "readOnlyHint: true")
+    assert auto[("filesystem", "write_file")] == ("ask", "annotation", "destructiveHint: true")
+
+
+def test_tools_without_annotations_ask_before_every_call_by_default() -> None:
+    """The default for a tool whose annotations say nothing (runtime/approval.py says why): asked
+    before every call, not once per session: the unannotated real servers post, push and write."""
+    rows = policy_table(Settings(), [(cid, load_catalog(cid)[1]) for cid in catalog_ids()])
+    defaulted = [r for r in rows if r.source == "default"]
+    assert {r.config_id for r in defaulted} == set(UNANNOTATED_CATALOGS)
+    assert all(r.policy == "ask" and r.detail == "no annotations" for r in defaulted)
+    writers = {("github", "push_files"), ("slack", "slack_post_message"), ("sqlite", "write_query"),
+               ("puppeteer", "puppeteer_evaluate"), ("gitlab", "create_or_update_file")}
+    assert writers <= {(r.config_id, r.tool_name) for r in defaulted}
+    # Real servers that annotate say enough for every tool: nothing of theirs falls to the default.
+    assert {r.config_id for r in rows} - set(UNANNOTATED_CATALOGS) == {
+        r.config_id for r in rows if r.source == "annotation"}
+
+
 # --------------------------------------------------------------------------- through CodeMode (real server)
 
 DELETE_AND_CHECK = """
@@ -286,11 +433,11 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
 class Recorder:
     """An approver answering from a list, remembering what it was asked."""
 
-    def __init__(self, *answers: bool) -> None:
+    def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.asked: list[ApprovalRequest] = []
 
-    async def __call__(self, request: ApprovalRequest) -> bool:
+    async def __call__(self, request: ApprovalRequest) -> Answer:
         self.asked.append(request)
         await asyncio.sleep(0.02)
         return self.answers.pop(0)
@@ -393,6 +540,44 @@ globalThis.__codemode_result__ = r.map((n) => n.title);
     assert {e["approval"] for e in second["toolTrace"]} == {"approved-for-session"}
 
 
+def sqlite_loop(calls: int) -> str:
+    """A script calling the real sqlite server's unannotated write_query `calls` times in a loop."""
+    return (
+        "import * as sqlite from '@codemode/servers/sqlite';\nconst out = [];\n"
+        f"for (let i = 0; i < {calls}; i++) out.push(await sqlite.write_query({{ query: `INSERT INTO t VALUES (${{i}})` }}));\n"
+        "globalThis.__codemode_result__ = out.filter((r) => r.startsWith('write_query called with')).length;\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def sqlite_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
+    """The sqlite server's real tool list (none annotated), served by tests/servers/catalog_server.py."""
+    base = tmp_path_factory.mktemp("approval-sqlite")
+    write_out(base / "out", [fixture_set("sqlite", load_catalog("sqlite")[1])])
+    h = HostThread({"sqlite": stdio("sqlite", "catalog_server", "--catalog", "sqlite")}, base / "out", base / "logs")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.mark.slow
+def test_a_loop_of_50_calls_to_an_unannotated_tool_asks_once_when_the_user_approves_the_run(
+    sqlite_host: HostThread,
+) -> None:
+    approver = Recorder(FOR_RUN)
+    response = sqlite_host.run(sqlite_loop(50), approve=approver)
+    assert assert_ok(response) == 50  # every call reached the server
+    (request,) = approver.asked
+    assert (request.tool_name, request.policy, request.annotations, request.offers_run) == ("write_query", "ask", None, True)
+    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + ["approved-for-run"] * 49
+    # The answer ends with its run: the next run asks again, and a plain yes covers one call.
+    again = Recorder(True, True, True)
+    response = sqlite_host.run(sqlite_loop(3), approve=again)
+    assert assert_ok(response) == 3 and len(again.asked) == 3
+    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] * 3
+
+
 @pytest.mark.slow
 def test_deny_hides_the_tool_from_bindings_discovery_and_calls(tmp_path: Path) -> None:
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
@@ -447,7 +632,7 @@ def test_waiting_for_approval_is_told_as_progress_and_counts_within_timeout_ms(h
 # --------------------------------------------------------------------------- `codemode-gen run`
 
 CLI = [sys.executable, "-m", "codemode_gen", "run"]
-PROMPT = b"[y/N]"
+PROMPT = b"N] "  # the end of the question: "[y/a/N] " ("ask"), "[y/N] " ("ask-once")
 # Bounds one CLI run in these tests (server start + script + the prompt round trip).
 CLI_TIMEOUT = 90.0
 
@@ -455,8 +640,13 @@ CLI_TIMEOUT = 90.0
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("approval-cli")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
+    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "notes": {"command": PYTHON, "args": [script("notes_server")]},
+        "sqlite": {"command": PYTHON, "args": [script("catalog_server"), "stdio", "--catalog", "sqlite"]},
+    }}))
+    write_out(base / "out", [fixture_set("sqlite", load_catalog("sqlite")[1])])
     (base / "delete.js").write_text(delete_script(1))
+    (base / "loop.js").write_text(sqlite_loop(20))
     (base / "spoof.js").write_text(
         "import { update_note } from '@codemode/servers/notes';\n"
         f"let out; try {{ await update_note({{ id: 2, body: {json.dumps(SPOOF)} }}); }} catch (e) {{ out = e.code; }}\n"
@@ -511,7 +701,8 @@ def run_with_terminal(project: Path, answer: bytes, *args: str, script_name: str
 def test_run_asks_on_the_terminal(project: Path, answer: bytes, approved: bool) -> None:
     response, shown = run_with_terminal(project, answer)
     assert "approval needed: notes.delete_note (destructive" in shown
-    assert '\n│ {"id": 1}\nAllow this call? [y/N]' in shown.replace("\r\n", "\n")  # the terminal adds \r
+    question = "Allow this call? y = yes, a = all calls of delete_note in this run, N = no [y/a/N]"
+    assert '\n│ {"id": 1}\n' + question in shown.replace("\r\n", "\n")  # the terminal adds \r
     result = response["result"]
     if approved:
         assert result == {"deleted": True, "still": None}
@@ -523,10 +714,20 @@ def test_run_asks_on_the_terminal(project: Path, answer: bytes, approved: bool) 
 
 
 @pytest.mark.slow
+def test_run_a_approves_every_call_of_the_tool_in_this_run(project: Path) -> None:
+    """`a` at the terminal: a loop of 20 calls to the unannotated write_query asks once."""
+    response, shown = run_with_terminal(project, b"a\n", "--limits", '{"timeoutMs": 20000}', script_name="loop.js")
+    assert shown.count("approval needed:") == 1 and "approval needed: sqlite.write_query (no annotations" in shown
+    assert "approved: every call of sqlite.write_query in this run" in shown
+    assert response["result"] == 20
+    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + ["approved-for-run"] * 19
+
+
+@pytest.mark.slow
 def test_run_shows_arguments_as_data_that_cannot_pass_for_the_prompt(project: Path) -> None:
     response, shown = run_with_terminal(project, b"n\n", script_name="spoof.js")
     assert response["result"] == DENIED_CODE
-    question = shown.replace("\r\n", "\n").split("approval needed: ", 1)[1].split("[y/N]", 1)[0]
+    question = shown.replace("\r\n", "\n").split("approval needed: ", 1)[1].split("N] ", 1)[0]
     lines = question.split("\n")
     assert question.splitlines() == lines and "\r" not in question  # no line break the script made
     assert not [ch for ch in question if ch in "\x85\u2028\u2029\u200b\u202e\x1b"]

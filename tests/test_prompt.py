@@ -338,7 +338,8 @@ def test_demo_prompt_with_the_default_approval_policy_still_fits_half_its_tools_
     prompt = render_prompt(servers, approvals=approvals)
     assert len(prompt) <= DEMO_PROMPT_RATIO * raw, (len(prompt), raw)
     assert prompt.count(" @approval */") == 2 and "@approvalOnce" not in prompt
-    assert "; `@approval` calls wait for the user's OK, within timeoutMs: batch them.\n" in prompt
+    # §10.1: asks overlap only within one Promise.all, so the rule says to batch them there.
+    assert "; `@approval` calls wait for the user's OK, within timeoutMs: batch them in one Promise.all.\n" in prompt
     assert "@approval" not in render_prompt(servers)  # nothing asks: no tag, no explanation
 
 

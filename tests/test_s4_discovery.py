@@ -384,7 +384,8 @@ def test_approval_is_in_the_full_definition_and_tags_its_declaration(host: HostT
     (the default "auto" policy asks for the destructive delete_note)."""
     got = disc(host, "const t = await d.getTool('notes', 'delete_note'); const r = await d.getTool('notes', 'get_note');"
                      " return [t.approval, t.declaration.split('\\n')[0], 'approval' in r];")
-    assert got == ["ask", "/** Delete a note permanently. @destructive @idempotent @closedWorld @approval */", False]
+    assert got == ["ask", "/** Delete a note permanently. @destructive @idempotent @closedWorld @approval the user is"
+                   " asked before each call; batch such calls in one Promise.all */", False]
 
 
 def test_tag_declaration_finds_the_doc_of_the_function() -> None:
@@ -394,7 +395,8 @@ def test_tag_declaration_finds_the_doc_of_the_function() -> None:
                     approval="ask-once")
     definition = view.definition()
     assert definition["approval"] == "ask-once"
-    assert definition["declaration"] == "/** Wipe. @destructive @approvalOnce */\nexport function wipe(): Promise<void>;"
+    assert definition["declaration"] == ("/** Wipe. @destructive @approvalOnce the user is asked before the first call per"
+                                         " session; batch such calls in one Promise.all */\nexport function wipe(): Promise<void>;")
     assert view.declaration == "/** Wipe. @destructive */\nexport function wipe(): Promise<void>;"  # out/'s text kept
     bare = "export function f(): Promise<X>;\ntype X = { a: string };"
     assert tag_declaration(bare, "@denied") == "/** @denied */\n" + bare

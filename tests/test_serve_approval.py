@@ -22,10 +22,11 @@ import pytest
 
 from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
-from codemode_gen.runtime.serve import APPROVAL_SCHEMA, HostOptions
+from codemode_gen.runtime.serve import APPROVAL_SCHEMA, FOR_RUN_FIELD, HostOptions
 
+from .catalogs import load_catalog
 from .conftest import HANG_S, PROMPT_S
-from .runtime_support import REPO, RUN_TIMEOUT, against_serve, mcp_project, write_out
+from .runtime_support import REPO, RUN_TIMEOUT, against_serve, fixture_set, mcp_project, write_out
 from .test_serve_http import TOKEN, start_serve
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-Action = Literal["accept", "decline", "cancel"]
+# "accept-for-run": accept with the form's checkbox ticked (the tool's further calls in this run).
+Action = Literal["accept", "accept-for-run", "decline", "cancel"]
 
 T = TypeVar("T")
 
@@ -95,7 +97,10 @@ class Elicitor:
         finally:
             self.active -= 1
         self.progress_when_answered.append(list(self.progress))
-        return types.ElicitResult(action=self.actions.pop(0) if self.actions else "accept")
+        action = self.actions.pop(0) if self.actions else "accept"
+        if action == "accept-for-run":
+            return types.ElicitResult(action="accept", content={FOR_RUN_FIELD: True})
+        return types.ElicitResult(action=action)
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.progress.append(message)
@@ -133,9 +138,12 @@ def test_an_accepted_call_runs_and_the_user_saw_server_tool_and_arguments(projec
     assert trace(deleted) == [("delete_note", "approved")]
     assert 1 not in after["result"]  # the call reached the server
     (asked,) = user.asked
-    assert asked.requested_schema == APPROVAL_SCHEMA == {"type": "object", "properties": {}}
+    # An "ask" tool's form: one checkbox, unticked unless the user ticks it (only this call).
+    assert asked.requested_schema == {"type": "object", "properties": {FOR_RUN_FIELD: {
+        "type": "boolean", "title": 'Allow every call of "delete_note" for the rest of this run',
+        "description": "Unticked: only this call.", "default": False}}}
     assert 'tool "delete_note" of server "notes" (destructive)' in asked.message
-    assert asked.message.endswith('\n│ {"id": 1}') and "Accept" in asked.message
+    assert asked.message.endswith('\n│ {"id": 1}') and "Accept" in asked.message and "tick the box" in asked.message
 
 
 # A script's attempt to make its arguments read as the host's words: a line break JSON leaves
@@ -243,9 +251,52 @@ globalThis.__codemode_result__ = (await notes.get_note({ id: 2 })).title;
     first, second = served(project, body, elicitor=user)
     assert first["result"] == second["result"] == "two"
     assert len(user.asked) == 1 and "ask-once" in user.asked[0].message
+    assert user.asked[0].requested_schema == APPROVAL_SCHEMA == {"type": "object", "properties": {}}  # nothing to tick
     assert trace(first) == [("update_note", "approved"), ("update_note", "approved-for-session"), ("get_note", "allowed")]
     assert trace(second) == [("update_note", "approved-for-session"), ("update_note", "approved-for-session"),
                              ("get_note", "allowed")]
+
+
+@pytest.fixture(scope="module")
+def sqlite_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real sqlite server's tool list (nothing annotated: "auto" asks before every call),
+    served by tests/servers/catalog_server.py, which answers every call."""
+    base = mcp_project(tmp_path_factory.mktemp("serve-approval-sqlite"),
+                       sqlite=["catalog_server", "stdio", "--catalog", "sqlite"])
+    write_out(base / "out", [fixture_set("sqlite", load_catalog("sqlite")[1])])
+    return base
+
+
+def writes(calls: int, *, together: bool = False) -> str:
+    """`calls` write_query calls, one after another or in one Promise.all; the result counts
+    the ones the server answered."""
+    call = "sqlite.write_query({ query: `INSERT INTO t VALUES (${i})` })"
+    loop = (f"const out = await Promise.all(Array.from({{ length: {calls} }}, (_, i) => {call}));" if together else
+            f"const out = [];\nfor (let i = 0; i < {calls}; i++) out.push(await {call});")
+    return ('import * as sqlite from "@codemode/servers/sqlite";\n' + loop +
+            "\nglobalThis.__codemode_result__ = out.filter((r) => r.startsWith('write_query called with')).length;")
+
+
+def test_accept_for_the_run_asks_once_for_a_loop_of_20_calls(sqlite_project: Path) -> None:
+    """One answer with the form's box ticked approves write_query for the rest of its run: a
+    loop asks once, so does a Promise.all; the next run asks again, and an answer without the
+    box covers one call."""
+    user = Elicitor("accept-for-run", "accept-for-run", "accept", "accept")
+
+    async def body(client: Any) -> Any:
+        return (await run(client, writes(20), user), await run(client, writes(20, together=True), user),
+                await run(client, writes(2), user))
+
+    looped, together, plain = served(sqlite_project, body, elicitor=user)
+    assert looped["result"] == together["result"] == 20 and plain["result"] == 2
+    assert len(user.asked) == 4  # 1 + 1 + 2
+    assert trace(looped) == [("write_query", "approved")] + [("write_query", "approved-for-run")] * 19
+    assert sorted(str(a) for _, a in trace(together)) == ["approved"] + ["approved-for-run"] * 19
+    assert trace(plain) == [("write_query", "approved")] * 2
+    first = user.asked[0]
+    assert 'tool "write_query" of server "sqlite" (no annotations)' in first.message
+    assert first.requested_schema["properties"][FOR_RUN_FIELD]["title"] == (
+        'Allow every call of "write_query" for the rest of this run')
 
 
 def test_progress_says_the_run_waits_for_approval(project: Path) -> None:
@@ -349,17 +400,20 @@ def test_the_prompt_and_discovery_mark_tools_that_ask_and_leave_out_denied_ones(
     assert "@approval" not in doc_of["get_note"]
     (tags,) = [line for line in lines if line.startswith("- Tags: ")]
     assert tags.endswith("; `@approval` calls wait for the user's OK (`@approvalOnce`: the first per session), "
-                         "within timeoutMs: batch them.")
+                         "within timeoutMs: batch them in one Promise.all.")
     # denied: tasks.add per tool (hidden although out/ has it), calendar's tools by its default
     assert "function tasks_add(" not in description and "function tasks_list(" in description
     assert "function create_event(" not in description and "function list_events(" in description
     assert "`calendar` (1 tool), `notes` (12 tools)" in description
 
     result = response["result"]
-    assert result["del"][0] == "ask" and "@destructive @idempotent @closedWorld @approval */" in result["del"][1]
-    assert result["once"][0] == "ask-once" and "@approvalOnce */" in result["once"][1]
+    batch = "; batch such calls in one Promise.all */"
+    assert result["del"][0] == "ask"
+    assert "@destructive @idempotent @closedWorld @approval the user is asked before each call" + batch in result["del"][1]
+    assert result["once"][0] == "ask-once"
+    assert "@approvalOnce the user is asked before the first call per session" + batch in result["once"][1]
     assert result["found"] == ["delete_note", "ask", result["del"][1]]
-    assert result["create"][0] == "deny" and "@denied */" in result["create"][1]
+    assert result["create"][0] == "deny" and "@denied calls are refused */" in result["create"][1]
     assert result["refused"] == "APPROVAL_DENIED" and user.asked == []  # a deny is never asked
     assert result["read"] is None
     assert "tasks.add" not in result["names"] and "tasks.list" in result["names"]

@@ -63,6 +63,7 @@ def generate(
     settings_path: Path | None,
 ) -> int:
     """Generate typed ES modules, codemode.d.ts and manifest.json from recorded fixtures."""
+    from codemode_gen.cli.policy import policy_rows, summary_lines
     from codemode_gen.generator import emit
     from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.emit import PYTHON_DIR, check_outputs, write_outputs
@@ -73,7 +74,8 @@ def generate(
     settings = load_project_settings(config, settings_path, fixtures_dir=fixtures_dir)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
     out = out_dir if out_dir is not None else settings.out_dir
-    outputs = build_outputs(load_fixtures(fixtures), settings)
+    fixture_sets = load_fixtures(fixtures)
+    outputs = build_outputs(fixture_sets, settings)
     # Hidden folders an interrupted record/generate left: nothing is lost (load_fixtures refuses
     # a server hidden in one), but they are said, not silently skipped.
     for note in leftover_notes(fixtures):
@@ -142,6 +144,9 @@ def generate(
         for source, label in (("declared", "declared"), ("inferred", "inferred"), ("none", "unknown")):
             if by_source[source]:
                 click.echo(f"    {label}: {', '.join(by_source[source])}")
+    # Which tools will wait for the user's yes, and the lines that decide them (cli/policy.py).
+    for line in summary_lines(policy_rows(settings, fixture_sets), settings):
+        click.echo(line)
     if outputs.report:
         click.echo("warnings and drift:")
         _echo_report(outputs.report)

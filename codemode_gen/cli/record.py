@@ -192,6 +192,18 @@ def record(
             out.write(f"  warning: {o.server_id}: {warning}\n")
         for note in o.notes:
             out.write(f"  note: {o.server_id}: {note}\n")
+    if written:  # which of the recorded tools will wait for the user's yes (cli/policy.py)
+        from codemode_gen.cli.policy import policy_rows, summary_lines
+        from codemode_gen.generator.fixtures import load_recorded
+
+        try:
+            recorded = load_recorded(target, [o.server_id for o in written])
+        except UserError as exc:  # just written, so hardly; the recording stands either way
+            out.write(f"note: the approval summary could not read {target}/: {exc.message}\n")
+        else:
+            sets = [s for s in recorded.values() if s is not None]
+            for line in summary_lines(policy_rows(settings, sets), settings):
+                out.write(f"{line}\n")
     if failed:
         out.write("failed:\n")
         for o in failed:

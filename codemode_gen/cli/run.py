@@ -11,8 +11,9 @@ next `generate` types their outputs. `--replay` runs the script against the reco
 
 Tool calls whose approval policy says "ask" (runtime/approval.py; by default every tool that is
 not read-only or marked non-destructive) are asked on the terminal when stdin and stderr are
-one: server, tool and redacted arguments on stderr, `y/N` read without stopping the event loop
-(other calls, the run's deadline and progress go on), default No. `--yes` approves every such
+one: server, tool and redacted arguments on stderr, `y/a/N` read without stopping the event loop
+(other calls, the run's deadline and progress go on), default No; `a` approves this call and
+every later call of the same tool in this run (so a loop asks once). `--yes` approves every such
 call without asking; without a terminal and without --yes they are denied, and the script gets
 a ToolCallError (code APPROVAL_DENIED) that the response and its toolTrace show.
 """
@@ -35,7 +36,7 @@ from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.approval import ApprovalRequest, Approver
+    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver
 
 # Bounds one answer read from the terminal (bytes): a paste of a whole file is not an answer.
 MAX_ANSWER_BYTES = 4096
@@ -98,8 +99,14 @@ def stdio_is_terminal() -> bool:
         return False
 
 
+#: The answers to the terminal's question that approve: this call, or (`a`, for an "ask" tool) every
+#: call of the tool for the rest of the run (approval.FOR_RUN).
+YES_ANSWERS = ("y", "yes")
+ALL_ANSWERS = ("a", "all")
+
+
 def terminal_approver() -> Approver:
-    """An approver asking on this process's terminal: the question on stderr, `y/N` from stdin.
+    """An approver asking on this process's terminal: the question on stderr, `y/a/N` from stdin.
 
     One question at a time (calls in one Promise.all are asked in turn); input typed before a
     question is discarded, so a stray "y" cannot approve a call nobody has seen yet. The answer
@@ -107,11 +114,19 @@ def terminal_approver() -> Approver:
     meanwhile and a run that ends while asking leaves nothing behind that blocks the exit."""
     lock = asyncio.Lock()
 
-    async def approve(request: ApprovalRequest) -> bool:
+    async def approve(request: ApprovalRequest) -> Answer:
         async with lock:
-            from codemode_gen.runtime.approval import ARGUMENTS_HEADING, describe_annotations
+            from codemode_gen.runtime.approval import (
+                ARGUMENTS_HEADING,
+                FOR_RUN,
+                describe_annotations,
+            )
 
-            once = " (and its later calls in this run)" if request.policy == "ask-once" else ""
+            if request.offers_run:
+                question = (f"Allow this call? y = yes, a = all calls of {request.tool_name} in this run,"
+                            " N = no [y/a/N] ")
+            else:  # ask-once: a yes covers the session, which for `run` is this run
+                question = "Allow this call (and its later calls in this run)? [y/N] "
             _discard_typeahead()
             # The arguments are the script's: set off as data, cut to the terminal's width so no
             # wrapped piece starts a line without the gutter; the question is ours, last.
@@ -119,8 +134,7 @@ def terminal_approver() -> Approver:
             click.echo(
                 f"\napproval needed: {request.config_id}.{request.tool_name}"
                 f" ({describe_annotations(request.annotations)}; policy \"{request.policy}\")\n"
-                f"{ARGUMENTS_HEADING}\n{request.arguments_block(width)}\n"
-                f"Allow this call{once}? [y/N] ",
+                f"{ARGUMENTS_HEADING}\n{request.arguments_block(width)}\n{question}",
                 err=True, nl=False,
             )
             try:
@@ -128,7 +142,11 @@ def terminal_approver() -> Approver:
             except asyncio.CancelledError:
                 click.echo("\n(no answer: the run ended)", err=True)
                 raise
-            accepted = answer.strip().lower() in ("y", "yes")
+            word = answer.strip().lower()
+            if request.offers_run and word in ALL_ANSWERS:
+                click.echo(f"approved: every call of {request.config_id}.{request.tool_name} in this run", err=True)
+                return FOR_RUN
+            accepted = word in YES_ANSWERS
             click.echo("approved" if accepted else "denied", err=True)
             return accepted
 

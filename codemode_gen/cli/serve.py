@@ -212,6 +212,14 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default "
                    "tools not marked read-only or non-destructive) without asking the user. Without it such "
                    "calls are asked through MCP elicitation, and denied when the client cannot be asked.")
+# CODEMODE_STATE_SECRET is read by serve itself (input_required.resolve_state_secret), as the
+# token is: a variable that is set but short must be refused, not taken for "unset".
+@click.option("--state-secret", "state_secret", default=None, metavar="SECRET",
+              help="Seals the state of a run that waits for approval on an MCP 2026-07-28 client (an "
+                   "input_required result), so that the client's retry resumes it: every instance behind a "
+                   "load balancer needs the same one (at least 32 characters). Default: the "
+                   "CODEMODE_STATE_SECRET environment variable (prefer it: a command line is visible to other "
+                   "users), else a random key per process (a retry must then reach the same process).")
 @click.option("--trace", "trace", type=click.Choice(limit_defaults.TRACE_MODES), default=HostOptions.trace,
               show_default=True,
               help="What toolTrace lists by default (limits.trace): every call, the failed and denied ones "
@@ -249,13 +257,16 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
           print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
-          max_workers: int | None, record: bool, approve_all: bool, trace: TraceMode, max_response_chars: int,
-          listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
+          max_workers: int | None, record: bool, approve_all: bool, state_secret: str | None, trace: TraceMode,
+          max_response_chars: int, listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
           max_connections: int | None, max_queued_runs: int | None) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
+    from codemode_gen.runtime.input_required import resolve_state_secret
+
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
-                          approve_all=approve_all, trace=trace, max_response_chars=max_response_chars)
+                          approve_all=approve_all, trace=trace, max_response_chars=max_response_chars,
+                          state_secret=resolve_state_secret(state_secret, os.environ))
     if listen is None:
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
         given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,

@@ -6,7 +6,10 @@
 //    them, so agent code can never call them directly.
 // 2. Provides what QuickJS lacks (§3.5): console.*, setTimeout/clearTimeout on the host clock,
 //    URL/URLSearchParams (runtime/js/url.js), globalThis.__codemode_result__
-//    (TextEncoder/TextDecoder are native).
+//    (TextEncoder/TextDecoder are native). Date reads the host's run clock and Math.random is
+//    seeded per run (phase B), and every reply and alarm arrives through one pump, one event per
+//    turn: a run is a function of what the host hands it, so the host can replay it (runtime/
+//    worker.py; docs/DESIGN.md, "Deterministic runs").
 // 3. Locks the realm down: removes every global outside an allowlist (eval, network, process,
 //    timers that repeat, ...), replaces every code-from-string constructor with one that
 //    throws, turns the data properties hit by the "override mistake" into accessors, freezes
@@ -32,13 +35,14 @@
   const rawHost = g.__codemode_host__;
   const rawLog = g.__codemode_log__;
   const rawArm = g.__codemode_arm__;
-  const rawAlarm = g.__codemode_alarm__;
+  const rawNext = g.__codemode_next__;
+  const rawTake = g.__codemode_take__;
   const rawTick = g.__codemode_tick__;
   const rawNow = g.__codemode_now__;
   const config = g.__codemode_config__;
   const rawURL = g.__codemode_url__;  // the URL polyfill's factory (url.js)
-  for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_alarm__",
-    "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__"]) {
+  for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
+    "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__"]) {
     delete g[name];
   }
 
@@ -154,17 +158,57 @@
     table: makeLogger("log"),
   };
 
-  // ---- 2b. timers on the host clock ---------------------------------------------------------
-  // The host keeps one alarm (rawArm sets or clears its due time, synchronously) and JS keeps at
-  // most one pending wait for it (rawAlarm), so any number of timers costs one pending host
-  // call. Timers fire in (due, creation) order from a min-heap.
+  // ---- 2b. the pump: replies and the alarm, one event per turn ------------------------------
+  // rawHost sends a call and returns its number; its reply, like the timer alarm, comes back as
+  // an event of the pump: one pending wait on the host (rawNext) while a call is in flight or
+  // the alarm is set, whose event is taken (rawTake) and dispatched before the next wait. JS sees
+  // an event only once every job of the previous one has run, so the order of events alone
+  // decides what the script does, and the host writes that order down (runtime/worker.py).
+  const ALARM = 0;
+  const replyWaiters = new Map(); // call number -> resolve
+  let inflight = 0; // calls sent and not answered
+  let pumping = false;
+  function pumpNeeded() { return inflight > 0 || armedDue !== Infinity; }
+  function startPump() {
+    if (pumping || !pumpNeeded()) return;
+    pumping = true;
+    pump();
+  }
+  async function pump() {
+    while (pumpNeeded()) {
+      const event = await rawNext();
+      const text = rawTake(event);
+      if (event > 0) {
+        inflight -= 1;
+        const resolve = replyWaiters.get(event);
+        if (resolve !== undefined) {
+          replyWaiters.delete(event);
+          resolve(text);
+        }
+      } else if (event === ALARM) {
+        onAlarm();
+      } // IDLE (-1): woken to look at pumpNeeded() again
+    }
+    pumping = false;
+  }
+  function sendCall(text) {
+    const number = rawHost(text);
+    const reply = new PromiseCtor((resolve) => { replyWaiters.set(number, resolve); });
+    inflight += 1;
+    startPump();
+    return reply;
+  }
+
+  // ---- 2b'. timers on the host clock --------------------------------------------------------
+  // The host keeps one alarm (rawArm sets or clears its due time, synchronously) and it goes off
+  // as an event of the pump, so any number of timers costs at most one pending host wait.
+  // Timers fire in (due, creation) order from a min-heap.
   const MAX_PENDING_TIMERS = config.maxPendingTimers;
   const MAX_DELAY_MS = 2147483647;
   const timers = new Map(); // id -> timer record
   const heap = []; // min-heap of records by (due, seq); cleared records are skipped lazily
   let nextTimerId = 1;
   let armedDue = Infinity;
-  let waitingAlarm = false;
   let fatalError = null;
   let rejectFatal = null;
   const fatal = new PromiseCtor((resolve, reject) => { rejectFatal = reject; });
@@ -201,9 +245,8 @@
     while (heap.length > 0 && heap[0].cleared) heapPop();
     return heap.length > 0 ? heap[0].due : Infinity;
   }
-  function onAlarm(fired) {
-    waitingAlarm = false;
-    if (fired) armedDue = Infinity; // the host alarm is spent
+  function onAlarm() {
+    armedDue = Infinity; // the host alarm is spent
     fireDue();
   }
   function reschedule() {
@@ -212,10 +255,7 @@
       armedDue = due;
       rawArm(due === Infinity ? -1 : due);
     }
-    if (due !== Infinity && !waitingAlarm) {
-      waitingAlarm = true;
-      rawAlarm().then(onAlarm);
-    }
+    startPump();
   }
   function fireDue() {
     const now = rawNow();
@@ -385,6 +425,45 @@
 
   // ---- 2d. URL / URLSearchParams: url.js (loaded just before this file) --------------------
   const { URL, URLSearchParams } = rawURL({ encoder, decoder, StringCtor, safeString, call, objectKeys });
+
+  // ---- 2d'. Date and Math.random from the run's clock and seed ----------------------------
+  // Phase B sets the seed and Date's base (the run's start, Unix ms): a resumed run gets the
+  // values of its first round, so it sees the same dates and random numbers again.
+  const RealDate = g.Date;
+  const construct = Reflect.construct;
+  const dateToString = RealDate.prototype.toString;
+  let clockBase = 0;
+  function clockNow() { return clockBase + rawNow(); }
+  function Date(...args) {
+    if (new.target === undefined) return call(dateToString, new RealDate(clockNow()));
+    return construct(RealDate, args.length === 0 ? [clockNow()] : args, new.target);
+  }
+  defineProperty(Date, "length", { value: 7 });
+  defineProperty(Date, "prototype", { value: RealDate.prototype, writable: false, enumerable: false, configurable: false });
+  defineProperty(Date, "now", { value: function now() { return clockNow(); }, writable: true, enumerable: false, configurable: true });
+  for (const name of ["parse", "UTC"]) {
+    defineProperty(Date, name, { value: RealDate[name], writable: true, enumerable: false, configurable: true });
+  }
+  defineProperty(RealDate.prototype, "constructor", { value: Date, writable: true, enumerable: false, configurable: true });
+  defineProperty(g, "Date", { value: Date, writable: true, enumerable: false, configurable: true });
+  // sfc32 (a small, fast PRNG with a 128-bit state), two outputs per double for 53 random bits.
+  let sa = 0, sb = 0, sc = 0, sd = 0;
+  function next32() {
+    const t = (((sa + sb) | 0) + sd) | 0;
+    sd = (sd + 1) | 0;
+    sa = sb ^ (sb >>> 9);
+    sb = (sc + (sc << 3)) | 0;
+    sc = (sc << 21) | (sc >>> 11);
+    sc = (sc + t) | 0;
+    return t >>> 0;
+  }
+  function seedRandom(seed) {
+    sa = seed[0] | 0; sb = seed[1] | 0; sc = seed[2] | 0; sd = seed[3] | 0;
+    for (let i = 0; i < 15; i++) next32(); // mix the seed in
+  }
+  defineProperty(Math, "random", { value: function random() {
+    return ((next32() >>> 5) * 67108864 + (next32() >>> 6)) / 9007199254740992;
+  }, writable: true, enumerable: false, configurable: true });
 
   // ---- 2e. install the provided globals -----------------------------------------------------
   const provided = {
@@ -590,10 +669,8 @@
   } });
   function gatedHost(text) {
     if (ended) return new PromiseCtor((resolve) => resolve(ENDED_REPLY));
-    const reply = rawHost(text);
-    if ((typeof reply === "object" || typeof reply === "function") && reply !== null) {
-      wrapperCalls.add(reply); // only host.js awaits it: no watcher needed (observe)
-    }
+    const reply = sendCall(text);
+    wrapperCalls.add(reply); // only host.js awaits it: no watcher needed (observe)
     return reply;
   }
 
@@ -680,7 +757,10 @@
   }
   function start(runConfigText) {
     delete g.__codemode_start__;
-    return run(parse(runConfigText));
+    const runConfig = parse(runConfigText);
+    clockBase = runConfig.clockBase;
+    seedRandom(runConfig.seed);
+    return run(runConfig);
   }
   defineProperty(g, "__codemode_load__", { value: freeze(loadEntry), writable: false, enumerable: false, configurable: true });
   defineProperty(g, "__codemode_start__", { value: freeze(start), writable: false, enumerable: false, configurable: true });
