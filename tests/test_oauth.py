@@ -293,16 +293,24 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     def revoke() -> None:
         httpx2.post(f"{server.base}/test/revoke", timeout=PROMPT_S)
 
-    # In one serve session: connected while the login was good, then revoked under it.
-    first, second = serve_runs(project, [both, revoke, both], env)
+    def login_again() -> None:  # in a terminal, while serve keeps running
+        login(project, "remote", env)
+
+    # In one serve session: connected while the login was good, then revoked under it; after a
+    # new `auth login` the same session works again (no restart).
+    first, second, third = serve_runs(project, [both, revoke, both, login_again, both], env)
     assert first["result"]["who"] and first["result"]["caught"] is None and first["result"]["notes"]
     caught = second["result"]["caught"]
     assert caught["name"] == "AuthenticationError" and caught["auth"] and caught["call"]
     assert "codemode-gen auth login remote" in caught["message"] and "codemode-gen auth login remote" in caught["hint"]
     assert "refused to refresh" in caught["message"]
     assert second["result"]["notes"]  # the other server kept answering in the same run
+    assert third["result"]["caught"] is None and third["result"]["who"] == first["result"]["who"]
+    assert third["diagnostics"] == []
 
-    # A fresh `run` process (connect-time path) says the same; so do `record` and `auth status`.
+    # Revoked again: a fresh `run` process (connect-time path) says the same; so do `record` and
+    # `auth status`.
+    revoke()
     response, _ = run_json(project, both, env)
     assert response["result"]["caught"]["name"] == "AuthenticationError"
     assert "codemode-gen auth login remote" in response["result"]["caught"]["hint"]

@@ -385,6 +385,27 @@ class _Behaviour:
             await self._storage.forget_tokens(reason, used_refresh_token=used)
         return False
 
+    async def _adopt_stored(self) -> bool:
+        """Take up tokens stored since this provider last read them (a new `auth login`, or
+        another process's refresh), when they differ from the ones just rejected. Client
+        credentials are no login: their token request is the fix."""
+        if self.headless or not self._storage.persist:
+            return False
+        record = await self._storage.reload()
+        stored = self._storage.tokens()
+        current = self.context.current_tokens
+        if stored is None or (current is not None and stored.access_token == current.access_token):
+            return False
+        client = await self._storage.get_client_info()
+        if client is not None and self._fixed_client is None:
+            self.context.client_info = client
+        self.context.current_tokens = stored
+        expires = record.get("expiresAt")
+        self.context.token_expiry_time = float(expires) if isinstance(expires, int | float) else None
+        self._refusal = None
+        self.problem = None
+        return True
+
     # ---------------------------------------------------------------- the flow
 
     def _note(self, request: httpx2.Request, response: httpx2.Response, body: bytes | None) -> None:
@@ -425,7 +446,7 @@ class _Behaviour:
         inner = super()._auth_flow(request)  # type: ignore[misc]
         last: httpx2.Response | None = None  # the last response to `request` itself
         latest: httpx2.Response | None = None  # the last response of any request: what httpx returns
-        refreshed = False
+        refreshed = adopted = False
         self.discovery, self._malformed = [], False  # this flow's (bounded: a few lines)
         try:
             try:
@@ -447,6 +468,15 @@ class _Behaviour:
                                 if await self._handle_refresh_response(latest):
                                     self._add_auth_header(request)  # type: ignore[attr-defined]
                                     response = last = latest = yield request
+                            if response.status_code == 401 and not adopted and await self._adopt_stored():
+                                # `codemode-gen auth login` ran meanwhile (another process): its
+                                # login is taken up here, so a long `serve` needs no restart.
+                                adopted = True
+                                if not self.context.is_token_valid() and self.context.can_refresh_token():
+                                    latest = yield await self._refresh_token()  # type: ignore[attr-defined]
+                                    await self._handle_refresh_response(latest)
+                                self._add_auth_header(request)  # type: ignore[attr-defined]
+                                response = last = latest = yield request
                             if response.status_code != 401:
                                 self._settled(response)
                                 return
