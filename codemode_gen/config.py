@@ -600,11 +600,15 @@ def load_config(
     settings: Settings | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    problems: dict[str, UserError] | None = None,
 ) -> dict[str, ServerConfig]:
     """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order.
 
     Relative paths in it are resolved against its folder (see the module docstring), so the
-    result does not depend on the working directory of whoever launched us.
+    result does not depend on the working directory of whoever launched us. `problems`: given,
+    an entry that cannot be used (e.g. a `${VAR}` not set) is put there instead of stopping the
+    whole file, for `codemode-gen auth`, which handles one server: logging in to one must not
+    need the CI variables of another.
     """
     settings = settings if settings is not None else Settings()
     env = os.environ if environ is None else environ
@@ -633,7 +637,12 @@ def load_config(
     base = Path(os.path.abspath(mcp_path)).parent
     result: dict[str, ServerConfig] = {}
     for sid, entry in servers.items():
-        result[sid] = _resolve_paths(_parse_server(mcp_path, sid, entry, settings, env), base)
+        try:
+            result[sid] = _resolve_paths(_parse_server(mcp_path, sid, entry, settings, env), base)
+        except UserError as exc:
+            if problems is None or not isinstance(sid, str):
+                raise
+            problems[sid] = exc
     return result
 
 

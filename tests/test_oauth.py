@@ -398,10 +398,18 @@ def test_auth_status_and_logout_revoke_and_forget(tmp_path: Path, oauth_server: 
         "remote": {"type": "http", "url": server.mcp_url},
         "static": {"type": "http", "url": server.mcp_url, "headers": {"Authorization": "Bearer ${STATIC_TOKEN:-x}"}},
         "local": {"command": PYTHON, "args": [script("notes_server")]},
+        # CI's entry, its variables not set on this machine: it must not stop the others' auth.
+        "ci": {"type": "http", "url": server.mcp_url,
+               "oauth": {"grantType": "client_credentials", "clientId": "${CODEMODE_TEST_UNSET_ID}",
+                         "clientSecret": "${CODEMODE_TEST_UNSET_SECRET}"}},
     })
     before = cli(project, "auth", "status", env=env)
+    assert before.returncode == 0, before.stderr
     assert "not logged in" in before.stdout and "static Authorization header" in before.stdout
     assert "stdio server (no OAuth)" in before.stdout
+    assert "ci      not usable here:" in before.stdout and "CODEMODE_TEST_UNSET_ID is not set" in before.stdout
+    ci = cli(project, "auth", "login", "ci", env=env)
+    assert ci.returncode == 2 and "CODEMODE_TEST_UNSET_ID is not set" in ci.stderr
     static = cli(project, "auth", "login", "static", env=env)
     assert static.returncode == 1 and 'remove "Authorization" from mcpServers.static.headers' in static.stderr
     unknown = cli(project, "auth", "login", "nope", env=env)

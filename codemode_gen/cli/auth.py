@@ -31,8 +31,12 @@ def _server(config: Path, server_id: str) -> ServerConfig:
     from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
 
-    # Its stderr notes would repeat what the other commands say; its errors stop us.
-    configs = load_config(config, load_project_settings(config, report=lambda line: None))
+    # Its stderr notes would repeat what the other commands say; its errors stop us, except
+    # those of other servers' entries.
+    problems: dict[str, UserError] = {}
+    configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)
+    if server_id in problems:
+        raise problems[server_id]
     found = configs.get(server_id)
     if found is None:
         remote = [sid for sid, c in configs.items() if c.transport != "stdio"]
@@ -102,19 +106,24 @@ def status(config: Path) -> None:
     from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
 
-    configs = load_config(config, load_project_settings(config, report=lambda line: None))
-    if not configs:
+    problems: dict[str, UserError] = {}
+    configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)
+    if not configs and not problems:
         raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server first")
     try:
         store = open_store()
     except TokenStoreError as exc:
         raise UserError(exc.message, hint=exc.hint) from None
-    width = max(len(sid) for sid in configs)
+    width = max(len(sid) for sid in [*configs, *problems])
     for sid, server in configs.items():
         state = auth_status(server, store)
         click.echo(f"{sid.ljust(width)}  {state.state}")
         for line in state.details:
             click.echo(f"{' ' * width}    {line}")
+    for sid, problem in problems.items():  # e.g. a CI entry whose variables are not set here
+        click.echo(f"{sid.ljust(width)}  not usable here: {problem.message}")
+        if problem.hint:
+            click.echo(f"{' ' * width}    fix: {problem.hint}")
 
 
 @auth.command("logout")
