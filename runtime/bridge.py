@@ -61,6 +61,7 @@ from codemode_gen.client.sessions import (
     CallError,
     CallTimeout,
     ConnectError,
+    SessionLost,
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
@@ -619,7 +620,14 @@ class Bridge:
                 self._inflight.add(task)
             sent = time.monotonic()  # not self._clock: the trace's clock counts its own readings
             try:
-                result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                try:
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                except SessionLost:
+                    # The server forgot the session and did not run the call (a restart, or a new
+                    # login under another client): once more on a new session.
+                    session = await self.connector.session(config.id)
+                    self._sessions[config.id] = session
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
             finally:
                 if task is not None:
                     self._inflight.discard(task)

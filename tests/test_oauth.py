@@ -293,11 +293,13 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     def revoke() -> None:
         httpx2.post(f"{server.base}/test/revoke", timeout=PROMPT_S)
 
-    def login_again() -> None:  # in a terminal, while serve keeps running
+    def login_again() -> None:  # in a terminal, while serve keeps running; after a logout the
+        # login registers a new client, so the server no longer knows serve's MCP session (404)
+        assert cli(project, "auth", "logout", "remote", env=env).returncode == 0
         login(project, "remote", env)
 
     # In one serve session: connected while the login was good, then revoked under it; after a
-    # new `auth login` the same session works again (no restart).
+    # new `auth login` the same session works again (no restart), on a new MCP session.
     first, second, third = serve_runs(project, [both, revoke, both, login_again, both], env)
     assert first["result"]["who"] and first["result"]["caught"] is None and first["result"]["notes"]
     caught = second["result"]["caught"]
@@ -305,7 +307,8 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     assert "codemode-gen auth login remote" in caught["message"] and "codemode-gen auth login remote" in caught["hint"]
     assert "refused to refresh" in caught["message"]
     assert second["result"]["notes"]  # the other server kept answering in the same run
-    assert third["result"]["caught"] is None and third["result"]["who"] == first["result"]["who"]
+    assert third["result"]["caught"] is None and third["result"]["notes"]
+    assert third["result"]["who"] == stored_records(tmp_path / "auth")[0]["clientInfo"]["client_id"] != first["result"]["who"]
     assert third["diagnostics"] == []
 
     # Revoked again: a fresh `run` process (connect-time path) says the same; so do `record` and

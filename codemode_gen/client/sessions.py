@@ -105,6 +105,7 @@ _REQUEST_TIMEOUT = -32001
 _METHOD_NOT_FOUND = -32601
 _HANDSHAKE_VERSION = "2025-11-25"  # what we offer in initialize (the SDK's LATEST_HANDSHAKE_VERSION)
 _PROTOCOL_HEADER = "mcp-protocol-version"
+_SESSION_HEADER = "mcp-session-id"  # Streamable HTTP's session id; a 404 to it means the session is gone
 
 
 class ConnectError(Exception):
@@ -136,6 +137,13 @@ class CallError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+class SessionLost(CallError):
+    """The server no longer knows this connection's MCP session (HTTP 404 to a request carrying
+    its Mcp-Session-Id: the server restarted, expired it, or the credentials changed identity,
+    e.g. a new OAuth login with a new client). The request was not processed; the session is
+    closed, so the next `get()` starts a new one (Streamable HTTP: the client MUST re-initialize)."""
 
 
 class CallTimeout(CallError):
@@ -219,6 +227,7 @@ class McpSession:
         self._tools: tuple[dict[str, Any], ...] | None = None
         self._auth_failed: Callable[[], int | None] = lambda: None
         self._auth_problem: Callable[[], Any] = lambda: None  # client/oauth.AuthProblem | None
+        self._session_lost: Callable[[], bool] = lambda: False
 
     @property
     def protocol_version(self) -> str:
@@ -361,6 +370,9 @@ class McpSession:
             if code == _CONNECTION_CLOSED:
                 self.closed = True
                 raise CallError(code, f"connection to {self.server_id} closed (see {self.log_path})") from None
+            if self._session_lost():
+                self.closed = True
+                raise SessionLost(code, f"server '{self.server_id}' no longer knows this session (HTTP 404)") from None
             status = self._auth_failed()
             if status is not None:
                 problem = self._auth_problem()
@@ -585,6 +597,7 @@ class SessionManager:
             await dispatcher.notify("notifications/initialized", None, {"headers": {_PROTOCOL_HEADER: version}})
             session = McpSession(config, dispatcher, server_json, log_path)
             session._auth_failed = probe.take
+            session._session_lost = probe.take_lost
             session._auth_problem = probe.problem
             holder.append(session)
             phase[0] = "listing tools"
@@ -616,6 +629,7 @@ class _HttpProbe:
     error_status: int | None = None  # last status >= 400 of any kind
     challenge: str | None = None  # the WWW-Authenticate of the last 401/403
     oauth: Any = None  # client/oauth.py's provider, when the server uses OAuth
+    lost: bool = False  # a 404 answered a request of the session: the server forgot it
 
     async def hook(self, response: Any) -> None:
         from codemode_gen.client.oauth import AUTH_SIDE
@@ -624,10 +638,16 @@ class _HttpProbe:
             return
         if response.status_code >= 400:
             self.error_status = response.status_code
+        if response.status_code == 404 and _SESSION_HEADER in response.request.headers:
+            self.lost = True
         if response.status_code in (401, 403):
             self.challenge = response.headers.get("www-authenticate")
             if self.oauth is None:
                 self.status = response.status_code
+
+    def take_lost(self) -> bool:
+        lost, self.lost = self.lost, False
+        return lost
 
     def take(self) -> int | None:
         if self.oauth is not None:
