@@ -24,6 +24,9 @@ Why this is not just `mcp.Client`:
   client/oauth.py's provider as its transport's httpx `Auth`: tokens attached, refreshed when they
   expire or a 401 says so; when only a person could help, the 401 comes through with the reason
   and the exact command (`AuthError.hint`), and the connection stays usable.
+- A server that no longer knows a Streamable HTTP session (HTTP 404 to its Mcp-Session-Id: it
+  restarted, or a new login changed the client the session belongs to) ends that session
+  (`SessionLost`); the bridge sends the call, which was not run, once more on a new one.
 - anyio cancel scopes must be exited by the task that entered them. Each connection
   therefore lives in its own long-lived task, started in the `SessionManager`'s task group,
   which enters the transport, runs the dispatcher, and leaves on close. Callers in any task
