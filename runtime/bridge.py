@@ -61,6 +61,7 @@ from codemode_gen.client.sessions import (
     CallError,
     CallTimeout,
     ConnectError,
+    SessionLost,
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
@@ -558,6 +559,7 @@ class Bridge:
                 except ConnectError as exc:  # AuthError too
                     view.unavailable = exc.reason or str(exc)
                     view.auth_failed = isinstance(exc, AuthError)
+                    view.auth_hint = exc.hint if isinstance(exc, AuthError) else None
                 except CallError as exc:  # connected, but tools/list failed
                     view.unavailable = f"tools/list failed: {exc}"
                 else:
@@ -569,7 +571,8 @@ class Bridge:
                 return _error(
                     "AuthenticationError",
                     f"server '{view.server_id}' rejected the connection: {view.unavailable}",
-                    f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
+                    view.auth_hint
+                    or f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
                     serverId=view.server_id,
                     _summary=f"AuthenticationError: connection rejected: {self._server_text(view.config_id, view.unavailable)}",
                 )
@@ -635,7 +638,14 @@ class Bridge:
                 self._inflight.add(task)
             sent = time.monotonic()  # not self._clock: the trace's clock counts its own readings
             try:
-                result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                try:
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                except SessionLost:
+                    # The server forgot the session and did not run the call (a restart, or a new
+                    # login under another client): once more on a new session.
+                    session = await self.connector.session(config.id)
+                    self._sessions[config.id] = session
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
             finally:
                 if task is not None:
                     self._inflight.discard(task)
@@ -654,7 +664,7 @@ class Bridge:
             return _error(
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
-                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                exc.hint or f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
                 serverId=server_id, toolName=tool_name_shown, code=exc.status,
                 _summary=f"AuthenticationError ({exc.status}): {self._server_text(config.id, detail)}",
             )

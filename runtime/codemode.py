@@ -700,7 +700,7 @@ class CodeMode:
             tuple(requested),
             tuple(sorted(selection.wanted.items())),
             tuple(sorted((cid, id(live)) for cid, live in connections.lives.items())),
-            tuple(sorted((cid, f.reason, f.auth) for cid, f in connections.failures.items())),
+            tuple(sorted((cid, f.reason, f.auth, f.hint or "") for cid, f in connections.failures.items())),
             tuple(sorted(connections.pending.items())),
             self._learner.version,
         )
@@ -980,7 +980,8 @@ class CodeMode:
     def _failure(self, config_id: str, exc: Exception) -> Failure:
         """A failed connection: reported by this run; the next use connects afresh."""
         self._connected.pop(config_id, None)
-        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError))
+        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError),
+                       hint=exc.hint if isinstance(exc, AuthError) else None)
 
     # ------------------------------------------------------------------ system prompt
 

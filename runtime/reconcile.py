@@ -85,6 +85,7 @@ class Failure:
 
     reason: str  # one readable line (ConnectError.reason)
     auth: bool = False  # it rejected our credentials (AuthenticationError on use)
+    hint: str | None = None  # the fix the client layer knows (AuthError.hint), else the generic one
 
 
 @dataclass(frozen=True)
@@ -241,11 +242,13 @@ def reconcile(
                 views[sid] = view
             view.unavailable = failure.reason
             view.auth_failed = failure.auth
+            view.auth_hint = failure.hint
             diagnostics.append(diagnostic(
                 "CAPABILITY_UNAVAILABLE",
                 f"server '{sid}' is unavailable: {failure.reason}",
                 severity="warning" if selection.named(cid) else "info",
-                hint=f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config"
+                hint=(f"calls to '{sid}' will throw; {failure.hint}" if failure.hint
+                      else f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config")
                 + (" (its module cannot be imported: out/ has none)" if view.module_source is None else ""),
             ))
             continue

@@ -24,6 +24,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "Type-check an agent script against out/'s declarations (TypeScript compiler)."),
     "policy": ("policy", "Print every recorded tool's approval policy and why (offline, from codemode.toml and fixtures/)."),
     "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio or HTTP."),
+    "auth": ("auth", "Log in to OAuth-protected servers (login SERVER, status, logout SERVER); tokens refresh by themselves."),
     "replay": ("replay", "Serve a server's recordings (fixtures/) as an MCP server over stdio, offline."),
     "types": ("types", "Print a standalone TypeScript .d.ts for any JSON Schema file."),
 }
