@@ -75,6 +75,7 @@ from codemode_gen.runtime.catalog import (
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
+from codemode_gen.runtime.skills import imported_skill_code, skill_modules
 from codemode_gen.runtime.learn import (
     MAX_PENDING_RECORD_BYTES,
     Learned,
@@ -185,6 +186,7 @@ class CodeMode:
         self._background: dict[str, asyncio.Task[LiveServer]] = {}
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: Manifest | None = None
+        self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
         self._out: _OutViews | None = None  # out/'s views of the manifest last read
@@ -693,7 +695,11 @@ class CodeMode:
         manifest = self._load_manifest()
         out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
-        selection = select_servers(code, requested, self.configs, out.paths, refresh)
+        # Skills are modules of out/ too: the servers a skill the script imports imports are
+        # the script's own (README "Skills"); read at each run (a skill is source, §1.4).
+        skills = self._skills(manifest)
+        used = imported_skill_code(code, skills) if skills else ""
+        selection = select_servers(code + "\n" + used if used else code, requested, self.configs, out.paths, refresh)
         connections = await self._connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
@@ -719,6 +725,7 @@ class CodeMode:
             _drop_asks(catalog)
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        modules.update(skills)
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
         prepared = _Prepared((manifest, dict(lives)), catalog, modules)
         self._catalogs[key] = prepared
@@ -1003,6 +1010,15 @@ class CodeMode:
         return sorted(out, key=lambda e: str(e.get("serverId")))
 
     # ------------------------------------------------------------------ helpers
+
+    def _skills(self, manifest: Manifest | None) -> dict[str, str]:
+        """The skills out/ holds (specifier -> module source), read again when the manifest is."""
+        cached = self._skills_cache
+        if cached is not None and cached[0] is manifest:
+            return cached[1]
+        found = skill_modules(self.out_dir, manifest)
+        self._skills_cache = (manifest, found)
+        return found
 
     def _load_manifest(self) -> Manifest | None:
         """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""
