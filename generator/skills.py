@@ -15,6 +15,7 @@ runtime/skills.py's (it runs TypeScript, which the generator does not).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -278,3 +279,117 @@ def add_skills(
     manifest = {**outputs.manifest, "skills": entries}
     files[MANIFEST_FILE] = dump_manifest(manifest)  # type: ignore[arg-type]
     return replace(outputs, files=files, manifest=manifest)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ saving a skill
+
+_RESULT_RE = re.compile(r"globalThis\s*\.\s*__codemode_result__\s*=\s*")
+_IMPORT_START_RE = re.compile(r"^\s*import\b(?!\s*\()")
+_IMPORT_END_RE = re.compile(r"""(\bfrom\s*["'][^"']+["']|^\s*import\s*["'][^"']+["'])\s*;?\s*$""")
+
+
+def _split_imports(code: str) -> tuple[list[str], list[str], list[str]]:
+    """(leading comment lines, static import statements' lines, the rest)."""
+    lines = code.splitlines()
+    comments: list[str] = []
+    imports: list[str] = []
+    body: list[str] = []
+    i = 0
+    while i < len(lines) and (not lines[i].strip() or lines[i].lstrip().startswith("//")) and not imports:
+        if lines[i].lstrip().startswith("//"):
+            comments.append(lines[i].lstrip()[2:].strip())
+        i += 1
+    for j in range(i, len(lines)):
+        line = lines[j]
+        if body or not _IMPORT_START_RE.match(line):
+            if not body and not line.strip() and not imports:
+                continue
+            body.append(line)
+            continue
+        imports.append(line)
+        k = j
+        while not _IMPORT_END_RE.search(lines[k]) and k + 1 < len(lines):
+            k += 1
+            imports.append(lines[k])
+        lines[j + 1:k + 1] = [""] * (k - j)  # consumed
+    # Imports further down (after code) are still module-level: move them up too.
+    rest = []
+    for line in body:
+        (imports if _IMPORT_START_RE.match(line) and _IMPORT_END_RE.search(line) else rest).append(line)
+    return comments, imports, rest
+
+
+def skeleton(name: str, code: str, *, lang: str, origin: str, description: str | None = None) -> str:
+    """A skill made from a script that ran: its imports kept at the top, its body the body of
+    `export async function <name>(input)`, what it set as `__codemode_result__` returned, its
+    leading comment (or `description`) the doc comment. Parameters and result are left for the
+    person who reviews it to type (`input: {}`, the result as the compiler infers it)."""
+    comments, imports, body = _split_imports(code)
+    text = description or " ".join(c for c in comments if c and not c.startswith("codemode-gen ")) or (
+        f"TODO: say what {name} does (saved from {origin})."
+    )
+    doc_lines = ["/**", *[f" * {line}" for line in _wrap(text)], " *", f" * Saved from {origin}. Review: type the parameters and the result, add an @example",
+                 " * that replays (`codemode-gen skill test`), then commit.", " */"]
+    inner = [("  " + line if line.strip() else "") for line in body]
+    inner = [_RESULT_RE.sub("return ", line) for line in inner]
+    while inner and not inner[-1].strip():
+        inner.pop()
+    if lang == "ts":
+        head = f"export async function {name}(input: {{}} = {{}}) {{"
+    else:
+        head = f"export async function {name}(input = {{}}) {{"
+        doc_lines[-1:] = [" * @param {{}} [input]", " */"]
+    parts = [*imports, "" if imports else None, *doc_lines, head, "  void input;", *inner, "}", ""]
+    return "\n".join(p for p in parts if p is not None)
+
+
+def _wrap(text: str, width: int = 96) -> list[str]:
+    words = text.split()
+    lines: list[str] = []
+    line = ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
+
+
+def write_skill(project_dir: Path, name: str, text: str, *, lang: str, replace_existing: bool = False) -> Path:
+    """Write skills/<name>.<lang> (validated first: name, size, one documented async function),
+    atomically; refuses to overwrite a skill unless `replace_existing`."""
+    import os
+    import tempfile
+
+    check_name(name)
+    if lang not in ("ts", "js"):
+        raise UserError(f"{lang!r}: a skill is TypeScript (ts) or JavaScript (js)")
+    size = len(text.encode("utf-8"))
+    if size > MAX_SKILL_BYTES:
+        raise UserError(f"skill {name}: {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})",
+                        hint="a skill is one function a person reviews: keep data out of it")
+    rel = f"{SKILLS_DIR}/{name}.{lang}"
+    parse_skill(name, rel, text)
+    folder = skills_dir(project_dir)
+    if folder.is_symlink():
+        raise UserError(f"{SKILLS_DIR}/: is a link", hint=f"make {SKILLS_DIR}/ a folder of the repository")
+    folder.mkdir(exist_ok=True)
+    existing = [folder / f"{name}{suffix}" for suffix in SUFFIXES if (folder / f"{name}{suffix}").exists()]
+    if existing and not replace_existing:
+        raise UserError(f"{SKILLS_DIR}/{existing[0].name} exists already",
+                        hint="pick another name, or pass --force to replace it")
+    target = folder / f"{name}.{lang}"
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        for other in existing:
+            if other != target:
+                other.unlink()
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target

@@ -75,7 +75,6 @@ from codemode_gen.runtime.catalog import (
 )
 from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.discovery import discovery_module
-from codemode_gen.runtime.skills import imported_skill_code, skill_modules
 from codemode_gen.runtime.learn import (
     MAX_PENDING_RECORD_BYTES,
     Learned,
@@ -96,6 +95,7 @@ from codemode_gen.runtime.reconcile import (
 )
 from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
+from codemode_gen.runtime.skills import imported_skill_code, skill_modules
 from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics

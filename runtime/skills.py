@@ -161,3 +161,28 @@ def imported_skill_code(code: str, modules: Mapping[str, str]) -> str:
         parts.append(modules[spec])
         todo.extend(s for s in sk.module_imports(modules[spec]) if s in modules and s not in seen)
     return "\n".join(parts)
+
+
+def check_against_out(out_dir: Path, *, roots: Sequence[Path] = (), tsc: str | None = None) -> tuple[list[sk.Skill], SkillCheck]:
+    """Type-check the skills beside `out_dir` against its codemode.d.ts (`check`, `skill test`)."""
+    declarations = out_dir / CODEMODE_DTS
+    if not declarations.is_file():
+        raise UserError(f"{declarations}: not found; there is nothing to check skills against",
+                        hint="run `codemode-gen generate` first, or pass --out to the generated folder")
+    skills = sk.load_skills(Path(os.path.abspath(out_dir)).parent)
+    return skills, check_skills(skills, declarations.read_text(encoding="utf-8"), roots=roots, tsc=tsc)
+
+
+def test_scripts(project_dir: Path, skill: sk.Skill) -> list[tuple[str, str]]:
+    """(label, script) for each example of `skill`: its doc comment's @example blocks (run with
+    the function imported) and its skills/<name>.test.ts|js file (run as written)."""
+    scripts = [
+        (f"{skill.file} @example {i + 1}",
+         f'import {{ {skill.function} }} from "{skill.specifier}";\n{example}\n')
+        for i, example in enumerate(skill.examples)
+    ]
+    test = sk.test_file(project_dir, skill.name)
+    if test is not None:
+        rel = f"{sk.SKILLS_DIR}/{test.name}"
+        scripts.append((rel, sk.read_skill_file(test, rel)))
+    return scripts

@@ -9,6 +9,8 @@ import { open_todos } from "@codemode/skills/open_todos";
  * @example
  * const plan = await plan_week({ day: "2026-03-02" });
  * if (plan.day !== "2026-03-02") throw new Error("wrong day");
+ * // One open to-do has no meeting: booked, or (replayed: create_event is not recorded) failed.
+ * if (plan.booked.length + plan.failed.length !== 1) throw new Error(JSON.stringify(plan));
  */
 export async function plan_week(input: { day: string; minutes?: number }): Promise<{
   day: string;

@@ -158,7 +158,7 @@ def generate(
         click.echo(f"note: {note}", err=True)
     servers = outputs.manifest["servers"]
     tools = sum(len(s["tools"]) for s in servers)
-    skills = outputs.manifest.get("skills", [])
+    skills: list[Any] = list(outputs.manifest.get("skills", []))  # type: ignore[call-overload]
     click.echo(
         f"wrote {len(outputs.files)} files to {out}/ ({len(servers)} servers, {tools} tools"
         + (f", {len(skills)} skill{'' if len(skills) == 1 else 's'}" if skills else "") + ")"
