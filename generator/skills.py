@@ -203,8 +203,18 @@ def test_file(project_dir: Path, name: str) -> Path | None:
 def ambient_declaration(skill: Skill, emitted: str) -> str:
     """tsc's declaration of a skill's file, as the ambient module scripts import."""
     body = []
+    in_example = False
     for line in emitted.splitlines():
         if not line.strip() or line.strip() == "export {};":
+            continue
+        # @example blocks are `skill test`'s (they call the function unimported): the prompt and
+        # codemode.d.ts keep the description only.
+        tag = re.match(r"\s*\*\s*@(\w+)", line)
+        if tag is not None:
+            in_example = tag.group(1) == "example"
+        if line.strip().startswith("*/"):
+            in_example = False
+        if in_example:
             continue
         line = re.sub(r"^export declare ", "export ", line)
         line = re.sub(r"^declare ", "", line)
@@ -313,7 +323,7 @@ def _split_imports(code: str) -> tuple[list[str], list[str], list[str]]:
             imports.append(lines[k])
         lines[j + 1:k + 1] = [""] * (k - j)  # consumed
     # Imports further down (after code) are still module-level: move them up too.
-    rest = []
+    rest: list[str] = []
     for line in body:
         (imports if _IMPORT_START_RE.match(line) and _IMPORT_END_RE.search(line) else rest).append(line)
     return comments, imports, rest

@@ -144,6 +144,8 @@ declare module "@codemode/discovery" {
     limit?: number;
   }
   export function listServers(): Promise<ServerInfo[]>;
+  /** This project's skills (skills/<name>.ts, README "Skills"): import one from its `specifier`. */
+  export function listSkills(): Promise<{ name: string; specifier: string; function: string; description: string; signature: string }[]>;
   export function describeServer(serverId: string): Promise<ServerDescription>;
   /**
    * One server's tools, by tool name.
@@ -482,9 +484,6 @@ declare module "@codemode/skills/open_todos" {
   /**
    * The notes that are open to-dos (`done` is false; notes that are not to-dos have no `done`).
    *
-   * @example
-   * const todos = await open_todos({});
-   * if (todos.length === 0) throw new Error("expected open to-dos in the recordings");
    */
   export function open_todos(input: {
       tag?: string;
@@ -500,11 +499,6 @@ declare module "@codemode/skills/plan_week" {
    * Book a 30-minute slot on `day` for every open to-do that has no meeting yet in the calendar
    * (linked by noteId). A booking that fails is reported in `failed`; the others go on.
    *
-   * @example
-   * const plan = await plan_week({ day: "2026-03-02" });
-   * if (plan.day !== "2026-03-02") throw new Error("wrong day");
-   * // One open to-do has no meeting: booked, or (replayed: create_event is not recorded) failed.
-   * if (plan.booked.length + plan.failed.length !== 1) throw new Error(JSON.stringify(plan));
    */
   export function plan_week(input: {
       day: string;

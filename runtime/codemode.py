@@ -95,7 +95,7 @@ from codemode_gen.runtime.reconcile import (
 )
 from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.skills import imported_skill_code, skill_modules
+from codemode_gen.runtime.skills import imported_skill_code, skill_entries, skill_modules
 from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
@@ -724,7 +724,7 @@ class CodeMode:
         if self.approval.approve_all:
             _drop_asks(catalog)
         modules = catalog.modules()
-        modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        modules[DISCOVERY_MODULE] = discovery_module(catalog, skill_entries(manifest))
         modules.update(skills)
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
         prepared = _Prepared((manifest, dict(lives)), catalog, modules)
@@ -1010,6 +1010,10 @@ class CodeMode:
         return sorted(out, key=lambda e: str(e.get("serverId")))
 
     # ------------------------------------------------------------------ helpers
+
+    def skill_entries(self) -> list[Mapping[str, Any]]:
+        """out/'s skills (manifest `skills`), for the prompt."""
+        return skill_entries(self._load_manifest())
 
     def _skills(self, manifest: Manifest | None) -> dict[str, str]:
         """The skills out/ holds (specifier -> module source), read again when the manifest is."""

@@ -189,6 +189,11 @@ def test_generate_declares_skills_and_a_run_imports_a_skill_importing_a_skill(tm
     proc = cli(project, "run", "--replay", "--yes", "--no-pretty", "--limits", '{"maxToolCalls": 1}', "use.ts")
     limited = json.loads(proc.stdout)
     assert proc.returncode == 1 and len([c for c in limited["toolTrace"] if c.get("ok")]) <= 1
+    # Discovery lists them too (what the prompt's skills section may only count).
+    proc = cli(project, "run", "--replay", "--no-pretty", "-",
+               stdin='import { listSkills } from "@codemode/discovery";\n'
+                     'globalThis.__codemode_result__ = (await listSkills()).map((s) => s.specifier);\n')
+    assert json.loads(proc.stdout)["result"] == [f"@codemode/skills/{n}" for n in ("forget", "open_todos", "plan_week")]
     # `skill test` in the fresh clone: every example replays.
     proc = cli(project, "skill", "test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -246,3 +251,22 @@ def test_skill_save_turns_a_script_into_a_skill_that_generates_and_runs(tmp_path
     response = json.loads(proc.stdout)
     # The saved script's own calls, made from the skill (list_events' input is not recorded).
     assert {c["toolName"] for c in response["toolTrace"]} >= {"list_notes", "list_events"}, proc.stdout
+
+
+def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
+    from codemode_gen.runtime.prompt import MAX_SKILLS_SHARE, MIN_PROMPT_BUDGET, layout_prompt, skills_section
+
+    manifest = json.loads((REPO / "out" / "manifest.json").read_text())
+    demo = skills_section(manifest["skills"], 10_000)
+    assert 'import { plan_week } from "@codemode/skills/plan_week"`: function plan_week(input: { day: string;' in demo
+    many = [{**manifest["skills"][1], "name": f"s{i}", "specifier": f"@codemode/skills/s{i}", "function": f"s{i}"}
+            for i in range(sk.MAX_SKILLS)]
+    for room in (200, 1_000, 3_000, 100_000):
+        text = skills_section(many, room)
+        assert len(text) <= room
+        if text:
+            assert text.count("\n- ") >= 1 and ("more: listSkills()" in text) == (room < 100_000)
+    for budget in (MIN_PROMPT_BUDGET, 8_000, 16_000):
+        layout = layout_prompt(manifest["servers"], budget=budget, skills=many)
+        assert len(layout.text) <= budget and layout.computed == len(layout.text)
+        assert len(layout.text.partition("\nSkills: ")[2]) <= budget * MAX_SKILLS_SHARE // 100

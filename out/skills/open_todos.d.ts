@@ -5,9 +5,6 @@ declare module "@codemode/skills/open_todos" {
   /**
    * The notes that are open to-dos (`done` is false; notes that are not to-dos have no `done`).
    *
-   * @example
-   * const todos = await open_todos({});
-   * if (todos.length === 0) throw new Error("expected open to-dos in the recordings");
    */
   export function open_todos(input: {
       tag?: string;

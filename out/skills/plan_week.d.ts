@@ -6,11 +6,6 @@ declare module "@codemode/skills/plan_week" {
    * Book a 30-minute slot on `day` for every open to-do that has no meeting yet in the calendar
    * (linked by noteId). A booking that fails is reported in `failed`; the others go on.
    *
-   * @example
-   * const plan = await plan_week({ day: "2026-03-02" });
-   * if (plan.day !== "2026-03-02") throw new Error("wrong day");
-   * // One open to-do has no meeting: booked, or (replayed: create_event is not recorded) failed.
-   * if (plan.booked.length + plan.failed.length !== 1) throw new Error(JSON.stringify(plan));
    */
   export function plan_week(input: {
       day: string;
