@@ -254,7 +254,12 @@ def test_skill_save_turns_a_script_into_a_skill_that_generates_and_runs(tmp_path
 
 
 def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
-    from codemode_gen.runtime.prompt import MAX_SKILLS_SHARE, MIN_PROMPT_BUDGET, layout_prompt, skills_section
+    from codemode_gen.runtime.prompt import (
+        MAX_SKILLS_SHARE,
+        MIN_PROMPT_BUDGET,
+        layout_prompt,
+        skills_section,
+    )
 
     manifest = json.loads((REPO / "out" / "manifest.json").read_text())
     demo = skills_section(manifest["skills"], 10_000)
