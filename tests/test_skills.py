@@ -275,3 +275,33 @@ def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
         layout = layout_prompt(manifest["servers"], budget=budget, skills=many)
         assert len(layout.text) <= budget and layout.computed == len(layout.text)
         assert len(layout.text.partition("\nSkills: ")[2]) <= budget * MAX_SKILLS_SHARE // 100
+
+
+ARCHIVE = """import { archive_note } from "@codemode/servers/notes";
+
+/** Archive one note. */
+export async function archive(input: { id: number }): Promise<unknown> {
+  return await archive_note({ id: input.id });
+}
+"""
+
+
+@pytest.mark.slow
+def test_record_check_reports_a_skill_broken_by_a_removed_tool(tmp_path: Path) -> None:
+    """fixtures/ has a tool the live notes server no longer lists; a skill calling it checked
+    against the recording (generate passes) and `record --check` says the drift breaks it."""
+    project = clone(tmp_path)
+    tools = project / "fixtures" / "notes" / "tools.json"
+    data = json.loads(tools.read_text())
+    listed = data["tools"] if isinstance(data, dict) else data
+    listed.append({"name": "archive_note", "description": "Archive a note.",
+                   "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}})
+    tools.write_text(json.dumps(data))
+    write(project, "archive.ts", ARCHIVE)
+    proc = cli(project, "generate")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli(project, "record", "--check", "--server", "notes")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "skills broken by this drift" in proc.stdout
+    assert "skills/archive.ts:1:10 error TS2305" in proc.stdout and "archive_note" in proc.stdout, proc.stdout
+    assert "breaks skills/" in proc.stderr
