@@ -95,7 +95,14 @@ from codemode_gen.runtime.reconcile import (
 )
 from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.skills import imported_skill_code, skill_entries, skill_modules
+from codemode_gen.runtime.skills import (
+    SKILLS_MODULE,
+    SKILLS_MODULE_SOURCE,
+    SkillSaver,
+    imported_skill_code,
+    skill_entries,
+    skill_modules,
+)
 from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
@@ -155,6 +162,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> None:
         self.configs = dict(configs)
         # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
@@ -187,6 +195,9 @@ class CodeMode:
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: Manifest | None = None
         self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
+        # serve --skills-writable: runs may propose a skill (`saveSkill` of @codemode/skills),
+        # written to skills/ beside out/ only once a person approves it (runtime/bridge.py).
+        self.skill_saver = SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
         self._out: _OutViews | None = None  # out/'s views of the manifest last read
@@ -244,6 +255,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -276,7 +288,8 @@ class CodeMode:
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
                    typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
                    max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
-                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry)
+                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry,
+                   skills_writable=skills_writable)
 
     def _register_gauges(self) -> None:
         """What the metrics' gauges read from this host when scraped (weakly: the metrics do
@@ -568,6 +581,7 @@ class CodeMode:
             approval_session=gate[1],
             on_note=None if reporter is None else reporter.note,
             redact_patterns=self.settings.redact_patterns,
+            skill_writer=self.skill_saver,
             journal=resumable,
         )
         modules = prepared.modules
@@ -726,6 +740,8 @@ class CodeMode:
         modules = catalog.modules()
         modules[DISCOVERY_MODULE] = discovery_module(catalog, skill_entries(manifest))
         modules.update(skills)
+        if self.skill_saver is not None:
+            modules[SKILLS_MODULE] = SKILLS_MODULE_SOURCE
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
         prepared = _Prepared((manifest, dict(lives)), catalog, modules)
         self._catalogs[key] = prepared

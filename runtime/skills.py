@@ -186,3 +186,62 @@ def test_scripts(project_dir: Path, skill: sk.Skill) -> list[tuple[str, str]]:
         rel = f"{sk.SKILLS_DIR}/{test.name}"
         scripts.append((rel, sk.read_skill_file(test, rel)))
     return scripts
+
+
+# ------------------------------------------------------------------------------ saveSkill (serve --skills-writable)
+
+#: The module a run imports `saveSkill` from (only on a host started with --skills-writable).
+SKILLS_MODULE = "@codemode/skills"
+SKILLS_MODULE_SOURCE = """// @codemode/skills (serve --skills-writable): propose a skill for the repository.
+import { callTool as __callTool } from "@codemode/host";
+
+/** Propose skills/<name>.ts|js; written only once the user approves it (never overwrites). */
+export async function saveSkill(input) {
+  return __callTool("@skills", "saveSkill", input);
+}
+"""
+#: Its declaration (codemode.d.ts does not carry it: only a writable host offers it).
+SKILLS_MODULE_DTS = """declare module "@codemode/skills" {
+  /** Propose a skill (skills/<name>.ts|js: one documented async function); the user approves it or not. */
+  export function saveSkill(input: { name: string; source: string; lang?: "ts" | "js" }): Promise<{ path: string; written: true }>;
+}
+"""
+
+
+class SkillSaver:
+    """What `saveSkill` may write, and where: skills/ beside out/ (runtime/bridge.py asks first)."""
+
+    def __init__(self, project_dir: Path) -> None:
+        from codemode_gen.config import ServerConfig
+
+        self.project_dir = project_dir
+        self.config = ServerConfig(id="skills", transport="stdio")
+
+    def check(self, proposal: Any) -> tuple[tuple[str, str] | None, dict[str, Any]]:
+        """(None, the arguments shown to the person) for a proposal that could be written, else
+        ((what is wrong, the fix), {})."""
+        usage = "call saveSkill({ name: \"plan_week\", source: \"/** What it does. */ export async function plan_week(input) {...}\", lang: \"ts\" })"
+        if not isinstance(proposal, Mapping):
+            return ("the input must be an object { name, source, lang? }", usage), {}
+        name, source, lang = proposal.get("name"), proposal.get("source"), proposal.get("lang", "ts")
+        if not isinstance(name, str) or not isinstance(source, str) or lang not in ("ts", "js"):
+            return ("name and source must be strings and lang \"ts\" or \"js\"", usage), {}
+        extra = sorted(set(proposal) - {"name", "source", "lang"})
+        if extra:
+            return (f"unknown field(s) {', '.join(extra)}", usage), {}
+        try:
+            sk.check_name(name)
+            if len(source.encode("utf-8", "surrogatepass")) > sk.MAX_SKILL_BYTES:
+                raise UserError(f"the source is larger than a skill may be ({sk.MAX_SKILL_BYTES} bytes)",
+                                hint="a skill is one function a person reviews: keep data out of it")
+            sk.parse_skill(name, f"{sk.SKILLS_DIR}/{name}.{lang}", source)
+            existing = [f"{sk.SKILLS_DIR}/{name}{s}" for s in sk.SUFFIXES if (sk.skills_dir(self.project_dir) / f"{name}{s}").exists()]
+            if existing:
+                raise UserError(f"{existing[0]} exists already", hint="propose it under another name")
+        except UserError as exc:
+            return (exc.message, exc.hint or usage), {}
+        return None, {"name": name, "lang": lang, "path": f"{sk.SKILLS_DIR}/{name}.{lang}", "source": source}
+
+    def write(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        target = sk.write_skill(self.project_dir, arguments["name"], arguments["source"], lang=arguments["lang"])
+        return {"path": f"{sk.SKILLS_DIR}/{target.name}", "written": True}
