@@ -94,3 +94,28 @@ def test_without_the_flag_there_is_no_skills_module(project: Path) -> None:
     response = served(project, propose, elicitor=user)
     assert any(d["code"] == "MODULE_NOT_FOUND" or "@codemode/skills" in d["message"] for d in response["diagnostics"])
     assert user.asked == [] and not (project / "skills").exists()
+
+
+@pytest.mark.parametrize(("action", "written"), [("accept", True), ("decline", False)])
+def test_on_2026_07_28_the_proposal_is_asked_through_input_required(project: Path, action: Any, written: bool) -> None:
+    """The same proposal on an MCP 2026-07-28 connection: the run ends asking (input_required),
+    the SDK's driver asks the user and retries; only a yes writes the file, once."""
+    from .runtime_support import against_serve
+    from .test_serve_input_required import User
+
+    user = User(action)
+
+    async def body(client: Any) -> Any:
+        assert client.protocol_version == "2026-07-28"
+        return await propose(client)
+
+    response = against_serve(project, body, "--trace", "full", "--skills-writable", elicitation_callback=user,
+                             mode="auto")
+    assert len(user.asked) == 1 and "count_notes" in user.asked[0].message
+    target = project / "skills" / "count_notes.ts"
+    if written:
+        assert response["result"] == {"path": "skills/count_notes.ts", "written": True}, response
+        assert target.read_text() == SKILL
+    else:
+        assert response["result"]["code"] == "APPROVAL_DENIED", response
+        assert not target.exists()
