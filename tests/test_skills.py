@@ -194,11 +194,19 @@ def test_generate_declares_skills_and_a_run_imports_a_skill_importing_a_skill(tm
                stdin='import { listSkills } from "@codemode/discovery";\n'
                      'globalThis.__codemode_result__ = (await listSkills()).map((s) => s.specifier);\n')
     assert json.loads(proc.stdout)["result"] == [f"@codemode/skills/{n}" for n in ("forget", "open_todos", "plan_week")]
-    # `skill test` in the fresh clone: every example replays.
+    # `skill test` in the fresh clone: every example replays, a skills/<name>.test.ts too.
+    write(project, "open_todos.test.ts", 'import { open_todos } from "@codemode/skills/open_todos";\n'
+          'const todos = await open_todos({ tag: "no-such-tag" });\n'
+          'if (todos.length !== 0) throw new Error("a tag no note has");\n')
     proc = cli(project, "skill", "test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 of 2 example(s) passed (replayed)" in proc.stdout
+    assert "ok   skills/open_todos.test.ts (1 tool calls)" in proc.stdout
+    assert "3 of 3 example(s) passed (replayed)" in proc.stdout
     assert "skill forget has no example" in proc.stderr
+    write(project, "open_todos.test.ts", 'import { open_todos } from "@codemode/skills/open_todos";\n'
+          'if ((await open_todos({})).length === 0) throw new Error("broken on purpose");\n'.replace("=== 0", "> 0"))
+    proc = cli(project, "skill", "test", "open_todos")
+    assert proc.returncode == 1 and "FAIL skills/open_todos.test.ts" in proc.stdout, proc.stdout
 
 
 @pytest.mark.slow
