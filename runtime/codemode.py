@@ -983,6 +983,8 @@ class CodeMode:
             modules = {module_specifier(sid) for sid in self.capability_ids().values()}
         except UserError:  # an unreadable out/: prepare() reports it
             modules = set()
+        if self.skill_saver is not None:  # @codemode/skills (saveSkill) is not in codemode.d.ts: unchecked
+            modules.add(SKILLS_MODULE)
         return self._track(asyncio.ensure_future(telemetry.traced(
             run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules), telemetry.SPAN_TYPECHECK
         )))

@@ -313,3 +313,28 @@ def test_record_check_reports_a_skill_broken_by_a_removed_tool(tmp_path: Path) -
     assert "skills broken by this drift" in proc.stdout
     assert "skills/archive.ts:1:10 error TS2305" in proc.stdout and "archive_note" in proc.stdout, proc.stdout
     assert "breaks skills/" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_type_checked_run_knows_the_skills_and_the_save_module(tmp_path: Path) -> None:
+    """With --typecheck, a run importing a skill (declared in codemode.d.ts) and, on a writable
+    host, @codemode/skills (not in codemode.d.ts) gets only its own type errors."""
+    import asyncio
+
+    from codemode_gen.runtime.codemode import CodeMode
+
+    project = clone(tmp_path)
+    code = ('import { saveSkill } from "@codemode/skills";\n'
+            'import { plan_week } from "@codemode/skills/plan_week";\n'
+            'const day: number = plan_week.name;\n'
+            "globalThis.__codemode_result__ = [typeof saveSkill, day];\n")
+
+    async def main() -> dict[str, object]:
+        cm = CodeMode.from_config(project / ".mcp.json", replay=True, skills_writable=True, typecheck=True)
+        async with cm:
+            await cm.prepare_typecheck(None)
+            return await cm.run(code, limits={"typecheck": True})
+
+    response = asyncio.run(main())
+    assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], response  # type: ignore[index]
+    assert response["result"] == ["function", "plan_week"]
