@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -329,12 +330,12 @@ def test_a_type_checked_run_knows_the_skills_and_the_save_module(tmp_path: Path)
             'const day: number = plan_week.name;\n'
             "globalThis.__codemode_result__ = [typeof saveSkill, day];\n")
 
-    async def main() -> dict[str, object]:
+    async def main() -> dict[str, Any]:
         cm = CodeMode.from_config(project / ".mcp.json", replay=True, skills_writable=True, typecheck=True)
         async with cm:
             await cm.prepare_typecheck(None)
             return await cm.run(code, limits={"typecheck": True})
 
     response = asyncio.run(main())
-    assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], response  # type: ignore[index]
+    assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], response
     assert response["result"] == ["function", "plan_week"]
