@@ -339,3 +339,18 @@ def test_a_type_checked_run_knows_the_skills_and_the_save_module(tmp_path: Path)
     response = asyncio.run(main())
     assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], response
     assert response["result"] == ["function", "plan_week"]
+
+
+@pytest.mark.slow
+def test_drift_changing_a_type_a_skill_reads_is_reported_by_generate_check(tmp_path: Path) -> None:
+    """The notes server's Note now says `id` is a string: open_todos returns it as a number."""
+    project = clone(tmp_path)
+    tools = project / "fixtures" / "notes" / "tools.json"
+    data = json.loads(tools.read_text())
+    listed = data["tools"] if isinstance(data, dict) else data
+    (list_notes,) = [t for t in listed if t["name"] == "list_notes"]
+    list_notes["outputSchema"]["$defs"]["Note"]["properties"]["id"] = {"type": "string"}
+    tools.write_text(json.dumps(data))
+    proc = cli(project, "generate", "--check")
+    assert proc.returncode != 0
+    assert "skills/open_todos.ts:" in proc.stderr and "TS2322" in proc.stderr, proc.stderr
