@@ -96,6 +96,14 @@ from codemode_gen.runtime.reconcile import (
 )
 from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
+from codemode_gen.runtime.skills import (
+    SKILLS_MODULE,
+    SKILLS_MODULE_SOURCE,
+    SkillSaver,
+    imported_skill_code,
+    skill_entries,
+    skill_modules,
+)
 from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
@@ -155,6 +163,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> None:
         self.configs = dict(configs)
         # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
@@ -186,6 +195,10 @@ class CodeMode:
         self._background: dict[str, asyncio.Task[LiveServer]] = {}
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: Manifest | None = None
+        self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
+        # serve --skills-writable: runs may propose a skill (`saveSkill` of @codemode/skills),
+        # written to skills/ beside out/ only once a person approves it (runtime/bridge.py).
+        self.skill_saver = SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
         self._out: _OutViews | None = None  # out/'s views of the manifest last read
@@ -243,6 +256,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -275,7 +289,8 @@ class CodeMode:
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
                    typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
                    max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
-                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry)
+                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry,
+                   skills_writable=skills_writable)
 
     def _register_gauges(self) -> None:
         """What the metrics' gauges read from this host when scraped (weakly: the metrics do
@@ -567,6 +582,7 @@ class CodeMode:
             approval_session=gate[1],
             on_note=None if reporter is None else reporter.note,
             redact_patterns=self.settings.redact_patterns,
+            skill_writer=self.skill_saver,
             journal=resumable,
         )
         modules = prepared.modules
@@ -697,7 +713,11 @@ class CodeMode:
         manifest = self._load_manifest()
         out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
-        selection = select_servers(code, requested, self.configs, out.paths, refresh)
+        # Skills are modules of out/ too: the servers a skill the script imports imports are
+        # the script's own (README "Skills"); read at each run (a skill is source, §1.4).
+        skills = self._skills(manifest)
+        used = imported_skill_code(code, skills) if skills else ""
+        selection = select_servers(code + "\n" + used if used else code, requested, self.configs, out.paths, refresh)
         connections = await self._connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
@@ -722,7 +742,10 @@ class CodeMode:
         if self.approval.approve_all:
             _drop_asks(catalog)
         modules = catalog.modules()
-        modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        modules[DISCOVERY_MODULE] = discovery_module(catalog, skill_entries(manifest))
+        modules.update(skills)
+        if self.skill_saver is not None:
+            modules[SKILLS_MODULE] = SKILLS_MODULE_SOURCE
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
         prepared = _Prepared((manifest, dict(lives)), catalog, modules)
         self._catalogs[key] = prepared
@@ -964,6 +987,8 @@ class CodeMode:
             modules = {module_specifier(sid) for sid in self.capability_ids().values()}
         except UserError:  # an unreadable out/: prepare() reports it
             modules = set()
+        if self.skill_saver is not None:  # @codemode/skills (saveSkill) is not in codemode.d.ts: unchecked
+            modules.add(SKILLS_MODULE)
         return self._track(asyncio.ensure_future(telemetry.traced(
             run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules), telemetry.SPAN_TYPECHECK
         )))
@@ -1008,6 +1033,19 @@ class CodeMode:
         return sorted(out, key=lambda e: str(e.get("serverId")))
 
     # ------------------------------------------------------------------ helpers
+
+    def skill_entries(self) -> list[Mapping[str, Any]]:
+        """out/'s skills (manifest `skills`), for the prompt."""
+        return skill_entries(self._load_manifest())
+
+    def _skills(self, manifest: Manifest | None) -> dict[str, str]:
+        """The skills out/ holds (specifier -> module source), read again when the manifest is."""
+        cached = self._skills_cache
+        if cached is not None and cached[0] is manifest:
+            return cached[1]
+        found = skill_modules(self.out_dir, manifest)
+        self._skills_cache = (manifest, found)
+        return found
 
     def _load_manifest(self) -> Manifest | None:
         """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""
