@@ -15,7 +15,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from codemode_gen.errors import UserError
 from codemode_gen.generator import skills as sk
 from codemode_gen.generator.build import CODEMODE_DTS, Outputs
 from codemode_gen.runtime.tsinput import erase_types
-from codemode_gen.runtime.typecheck import find_compiler
+from codemode_gen.runtime.typecheck import CompilerNotFound, find_compiler
 
 SKILLS_TSC_JS = Path(__file__).parent / "js" / "skills_tsc.js"
 #: Bounds one check of every skill (one tsc program: seconds; a hang is a bug, reported).
@@ -35,6 +35,9 @@ MAX_SHOWN_ERRORS = 20
 #: Bounds one skill's module as it is read from out/ at run time (generate wrote it from a source
 #: of at most MAX_SKILL_BYTES; erasing types keeps the length in UTF-8 bytes).
 MAX_MODULE_BYTES = sk.MAX_SKILL_BYTES
+#: Bounds a skill's file of out/ kept as it is when no compiler can re-check it (its module, or
+#: its declaration, which tsc may have expanded from the tool types it uses).
+MAX_KEPT_FILE_BYTES = 4 * sk.MAX_SKILL_BYTES
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ def check_skills(
         return SkillCheck([], {})
     compiler = find_compiler(tsc, roots)
     if compiler.node is None:
-        raise UserError("checking skills needs Node.js (found TypeScript but no `node`)",
-                        hint="install Node.js (https://nodejs.org) and put `node` on PATH")
+        raise CompilerNotFound("checking skills needs Node.js (found TypeScript but no `node`)",
+                               hint="install Node.js (https://nodejs.org) and put `node` on PATH")
     with tempfile.TemporaryDirectory(prefix="codemode-skills-") as work:
         root = Path(work)
         (root / sk.SKILLS_DIR).mkdir()
@@ -111,16 +114,64 @@ def fail_on_errors(result: SkillCheck, what: str) -> None:
         )
 
 
-def with_skills(outputs: Outputs, project_dir: Path, *, roots: Sequence[Path] = ()) -> Outputs:
+def with_skills(
+    outputs: Outputs, project_dir: Path, *, roots: Sequence[Path] = (), out_dir: Path | None = None,
+    notes: list[str] | None = None,
+) -> Outputs:
     """`outputs` plus the project's skills, type-checked against `outputs`' codemode.d.ts; a
-    UserError listing `file:line:col` of every error when one does not check (nothing written)."""
+    UserError listing `file:line:col` of every error when one does not check (nothing written).
+
+    Without a TypeScript compiler (a fresh machine running the demo, no npm), `generate` still
+    works when out/ already holds these very skills checked against these very declarations: the
+    compiler would write the same files, so they are kept (a note in `notes` says so). Anything
+    else needs the compiler, and the error says how to get one."""
     skills = sk.load_skills(project_dir)
     if not skills:
         return outputs
-    result = check_skills(skills, outputs.files[CODEMODE_DTS], roots=roots)
+    try:
+        result = check_skills(skills, outputs.files[CODEMODE_DTS], roots=roots)
+    except CompilerNotFound as missing:
+        kept = _checked_before(outputs, skills, out_dir) if out_dir is not None else None
+        if kept is None:
+            raise UserError(
+                f"{missing.message} — needed because skills/ or the declarations they use changed since out/ was "
+                "written", hint=missing.hint) from None
+        if notes is not None:
+            notes.append(f"skills/ not re-checked (no TypeScript here): out/ holds its {len(skills)} skill(s) "
+                         "checked against these same declarations; " + (missing.hint or ""))
+        return kept
     fail_on_errors(result, "generate")
     return sk.add_skills(outputs, skills, result.declarations, {s.name: runnable_js(s) for s in skills})
 
+
+def _checked_before(outputs: Outputs, skills: Sequence[sk.Skill], out_dir: Path) -> Outputs | None:
+    """`outputs` with out/'s skill files as they are, when out/ was generated from these same
+    skill sources (manifest `sourceHash`) and these same declarations (codemode.d.ts without its
+    skills part); None otherwise, or when a file is missing or unreadable."""
+    from codemode_gen.generator.manifest import MANIFEST_FILE, dump_manifest
+
+    try:
+        old_dts = (out_dir / CODEMODE_DTS).read_text(encoding="utf-8")
+        old_manifest = json.loads((out_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+        entries = skill_entries(old_manifest)
+        if sk.strip_skills(old_dts).rstrip("\n") != outputs.files[CODEMODE_DTS].rstrip("\n"):
+            return None
+        if {str(e["name"]): e.get("sourceHash") for e in entries} != {s.name: s.digest for s in skills}:
+            return None
+        files = dict(outputs.files)
+        for skill in skills:
+            for suffix in (".d.ts", ".js"):
+                rel = f"{sk.SKILLS_DIR}/{skill.name}{suffix}"
+                path = out_dir / rel
+                if path.is_symlink() or path.stat().st_size > MAX_KEPT_FILE_BYTES:
+                    return None
+                files[rel] = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    files[CODEMODE_DTS] = old_dts
+    manifest = {**outputs.manifest, "skills": [dict(e) for e in entries]}
+    files[MANIFEST_FILE] = dump_manifest(manifest)  # type: ignore[arg-type]
+    return replace(outputs, files=files, manifest=manifest)  # type: ignore[arg-type]
 
 def skill_entries(manifest: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The manifest's valid skill entries (a hand-edited entry with a bad name is left out)."""

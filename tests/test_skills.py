@@ -354,3 +354,39 @@ def test_drift_changing_a_type_a_skill_reads_is_reported_by_generate_check(tmp_p
     proc = cli(project, "generate", "--check")
     assert proc.returncode != 0
     assert "skills/open_todos.ts:" in proc.stderr and "TS2322" in proc.stderr, proc.stderr
+
+
+def test_generate_without_typescript_keeps_skills_out_already_holds_checked(tmp_path: Path) -> None:
+    """A fresh machine with no npm (the README's first command): out/ already holds the demo's
+    skills, checked against the same declarations, so `generate` keeps them and says so. A changed
+    skill needs the compiler: the error says how to get one, and out/ is left as it was."""
+    import os
+
+    from codemode_gen.runtime.tsinstall import CACHE_ENV
+
+    project = clone(tmp_path)
+    (project / "node_modules").unlink()
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {"PATH": str(empty_bin), "HOME": str(tmp_path), CACHE_ENV: str(tmp_path / "cache"),
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+
+    def generate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, "generate", *args], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=240)
+
+    before = {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()}
+    done = generate()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skills/ not re-checked (no TypeScript here)" in done.stderr and "npm i -g typescript" in done.stderr
+    after = {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()}
+    assert after == before
+    assert generate("--check").returncode == 0
+
+    skill = project / "skills" / "open_todos.ts"
+    skill.write_text(skill.read_text() + "\n// changed\n")
+    changed = generate()
+    assert changed.returncode == 2, changed.stdout + changed.stderr
+    assert "no TypeScript compiler found" in changed.stderr and "skills/ or the declarations they use changed" in changed.stderr
+    assert "codemode-gen check --install-typescript" in changed.stderr
+    assert {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()} == before

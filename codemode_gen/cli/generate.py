@@ -125,7 +125,11 @@ def generate(
     from codemode_gen.runtime.skills import with_skills
 
     project_dir = Path(os.path.abspath(out)).parent
-    outputs = with_skills(outputs, project_dir, roots=[project_dir, Path(os.path.abspath(config)).parent])
+    skill_notes: list[str] = []
+    outputs = with_skills(outputs, project_dir, roots=[project_dir, Path(os.path.abspath(config)).parent],
+                          out_dir=Path(out), notes=skill_notes)
+    for note in skill_notes:
+        click.echo(f"note: {note}", err=True)
 
     if check:
         for note in emit.leftover_notes(out):
