@@ -17,6 +17,17 @@ secret (`ServerConfig.secrets`: redacted from whatever is recorded or reported),
 was used; a default written in the file and CODEMODE_PYTHON are not. Keys we do not know are ignored, because the
 same file also feeds other clients with their own extensions.
 
+An `http`/`sse` server may carry an `oauth` object (OAuth 2.1 as the MCP authorization spec
+describes; the flows are the `mcp` SDK's, driven by codemode_gen/client/oauth.py):
+
+    "crm": {"type": "http", "url": "https://crm.example.com/mcp",
+            "oauth": {"clientId": "${CRM_CLIENT_ID}", "clientSecret": "${CRM_CLIENT_SECRET}",
+                      "grantType": "client_credentials", "scope": "crm:read"}}
+
+Without `oauth`, `codemode-gen auth login ID` registers a client dynamically. Its keys are
+checked (a misspelt `clientSecert` must not silently send no secret); `clientSecret` and
+`privateKey` are secrets even when written in the file.
+
 Paths in `.mcp.json` are relative to the folder holding it, not to the process's working
 directory: an agent client launches `serve` from wherever it likes. A stdio server's `cwd`
 defaults to that folder, a relative `cwd` is resolved against it, and so is a relative
@@ -94,7 +105,9 @@ __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_SAMPLES",
     "MIN_RESULT_BYTES",
+    "OAUTH_GRANT_TYPES",
     "SAMPLE_EXPECTS",
+    "OAuthSettings",
     "Sample",
     "SampleExpect",
     "ServerConfig",
@@ -147,6 +160,46 @@ BUILTIN_VARS: dict[str, Callable[[], str | None]] = {"CODEMODE_PYTHON": lambda: 
 _VAR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+OAuthGrantType = Literal["authorization_code", "client_credentials"]
+OAUTH_GRANT_TYPES: tuple[str, ...] = get_args(OAuthGrantType)
+# `oauth.tokenEndpointAuthMethod` values a configured client may use (the SDK applies them).
+_OAUTH_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+# Keys of `oauth`, camelCase as in the rest of .mcp.json; `callbackPort` is Claude Code's name
+# for `redirectPort`, so a file written for it works here too.
+_OAUTH_KEYS = (
+    "grantType", "clientId", "clientSecret", "scope", "redirectPort", "callbackPort", "clientMetadataUrl",
+    "issuer", "privateKey", "privateKeyFile", "signingAlgorithm", "tokenEndpointAuthMethod",
+)
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """The `oauth` object of an http/sse server (see the module docstring and docs/config.md).
+
+    `grant_type` "authorization_code" is the interactive flow (`codemode-gen auth login`): with
+    `client_id` a pre-registered client, else a client ID metadata document (`client_metadata_url`)
+    or dynamic registration. "client_credentials" is headless (CI, a server process): tokens are
+    fetched when needed with `client_id` and `client_secret`, or a private-key JWT signed with
+    `private_key` (PEM) / `private_key_file`."""
+
+    grant_type: OAuthGrantType = "authorization_code"
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    redirect_port: int | None = None  # the loopback port of `auth login`; None: a free one
+    client_metadata_url: str | None = None
+    issuer: str | None = None  # the authorization server the client belongs to (pinned when set)
+    private_key: str | None = None
+    private_key_file: str | None = None  # absolute (resolved against the config's folder)
+    signing_algorithm: str = "RS256"
+    token_endpoint_auth_method: str | None = None
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """Credentials of the client itself, secret even when written in the file."""
+        found = [("oauth.clientSecret", self.client_secret), ("oauth.privateKey", self.private_key)]
+        return [(name, value) for name, value in found if value]
+
+
 def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
@@ -173,14 +226,17 @@ class ServerConfig:
     # leave it to the host's `Settings.approval`).
     approval: Mapping[str, ApprovalSetting] = field(default_factory=_frozen)
     approval_default: ApprovalSetting | None = None
-    # (VAR, value) of every `${VAR}` that command, args, env, cwd, url or headers took from the
-    # environment (not a `:-default` of the file, not CODEMODE_PYTHON): `secrets` has them.
+    # (VAR, value) of every `${VAR}` that command, args, env, cwd, url, headers or oauth took from
+    # the environment (not a `:-default` of the file, not CODEMODE_PYTHON): `secrets` has them.
     env_values: tuple[tuple[str, str], ...] = ()
+    oauth: OAuthSettings | None = None  # the `oauth` object of an http/sse server
 
     def secrets(self) -> list[tuple[str, str]]:
         """(name, value) pairs that must never reach a fixture or a report: every env and header
-        value, and every value that came from an environment variable, wherever it was used."""
-        return [*self.env.items(), *self.headers.items(), *self.env_values]
+        value, every value that came from an environment variable, wherever it was used, and the
+        OAuth client's own credentials. Tokens are dynamic: client/oauth.py's `live_secrets`."""
+        oauth = self.oauth.secrets() if self.oauth is not None else []
+        return [*self.env.items(), *self.headers.items(), *self.env_values, *oauth]
 
 
 @dataclass(frozen=True)
@@ -601,11 +657,15 @@ def load_config(
     settings: Settings | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    problems: dict[str, UserError] | None = None,
 ) -> dict[str, ServerConfig]:
     """Read `.mcp.json` (or a Claude Desktop config) into ServerConfigs, in file order.
 
     Relative paths in it are resolved against its folder (see the module docstring), so the
-    result does not depend on the working directory of whoever launched us.
+    result does not depend on the working directory of whoever launched us. `problems`: given,
+    an entry that cannot be used (e.g. a `${VAR}` not set) is put there instead of stopping the
+    whole file, for `codemode-gen auth`, which handles one server: logging in to one must not
+    need the CI variables of another.
     """
     settings = settings if settings is not None else Settings()
     env = os.environ if environ is None else environ
@@ -634,7 +694,12 @@ def load_config(
     base = Path(os.path.abspath(mcp_path)).parent
     result: dict[str, ServerConfig] = {}
     for sid, entry in servers.items():
-        result[sid] = _resolve_paths(_parse_server(mcp_path, sid, entry, settings, env), base)
+        try:
+            result[sid] = _resolve_paths(_parse_server(mcp_path, sid, entry, settings, env), base)
+        except UserError as exc:
+            if problems is None or not isinstance(sid, str):
+                raise
+            problems[sid] = exc
     return result
 
 
@@ -769,6 +834,14 @@ def _parse_server(
     env = string_map("env")
     cwd = string("cwd") if transport == "stdio" else None
     headers = string_map("headers") if transport != "stdio" else {}
+    oauth = None
+    if entry.get("oauth") is not None:
+        if transport == "stdio":
+            raise UserError(
+                f"{where}.oauth: only an http or sse server authenticates with OAuth",
+                hint='remove "oauth" from this stdio server (give it credentials through "env")',
+            )
+        oauth = _parse_oauth(f"{where}.oauth", entry["oauth"], environ, from_env, Path(os.path.abspath(path)).parent)
     return ServerConfig(
         id=sid,
         transport=transport,
@@ -786,7 +859,103 @@ def _parse_server(
         unbox=settings.unbox_for(sid),
         approval=per.approval,
         approval_default=per.approval_default if per.approval_default is not None else settings.approval,
+        oauth=oauth,
     )
+
+
+def _parse_oauth(
+    where: str, value: Any, environ: Mapping[str, str], from_env: list[tuple[str, str]], base: Path
+) -> OAuthSettings:
+    """The `oauth` object: every string `${VAR}`-expanded (values from the environment are
+    secrets, like everywhere else), unknown keys refused with the known ones named."""
+    example = '"oauth": {"clientId": "${CLIENT_ID}", "clientSecret": "${CLIENT_SECRET}", "grantType": "client_credentials"}'
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be an object, got {_json_type(value)}", hint=f"for example {example}")
+    unknown = [key for key in value if key not in _OAUTH_KEYS]
+    if unknown:
+        raise UserError(
+            f"{where}: unknown key {_show(unknown[0])}",
+            hint=f"known keys: {', '.join(k for k in _OAUTH_KEYS if k != 'callbackPort')}",
+        )
+
+    def text(key: str) -> str | None:
+        raw = value.get(key)
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            raise UserError(f"{where}.{key} must be a string, got {_json_type(raw)}", hint=f"for example {example}")
+        expanded = expand_vars(raw, environ, where=f"{where}.{key}", from_env=from_env)
+        return expanded or None
+
+    grant = text("grantType") or "authorization_code"
+    if grant not in OAUTH_GRANT_TYPES:
+        raise UserError(
+            f"{where}.grantType must be \"authorization_code\" or \"client_credentials\", got {_show(grant)}",
+            hint='"authorization_code" (the default) logs in with `codemode-gen auth login`;'
+            ' "client_credentials" fetches tokens headlessly (CI) with clientId and clientSecret or privateKey',
+        )
+    port_key = "redirectPort" if "redirectPort" in value else "callbackPort"
+    port_raw: Any = value.get(port_key)
+    if isinstance(port_raw, str):
+        port_raw = expand_vars(port_raw, environ, where=f"{where}.{port_key}", from_env=from_env)
+        port_raw = int(port_raw) if port_raw.isdigit() else port_raw
+    port: int | None = port_raw if _is_int(port_raw) and 0 < port_raw < 65536 else None
+    if port_raw is not None and port is None:
+        raise UserError(
+            f"{where}.{port_key} must be a port number (1-65535), got {_show(port_raw)}",
+            hint="the loopback port registered with the authorization server for this client, e.g. 8976",
+        )
+    metadata_url = text("clientMetadataUrl")
+    if metadata_url is not None and not re.match(r"https://[^/\s]+/\S+", metadata_url):
+        raise UserError(
+            f"{where}.clientMetadataUrl must be an https:// URL with a path, got {_show(metadata_url)}",
+            hint="the URL of this client's metadata document (it becomes the client id), e.g. https://example.com/codemode-client.json",
+        )
+    issuer = text("issuer")
+    if issuer is not None and not re.match(r"https?://[^/\s]+", issuer):
+        raise UserError(
+            f"{where}.issuer must be the authorization server's http(s) issuer URL, got {_show(issuer)}",
+            hint='for example "issuer": "https://auth.example.com"',
+        )
+    method = text("tokenEndpointAuthMethod")
+    if method is not None and method not in _OAUTH_AUTH_METHODS:
+        raise UserError(
+            f"{where}.tokenEndpointAuthMethod must be one of {', '.join(_OAUTH_AUTH_METHODS)}, got {_show(method)}",
+            hint="leave it out to use client_secret_basic with a clientSecret, none without",
+        )
+    key_file = text("privateKeyFile")
+    if key_file is not None:
+        key_file = os.path.normpath(base / key_file)
+    settings = OAuthSettings(
+        grant_type=grant,  # type: ignore[arg-type]  # checked against OAUTH_GRANT_TYPES above
+        client_id=text("clientId"),
+        client_secret=text("clientSecret"),
+        scope=text("scope"),
+        redirect_port=port,
+        client_metadata_url=metadata_url,
+        issuer=issuer,
+        private_key=text("privateKey"),
+        private_key_file=key_file,
+        signing_algorithm=text("signingAlgorithm") or "RS256",
+        token_endpoint_auth_method=method,
+    )
+    if settings.grant_type == "client_credentials":
+        if settings.client_id is None:
+            raise UserError(
+                f"{where}: grantType \"client_credentials\" needs a clientId",
+                hint=f"for example {example}",
+            )
+        if settings.client_secret is None and settings.private_key is None and settings.private_key_file is None:
+            raise UserError(
+                f"{where}: grantType \"client_credentials\" needs a clientSecret, privateKey or privateKeyFile",
+                hint='keep it out of the file: "clientSecret": "${CLIENT_SECRET}"',
+            )
+    elif settings.private_key is not None or settings.private_key_file is not None:
+        raise UserError(
+            f"{where}: a private key signs client-credentials requests only",
+            hint='add "grantType": "client_credentials", or drop privateKey/privateKeyFile',
+        )
+    return settings
 
 
 def _check_server_id(where: str, sid: str) -> None:

@@ -115,6 +115,7 @@ async def _check_one(
         fixture_set, server_json, tools, repeated, mode=config.unwrap, notes=[*notes, *plan_notes]
     )
     check.log_path = log_path
+    check.live_tools = tools
     checks[sid] = check
     status(sid, check.status.replace("-", " "))
 

@@ -13,7 +13,11 @@ at any depth, and configured regexes (`redact = [...]` in codemode.toml) by
   `ServerConfig.secrets`): `${CODEMODE_PYTHON}` and `:-default` values written in the file are
   not secrets;
 - the password of `url` and the values of its query parameters named like a credential
-  (`api_key`, `token`, `secret`, …; NAME: the parameter), even when written in the file.
+  (`api_key`, `token`, `secret`, …; NAME: the parameter), even when written in the file;
+- an OAuth client's secret or private key (`oauth` in .mcp.json), and every token and client
+  secret this process has seen for the server (client/oauth.py's `live_secrets`: NAME
+  `oauth-access-token`, …). Tokens change when they are refreshed, so a server's redactor
+  picks up new ones by itself (`_refresh`), however long it is cached.
 
 Each is also matched as the server may write it back: percent-encoded (an echoed URL), JSON-
 escaped (JSON text inside a string) and, for `<scheme> <credential>` headers, the credential
@@ -101,6 +105,8 @@ class Redactor:
                 if len(candidate) >= MIN_SECRET_CHARS and candidate not in replacement:
                     replacement[candidate] = marker(name)  # the first name given wins
         self._replacement = replacement
+        # (config, static secrets, patterns, generation) of a server using OAuth: `_refresh`.
+        self._live: tuple[ServerConfig, list[tuple[str, str]], tuple[str, ...], int] | None = None
         # One regex for everything, so each string is scanned once however many secrets and
         # patterns there are. Secrets come first, longest first: a secret that contains another
         # is replaced whole, and a secret wins over a pattern matching at the same place.
@@ -125,15 +131,38 @@ class Redactor:
     @classmethod
     def for_server(cls, config: ServerConfig, patterns: Iterable[str] = ()) -> Redactor:
         """The redactor of everything recorded from or reported about one server."""
-        return cls([*config.secrets(), *url_secrets(config.url)], patterns)
+        from codemode_gen.client.oauth import live_secrets, secrets_generation
+
+        static = [*config.secrets(), *url_secrets(config.url)]
+        if config.transport == "stdio":
+            return cls(static, patterns)
+        redactor = cls([*static, *live_secrets(config)], patterns)
+        redactor._live = (config, static, tuple(patterns), secrets_generation())
+        return redactor
+
+    def _refresh(self) -> None:
+        """Rebuild when the server's OAuth tokens changed since (a refresh, a new login)."""
+        from codemode_gen.client.oauth import live_secrets, secrets_generation
+
+        assert self._live is not None
+        config, static, patterns, generation = self._live
+        if generation == secrets_generation():
+            return
+        fresh = Redactor([*static, *live_secrets(config)], patterns)
+        self._replacement, self._re, self._separate = fresh._replacement, fresh._re, fresh._separate
+        self._live = (config, static, patterns, secrets_generation())
 
     def __bool__(self) -> bool:
+        if self._live is not None:
+            self._refresh()
         return self._re is not None or bool(self._separate)
 
     def _sub(self, match: re.Match[str]) -> str:
         return self._replacement.get(match.group(0), REDACTED_PATTERN)
 
     def text(self, value: str) -> str:
+        if self._live is not None:
+            self._refresh()
         if self._re is not None:
             value = self._re.sub(self._sub, value)
         for pattern in self._separate:

@@ -144,6 +144,8 @@ declare module "@codemode/discovery" {
     limit?: number;
   }
   export function listServers(): Promise<ServerInfo[]>;
+  /** This project's skills (skills/<name>.ts, README "Skills"): import one from its `specifier`. */
+  export function listSkills(): Promise<{ name: string; specifier: string; function: string; description: string; signature: string }[]>;
   export function describeServer(serverId: string): Promise<ServerDescription>;
   /**
    * One server's tools, by tool name.
@@ -474,3 +476,41 @@ declare module "@codemode/servers/notes" {
   }): Promise<UpdateNoteOutput>;
   export const __meta__: Readonly<{ serverId: "notes"; serverName: string; serverVersion?: string; tools: ReadonlyArray<Readonly<{ toolName: string; exportName: string; description?: string }>> }>;
 }
+
+// ---- Skills (skills/*.ts|js, see README "Skills"): functions of this repository.
+
+/** Skill open_todos (skills/open_todos.ts): The notes that are open to-dos (`done` is false; notes that are not to-dos have no `done`). */
+declare module "@codemode/skills/open_todos" {
+  /**
+   * The notes that are open to-dos (`done` is false; notes that are not to-dos have no `done`).
+   *
+   */
+  export function open_todos(input: {
+      tag?: string;
+  }): Promise<{
+      id: number;
+      title: string;
+  }[]>;
+}
+
+/** Skill plan_week (skills/plan_week.ts): Book a 30-minute slot on `day` for every open to-do that has no meeting yet in the calendar (linked by noteId). A booking that fails is reported in `failed`; the others go on. */
+declare module "@codemode/skills/plan_week" {
+  /**
+   * Book a 30-minute slot on `day` for every open to-do that has no meeting yet in the calendar
+   * (linked by noteId). A booking that fails is reported in `failed`; the others go on.
+   *
+   */
+  export function plan_week(input: {
+      day: string;
+      minutes?: number;
+  }): Promise<{
+      day: string;
+      booked: {
+          note: string;
+          eventId: number;
+          start: string;
+      }[];
+      failed: string[];
+  }>;
+}
+// ---- end of skills

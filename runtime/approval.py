@@ -484,15 +484,21 @@ class ApprovalGate:
         run: MutableSet[tuple[str, str]] | None = None,
         deadline: float | None = None,
         on_wait: Callable[[ApprovalRequest], None] | None = None,
+        always_ask: bool = False,
     ) -> ApprovalOutcome:
         """Whether this call may be sent; asks when the policy says so.
+
+        `always_ask`: a person is asked whatever the policies, `--approve-all` and earlier
+        answers say (a run proposing a skill for the repository: never written silently).
 
         `approve` (a run's own approver) replaces the host's; `session` keys the ask-once
         memory; `run` is the run's own memory of (config id, tool name) approved `FOR_RUN`
         (the bridge's: it ends with the run; None: such answers count as a plain yes);
         `deadline` (`time.monotonic()` seconds, the run's timeoutMs) bounds the wait for the
         lock and the answer; `on_wait` is told just before a person is asked (progress)."""
-        policy = self.policy(config, tool_name, annotations)
+        policy: Policy = "ask" if always_ask else self.policy(config, tool_name, annotations)
+        if always_ask:
+            run = None  # a yes "for the rest of the run" covers this one proposal only
         if policy == "allow":
             return ApprovalOutcome("allowed", policy)
         if policy == "deny":
@@ -502,7 +508,7 @@ class ApprovalGate:
             return ApprovalOutcome("approved-for-session", policy)
         if run is not None and key in run:
             return ApprovalOutcome("approved-for-run", policy)
-        if self.approve_all:
+        if self.approve_all and not always_ask:
             if policy == "ask-once":
                 self._remember(session, key)
             return ApprovalOutcome("approved", policy)

@@ -61,9 +61,11 @@ from codemode_gen.client.sessions import (
     CallError,
     CallTimeout,
     ConnectError,
+    SessionLost,
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
+from codemode_gen.errors import UserError
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
@@ -110,8 +112,25 @@ MAX_BOX_NOTICES = 20
 # rest goes on in the background.
 TEARDOWN_WAIT = 2.0
 
+# `@codemode/skills` (serve --skills-writable): the server id its `saveSkill` calls the host
+# with (no configured server can have it: a module path has no `@`), and the function's name.
+SKILLS_HOST_ID = "@skills"
+SAVE_SKILL_TOOL = "saveSkill"
+# What a person is told of a proposal: it adds a file (nothing is overwritten), no world outside.
+SAVE_SKILL_ANNOTATIONS = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class SkillWriter(Protocol):
+    """Checks and writes a proposed skill (runtime/skills.py `SkillSaver`)."""
+
+    config: ServerConfig  # the pseudo-server the approval request names
+
+    def check(self, proposal: Any) -> tuple[tuple[str, str] | None, dict[str, Any]]: ...
+
+    def write(self, arguments: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class CallSession(Protocol):
@@ -236,8 +255,12 @@ class Bridge:
         on_note: Callable[[str], None] | None = None,
         redact_patterns: Iterable[str] = (),
         journal: Journal | None = None,
+        skill_writer: SkillWriter | None = None,
     ) -> None:
         self.catalog = catalog
+        # `serve --skills-writable`: writes a skill a person approved (runtime/skills.py
+        # `save_skill_call`); None: `saveSkill` is not offered (a call is ServerNotFound).
+        self.skill_writer = skill_writer
         self.connector = connector
         self.configs = configs
         self.max_tool_calls = max_tool_calls
@@ -463,6 +486,8 @@ class Bridge:
     async def _call(
         self, seq: int, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
     ) -> dict[str, Any]:
+        if server_id == SKILLS_HOST_ID and self.skill_writer is not None and server_id not in self.catalog.servers:
+            return await self._save_skill(seq, tool_name, request, gate)
         view = self.catalog.servers.get(server_id)
         if view is None or view.config_id is None:
             return self._server_not_found(server_id, view)
@@ -537,6 +562,39 @@ class Bridge:
             code=DENIED_CODE, _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})",
         )
 
+    async def _save_skill(self, seq: int, tool_name: str, request: dict[str, Any], gate: dict[str, str]) -> dict[str, Any]:
+        """`saveSkill` of `@codemode/skills`: the proposal is checked (name, size, one documented
+        async function), then a person is asked through the run's approval channel (whatever
+        the policies and --approve-all say), and only a yes writes skills/<name>.ts|js."""
+        writer = self.skill_writer
+        assert writer is not None
+        shown = resp.safe_name(tool_name)
+        if tool_name != SAVE_SKILL_TOOL or self.approval is None:
+            return _error("ToolCallError", f"@codemode/skills has no function {shown!r}",
+                          "call saveSkill({ name, source, lang? })", serverId=SKILLS_HOST_ID, toolName=shown)
+        problem, arguments = writer.check(request.get("input"))
+        if problem is not None:
+            return _error("ToolCallError", f"saveSkill: {problem[0]}", problem[1], serverId=SKILLS_HOST_ID,
+                          toolName=shown, _summary="ToolCallError: invalid skill")
+        gate["approval"] = "pending"
+        approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
+        outcome = await self.approval.decide(
+            server_id=SKILLS_HOST_ID, config=writer.config, tool_name=SAVE_SKILL_TOOL, arguments=arguments,
+            annotations=SAVE_SKILL_ANNOTATIONS, approve=approve, session=self.approval_session,
+            deadline=self.deadline, on_wait=self._waiting, always_ask=True,
+        )
+        gate["approval"] = outcome.decision
+        if not outcome.sent:
+            message, hint = denial_message(outcome, SKILLS_HOST_ID, writer.config.id, SAVE_SKILL_TOOL)
+            return _error("ToolCallError", message + " (nothing was written)", hint, serverId=SKILLS_HOST_ID,
+                          toolName=shown, code=DENIED_CODE, _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})")
+        try:
+            written = writer.write(arguments)
+        except UserError as exc:
+            return _error("ToolCallError", f"saveSkill: {exc.message}", exc.hint or "fix the proposal",
+                          serverId=SKILLS_HOST_ID, toolName=shown, _summary="ToolCallError: not written")
+        return {"ok": True, "value": written}
+
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
@@ -558,6 +616,7 @@ class Bridge:
                 except ConnectError as exc:  # AuthError too
                     view.unavailable = exc.reason or str(exc)
                     view.auth_failed = isinstance(exc, AuthError)
+                    view.auth_hint = exc.hint if isinstance(exc, AuthError) else None
                 except CallError as exc:  # connected, but tools/list failed
                     view.unavailable = f"tools/list failed: {exc}"
                 else:
@@ -569,7 +628,8 @@ class Bridge:
                 return _error(
                     "AuthenticationError",
                     f"server '{view.server_id}' rejected the connection: {view.unavailable}",
-                    f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
+                    view.auth_hint
+                    or f"fix the credentials (headers/env) of '{view.config_id}' in the MCP config; the script cannot fix this",
                     serverId=view.server_id,
                     _summary=f"AuthenticationError: connection rejected: {self._server_text(view.config_id, view.unavailable)}",
                 )
@@ -635,7 +695,14 @@ class Bridge:
                 self._inflight.add(task)
             sent = time.monotonic()  # not self._clock: the trace's clock counts its own readings
             try:
-                result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                try:
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                except SessionLost:
+                    # The server forgot the session and did not run the call (a restart, or a new
+                    # login under another client): once more on a new session.
+                    session = await self.connector.session(config.id)
+                    self._sessions[config.id] = session
+                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
             finally:
                 if task is not None:
                     self._inflight.discard(task)
@@ -654,7 +721,7 @@ class Bridge:
             return _error(
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
-                f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                exc.hint or f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
                 serverId=server_id, toolName=tool_name_shown, code=exc.status,
                 _summary=f"AuthenticationError ({exc.status}): {self._server_text(config.id, detail)}",
             )

@@ -180,6 +180,7 @@ class ServerView:
     live: bool = False  # tools come from the live tools/list (else from out/ until first use)
     unavailable: str | None = None  # why the server could not be connected, when known
     auth_failed: bool = False  # the server rejected our credentials (AuthenticationError on use)
+    auth_hint: str | None = None  # its fix when the client layer knows it (`codemode-gen auth login ID`)
     module_source: str | None = None  # ES module text of @codemode/servers/<server_id>
 
     def info(self) -> dict[str, Any]:

@@ -90,11 +90,20 @@ from codemode_gen.runtime.reconcile import (
     Connections,
     Failure,
     Pending,
+    is_slow_connect,
     reconcile,
     select_servers,
 )
 from codemode_gen.runtime.resume import Resumable
 from codemode_gen.runtime.sandbox import Sandbox
+from codemode_gen.runtime.skills import (
+    SKILLS_MODULE,
+    SKILLS_MODULE_SOURCE,
+    SkillSaver,
+    imported_skill_code,
+    skill_entries,
+    skill_modules,
+)
 from codemode_gen.runtime.telemetry import Telemetry
 from codemode_gen.runtime.tsinput import Erased, runnable
 from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
@@ -154,6 +163,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> None:
         self.configs = dict(configs)
         # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
@@ -185,6 +195,10 @@ class CodeMode:
         self._background: dict[str, asyncio.Task[LiveServer]] = {}
         self._manifest_key: tuple[int, int] | None = None
         self._manifest: Manifest | None = None
+        self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
+        # serve --skills-writable: runs may propose a skill (`saveSkill` of @codemode/skills),
+        # written to skills/ beside out/ only once a person approves it (runtime/bridge.py).
+        self.skill_saver = SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
         self._out: _OutViews | None = None  # out/'s views of the manifest last read
@@ -242,6 +256,7 @@ class CodeMode:
         trace: TraceMode = "full",
         max_response_chars: int | None = None,
         telemetry: Telemetry | None = None,
+        skills_writable: bool = False,
     ) -> CodeMode:
         """Read `.mcp.json` (+ codemode.toml: `settings`, else the one beside the config).
 
@@ -274,7 +289,8 @@ class CodeMode:
         return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
                    typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
                    max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
-                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry)
+                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry,
+                   skills_writable=skills_writable)
 
     def _register_gauges(self) -> None:
         """What the metrics' gauges read from this host when scraped (weakly: the metrics do
@@ -576,6 +592,7 @@ class CodeMode:
             approval_session=gate[1],
             on_note=None if reporter is None else reporter.note,
             redact_patterns=self.settings.redact_patterns,
+            skill_writer=self.skill_saver,
             journal=resumable,
         )
         modules = prepared.modules
@@ -612,7 +629,10 @@ class CodeMode:
                 for note in await self.flush_recording(run_token)
             ]
         spent_ms = round(waited * 1000)
-        if spent_ms >= CONNECT_NOTICE_MS and resp.hit_limit(sandboxed.get("diagnostics", []), "timeoutMs"):
+        timed_out = resp.hit_limit(sandboxed.get("diagnostics", []), "timeoutMs")
+        if not timed_out:  # a slow connect the script then waited out explains nothing (§3.3.3)
+            catalog.diagnostics[:] = [d for d in catalog.diagnostics if not is_slow_connect(d)]
+        if spent_ms >= CONNECT_NOTICE_MS and timed_out:
             # Only when it explains something: the run ran out of time after a slow connect.
             uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
             catalog.diagnostics.append(resp.diagnostic(
@@ -719,14 +739,18 @@ class CodeMode:
         manifest = self._load_manifest()
         out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
-        selection = select_servers(code, requested, self.configs, out.paths, refresh)
+        # Skills are modules of out/ too: the servers a skill the script imports imports are
+        # the script's own (README "Skills"); read at each run (a skill is source, §1.4).
+        skills = self._skills(manifest)
+        used = imported_skill_code(code, skills) if skills else ""
+        selection = select_servers(code + "\n" + used if used else code, requested, self.configs, out.paths, refresh)
         connections = await self._connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
             tuple(requested),
             tuple(sorted(selection.wanted.items())),
             tuple(sorted((cid, id(live)) for cid, live in connections.lives.items())),
-            tuple(sorted((cid, f.reason, f.auth) for cid, f in connections.failures.items())),
+            tuple(sorted((cid, f.reason, f.auth, f.hint or "") for cid, f in connections.failures.items())),
             tuple(sorted(connections.pending.items())),
             self._learner.version,
         )
@@ -744,7 +768,10 @@ class CodeMode:
         if self.approval.approve_all:
             _drop_asks(catalog)
         modules = catalog.modules()
-        modules[DISCOVERY_MODULE] = discovery_module(catalog)
+        modules[DISCOVERY_MODULE] = discovery_module(catalog, skill_entries(manifest))
+        modules.update(skills)
+        if self.skill_saver is not None:
+            modules[SKILLS_MODULE] = SKILLS_MODULE_SOURCE
         # The key holds ids: the entry keeps those objects alive so that no id is reused.
         prepared = _Prepared((manifest, dict(lives)), catalog, modules)
         self._catalogs[key] = prepared
@@ -986,6 +1013,8 @@ class CodeMode:
             modules = {module_specifier(sid) for sid in self.capability_ids().values()}
         except UserError:  # an unreadable out/: prepare() reports it
             modules = set()
+        if self.skill_saver is not None:  # @codemode/skills (saveSkill) is not in codemode.d.ts: unchecked
+            modules.add(SKILLS_MODULE)
         return self._track(asyncio.ensure_future(telemetry.traced(
             run_diagnostics(self.typechecker(), code, deadline=deadline, modules=modules), telemetry.SPAN_TYPECHECK
         )))
@@ -1006,7 +1035,8 @@ class CodeMode:
     def _failure(self, config_id: str, exc: Exception) -> Failure:
         """A failed connection: reported by this run; the next use connects afresh."""
         self._connected.pop(config_id, None)
-        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError))
+        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError),
+                       hint=exc.hint if isinstance(exc, AuthError) else None)
 
     # ------------------------------------------------------------------ system prompt
 
@@ -1029,6 +1059,19 @@ class CodeMode:
         return sorted(out, key=lambda e: str(e.get("serverId")))
 
     # ------------------------------------------------------------------ helpers
+
+    def skill_entries(self) -> list[Mapping[str, Any]]:
+        """out/'s skills (manifest `skills`), for the prompt."""
+        return skill_entries(self._load_manifest())
+
+    def _skills(self, manifest: Manifest | None) -> dict[str, str]:
+        """The skills out/ holds (specifier -> module source), read again when the manifest is."""
+        cached = self._skills_cache
+        if cached is not None and cached[0] is manifest:
+            return cached[1]
+        found = skill_modules(self.out_dir, manifest)
+        self._skills_cache = (manifest, found)
+        return found
 
     def _load_manifest(self) -> Manifest | None:
         """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""

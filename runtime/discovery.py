@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -50,6 +50,8 @@ SEARCH_INDEX_CACHE = 64
 # Distinct words whose stems are remembered: catalogs repeat a small vocabulary thousands of times.
 STEM_CACHE = 1 << 16
 
+# What `listSkills` says of each skill (its manifest entry's fields).
+SKILL_FIELDS = ("name", "specifier", "function", "description", "signature")
 FIELDS = 3  # searched per tool, in slot order: names, title, description
 # Digits of the postings strings: base64url, ASCII that JSON never escapes.
 POSTING_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -67,7 +69,9 @@ def _template() -> str:
     return resources.files("codemode_gen.runtime").joinpath("js/discovery.js").read_text(encoding="utf-8")
 
 
-def discovery_data(catalog: Catalog, *, copy_values: bool = True) -> dict[str, Any]:
+def discovery_data(
+    catalog: Catalog, *, copy_values: bool = True, skills: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
     """The JSON the module serves: visible servers with their full tool definitions, and the
     search index of each (`search`, aligned with `servers`; the module keeps it private).
 
@@ -86,12 +90,14 @@ def discovery_data(catalog: Catalog, *, copy_values: bool = True) -> dict[str, A
         "maxSearchLimit": MAX_SEARCH_LIMIT,
         "servers": servers,
         "search": indexes,
+        # out/'s skills (`listSkills`): what the prompt's skills section may only count.
+        "skills": [{key: skill.get(key) for key in SKILL_FIELDS} for skill in skills],
     }
 
 
-def discovery_module(catalog: Catalog) -> str:
+def discovery_module(catalog: Catalog, skills: Sequence[Mapping[str, Any]] = ()) -> str:
     """ES module text; the data is a JSON string literal, so no server text is ever code."""
-    text = json.dumps(discovery_data(catalog, copy_values=False), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(discovery_data(catalog, copy_values=False, skills=skills), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     # A second dumps makes a JS string literal; ensure_ascii also escapes U+2028/2029.
     return _template().replace(_PLACEHOLDER, json.dumps(text, ensure_ascii=True), 1)
 

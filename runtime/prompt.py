@@ -90,6 +90,11 @@ LEVEL_NAMES = {
 # (a server's 2 KB of instructions would cost more than its tools); else the first sentence.
 MAX_INSTRUCTIONS_CHARS = 240
 MAX_SERVER_SUMMARY_CHARS = 100
+# The share of the budget (percent) the skills section may take: the servers' declarations keep
+# the rest, so many skills never push every tool off the ladder.
+MAX_SKILLS_SHARE = 20
+# A skill's description in its line, at most (its first sentence).
+MAX_SKILL_SUMMARY_CHARS = 120
 # Characters of capability ids listed in the rules; more servers than fit are named by count.
 MAX_CAPABILITY_IDS_CHARS = 600
 # Room kept for the closing "… N more servers" line when even the server list is cut.
@@ -140,6 +145,7 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
         host_limits={"trace": cm.trace, "maxResponseChars": cm.max_response_chars, **dict(cm.settings.limits),
                      **({"typecheck": True} if cm.typecheck else {})},
         approvals=approval_policies(cm, servers),
+        skills=cm.skill_entries(),
     )
 
 
@@ -191,6 +197,7 @@ def render_prompt(
     unbox_servers: Sequence[str] = (),
     host_limits: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Mapping[str, str]] | None = None,
+    skills: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The description for these servers (out/manifest.json entries), at most `budget` chars.
 
@@ -198,11 +205,12 @@ def render_prompt(
     `json_servers` / `unbox_servers`: server ids with `unwrap = "json"` / `unbox = true`, the
     deviations from §5.3.2 the rules must then document (nothing is added without them).
     `approvals`: server id → tool name → approval policy ("ask", "ask-once": tagged; "deny":
-    left out; others: as is), as `approval_policies` computes them.
+    left out; others: as is), as `approval_policies` computes them. `skills`: out/'s skill
+    entries (manifest `skills`), listed after the servers (`skills_section`).
     """
     return layout_prompt(
         servers, tool_name=tool_name, budget=budget, json_servers=json_servers, unbox_servers=unbox_servers,
-        host_limits=host_limits, approvals=approvals,
+        host_limits=host_limits, approvals=approvals, skills=skills,
     ).text
 
 
@@ -215,9 +223,16 @@ def layout_prompt(
     unbox_servers: Sequence[str] = (),
     host_limits: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Mapping[str, str]] | None = None,
+    skills: Sequence[Mapping[str, Any]] = (),
 ) -> PromptLayout:
     """`render_prompt`, with the level each tool was rendered at."""
     budget = max(budget, MIN_PROMPT_BUDGET)
+    # The servers' part keeps at least MIN_PROMPT_BUDGET (a smaller budget leaves skills to discovery).
+    section = skills_section(skills, min(budget * MAX_SKILLS_SHARE // 100, budget - MIN_PROMPT_BUDGET))
+    if section:
+        inner = layout_prompt(servers, tool_name=tool_name, budget=budget - len(section), json_servers=json_servers,
+                              unbox_servers=unbox_servers, host_limits=host_limits, approvals=approvals)
+        return PromptLayout(inner.text + section, inner.levels, inner.computed + len(section))
     if approvals:
         servers = [_with_approvals(s, approvals.get(str(s.get("serverId"))) or {}) for s in servers]
     ids = [_counted(s) for s in servers]
@@ -276,6 +291,46 @@ def _output_text(tool: Mapping[str, Any]) -> str:
     parts = tool.get("agent")
     signature = str(parts.get("signature", "")) if isinstance(parts, Mapping) else ""
     return signature.rpartition("): Promise<")[2].removesuffix(">;")
+
+
+# ---------------------------------------------------------------------------------- skills
+
+_SKILLS_HEAD = "Skills: tested functions of this project; import one instead of writing it again\n"
+
+
+def skills_section(skills: Sequence[Mapping[str, Any]], room: int) -> str:
+    """The skills out/ holds, at most `room` characters: each skill's import line with its
+    signature and description's first sentence while they fit, then by name, then counted
+    ("and N more: listSkills() in @codemode/discovery"). "" when there are none or no room."""
+    if not skills:
+        return ""
+    full = []
+    names = []
+    for skill in skills:
+        name, spec = str(skill.get("name")), str(skill.get("specifier"))
+        function = str(skill.get("function") or name)
+        signature = one_line(str(skill.get("signature") or f"function {function}(input): Promise<unknown>;"))
+        about = cut(first_sentence(str(skill.get("description") or "")), MAX_SKILL_SUMMARY_CHARS)
+        full.append(f'- `import {{ {function} }} from "{spec}"`: {signature}' + (f" // {about}" if about else "") + "\n")
+        names.append(f'- `import {{ {function} }} from "{spec}"`\n')
+    lines: list[str] = []
+    used = len(_SKILLS_HEAD) + 1
+    for i in range(len(skills)):
+        more = len(skills) - i - 1
+        tail = len(f"- and {more} more: listSkills() in @codemode/discovery\n") if more else 0
+        for candidate in (full[i], names[i]):
+            if used + len(candidate) + tail <= room:
+                lines.append(candidate)
+                used += len(candidate)
+                break
+        else:
+            rest = len(skills) - i
+            lines.append(f"- and {rest} more: listSkills() in @codemode/discovery\n")
+            break
+    if not lines or lines[0].startswith("- and"):
+        return ""
+    text = "\n" + _SKILLS_HEAD + "".join(lines)
+    return text if len(text) <= room else ""
 
 
 # ---------------------------------------------------------------------------------- layout

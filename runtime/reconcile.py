@@ -85,6 +85,7 @@ class Failure:
 
     reason: str  # one readable line (ConnectError.reason)
     auth: bool = False  # it rejected our credentials (AuthenticationError on use)
+    hint: str | None = None  # the fix the client layer knows (AuthError.hint), else the generic one
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,15 @@ def select_servers(
     return Selection(wanted, diagnostics)
 
 
+# The words of the warning for a server still connecting when the script started: it only
+# explains a run that then ran out of time (codemode.run drops it otherwise, like CONNECT_TIME).
+SLOW_CONNECT = "did not finish connecting before the script started"
+
+
+def is_slow_connect(d: Mapping[str, Any]) -> bool:
+    """Whether `d` is the warning above (a host diagnostic, never the script's text)."""
+    return d.get("code") == "CAPABILITY_UNAVAILABLE" and SLOW_CONNECT in str(d.get("message", ""))
+
 def reconcile(
     configs: Mapping[str, ServerConfig],
     paths: Mapping[str, str],
@@ -211,11 +221,11 @@ def reconcile(
         if why == "timeout":
             diagnostics.append(diagnostic(
                 "CAPABILITY_UNAVAILABLE",
-                f"server '{paths[cid]}' did not finish connecting before the script started (the host "
-                "waits a fifth of timeoutMs); the script's first call to it waits for the connection",
+                f"server '{paths[cid]}' {SLOW_CONNECT} (the host waits a fifth of timeoutMs); the "
+                "script's first call to it waits for the connection",
                 severity="warning" if selection.named(cid) else "info",
-                hint="nothing to do if its calls succeed (later runs find it connected); if they time out, "
-                "check the server's start-up (connect_timeout in codemode.toml)",
+                hint="run it again (the server stays connected, so the next run has its whole timeoutMs); "
+                "if it keeps happening, check the server's start-up (connect_timeout in codemode.toml)",
             ))
         else:
             diagnostics.append(diagnostic(
@@ -241,11 +251,13 @@ def reconcile(
                 views[sid] = view
             view.unavailable = failure.reason
             view.auth_failed = failure.auth
+            view.auth_hint = failure.hint
             diagnostics.append(diagnostic(
                 "CAPABILITY_UNAVAILABLE",
                 f"server '{sid}' is unavailable: {failure.reason}",
                 severity="warning" if selection.named(cid) else "info",
-                hint=f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config"
+                hint=(f"calls to '{sid}' will throw; {failure.hint}" if failure.hint
+                      else f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config")
                 + (" (its module cannot be imported: out/ has none)" if view.module_source is None else ""),
             ))
             continue

@@ -379,6 +379,9 @@ class HostOptions:
     #: CODEMODE_STATE_SECRET): the same on every instance that may get a retry; None: a random
     #: key of this process (runtime/input_required.py).
     state_secret: str | None = None
+    #: Runs may propose a skill (`saveSkill` of @codemode/skills): written to skills/ only once
+    #: the user approves it through the same channel as destructive calls (README "Skills").
+    skills_writable: bool = False
 
 
 def load_host(
@@ -391,7 +394,7 @@ def load_host(
         return CodeMode.from_config(
             config, out=out, typecheck=options.typecheck, tsc=options.tsc, max_workers=options.max_workers,
             record=options.record, approve_all=options.approve_all, trace=options.trace,
-            max_response_chars=options.max_response_chars,
+            max_response_chars=options.max_response_chars, skills_writable=options.skills_writable,
         ), None
     except UserError as exc:
         return None, exc

@@ -58,6 +58,25 @@ def _no_download_into_the_users_cache(tmp_path_factory: pytest.TempPathFactory) 
             os.environ[name] = value
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_login_in_the_users_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """OAuth logins of tests go to a private folder of the run, never the user's keyring or
+    config folder (tests that test the keyring say so: tests/test_oauth.py)."""
+    from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
+
+    saved = {name: os.environ.get(name) for name in (AUTH_DIR_ENV, STORE_ENV)}
+    folder = tmp_path_factory.mktemp("codemode-auth")
+    folder.chmod(0o700)
+    os.environ[AUTH_DIR_ENV] = str(folder)
+    os.environ[STORE_ENV] = "file"
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def server_script(name: str) -> Path:
     """examples/servers/<name>.py or tests/servers/<name>.py."""
     for folder in (EXAMPLES, TEST_SERVERS):

@@ -147,11 +147,13 @@ def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> t
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The environment of a codemode-gen process a test starts: PATH, PYTHONPATH, and where a
-    type check finds or downloads TypeScript (conftest: a test's cache, no registry)."""
+    """The environment of a codemode-gen process a test starts: PATH, PYTHONPATH, where a
+    type check finds or downloads TypeScript (conftest: a test's cache, no registry), and where
+    OAuth logins are kept (conftest: a folder of the test run)."""
+    from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
     from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV
 
-    passed = ("PATH", "PYTHONPATH", CACHE_ENV, REGISTRY_ENV)
+    passed = ("PATH", "PYTHONPATH", CACHE_ENV, REGISTRY_ENV, AUTH_DIR_ENV, STORE_ENV)
     return {**{name: os.environ[name] for name in passed if name in os.environ}, **extra}
 
 

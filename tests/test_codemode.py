@@ -12,9 +12,10 @@ import pytest
 
 from codemode_gen import CodeMode
 from codemode_gen.errors import UserError
+from codemode_gen.generator.fixtures import load_fixtures
 
 from .conftest import HANG_S, PROMPT_S
-from .runtime_support import PYTHON, script
+from .runtime_support import PYTHON, REPO, script, write_out
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,6 +79,28 @@ def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: P
     assert limit["code"] == "SANDBOX_LIMIT" and "1000 ms" in limit["message"], limit
     assert any(d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"] for d in response["diagnostics"])
 
+
+
+@pytest.mark.slow
+def test_s3_3_3_a_slow_connect_the_script_waited_out_is_not_reported(tmp_path: Path) -> None:
+    # notes starts later than the fifth of timeoutMs the host waits before the script starts,
+    # so the script's first call waits for the connection. The calls succeed and the run ends
+    # well: a warning about the connect would be noise for the model. (With a run that then
+    # times out, the warning stays: test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect.)
+    delay_s, timeout_ms = 4, 15_000  # the host waits 3 s; the script has 15 s for the rest
+    notes = f"sleep {delay_s}; exec {PYTHON} {script('notes_server')}"
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": "sh", "args": ["-c", notes]}}}))
+    write_out(tmp_path / "out", load_fixtures(REPO / "fixtures"))
+    code = "import * as notes from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await notes.get_note({ id: 1 })).id;"
+
+    async def main() -> dict[str, Any]:
+        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
+            response: dict[str, Any] = await cm.run(code, limits={"timeoutMs": timeout_ms})
+            return response
+
+    response = anyio.run(main)
+    assert response["result"] == 1, response
+    assert response["diagnostics"] == [], response["diagnostics"]
 
 def test_s3_3_4_syntax_error_is_answered_without_connecting_servers(tmp_path: Path) -> None:
     # `hang` is imported, requested and missing from out/, and can never connect (connect_timeout

@@ -49,7 +49,8 @@ def test_s12_1_spec_version_is_semver(host: HostThread) -> None:
 
 def test_s4_1_module_exports_every_function(host: HostThread) -> None:
     names = disc(host, "return Object.keys(d).sort();")
-    assert names == ["describeServer", "getTool", "listServers", "listTools", "searchTools", "specVersion"]
+    # listSkills: the project's skills (README "Skills"), beyond §4.1's functions.
+    assert names == ["describeServer", "getTool", "listServers", "listSkills", "listTools", "searchTools", "specVersion"]
 
 
 def test_s4_2_1_list_servers(host: HostThread) -> None:

@@ -63,18 +63,20 @@ def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
 @click.option("--install-typescript", "install_only", is_flag=True,
               help="Only download the pinned TypeScript into the user's cache if it is not there (for images "
                    "built ahead of use, or before going offline), print where it is, and exit.")
-@click.argument("script", required=False)
+@click.argument("script", required=False)  # none: the project's skills/
 def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pretty: bool | None,
           install_only: bool, script: str | None) -> int:
-    """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict)."""
+    """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict);
+    without SCRIPT, the project's skills (skills/ beside out/)."""
     if install_only:
         from codemode_gen.runtime.tsinstall import install_typescript
 
         click.echo(str(install_typescript().parent.parent))
         return 0
-    if script is None:
-        raise UserError("missing SCRIPT", hint="pass a .js or .ts file, or - to read the script from stdin")
     from codemode_gen.generator.project import load_project_settings
+
+    if script is None:
+        return _check_skills(config, out, tsc, pretty)
     from codemode_gen.runtime.typecheck import check_sync, lang_of, to_diagnostics
 
     settings = load_project_settings(config)
@@ -103,6 +105,30 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
     if pretty if pretty is not None else sys.stderr.isatty():
         click.echo(render_pretty(diagnostics, script), err=True)
     return 1 if any(d["severity"] == "error" for d in diagnostics) else 0
+
+
+def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool | None) -> int:
+    """No SCRIPT: type-check the project's skills (skills/ beside out/) against out/, as
+    `generate` does; the same JSON diagnostics, each with its `file`."""
+    from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.generator.skills import SKILLS_DIR
+    from codemode_gen.runtime.skills import check_against_out, render
+
+    out_dir = out if out is not None else load_project_settings(config).out_dir
+    roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
+    skills, result = check_against_out(out_dir, roots=roots, tsc=tsc)
+    if not skills:
+        raise UserError(f"missing SCRIPT (and no skills in {Path(os.path.abspath(out_dir)).parent / SKILLS_DIR} to check)",
+                        hint="pass a .js or .ts file, or - to read the script from stdin")
+    diagnostics = [
+        {"severity": "error" if d.get("category") == "error" else "warning", "code": f"TS{d.get('code')}",
+         "message": str(d.get("message", "")), "file": str(d.get("file", "")), "path": f"{d.get('line', 1)}:{d.get('column', 1)}"}
+        for d in result.diagnostics
+    ]
+    click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
+    if pretty if pretty is not None else sys.stderr.isatty():
+        click.echo("\n".join([*render(result.diagnostics), f"{len(skills)} skill(s), {len(result.errors)} type error(s)"]), err=True)
+    return 1 if result.errors else 0
 
 
 async def refusals(code: str) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,15 @@ def generate(
         from codemode_gen.generator.python_models import add_python_models
 
         outputs = add_python_models(outputs)
+    # Skills (skills/ beside out/): type-checked against these declarations, then added (§ README "Skills").
+    from codemode_gen.runtime.skills import with_skills
+
+    project_dir = Path(os.path.abspath(out)).parent
+    skill_notes: list[str] = []
+    outputs = with_skills(outputs, project_dir, roots=[project_dir, Path(os.path.abspath(config)).parent],
+                          out_dir=Path(out), notes=skill_notes)
+    for note in skill_notes:
+        click.echo(f"note: {note}", err=True)
 
     if check:
         for note in emit.leftover_notes(out):
@@ -152,8 +162,10 @@ def generate(
         click.echo(f"note: {note}", err=True)
     servers = outputs.manifest["servers"]
     tools = sum(len(s["tools"]) for s in servers)
+    skills: list[Any] = list(outputs.manifest.get("skills", []))  # type: ignore[call-overload]
     click.echo(
-        f"wrote {len(outputs.files)} files to {out}/ ({len(servers)} servers, {tools} tools)"
+        f"wrote {len(outputs.files)} files to {out}/ ({len(servers)} servers, {tools} tools"
+        + (f", {len(skills)} skill{'' if len(skills) == 1 else 's'}" if skills else "") + ")"
     )
     for rel in removed:
         click.echo(f"  removed stale {rel}")

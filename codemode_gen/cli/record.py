@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -270,9 +271,18 @@ def _check(
         for sid in recorded_server_ids(target):
             if sid not in configs:
                 out.write(f"note: {target / sid}/ is recorded but not configured in {config}; not checked\n")
+    broken = _skills_broken_by_drift(checks, settings, target)
+    for line in broken:
+        out.write(f"{line}\n")
     out.flush()
     status = exit_status(checks)
     drifted = sorted(c.server_id for c in checks if c.status in ("drift", "not-recorded"))
+    if broken:
+        raise CheckFailed(
+            f"drift in {', '.join(drifted) or 'the servers'} breaks skills/ ({len(broken) - 1} type error(s))",
+            hint="fix the skills against the live tools (record again, `codemode-gen generate`, then the "
+                 "errors above point at the lines), or ask the server's owner about the change",
+        )
     unchecked = sorted(c.server_id for c in checks if c.status in ("unreachable", "incomplete"))
     also = f"; could not check {', '.join(unchecked)}" if unchecked else ""
     if status == 1:
@@ -290,6 +300,38 @@ def _check(
             " above, fix the connection and run the check again",
         )
     out.write(f"no drift: the {_n(len(checks), 'server')} checked match {target}/\n")
+
+
+def _skills_broken_by_drift(checks: Sequence[Any], settings: Settings, target: Path) -> list[str]:
+    """The skills (skills/ beside out/) that would not type-check against the live tools of the
+    servers that drifted: a header line, then `skills/x.ts:line:col error TS…` lines; [] when
+    nothing drifted, there are no skills, or they all still check."""
+    import os
+
+    from codemode_gen.generator import skills as sk
+    from codemode_gen.generator.build import CODEMODE_DTS, build_outputs
+    from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
+
+    live = {c.server_id: c.live_tools for c in checks if c.status == "drift" and c.live_tools is not None}
+    project = Path(os.path.abspath(settings.out_dir)).parent
+    skills = sk.load_skills(project) if live else []
+    if not skills:
+        return []
+    from codemode_gen.runtime.skills import check_skills, render
+
+    sets = []
+    for fixture_set in load_fixtures(target):
+        tools = live.get(fixture_set.config_id)
+        if tools is not None:
+            names = {t.get("name") for t in tools}
+            fixture_set = FixtureSet(fixture_set.config_id, fixture_set.server_json, tools,
+                                     {k: v for k, v in fixture_set.calls.items() if k in names})
+        sets.append(fixture_set)
+    result = check_skills(skills, build_outputs(sets, settings).files[CODEMODE_DTS], roots=[project])
+    if not result.errors:
+        return []
+    return ["skills broken by this drift (type-checked against the live tools):",
+            *(f"  {line}" for line in render(result.errors))]
 
 
 def _n(count: int, noun: str) -> str:

@@ -128,6 +128,8 @@ def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget:
         argv += ["--record"]
     if options.approve_all:
         argv += ["--approve-all"]
+    if options.skills_writable:
+        argv += ["--skills-writable"]
     if options.trace != HostOptions.trace:
         argv += ["--trace", options.trace]
     if options.max_response_chars != HostOptions.max_response_chars:
@@ -212,6 +214,10 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default "
                    "tools not marked read-only or non-destructive) without asking the user. Without it such "
                    "calls are asked through MCP elicitation, and denied when the client cannot be asked.")
+@click.option("--skills-writable", "skills_writable", is_flag=True,
+              help="Let runs propose a skill (`import { saveSkill } from \"@codemode/skills\"`): it is written to "
+                   "skills/ beside out/ only once the user approves it, asked like a destructive call (even "
+                   "with --approve-all); never overwrites one. See README \"Skills\".")
 # CODEMODE_STATE_SECRET is read by serve itself (input_required.resolve_state_secret), as the
 # token is: a variable that is set but short must be refused, not taken for "unset".
 @click.option("--state-secret", "state_secret", default=None, metavar="SECRET",
@@ -261,7 +267,8 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
           print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
-          max_workers: int | None, record: bool, approve_all: bool, state_secret: str | None, trace: TraceMode,
+          max_workers: int | None, record: bool, approve_all: bool, skills_writable: bool, state_secret: str | None,
+          trace: TraceMode,
           max_response_chars: int, listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
           max_connections: int | None, max_queued_runs: int | None, public_metrics: bool) -> int:
@@ -270,7 +277,7 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
 
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
                           approve_all=approve_all, trace=trace, max_response_chars=max_response_chars,
-                          state_secret=resolve_state_secret(state_secret, os.environ))
+                          skills_writable=skills_writable, state_secret=resolve_state_secret(state_secret, os.environ))
     if listen is None:
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
         given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,

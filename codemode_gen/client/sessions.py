@@ -20,6 +20,13 @@ Why this is not just `mcp.Client`:
 - The SDK raises nested ExceptionGroups on connect failures; `ConnectError` flattens them
   into one line per server (command not found, exited at start with its stderr tail,
   connection refused, HTTP 401/403 as `AuthError`, timeout).
+- A server using OAuth (an `oauth` object, or a login stored by `codemode-gen auth login`) gets
+  client/oauth.py's provider as its transport's httpx `Auth`: tokens attached, refreshed when they
+  expire or a 401 says so; when only a person could help, the 401 comes through with the reason
+  and the exact command (`AuthError.hint`), and the connection stays usable.
+- A server that no longer knows a Streamable HTTP session (HTTP 404 to its Mcp-Session-Id: it
+  restarted, or a new login changed the client the session belongs to) ends that session
+  (`SessionLost`); the bridge sends the call, which was not run, once more on a new one.
 - anyio cancel scopes must be exited by the task that entered them. Each connection
   therefore lives in its own long-lived task, started in the `SessionManager`'s task group,
   which enters the transport, runs the dispatcher, and leaves on close. Callers in any task
@@ -102,6 +109,7 @@ _REQUEST_TIMEOUT = -32001
 _METHOD_NOT_FOUND = -32601
 _HANDSHAKE_VERSION = "2025-11-25"  # what we offer in initialize (the SDK's LATEST_HANDSHAKE_VERSION)
 _PROTOCOL_HEADER = "mcp-protocol-version"
+_SESSION_HEADER = "mcp-session-id"  # Streamable HTTP's session id; a 404 to it means the session is gone
 
 
 class ConnectError(Exception):
@@ -115,11 +123,14 @@ class ConnectError(Exception):
 
 
 class AuthError(ConnectError):
-    """The server rejected our credentials (HTTP 401/403) while connecting."""
+    """The server rejected our credentials (HTTP 401/403) while connecting; `hint` is the one fix
+    (a config line, or `codemode-gen auth login ID`), None for the generic one."""
 
-    def __init__(self, server_id: str, reason: str, *, status: int, log_path: Path | None = None) -> None:
+    def __init__(self, server_id: str, reason: str, *, status: int, log_path: Path | None = None,
+                 hint: str | None = None) -> None:
         super().__init__(server_id, reason, log_path=log_path)
         self.status = status
+        self.hint = hint
 
 
 class CallError(Exception):
@@ -130,6 +141,13 @@ class CallError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+class SessionLost(CallError):
+    """The server no longer knows this connection's MCP session (HTTP 404 to a request carrying
+    its Mcp-Session-Id: the server restarted, expired it, or the credentials changed identity,
+    e.g. a new OAuth login with a new client). The request was not processed; the session is
+    closed, so the next `get()` starts a new one (Streamable HTTP: the client MUST re-initialize)."""
 
 
 class CallTimeout(CallError):
@@ -148,11 +166,14 @@ class BadFrameError(CallError):
 
 
 class CallAuthError(CallError):
-    """An established connection's request was answered HTTP 401/403 (credentials revoked or expired)."""
+    """An established connection's request was answered HTTP 401/403 (credentials revoked or
+    expired, and an OAuth login that cannot be renewed without a person); `hint` as AuthError's."""
 
-    def __init__(self, code: int | None, message: str, data: Any = None, *, status: int) -> None:
+    def __init__(self, code: int | None, message: str, data: Any = None, *, status: int,
+                 hint: str | None = None) -> None:
         super().__init__(code, message, data)
         self.status = status
+        self.hint = hint
 
 
 # Tasks started by `cancel_once` that have not ended: the event loop keeps only weak references,
@@ -209,6 +230,8 @@ class McpSession:
         self._dispatcher = dispatcher
         self._tools: tuple[dict[str, Any], ...] | None = None
         self._auth_failed: Callable[[], int | None] = lambda: None
+        self._auth_problem: Callable[[], Any] = lambda: None  # client/oauth.AuthProblem | None
+        self._session_lost: Callable[[], bool] = lambda: False
 
     @property
     def protocol_version(self) -> str:
@@ -351,10 +374,15 @@ class McpSession:
             if code == _CONNECTION_CLOSED:
                 self.closed = True
                 raise CallError(code, f"connection to {self.server_id} closed (see {self.log_path})") from None
+            if self._session_lost():
+                self.closed = True
+                raise SessionLost(code, f"server '{self.server_id}' no longer knows this session (HTTP 404)") from None
             status = self._auth_failed()
             if status is not None:
+                problem = self._auth_problem()
+                text = problem.message if problem is not None else f"{self.server_id} rejected the credentials (HTTP {status})"
                 raise CallAuthError(
-                    code, f"{self.server_id} rejected the credentials (HTTP {status})", exc.error.data, status=status
+                    code, text, exc.error.data, status=status, hint=problem.hint if problem is not None else None
                 ) from None
             raise CallError(code, exc.error.message, exc.error.data) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -511,6 +539,8 @@ class SessionManager:
         early = await _spawn_early(config, log) if "mcp" not in sys.modules else None
         try:
             from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+            from codemode_gen.client.oauth import scrub
         except BaseException:
             if early is not None:
                 await _discard(early)
@@ -538,7 +568,8 @@ class SessionManager:
                 if method == "notifications/tools/list_changed" and holder:
                     holder[0].tools_changed = True
                 elif method == "notifications/message" and params:
-                    _log_line(log, f"[{params.get('level', 'info')}] {params.get('data')}")
+                    line = f"[{params.get('level', 'info')}] {params.get('data')}"
+                    _log_line(log, scrub(line, config) if config.transport != "stdio" else line)
 
             async def on_stream_exception(exc: Exception) -> None:
                 _log_line(log, f"[codemode-gen] unreadable message from server: {exc}")
@@ -583,6 +614,8 @@ class SessionManager:
             await dispatcher.notify("notifications/initialized", None, {"headers": {_PROTOCOL_HEADER: version}})
             session = McpSession(config, dispatcher, server_json, log_path)
             session._auth_failed = probe.take
+            session._session_lost = probe.take_lost
+            session._auth_problem = probe.problem
             holder.append(session)
             phase[0] = "listing tools"
             session._tools = tuple(await session._list_all(None))  # bounded by the connect deadline
@@ -603,20 +636,46 @@ class _Failure(Exception):
 
 @dataclass
 class _HttpProbe:
-    """Remembers HTTP error statuses, which the SDK turns into generic JSON-RPC errors."""
+    """Remembers HTTP error statuses, which the SDK turns into generic JSON-RPC errors.
+
+    With OAuth (`oauth`: the provider) a 401 may be followed by a refresh and a successful retry,
+    so the provider itself says which requests ended rejected; the requests of its own flow
+    (metadata, registration, token) are never the server's answer."""
 
     status: int | None = None  # last 401/403: credentials rejected
     error_status: int | None = None  # last status >= 400 of any kind
+    challenge: str | None = None  # the WWW-Authenticate of the last 401/403
+    oauth: Any = None  # client/oauth.py's provider, when the server uses OAuth
+    lost: bool = False  # a 404 answered a request of the session: the server forgot it
 
     async def hook(self, response: Any) -> None:
+        from codemode_gen.client.oauth import AUTH_SIDE
+
+        if response.request.extensions.get(AUTH_SIDE):
+            return
         if response.status_code >= 400:
             self.error_status = response.status_code
+        if response.status_code == 404 and _SESSION_HEADER in response.request.headers:
+            self.lost = True
         if response.status_code in (401, 403):
-            self.status = response.status_code
+            self.challenge = response.headers.get("www-authenticate")
+            if self.oauth is None:
+                self.status = response.status_code
+
+    def take_lost(self) -> bool:
+        lost, self.lost = self.lost, False
+        return lost
 
     def take(self) -> int | None:
+        if self.oauth is not None:
+            taken: int | None = self.oauth.take_rejection()
+            return taken
         status, self.status = self.status, None
         return status
+
+    def problem(self) -> Any:
+        """Why the OAuth provider could not authorize (client/oauth.AuthProblem), if it said."""
+        return self.oauth.problem if self.oauth is not None else None
 
 
 def _holds(value: Any, marker: str) -> bool:
@@ -722,13 +781,21 @@ async def _open_transport(
 
     import httpx2
 
+    from codemode_gen.client.oauth import session_auth
+    from codemode_gen.client.tokenstore import TokenStoreError
+
+    try:
+        auth = await session_auth(config)
+    except TokenStoreError as exc:
+        raise _Failure(f"{exc.message}; fix: {exc.hint}") from None
+    probe.oauth = auth
     timeout = httpx2.Timeout(config.connect_timeout, read=max(HTTP_READ_TIMEOUT, config.call_timeout + 5))
     hooks = {"response": [probe.hook]}
     if config.transport == "http":
         from mcp.client.streamable_http import streamable_http_client
 
         async with (
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, event_hooks=hooks) as client,
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, event_hooks=hooks, auth=auth) as client,
             streamable_http_client(config.url or "", http_client=client) as streams,
         ):
             yield streams[0], streams[1]
@@ -745,6 +812,7 @@ async def _open_transport(
         timeout=config.connect_timeout,
         sse_read_timeout=HTTP_READ_TIMEOUT,
         httpx_client_factory=cast(Any, factory),
+        auth=auth,
     ) as streams:
         yield streams[0], streams[1]
 
@@ -771,6 +839,52 @@ _URL_IN_TEXT = re.compile(r"https?://[^\s'\"<>]+")
 def _scrub_urls(text: str) -> str:
     """`text` (an HTTP library's message) with every URL in it shown as `_shown_url` shows it."""
     return _URL_IN_TEXT.sub(lambda m: _shown_url(m.group(0)), text)
+
+
+def _auth_server_url(leaf: BaseException, config: ServerConfig) -> str | None:
+    """The URL (shown) an OAuth request failed to reach, when it is not the server's own."""
+    import httpx2
+
+    if not isinstance(leaf, httpx2.TransportError) or config.transport == "stdio":
+        return None
+    try:
+        request = leaf.request
+    except RuntimeError:
+        return None
+    from codemode_gen.client.oauth import AUTH_SIDE
+
+    if not request.extensions.get(AUTH_SIDE):
+        return None
+    return _shown_url(str(request.url))
+
+
+def _auth_error(config: ServerConfig, where: str | None, status: int, probe: _HttpProbe, log_path: Path) -> AuthError:
+    """The AuthError of a connection refused with 401/403, with the one fix that applies."""
+    from codemode_gen.client.oauth import login_command, static_authorization
+
+    sid = config.id
+    problem = probe.problem()
+    if problem is not None:
+        return AuthError(sid, problem.message, status=status, log_path=log_path, hint=problem.hint)
+    challenge = (probe.challenge or "").lower()
+    if status == 401 and not static_authorization(config) and (
+        "resource_metadata" in challenge or challenge.startswith("bearer")
+    ):
+        command = login_command(sid)
+        if "resource_metadata" in challenge:  # an MCP OAuth server says so (RFC 9728)
+            text = f"{where} requires an OAuth login (HTTP 401); log in: {command}"
+            hint = f"run `{command}` in a terminal, then retry; the script cannot fix this"
+        else:
+            text = (f"{where} requires authorization (HTTP 401): if it uses OAuth, log in with `{command}`;"
+                    " if it takes an API key or token, put it in \"headers\"")
+            hint = f"run `{command}`, or set an Authorization header for '{sid}' in the MCP config"
+        return AuthError(sid, text, status=status, log_path=log_path, hint=hint)
+    return AuthError(
+        sid,
+        f"{where} rejected the credentials (HTTP {status}); check the headers configured for it",
+        status=status,
+        log_path=log_path,
+    )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -806,17 +920,12 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
         tail = _stderr_tail(log_path, offset)
         return f"{reason}; last lines of its stderr:\n    {tail}" if tail else f"{reason} (no stderr output; log: {log_path})"
 
-    status = probe.status
+    status = probe.take()
     for leaf in leaves:
         if isinstance(leaf, httpx2.HTTPStatusError) and leaf.response.status_code in (401, 403):
             status = leaf.response.status_code
     if status is not None:
-        return AuthError(
-            sid,
-            f"{where} rejected the credentials (HTTP {status}); check the headers configured for it",
-            status=status,
-            log_path=log_path,
-        )
+        return _auth_error(config, where, status, probe, log_path)
     for leaf in leaves:
         if isinstance(leaf, _Failure):
             return ConnectError(sid, str(leaf), log_path=log_path)
@@ -825,6 +934,14 @@ def _flatten(exc: BaseException, config: ServerConfig, probe: _HttpProbe, log_pa
             return ConnectError(sid, f"command not found: {config.command}", log_path=log_path)
         if isinstance(leaf, PermissionError):
             return ConnectError(sid, f"permission denied starting {config.command}", log_path=log_path)
+    for leaf in leaves:
+        elsewhere = _auth_server_url(leaf, config)
+        if elsewhere is not None:  # an OAuth request (refresh, discovery) to another host
+            kind = "timed out" if isinstance(leaf, httpx2.TimeoutException) else f"connection failed: {type(leaf).__name__}"
+            return ConnectError(
+                sid, f"cannot reach the authorization server of {sid} at {elsewhere} ({kind});"
+                " its OAuth token cannot be renewed until it answers", log_path=log_path,
+            )
     for leaf in leaves:
         if isinstance(leaf, httpx2.ConnectTimeout | httpx2.PoolTimeout):
             return ConnectError(sid, f"timed out connecting to {where}", log_path=log_path)

@@ -86,6 +86,10 @@ export async function listServers() {
   return CATALOG.servers.map(serverInfo);
 }
 
+export async function listSkills() {
+  return copy(CATALOG.skills || []);
+}
+
 export async function describeServer(serverId) {
   const server = serverOf(serverId, "describeServer");
   const out = serverInfo(server);

@@ -37,12 +37,21 @@ async def _exit_when_orphaned(server: uvicorn.Server, parent: int) -> None:
         await asyncio.sleep(ORPHAN_CHECK_SECONDS)
 
 
-async def serve_asgi(app: ASGIApp, host: str, port: int) -> None:
-    """Serve on a socket bound here, so `--port 0` can report the port the OS picked."""
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-to-be socket on host:port (`0`: a free port), for servers that must know their
+    own URL before building the app (OAuth metadata names it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    return sock
+
+
+async def serve_asgi(app: ASGIApp, host: str, port: int, *, sock: socket.socket | None = None) -> None:
+    """Serve on a socket bound here (or `sock`, bound by `bind`), so `--port 0` can report the
+    port the OS picked."""
+    if sock is None:
+        sock = bind(host, port)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", interface="asgi3"
     )
