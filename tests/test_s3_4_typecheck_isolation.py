@@ -225,9 +225,9 @@ def test_s3_4_an_import_of_a_host_path_says_what_a_script_can_import(
     assert module == {
         "severity": "error", "code": "TS2307", "path": "1:21",
         "message": "Cannot find module '../secret/secret': a script can import only @codemode/ modules "
-                   "(@codemode/discovery, @codemode/errors, @codemode/servers/<id>).",
+                   "(@codemode/discovery, @codemode/errors, @codemode/servers/<id>, @codemode/skills/<id>).",
         "hint": 'import one of "@codemode/servers/calendar", "@codemode/servers/notes", '
-                '"@codemode/discovery", "@codemode/errors"',
+                '"@codemode/discovery", "@codemode/errors", "@codemode/skills/open_todos", "@codemode/skills/plan_week"',
     }
     # The variants (a .json import without resolveJsonModule, an extension, a package) say the same.
     for vector in ("json", "relative .ts", "node_modules package", "js require", "dynamic import"):
