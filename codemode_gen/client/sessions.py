@@ -822,15 +822,14 @@ def _shown_url(url: str | None) -> str:
     (`?api_key=…`, `https://user:pass@…`) that would otherwise reach the terminal or a script."""
     from urllib.parse import urlsplit
 
+    from codemode_gen.client.oauth import shown_url
+
+    shown = shown_url(url)
     try:
-        parts = urlsplit(url or "")
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port is not None else ""
+        query = urlsplit(url or "").query
     except ValueError:
-        return "the server URL"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}{port}{parts.path}" + ("?…" if parts.query else "")
+        query = ""
+    return shown + ("?…" if query and shown != "the server URL" else "")
 
 
 _URL_IN_TEXT = re.compile(r"https?://[^\s'\"<>]+")
