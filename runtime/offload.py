@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from codemode_gen.runtime.idle import trim_idle
+
 if TYPE_CHECKING:
     from codemode_gen.runtime.tsinput import Erased
 
@@ -443,21 +445,16 @@ class Offload:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _stop(self, helper: _Helper) -> None:
+        """A helper trimmed from the idle list: no longer counted, then stopped."""
+        self._count -= 1
+        self._all.discard(helper)
+        await helper.reap()
+
     async def _trim(self) -> None:
         """Stop helpers idle beyond `warm` for IDLE_HELPER_TTL_S (the longest idle first)."""
         try:
-            while len(self._idle) > self.warm and not self._closed:
-                oldest = min(h.idle_since for h in self._idle)
-                await asyncio.sleep(max(0.0, oldest + IDLE_HELPER_TTL_S - time.monotonic()))
-                now = time.monotonic()
-                while len(self._idle) > self.warm:
-                    stale = min(self._idle, key=lambda h: h.idle_since)
-                    if now - stale.idle_since < IDLE_HELPER_TTL_S:
-                        break
-                    self._idle.remove(stale)
-                    self._count -= 1
-                    self._all.discard(stale)
-                    await stale.reap()
+            await trim_idle(self._idle, self.warm, IDLE_HELPER_TTL_S, closed=lambda: self._closed, stop=self._stop)
         finally:
             self._trimmer = None
 

@@ -46,6 +46,7 @@ from codemode_gen import payload
 from codemode_gen.children import python_module_command
 from codemode_gen.runtime import protocol, telemetry
 from codemode_gen.runtime import response as resp
+from codemode_gen.runtime.idle import trim_idle
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
 from codemode_gen.runtime.protocol import HostCall
 
@@ -362,16 +363,8 @@ class WorkerPool:
     async def _trim(self) -> None:
         """Stop the workers idle beyond `size` for IDLE_WORKER_TTL_S (the oldest idle first)."""
         try:
-            while len(self._idle) > self.size and not self._closed:
-                oldest = min(w.idle_since for w in self._idle)
-                await asyncio.sleep(max(0.0, oldest + IDLE_WORKER_TTL_S - time.monotonic()))
-                now = time.monotonic()
-                while len(self._idle) > self.size:
-                    stale = min(self._idle, key=lambda w: w.idle_since)
-                    if now - stale.idle_since < IDLE_WORKER_TTL_S:
-                        break
-                    self._idle.remove(stale)
-                    await stale.reap()
+            await trim_idle(self._idle, self.size, IDLE_WORKER_TTL_S, closed=lambda: self._closed,
+                            stop=lambda worker: worker.reap())
         finally:
             self._trimmer = None
 
