@@ -92,6 +92,13 @@ class Login:
         return self.proc.returncode, out, self.err
 
 
+def remote_project(tmp_path: Path, url: str) -> tuple[Path, dict[str, str]]:
+    """A project whose one server, `remote`, is the HTTP server at `url`, and its environment."""
+    project = tmp_path / "project"
+    env = env_for(project)
+    write_config(project, {"remote": {"type": "http", "url": url}})
+    return project, env
+
 def login(project: Path, sid: str, env: dict[str, str]) -> str:
     """A whole login, the person's part played by an HTTP client; returns what it printed."""
     attempt = Login(project, sid, env)
@@ -186,9 +193,7 @@ def test_login_then_record_generate_run_and_serve_with_no_secret_anywhere(
     tmp_path: Path, oauth_server: Callable[..., RunningServer]
 ) -> None:
     server = oauth_server()
-    project = tmp_path / "project"
-    env = env_for(project)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url}})
+    project, env = remote_project(tmp_path, server.mcp_url)
     outputs = [login(project, "remote", env)]
     assert state(server)["stats"]["register"] == 1  # dynamic registration
     assert grants(server, "authorization_code") == 1
@@ -541,9 +546,7 @@ def test_login_when_the_authorization_server_is_down(
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     server = oauth_server("--issuer", dead)
-    project = tmp_path / "project"
-    env = env_for(project)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url}})
+    project, env = remote_project(tmp_path, server.mcp_url)
     code, _out, err = Login(project, "remote", env).finish()
     assert code == 1 and "Traceback" not in err
     assert f"cannot reach the authorization server of 'remote' at {dead}" in err
@@ -554,9 +557,7 @@ def test_a_token_refresh_with_the_authorization_server_down_names_it(
     tmp_path: Path, oauth_server: Callable[..., RunningServer]
 ) -> None:
     server = oauth_server()
-    project = tmp_path / "project"
-    env = env_for(project)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url}})
+    project, env = remote_project(tmp_path, server.mcp_url)
     login(project, "remote", env)
     # The stored metadata now names a token endpoint nobody answers at.
     dead = f"http://127.0.0.1:{free_port()}"
@@ -575,9 +576,7 @@ def test_login_state_mismatch_is_refused_and_nothing_is_stored(
     tmp_path: Path, oauth_server: Callable[..., RunningServer]
 ) -> None:
     server = oauth_server()
-    project = tmp_path / "project"
-    env = env_for(project)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url}})
+    project, env = remote_project(tmp_path, server.mcp_url)
     attempt = Login(project, "remote", env)
     assert attempt.url is not None
     forged = httpx2.get(f"{attempt.redirect_uri}?code=stolen&state=not-the-state", timeout=PROMPT_S)
@@ -592,9 +591,7 @@ def test_login_redirect_that_never_comes_ends_with_a_clear_error(
     tmp_path: Path, oauth_server: Callable[..., RunningServer]
 ) -> None:
     server = oauth_server()
-    project = tmp_path / "project"
-    env = env_for(project)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url}})
+    project, env = remote_project(tmp_path, server.mcp_url)
     started = time.monotonic()
     attempt = Login(project, "remote", env, "--timeout", "1")
     code, _out, err = attempt.finish()
