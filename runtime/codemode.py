@@ -740,7 +740,7 @@ class CodeMode:
         out = self._out_views(manifest)
         refresh = [cid for cid in self._connected if self._needs_refresh(cid)]
         # Skills are modules of out/ too: the servers a skill the script imports imports are
-        # the script's own (README "Skills"); read at each run (a skill is source, §1.4).
+        # the script's own (README "Skills"); read again whenever out/'s manifest is (a skill is source, §1.4).
         skills = self._skills(manifest)
         used = imported_skill_code(code, skills) if skills else ""
         selection = select_servers(code + "\n" + used if used else code, requested, self.configs, out.paths, refresh)
