@@ -10,8 +10,8 @@ with the same `render_prompt` that `serve` uses, then prints, per catalog:
   without Code Mode), in bytes and approximate tokens (4 bytes a token);
 - prompt: the whole `codemode.run` description (rules + declarations) and its ratio to
   tools/list; with the approval tags serve adds under the default policy ("auto": tools that
-  are neither read-only nor non-destructive are tagged `@approval`, runtime/approval.py);
-- how far its tools got on the prompt's ladder (runtime/prompt.py): with field notes, with a
+  are neither read-only nor non-destructive are tagged `@approval`, runtime/host/approval.py);
+- how far its tools got on the prompt's ladder (runtime/frontends/prompt.py): with field notes, with a
   recorded example, with a description, as a bare signature, by name only, not listed (counted);
 - .d.ts: the committed per-server declarations (out/servers/*.d.ts) and their ratio.
 
@@ -36,8 +36,7 @@ sys.path.insert(0, str(REPO))  # tests/ as the namespace package `tests`
 
 from codemode_gen.generator.build import build_outputs  # noqa: E402
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
-from codemode_gen.runtime.approval import policy_from_annotations  # noqa: E402
-from codemode_gen.runtime.prompt import (  # noqa: E402
+from codemode_gen.runtime.frontends.prompt import (  # noqa: E402
     DEFAULT_PROMPT_BUDGET,
     DESCRIBED,
     EXAMPLE,
@@ -47,6 +46,7 @@ from codemode_gen.runtime.prompt import (  # noqa: E402
     SIGNATURE,
     layout_prompt,
 )
+from codemode_gen.runtime.host.approval import policy_from_annotations  # noqa: E402
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
 TARGET_DEMO_PROMPT_RATIO = 0.58  # tests/test_prompt.py DEMO_PROMPT_RATIO (0.5 before examples and §6.3 whole)

@@ -389,7 +389,7 @@ async def bench_concurrency(config: Path, repeat: int) -> list[tuple[str, str, s
 async def engine_floor(repeat: int, gap_s: float) -> list[float]:
     """Milliseconds to make a fresh in-process QuickJS runtime and evaluate an empty module in
     it (the floor of a warm empty run: what any host that makes a realm per run pays)."""
-    from codemode_gen.runtime.engine import new_engine
+    from codemode_gen.runtime.sandbox.engine import new_engine
 
     samples = []
     for _ in range(repeat):
@@ -592,7 +592,7 @@ def workers():
         if e.name.isdigit():
             try:
                 if int((e / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me and \\
-                        b"codemode_gen.runtime.worker" in (e / "cmdline").read_bytes():
+                        b"codemode_gen.runtime.sandbox.worker" in (e / "cmdline").read_bytes():
                     out.append(int(e.name))
             except (OSError, ValueError, IndexError):
                 pass

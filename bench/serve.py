@@ -26,11 +26,11 @@ repository's .mcp.json); the "many" project 10 servers x 20 tools (tests/servers
     CONCURRENT_RUNS concurrent codemode.run calls on one client session, CONCURRENT_ROUNDS
     rounds, of a trivial script and of one awaiting a 50 ms setTimeout: runs/s and p95 latency,
     and the peak number of sandbox worker processes (descendants of the serve process whose
-    command line holds `codemode_gen.runtime.worker`, sampled from /proc while the load runs).
+    command line holds `codemode_gen.runtime.sandbox.worker`, sampled from /proc while the load runs).
     Target: the peak never exceeds --max-workers.
 (4) Memory: the VmRSS of the serve process and of each sandbox worker after RSS_RUNS runs (each
     calls notes.get_note) through serve on the demo project, and after its first run.
-(5) Tracing overhead (runtime/telemetry.py): the warm empty run through serve on the demo
+(5) Tracing overhead (runtime/host/telemetry.py): the warm empty run through serve on the demo
     project with tracing off, on with no exporter (`[telemetry] exporter = "none"`: spans made,
     nothing sent) and on with OTLP/HTTP to a sink on 127.0.0.1, three serve processes side by
     side (runs taken in turn, paced as in (2)), p50/p95 over --repeat runs; and, in process,
@@ -94,7 +94,7 @@ TIMER_MS = 50
 RSS_RUNS = 100
 #: /proc sampling period for the worker count of (3): one sample costs well under a millisecond.
 SAMPLE_INTERVAL_S = 0.005
-WORKER_MARK = "codemode_gen.runtime.worker"
+WORKER_MARK = "codemode_gen.runtime.sandbox.worker"
 
 #: Bounds one request (initialize, tools/list, tools/call): runs take milliseconds, a cold
 #: start seconds; a hung serve fails the bench instead of hanging it.
@@ -631,7 +631,7 @@ async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Call
     call: the run's scope (span, metrics), the limits, a worker-queue wait, the execute phase
     and one tool call, against the same awaits without them. `flush` (the exporter's) is timed
     with the hooked runs, so their export counts too."""
-    from codemode_gen.runtime import telemetry
+    from codemode_gen.runtime.host import telemetry
     from codemode_gen.runtime.limits import Limits
 
     limits = Limits()
@@ -711,7 +711,7 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from codemode_gen.runtime.telemetry import Telemetry
+    from codemode_gen.runtime.host.telemetry import Telemetry
 
     # The same three set-ups in this process, where the machine's load blurs less.
     sink = OtlpSink()

@@ -2,13 +2,13 @@
 
     .venv/bin/python bench/typescript.py [--section check] [--repeat N]
 
-(1) Strip cost (`--section strip`): `erase_types` (runtime/tsinput.py), which every run, API, `run` and
+(1) Strip cost (`--section strip`): `erase_types` (runtime/host/tsinput.py), which every run, API, `run` and
     `serve`, calls once before the syntax check, on 20-, 200- and 2,000-line agent scripts in
     JavaScript (nothing to erase: the fast path, the same string back) and TypeScript, side by
     side (median and max over --repeat calls), plus the one-off cost of the first call in a process
     (importing tree-sitter, loading the grammar, compiling the query).
 (2) Check latency (`codemode-gen check`, `serve --typecheck`, `limits.typecheck`), per engine the
-    compiler runs on (`--backend`, default both): node, and QuickJS (runtime/typecheck_worker.py,
+    compiler runs on (`--backend`, default both): node, and QuickJS (runtime/sandbox/typecheck_worker.py,
     what a machine without node gets). The first check of a fresh checker (process start +
     loading typescript.js, lib.*.d.ts and out/codemode.d.ts + the check) and warm checks of the
     same long-lived process (median and max over --repeat checks; fewer for 2,000 lines), for
@@ -42,7 +42,7 @@ SIZES = (20, 200, 2000)
 
 def bench_strip(repeat: int) -> None:
     started = time.perf_counter()
-    from codemode_gen.runtime.tsinput import erase_types
+    from codemode_gen.runtime.host.tsinput import erase_types
 
     erase_types("const warm: number = 1;")
     first = time.perf_counter() - started
@@ -115,7 +115,7 @@ def _ms(seconds: float) -> str:
 
 
 async def _check_latency(repeat: int, backend: str) -> list[tuple[str, float, float, float, int, str]]:
-    from codemode_gen.runtime.typecheck import TypeChecker
+    from codemode_gen.runtime.host.typecheck import TypeChecker
 
     rows = []
     for lang in ("js", "ts"):
@@ -148,7 +148,7 @@ def _rss(pid: int | None) -> str:
 
 
 def bench_check(repeat: int, backends: tuple[str, ...] = ("node", "quickjs")) -> None:
-    from codemode_gen.runtime.typecheck import find_compiler
+    from codemode_gen.runtime.host.typecheck import find_compiler
 
     compiler = find_compiler(roots=(REPO,))
     print(f"(2) type check against {OUT} with {compiler.typescript.parent.parent} ({compiler.found})")

@@ -68,7 +68,7 @@ tool names are checked against the recordings by generator/project.py.
     input = { query = "milk" }
     expect = "error"                       # optional: a tool error (or "drift") recorded on purpose
 
-Approval policies (runtime/approval.py, issue 12) are "auto" (from the tool's MCP annotations:
+Approval policies (runtime/host/approval.py, issue 12) are "auto" (from the tool's MCP annotations:
 read-only or `destructiveHint: false` → allow, anything else → ask), "allow", "ask", "ask-once"
 (a yes holds for the rest of the session) or "deny". A per-tool "deny" joins the server's
 blocklist here, so the tool is hidden everywhere (modules, declarations, discovery, record).
@@ -138,7 +138,7 @@ MAX_TIMEOUT_SECONDS = 3600.0
 
 Transport = Literal["stdio", "http", "sse"]
 UnwrapMode = Literal["spec", "json"]
-# The values of `approval` (runtime/approval.py): "auto" takes the policy from the tool's MCP
+# The values of `approval` (runtime/host/approval.py): "auto" takes the policy from the tool's MCP
 # annotations, the others are the policy itself.
 ApprovalSetting = Literal["auto", "allow", "ask", "ask-once", "deny"]
 APPROVAL_SETTINGS: tuple[str, ...] = get_args(ApprovalSetting)
@@ -221,7 +221,7 @@ class ServerConfig:
     unwrap: UnwrapMode = "spec"
     blocklist: tuple[str, ...] = ()
     unbox: bool = False  # boxed results (x-dedalus-box, FastMCP's wrapping) return the inner value
-    # Approval policy per tool name (runtime/approval.py), and the server's default for the other
+    # Approval policy per tool name (runtime/host/approval.py), and the server's default for the other
     # tools; None: the project default (load_config always folds it in; hand-built configs may
     # leave it to the host's `Settings.approval`).
     approval: Mapping[str, ApprovalSetting] = field(default_factory=_frozen)
@@ -277,7 +277,7 @@ TELEMETRY_EXPORTERS: tuple[str, ...] = get_args(TelemetryExporter)
 
 @dataclass(frozen=True)
 class TelemetrySettings:
-    """`[telemetry]` (runtime/telemetry.py, docs/observability.md): defaults for what the
+    """`[telemetry]` (runtime/host/telemetry.py, docs/observability.md): defaults for what the
     standard OTEL_* environment variables say; each None is decided by them."""
 
     traces: bool | None = None  # None: on when an OTLP endpoint (or OTEL_TRACES_EXPORTER) is set

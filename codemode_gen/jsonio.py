@@ -58,7 +58,7 @@ def dumps_line(value: Any) -> str:
 def canonical_json(value: Any) -> str:
     """The text two JSON values are compared by: sorted keys, compact, integral numbers written
     as integers (JSON and JavaScript do not tell 1 from 1.0; Python's json does), `true` never
-    `1`. Shared by `record --check` (drift.py) and replay (runtime/replay.py)."""
+    `1`. Shared by `record --check` (drift.py) and replay (runtime/frontends/replay.py)."""
     return json.dumps(_integral(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -8,7 +8,7 @@ Two renderings come out of it, both deterministic:
 
 - `declarations[tool]`: one tool, self-contained (its signature plus the named types it
   reaches), with notes: what `@codemode/discovery` returns as `declaration`.
-- the parts the serve prompt (runtime/prompt.py) assembles a server's `declare module` block
+- the parts the serve prompt (runtime/frontends/prompt.py) assembles a server's `declare module` block
   from, tool by tool, at whatever level its budget allows: per tool (`tools[tool]`) the
   summary, the tags, the signature with field notes (`noted`, when it has any) and without
   (`signature`), and the named types it reaches; per server (`types`) the text of each named

@@ -456,7 +456,7 @@ def _agent_tool(model: ToolModel) -> AgentTool:
 
 
 def _prompt_example(model: ToolModel) -> str | None:
-    """The example the prompt's ladder shows (runtime/prompt.py): a result only where the type
+    """The example the prompt's ladder shows (runtime/frontends/prompt.py): a result only where the type
     does not say what it holds (`string`, `unknown`: only a recording shows that); for a typed
     result, the call alone, when the tool has required arguments (how its input looks)."""
     example = model.example

@@ -61,7 +61,7 @@ CALLS_DIR = "calls"
 CALLS_SUFFIX = ".jsonl"
 # Field of a calls line naming its tool, written when the file name cannot be decoded.
 TOOL_FIELD = "tool"
-# Marks a line a live session recorded (`run --record`, `serve --record`, runtime/learn.py), not
+# Marks a line a live session recorded (`run --record`, `serve --record`, runtime/host/learn.py), not
 # `record`: `generate` counts the types learned that way apart (its coverage report).
 LIVE_FIELD = "live"
 

@@ -285,7 +285,7 @@ def fill_input(tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]])
 
 def input_key(value: Any) -> str:
     """The identity of a call's input: calls with equal keys are one recorded line
-    (`merge_calls`, probes, runtime/learn.py's in-session samples). Exact JSON, so unlike
+    (`merge_calls`, probes, runtime/host/learn.py's in-session samples). Exact JSON, so unlike
     replay's `canonical_json` an input sending 1.0 stays apart from one sending 1 (a server
     may tell them apart). `default=str`: a key never raises on a call's path."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)

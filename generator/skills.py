@@ -10,7 +10,7 @@ calls are the run's own calls (same bridge: toolTrace, approvals, limits).
 
 This module reads the skills/ folder (every bound named below, every refusal a UserError that says
 the fix) and builds their out/ files from what the caller found: the type check itself is
-runtime/skills.py's (it runs TypeScript, which the generator does not).
+runtime/host/skills.py's (it runs TypeScript, which the generator does not).
 """
 
 from __future__ import annotations

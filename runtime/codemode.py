@@ -20,7 +20,7 @@ Per run, before the sandbox starts, the host:
 - loads server modules from out/, building in memory (same generator code) any configured
   server that out/ lacks or whose tools no longer match, with a diagnostic saying so.
 
-What the run sees is decided by runtime/reconcile.py from values alone; this module does the
+What the run sees is decided by runtime/host/reconcile.py from values alone; this module does the
 I/O around it (reading out/, connecting, building in memory) and owns the sessions' lifetime.
 """
 
@@ -61,11 +61,11 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
-from codemode_gen.runtime import hints, telemetry, tsinput
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.approval import ApprovalGate, Approver
-from codemode_gen.runtime.bridge import Bridge
-from codemode_gen.runtime.catalog import (
+from codemode_gen.runtime.host import hints, telemetry, tsinput
+from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.bridge import Bridge
+from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
     ServerView,
@@ -73,19 +73,18 @@ from codemode_gen.runtime.catalog import (
     manifest_views,
     module_paths_for,
 )
-from codemode_gen.runtime.discovery import MODULE_NAME as DISCOVERY_MODULE
-from codemode_gen.runtime.discovery import discovery_module
-from codemode_gen.runtime.learn import (
+from codemode_gen.runtime.host.discovery import MODULE_NAME as DISCOVERY_MODULE
+from codemode_gen.runtime.host.discovery import discovery_module
+from codemode_gen.runtime.host.learn import (
     MAX_PENDING_RECORD_BYTES,
     Learned,
     Learner,
     LiveRecorder,
     learned_note,
 )
-from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
-from codemode_gen.runtime.offload import Offload, OffloadFailed
-from codemode_gen.runtime.progress import ProgressCallback, ProgressReporter
-from codemode_gen.runtime.reconcile import (
+from codemode_gen.runtime.host.offload import Offload, OffloadFailed
+from codemode_gen.runtime.host.progress import ProgressCallback, ProgressReporter
+from codemode_gen.runtime.host.reconcile import (
     BuiltModule,
     Connections,
     Failure,
@@ -94,9 +93,8 @@ from codemode_gen.runtime.reconcile import (
     reconcile,
     select_servers,
 )
-from codemode_gen.runtime.resume import Resumable
-from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.skills import (
+from codemode_gen.runtime.host.resume import Resumable
+from codemode_gen.runtime.host.skills import (
     SKILLS_MODULE,
     SKILLS_MODULE_SOURCE,
     SkillSaver,
@@ -104,9 +102,11 @@ from codemode_gen.runtime.skills import (
     skill_entries,
     skill_modules,
 )
-from codemode_gen.runtime.telemetry import Telemetry
-from codemode_gen.runtime.tsinput import Erased, runnable
-from codemode_gen.runtime.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
+from codemode_gen.runtime.host.telemetry import Telemetry
+from codemode_gen.runtime.host.tsinput import Erased, runnable
+from codemode_gen.runtime.host.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
+from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
+from codemode_gen.runtime.sandbox.pool import Sandbox
 
 if TYPE_CHECKING:
     from codemode_gen.generator.fixtures import FixtureSet
@@ -131,7 +131,7 @@ CONNECT_TIME = "CONNECT_TIME"
 # answer within 1.5 x timeoutMs (docs/DESIGN.md, "Deadline"). A server still connecting then is
 # waited for by the script's first call to it, within the script's time.
 CONNECT_WAIT_SHARE = 0.2
-# Live results waiting to be learned from or recorded (runtime/learn.py: walks of the result,
+# Live results waiting to be learned from or recorded (runtime/host/learn.py: walks of the result,
 # done in one thread per host): past it the next call's result waits for a slot before the
 # script gets it, instead of results piling up in host memory faster than the thread keeps up.
 MAX_PENDING_OBSERVATIONS = 8
@@ -139,7 +139,7 @@ MAX_PENDING_OBSERVATIONS = 8
 RECORDING_FAILED = "RECORDING_FAILED"
 # The longest script whose TypeScript is erased on the event loop: erasing is superlinear on
 # some inputs (`x!!!…`: ~60 ms for 512 characters), and the loop serves every client and every
-# run's watchdog, so anything longer goes to a helper process (runtime/offload.py; ~1 ms more).
+# run's watchdog, so anything longer goes to a helper process (runtime/host/offload.py; ~1 ms more).
 ERASE_INLINE_MAX_CHARS = 256
 
 
@@ -166,7 +166,7 @@ class CodeMode:
         skills_writable: bool = False,
     ) -> None:
         self.configs = dict(configs)
-        # Sandbox workers running at once (runtime/sandbox.py): the argument, else codemode.toml's
+        # Sandbox workers running at once (runtime/sandbox/pool.py): the argument, else codemode.toml's
         # [sandbox] max_workers, else sandbox.default_max_workers() (two per CPU).
         self.max_workers = max_workers
         self.out_dir = Path(out_dir)
@@ -197,20 +197,20 @@ class CodeMode:
         self._manifest: Manifest | None = None
         self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
         # serve --skills-writable: runs may propose a skill (`saveSkill` of @codemode/skills),
-        # written to skills/ beside out/ only once a person approves it (runtime/bridge.py).
+        # written to skills/ beside out/ only once a person approves it (runtime/host/bridge.py).
         self.skill_saver = SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self._built_entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
         self._out: _OutViews | None = None  # out/'s views of the manifest last read
         self._catalogs: OrderedDict[tuple[Any, ...], _Prepared] = OrderedDict()  # by what decides them
-        # Type checking (runtime/typecheck.py): `typecheck` is the default of limits.typecheck
+        # Type checking (runtime/host/typecheck.py): `typecheck` is the default of limits.typecheck
         # (serve --typecheck); tsc is looked for from `project_dir` (default: out/'s folder) up.
         self.typecheck = typecheck
         self.tsc = tsc
         self.project_dir = Path(project_dir) if project_dir is not None else self.out_dir.parent
         self._typechecker: TypeChecker | None = None
         self._typechecks: set[asyncio.Task[Any]] = set()  # checks in flight (and the warm-up)
-        # Live calls teach output types to later runs (runtime/learn.py); with `record` (True:
+        # Live calls teach output types to later runs (runtime/host/learn.py); with `record` (True:
         # the settings' fixtures dir, or a folder) they are also written to fixtures/.
         self._learner = Learner()
         self._recorder: LiveRecorder | None = None
@@ -226,14 +226,14 @@ class CodeMode:
         self._slots: asyncio.Semaphore | None = None
         self._learning: set[tuple[str, str]] = set()
         self._flushing: asyncio.Task[list[str]] | None = None  # a flush past MAX_PENDING_RECORD_BYTES
-        # Approval of tool calls (runtime/approval.py): `approve` asks a person when a tool's
+        # Approval of tool calls (runtime/host/approval.py): `approve` asks a person when a tool's
         # policy says "ask"/"ask-once" (a run may bring its own); without one such calls are
         # denied (fail closed) unless `approve_all`. Ask-once accepts last as long as this host.
         self.approval = ApprovalGate(
             approve=approve, approve_all=approve_all, project_default=self.settings.approval,
             redact_patterns=self.settings.redact_patterns,
         )
-        # Traces and metrics of the runs (runtime/telemetry.py): codemode.toml's [telemetry] and
+        # Traces and metrics of the runs (runtime/host/telemetry.py): codemode.toml's [telemetry] and
         # the OTEL_* environment decide, unless the caller brings its own.
         self.telemetry = telemetry if telemetry is not None else Telemetry.from_settings(self.settings)
         self._register_gauges()
@@ -264,8 +264,8 @@ class CodeMode:
         caller's working directory: an agent client launches us from anywhere); an explicit
         relative `out` stays relative to the working directory, as a CLI user expects.
         `replay`: run against the recordings in `fixtures` (default: the settings' fixtures dir)
-        instead of the live servers, none of which is started (runtime/replay.py: tests, CI).
-        `approve` / `approve_all`: approval of tool calls (see `__init__`, runtime/approval.py).
+        instead of the live servers, none of which is started (runtime/frontends/replay.py: tests, CI).
+        `approve` / `approve_all`: approval of tool calls (see `__init__`, runtime/host/approval.py).
         `trace` / `max_response_chars`: the defaults of limits.trace and limits.maxResponseChars.
         `telemetry`: where traces and metrics go (default: from [telemetry] and OTEL_*).
         """
@@ -280,7 +280,7 @@ class CodeMode:
         if replay and record is not False:
             raise UserError("replay and record exclude each other: replayed calls are recordings already")
         if replay:
-            from codemode_gen.runtime.replay import ReplayEnviron, replay_configs
+            from codemode_gen.runtime.frontends.replay import ReplayEnviron, replay_configs
 
             configs = replay_configs(load_config(config_path, loaded, environ=ReplayEnviron()),
                                      Path(fixtures) if fixtures is not None else loaded.fixtures_dir)
@@ -331,7 +331,7 @@ class CodeMode:
             # before they are ready (a server answers its client's initialize meanwhile).
             await sandbox.start(wait=False)
             self._sandbox = sandbox
-            # TypeScript beyond a few lines is erased in a helper process (runtime/offload.py),
+            # TypeScript beyond a few lines is erased in a helper process (runtime/host/offload.py),
             # one per run at most, so no script stalls the event loop. The first such script
             # starts one (~0.13 s); one then stays for the next.
             offload = Offload(sandbox.pool.max_workers, warm=1)
@@ -468,12 +468,12 @@ class CodeMode:
 
         `progress`, an `async (progress, total, message)` callback (MCP's progress shape), hears
         from the run while it is under way: when a tool call finishes, and at least every
-        HEARTBEAT_S seconds (runtime/progress.py); one that raises or hangs never affects the run.
+        HEARTBEAT_S seconds (runtime/host/progress.py); one that raises or hangs never affects the run.
         Cancelling the task that awaits `run` ends the run: the worker is killed and every tool
         call still in flight is cancelled upstream (notifications/cancelled, §7.4); the sessions
         stay open for the next run.
 
-        `approve` asks a person about this run's calls that need approval (runtime/approval.py),
+        `approve` asks a person about this run's calls that need approval (runtime/host/approval.py),
         instead of the host's approver (`serve` passes one per client request); ask-once
         accepts are remembered per `approval_session` (default: one session for the host), an
         answer of `FOR_RUN` ("run") for the rest of this run only.
@@ -483,7 +483,7 @@ class CodeMode:
         before this call: serve --http queues a request before it calls, and the caller's
         deadline includes that wait (§3.2.4). Default: now.
 
-        `resumable` (runtime/resume.py): the run may end to wait for answers between two MCP
+        `resumable` (runtime/host/resume.py): the run may end to wait for answers between two MCP
         requests (serve on MCP 2026-07-28) and resume from the state of an earlier round; its
         calls that need approval are asked through it. When it ends that way,
         `resumable.suspension` is set and the response returned is only a placeholder.
@@ -491,7 +491,7 @@ class CodeMode:
         gate = (approve, approval_session)
         self._runs_in_progress += 1
         try:
-            with self.telemetry.run(code, started) as traced:  # its span and metrics (runtime/telemetry.py)
+            with self.telemetry.run(code, started) as traced:  # its span and metrics (runtime/host/telemetry.py)
                 if progress is None:
                     return traced.finish(await self._run(code, limits, requested_capabilities, None, gate, started,
                                                          resumable))
@@ -540,7 +540,7 @@ class CodeMode:
             if resumable.expired():
                 return self._expired(resumable, run_limits)
             deadline = resumable.deadline(deadline)
-        # TypeScript runs with its types erased, every position kept (runtime/tsinput.py); plain
+        # TypeScript runs with its types erased, every position kept (runtime/host/tsinput.py); plain
         # JavaScript comes back unchanged. `code` stays the agent's own source. A script that
         # cannot be erased or parsed never runs: answer as the sandbox would, before connecting
         # anything (a first connect can take seconds).
@@ -719,7 +719,7 @@ class CodeMode:
         `budget_s`; a server still connecting then stays lazy (its first call waits for the same
         connection) and the run says so. Servers out/ lacks connect in the background and join
         the runs that start after they are connected: one slow or hanging server never delays a
-        run that does not use it. What the run sees is decided by runtime/reconcile.py; this
+        run that does not use it. What the run sees is decided by runtime/host/reconcile.py; this
         does the I/O around it (out/, connections, in-memory builds).
         """
         return (await self._prepare(code, requested, budget_s)).for_run()
@@ -732,7 +732,7 @@ class CodeMode:
         call); the others, which need their tool list before the run can import them, `budget_s`.
 
         A catalog is a pure function of out/'s manifest, the servers the run names and the
-        snapshot (tool-list version) of every connection (runtime/reconcile.py), so it is built
+        snapshot (tool-list version) of every connection (runtime/host/reconcile.py), so it is built
         once per distinct set of those and each run gets its own copies of the server views
         (the bridge rebinds their fields, §8.2). Rebuilding it, and the discovery module with
         it, was most of a warm run's host time."""
@@ -779,7 +779,7 @@ class CodeMode:
             self._catalogs.popitem(last=False)
         return prepared
 
-    # ------------------------------------------------------------------ learning (runtime/learn.py)
+    # ------------------------------------------------------------------ learning (runtime/host/learn.py)
 
     async def _on_result(
         self, run: Hashable, observed: list[asyncio.Future[None]],
@@ -991,7 +991,7 @@ class CodeMode:
 
     async def prepare_typecheck(self, limits: Mapping[str, Any] | None = None) -> None:
         """If a run with `limits` is type-checked and no TypeScript is found, download the pinned
-        one now (runtime/tsinstall.py, a line on stderr), so that the run's timeoutMs is not spent
+        one now (runtime/host/tsinstall.py, a line on stderr), so that the run's timeoutMs is not spent
         on it (a run does not wait for a download: it would skip its check). For one-shot hosts
         (`codemode-gen run`); `serve --typecheck` downloads at start-up, in the background. A
         failure is not raised: the run reports it (TYPECHECK_UNAVAILABLE)."""

@@ -105,7 +105,7 @@ class SandboxLimitExceeded(Exception):
 
 class RunStopped(Exception):
     """Raised by a host call to end the run at once with these diagnostics (a resumed run that
-    no longer does what its journal says: runtime/resume.py); like a limit, the worker is killed
+    no longer does what its journal says: runtime/host/resume.py); like a limit, the worker is killed
     and nothing more is sent."""
 
     def __init__(self, diagnostics: list[dict[str, Any]]) -> None:
@@ -123,7 +123,7 @@ class Limits:
     maxToolCalls: int = DEFAULT_MAX_TOOL_CALLS
     maxConcurrentCalls: int = DEFAULT_MAX_CONCURRENT_CALLS
     #: Type-check the script against out/'s declarations before it runs; type errors come back
-    #: as warnings and the run goes ahead (runtime/typecheck.py). None: the host's default
+    #: as warnings and the run goes ahead (runtime/host/typecheck.py). None: the host's default
     #: (`serve --typecheck`, `CodeMode(typecheck=True)`; off otherwise). Not a resource limit,
     #: but a per-run option sent the same way (§3.2.4 lets a host document its own keys).
     typecheck: bool | None = None

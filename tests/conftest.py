@@ -38,14 +38,14 @@ PROMPT_S = 10.0
 HANG_S = 60.0
 
 _READY = re.compile(r"listening on (http://\S+?):(\d+)")
-# Where a type check finds no TypeScript it downloads one (runtime/tsinstall.py): tests never
+# Where a type check finds no TypeScript it downloads one (runtime/host/tsinstall.py): tests never
 # write the user's cache, and reach the registry only where they say so (tests/test_tsinstall.py).
 UNREACHABLE_REGISTRY = "http://127.0.0.1:9"
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_download_into_the_users_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV
+    from codemode_gen.runtime.host.tsinstall import CACHE_ENV, REGISTRY_ENV
 
     saved = {name: os.environ.get(name) for name in (CACHE_ENV, REGISTRY_ENV)}
     os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("codemode-cache"))

@@ -29,7 +29,7 @@ import pytest
 
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.runtime.codemode import CodeMode
-from codemode_gen.runtime.telemetry import Telemetry
+from codemode_gen.runtime.host.telemetry import Telemetry
 
 from .conftest import PYTHON, REPO, launch_server, server_script
 from .conftest import stdio_config as stdio
@@ -63,10 +63,10 @@ class HostThread:
     def __init__(self, configs: Mapping[str, ServerConfig], out_dir: Path, log_dir: Path,
                  settings: Settings | None = None, *, approve_all: bool = False, connect: bool = True,
                  telemetry: Telemetry | None = None) -> None:
-        # approve_all: tools whose approval policy asks (runtime/approval.py) are called without
+        # approve_all: tools whose approval policy asks (runtime/host/approval.py) are called without
         # asking; for tests of other things that call such tools (unannotated, destructive).
         # connect=False: servers are connected by the first run that names them, not at start.
-        # telemetry: where the runs' spans and metrics go (runtime/telemetry.py).
+        # telemetry: where the runs' spans and metrics go (runtime/host/telemetry.py).
         self.connect = connect
         self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir, approve_all=approve_all,
                            telemetry=telemetry)
@@ -151,7 +151,7 @@ def child_env(**extra: str) -> dict[str, str]:
     type check finds or downloads TypeScript (conftest: a test's cache, no registry), and where
     OAuth logins are kept (conftest: a folder of the test run)."""
     from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
-    from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV
+    from codemode_gen.runtime.host.tsinstall import CACHE_ENV, REGISTRY_ENV
 
     passed = ("PATH", "PYTHONPATH", CACHE_ENV, REGISTRY_ENV, AUTH_DIR_ENV, STORE_ENV)
     return {**{name: os.environ[name] for name in passed if name in os.environ}, **extra}

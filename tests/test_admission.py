@@ -1,4 +1,4 @@
-"""runtime/admission.py: runs take slots client by client in turn, the queue is bounded in all and
+"""runtime/frontends/admission.py: runs take slots client by client in turn, the queue is bounded in all and
 per client, and a run that waits past its deadline leaves the queue (serve --http's queue; the
 process-level tests are in test_serve_http_bounds.py)."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from codemode_gen.runtime.admission import Admission, QueueFull
+from codemode_gen.runtime.frontends.admission import Admission, QueueFull
 
 
 async def _settle() -> None:

@@ -1,6 +1,6 @@
 """The compact agent rendering (generator/agent.py over typescript/compact.py; spec §4.4, §6.2, §6.3).
 
-What a model reads (serve's prompt: `tools[].agent` assembled by runtime/prompt.py; discovery's
+What a model reads (serve's prompt: `tools[].agent` assembled by runtime/frontends/prompt.py; discovery's
 `tools[].declaration`), as opposed to what tsc reads (the committed .d.ts): one signature per
 tool, a type inline where it is used once or is short and named where tools share it or it is
 recursive, the description's first sentence, a `//` note per input field, annotations as terse
@@ -36,7 +36,7 @@ from codemode_gen.generator.typescript.compact import (
     print_compact,
 )
 from codemode_gen.generator.typescript.docs import schema_doc
-from codemode_gen.runtime.prompt import FULL, SIGNATURE, server_block
+from codemode_gen.runtime.frontends.prompt import FULL, SIGNATURE, server_block
 
 from .catalogs import catalog_ids, load_catalog
 from .tsc import as_namespace

@@ -1,4 +1,4 @@
-"""Approval of tool calls (issue 12, runtime/approval.py): policies, codemode.toml, the gate, the
+"""Approval of tool calls (issue 12, runtime/host/approval.py): policies, codemode.toml, the gate, the
 bridge (§3.3.2 toolTrace, §7 ToolCallError, §10 the script goes on), the Python API and the
 `run` CLI's terminal prompt.
 
@@ -25,7 +25,8 @@ import pytest
 
 from codemode_gen.config import ServerConfig, Settings, load_config, load_settings
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.approval import (
+from codemode_gen.runtime.codemode import CodeMode
+from codemode_gen.runtime.host.approval import (
     DENIED_CODE,
     FOR_RUN,
     MAX_ARGUMENTS_CHARS,
@@ -40,7 +41,6 @@ from codemode_gen.runtime.approval import (
     toml_line,
     tool_policy,
 )
-from codemode_gen.runtime.codemode import CodeMode
 
 from .catalogs import catalog_ids, load_catalog
 from .conftest import PROMPT_S
@@ -390,7 +390,7 @@ def test_policy_table_names_the_annotation_or_the_line_that_decided(tmp_path: Pa
 
 
 def test_tools_without_annotations_ask_before_every_call_by_default() -> None:
-    """The default for a tool whose annotations say nothing (runtime/approval.py says why): asked
+    """The default for a tool whose annotations say nothing (runtime/host/approval.py says why): asked
     before every call, not once per session: the unannotated real servers post, push and write."""
     rows = policy_table(Settings(), [(cid, load_catalog(cid)[1]) for cid in catalog_ids()])
     defaulted = [r for r in rows if r.source == "default"]

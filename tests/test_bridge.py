@@ -1,4 +1,4 @@
-"""runtime/bridge.py: every host reply a script's tool call can get, with a fake connector and
+"""runtime/host/bridge.py: every host reply a script's tool call can get, with a fake connector and
 fake sessions (no server process, no QuickJS)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from codemode_gen.client.sessions import (
 )
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import Box
-from codemode_gen.runtime.bridge import Bridge
-from codemode_gen.runtime.catalog import Catalog, LiveServer, ServerView, ToolView
+from codemode_gen.runtime.host.bridge import Bridge
+from codemode_gen.runtime.host.catalog import Catalog, LiveServer, ServerView, ToolView
 from codemode_gen.runtime.limits import (
     MAX_JSON_DEPTH,
     MAX_TRACE_ENTRIES,

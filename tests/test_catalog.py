@@ -1,4 +1,4 @@
-"""runtime/catalog.py: the per-run view of servers and tools (pure parts), and reading
+"""runtime/host/catalog.py: the per-run view of servers and tools (pure parts), and reading
 out/manifest.json (generator/manifest.py's validating reader, which the runtime uses)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from codemode_gen.config import ServerConfig
 from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import ServerEntry, manifest_document, read_manifest
-from codemode_gen.runtime.catalog import (
+from codemode_gen.runtime.host.catalog import (
     MAX_NAMES_IN_WARNING,
     ToolView,
     adopt_built,

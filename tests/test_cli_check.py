@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from codemode_gen.runtime.tsinstall import (
+from codemode_gen.runtime.host.tsinstall import (
     CACHE_ENV,
     REGISTRY_ENV,
     TYPESCRIPT_VERSION,
     typescript_dir,
 )
-from codemode_gen.runtime.typecheck import (
+from codemode_gen.runtime.host.typecheck import (
     INSTALL_HINT,
     CheckResult,
     CompilerNotFound,
@@ -193,7 +193,7 @@ def test_no_compiler_and_no_download_exits_2_with_the_ways_out(tmp_path: Path) -
     assert (found.returncode, found.stdout.strip()) == (0, "[]"), found.stderr
 
 
-# TypeScript that `run` cannot run (runtime/tsinput.py cannot erase it, or QuickJS cannot parse
+# TypeScript that `run` cannot run (runtime/host/tsinput.py cannot erase it, or QuickJS cannot parse
 # what is left: decorators), with where `run` reports it.
 NOT_RUNNABLE = {
     "enum": ("enum Color { Red, Green }\nglobalThis.__codemode_result__ = Color.Red;\n", "1:1"),
@@ -306,7 +306,7 @@ def test_without_node_the_compiler_runs_on_quickjs(tmp_path: Path) -> None:
     found = find_compiler(roots=[tmp_path], path_env=str(tmp_path / "empty"))
     assert (found.backend, found.node, found.typescript) == ("quickjs", None, package.resolve())
     assert found.command(tmp_path / "out")[1:] == [
-        "-I", "-m", "codemode_gen.runtime.typecheck_worker", str(package.resolve()), str(tmp_path / "out")]
+        "-I", "-m", "codemode_gen.runtime.sandbox.typecheck_worker", str(package.resolve()), str(tmp_path / "out")]
     # node beside it or on PATH is preferred; either engine can be asked for
     path_env = fake_node(tmp_path / "bin")
     assert find_compiler(roots=[tmp_path], path_env=path_env).backend == "node"
@@ -365,8 +365,8 @@ def test_diagnostics_have_the_s3_3_3_shape() -> None:
 
 def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Path) -> None:
     from codemode_gen.cli.serve import serve_command
-    from codemode_gen.runtime.prompt import render_prompt
-    from codemode_gen.runtime.serve import HostOptions
+    from codemode_gen.runtime.frontends.prompt import render_prompt
+    from codemode_gen.runtime.frontends.serve import HostOptions
 
     argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000,
                          HostOptions(typecheck=True, tsc="node_modules/.bin/tsc"))

@@ -1,4 +1,4 @@
-"""runtime/engine.py: the engine interface on real jsbox, and the import rules of the package:
+"""runtime/sandbox/engine.py: the engine interface on real jsbox, and the import rules of the package:
 nothing but the engine imports jsbox, and imports go one way, CLI -> runtime -> generator ->
 shared core (codemode_gen's own modules, client/, templates)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode_gen.runtime.engine import Engine, EngineError, EngineTimeout, new_engine
+from codemode_gen.runtime.sandbox.engine import Engine, EngineError, EngineTimeout, new_engine
 
 from . import typecheck
 
@@ -121,7 +121,7 @@ def test_only_engine_module_imports_jsbox() -> None:
     offenders = [
         f"{path.relative_to(REPO)}:{line}"
         for module, path in package_modules().items()
-        if module != "codemode_gen.runtime.engine"
+        if module != "codemode_gen.runtime.sandbox.engine"
         for line, target in imports(module, path, known)
         if target == "jsbox" or target.startswith("jsbox.")
     ]
@@ -146,15 +146,74 @@ def test_import_direction_check_sees_every_kind_of_import(tmp_path: Path) -> Non
     path = tmp_path / "record.py"
     path.write_text(
         "from codemode_gen import CodeMode, __version__\n"
-        "def f():\n    from codemode_gen.runtime import bridge\n"
+        "def f():\n    from codemode_gen.runtime.host import bridge\n"
     )
     found = list(imports("codemode_gen.generator.record", path, resolvable()))
-    assert found == [(1, "codemode_gen.runtime.codemode"), (1, "codemode_gen"), (3, "codemode_gen.runtime.bridge")]
+    assert found == [(1, "codemode_gen.runtime.codemode"), (1, "codemode_gen"), (3, "codemode_gen.runtime.host.bridge")]
     assert [layer(target) for _, target in found] == [2, 0, 2]
 
 
+# runtime/'s sub-systems and the edges allowed between them: the MCP front-ends sit on the
+# CodeMode facade, which drives the per-run host, which drives the sandbox; the sandbox (the worker
+# process and its pool) sees only the runtime's shared contract modules (runtime/*.py that are
+# not the facade). Everything else in the runtime imports nothing above itself.
+RUNTIME_PARTS = {
+    "frontends": {"frontends", "codemode", "host", "sandbox", "contract"},
+    "codemode": {"codemode", "host", "sandbox", "contract"},
+    "host": {"host", "sandbox", "contract"},
+    "sandbox": {"sandbox", "contract"},
+    "contract": {"contract"},
+}
+# Edges that break the rule today, each to be removed; the test fails when one is fixed and
+# still listed, so the list only shrinks.
+KNOWN_RUNTIME_EDGES: set[tuple[str, str]] = {
+    ("codemode_gen.runtime.codemode", "codemode_gen.runtime.frontends.replay"),
+    ("codemode_gen.runtime.sandbox.pool", "codemode_gen.runtime.host.telemetry"),
+}
+
+
+def runtime_part(module: str) -> str | None:
+    if module == "codemode_gen.runtime" or not module.startswith("codemode_gen.runtime."):
+        return None
+    first = module.split(".")[2]
+    if first in ("frontends", "host", "sandbox"):
+        return first
+    return "codemode" if first == "codemode" else "contract"
+
+
+def test_runtime_sub_packages_import_along_the_allowed_edges() -> None:
+    modules, known = package_modules(), resolvable()
+    found: set[tuple[str, str]] = set()
+    offenders = []
+    for module, path in modules.items():
+        part = runtime_part(module)
+        if part is None:
+            continue
+        for line, target in imports(module, path, known):
+            other = runtime_part(target)
+            if other is not None and other not in RUNTIME_PARTS[part]:
+                found.add((module, target))
+                if (module, target) not in KNOWN_RUNTIME_EDGES:
+                    offenders.append(f"{path.relative_to(REPO)}:{line}: {part}/ imports {other}: {target}")
+    assert offenders == [], "runtime sub-packages imported against their edges:\n" + "\n".join(offenders)
+    assert found >= KNOWN_RUNTIME_EDGES, f"fixed, remove from KNOWN_RUNTIME_EDGES: {KNOWN_RUNTIME_EDGES - found}"
+
+
+@pytest.mark.xfail(strict=True, reason="runtime/response.py still imports generator.manifest")
+def test_sandbox_worker_imports_nothing_from_the_generator() -> None:
+    # The worker process runs untrusted scripts: it loads the sandbox and the contract modules,
+    # never the generator (its templates, genson, jsonschema) nor the MCP SDK.
+    code = (
+        "import sys, codemode_gen.runtime.sandbox.worker\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('codemode_gen.generator', 'mcp', \n"
+        "      'codemode_gen.runtime.host', 'codemode_gen.runtime.frontends'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_worker_import_does_not_pull_in_mcp() -> None:
-    code = "import sys, codemode_gen.runtime.worker; print('mcp' in sys.modules)"
+    code = "import sys, codemode_gen.runtime.sandbox.worker; print('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -164,12 +223,12 @@ def test_worker_process_runs_without_ssl_and_a_host_import_keeps_it() -> None:
     # loading OpenSSL's ssl module (its RSS); importing the module in a host changes nothing.
     code = (
         "import runpy, sys\n"
-        "runpy.run_module('codemode_gen.runtime.worker', run_name='__main__')\n"
+        "runpy.run_module('codemode_gen.runtime.sandbox.worker', run_name='__main__')\n"
         "print('ssl', sys.modules.get('ssl') is not None, file=sys.stderr)\n"
     )
     run = b'{"op":"run","code":"globalThis.__codemode_result__ = 7","modules":{},"sources":{},"limits":{},"budgetMs":30000}\n'
     out = subprocess.run([sys.executable, "-I", "-c", code], input=run, capture_output=True, check=True)
     assert b'"result":7' in out.stdout, out
     assert b"ssl False" in out.stderr, out.stderr
-    host = "import sys, codemode_gen.runtime.worker, ssl; print(ssl.OPENSSL_VERSION != '')"
+    host = "import sys, codemode_gen.runtime.sandbox.worker, ssl; print(ssl.OPENSSL_VERSION != '')"
     assert subprocess.run([sys.executable, "-c", host], capture_output=True, text=True, check=True).stdout.strip() == "True"

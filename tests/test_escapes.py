@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
 
 NOTES = """
 import { callTool, deepFreeze } from "@codemode/host";

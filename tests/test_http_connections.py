@@ -1,4 +1,4 @@
-"""runtime/http_connections.py: serve --http's connection cap and request-head deadline, on a real
+"""runtime/frontends/http_connections.py: serve --http's connection cap and request-head deadline, on a real
 uvicorn server over real sockets (127.0.0.1, a free port) with a small ASGI app; the whole of
 serve --http is in test_serve_http_bounds.py."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.http_connections import ConnectionLimits, connection_protocol
+from codemode_gen.runtime.frontends.http_connections import ConnectionLimits, connection_protocol
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""runtime/learn.py through the Python API: output types learned from live calls, shown to the
+"""runtime/host/learn.py through the Python API: output types learned from live calls, shown to the
 runs after them, and live calls recorded to fixtures/ (real server processes, real QuickJS)."""
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def test_live_recording_refuses_a_hostile_recording_instead_of_replacing_it(tmp_
 
     from codemode_gen.config import ServerConfig, Settings
     from codemode_gen.generator.fixtures import write_server_fixtures
-    from codemode_gen.runtime.learn import LiveRecorder
+    from codemode_gen.runtime.host.learn import LiveRecorder
 
     line = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z"}
     write_server_fixtures(tmp_path, "s", {"serverInfo": {"name": "s"}}, [{"name": "t"}], {"t": [line]})
@@ -233,7 +233,7 @@ _FLUSHER = """
 import sys
 from pathlib import Path
 from codemode_gen.config import ServerConfig, Settings
-from codemode_gen.runtime.learn import LiveRecorder
+from codemode_gen.runtime.host.learn import LiveRecorder
 
 fixtures, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 configs = {"s": ServerConfig(id="s", transport="stdio", command="unused")}
@@ -303,7 +303,7 @@ def test_learner_keeps_the_merged_type_not_the_samples() -> None:
     import tracemalloc
 
     from codemode_gen.generator.infer import infer_output
-    from codemode_gen.runtime.learn import Learner
+    from codemode_gen.runtime.host.learn import Learner
 
     learner = Learner()
     tracemalloc.start()
@@ -326,7 +326,7 @@ def test_learner_keeps_the_merged_type_not_the_samples() -> None:
 
 @pytest.mark.slow
 def test_a_type_that_outgrows_its_bound_stops_learning_and_discovery_says_so(tmp_path: Path) -> None:
-    from codemode_gen.runtime.learn import MAX_LEARNED_SCHEMA_BYTES
+    from codemode_gen.runtime.host.learn import MAX_LEARNED_SCHEMA_BYTES
 
     config = project(tmp_path)
     # Every call brings 150 new keys: the merged type grows by ~5 KiB a call.

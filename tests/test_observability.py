@@ -1,4 +1,4 @@
-"""Observability (docs/observability.md, runtime/telemetry.py, runtime/metrics.py): OpenTelemetry
+"""Observability (docs/observability.md, runtime/host/telemetry.py, runtime/host/metrics.py): OpenTelemetry
 spans of runs and tool calls, W3C trace context carried to the upstream servers, and the
 Prometheus metrics of `serve --http`.
 
@@ -27,10 +27,10 @@ import pytest
 
 from codemode_gen.config import Settings, TelemetrySettings, load_settings
 from codemode_gen.errors import UserError
-from codemode_gen.runtime import telemetry
-from codemode_gen.runtime.approval import FOR_RUN
-from codemode_gen.runtime.metrics import MAX_LABEL_SETS, OTHER_LABEL, Metrics
-from codemode_gen.runtime.telemetry import Telemetry, resolve
+from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime.host.approval import FOR_RUN
+from codemode_gen.runtime.host.metrics import MAX_LABEL_SETS, OTHER_LABEL, Metrics
+from codemode_gen.runtime.host.telemetry import Telemetry, resolve
 
 from .conftest import PROMPT_S
 from .runtime_support import (

@@ -1,4 +1,4 @@
-"""runtime/offload.py: CPU-heavy steps on untrusted input run in helper processes, never on the
+"""runtime/host/offload.py: CPU-heavy steps on untrusted input run in helper processes, never on the
 host's event loop (erasing TypeScript, parsing a large JSON request), and a helper that outlives
 its caller's deadline is killed. Real helper processes; the loop's responsiveness is measured
 against the same work done inline, so the bounds hold on a loaded machine."""
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.offload import (
+from codemode_gen.runtime.host.offload import (
     MAX_JSON_VALUES,
     Offload,
     count_json_values,
     envelope_of,
     structure_bound,
 )
-from codemode_gen.runtime.tsinput import erase_types
+from codemode_gen.runtime.host.tsinput import erase_types
 
 from .conftest import child_pids
 

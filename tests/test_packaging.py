@@ -52,7 +52,7 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     assert any(n.startswith("codemode_gen/runtime/js/") and n.endswith(".js") for n in names)
     assert "codemode_gen/runtime/js/typecheck_server.js" in names  # run by node for type checks
     assert "codemode_gen/runtime/js/typecheck_core.js" in names  # the checker, on node or QuickJS
-    assert "codemode_gen/runtime/typecheck_worker.py" in names  # the checker's QuickJS process
+    assert "codemode_gen/runtime/sandbox/typecheck_worker.py" in names  # the checker's QuickJS process
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 
@@ -130,7 +130,7 @@ def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], t
     """The README's install alone, no node on PATH, started from a checkout's root: `check` runs
     the compiler on QuickJS in a child that imports the installed package and its JS (the
     pinned TypeScript seeded into the cache, as a first use downloads it: tests/test_tsinstall.py)."""
-    from codemode_gen.runtime.tsinstall import CACHE_ENV, REGISTRY_ENV, TYPESCRIPT_VERSION
+    from codemode_gen.runtime.host.tsinstall import CACHE_ENV, REGISTRY_ENV, TYPESCRIPT_VERSION
 
     from .conftest import UNREACHABLE_REGISTRY
     from .test_tsinstall import seed_cache

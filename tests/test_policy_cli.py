@@ -1,5 +1,5 @@
 """The approval policy where a user first meets it: `codemode-gen policy` (the table) and the
-summary `record` and `generate` print (codemode_gen/cli/policy.py, runtime/approval.py).
+summary `record` and `generate` print (codemode_gen/cli/policy.py, runtime/host/approval.py).
 
 Golden outputs (tests/data/policy/) for the demo project and for the real sqlite server, whose
 tools carry no annotations; set CODEMODE_UPDATE_GOLDEN=1 to rewrite them after a deliberate

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
 
 REQUIRED_GLOBALS = [
     "JSON", "Math", "Date", "URL", "URLSearchParams", "Promise", "Map", "Set", "WeakMap", "WeakSet",

@@ -1,4 +1,4 @@
-"""The `codemode.run` description (runtime/prompt.py): what a model in a real client receives.
+"""The `codemode.run` description (runtime/frontends/prompt.py): what a model in a real client receives.
 
 Claude Code forwards at most 16,384 characters of a tool description, so the prompt must stay
 within its budget whatever the catalog, say everything the spec makes a host document, spend
@@ -22,8 +22,7 @@ from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 from codemode_gen.generator.manifest import ServerEntry
 from codemode_gen.limit_bounds import LIMIT_KEYS
-from codemode_gen.runtime.approval import policy_from_annotations
-from codemode_gen.runtime.prompt import (
+from codemode_gen.runtime.frontends.prompt import (
     DEFAULT_PROMPT_BUDGET,
     DESCRIBED,
     EXAMPLE,
@@ -37,6 +36,7 @@ from codemode_gen.runtime.prompt import (
     prompt_size,
     render_prompt,
 )
+from codemode_gen.runtime.host.approval import policy_from_annotations
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .runtime_support import REPO

@@ -1,4 +1,4 @@
-"""runtime/protocol.py: the sandbox ⇄ worker framing both sides share."""
+"""runtime/sandbox/protocol.py: the sandbox ⇄ worker framing both sides share."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codemode_gen.runtime import protocol
+from codemode_gen.runtime.sandbox import protocol
 
 
 def test_encode_is_one_ascii_json_line_that_decode_reads_back() -> None:

@@ -1,4 +1,4 @@
-"""runtime/reconcile.py: what one run sees of out/ and the live servers, decided from values
+"""runtime/host/reconcile.py: what one run sees of out/ and the live servers, decided from values
 only (no server process, no sandbox)."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.manifest import module_file_of, module_specifier
-from codemode_gen.runtime.catalog import LiveServer, ServerView, ToolView
-from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
-from codemode_gen.runtime.reconcile import (
+from codemode_gen.runtime.host.catalog import LiveServer, ServerView, ToolView
+from codemode_gen.runtime.host.reconcile import (
     BuiltModule,
     Connections,
     Failure,
@@ -21,6 +20,7 @@ from codemode_gen.runtime.reconcile import (
     reconcile,
     select_servers,
 )
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 
 OUT_MODULE = "// out/'s module"
 

@@ -1,4 +1,4 @@
-"""Resumable runs (runtime/resume.py, runtime/worker.py's journal, runtime/input_required.py):
+"""Resumable runs (runtime/host/resume.py, runtime/sandbox/worker.py's journal, runtime/frontends/input_required.py):
 a journaled run replayed in a fresh worker does exactly what it did, and the state that carries
 it is sealed, bounded and refused with a reason.
 
@@ -19,14 +19,13 @@ from typing import Any
 import pytest
 
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.input_required import (
+from codemode_gen.runtime.frontends.input_required import (
     STATE_SECRET_ENV,
     StateRejected,
     StateSealer,
     resolve_state_secret,
 )
-from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.resume import (
+from codemode_gen.runtime.host.resume import (
     LoggedCall,
     PendingAsk,
     RunState,
@@ -34,7 +33,8 @@ from codemode_gen.runtime.resume import (
     decode_state,
     encode_state,
 )
-from codemode_gen.runtime.sandbox import RunHandle, Sandbox, WorkerPool
+from codemode_gen.runtime.limits import Limits
+from codemode_gen.runtime.sandbox.pool import RunHandle, Sandbox, WorkerPool
 
 from .test_sandbox import MODULES
 

@@ -93,7 +93,7 @@ def test_run_starts_one_sandbox_worker(project: Path) -> None:
                     cmdline = f.read()
             except OSError:
                 continue
-            if int(fields[1]) == proc.pid and fields[0] != b"Z" and b"codemode_gen.runtime.worker" in cmdline:
+            if int(fields[1]) == proc.pid and fields[0] != b"Z" and b"codemode_gen.runtime.sandbox.worker" in cmdline:
                 found += 1
         return found
 

@@ -168,8 +168,8 @@ def test_api_runs_javascript_as_written_when_erasing_would_break_it(
 ) -> None:
     """A safety net for the parser: JavaScript that QuickJS accepts as written is never made
     unrunnable by erasure (here an eraser that returns broken text)."""
-    from codemode_gen.runtime import tsinput
-    from codemode_gen.runtime.tsinput import Erased
+    from codemode_gen.runtime.host import tsinput
+    from codemode_gen.runtime.host.tsinput import Erased
 
     monkeypatch.setattr(tsinput, "erase_types", lambda code: Erased("let = ;"))
     assert host.run("globalThis.__codemode_result__ = 6 * 7;")["result"] == 42

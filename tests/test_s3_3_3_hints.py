@@ -1,4 +1,4 @@
-"""§3.3.3 hints of a failed run, unit by unit (runtime/hints.py, response.py, validation.py).
+"""§3.3.3 hints of a failed run, unit by unit (runtime/host/hints.py, response.py, validation.py).
 
 tests/test_s3_3_3_mistakes.py runs the mistake corpus through the real runtime; these tests pin
 the pieces: the analysis over the demo's out/ (the engine's diagnostic as the worker makes it,
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from codemode_gen.generator.manifest import read_manifest
-from codemode_gen.runtime import hints
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.catalog import Catalog, manifest_views
-from codemode_gen.runtime.validation import InputInvalid, prepare_arguments
+from codemode_gen.runtime.host import hints
+from codemode_gen.runtime.host.catalog import Catalog, manifest_views
+from codemode_gen.runtime.host.validation import InputInvalid, prepare_arguments
 
 from .runtime_support import REPO
 
@@ -88,7 +88,7 @@ def test_typescript_positions_and_text(catalog: Catalog) -> None:
         "const n: { titel: string } = (await get_note({ id: 2 })) as any;\n"
         "n.titel!.length;\n"
     )
-    from codemode_gen.runtime.tsinput import erase_types
+    from codemode_gen.runtime.host.tsinput import erase_types
 
     script = erase_types(code).code
     assert script != code

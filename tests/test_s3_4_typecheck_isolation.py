@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.runtime.typecheck import (
+from codemode_gen.runtime.host.typecheck import (
     CORE_JS,
     SERVER_JS,
     Backend,
@@ -258,7 +258,7 @@ def test_s3_4_out_tsconfig_can_make_the_check_stricter_but_not_wider(
 
 
 def to_diagnostics_of(raw: list[dict[str, Any]]) -> list[dict[str, str]]:
-    from codemode_gen.runtime.typecheck import CheckResult
+    from codemode_gen.runtime.host.typecheck import CheckResult
 
     return to_diagnostics(CheckResult("ts", raw, 0.0))
 
@@ -288,11 +288,11 @@ def test_s3_4_the_checker_process_opens_nothing_but_typescript_and_out(
 
 
 # The QuickJS backend's process with an audit hook (PEP 578) that logs every file it opens or
-# lists once its imports are done; then runtime/typecheck_worker.py's own main.
+# lists once its imports are done; then runtime/sandbox/typecheck_worker.py's own main.
 AUDITED_WORKER = """
 import json, os, sys
-import codemode_gen.runtime.typecheck_worker as worker
-from codemode_gen.runtime.engine import preload
+import codemode_gen.runtime.sandbox.typecheck_worker as worker
+from codemode_gen.runtime.sandbox.engine import preload
 preload()
 log = open(sys.argv.pop(1), "a", encoding="utf-8")
 def hook(event, args):
@@ -310,8 +310,7 @@ def test_s3_4_the_quickjs_checker_opens_nothing_but_typescript_and_out(
     """The QuickJS backend (a Python process; QuickJS itself has no file system in jsbox) opens
     TypeScript's typescript.js and lib.*.d.ts, out/codemode.d.ts, out/tsconfig.json and
     js/typecheck_core.js, nothing else: the same closed file system as under node."""
-    from codemode_gen.runtime import typecheck
-
+    from codemode_gen.runtime.host import typecheck
     tsc = require_tsc()
     layout = make_layout(tmp_path)
     layout.plant()

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from codemode_gen import CodeMode
-from codemode_gen.runtime.typecheck import Backend, TypeChecker
+from codemode_gen.runtime.host.typecheck import Backend, TypeChecker
 
 from .runtime_support import PYTHON, REPO, against_serve, script
 from .tsc import at, require_tsc
@@ -183,8 +183,7 @@ def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path,
 def test_a_check_over_its_time_is_skipped_and_a_stuck_checker_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codemode_gen.runtime import typecheck
-
+    from codemode_gen.runtime.host import typecheck
     tsc = require_tsc()
 
     async def main() -> tuple[bool, list[dict[str, Any]], int]:
@@ -259,7 +258,7 @@ def test_node_and_quickjs_give_the_same_diagnostics() -> None:
 def test_a_script_too_deep_for_the_compiler_fails_that_check_only(backend: Backend) -> None:
     """A nesting deeper than the compiler's stack: that check is unavailable (one line, no host
     path from its stack), the same checker answers the next one."""
-    from codemode_gen.runtime.typecheck import TypeCheckUnavailable
+    from codemode_gen.runtime.host.typecheck import TypeCheckUnavailable
 
     deep = "const x = " + "[" * 5000 + "]" * 5000 + ";\n"
 

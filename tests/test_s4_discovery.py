@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from codemode_gen import SPEC_VERSION
-from codemode_gen.runtime.discovery import MODULE_NAME, discovery_module, search_index, stem, terms
+from codemode_gen.runtime.host.discovery import (
+    MODULE_NAME,
+    discovery_module,
+    search_index,
+    stem,
+    terms,
+)
 
 from .runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 
@@ -277,7 +283,7 @@ def run_in_sandbox(code: str, modules: dict[str, str]) -> dict[str, Any]:
     """One script in the project's own sandbox (a worker running QuickJS), no servers: for
     catalogs an MCP server would make slow to set up (5,000 tools built in memory take seconds)."""
     from codemode_gen.runtime.limits import Limits
-    from codemode_gen.runtime.sandbox import Sandbox
+    from codemode_gen.runtime.sandbox.pool import Sandbox
 
     async def host_call(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": {"errorClass": "ToolCallError", "message": "no tools here"}}
@@ -290,7 +296,7 @@ def run_in_sandbox(code: str, modules: dict[str, str]) -> dict[str, Any]:
 
 
 def big_catalog(count: int) -> Any:
-    from codemode_gen.runtime.catalog import Catalog, ServerView, ToolView
+    from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
 
     from .catalogs import catalog_ids, load_catalog
 
@@ -352,7 +358,7 @@ def test_s4_search_stemming_folds_word_forms() -> None:
 
 
 def test_s4_search_index_encodes_every_occurrence() -> None:
-    from codemode_gen.runtime.catalog import ToolView
+    from codemode_gen.runtime.host.catalog import ToolView
 
     index = search_index([ToolView("get_note", "get_note", description="Fetch one note; a note by id."),
                           ToolView("tasks.add", "tasks_add", title="Add Task")])
@@ -365,7 +371,7 @@ def test_s4_search_index_encodes_every_occurrence() -> None:
 
 def test_s4_search_query_and_catalog_normalise_alike() -> None:
     """The host normalises the catalog, QuickJS the query: both must give the same terms."""
-    from codemode_gen.runtime.catalog import Catalog
+    from codemode_gen.runtime.host.catalog import Catalog
 
     samples = [w for forms in WORD_FORMS for w in forms] + [
         "getHTTPServer", "tasks.list", "export-csv", "API-get-users", "Créer_Événements naïve", "日本語テキスト",
@@ -390,7 +396,7 @@ def test_approval_is_in_the_full_definition_and_tags_its_declaration(host: HostT
 
 
 def test_tag_declaration_finds_the_doc_of_the_function() -> None:
-    from codemode_gen.runtime.catalog import ToolView, tag_declaration
+    from codemode_gen.runtime.host.catalog import ToolView, tag_declaration
 
     view = ToolView("wipe", "wipe", declaration="/** Wipe. @destructive */\nexport function wipe(): Promise<void>;",
                     approval="ask-once")

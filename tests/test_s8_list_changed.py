@@ -47,7 +47,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
         {"name": "ping", "inputSchema": {"type": "object", "properties": {}}},
     ])])
     configs = {"live": stdio("live", "list_changed"), "recorded": stdio("recorded", "list_changed")}
-    # Tools added at run time have no annotations: approval would ask (runtime/approval.py).
+    # Tools added at run time have no annotations: approval would ask (runtime/host/approval.py).
     h = HostThread(configs, out, base / "logs", approve_all=True)
     yield h
     h.close()

@@ -1,4 +1,4 @@
-"""runtime/sandbox.py: real worker processes running real QuickJS (jsbox).
+"""runtime/sandbox/pool.py: real worker processes running real QuickJS (jsbox).
 
 `host_call` here is the host side written as a plain async function (what the bridge does in
 production); nothing of QuickJS or MCP is replaced.
@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime import protocol
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
-from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
 
 from .conftest import HANG_S, PROMPT_S
 
@@ -385,8 +384,7 @@ globalThis.__codemode_result__ = err;
 
 @pytest.mark.slow
 def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    from codemode_gen.runtime import sandbox as sandbox_module
-
+    from codemode_gen.runtime.sandbox import pool as sandbox_module
     started: list[object] = []
     original = sandbox_module._Worker.start
 
@@ -427,8 +425,7 @@ SLOW_START_S = 4.0
 def _slow_worker_starts(monkeypatch: pytest.MonkeyPatch, finished: list[float]) -> None:
     """Every worker start takes SLOW_START_S more (the real process still starts); `finished`
     gets the monotonic time each start ended."""
-    from codemode_gen.runtime import sandbox as sandbox_module
-
+    from codemode_gen.runtime.sandbox import pool as sandbox_module
     original = sandbox_module._Worker.start
 
     async def slow_start() -> Any:
@@ -533,8 +530,7 @@ def test_check_syntax_gives_up_at_the_deadline(env: Any) -> None:
 def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     # With no idle worker the check is skipped (the run reports the error itself): a syntax
     # check must not cost a process start on a busy or empty pool.
-    from codemode_gen.runtime import sandbox as sandbox_module
-
+    from codemode_gen.runtime.sandbox import pool as sandbox_module
     started: list[object] = []
     original = sandbox_module._Worker.start
 
@@ -672,7 +668,7 @@ def worker_processes() -> set[int]:
                 cmdline = f.read()
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] != b"Z" and b"codemode_gen.runtime.worker" in cmdline:
+        if int(fields[1]) == me and fields[0] != b"Z" and b"codemode_gen.runtime.sandbox.worker" in cmdline:
             pids.add(int(entry))
     return pids
 
@@ -735,8 +731,7 @@ def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
 
 
 def test_workers_beyond_the_warm_size_stay_for_the_next_burst_then_stop(monkeypatch: pytest.MonkeyPatch) -> None:
-    from codemode_gen.runtime import sandbox as sandbox_module
-
+    from codemode_gen.runtime.sandbox import pool as sandbox_module
     monkeypatch.setattr(sandbox_module, "IDLE_WORKER_TTL_S", 0.3)
 
     async def scenario() -> tuple[int, int, bool]:

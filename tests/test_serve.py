@@ -73,7 +73,7 @@ def _workers(pid: int) -> list[int]:
     found = []
     for child in child_pids(pid):
         with open(f"/proc/{child}/cmdline", "rb") as f:
-            if b"codemode_gen.runtime.worker" in f.read():
+            if b"codemode_gen.runtime.sandbox.worker" in f.read():
                 found.append(child)
     return found
 

@@ -23,8 +23,8 @@ import anyio
 import pytest
 
 from codemode_gen.client.sessions import SessionManager
-from codemode_gen.runtime.bridge import Bridge
-from codemode_gen.runtime.catalog import Catalog
+from codemode_gen.runtime.host.bridge import Bridge
+from codemode_gen.runtime.host.catalog import Catalog
 
 from .conftest import HANG_S, PROMPT_S
 from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host, stdio

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.runtime.tsinput import erase_types
+from codemode_gen.runtime.host.tsinput import erase_types
 
 from .runtime_support import RUN_TIMEOUT, assert_ok
 from .test_serve_http import (
@@ -96,7 +96,7 @@ def test_idle_connections_beyond_the_cap_do_not_stop_healthz(tmp_path: Path) -> 
 
 
 def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(tmp_path: Path) -> None:
-    from codemode_gen.runtime.http_connections import HEADER_TIMEOUT_S
+    from codemode_gen.runtime.frontends.http_connections import HEADER_TIMEOUT_S
 
     served = start_serve(project(tmp_path))
     try:

@@ -1,5 +1,5 @@
 """Approvals on MCP 2026-07-28 connections: `input_required` results (SEP-2322), and runs that
-resume on any instance (runtime/input_required.py, runtime/resume.py).
+resume on any instance (runtime/frontends/input_required.py, runtime/host/resume.py).
 
 End to end: a real `codemode-gen serve` (stdio, `--http`, two `--http` instances behind nginx),
 the MCP SDK's client in its default mode (it negotiates 2026-07-28) with an elicitation handler,
@@ -106,7 +106,7 @@ def answer(action: Action) -> Any:
     """The elicitation result of `action` (the form serve.approval_form asks)."""
     import mcp_types as types
 
-    from codemode_gen.runtime.serve import FOR_RUN_FIELD
+    from codemode_gen.runtime.frontends.serve import FOR_RUN_FIELD
 
     if action == "run":
         return types.ElicitResult(action="accept", content={FOR_RUN_FIELD: True})
@@ -172,7 +172,7 @@ def test_an_accepted_call_is_sent_once_and_the_run_goes_on(project: tuple[Path, 
     assert '\n│ {"amount": 5, "to": "bob"}' in asked.message and "Accept" in asked.message
     # The form of the 2025-11-25 elicitation path (serve.approval_form): an "ask" tool's has
     # one box, to allow the tool for the rest of the run.
-    from codemode_gen.runtime.serve import APPROVAL_ACTIONS_FOR_RUN, FOR_RUN_FIELD
+    from codemode_gen.runtime.frontends.serve import APPROVAL_ACTIONS_FOR_RUN, FOR_RUN_FIELD
 
     assert APPROVAL_ACTIONS_FOR_RUN in asked.message
     (box,) = asked.requested_schema["properties"].items()
@@ -458,7 +458,7 @@ def test_a_resumed_script_that_does_something_else_is_stopped_before_anything_is
 
 
 def test_past_the_state_bound_the_ask_is_denied_naming_the_limit(project: tuple[Path, Ledger]) -> None:
-    from codemode_gen.runtime.resume import MAX_STATE_CHARS
+    from codemode_gen.runtime.host.resume import MAX_STATE_CHARS
 
     base, ledger = project
     user = User()

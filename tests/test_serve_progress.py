@@ -1,4 +1,4 @@
-"""MCP progress for a long run (runtime/progress.py): a codemode.run request that carries a
+"""MCP progress for a long run (runtime/host/progress.py): a codemode.run request that carries a
 progressToken gets notifications/progress, on every finished tool call and as a heartbeat, so a
 client that resets its timeout on progress keeps waiting; one without a token gets none.
 
@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from codemode_gen.config import ServerConfig
-from codemode_gen.runtime import progress as progress_mod
-from codemode_gen.runtime.bridge import Bridge
-from codemode_gen.runtime.catalog import Catalog, ServerView, ToolView
-from codemode_gen.runtime.progress import ProgressReporter
+from codemode_gen.runtime.host import progress as progress_mod
+from codemode_gen.runtime.host.bridge import Bridge
+from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
+from codemode_gen.runtime.host.progress import ProgressReporter
 
 from .conftest import PROMPT_S
 from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.prompt import DEFAULT_PROMPT_BUDGET, need, render_prompt
+from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, need, render_prompt
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .runtime_support import REPO, fixture_set, write_out
@@ -70,7 +70,7 @@ def test_s4_4_demo_prompt_lists_every_export_within_its_share_of_tools_list(tmp_
 
     description, _ = serve_session(["--config", str(REPO / ".mcp.json")], elsewhere(tmp_path), body)
     # The demo's skills are listed after the servers, in their own share of the budget
-    # (runtime/prompt.py MAX_SKILLS_SHARE): not part of what tools/list carries.
+    # (runtime/frontends/prompt.py MAX_SKILLS_SHARE): not part of what tools/list carries.
     servers_part, skills_head, skills_part = description.partition("\nSkills: ")
     assert skills_head and all(f'"@codemode/skills/{s["name"]}"' in skills_part for s in manifest["skills"])
     assert len(servers_part) <= DEMO_PROMPT_RATIO * raw, (len(servers_part), raw)

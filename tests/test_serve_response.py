@@ -26,8 +26,8 @@ from codemode_gen.limit_bounds import (
     HARD_MAX_RESPONSE_CHARS,
     LIMIT_KEYS,
 )
+from codemode_gen.runtime.frontends.serve import HostOptions
 from codemode_gen.runtime.response import RESPONSE_TRUNCATED
-from codemode_gen.runtime.serve import HostOptions
 
 from .runtime_support import PYTHON, REPO, against_serve, script, write_out
 

@@ -264,7 +264,7 @@ def test_skill_save_turns_a_script_into_a_skill_that_generates_and_runs(tmp_path
 
 
 def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
-    from codemode_gen.runtime.prompt import (
+    from codemode_gen.runtime.frontends.prompt import (
         MAX_SKILLS_SHARE,
         MIN_PROMPT_BUDGET,
         layout_prompt,
@@ -363,7 +363,7 @@ def test_generate_without_typescript_keeps_skills_out_already_holds_checked(tmp_
     skill needs the compiler: the error says how to get one, and out/ is left as it was."""
     import os
 
-    from codemode_gen.runtime.tsinstall import CACHE_ENV
+    from codemode_gen.runtime.host.tsinstall import CACHE_ENV
 
     project = clone(tmp_path)
     (project / "node_modules").unlink()

@@ -1,4 +1,4 @@
-"""runtime/tsinput.py: TypeScript erased to JavaScript with every position kept (spec §3.2.1, §3.3.3).
+"""runtime/host/tsinput.py: TypeScript erased to JavaScript with every position kept (spec §3.2.1, §3.3.3).
 
 The corpus (tests/data/typescript_scripts/*.ts) is agent-style TypeScript against the demo
 servers. Each must come out as JavaScript that the sandbox's own syntax check (a real QuickJS
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.sandbox import Sandbox
-from codemode_gen.runtime.tsinput import erase_types
+from codemode_gen.runtime.host.tsinput import erase_types
+from codemode_gen.runtime.sandbox.pool import Sandbox
 
 from .runtime_support import REPO
 

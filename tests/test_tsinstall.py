@@ -1,9 +1,9 @@
 """Type checking after `pip install` alone: no node, no npm, no node_modules (§3.3.3 diagnostics).
 
 `codemode-gen check`, a `typecheck: true` run and `serve --typecheck` find no TypeScript in the
-usual places, download the pinned one into the user's cache once (runtime/tsinstall.py: the npm
+usual places, download the pinned one into the user's cache once (runtime/host/tsinstall.py: the npm
 registry's tarball, verified against package-lock.json's sha512) and run it on QuickJS
-(runtime/typecheck_worker.py). Real processes, a PATH without node, real files; the registry is
+(runtime/sandbox/typecheck_worker.py). Real processes, a PATH without node, real files; the registry is
 either the real one (one slow test, which CI can reach), a local HTTP server on 127.0.0.1
 (`CODEMODE_NPM_REGISTRY`), or none: the cache is seeded from the repository's
 node_modules/typescript.
@@ -31,8 +31,8 @@ import anyio
 import pytest
 
 from codemode_gen import CodeMode
-from codemode_gen.runtime import tsinstall
-from codemode_gen.runtime.tsinstall import (
+from codemode_gen.runtime.host import tsinstall
+from codemode_gen.runtime.host.tsinstall import (
     CACHE_ENV,
     DEFAULT_REGISTRY,
     REGISTRY_ENV,

@@ -1,4 +1,4 @@
-"""runtime/validation.py: input checks before a call (spec §5.3.1, §7.2)."""
+"""runtime/host/validation.py: input checks before a call (spec §5.3.1, §7.2)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.validation import (
+from codemode_gen.runtime.host.validation import (
     MAX_EXAMPLE_DEPTH,
     InputInvalid,
     example_for,

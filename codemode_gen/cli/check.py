@@ -10,7 +10,7 @@ compiler and no way to download one: the message says how to get one; no out/cod
 unreadable script).
 
 Without a compiler in the usual places, the pinned TypeScript is downloaded into the user's cache
-once, with a line on stderr (runtime/tsinstall.py); `--install-typescript` does only that.
+once, with a line on stderr (runtime/host/tsinstall.py); `--install-typescript` does only that.
 
 The language is the file's extension (.ts/.mts/.cts TypeScript, .js/.mjs/.cjs JavaScript), or
 `--lang`; without either (`-`, other names) TypeScript syntax in the script makes it TypeScript.
@@ -69,7 +69,7 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
     """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict);
     without SCRIPT, the project's skills (skills/ beside out/)."""
     if install_only:
-        from codemode_gen.runtime.tsinstall import install_typescript
+        from codemode_gen.runtime.host.tsinstall import install_typescript
 
         click.echo(str(install_typescript().parent.parent))
         return 0
@@ -77,7 +77,7 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
 
     if script is None:
         return _check_skills(config, out, tsc, pretty)
-    from codemode_gen.runtime.typecheck import check_sync, lang_of, to_diagnostics
+    from codemode_gen.runtime.host.typecheck import check_sync, lang_of, to_diagnostics
 
     settings = load_project_settings(config)
     out_dir = out if out is not None else settings.out_dir
@@ -112,7 +112,7 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
     `generate` does; the same JSON diagnostics, each with its `file`."""
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.skills import SKILLS_DIR
-    from codemode_gen.runtime.skills import check_against_out, render
+    from codemode_gen.runtime.host.skills import check_against_out, render
 
     out_dir = out if out is not None else load_project_settings(config).out_dir
     roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
@@ -133,12 +133,12 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
 
 async def refusals(code: str) -> list[dict[str, Any]]:
     """The diagnostics `run` refuses `code` with before running anything ([] when it would run):
-    runtime/tsinput.py's `runnable`, with the sandbox engine's syntax check made here, as a
-    sandbox worker makes it (runtime/worker.py `check`)."""
+    runtime/host/tsinput.py's `runnable`, with the sandbox engine's syntax check made here, as a
+    sandbox worker makes it (runtime/sandbox/worker.py `check`)."""
     from codemode_gen.runtime import response as resp
-    from codemode_gen.runtime.engine import EngineError, new_engine
+    from codemode_gen.runtime.host.tsinput import runnable
     from codemode_gen.runtime.limits import Limits
-    from codemode_gen.runtime.tsinput import runnable
+    from codemode_gen.runtime.sandbox.engine import EngineError, new_engine
 
     async def syntax_errors(text: str) -> list[dict[str, Any]] | None:
         limits = Limits()

@@ -122,7 +122,7 @@ def generate(
 
         outputs = add_python_models(outputs)
     # Skills (skills/ beside out/): type-checked against these declarations, then added (§ README "Skills").
-    from codemode_gen.runtime.skills import with_skills
+    from codemode_gen.runtime.host.skills import with_skills
 
     project_dir = Path(os.path.abspath(out)).parent
     skill_notes: list[str] = []

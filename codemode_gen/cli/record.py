@@ -317,7 +317,7 @@ def _skills_broken_by_drift(checks: Sequence[Any], settings: Settings, target: P
     skills = sk.load_skills(project) if live else []
     if not skills:
         return []
-    from codemode_gen.runtime.skills import check_skills, render
+    from codemode_gen.runtime.host.skills import check_skills, render
 
     sets = []
     for fixture_set in load_fixtures(target):

@@ -25,7 +25,7 @@ def replay(config: Path, fixtures_dir: Path | None, server_id: str) -> int:
     """Answer MCP requests from a server's recordings: tools/list from tools.json, tools/call
     with the recorded result of an equal input (else an isError naming the closest ones)."""
     from codemode_gen.generator.project import load_project_settings
-    from codemode_gen.runtime.replay import load_replay, serve_stdio
+    from codemode_gen.runtime.frontends.replay import load_replay, serve_stdio
 
     if fixtures_dir is None:  # codemode.toml only says where the recordings are
         # Its stderr is a client's log: notes would repeat what other commands say; errors stop it.

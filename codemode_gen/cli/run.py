@@ -5,11 +5,11 @@ default on a terminal) adds a human rendering of logs and diagnostics on stderr,
 stays parseable either way. Exit codes: 0 no error diagnostic, 1 the script failed, 2 the
 command itself was used wrongly (bad --limits, missing script or config).
 
-`--record` appends the run's successful live calls to fixtures/ (runtime/learn.py), so the
+`--record` appends the run's successful live calls to fixtures/ (runtime/host/learn.py), so the
 next `generate` types their outputs. `--replay` runs the script against the recordings in fixtures/ instead of the live servers
-(runtime/replay.py), so agent scripts can be tested offline and deterministically in CI.
+(runtime/frontends/replay.py), so agent scripts can be tested offline and deterministically in CI.
 
-Tool calls whose approval policy says "ask" (runtime/approval.py; by default every tool that is
+Tool calls whose approval policy says "ask" (runtime/host/approval.py; by default every tool that is
 not read-only or marked non-destructive) are asked on the terminal when stdin and stderr are
 one: server, tool and redacted arguments on stderr, `y/a/N` read without stopping the event loop
 (other calls, the run's deadline and progress go on), default No; `a` approves this call and
@@ -36,7 +36,7 @@ from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver
+    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver
 
 # Bounds one answer read from the terminal (bytes): a paste of a whole file is not an answer.
 MAX_ANSWER_BYTES = 4096
@@ -116,7 +116,7 @@ def terminal_approver() -> Approver:
 
     async def approve(request: ApprovalRequest) -> Answer:
         async with lock:
-            from codemode_gen.runtime.approval import (
+            from codemode_gen.runtime.host.approval import (
                 ARGUMENTS_HEADING,
                 FOR_RUN,
                 describe_annotations,
@@ -156,7 +156,7 @@ def terminal_approver() -> Approver:
 def no_terminal_approver() -> Approver:
     """The approver when nobody can be asked: every call that needs approval is denied, saying
     how to approve them."""
-    from codemode_gen.runtime.approval import ApprovalUnavailable
+    from codemode_gen.runtime.host.approval import ApprovalUnavailable
 
     async def approve(request: ApprovalRequest) -> bool:
         raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --yes to approve such calls")
@@ -214,8 +214,8 @@ async def _read_answer() -> str:
 async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any] | None,
                capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
                record: bool = False, yes: bool = False) -> dict[str, Any]:
-    from codemode_gen.runtime import telemetry
     from codemode_gen.runtime.codemode import CodeMode
+    from codemode_gen.runtime.host import telemetry
 
     # An unreachable collector: one marked line per kind a minute, not one per export retry.
     telemetry.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
@@ -254,7 +254,7 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
 def _note_unrecorded(server_ids: list[str], fixtures_dir: Path) -> None:
     """One stderr line naming the configured servers `--replay` has no recording of: they are
     unavailable to the script (a call throws), and none of them is started."""
-    from codemode_gen.runtime.replay import has_recording
+    from codemode_gen.runtime.frontends.replay import has_recording
 
     missing = [sid for sid in server_ids if not has_recording(fixtures_dir, sid)]
     if missing:

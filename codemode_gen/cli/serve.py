@@ -1,10 +1,10 @@
 """`codemode-gen serve`: expose Code Mode to an agent host as an MCP server over stdio, or over
-Streamable HTTP with `--http HOST:PORT` (runtime/serve_http.py; docs/deploy.md).
+Streamable HTTP with `--http HOST:PORT` (runtime/frontends/serve_http.py; docs/deploy.md).
 
 Over stdio, stdout carries the MCP protocol, so nothing else may be printed there. A
 configuration mistake does not stop the server: a client shows our stderr only in a log view
 and takes a server that exits for a flaky connection, so the error goes to stderr *and* into
-the tool's description and every run (runtime/serve.py).
+the tool's description and every run (runtime/frontends/serve.py).
 
 `--print-prompt` and `--print-config` answer on stdout and exit without serving: the first
 shows exactly what the model will read, the second how to register this very command (with
@@ -29,15 +29,15 @@ import click
 from codemode_gen.children import python_module_command
 from codemode_gen.cli.options import config_option, out_option
 from codemode_gen.runtime import limits as limit_defaults
-from codemode_gen.runtime.limits import TraceMode
-from codemode_gen.runtime.prompt_defaults import (
+from codemode_gen.runtime.frontends.prompt_defaults import (
     DEFAULT_PROMPT_BUDGET,
     DEFAULT_TOOL_NAME,
     MIN_PROMPT_BUDGET,
 )
-from codemode_gen.runtime.serve import HostOptions
+from codemode_gen.runtime.frontends.serve import HostOptions
+from codemode_gen.runtime.limits import TraceMode
 
-# Option defaults come from runtime/prompt_defaults.py, not runtime/prompt.py, and everything of
+# Option defaults come from runtime/frontends/prompt_defaults.py, not runtime/frontends/prompt.py, and everything of
 # the runtime is imported where it is used: serve must answer `initialize` about as fast as a
 # plain MCP server, before anything needs the prompt renderer or the sandbox.
 
@@ -53,7 +53,7 @@ CLIENTS = ("claude-code", "cursor", "codex", "json")
 
 
 def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from codemode_gen.runtime.serve import TOOL_NAME_RE
+    from codemode_gen.runtime.frontends.serve import TOOL_NAME_RE
 
     if not TOOL_NAME_RE.match(value):
         raise click.BadParameter(
@@ -66,7 +66,7 @@ def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> 
 def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
     if value is None:
         return None
-    from codemode_gen.runtime.serve_http import parse_listen
+    from codemode_gen.runtime.frontends.serve_http import parse_listen
 
     try:
         return parse_listen(value)
@@ -84,7 +84,7 @@ def _check_host(ctx: click.Context, param: click.Parameter, value: tuple[str, ..
 
 
 def _check_origin(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    from codemode_gen.runtime.serve_http import valid_origin
+    from codemode_gen.runtime.frontends.serve_http import valid_origin
 
     for origin in value:
         if not valid_origin(origin):
@@ -166,8 +166,8 @@ def client_snippet(client: str, argv: list[str]) -> str:
 
 
 def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, options: HostOptions) -> None:
-    from codemode_gen.runtime.prompt import prompt_size
-    from codemode_gen.runtime.serve import load_host, tool_description
+    from codemode_gen.runtime.frontends.prompt import prompt_size
+    from codemode_gen.runtime.frontends.serve import load_host, tool_description
 
     cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all,
                                                      trace=options.trace, max_response_chars=options.max_response_chars))
@@ -273,7 +273,7 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
           max_connections: int | None, max_queued_runs: int | None, public_metrics: bool) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
-    from codemode_gen.runtime.input_required import resolve_state_secret
+    from codemode_gen.runtime.frontends.input_required import resolve_state_secret
 
     options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
                           approve_all=approve_all, trace=trace, max_response_chars=max_response_chars,
@@ -300,7 +300,11 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         _print_prompt(config, out, tool_name, prompt_budget, options)
         return 0
     if listen is not None:
-        from codemode_gen.runtime.serve_http import DEFAULT_MAX_QUEUED_RUNS, HttpOptions, serve_http
+        from codemode_gen.runtime.frontends.serve_http import (
+            DEFAULT_MAX_QUEUED_RUNS,
+            HttpOptions,
+            serve_http,
+        )
 
         http = HttpOptions(
             allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, max_connections=max_connections,
@@ -312,7 +316,7 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
                                allow_unauthenticated=allow_unauthenticated, tool_name=tool_name,
                                prompt_budget=prompt_budget, options=options, http=http))
         return 0
-    from codemode_gen.runtime.serve import serve_stdio
+    from codemode_gen.runtime.frontends.serve import serve_stdio
 
     asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
                             options=options))

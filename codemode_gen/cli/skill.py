@@ -73,7 +73,7 @@ def save(config: Path, out: Path | None, lang: str | None, description: str | No
 def test(config: Path, out: Path | None, live: bool, fixtures_dir: Path | None, name: str | None) -> int:
     """Run the examples of skill NAME (default: every skill) against the recordings (--replay)."""
     from codemode_gen.generator import skills as sk
-    from codemode_gen.runtime.skills import skill_entries, test_scripts
+    from codemode_gen.runtime.host.skills import skill_entries, test_scripts
 
     out_dir = _out_dir(config, out)
     project_dir = Path(os.path.abspath(out_dir)).parent

@@ -7,7 +7,7 @@ import { ServerNotFoundError, ToolNotFoundError } from "@codemode/errors";
 const parse = JSON.parse;
 const stringify = JSON.stringify;
 const CATALOG = parse(__CODEMODE_DISCOVERY_DATA__);
-// Search indexes, aligned with CATALOG.servers (runtime/discovery.py); private to this module
+// Search indexes, aligned with CATALOG.servers (runtime/host/discovery.py); private to this module
 // and left unfrozen: freezing them would walk every offset on every run for nothing.
 const SEARCH = CATALOG.search;
 delete CATALOG.search;
@@ -65,10 +65,10 @@ function shape(tool, detail) {
     if (tool.boxed !== undefined) out.boxed = tool.boxed;
     if (tool.declaration !== undefined) out.declaration = tool.declaration;
     // Calls that wait for a person's yes ("ask", "ask-once") or are refused ("deny"), by the
-    // host's approval policy (runtime/approval.py); absent: calls are sent. The declaration
+    // host's approval policy (runtime/host/approval.py); absent: calls are sent. The declaration
     // carries the same as a tag (@approval, @approvalOnce, @denied).
     if (tool.approval !== undefined) out.approval = tool.approval;
-    // The output type was inferred from this session's live calls (runtime/learn.py).
+    // The output type was inferred from this session's live calls (runtime/host/learn.py).
     if (tool.outputSchemaLearned !== undefined) out.outputSchemaLearned = tool.outputSchemaLearned;
   }
   return copy(out);
@@ -120,7 +120,7 @@ export async function getTool(serverId, toolName) {
 
 // ---------------------------------------------------------------------------- search
 // BM25F over three fields of every tool: names (canonical + export), title, description. The
-// host built each server's inverted index (runtime/discovery.py): a sorted vocabulary of
+// host built each server's inverted index (runtime/host/discovery.py): a sorted vocabulary of
 // normalised terms, one postings string per term (the field slots `tool * FIELDS + field` that
 // hold it, once per occurrence, in fixed-width base-64 digits) and every field's length. A
 // search reads only its own terms' postings: its cost follows the matches, not the catalog.
@@ -144,7 +144,7 @@ function serverIndexOf(server) {
   return SEARCH[CATALOG.servers.indexOf(server)];
 }
 
-// The same normalisation as runtime/discovery.py `terms`: split at case changes and at
+// The same normalisation as runtime/host/discovery.py `terms`: split at case changes and at
 // anything but letters and digits, lower-case, then `stem`.
 function terms(text) {
   return words(text).map(stem);
@@ -159,7 +159,7 @@ function words(text) {
     .filter((w) => w.length > 0);
 }
 
-// stem: runtime/discovery.py `stem`, rule for rule (lengths there count UTF-16 units, as here).
+// stem: runtime/host/discovery.py `stem`, rule for rule (lengths there count UTF-16 units, as here).
 const VOWEL = /[aeiouy]/;
 const isVowel = (c) => c !== undefined && "aeiouy".includes(c);
 const UNDOUBLE = "bcdfghjkmnpqrtv";

@@ -163,7 +163,7 @@
   // an event of the pump: one pending wait on the host (rawNext) while a call is in flight or
   // the alarm is set, whose event is taken (rawTake) and dispatched before the next wait. JS sees
   // an event only once every job of the previous one has run, so the order of events alone
-  // decides what the script does, and the host writes that order down (runtime/worker.py).
+  // decides what the script does, and the host writes that order down (runtime/sandbox/worker.py).
   const ALARM = 0;
   const replyWaiters = new Map(); // call number -> resolve
   let inflight = 0; // calls sent and not answered

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Type-checks the skills of a project (skills/<name>.ts|js) against a codemode.d.ts and emits
-// each one's declaration (runtime/skills.py). Run by node:
+// each one's declaration (runtime/host/skills.py). Run by node:
 //   node skills_tsc.js <typescript/lib/typescript.js> <work dir>
 // The work dir holds codemode.d.ts and skills/<name>.ts|js (copies written by the caller, never
 // the user's files); the answer is one JSON line on stdout:

@@ -1,7 +1,7 @@
-// codemode-gen type checker, the part both backends share (runtime/typecheck.py):
+// codemode-gen type checker, the part both backends share (runtime/host/typecheck.py):
 //
 //   - node:    typecheck_server.js requires this file and gives it a host over `fs`;
-//   - QuickJS: runtime/typecheck_worker.py evaluates this file after typescript.js and gives it a
+//   - QuickJS: runtime/sandbox/typecheck_worker.py evaluates this file after typescript.js and gives it a
 //              host of Python functions (no `require`, `process` or `fs` exist there).
 //
 // Both call createChecker(ts, host) and answer each protocol line with checker.handleLine(line),
@@ -76,7 +76,7 @@
     allowArbitraryExtensions: false,
     allowImportingTsExtensions: false,
   };
-  // TypeScript the sandbox cannot run (runtime/tsinput.py refuses enums, namespaces with values,
+  // TypeScript the sandbox cannot run (runtime/host/tsinput.py refuses enums, namespaces with values,
   // parameter properties, `import x = require()`, `<T>x`): the compiler says so too (TS1294).
   // TypeScript before 5.8 has no such option and ignores it.
   const ERASABLE_ONLY = { erasableSyntaxOnly: true };

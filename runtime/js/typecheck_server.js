@@ -1,10 +1,10 @@
-// codemode-gen type-check server under node (runtime/typecheck.py starts it; not loaded into QuickJS).
+// codemode-gen type-check server under node (runtime/host/typecheck.py starts it; not loaded into QuickJS).
 //
 //   node typecheck_server.js <path of typescript.js> <out dir>
 //
 // The checker itself (the LanguageService over a closed virtual file system, the protocol, the
 // diagnostics' shape) is typecheck_core.js, shared with the QuickJS backend
-// (runtime/typecheck_worker.py). This file gives it node's `fs` for the three kinds of file it
+// (runtime/sandbox/typecheck_worker.py). This file gives it node's `fs` for the three kinds of file it
 // may read (out/codemode.d.ts, out/tsconfig.json, TypeScript's lib.*.d.ts) and stdin/stdout.
 "use strict";
 

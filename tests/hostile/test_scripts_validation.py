@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime import validation as V
+from codemode_gen.runtime.host import validation as V
 
 from .script_support import (
     SERVER,

@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime import protocol
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox import Sandbox, WorkerPool
-from codemode_gen.runtime.worker import Worker
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
+from codemode_gen.runtime.sandbox.worker import Worker
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
 

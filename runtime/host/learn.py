@@ -55,7 +55,7 @@ from codemode_gen.generator.record import (
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.payload import at_most
-from codemode_gen.runtime.catalog import LiveServer, ToolView
+from codemode_gen.runtime.host.catalog import LiveServer, ToolView
 
 __all__ = ["Learned", "Learner", "LiveRecorder", "learned_note"]
 

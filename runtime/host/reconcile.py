@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.manifest import MODULE_PREFIX, ServerEntry
-from codemode_gen.runtime.catalog import (
+from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
     ServerView,

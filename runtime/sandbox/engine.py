@@ -208,5 +208,5 @@ def new_engine(*, memory_limit: int, max_pending_calls: int) -> Engine:
 
 def new_compiler_engine(*, memory_limit: int) -> JsboxEngine:
     """A long-lived realm for trusted JavaScript that calls synchronous host functions (the
-    TypeScript compiler of runtime/typecheck_worker.py): `bind_function`, then `evaluate`."""
+    TypeScript compiler of runtime/sandbox/typecheck_worker.py): `bind_function`, then `evaluate`."""
     return JsboxEngine(memory_limit=memory_limit, max_pending_calls=1, stack_size=MAX_STACK_BYTES)

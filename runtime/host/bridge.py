@@ -10,7 +10,7 @@ outputSchema boxes its value (x-dedalus-box, FastMCP's wrapping) returns the box
 taken after the §5.3.2 rules; a result without that field goes to the script unchanged, with one
 UNBOX_MISMATCH warning per tool and run.
 
-Approval (issue 12, runtime/approval.py): after the input is valid and before anything is
+Approval (issue 12, runtime/host/approval.py): after the input is valid and before anything is
 sent, the host's `ApprovalGate` decides whether the call may go out (its policy from
 codemode.toml and the tool's annotations; asking a person when it says so, the wait counted
 within the run's timeoutMs, a progress note meanwhile). A call it denies is never sent: the
@@ -26,7 +26,7 @@ The trace records which tool ran, how long, and whether it worked, never inputs 
 the server's own message, with the server's secrets and codemode.toml's `redact` patterns
 replaced, cut to MAX_TRACE_ERROR_CHARS (`trace_error`). `counts` tallies every call per tool
 (the `toolSummary` of a response that lists only the failed ones, response.shape_trace). Each finished
-call is also told to `on_call_done` (the run's progress reporter, runtime/progress.py), by the
+call is also told to `on_call_done` (the run's progress reporter, runtime/host/progress.py), by the
 same sanitised names.
 
 A run ends by `serve`: the sandbox's run and then `aclose` (cancel the calls still in flight,
@@ -70,20 +70,26 @@ from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime import telemetry
-from codemode_gen.runtime.approval import (
+from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime.host.approval import (
     DENIED_CODE,
     ApprovalGate,
     ApprovalRequest,
     Approver,
     denial_message,
 )
-from codemode_gen.runtime.catalog import (
+from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
     ServerView,
     ToolView,
     live_tools,
+)
+from codemode_gen.runtime.host.validation import (
+    InputInvalid,
+    prepare_arguments,
+    prepare_arguments_async,
+    rejected_input,
 )
 from codemode_gen.runtime.limits import (
     MAX_JSON_DEPTH,
@@ -91,12 +97,6 @@ from codemode_gen.runtime.limits import (
     MAX_TRACE_ENTRIES,
     MAX_TRACE_ERROR_CHARS,
     SandboxLimitExceeded,
-)
-from codemode_gen.runtime.validation import (
-    InputInvalid,
-    prepare_arguments,
-    prepare_arguments_async,
-    rejected_input,
 )
 
 __all__ = ["MAX_ERROR_TEXT_CHARS", "Bridge", "CallSession", "Connector", "trace_error"]
@@ -124,7 +124,7 @@ T = TypeVar("T")
 
 
 class SkillWriter(Protocol):
-    """Checks and writes a proposed skill (runtime/skills.py `SkillSaver`)."""
+    """Checks and writes a proposed skill (runtime/host/skills.py `SkillSaver`)."""
 
     config: ServerConfig  # the pseudo-server the approval request names
 
@@ -258,7 +258,7 @@ class Bridge:
         skill_writer: SkillWriter | None = None,
     ) -> None:
         self.catalog = catalog
-        # `serve --skills-writable`: writes a skill a person approved (runtime/skills.py
+        # `serve --skills-writable`: writes a skill a person approved (runtime/host/skills.py
         # `save_skill_call`); None: `saveSkill` is not offered (a call is ServerNotFound).
         self.skill_writer = skill_writer
         self.connector = connector
@@ -269,7 +269,7 @@ class Bridge:
         self.deadline = deadline
         self.calls = 0
         self._seq = 0  # calls received, numbered in the order the script made them
-        # A run that may wait for answers between two requests (runtime/resume.py): answers
+        # A run that may wait for answers between two requests (runtime/host/resume.py): answers
         # the calls an earlier round made, keeps the others' replies, and asks through itself.
         self.journal = journal
         self.trace: list[dict[str, Any]] = []
@@ -291,7 +291,7 @@ class Bridge:
         self._on_call_done = on_call_done
         # Told (config id, tool view, the arguments sent, the wire result, ms) of every successful
         # call, before the script gets its value: the host learns output types and records
-        # calls from it (runtime/learn.py), off the event loop; awaited (it may make the call
+        # calls from it (runtime/host/learn.py), off the event loop; awaited (it may make the call
         # wait while the host is behind). An exception is logged, not raised.
         self._on_result = on_result
         # The host's approvals (None: every call is sent, as for a bridge without a host); this
@@ -315,7 +315,7 @@ class Bridge:
         """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host).
 
         Calls are numbered in the order they arrive, which is the order the script made them
-        (one pipe, one task each, started in turn): with a `journal` (runtime/resume.py) a call
+        (one pipe, one task each, started in turn): with a `journal` (runtime/host/resume.py) a call
         an earlier round of the run made is answered from it, never sent again."""
         self._seq += 1
         seq = self._seq
@@ -538,7 +538,7 @@ class Bridge:
     ) -> dict[str, Any] | None:
         """Consult the approval gate; None when the call may be sent, else the reply that says
         why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on). With a
-        journal, a person is asked through it (runtime/resume.py: input_required)."""
+        journal, a person is asked through it (runtime/host/resume.py: input_required)."""
         assert self.approval is not None
         gate["approval"] = "pending"
         approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
@@ -598,7 +598,7 @@ class Bridge:
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
-        telemetry.approval_asked()  # the call's approval wait begins (runtime/telemetry.py)
+        telemetry.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
         if self._on_note is not None:
             self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 

@@ -5,7 +5,7 @@ A codemode.run whose script makes a call that needs approval answers instead wit
 `InputRequiredResult`: one form elicitation per call waiting (all the calls waiting at once,
 e.g. in one Promise.all, in one round), naming server, tool and redacted arguments as the
 2025-11-25 elicitation does (serve.approval_form), and a `requestState` that carries the run
-(runtime/resume.py) sealed with AES-256-GCM (the MCP SDK's `AESGCMRequestStateCodec`): the
+(runtime/host/resume.py) sealed with AES-256-GCM (the MCP SDK's `AESGCMRequestStateCodec`): the
 client cannot read or alter it. The client's retry (the same call, the answers keyed as asked,
 the state echoed) resumes the run on whichever instance it reaches, if that instance holds the
 same key:
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen.errors import UserError
 from codemode_gen.runtime import response as resp
 
-# The CLI resolves the secret before serving: the runtime (runtime/resume.py and what it
+# The CLI resolves the secret before serving: the runtime (runtime/host/resume.py and what it
 # imports) is imported by the functions that use it.
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Unusable
-    from codemode_gen.runtime.resume import Resumable, RunState, Suspension
+    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Unusable
+    from codemode_gen.runtime.host.resume import Resumable, RunState, Suspension
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -116,7 +116,7 @@ class StateSealer:
         or is not a state of this version."""
         from mcp.server.request_state import InvalidRequestState
 
-        from codemode_gen.runtime.resume import StateError, decode_state
+        from codemode_gen.runtime.host.resume import StateError, decode_state
 
         if not isinstance(token, str):
             raise StateRejected("the requestState is not a string: it was not made by this server",
@@ -168,7 +168,12 @@ def resumable_call(
     refusing its requestState. `answer` turns one input response into True (accept), FOR_RUN
     (accept with the form's box ticked), False (decline, cancel) or why it cannot be used (Unusable); `cannot_ask`: why a call without an answer may
     not wait for one (None: it may)."""
-    from codemode_gen.runtime.resume import ASK_KEY_PREFIX, MAX_ANSWERS, Resumable, arguments_digest
+    from codemode_gen.runtime.host.resume import (
+        ASK_KEY_PREFIX,
+        MAX_ANSWERS,
+        Resumable,
+        arguments_digest,
+    )
 
     args = arguments_digest(dict(arguments or {}))
     prior: RunState | None = None

@@ -9,7 +9,7 @@ approval, upstream), and why it failed. Three outputs, all from the hooks in thi
   wait (`SPAN_*` below). Attributes say what happened (names, limits, outcome, diagnostic codes,
   script size and hash), never what the script or a tool said: no script text, tool input or
   tool output unless `[telemetry] record_content = true` (then redacted like fixtures and cut at
-  MAX_CONTENT_CHARS). A failed call's error text is the trace entry's (runtime/bridge.py
+  MAX_CONTENT_CHARS). A failed call's error text is the trace entry's (runtime/host/bridge.py
   `trace_error`: the server's secrets and codemode.toml's `redact` patterns replaced), except a
   tool's own isError text, which is tool output.
 - **Metrics** (`Metrics`): counters, histograms and gauges kept in process by every CodeMode,
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from codemode_gen import __version__
 from codemode_gen.config import Settings, TelemetrySettings
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.metrics import UNKNOWN_LABEL, Metrics
+from codemode_gen.runtime.host.metrics import UNKNOWN_LABEL, Metrics
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -89,7 +89,7 @@ SPAN_APPROVAL = "codemode.approval"
 
 # Run outcomes (span attribute codemode.run.outcome and the `outcome` label).
 OK, ERROR, TIMEOUT, LIMIT, CANCELLED, HOST_ERROR = "ok", "error", "timeout", "limit", "cancelled", "host_error"
-# A run that ended to ask the client's user through an input_required result (runtime/resume.py),
+# A run that ended to ask the client's user through an input_required result (runtime/host/resume.py),
 # and the calls it asked about: the retry is a run of its own, where those calls are made.
 INPUT_REQUIRED = "input_required"
 # Tool call outcomes beyond ok / error.
@@ -787,7 +787,7 @@ def _finish_call_span(
     span: Span, telemetry: Telemetry, outcome: str, elapsed: float, decision: str | None,
     error: Any, request: Mapping[str, Any], reply: Mapping[str, Any] | None, redact: Callable[[str], str] | None,
 ) -> None:
-    from codemode_gen.runtime.bridge import trace_error
+    from codemode_gen.runtime.host.bridge import trace_error
 
     attributes: dict[str, Any] = {"codemode.call.outcome": outcome, "codemode.call.duration_ms": round(elapsed * 1000, 3)}
     if decision:

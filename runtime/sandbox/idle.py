@@ -1,5 +1,5 @@
-"""Idle trimming shared by the host's two process pools (runtime/sandbox.py's sandbox workers,
-runtime/offload.py's payload helpers): a burst leaves processes idle, and those beyond the
+"""Idle trimming shared by the host's two process pools (runtime/sandbox/pool.py's sandbox workers,
+runtime/host/offload.py's payload helpers): a burst leaves processes idle, and those beyond the
 pool's warm size are stopped once they have been idle for its TTL, the longest idle first, so
 that the next burst finds them warm but a quiet host does not keep them."""
 

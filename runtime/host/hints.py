@@ -24,7 +24,7 @@ diagnostic's message and hint to say what the value was and the expression that 
 | JSON.parse of text or of an object       | drop JSON.parse / the text is not JSON            |
 
 The analysis is static and cheap: one tree-sitter parse of the script (the TypeScript grammar
-runtime/tsinput.py uses; types were erased keeping every position, so the engine's line:column
+runtime/host/tsinput.py uses; types were erased keeping every position, so the engine's line:column
 and the parse agree), a table of bindings (imports, declarations with destructuring,
 assignments, for-of variables, callback parameters of array methods), and a walk of the
 output schema. It is scope-insensitive (the nearest binding before the use wins) and bounded by
@@ -42,7 +42,7 @@ from typing import Any
 
 from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.catalog import Catalog, ServerView, ToolView
+from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
 
 __all__ = ["explain", "needs_explaining"]
 
@@ -263,7 +263,7 @@ class _Analysis:
     def _prepare(self) -> None:
         if self._ready:
             return
-        from codemode_gen.runtime.tsinput import _parser
+        from codemode_gen.runtime.host.tsinput import _parser
 
         self._ready = True
         self._src = self.script.encode("utf-8", "surrogatepass")

@@ -17,7 +17,7 @@ Guarantees the worker alone cannot give:
 - cancelling `run()` kills the worker; in every abnormal end the in-flight `host_call` tasks
   are cancelled (§7.4), so MCP calls get cancelled too.
 
-A run that may be resumed elsewhere (runtime/resume.py: approvals asked through MCP's
+A run that may be resumed elsewhere (runtime/host/resume.py: approvals asked through MCP's
 input_required) passes `hooks`: fields of the run message (a journal to keep, one to replay),
 the worker's `paused` and `diverged` messages, and a `RunHandle` to pause the worker, let it go
 on, or end the run at once with diagnostics of its own (so does a host call raising
@@ -44,11 +44,12 @@ from typing import Any, Protocol
 
 from codemode_gen import payload
 from codemode_gen.children import python_module_command
-from codemode_gen.runtime import protocol, telemetry
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.idle import trim_idle
+from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
-from codemode_gen.runtime.protocol import HostCall
+from codemode_gen.runtime.sandbox import protocol
+from codemode_gen.runtime.sandbox.idle import trim_idle
+from codemode_gen.runtime.sandbox.protocol import HostCall
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class RunHandle(Protocol):
 
 
 class RunHooks(Protocol):
-    """What a resumable run adds to `Sandbox.run` (runtime/resume.py)."""
+    """What a resumable run adds to `Sandbox.run` (runtime/host/resume.py)."""
 
     def run_fields(self) -> dict[str, Any]:
         """Fields added to the run message: journal, replay, seed, clockBase (protocol.py)."""
@@ -117,7 +118,7 @@ class _Worker:
     async def start(cls) -> _Worker:
         proc = await asyncio.create_subprocess_exec(
             # isolated: no cwd on sys.path, no PYTHON* env; the installed package only
-            *python_module_command("codemode_gen.runtime.worker", isolation="isolated"),
+            *python_module_command("codemode_gen.runtime.sandbox.worker", isolation="isolated"),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=protocol.MAX_MESSAGE_BYTES,

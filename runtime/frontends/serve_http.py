@@ -8,7 +8,7 @@ connects in the background joins the description of the next tools/list) and no 
 request; notifications that belong to a request (progress) still reach the client on that
 request's SSE response, which is why responses are SSE streams, not `json_response`.
 
-One process has one `CodeMode` (runtime/serve.py's `ServeHost`) shared by all its clients: the
+One process has one `CodeMode` (runtime/frontends/serve.py's `ServeHost`) shared by all its clients: the
 upstream MCP sessions are pooled per instance and authenticate with the instance's own
 .mcp.json credentials, never the client's, so one instance serves one credential set. Every
 codemode.run still gets a fresh sandbox (§1.4). A client proves itself with `Authorization:
@@ -18,15 +18,15 @@ those credentials, so an address beyond this machine is refused without one (§1
 In front of the SDK's app, `_Gate` checks `Host`/`Origin` (`HostGuard`: DNS rebinding, other
 sites' pages), the token, and bounds what a client can make the process hold: a request body
 (MAX_REQUEST_BYTES, BODY_TIMEOUT_S), the bytes of requests not yet running (MAX_PENDING_BYTES),
-the runs waiting for a sandbox worker (runtime/admission.py: `--max-queued-runs`, taken in turn
-client by client) and open connections (runtime/http_connections.py: `--max-connections`, a
+the runs waiting for a sandbox worker (runtime/frontends/admission.py: `--max-queued-runs`, taken in turn
+client by client) and open connections (runtime/frontends/http_connections.py: `--max-connections`, a
 deadline for every request head). Whatever it refuses gets a JSON body saying why and, for a
 busy server, `503` with `Retry-After`.
 
-`GET /metrics` answers the host's metrics in the Prometheus text format (runtime/metrics.py),
+`GET /metrics` answers the host's metrics in the Prometheus text format (runtime/host/metrics.py),
 behind the bearer token like everything but /healthz unless `--public-metrics`; a request's W3C
 `traceparent` header becomes the parent of its run's span when its `_meta` carries none
-(runtime/telemetry.py, docs/observability.md).
+(runtime/host/telemetry.py, docs/observability.md).
 
 Nothing heavy is imported at module level (the standard library and small runtime modules):
 the CLI parses `--http` with `parse_listen`, and `serve_http` runs the token and exposure
@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen.errors import UserError
-from codemode_gen.runtime import telemetry
-from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Admission, QueueFull, Ticket
-from codemode_gen.runtime.offload import (
+from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Admission, QueueFull, Ticket
+from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
+from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime.host.offload import (
     MAX_JSON_VALUES,
     Envelope,
     Offload,
@@ -61,12 +62,11 @@ from codemode_gen.runtime.offload import (
     envelope_of,
     structure_bound,
 )
-from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.response import safe_name
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.metrics import Metrics
-    from codemode_gen.runtime.serve import HostOptions, ServeHost
+    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost
+    from codemode_gen.runtime.host.metrics import Metrics
 
 __all__ = [
     "DEFAULT_MAX_QUEUED_RUNS", "HEALTH_PATH", "MCP_PATH", "METRICS_PATH", "TOKEN_ENV", "HostGuard", "HttpOptions",
@@ -111,7 +111,7 @@ DEFAULT_MAX_QUEUED_RUNS = 64
 QUEUED_RUNS_PER_CLIENT_SHARE = 4
 # What a busy server asks a client to wait before it retries (Retry-After, and the message).
 RETRY_AFTER_S = 5
-# Bounds how long a helper process may take to parse a large request's JSON (runtime/offload.py).
+# Bounds how long a helper process may take to parse a large request's JSON (runtime/host/offload.py).
 ENVELOPE_TIMEOUT_S = 10.0
 # Bounds a header value quoted in a refusal (the client chose it).
 MAX_SHOWN_HEADER_CHARS = 200
@@ -334,7 +334,7 @@ class _Notices:
         self._dynamic = 0
 
     def say(self, kind: str, text: str, *, dynamic: bool = False) -> None:
-        from codemode_gen.runtime.serve import log_line
+        from codemode_gen.runtime.frontends.serve import log_line
 
         now = time.monotonic()
         if kind not in self._last:
@@ -395,7 +395,7 @@ class _Gate:
     path); `GET /healthz` unauthenticated (it says only ok / starting / error); the bearer token
     (when one is set); then `POST /mcp`: the body is read here (bounded in size, time and
     bytes held), its JSON-RPC envelope looked at off the loop when it is large, and a
-    `codemode.run` call waits for admission (runtime/admission.py) holding only its body."""
+    `codemode.run` call waits for admission (runtime/frontends/admission.py) holding only its body."""
 
     def __init__(self, app: Any, host: ServeHost, token: str | None, guard: HostGuard, admission: Admission,
                  offload: Offload, *, public_metrics: bool = False) -> None:
@@ -613,7 +613,7 @@ class _Gate:
     def metrics(self) -> Metrics:
         """The host's metrics (its CodeMode's), with this gate's admission queue among them."""
         if self._metrics is None:
-            from codemode_gen.runtime.metrics import Metrics
+            from codemode_gen.runtime.host.metrics import Metrics
 
             cm = self.host.codemode()
             self._metrics = cm.telemetry.metrics if cm is not None else Metrics()  # a broken config: none recorded
@@ -772,12 +772,12 @@ async def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from codemode_gen.runtime.http_connections import (
+    from codemode_gen.runtime.frontends.http_connections import (
         ConnectionLimits,
         connection_protocol,
         default_max_connections,
     )
-    from codemode_gen.runtime.serve import HostOptions, ServeHost, build_server, log_line
+    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost, build_server, log_line
 
     telemetry.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:

@@ -6,12 +6,12 @@ run goes ahead whatever the check says (a failing or unavailable check never blo
 
 The compiler is the `typescript` package found in the usual places (`find_compiler`: an explicit
 path, `node_modules/.bin/tsc` in the project's folder or its parents, PATH), else the pinned
-TypeScript in the user's cache, downloaded there once (runtime/tsinstall.py: `pip install` brings
+TypeScript in the user's cache, downloaded there once (runtime/host/tsinstall.py: `pip install` brings
 no node and no TypeScript). It runs in a long-lived process speaking one JSON object a line, on
 one of two engines that evaluate the same js/typecheck_core.js (a LanguageService that parses
 lib.*.d.ts and out/codemode.d.ts once), so their diagnostics are the same:
 - node (js/typecheck_server.js) when `node` is found: V8 is the faster engine;
-- QuickJS (runtime/typecheck_worker.py, the sandbox's engine, in a Python process of its own)
+- QuickJS (runtime/sandbox/typecheck_worker.py, the sandbox's engine, in a Python process of its own)
   otherwise: nothing to install but TypeScript itself.
 `TypeChecker` owns that process: started on first use (or ahead of need, `warm`), shared by
 concurrent runs, restarted when it dies. The first check costs the process start plus loading
@@ -24,7 +24,7 @@ checker's file system is closed and virtual: no host file, path or existence sho
 §3.4), under out/tsconfig.json's strictness, target and lib (strict, ES2022, no DOM), plus
 `noPropertyAccessFromIndexSignature` (generated object types are open, so a misspelt property
 would otherwise be a silent `unknown`) and `erasableSyntaxOnly` (the sandbox runs TypeScript by
-erasing its types: runtime/tsinput.py). TypeScript when the language says so (`.ts` files,
+erasing its types: runtime/host/tsinput.py). TypeScript when the language says so (`.ts` files,
 `--lang ts`) or the script uses TypeScript syntax; otherwise JavaScript (checkJs), without the
 two strict checks only JSDoc could satisfy there (implicit `any` parameters, `unknown` catch
 variables).
@@ -47,8 +47,7 @@ from typing import Any, Literal
 from codemode_gen.children import python_module_command
 from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import MODULE_PREFIX
-from codemode_gen.runtime.response import diagnostic
-from codemode_gen.runtime.tsinstall import (
+from codemode_gen.runtime.host.tsinstall import (
     TYPESCRIPT_VERSION,
     InstallFailed,
     Progress,
@@ -56,6 +55,7 @@ from codemode_gen.runtime.tsinstall import (
     install_typescript,
     typescript_dir,
 )
+from codemode_gen.runtime.response import diagnostic
 
 __all__ = [
     "INSTALL_HINT", "NOT_CHECKED", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",
@@ -67,9 +67,9 @@ Lang = Literal["auto", "ts", "js"]
 #: Which engine runs the compiler: node when found ("auto"), else QuickJS; or exactly one.
 Backend = Literal["auto", "node", "quickjs"]
 
-SERVER_JS = Path(__file__).resolve().parent / "js" / "typecheck_server.js"
-CORE_JS = Path(__file__).resolve().parent / "js" / "typecheck_core.js"
-WORKER_MODULE = "codemode_gen.runtime.typecheck_worker"
+SERVER_JS = Path(__file__).resolve().parent.parent / "js" / "typecheck_server.js"
+CORE_JS = Path(__file__).resolve().parent.parent / "js" / "typecheck_core.js"
+WORKER_MODULE = "codemode_gen.runtime.sandbox.typecheck_worker"
 INSTALL_HINT = (
     "install TypeScript: `npm i -g typescript` (or `npm i -D typescript` in the project), "
     "or pass --tsc PATH to a tsc, a typescript package folder or its lib/typescript.js"
@@ -223,7 +223,7 @@ def find_compiler(
     """The TypeScript compiler to check with, looked for in order: `tsc` (a tsc executable, a
     `typescript` package folder or its lib/typescript.js), `node_modules/.bin/tsc` in each of
     `roots` and their parents, `tsc` on PATH, then the pinned TypeScript in the user's cache
-    (runtime/tsinstall.py; `TypeChecker` downloads it there when nothing is found). It runs on
+    (runtime/host/tsinstall.py; `TypeChecker` downloads it there when nothing is found). It runs on
     node (beside that tsc, else on PATH) when there is one, else on QuickJS; `backend` picks one.
 
     Raises CompilerNotFound (exit 2) saying how to get one; TypeScriptNotFound when only the
@@ -284,7 +284,7 @@ class TypeChecker:
     it; `warm()` pays ahead); a server that died is started again by the next check.
 
     `install`: when no TypeScript is found, download the pinned one into the user's cache
-    (runtime/tsinstall.py; one `progress` line before and after, stderr by default) in the
+    (runtime/host/tsinstall.py; one `progress` line before and after, stderr by default) in the
     background. `warm()` waits for that download; `check()` does not: while it goes on, checks
     raise TypeScriptDownloading at once (a run's time is never spent on it), and once it failed
     they raise its InstallFailed for INSTALL_RETRY_S before the next attempt.

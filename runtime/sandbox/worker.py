@@ -10,8 +10,8 @@ waits. Each `run` gets a fresh engine realm (spec §1.4: nothing survives from o
 next inside JS); the host reuses a worker only after a run that ended cleanly, and kills it
 after any timeout, limit, cancellation or crash.
 
-Pipe protocol: runtime/protocol.py (message kinds, framing, limits; the host side is
-runtime/sandbox.py).
+Pipe protocol: runtime/sandbox/protocol.py (message kinds, framing, limits; the host side is
+runtime/sandbox/pool.py).
 
 Everything from outside that a run's JavaScript observes comes through this module, in an order
 it can write down and replay (docs/DESIGN.md, "Deterministic runs"): tool-call replies, the
@@ -22,7 +22,7 @@ Math.random's seed and Date's base from the run message. A run started with `jou
 down the events it hands over and the clock values it returns; `pause` answers with that
 journal (`paused`), and a run started with `replay` hands over the journal's events and clock
 values first, in the same order, before anything live: the script then makes the same calls
-with the same values up to where the journal ends (runtime/resume.py: approvals asked through
+with the same values up to where the journal ends (runtime/host/resume.py: approvals asked through
 MCP's input_required). `check` parses `code` as the agent module without running anything (between
 runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a run of the
 same code would report. Nothing else may write to the protocol stream: fd 1 is redirected to
@@ -55,9 +55,10 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from codemode_gen.runtime import protocol
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.engine import (
+from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
+from codemode_gen.runtime.sandbox import protocol
+from codemode_gen.runtime.sandbox.engine import (
     Engine,
     EngineError,
     EnginePendingLimit,
@@ -66,7 +67,6 @@ from codemode_gen.runtime.engine import (
     preload,
     release_memory,
 )
-from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
 
 #: Timers pending at once in one run; bounds the timer heap a script can build up (its memory
 #: is also bounded by the heap limit, this gives a clear error first).
@@ -80,7 +80,7 @@ EXTRA_PENDING_CALLS = 4
 MAX_TRACKED_FAILURES = 100
 #: Events (replies, alarms) and clock values a journaled run writes down: bounds the worker's
 #: memory for a script that loops on timers or Date.now(); past either the journal is marked
-#: `overflow` and the run cannot be resumed (the host then denies its asks, runtime/resume.py).
+#: `overflow` and the run cannot be resumed (the host then denies its asks, runtime/host/resume.py).
 MAX_JOURNAL_EVENTS = 100_000
 MAX_JOURNAL_CLOCK_RUNS = 100_000
 #: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
@@ -570,7 +570,7 @@ class _Realm:
     def begin(self, t0: float, limits: Limits, msg: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Start the run's state from the run message; returns the prelude's run config (Math.random's
         seed, Date's base). `journal`, `replay`, `seed` and `clockBase` come from the host for a run
-        that may be resumed (runtime/resume.py); a plain run gets a fresh seed and the time now."""
+        that may be resumed (runtime/host/resume.py); a plain run gets a fresh seed and the time now."""
         msg = msg or {}
         base = msg.get("clockBase")
         if not (isinstance(base, int) and not isinstance(base, bool) and base >= 0):
@@ -774,7 +774,7 @@ class _Realm:
         if st.live:
             self._schedule(st.armed)
 
-    # ---- pause (runtime/resume.py) ---------------------------------------------------------
+    # ---- pause (runtime/host/resume.py) ---------------------------------------------------------
     def pause(self) -> None:
         """Stop handing events and send the journal so far (`paused`), once JS waits: right
         away, or after the turn of an event handed and not taken yet."""

@@ -8,7 +8,7 @@ server at most: a server not connected at the start connects at its first call, 
 replaces that server's tools (out/'s) with this live snapshot for the rest of the run, so a call
 is checked against what the server has while discovery still shows out/'s list.
 
-Approval (issue 12, runtime/approval.py) is marked here at runtime, never in out/ (which does not
+Approval (issue 12, runtime/host/approval.py) is marked here at runtime, never in out/ (which does not
 depend on the policy): a tool whose policy is "ask", "ask-once" or (a server default) "deny"
 carries `approval` in its discovery definition and a tag in its declaration (`@approval`,
 `@approvalOnce`, `@denied`, with what it means: `APPROVAL_NOTES`), so a script can plan such calls; the policy comes from the
@@ -37,7 +37,7 @@ from codemode_gen.generator.manifest import (
 )
 from codemode_gen.generator.names import assign_export_names, assign_module_paths, unique_name
 from codemode_gen.generator.unwrap import Box, find_box, inner_schema
-from codemode_gen.runtime.approval import tool_policy
+from codemode_gen.runtime.host.approval import tool_policy
 
 __all__ = [
     "APPROVAL_NOTES",
@@ -61,7 +61,7 @@ __all__ = [
 # tools does not flood the response.
 MAX_NAMES_IN_WARNING = 10
 # The tag a declaration (discovery's, the serve prompt's) carries for a tool whose calls are not
-# simply sent (runtime/approval.py): asked every time, asked once per session, refused.
+# simply sent (runtime/host/approval.py): asked every time, asked once per session, refused.
 APPROVAL_TAGS = {"ask": "@approval", "ask-once": "@approvalOnce", "deny": "@denied"}
 # What discovery's declarations say after the tag: a script may read them without the serve
 # prompt's rule explaining the tags (a prompt cut to its server list shows no tool, so no rule).
@@ -81,7 +81,7 @@ def shown_policy(config: ServerConfig, tool_name: str, annotations: Any) -> str 
 def tag_declaration(declaration: str, tag: str) -> str:
     """`declaration` (a compact one, generator/agent.py) with `tag` in the one-line doc comment
     of its function, or in a doc comment of its own: `/** Delete a note. @destructive @approval */`.
-    Lines before the doc (a learned-type note, runtime/learn.py) stay where they are, and so do
+    Lines before the doc (a learned-type note, runtime/host/learn.py) stay where they are, and so do
     the `// e.g. …` example lines between the doc and the function (generator/examples.py)."""
     lines = declaration.split("\n")
     at = next((i for i, line in enumerate(lines) if line.startswith(("export function ", "function "))), 0)
@@ -122,10 +122,10 @@ class ToolView:
     # the bridge returns the inner value (the server's `unbox = true`).
     box: Box | None = None
     unboxed: bool = False
-    # Live calls of this session the output type was learned from (runtime/learn.py); 0 when
+    # Live calls of this session the output type was learned from (runtime/host/learn.py); 0 when
     # it comes from the server or from out/.
     learned_calls: int = 0
-    # Why learning this tool's type stopped (a bound of runtime/learn.py); None while it goes on.
+    # Why learning this tool's type stopped (a bound of runtime/host/learn.py); None while it goes on.
     learning_stopped: str | None = None
     # The approval policy when calls are not simply sent ("ask", "ask-once", "deny"; None:
     # "allow"), from the server's config (`shown_policy`); discovery shows it.

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any
 
 from codemode_gen import SPEC_VERSION
-from codemode_gen.runtime.catalog import Catalog, ToolView
+from codemode_gen.runtime.host.catalog import Catalog, ToolView
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",

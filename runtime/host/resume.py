@@ -3,17 +3,17 @@
 MCP 2026-07-28 has no server-to-client request in the middle of a call: a server that needs the
 client's user answers the call with an `input_required` result (SEP-2322) carrying the questions
 and an opaque `requestState`, and the client calls again with the answers and that state. So a
-run whose script makes a call that needs approval (runtime/approval.py, policy "ask") cannot
+run whose script makes a call that needs approval (runtime/host/approval.py, policy "ask") cannot
 wait on a connection of that version: it ends, and the client's retry runs it again. This
 module makes that second run continue the first one exactly, on whichever `serve` instance the
 retry reaches (a load balancer's round robin), with nothing shared between instances but the
-key that seals the state (runtime/input_required.py).
+key that seals the state (runtime/frontends/input_required.py).
 
 How: every run that may ask this way keeps a journal (`Resumable`). The host writes down each
 call the script made that was answered (its number, a digest of what was asked, the reply the
 script got, its trace entry); the sandbox worker writes down every event the script took
 (replies and timer alarms, in the order it saw them) and every clock value it read, and seeds
-Math.random and Date's base (runtime/worker.py; docs/DESIGN.md, "Deterministic runs"). When the
+Math.random and Date's base (runtime/sandbox/worker.py; docs/DESIGN.md, "Deterministic runs"). When the
 script waits for nothing but approvals (every call it made is answered or waiting at the gate),
 the worker is paused, and the journal, the calls waiting for an answer and the run's deadline
 become the state (`RunState`, compressed, then sealed) the input_required result carries; the
@@ -48,7 +48,7 @@ from typing import Any
 
 from codemode_gen import payload
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.approval import (
+from codemode_gen.runtime.host.approval import (
     Answer,
     ApprovalRequest,
     ApprovalUnavailable,
@@ -56,7 +56,7 @@ from codemode_gen.runtime.approval import (
     Unusable,
 )
 from codemode_gen.runtime.limits import RunStopped
-from codemode_gen.runtime.sandbox import RunHandle
+from codemode_gen.runtime.sandbox.pool import RunHandle
 
 __all__ = [
     "ASK_KEY_PREFIX",

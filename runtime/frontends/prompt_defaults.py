@@ -1,6 +1,6 @@
 """The served tool's name and the prompt's character budget: the defaults of `serve`'s options.
 
-Kept apart from runtime/prompt.py so that the command line can show them without importing
+Kept apart from runtime/frontends/prompt.py so that the command line can show them without importing
 the prompt renderer (generator/typescript and jsonschema, ~50 ms): `serve` must answer
 `initialize` about as fast as a plain MCP server, and the prompt is only needed by tools/list.
 """

@@ -1,6 +1,6 @@
 """The sandbox ⇄ worker pipe protocol: message kinds, framing, limits. Both sides use this module.
 
-The host (runtime/sandbox.py) starts each worker (runtime/worker.py) with pipes on its stdin and
+The host (runtime/sandbox/pool.py) starts each worker (runtime/sandbox/worker.py) with pipes on its stdin and
 stdout; they exchange one JSON object per line, `op` naming the kind. Lines are ASCII
 (`ensure_ascii`), except a `call`, which embeds the JS-made request as UTF-8 (`encode_call`):
 
@@ -24,7 +24,7 @@ worker → host (stdout)
 
 A run message may also carry `seed` (4 uint32: Math.random), `clockBase` (Unix ms: Date's base),
 `journal` (true: write down the events JS takes and the clock values it reads) and `replay` (a
-`paused` journal to hand over first): runtime/resume.py resumes a run on any instance that way.
+`paused` journal to hand over first): runtime/host/resume.py resumes a run on any instance that way.
 
 `modules` maps each module specifier of the run to the digest of its text, `sources` maps
 digests to texts for only those the worker does not hold: a worker holds the sources of its last

@@ -1,6 +1,6 @@
 """The metrics of a Code Mode host, kept in process: what `serve --http` serves at /metrics in the
 Prometheus text format (version 0.0.4), and what OpenTelemetry exports through OTLP when it is
-configured (runtime/telemetry.py; docs/observability.md says what each metric means).
+configured (runtime/host/telemetry.py; docs/observability.md says what each metric means).
 
 Written here rather than with prometheus_client or the OpenTelemetry SDK so that /metrics works
 without either installed, and a metric costs a dictionary update: every run and tool call

@@ -1,6 +1,6 @@
 """`codemode-gen serve`: Code Mode as an MCP server with exactly one tool, `codemode.run` (§2).
 
-An agent host connects to this over stdio (or Streamable HTTP: runtime/serve_http.py) and sees
+An agent host connects to this over stdio (or Streamable HTTP: runtime/frontends/serve_http.py) and sees
 one tool whose description is the whole system prompt Code Mode needs (§3.2.1, §3.2.3, §3.2.4,
 §3.5, §4.4, §5.3.2, §10.1): the rules, the limits, the capability ids and the TypeScript
 declarations of every server. Runs share one `CodeMode`, so MCP sessions stay open between runs
@@ -19,7 +19,7 @@ is imported by the first tools/list, and the CodeMode (sandbox worker pool, back
 connections) is entered in a task of its own once the client has initialized (`ServeHost`);
 a tools/call that arrives before it is ready awaits it, tools/list never does.
 
-Tool calls that need a person's yes (runtime/approval.py: policy "ask"/"ask-once") are asked
+Tool calls that need a person's yes (runtime/host/approval.py: policy "ask"/"ask-once") are asked
 through the client, as a form (accept or decline; an "ask" tool's form has one checkbox, to
 approve the tool's further calls for the rest of the run) naming the server, the tool and its
 arguments (redacted, cut: `approval_form`). On a 2025-11-25 connection that is an
@@ -27,7 +27,7 @@ arguments (redacted, cut: `approval_form`). On a 2025-11-25 connection that is a
 connection (stdio or `--http`) the codemode.run call answers with an `input_required` result
 instead, the asks of the calls waiting at once together, and the client's retry with the
 answers resumes the run, on any instance holding the same sealing secret
-(runtime/input_required.py, runtime/resume.py). A client that did not declare the elicitation
+(runtime/frontends/input_required.py, runtime/host/resume.py). A client that did not declare the elicitation
 capability, or a 2025-11-25 connection with no way to send the client a request (stateless
 `--http`), cannot be asked: such calls are denied (fail closed) unless `--approve-all`.
 Ask-once accepts last for the client connection.
@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
-from codemode_gen.runtime import telemetry
-from codemode_gen.runtime.admission import TICKET_SCOPE_KEY, Ticket
-from codemode_gen.runtime.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
+from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
+from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
+from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.response import (
     diagnostic,
     not_started,
@@ -78,12 +78,12 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server import Server
 
-    from codemode_gen.runtime.approval import Answer, ApprovalRequest, Approver, Unusable
     from codemode_gen.runtime.codemode import CodeMode
-    from codemode_gen.runtime.input_required import StateSealer
+    from codemode_gen.runtime.frontends.input_required import StateSealer
+    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver, Unusable
+    from codemode_gen.runtime.host.progress import ProgressCallback
+    from codemode_gen.runtime.host.resume import Resumable
     from codemode_gen.runtime.limits import TraceMode
-    from codemode_gen.runtime.progress import ProgressCallback
-    from codemode_gen.runtime.resume import Resumable
 
 __all__ = [
     "INPUT_SCHEMA",
@@ -167,13 +167,13 @@ def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
 def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
     """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
     was ticked: only a literal true counts), decline or cancel → no."""
-    from codemode_gen.runtime.approval import FOR_RUN
+    from codemode_gen.runtime.host.approval import FOR_RUN
 
     if action != "accept":
         return False
     return FOR_RUN if isinstance(content, Mapping) and content.get(FOR_RUN_FIELD) is True else True
 
-# The prompt (runtime/prompt.py) leaves the response's shape to this schema, which the model reads too.
+# The prompt (runtime/frontends/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -237,7 +237,7 @@ def approval_answer(result: Any) -> Answer | Unusable:
     """The user's answer to `approval_form`, the same on every protocol version
     (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
     or why the client's response cannot count as an answer."""
-    from codemode_gen.runtime.approval import Unusable
+    from codemode_gen.runtime.host.approval import Unusable
 
     if isinstance(result, Mapping):
         action, content = result.get("action"), result.get("content")
@@ -249,7 +249,7 @@ def approval_answer(result: Any) -> Answer | Unusable:
 
 
 def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
-    """An approver (runtime/approval.py) that asks the person at the MCP client: one
+    """An approver (runtime/host/approval.py) that asks the person at the MCP client: one
     `elicitation/create` request in form mode, on the stream of request `request_id` (the
     codemode.run being served). Accept → True (FOR_RUN with the form's box ticked: `form_answer`);
     decline or cancel → False. A connection that
@@ -257,7 +257,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-    from codemode_gen.runtime.approval import ApprovalUnavailable, Unusable
+    from codemode_gen.runtime.host.approval import ApprovalUnavailable, Unusable
 
     async def approve(request: ApprovalRequest) -> Answer:
         channel = session is not None and getattr(session, "can_send_request", False)
@@ -349,7 +349,7 @@ def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
 def log_line(text: str) -> None:
     """One line on stderr: what the client's log view shows (white space folded, then cut and
     made terminal-safe as every script-chosen name is: `safe_name`). A line written during a
-    run ends with its trace id (runtime/telemetry.py), which leads to the run's trace."""
+    run ends with its trace id (runtime/host/telemetry.py), which leads to the run's trace."""
     line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
         print(f"codemode-gen serve: {line}{telemetry.log_suffix()}", file=sys.stderr, flush=True)
@@ -365,9 +365,9 @@ class HostOptions:
     tsc: str | None = None
     #: Sandbox worker processes running at once (None: codemode.toml's, else two per CPU).
     max_workers: int | None = None
-    #: Append successful live calls to fixtures/ (runtime/learn.py).
+    #: Append successful live calls to fixtures/ (runtime/host/learn.py).
     record: bool = False
-    #: Approve every tool call that needs approval without asking (runtime/approval.py); a
+    #: Approve every tool call that needs approval without asking (runtime/host/approval.py); a
     #: "deny" policy still denies.
     approve_all: bool = False
     #: The response is made for a model (limits.trace and limits.maxResponseChars unless a run's
@@ -377,7 +377,7 @@ class HostOptions:
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
     #: Seals the state of runs waiting for approval on MCP 2026-07-28 (`--state-secret`,
     #: CODEMODE_STATE_SECRET): the same on every instance that may get a retry; None: a random
-    #: key of this process (runtime/input_required.py).
+    #: key of this process (runtime/frontends/input_required.py).
     state_secret: str | None = None
     #: Runs may propose a skill (`saveSkill` of @codemode/skills): written to skills/ only once
     #: the user approves it through the same channel as destructive calls (README "Skills").
@@ -432,7 +432,7 @@ def tool_description(
     than silently leaving the declarations out; `on_error` gets the error (for stderr).
     """
     if problem is None and cm is not None:
-        from codemode_gen.runtime.prompt import system_prompt
+        from codemode_gen.runtime.frontends.prompt import system_prompt
 
         try:
             return system_prompt(cm, tool_name=tool_name, budget=budget)
@@ -621,7 +621,7 @@ class ServeHost:
 
     def expired(self, ticket: Ticket) -> None:
         """A run that waited for admission past its deadline (answered without running): its
-        metrics, as a run that timed out (runtime/telemetry.py)."""
+        metrics, as a run that timed out (runtime/host/telemetry.py)."""
         cm = self.codemode()
         if cm is not None:
             waited = max(0.0, time.monotonic() - ticket.queued_at)
@@ -638,7 +638,7 @@ class ServeHost:
         cm = self.codemode()
         if cm is not None and cm.settings.max_workers is not None:
             return cm.settings.max_workers
-        from codemode_gen.runtime.sandbox import default_max_workers
+        from codemode_gen.runtime.sandbox.pool import default_max_workers
 
         return default_max_workers()
 
@@ -659,7 +659,7 @@ class ServeHost:
     def sealer(self) -> StateSealer:
         """What seals the state of runs waiting for approval (MCP 2026-07-28), made on first use."""
         if self._sealer is None:
-            from codemode_gen.runtime.input_required import StateSealer
+            from codemode_gen.runtime.frontends.input_required import StateSealer
 
             self._sealer = StateSealer(self.options.state_secret)
         return self._sealer
@@ -755,13 +755,16 @@ def build_server(host: ServeHost) -> Server[Any]:
         # A call that needs approval is asked of the client's user (elicitation, on this request's
         # stream); the wait counts within the run's timeoutMs and is told as progress.
         # On a 2026-07-28 connection the client is asked through an input_required result instead
-        # (runtime/input_required.py): the run ends to wait, and the retry resumes it.
+        # (runtime/frontends/input_required.py): the run ends to wait, and the retry resumes it.
         session = getattr(ctx, "session", None)
         asked = (getattr(ctx, "meta", None) or {}).get("progress_token") is not None
         resumable = None
         if _modern(session) and (params.request_state is not None or (
                 _elicits_forms(session) and not host.options.approve_all)):
-            from codemode_gen.runtime.input_required import input_required_result, resumable_call
+            from codemode_gen.runtime.frontends.input_required import (
+                input_required_result,
+                resumable_call,
+            )
 
             made = resumable_call(
                 params.name, params.arguments, params.request_state, params.input_responses, host.sealer(),

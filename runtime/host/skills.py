@@ -22,10 +22,10 @@ from typing import Any
 from codemode_gen.errors import UserError
 from codemode_gen.generator import skills as sk
 from codemode_gen.generator.build import CODEMODE_DTS, Outputs
-from codemode_gen.runtime.tsinput import erase_types
-from codemode_gen.runtime.typecheck import CompilerNotFound, find_compiler
+from codemode_gen.runtime.host.tsinput import erase_types
+from codemode_gen.runtime.host.typecheck import CompilerNotFound, find_compiler
 
-SKILLS_TSC_JS = Path(__file__).parent / "js" / "skills_tsc.js"
+SKILLS_TSC_JS = Path(__file__).parent.parent / "js" / "skills_tsc.js"
 #: Bounds one check of every skill (one tsc program: seconds; a hang is a bug, reported).
 SKILLS_CHECK_TIMEOUT_S = 180.0
 #: Bounds the checker's answer read back (declarations of MAX_SKILLS skills and their errors).
@@ -260,7 +260,7 @@ SKILLS_MODULE_DTS = """declare module "@codemode/skills" {
 
 
 class SkillSaver:
-    """What `saveSkill` may write, and where: skills/ beside out/ (runtime/bridge.py asks first)."""
+    """What `saveSkill` may write, and where: skills/ beside out/ (runtime/host/bridge.py asks first)."""
 
     def __init__(self, project_dir: Path) -> None:
         from codemode_gen.config import ServerConfig

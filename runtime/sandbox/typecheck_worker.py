@@ -1,8 +1,8 @@
 """The type checker on QuickJS: the TypeScript compiler where there is no node.
 
-    python -I -m codemode_gen.runtime.typecheck_worker <path of typescript.js> <out dir>
+    python -I -m codemode_gen.runtime.sandbox.typecheck_worker <path of typescript.js> <out dir>
 
-runtime/typecheck.py starts this process when no `node` is found (a fresh `pip install`), and
+runtime/host/typecheck.py starts this process when no `node` is found (a fresh `pip install`), and
 speaks to it exactly as to js/typecheck_server.js under node: one JSON object a line on stdin
 and stdout, the first line written `{"ready": true, "typescript": "<version>"}`. Both evaluate
 the same js/typecheck_core.js (the LanguageService, its closed file system, the diagnostics'
@@ -31,14 +31,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from codemode_gen.runtime.engine import EngineError, new_compiler_engine
-from codemode_gen.runtime.worker import _die_with_parent
+from codemode_gen.runtime.sandbox.engine import EngineError, new_compiler_engine
+from codemode_gen.runtime.sandbox.worker import _die_with_parent
 
 #: Heap of the compiler's realm. Bounds a pathological script's types (the check fails with
 #: "out of memory" instead of taking the machine's memory); the compiler with the ES2022 lib and
 #: the demo's declarations holds 110-180 MB (a 2,000-line script: bench/typescript.py).
 HEAP_BYTES = 1024 * 1024 * 1024
-#: Bounds one request line (a script is at most runtime/typecheck.py's MAX_SCRIPT_CHARS, JSON-escaped).
+#: Bounds one request line (a script is at most runtime/host/typecheck.py's MAX_SCRIPT_CHARS, JSON-escaped).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 #: TypeScript's standard library files, as js/typecheck_core.js names them (checked here too).
 LIB_FILE = re.compile(r"lib(\.[a-z0-9]+)*\.d\.ts", re.IGNORECASE)

@@ -35,7 +35,7 @@ says what the text holds); 1 per two optional input fields, at most 2; 1 per thr
 summary that neither its name nor its input field names contain, at most 3. A tool with no
 summary and no tags has no doc comment to show: 0. Ties keep catalog order.
 
-Tools whose calls wait for a person's approval (runtime/approval.py: policy "ask", "ask-once")
+Tools whose calls wait for a person's approval (runtime/host/approval.py: policy "ask", "ask-once")
 are tagged (`@approval`, `@approvalOnce`) at every step from the name up; a tool the policy
 denies is left out. This is decided when the prompt is rendered, from the host's policy: out/
 never depends on it.
@@ -55,19 +55,19 @@ from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.generator.typescript.compact import cut, first_sentence, one_line
 from codemode_gen.generator.typescript.printer import INDENT, string_literal
 from codemode_gen.runtime import limits as limit_defaults
-from codemode_gen.runtime.catalog import APPROVAL_TAGS
-from codemode_gen.runtime.discovery import stem, terms
-from codemode_gen.runtime.prompt_defaults import (
+from codemode_gen.runtime.frontends.prompt_defaults import (
     DEFAULT_PROMPT_BUDGET,
     DEFAULT_TOOL_NAME,
     MIN_PROMPT_BUDGET,
 )
+from codemode_gen.runtime.host.catalog import APPROVAL_TAGS
+from codemode_gen.runtime.host.discovery import stem, terms
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode
 
 # The tool name and budget defaults live in a light module the CLI imports for its option
-# defaults (runtime/prompt_defaults.py); re-exported here, where they are used.
+# defaults (runtime/frontends/prompt_defaults.py); re-exported here, where they are used.
 __all__ = [
     "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "DESCRIBED", "EXAMPLE", "FULL", "LEVEL_NAMES", "MIN_PROMPT_BUDGET", "NAME", "OMITTED",
     "SIGNATURE", "PromptLayout", "approval_policies", "layout_prompt", "need", "prompt_size", "render_prompt",
@@ -749,7 +749,7 @@ def _rules(
     host_limits: Mapping[str, Any],
 ) -> _Rules:
     # `requestedCapabilities` and the response's fields are said by the tool's input and
-    # output schemas (runtime/serve.py), which the model reads with this description.
+    # output schemas (runtime/frontends/serve.py), which the model reads with this description.
     head = [
         f"Runs a JavaScript or TypeScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
         # Servers and how to discover them come first: some clients cut descriptions short.

@@ -2,7 +2,7 @@
 clients in turn.
 
 serve --http admits a `codemode.run` request here before anything of it is parsed or prepared
-(runtime/serve_http.py), so a waiting run holds only its request body. Runs in progress are
+(runtime/frontends/serve_http.py), so a waiting run holds only its request body. Runs in progress are
 bounded by the sandbox's worker cap (`slots`); the queue by `max_queued` runs in all and
 `max_queued_per_client` per client, so one client can fill neither the memory nor the whole
 queue. When a slot frees, the next run comes from the waiting client served least recently

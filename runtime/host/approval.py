@@ -1,7 +1,7 @@
 """Approval of tool calls a script makes (issue 12): which calls need a person's yes, and asking.
 
 A script runs unattended, but some tools change or destroy things. Every call goes through the
-run's bridge (runtime/bridge.py), which asks this module's `ApprovalGate` after the input was
+run's bridge (runtime/host/bridge.py), which asks this module's `ApprovalGate` after the input was
 validated and before anything is sent; a call that is not approved is never sent, and the
 script gets a `ToolCallError` with code `APPROVAL_DENIED` it can catch (§10: only limits end a
 run).
@@ -45,7 +45,7 @@ An approver that cannot ask (no terminal, a client without elicitation) raises
 session `serve` names), by server config id and tool name; a decline is never remembered. Asks
 of the same tool are serialised, so two calls in one `Promise.all` are asked in turn and an
 ask-once accept of the first lets the second through without asking; an approver marked
-`asks_in_batches` (serve's on MCP 2026-07-28 connections, runtime/resume.py: every call waiting
+`asks_in_batches` (serve's on MCP 2026-07-28 connections, runtime/host/resume.py: every call waiting
 at once is asked in one input_required round) is not serialised. The wait counts within
 the run's timeoutMs: a run still waiting when it runs out ends as any run that times out.
 
@@ -569,7 +569,7 @@ class ApprovalGate:
                 self._remember(session, key)
                 # ... and for the rest of this run whatever the session: a run asked through
                 # input_required resumes on any instance, in a session of its own (stateless
-                # HTTP), and its run set travels in its sealed state (runtime/resume.py).
+                # HTTP), and its run set travels in its sealed state (runtime/host/resume.py).
                 if batched and run is not None:
                     run.add(key)
             return ApprovalOutcome("approved", policy)

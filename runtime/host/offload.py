@@ -5,12 +5,12 @@ and every run's watchdog there), so a step that holds it for long stops all of t
 take time that grows faster than their input and hold the GIL throughout, so a thread would not
 help:
 
-- erasing TypeScript types (runtime/tsinput.py): tree-sitter's parse never releases the GIL
+- erasing TypeScript types (runtime/host/tsinput.py): tree-sitter's parse never releases the GIL
   and slows down on broken input (~15 µs/byte for `a<a<…`), and the eraser's walk is quadratic
   on chains (`x!!!…`: ~60 ms for 512 bytes); a 3.4 MB script took seconds;
 - parsing a JSON request of millions of tiny values (`[[],[],…]`: ~1 s for 4 MiB).
 
-A helper is `python -I -m codemode_gen.runtime.offload`: a framed request on stdin (a JSON
+A helper is `python -I -m codemode_gen.runtime.host.offload`: a framed request on stdin (a JSON
 header line, then `size` raw bytes), the same back on stdout. It does one request at a time;
 `Offload` keeps up to `max_helpers` of them, started on demand (or `warm` of them ahead of
 need, with `start()`); beyond `warm`, an idle one is stopped after IDLE_HELPER_TTL_S. A request
@@ -35,10 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen.runtime.idle import trim_idle
+from codemode_gen.runtime.sandbox.idle import trim_idle
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.tsinput import Erased
+    from codemode_gen.runtime.host.tsinput import Erased
 
 __all__ = [
     "MAX_JSON_VALUES", "Envelope", "Offload", "OffloadFailed", "count_json_values", "envelope_of",
@@ -161,7 +161,7 @@ def envelope_of(message: Any) -> Envelope:
 
 
 def _erase_op(payload: bytes) -> tuple[dict[str, Any], bytes]:
-    from codemode_gen.runtime.tsinput import erase_types
+    from codemode_gen.runtime.host.tsinput import erase_types
 
     code = payload.decode("utf-8", "surrogatepass")
     erased = erase_types(code)
@@ -184,7 +184,7 @@ _OPS = {"erase": _erase_op, "envelope": _envelope_op}
 
 
 def _die_with_parent() -> None:
-    """Linux: SIGKILL this helper when the host dies, even mid-parse (as runtime/worker.py does)."""
+    """Linux: SIGKILL this helper when the host dies, even mid-parse (as runtime/sandbox/worker.py does)."""
     if not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(Exception):
@@ -213,7 +213,7 @@ def main() -> None:
     stdin = sys.stdin.buffer
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol stream
-    from codemode_gen.runtime.tsinput import erase_types
+    from codemode_gen.runtime.host.tsinput import erase_types
 
     erase_types("let warm: number = 1;")  # load the grammar and the query before saying ready
     stdout.write(_READY)
@@ -247,7 +247,7 @@ class _Helper:
         from codemode_gen.children import python_module_command
 
         proc = await asyncio.create_subprocess_exec(
-            *python_module_command("codemode_gen.runtime.offload", isolation="isolated"),
+            *python_module_command("codemode_gen.runtime.host.offload", isolation="isolated"),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             limit=MAX_HEADER_BYTES, start_new_session=True,
         )
@@ -334,7 +334,7 @@ class Offload:
 
     async def erase(self, code: str, deadline: float | None) -> Erased:
         """`tsinput.erase_types(code)`, in a helper; TimeoutError at `deadline` (monotonic s)."""
-        from codemode_gen.runtime.tsinput import Erased
+        from codemode_gen.runtime.host.tsinput import Erased
 
         meta, data = await self.request("erase", code.encode("utf-8", "surrogatepass"), deadline)
         diagnostics = tuple(d for d in meta.get("diagnostics") or () if isinstance(d, dict))

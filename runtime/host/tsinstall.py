@@ -1,7 +1,7 @@
 """The pinned TypeScript in the user's cache: type checking after `pip install` alone.
 
 `pip install codemode-gen` brings no node and no TypeScript. When no compiler is found the usual
-ways (runtime/typecheck.py's `find_compiler`), the type checker uses TypeScript TYPESCRIPT_VERSION
+ways (runtime/host/typecheck.py's `find_compiler`), the type checker uses TypeScript TYPESCRIPT_VERSION
 from `$CODEMODE_CACHE_DIR` (default `$XDG_CACHE_HOME/codemode-gen`, else `~/.cache/codemode-gen`),
 folder `typescript-<version>/`, and downloads it there once: the npm registry's tarball, fetched
 with urllib (no npm), verified against the sha512 `integrity` npm itself publishes for it (pinned
@@ -11,7 +11,7 @@ all (written to a temporary folder beside it, then renamed), so concurrent first
 one rename wins, the others use its result.
 
 `CODEMODE_NPM_REGISTRY` names another registry (a mirror; the checksum is the same). The compiler
-runs on QuickJS in a Python process (runtime/typecheck_worker.py) unless node is on PATH.
+runs on QuickJS in a Python process (runtime/sandbox/typecheck_worker.py) unless node is on PATH.
 """
 
 from __future__ import annotations
