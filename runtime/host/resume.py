@@ -56,7 +56,7 @@ from codemode_gen.runtime.host.approval import (
     Unusable,
 )
 from codemode_gen.runtime.limits import RunStopped
-from codemode_gen.runtime.sandbox.pool import RunHandle
+from codemode_gen.runtime.sandbox.run import RunHandle
 
 __all__ = [
     "ASK_KEY_PREFIX",

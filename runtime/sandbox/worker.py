@@ -5,7 +5,7 @@ outlast its interrupt check by seconds, so the host must be able to kill the san
 deadline (docs/DESIGN.md, "Where the sandbox runs"). The worker owns no MCP session: every
 tool call goes to the host as a message and the worker awaits the reply.
 
-Lifetime: started by `runtime/sandbox.WorkerPool`, it imports the engine, says `ready` and
+Lifetime: started by `runtime/sandbox/pool.WorkerPool`, it imports the engine, says `ready` and
 waits. Each `run` gets a fresh engine realm (spec §1.4: nothing survives from one run to the
 next inside JS); the host reuses a worker only after a run that ended cleanly, and kills it
 after any timeout, limit, cancellation or crash.
