@@ -61,16 +61,12 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
+from codemode_gen.runtime.diagnostics import diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.host import telemetry
-from codemode_gen.runtime.response import (
-    diagnostic,
-    not_started,
-    safe_name,
-    utf8_safe_json,
-    worker_limit,
-)
+from codemode_gen.runtime.jsonsafe import safe_name, utf8_safe_json
+from codemode_gen.runtime.response import not_started
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
 # prompt renderer, ~100 ms) is imported on the paths that use it.
