@@ -1,4 +1,4 @@
-"""runtime/response.py: §3.3 logs (truncation), diagnostics, stack mapping, result rules."""
+"""runtime/response.py and the contract modules it was split from (logs, diagnostics, script_errors, json_cut, host/tooltrace): §3.3 logs (truncation), diagnostics, stack mapping, result rules."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ model before either is written (CodeMode.run with serve's defaults, `HostOptions
 lists the failed and denied calls plus a toolSummary of all (`limits.trace`, `--trace`), and
 the JSON of result and logs together stays within `limits.maxResponseChars` characters
 (`--max-response-chars`), cut with markers and a RESPONSE_TRUNCATED warning past it
-(runtime/response.py `shape_trace`, `fit_response`).
+(runtime/host/tooltrace.py `shape_trace`, runtime/response.py `fit_response`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ The trace records which tool ran, how long, and whether it worked, never inputs 
 `error` is the error class and what went wrong: for a tool error (isError) or a JSON-RPC error
 the server's own message, with the server's secrets and codemode.toml's `redact` patterns
 replaced, cut to MAX_TRACE_ERROR_CHARS (`trace_error`). `counts` tallies every call per tool
-(the `toolSummary` of a response that lists only the failed ones, response.shape_trace). Each finished
+(the `toolSummary` of a response that lists only the failed ones, tooltrace.shape_trace). Each finished
 call is also told to `on_call_done` (the run's progress reporter, runtime/host/progress.py), by the
 same sanitised names.
 
@@ -36,7 +36,7 @@ notifications/cancelled upstream even when the caller is cancelled again and aga
 SDK's server does through an anyio cancel scope when its client cancels the codemode.run request.
 
 Everything here is untrusted from both sides. Script-chosen names are sanitised and cut before
-they enter the trace or a message (`response.safe_name`); the trace keeps MAX_TRACE_ENTRIES
+they enter the trace or a message (`jsonsafe.safe_name`); the trace keeps MAX_TRACE_ENTRIES
 entries. What crosses the boundary is bounded: an input over MAX_INPUT_BYTES or nested deeper
 than MAX_JSON_DEPTH (refused by the worker, re-checked here) is a SchemaValidationError, a
 result nested deeper is a ToolCallError, each also reported once per run as a BRIDGE_LIMIT
@@ -188,7 +188,7 @@ def _clip(text: str) -> str:
 def trace_error(text: str) -> str:
     """A trace entry's `error` (§3.3.2 "string summary": the error class and the server's own
     message): on one line (white space folded), cut to MAX_TRACE_ERROR_CHARS with a marker,
-    UTF-8- and terminal-safe (`response.safe_name`)."""
+    UTF-8- and terminal-safe (`jsonsafe.safe_name`)."""
     folded = " ".join(text.split())
     if len(folded) > MAX_TRACE_ERROR_CHARS:
         folded = folded[:MAX_TRACE_ERROR_CHARS] + f"…[+{len(folded) - MAX_TRACE_ERROR_CHARS} chars]"
