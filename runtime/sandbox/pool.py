@@ -45,11 +45,11 @@ from typing import Any, Protocol
 from codemode_gen import payload
 from codemode_gen.children import python_module_command
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
+from codemode_gen.runtime.waits import queue_wait
 
 log = logging.getLogger(__name__)
 
@@ -506,7 +506,7 @@ class Sandbox:
         try:
             # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
             # within the run's timeoutMs.
-            with telemetry.queue_wait("worker"):
+            with queue_wait("worker"):
                 worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
