@@ -14,11 +14,11 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from codemode_gen.generator.manifest import MODULE_PREFIX
+from codemode_gen import MODULE_PREFIX
+from codemode_gen.runtime.diagnostics import diagnostic
 from codemode_gen.runtime.host.tscompiler import INSTALL_HINT, CompilerNotFound
 from codemode_gen.runtime.host.tsinstall import InstallFailed
 from codemode_gen.runtime.host.typecheck import CheckResult, TypeChecker, TypeScriptDownloading
-from codemode_gen.runtime.response import diagnostic
 
 # Scripts larger than this are not sent to the checker (a run would spend its time parsing).
 MAX_SCRIPT_CHARS = 1024 * 1024

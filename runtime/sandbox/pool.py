@@ -45,14 +45,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
 from codemode_gen.runtime.sandbox.run import Run, RunHooks
 from codemode_gen.runtime.sandbox.worker_process import WorkerCrashed, WorkerProcess
+from codemode_gen.runtime.waits import queue_wait
 
 log = logging.getLogger(__name__)
 
@@ -405,17 +406,17 @@ class Sandbox:
         try:
             # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
             # within the run's timeoutMs.
-            with telemetry.queue_wait("worker"):
+            with queue_wait("worker"):
                 worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
-                return resp.build_response([], None, [resp.worker_limit(limits.timeoutMs, self._pool.max_workers)])
+                return resp.build_response([], None, [diag.worker_limit(limits.timeoutMs, self._pool.max_workers)])
             # No worker was ready before the deadline (a slow cold start): the caller's
             # deadline wins over starting the script at all.
-            return resp.build_response([], None, [resp.start_limit(limits.timeoutMs)])
+            return resp.build_response([], None, [diag.start_limit(limits.timeoutMs)])
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
-            return resp.build_response([], None, [resp.sandbox_error("the sandbox could not be started")])
+            return resp.build_response([], None, [diag.sandbox_error("the sandbox could not be started")])
         run = Run(worker, host_call, limits, hooks)
         reusable = False
         try:

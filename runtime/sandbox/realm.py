@@ -20,8 +20,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
+from codemode_gen.runtime import logs as run_logs
+from codemode_gen.runtime import screen, script_errors
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS, MAX_NAME_CHARS, Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.engine import EngineError, new_engine
 from codemode_gen.runtime.sandbox.run_state import (
@@ -83,9 +84,9 @@ class Realm:
             e.bind_function("__codemode_now__", self.now_ms)
             e.bind_object(
                 "__codemode_config__",
-                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH,
-                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": resp.MAX_UNAWAITED_REPORTED,
-                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": resp.MAX_DIAGNOSTIC_CHARS},
+                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": run_logs.MAX_LOG_DEPTH,
+                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
+                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": MAX_DIAGNOSTIC_CHARS},
             )
         except BaseException:
             e.close()
@@ -196,7 +197,7 @@ class Realm:
         call_id = next(self.worker._ids)
         self.worker._replies[call_id] = (self, st.issued)
         # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
-        self.worker.send_call(call_id, resp.screen_call_request(text) if isinstance(text, str) else text)
+        self.worker.send_call(call_id, screen.screen_call_request(text) if isinstance(text, str) else text)
         return st.issued
 
     def on_reply(self, seq: int, text: str) -> None:

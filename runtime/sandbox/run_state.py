@@ -14,7 +14,7 @@ import collections
 import time
 from typing import Any
 
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import logs as run_logs
 
 #: Events (replies, alarms) and clock values a journaled run writes down: bounds the worker's
 #: memory for a script that loops on timers or Date.now(); past either the journal is marked
@@ -90,7 +90,7 @@ class RunState:
 
     def __init__(self, t0: float, max_log_bytes: int, clock: RunClock | None = None) -> None:
         self.t0 = t0
-        self.logs = resp.LogCollector(max_log_bytes)
+        self.logs = run_logs.LogCollector(max_log_bytes)
         self.truncation_sent = False
         self.clock = clock if clock is not None else RunClock(int(time.time() * 1000), None, False)
         self.seed: list[int] = []
