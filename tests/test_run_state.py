@@ -4,6 +4,7 @@ journal it writes down (docs/DESIGN.md, "Deterministic runs")."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,8 @@ from codemode_gen.runtime.sandbox.run_state import RunClock
 
 def test_a_resumed_clock_returns_the_journal_first_then_live_time_never_less() -> None:
     # Malformed runs (not [int, count > 0]) in a replay are dropped, not replayed.
-    clock = RunClock(int(time.time() * 1000), [[5, 2], "x", [6, 0], [True, 1], [7, 1]], journal=True)
+    replay: list[Any] = [[5, 2], "x", [6, 0], [True, 1], [7, 1]]
+    clock = RunClock(int(time.time() * 1000), replay, journal=True)
     assert clock.replaying
     assert [clock.read() for _ in range(3)] == [5, 5, 7]
     assert not clock.replaying
