@@ -26,7 +26,7 @@ from codemode_gen.limit_bounds import (
     HARD_MAX_RESPONSE_CHARS,
     LIMIT_KEYS,
 )
-from codemode_gen.runtime.frontends.serve import HostOptions
+from codemode_gen.runtime.frontends.serve_host import HostOptions
 from codemode_gen.runtime.response import RESPONSE_TRUNCATED
 
 from .runtime_support import PYTHON, REPO, against_serve, script, write_out

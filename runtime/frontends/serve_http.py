@@ -65,7 +65,7 @@ from codemode_gen.runtime.host.offload import (
 from codemode_gen.runtime.response import safe_name
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost
+    from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost
     from codemode_gen.runtime.host.metrics import Metrics
 
 __all__ = [
@@ -334,7 +334,7 @@ class _Notices:
         self._dynamic = 0
 
     def say(self, kind: str, text: str, *, dynamic: bool = False) -> None:
-        from codemode_gen.runtime.frontends.serve import log_line
+        from codemode_gen.runtime.frontends.serve_host import log_line
 
         now = time.monotonic()
         if kind not in self._last:
@@ -777,7 +777,8 @@ async def serve_http(
         connection_protocol,
         default_max_connections,
     )
-    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost, build_server, log_line
+    from codemode_gen.runtime.frontends.serve import build_server
+    from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line
 
     telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:
