@@ -242,7 +242,9 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
-            from codemode_gen.runtime.response import clip, diagnostic, not_started
+            from codemode_gen.runtime.diagnostics import diagnostic
+            from codemode_gen.runtime.jsonsafe import clip
+            from codemode_gen.runtime.response import not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
@@ -297,7 +299,7 @@ def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[
     code = read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities), replay=replay, fixtures=fixtures_dir,
                                 record=record, yes=yes))
-    from codemode_gen.runtime.response import utf8_safe_json
+    from codemode_gen.runtime.jsonsafe import utf8_safe_json
 
     # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.
     response = utf8_safe_json(response)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 __all__ = [
     "TOKEN_ENV", "HostGuard", "check_exposure", "is_loopback", "is_loopback_address", "parse_listen",

@@ -31,7 +31,7 @@ from codemode_gen.runtime.host.offload import (
     envelope_of,
     structure_bound,
 )
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.frontends.serve_host import ServeHost

@@ -40,7 +40,7 @@ model before either is written (CodeMode.run with serve's defaults, `HostOptions
 lists the failed and denied calls plus a toolSummary of all (`limits.trace`, `--trace`), and
 the JSON of result and logs together stays within `limits.maxResponseChars` characters
 (`--max-response-chars`), cut with markers and a RESPONSE_TRUNCATED warning past it
-(runtime/response.py `shape_trace`, `fit_response`).
+(runtime/host/tooltrace.py `shape_trace`, runtime/response.py `fit_response`).
 
 This module is the MCP side: the tool's schemas, its handlers (`build_server`) and the stdio
 transport. The CodeMode they share, its options and its start-up are runtime/frontends/serve_host.py's;
@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS, TRACE_MODES
+from codemode_gen.runtime.diagnostics import diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.frontends.serve_approval import (
@@ -74,12 +75,8 @@ from codemode_gen.runtime.frontends.serve_approval import (
 )
 from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line, restart_hint
 from codemode_gen.runtime.host import otel_setup, telemetry_serve
-from codemode_gen.runtime.response import (
-    diagnostic,
-    not_started,
-    utf8_safe_json,
-    worker_limit,
-)
+from codemode_gen.runtime.jsonsafe import utf8_safe_json
+from codemode_gen.runtime.response import not_started
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
 # prompt renderer, ~100 ms) is imported on the paths that use it.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver, Unusable

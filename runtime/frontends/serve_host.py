@@ -25,7 +25,7 @@ from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS
 from codemode_gen.runtime.frontends.admission import Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.host import telemetry, telemetry_serve
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode_gen import __version__
 from codemode_gen.config import Settings
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import waits
 from codemode_gen.runtime.host.metrics import Metrics
 from codemode_gen.runtime.host.otel_setup import _env_flag, _global_provider, _providers, resolve
@@ -274,9 +274,9 @@ class RunScope:
                 outcome = INPUT_REQUIRED
             elif not errors:
                 outcome = OK
-            elif resp.hit_limit(errors, "timeoutMs"):
+            elif diag.hit_limit(errors, "timeoutMs"):
                 outcome = TIMEOUT
-            elif any(d.get("code") == resp.SANDBOX_LIMIT for d in errors):
+            elif any(d.get("code") == diag.DiagnosticCode.SANDBOX_LIMIT for d in errors):
                 outcome = LIMIT
             else:
                 outcome = ERROR
