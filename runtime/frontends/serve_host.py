@@ -50,7 +50,7 @@ MAX_LOG_LINE_CHARS = 500
 def log_line(text: str) -> None:
     """One line on stderr: what the client's log view shows (white space folded, then cut and
     made terminal-safe as every script-chosen name is: `safe_name`). A line written during a
-    run ends with its trace id (runtime/host/telemetry.py), which leads to the run's trace."""
+    run ends with its trace id (runtime/host/telemetry_serve.py), which leads to the run's trace."""
     line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
         print(f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True)

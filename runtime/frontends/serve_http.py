@@ -26,7 +26,7 @@ busy server, `503` with `Retry-After`.
 `GET /metrics` answers the host's metrics in the Prometheus text format (runtime/host/metrics.py),
 behind the bearer token like everything but /healthz unless `--public-metrics`; a request's W3C
 `traceparent` header becomes the parent of its run's span when its `_meta` carries none
-(runtime/host/telemetry.py, docs/observability.md).
+(runtime/host/telemetry_serve.py, docs/observability.md).
 
 Nothing heavy is imported at module level (the standard library and small runtime modules):
 the CLI parses `--http` with `parse_listen`, and `serve_http` runs the token and exposure
