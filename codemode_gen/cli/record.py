@@ -250,7 +250,8 @@ def _check(
     """`record --check`: the report on stdout, the verdict as the exit status (see `record`)."""
     import anyio
 
-    from codemode_gen.generator.drift import ServerCheck, exit_status, render_report
+    from codemode_gen.generator.drift import exit_status, render_report
+    from codemode_gen.generator.drift_findings import ServerCheck
     from codemode_gen.generator.fixtures import load_recorded, recorded_server_ids
     from codemode_gen.generator.record_check import check_servers
 
