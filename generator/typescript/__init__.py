@@ -102,7 +102,7 @@ class TypeDecl:
     # same type several times name the shared body after it (generator/build.py).
     title: str | None = None
     # The type as an AST (for the compact agent rendering, which inlines and re-prints it);
-    # an alias made by build.share_identical_types holds a `Ref` to the shared body.
+    # an alias made by shared_types.share_identical_types holds a `Ref` to the shared body.
     node: t.TypeNode | None = None
 
 
