@@ -1,4 +1,4 @@
-"""generator/drift.py: the pure comparison behind `record --check` (no servers, no files)."""
+"""generator/drift.py, drift_listing.py, drift_results.py: the pure comparison behind `record --check` (no servers, no files)."""
 
 from __future__ import annotations
 
