@@ -65,6 +65,7 @@ from codemode_gen.client.sessions import (
     cancel_once,
 )
 from codemode_gen.config import ServerConfig
+from codemode_gen.error_classes import ToolCallCode
 from codemode_gen.errors import UserError
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
@@ -712,7 +713,7 @@ class Bridge:
                 "ToolCallError",
                 f"{where} did not answer within {config.call_timeout:g} s; the call was cancelled",
                 "retry once with a smaller request, or skip this step",
-                serverId=server_id, toolName=tool_name_shown, code="timeout",
+                serverId=server_id, toolName=tool_name_shown, code=ToolCallCode.TIMEOUT,
                 _summary=f"ToolCallError: timeout after {config.call_timeout:g} s",
             )
         except (AuthError, CallAuthError) as exc:
