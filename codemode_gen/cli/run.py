@@ -215,10 +215,10 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
                capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
                record: bool = False, yes: bool = False) -> dict[str, Any]:
     from codemode_gen.runtime.codemode import CodeMode
-    from codemode_gen.runtime.host import telemetry
+    from codemode_gen.runtime.host import telemetry_serve
 
     # An unreachable collector: one marked line per kind a minute, not one per export retry.
-    telemetry.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
+    telemetry_serve.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
     approver = None if yes else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())

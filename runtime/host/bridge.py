@@ -72,7 +72,7 @@ from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_r
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
-from codemode_gen.runtime.host import telemetry, tooltrace
+from codemode_gen.runtime.host import telemetry_calls, tooltrace
 from codemode_gen.runtime.host.approval import (
     DENIED_CODE,
     ApprovalGate,
@@ -374,7 +374,7 @@ class Bridge:
         # What the approval gate decided for this call; "pending" while a person is asked.
         gate: dict[str, str] = {}
         try:
-            reply = await telemetry.traced_call(self._call(seq, server_id, tool_name, request, gate), shown_server,
+            reply = await telemetry_calls.traced_call(self._call(seq, server_id, tool_name, request, gate), shown_server,
                                                 shown_tool, gate, request, lambda text: self.redact_text(server_id, text))
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
             if gate.get("approval") == "pending":  # never sent: the run ended before an answer
@@ -546,7 +546,7 @@ class Bridge:
         approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
         key = (config.id, tool_name)
         approved_before = key in self.approved_for_run
-        outcome = await telemetry.traced_approval(
+        outcome = await telemetry_calls.traced_approval(
             self.approval.decide(
                 server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
                 annotations=tool.annotations, approve=approve, session=self.approval_session,
@@ -600,7 +600,7 @@ class Bridge:
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
-        telemetry.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
+        telemetry_calls.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
         if self._on_note is not None:
             self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 

@@ -48,11 +48,11 @@ from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
+from codemode_gen.runtime.waits import queue_wait
 
 log = logging.getLogger(__name__)
 
@@ -509,7 +509,7 @@ class Sandbox:
         try:
             # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
             # within the run's timeoutMs.
-            with telemetry.queue_wait("worker"):
+            with queue_wait("worker"):
                 worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
