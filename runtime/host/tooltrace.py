@@ -112,7 +112,7 @@ class CallLog:
 
     def notice(self, kind: str, message: str, hint: str) -> None:
         if kind not in self.notices:
-            self.notices[kind] = diag.diagnostic("BRIDGE_LIMIT", message, severity="warning", hint=hint)
+            self.notices[kind] = diag.diagnostic(diag.DiagnosticCode.BRIDGE_LIMIT, message, severity="warning", hint=hint)
 
     def diagnostics(self, *, full_trace: bool = True) -> list[dict[str, Any]]:
         """What the run's response should say about the calls: limits enforced at the boundary
@@ -121,7 +121,7 @@ class CallLog:
         out = list(self.notices.values())
         if self.trace_dropped and full_trace:
             out.append(diag.diagnostic(
-                "TOOL_TRACE_TRUNCATED",
+                diag.DiagnosticCode.TOOL_TRACE_TRUNCATED,
                 f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
                 f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
                 severity="warning",

@@ -254,7 +254,7 @@ class Upstream:
             return
         got = "an object without it" if isinstance(value, dict) else f"{json_type(value) or 'a value'}, not an object"
         self.log.notices[key] = diag.diagnostic(
-            "UNBOX_MISMATCH",
+            diag.DiagnosticCode.UNBOX_MISMATCH,
             f"{where} declares its value boxed in {json.dumps(box.field)} ({box.marker}) but returned {got};"
             " the result was returned unchanged, not unboxed",
             severity="warning",
