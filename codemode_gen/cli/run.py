@@ -242,14 +242,14 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
-            from codemode_gen.runtime.diagnostics import diagnostic
+            from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
             from codemode_gen.runtime.jsonsafe import clip
             from codemode_gen.runtime.response import not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
             return not_started(diagnostic(
-                "HOST_ERROR", message, hint="retry the run; if it fails again, report it with this message"
+                DiagnosticCode.HOST_ERROR, message, hint="retry the run; if it fails again, report it with this message"
             ))
 
 

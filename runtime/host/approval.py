@@ -93,6 +93,7 @@ from codemode_gen.config import (
     Settings,
 )
 from codemode_gen.display import GUTTER, data_block, display_json, display_string
+from codemode_gen.error_classes import ToolCallCode
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.settings_schema import SettingsSource
@@ -138,7 +139,7 @@ PolicySource = Literal["annotation", "config", "default"]
 #: timeoutMs; a default `deny` policy; the approver failed.
 DenyReason = Literal["declined", "unavailable", "timeout", "policy", "error"]
 #: The `code` of the ToolCallError a denied call throws in the script.
-DENIED_CODE = "APPROVAL_DENIED"
+DENIED_CODE = ToolCallCode.APPROVAL_DENIED
 
 # Bounds the arguments shown to the person asked (characters of their JSON): a script can pass
 # megabytes, which neither a terminal nor an elicitation dialog can show usefully.
