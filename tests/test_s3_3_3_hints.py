@@ -17,7 +17,8 @@ from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.host import hints, hints_mistakes
 from codemode_gen.runtime.host.catalog import Catalog, manifest_views
-from codemode_gen.runtime.host.validation import InputInvalid, prepare_arguments
+from codemode_gen.runtime.host.validation import prepare_arguments
+from codemode_gen.runtime.host.validation_errors import InputInvalid
 
 from .runtime_support import REPO
 

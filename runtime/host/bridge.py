@@ -85,12 +85,8 @@ from codemode_gen.runtime.host.catalog import (
     ToolView,
     live_tools,
 )
-from codemode_gen.runtime.host.validation import (
-    InputInvalid,
-    prepare_arguments,
-    prepare_arguments_async,
-    rejected_input,
-)
+from codemode_gen.runtime.host.validation import prepare_arguments, prepare_arguments_async
+from codemode_gen.runtime.host.validation_errors import InputInvalid, rejected_input
 from codemode_gen.runtime.limits import (
     MAX_JSON_DEPTH,
     MAX_NAME_CHARS,
