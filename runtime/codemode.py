@@ -63,7 +63,8 @@ from codemode_gen.generator.manifest import (
 from codemode_gen.generator.project import load_project_settings
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.host import hints, telemetry, tsinput
-from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.approval import ApprovalGate
+from codemode_gen.runtime.host.approval_request import Approver
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import (
     Catalog,

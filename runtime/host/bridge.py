@@ -71,13 +71,8 @@ from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_r
 from codemode_gen.jsonio import json_type
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.host import telemetry
-from codemode_gen.runtime.host.approval import (
-    DENIED_CODE,
-    ApprovalGate,
-    ApprovalRequest,
-    Approver,
-    denial_message,
-)
+from codemode_gen.runtime.host.approval import DENIED_CODE, ApprovalGate, denial_message
+from codemode_gen.runtime.host.approval_request import ApprovalRequest, Approver
 from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,

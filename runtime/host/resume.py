@@ -48,7 +48,7 @@ from typing import Any
 
 from codemode_gen import payload
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host.approval import (
+from codemode_gen.runtime.host.approval_request import (
     Answer,
     ApprovalRequest,
     ApprovalUnavailable,
