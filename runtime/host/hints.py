@@ -41,9 +41,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.host.catalog import Catalog
 from codemode_gen.runtime.host.hints_mistakes import Analysis, Fix
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 
 __all__ = ["explain", "needs_explaining"]
 
@@ -64,7 +66,7 @@ _NOT_DEFINED = re.compile(r"^'?(?P<name>[A-Za-z_$][\w$]*)'? is not defined$")
 def needs_explaining(diagnostics: Iterable[Mapping[str, Any]]) -> bool:
     """Whether `explain` has anything to look at (a run that did not fail this way: no)."""
     return any(
-        d.get("code") == resp.UNCAUGHT_EXCEPTION and d.get("severity") == "error" and not d.get("errorClass")
+        d.get("code") == diag.DiagnosticCode.UNCAUGHT_EXCEPTION and d.get("severity") == "error" and not d.get("errorClass")
         for d in diagnostics
     )
 
@@ -77,7 +79,7 @@ def explain(
     TypeScript types erased: same positions); `catalog` is the run's."""
     out = list(diagnostics)
     for i, d in enumerate(out):
-        if d.get("code") != resp.UNCAUGHT_EXCEPTION or d.get("severity") != "error" or d.get("errorClass"):
+        if d.get("code") != diag.DiagnosticCode.UNCAUGHT_EXCEPTION or d.get("severity") != "error" or d.get("errorClass"):
             continue
         try:
             better = _explain(d, code, script, catalog)
@@ -115,8 +117,8 @@ def _explain(d: Mapping[str, Any], code: str, script: str, catalog: Catalog) -> 
     if fix is None:
         return None
     better = dict(d)
-    better["message"] = resp.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), resp.MAX_DIAGNOSTIC_CHARS)
-    better["hint"] = resp.clip(fix.hint, resp.MAX_DIAGNOSTIC_CHARS)
+    better["message"] = jsonsafe.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), MAX_DIAGNOSTIC_CHARS)
+    better["hint"] = jsonsafe.clip(fix.hint, MAX_DIAGNOSTIC_CHARS)
     return better
 
 

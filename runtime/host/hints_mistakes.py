@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import near_miss
 from codemode_gen.runtime.host.hints_schema import (
     cut,
     json_text,
@@ -130,7 +130,7 @@ class Analysis(ScriptModel):
                 f"import it first: import {{ {tool.export_name} }} from '{spec}'",
             )
         pool = {tool.export_name: spec for spec, server in sorted(self._modules.items()) for tool in server.tools.values()}
-        close = resp.closest_names(name, pool)
+        close = near_miss.closest_names(name, pool)
         if close:
             return Fix(
                 f"{name} is not defined; the closest tool function is {close[0]} of '{pool[close[0]]}'",
@@ -189,7 +189,7 @@ class Analysis(ScriptModel):
             )
         if parent.kind == "namespace":
             exports = sorted(t.export_name for t in parent.server.tools.values()) if parent.server else []
-            close = resp.closest_names(str(prop), exports)
+            close = near_miss.closest_names(str(prop), exports)
             module = parent.module or "the module"
             if close:
                 return Fix(
@@ -198,7 +198,7 @@ class Analysis(ScriptModel):
                 )
             return Fix(
                 f"'{module}' has no export '{prop}'",
-                f"call one of its functions: {resp.listed(exports)}",
+                f"call one of its functions: {near_miss.listed(exports)}",
             )
         if parent.kind != "value" or parent.origin is None:
             return None
@@ -239,7 +239,7 @@ class Analysis(ScriptModel):
                     f"{base} is an object ({shape(schema, parent.root)}), not an array",
                     f"use its fields ({self._fields(schema, parent.root)}) or Object.values({base})",
                 )
-            close = resp.closest_names(str(prop), props)
+            close = near_miss.closest_names(str(prop), props)
             what = f"{base}, {self._type_name(parent)},"
             if close:
                 return Fix(

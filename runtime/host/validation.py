@@ -47,8 +47,8 @@ from codemode_gen.runtime.host.validators import (
     compiled_validator,
     thread_state,
 )
+from codemode_gen.runtime.jsonsafe import json_depth_exceeds
 from codemode_gen.runtime.limits import MAX_JSON_DEPTH
-from codemode_gen.runtime.response import json_depth_exceeds
 
 __all__ = [
     "is_object_schema",

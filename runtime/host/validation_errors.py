@@ -21,8 +21,9 @@ from jsonschema.exceptions import ValidationError
 
 from codemode_gen.jsonio import json_type, pointer_token
 from codemode_gen.runtime.host.schema_examples import example_for, resolve_ref
+from codemode_gen.runtime.jsonsafe import json_depth_exceeds, safe_name
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
-from codemode_gen.runtime.response import closest_names, json_depth_exceeds, safe_name
+from codemode_gen.runtime.near_miss import closest_names
 
 # Bounds the length of a value echoed back in an error ("received ..."): a multi-megabyte
 # string must not be copied into the agent's context.

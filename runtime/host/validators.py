@@ -24,7 +24,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 
 from codemode_gen import safe_jsonschema
 from codemode_gen.runtime.host.validation_errors import MAX_LISTED_ITEMS, show
-from codemode_gen.runtime.response import copy_json
+from codemode_gen.runtime.jsonsafe import copy_json
 
 # Bounds how many compiled validators are kept: a server could publish ever-new schemas
 # (tools/list_changed in a loop) and grow the cache without end.
