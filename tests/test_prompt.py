@@ -32,7 +32,7 @@ from codemode_gen.runtime.frontends.prompt import (
 )
 from codemode_gen.runtime.frontends.prompt_layout import DESCRIBED, EXAMPLE, FULL, NAME, SIGNATURE
 from codemode_gen.runtime.frontends.prompt_need import need
-from codemode_gen.runtime.host.approval import policy_from_annotations
+from codemode_gen.runtime.host.approval_policy import policy_from_annotations
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .runtime_support import REPO
