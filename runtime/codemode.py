@@ -65,7 +65,8 @@ from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.host import hints, telemetry, tooltrace, tsinput
-from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.approval import ApprovalGate
+from codemode_gen.runtime.host.approval_request import Approver
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import (
     Catalog,

@@ -41,7 +41,7 @@ from codemode_gen.runtime import response as resp
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Unusable
+    from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Unusable
     from codemode_gen.runtime.host.resume import Resumable, RunState, Suspension
 
 __all__ = [

@@ -76,7 +76,12 @@ if TYPE_CHECKING:
 
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.frontends.input_required import StateSealer
-    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver, Unusable
+    from codemode_gen.runtime.host.approval_request import (
+        Answer,
+        ApprovalRequest,
+        Approver,
+        Unusable,
+    )
     from codemode_gen.runtime.host.progress import ProgressCallback
     from codemode_gen.runtime.host.resume import Resumable
     from codemode_gen.runtime.limits import TraceMode
@@ -163,7 +168,7 @@ def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
 def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
     """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
     was ticked: only a literal true counts), decline or cancel → no."""
-    from codemode_gen.runtime.host.approval import FOR_RUN
+    from codemode_gen.runtime.host.approval_request import FOR_RUN
 
     if action != "accept":
         return False
@@ -233,7 +238,7 @@ def approval_answer(result: Any) -> Answer | Unusable:
     """The user's answer to `approval_form`, the same on every protocol version
     (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
     or why the client's response cannot count as an answer."""
-    from codemode_gen.runtime.host.approval import Unusable
+    from codemode_gen.runtime.host.approval_request import Unusable
 
     if isinstance(result, Mapping):
         action, content = result.get("action"), result.get("content")
@@ -253,7 +258,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-    from codemode_gen.runtime.host.approval import ApprovalUnavailable, Unusable
+    from codemode_gen.runtime.host.approval_request import ApprovalUnavailable, Unusable
 
     async def approve(request: ApprovalRequest) -> Answer:
         channel = session is not None and getattr(session, "can_send_request", False)

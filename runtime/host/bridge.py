@@ -64,24 +64,15 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.host import telemetry_calls
-from codemode_gen.runtime.host.approval import (
-    DENIED_CODE,
-    ApprovalGate,
-    ApprovalRequest,
-    Approver,
-    denial_message,
-)
+from codemode_gen.runtime.host.approval import DENIED_CODE, ApprovalGate, denial_message
+from codemode_gen.runtime.host.approval_request import ApprovalRequest, Approver
 from codemode_gen.runtime.host.call_replies import error_reply, server_not_found, tool_not_found
 from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
 from codemode_gen.runtime.host.skill_calls import SKILLS_HOST_ID, SkillWriter, save_skill
 from codemode_gen.runtime.host.tooltrace import CallCounts, CallLog
 from codemode_gen.runtime.host.upstream import Connector, Upstream
-from codemode_gen.runtime.host.validation import (
-    InputInvalid,
-    prepare_arguments,
-    prepare_arguments_async,
-    rejected_input,
-)
+from codemode_gen.runtime.host.validation import prepare_arguments, prepare_arguments_async
+from codemode_gen.runtime.host.validation_errors import InputInvalid, rejected_input
 from codemode_gen.runtime.limits import SandboxLimitExceeded
 from codemode_gen.runtime.response import TraceEntry
 

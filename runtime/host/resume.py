@@ -49,7 +49,7 @@ from typing import Any
 from codemode_gen import payload
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
-from codemode_gen.runtime.host.approval import (
+from codemode_gen.runtime.host.approval_request import (
     Answer,
     ApprovalRequest,
     ApprovalUnavailable,
