@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,7 @@ def write_many_project(root: Path) -> Path:
     )
 
 
-def check(response: dict[str, Any], what: str) -> Any:
+def check(response: Mapping[str, Any], what: str) -> Any:
     """The bench measures successful runs only: any error diagnostic aborts it, named."""
     errors = [d for d in response.get("diagnostics", []) if d.get("severity") == "error"]
     if errors:

@@ -634,16 +634,17 @@ async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Call
     from codemode_gen.runtime import waits
     from codemode_gen.runtime.host import telemetry, telemetry_calls
     from codemode_gen.runtime.limits import Limits
+    from codemode_gen.runtime.sandbox.protocol import HostReply
 
     limits = Limits()
-    reply = {"ok": True, "value": 1}
+    reply: HostReply = {"ok": True, "value": 1}
     gate = {"approval": "allowed"}
     request = {"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}
 
-    async def call() -> dict[str, Any]:
+    async def call() -> HostReply:
         return reply
 
-    async def execute() -> dict[str, Any]:
+    async def execute() -> HostReply:
         return await call()
 
     async def bare() -> None:

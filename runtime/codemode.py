@@ -464,7 +464,7 @@ class CodeMode:
         approval_session: Hashable = None,
         started: float | None = None,
         resumable: Resumable | None = None,
-    ) -> dict[str, Any]:
+    ) -> resp.Response:
         """Execute one script in a fresh sandbox; always returns a §3.3 response.
 
         `progress`, an `async (progress, total, message)` callback (MCP's progress shape), hears
@@ -516,7 +516,7 @@ class CodeMode:
         gate: tuple[Approver | None, Hashable] = (None, None),
         started: float | None = None,
         resumable: Resumable | None = None,
-    ) -> dict[str, Any]:
+    ) -> resp.Response:
         if self._sandbox is None:
             raise RuntimeError("use `async with CodeMode...` before running scripts")
         if not isinstance(code, str):
@@ -619,7 +619,7 @@ class CodeMode:
             diagnostics = [diag.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
         if hints.needs_explaining(diagnostics):  # a failed run only: off the event loop (a parse)
             diagnostics = await asyncio.to_thread(hints.explain, diagnostics, code, script, catalog)
-        recording: list[dict[str, str]] = []
+        recording: list[diag.Diagnostic] = []
         if self._recorder is not None:
             recording = [
                 diag.diagnostic(
@@ -670,7 +670,7 @@ class CodeMode:
             self._current_live(cid) is not None for cid in self.configs if cid not in out.covered
         )
 
-    def _expired(self, resumable: Resumable, limits: Limits) -> dict[str, Any]:
+    def _expired(self, resumable: Resumable, limits: Limits) -> resp.Response:
         """A retry that came after its run's timeoutMs ran out: nothing runs, the calls that
         waited for the answer are denied, the earlier calls are in the trace."""
         waiting = resumable.expired_trace()
@@ -698,7 +698,7 @@ class CodeMode:
             return Erased(code)
 
     @staticmethod
-    def _typecheck_notes(found: list[dict[str, str]], limits: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    def _typecheck_notes(found: list[diag.Diagnostic], limits: Mapping[str, Any] | None) -> list[diag.Diagnostic]:
         """A run's type-check diagnostics as its response carries them: a check that did not
         happen (TYPECHECK_SKIPPED, TYPECHECK_UNAVAILABLE) is said to a run that asked for it in
         its own limits, whose reader would otherwise take no warnings for a clean check; when
@@ -1005,7 +1005,7 @@ class CodeMode:
         with contextlib.suppress(Exception):
             await self.typechecker().install()
 
-    def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[dict[str, str]]] | None:
+    def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[diag.Diagnostic]] | None:
         """This run's type check (None when off): warnings, or an info line when it was skipped."""
         if not (self.typecheck if limits.typecheck is None else limits.typecheck):
             return None
@@ -1162,7 +1162,7 @@ class _Prepared:
         server connects during the run; the tool views themselves are never changed."""
         return Catalog(
             servers={sid: replace(view) for sid, view in self.catalog.servers.items()},
-            diagnostics=[dict(d) for d in self.catalog.diagnostics],
+            diagnostics=[d.copy() for d in self.catalog.diagnostics],
         )
 
 
@@ -1187,7 +1187,7 @@ def _refused_by_parse(sandboxed: Mapping[str, Any]) -> bool:
     return len(diagnostics) == 1 and diagnostics[0].get("code") == diag.DiagnosticCode.SYNTAX_ERROR
 
 
-def _counts(entries: list[dict[str, Any]]) -> tooltrace.CallCounts:
+def _counts(entries: list[resp.TraceEntry]) -> tooltrace.CallCounts:
     counts = tooltrace.CallCounts()
     for entry in entries:
         counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any, NewType
+from typing import Any, NewType, NotRequired, TypedDict
 
 from codemode_gen.runtime.jsonsafe import clip, safe_name
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
@@ -72,6 +72,27 @@ def ts_code(number: object) -> TsCode:
     return TsCode(f"TS{number}")
 
 
+class Diagnostic(TypedDict):
+    """One element of a response's `diagnostics` (§3.3.3), and of `check`'s output: made in the
+    sandbox worker or the host (`diagnostic`), carried through the pool, the run path and the
+    response to the front-ends. Optional fields are omitted, never null."""
+
+    #: "error", "warning" or "info".
+    severity: str
+    #: A `DiagnosticCode` value or a compiler's `TsCode` (`TS2322`), as plain text: diagnostics
+    #: cross the worker's pipe as JSON, so the enumeration does not survive the trip.
+    code: str
+    message: str
+    #: What to do about it.
+    hint: NotRequired[str]
+    #: Where in the script: `line:column` (or `line`).
+    path: NotRequired[str]
+    #: The `@codemode/errors` class of an uncaught error (UNCAUGHT_EXCEPTION, SANDBOX_LIMIT).
+    errorClass: NotRequired[str]
+    #: The skill file a diagnostic of `check` (without SCRIPT) is about.
+    file: NotRequired[str]
+
+
 #: Codes after which `result` MUST be null (§3.3.4).
 FATAL_CODES = frozenset(
     {
@@ -93,12 +114,12 @@ def diagnostic(
     hint: str | None = None,
     path: str | None = None,
     error_class: str | None = None,
-) -> dict[str, str]:
+) -> Diagnostic:
     """One §3.3.3 diagnostic; optional fields are omitted rather than null.
 
     The texts can carry server text (a connect failure) or the script's (an uncaught error's
     message), so each is made UTF-8-safe and cut to MAX_DIAGNOSTIC_CHARS."""
-    d = {"severity": severity, "code": str(code), "message": clip(message, MAX_DIAGNOSTIC_CHARS)}
+    d: Diagnostic = {"severity": severity, "code": str(code), "message": clip(message, MAX_DIAGNOSTIC_CHARS)}
     if hint:
         d["hint"] = clip(hint, MAX_DIAGNOSTIC_CHARS)
     if path:
@@ -108,7 +129,7 @@ def diagnostic(
     return d
 
 
-def sandbox_limit(limit: str, value: Any, message: str, hint: str | None = None) -> dict[str, str]:
+def sandbox_limit(limit: str, value: Any, message: str, hint: str | None = None) -> Diagnostic:
     hints = {
         "timeoutMs": "do less per run (fewer or cheaper steps, no busy loops) or raise limits.timeoutMs",
         "maxMemoryBytes": "keep less data in memory (filter and aggregate early) or raise limits.maxMemoryBytes",
@@ -135,11 +156,11 @@ def hit_limit(diagnostics: Iterable[Mapping[str, Any]], limit: str) -> bool:
 _RAN_LONGER = "the script ran longer than"
 
 
-def timeout_limit(timeout_ms: int) -> dict[str, str]:
+def timeout_limit(timeout_ms: int) -> Diagnostic:
     return sandbox_limit("timeoutMs", timeout_ms, f"{_RAN_LONGER} {timeout_ms} ms and was stopped")
 
 
-def start_limit(timeout_ms: int) -> dict[str, str]:
+def start_limit(timeout_ms: int) -> Diagnostic:
     """The run's time ran out before the script started (no worker was ready in time)."""
     return sandbox_limit(
         "timeoutMs", timeout_ms,
@@ -148,7 +169,7 @@ def start_limit(timeout_ms: int) -> dict[str, str]:
     )
 
 
-def prepare_limit(timeout_ms: int, spent_ms: int) -> dict[str, str]:
+def prepare_limit(timeout_ms: int, spent_ms: int) -> Diagnostic:
     """The run's time ran out while the host connected its servers, before the script started."""
     return sandbox_limit(
         "timeoutMs", timeout_ms,
@@ -165,7 +186,7 @@ _CONNECT_AGAIN = (
 )
 
 
-def waiting_for_connect(d: dict[str, Any], servers: Sequence[str]) -> dict[str, Any]:
+def waiting_for_connect(d: Diagnostic, servers: Sequence[str]) -> Diagnostic:
     """`d` itself, or, when it is the script's timeout, one saying it was spent waiting for
     `servers` to connect (their connections go on after the run)."""
     if d.get("code") != DiagnosticCode.SANDBOX_LIMIT or not str(d.get("message", "")).startswith(_RAN_LONGER):
@@ -178,7 +199,7 @@ def waiting_for_connect(d: dict[str, Any], servers: Sequence[str]) -> dict[str, 
     }
 
 
-def worker_limit(timeout_ms: int, max_workers: int) -> dict[str, str]:
+def worker_limit(timeout_ms: int, max_workers: int) -> Diagnostic:
     """No sandbox worker became free before the run's deadline: the host's cap on scripts
     running at once (not this script) stopped it."""
     return sandbox_limit(
@@ -191,11 +212,11 @@ def worker_limit(timeout_ms: int, max_workers: int) -> dict[str, str]:
     )
 
 
-def memory_limit(max_bytes: int) -> dict[str, str]:
+def memory_limit(max_bytes: int) -> Diagnostic:
     return sandbox_limit("maxMemoryBytes", max_bytes, "the script ran out of memory and was stopped")
 
 
-def result_not_serializable(reason: str) -> dict[str, str]:
+def result_not_serializable(reason: str) -> Diagnostic:
     return diagnostic(
         DiagnosticCode.RESULT_NOT_SERIALIZABLE,
         f"globalThis.__codemode_result__ is not JSON-serialisable ({reason}); result is null",
@@ -204,7 +225,7 @@ def result_not_serializable(reason: str) -> dict[str, str]:
     )
 
 
-def result_too_large(size: int, max_bytes: int) -> dict[str, str]:
+def result_too_large(size: int, max_bytes: int) -> Diagnostic:
     """The result's JSON is over the host's fixed MAX_RESULT_BYTES cap: result null (§7.4)."""
     return sandbox_limit(
         "resultBytes",
@@ -214,7 +235,7 @@ def result_too_large(size: int, max_bytes: int) -> dict[str, str]:
     )
 
 
-def unsettled_promise() -> dict[str, str]:
+def unsettled_promise() -> Diagnostic:
     return diagnostic(
         DiagnosticCode.UNSETTLED_PROMISE,
         "the script awaited a promise that can never settle (no tool call or timer was pending)",
@@ -222,7 +243,7 @@ def unsettled_promise() -> dict[str, str]:
     )
 
 
-def sandbox_error(message: str) -> dict[str, str]:
+def sandbox_error(message: str) -> Diagnostic:
     return diagnostic(
         DiagnosticCode.SANDBOX_ERROR,
         message,

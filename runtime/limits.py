@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 # Defaults, ceilings and floors of the request keys live in the shared core, where codemode.toml's
 # validation reads them too (one source of truth); re-exported here.
@@ -38,6 +38,9 @@ from codemode_gen.limit_bounds import (  # noqa: F401
     TRACE_MODES,
     coerce_limit,
 )
+
+if TYPE_CHECKING:  # diagnostics imports this module's limits
+    from codemode_gen.runtime.diagnostics import Diagnostic
 
 # --- fixed caps: not request keys; what crosses the bridge and what a response may hold ----
 # (docs/DESIGN.md, "Sandbox"; a script that hits one is told by the message that names it)
@@ -108,7 +111,7 @@ class RunStopped(Exception):
     no longer does what its journal says: runtime/host/resume.py); like a limit, the worker is killed
     and nothing more is sent."""
 
-    def __init__(self, diagnostics: list[dict[str, Any]]) -> None:
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
         super().__init__(diagnostics[0].get("message") if diagnostics else "run stopped")
         self.diagnostics = diagnostics
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
-from codemode_gen.runtime.diagnostics import FATAL_CODES, DiagnosticCode, diagnostic
+from codemode_gen.runtime.diagnostics import FATAL_CODES, Diagnostic, DiagnosticCode, diagnostic
 from codemode_gen.runtime.json_cut import cut_json, cut_string, json_size, measure
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
 from codemode_gen.runtime.logs import LogEntry
@@ -38,6 +38,19 @@ class ToolSummary(TypedDict):
 
     calls: dict[str, int]
     failed: int
+
+
+class Response(TypedDict):
+    """The §3.3 response of one run, as every front-end returns it (`build_response`): the
+    worker's part (logs, result, diagnostics) and the host's (toolTrace, toolSummary)."""
+
+    logs: list[LogEntry]
+    #: Plain JSON; null after a fatal diagnostic (§3.3.4).
+    result: Any
+    diagnostics: list[Diagnostic]
+    #: The host's: absent from a response the sandbox pool makes on its own.
+    toolTrace: NotRequired[list[TraceEntry]]
+    toolSummary: NotRequired[ToolSummary]
 
 
 #: Share of maxResponseChars that logs keep when the result needs the rest (what either one
@@ -101,7 +114,7 @@ def cut_logs(logs: list[LogEntry], room: int, total: int | None = None) -> tuple
 
 def fit_response(
     logs: list[LogEntry], result: Any, max_chars: int
-) -> tuple[list[LogEntry], Any, dict[str, str] | None]:
+) -> tuple[list[LogEntry], Any, Diagnostic | None]:
     """(logs, result, diagnostic) with the JSON of `logs` and `result` together within
     `max_chars` characters (limits.maxResponseChars, at least MIN_RESPONSE_CHARS): unchanged
     with no diagnostic when they fit; else cut (`cut_logs`, `cut_json`: deterministic, always
@@ -135,12 +148,12 @@ def fit_response(
 def build_response(
     logs: list[LogEntry],
     result: Any,
-    diagnostics: list[dict[str, Any]],
-    tool_trace: list[dict[str, Any]] | None = None,
+    diagnostics: list[Diagnostic],
+    tool_trace: list[TraceEntry] | None = None,
     *,
     tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
     and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none) and
     `toolSummary` (`shape_trace`). With `max_chars` (limits.maxResponseChars) logs and result
@@ -152,7 +165,7 @@ def build_response(
         logs, result, note = fit_response(logs, result, max_chars)
         if note is not None:
             diagnostics = [*diagnostics, note]
-    response = {"logs": logs, "result": result, "diagnostics": diagnostics}
+    response: Response = {"logs": logs, "result": result, "diagnostics": diagnostics}
     if tool_trace is not None:
         response["toolTrace"] = tool_trace
     if tool_summary is not None:
@@ -163,12 +176,12 @@ def build_response(
 async def build_response_async(
     logs: list[LogEntry],
     result: Any,
-    diagnostics: list[dict[str, Any]],
-    tool_trace: list[dict[str, Any]] | None = None,
+    diagnostics: list[Diagnostic],
+    tool_trace: list[TraceEntry] | None = None,
     *,
     tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """`build_response` off the event loop when the result or the logs are large (its UTF-8
     check encodes all of the result; a budget measures both and may walk them)."""
     if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
@@ -177,7 +190,7 @@ async def build_response_async(
     return build_response(logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars)
 
 
-def not_started(*diagnostics: dict[str, Any]) -> dict[str, Any]:
+def not_started(*diagnostics: Diagnostic) -> Response:
     """The response of a run that never started (a bad request or limits, a configuration
     error, a script that does not parse, a host failure): no logs, result null, no calls;
     never a failed tool call (§3.3.4)."""

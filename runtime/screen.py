@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from codemode_gen.jsonio import json_text_depth_exceeds
-from codemode_gen.runtime.diagnostics import result_not_serializable, result_too_large
+from codemode_gen.runtime.diagnostics import Diagnostic, result_not_serializable, result_too_large
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_RESULT_BYTES
 
@@ -62,7 +62,7 @@ def screen_call_request(text: str) -> str:
     return json.dumps(request, ensure_ascii=True, separators=(",", ":"))
 
 
-def result_from_text(text: Any) -> tuple[Any, list[dict[str, Any]]]:
+def result_from_text(text: Any) -> tuple[Any, list[Diagnostic]]:
     """(result, diagnostics) from the JSON text of `globalThis.__codemode_result__`: null with a
     diagnostic when it is over MAX_RESULT_BYTES or nested deeper than MAX_JSON_DEPTH (checked
     before parsing: a recursive parser must never see such text)."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from codemode_gen import MODULE_PREFIX
-from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
+from codemode_gen.runtime.diagnostics import Diagnostic, DiagnosticCode, diagnostic
 from codemode_gen.runtime.jsonsafe import clip, safe_name
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 from codemode_gen.runtime.near_miss import closest_names, listed
@@ -116,7 +116,7 @@ def find_specifier(code: str, name: str) -> str | None:
     return None
 
 
-def syntax_error(message: str, stack: str) -> dict[str, str]:
+def syntax_error(message: str, stack: str) -> Diagnostic:
     """From `check_syntax`: the stack holds `at check:LINE:COL`."""
     m = re.search(r":(\d+):(\d+)", stack or "")
     path = f"{m.group(1)}:{m.group(2)}" if m else None
@@ -163,7 +163,7 @@ def _closest_module(name: str, modules: Iterable[str]) -> str | None:
     return tails[close[0]] if close else None
 
 
-def import_failure(name: str, code: str, modules: Iterable[str]) -> dict[str, str]:
+def import_failure(name: str, code: str, modules: Iterable[str]) -> Diagnostic:
     modules = list(modules)
     servers = sorted(m for m in modules if m.startswith(MODULE_PREFIX))
     others = sorted(
@@ -209,7 +209,7 @@ def find_import_name(code: str, name: str, module: str) -> str | None:
     return find_specifier(code, module)
 
 
-def export_failure(name: str, module: str, code: str, modules: Mapping[str, str]) -> dict[str, str]:
+def export_failure(name: str, module: str, code: str, modules: Mapping[str, str]) -> Diagnostic:
     """IMPORT_FAILURE for `import { name } from module` when the module has no such export:
     the closest export names, and how to import the module when it was a default import."""
     source = modules.get(module)
@@ -236,7 +236,7 @@ def export_failure(name: str, module: str, code: str, modules: Mapping[str, str]
     )
 
 
-def unawaited_calls(report: Any, modules: Iterable[str]) -> list[dict[str, str]]:
+def unawaited_calls(report: Any, modules: Iterable[str]) -> list[Diagnostic]:
     """UNAWAITED_CALL_FAILED warnings from the prelude's report of failed tool calls that the
     script never awaited (`{calls: [{serverId, toolName, name, message, stack}], untracked}`):
     the run went on without knowing. One each, at most MAX_UNAWAITED_REPORTED, then one line."""
@@ -246,7 +246,7 @@ def unawaited_calls(report: Any, modules: Iterable[str]) -> list[dict[str, str]]
     calls = [c for c in raw[:MAX_UNAWAITED_REPORTED * 2] if isinstance(c, Mapping)] if isinstance(raw, list) else []
     untracked = report.get("untracked")
     extra = (untracked if isinstance(untracked, int) else 0) + max(0, len(calls) - MAX_UNAWAITED_REPORTED)
-    out: list[dict[str, str]] = []
+    out: list[Diagnostic] = []
     for call in calls[:MAX_UNAWAITED_REPORTED]:
         where = f"{safe_name(call.get('serverId'))}.{safe_name(call.get('toolName'))}"
         error = f"{safe_name(call.get('name') or 'Error')}: {clip(str(call.get('message') or ''), MAX_DIAGNOSTIC_CHARS // 2)}"
@@ -281,7 +281,7 @@ def _export_of_frames(frames: Sequence[str]) -> str:
     return "callTool"
 
 
-def uncaught_exception(error: Mapping[str, Any], modules: Iterable[str]) -> dict[str, str]:
+def uncaught_exception(error: Mapping[str, Any], modules: Iterable[str]) -> Diagnostic:
     """From the prelude's error report ({name, message, stack, text, errorClass, hint})."""
     name = error.get("name") if error.get("isError") else None
     text = (

@@ -126,15 +126,15 @@ def slow_host(tmp_path_factory: pytest.TempPathFactory, name: str,
         host.close()
 
 
-def errors(response: dict[str, Any]) -> list[dict[str, Any]]:
+def errors(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [d for d in response["diagnostics"] if d["severity"] == "error"]
 
 
-def codes(response: dict[str, Any], severity: str | None = None) -> list[str]:
+def codes(response: Mapping[str, Any], severity: str | None = None) -> list[str]:
     return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
 
 
-def assert_ok(response: dict[str, Any]) -> Any:
+def assert_ok(response: Mapping[str, Any]) -> Any:
     assert not errors(response), response["diagnostics"]
     return response["result"]
 

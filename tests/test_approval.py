@@ -45,6 +45,7 @@ from codemode_gen.runtime.host.approval_request import (
     ApprovalRequest,
     ApprovalUnavailable,
 )
+from codemode_gen.runtime.response import Response
 
 from .catalogs import catalog_ids, load_catalog
 from .conftest import PROMPT_S
@@ -533,7 +534,7 @@ globalThis.__codemode_result__ = r.map((n) => n.title);
 """
     approver = Recorder(True)
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[Response]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out", approve=approver) as cm:
             return [await cm.run(code), await cm.run(code)]
 
@@ -597,7 +598,7 @@ globalThis.__codemode_result__ = { binding: typeof notes.delete_note, listed: na
   others: names.includes('get_note'), found, searched: hits.includes('delete_note') };
 """
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Response:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out", approve_all=True) as cm:
             return await cm.run(code)
 

@@ -27,6 +27,7 @@ from codemode_gen.runtime.limits import (
     MAX_TRACE_ERROR_CHARS,
     SandboxLimitExceeded,
 )
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 NOTE_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
 
@@ -98,14 +99,14 @@ def make(
     return bridge, connector, session
 
 
-def call(bridge: Bridge, tool: str = "get_note", server: str = "notes", **request: Any) -> dict[str, Any]:
+def call(bridge: Bridge, tool: str = "get_note", server: str = "notes", **request: Any) -> HostReply:
     body = {"op": "call", "serverId": server, "toolName": tool, **request}
     if "input" not in request and "inputRejected" not in request:
         body["input"] = {"id": 1}
     return asyncio.run(bridge.host_call(body))
 
 
-def error(reply: dict[str, Any]) -> dict[str, Any]:
+def error(reply: HostReply) -> dict[str, Any]:
     assert reply["ok"] is False, reply
     assert "_summary" not in reply["error"]
     return reply["error"]
@@ -297,7 +298,7 @@ def test_aclose_cancels_calls_in_flight_and_refuses_later_ones() -> None:
 
     bridge, _, session = make(lambda name, args: never())
 
-    async def scenario() -> dict[str, Any]:
+    async def scenario() -> HostReply:
         task = asyncio.ensure_future(bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note",
                                                        "input": {"id": 1}}))
         while not session.calls:

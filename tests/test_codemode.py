@@ -13,6 +13,7 @@ import pytest
 from codemode_gen import CodeMode
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import load_fixtures
+from codemode_gen.runtime.response import Response
 
 from .conftest import HANG_S, PROMPT_S
 from .runtime_support import PYTHON, REPO, script, write_out
@@ -28,7 +29,7 @@ def test_from_config_reads_settings_beside_the_config_and_is_reusable(tmp_path: 
     )
     code = "import * as slow from '@codemode/servers/slow';\nawait slow.tick();\nglobalThis.__codemode_result__ = typeof slow.env;"
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[Response]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             first = await cm.run(code)
             second = await cm.run("import { tick } from '@codemode/servers/slow';\nfor (;;) await tick();")
@@ -67,7 +68,7 @@ def test_s3_2_4_deadline_counts_from_the_call_through_a_slow_connect(tmp_path: P
     }}))
     (tmp_path / "codemode.toml").write_text(f"[servers.hang]\nconnect_timeout = {HANG_S:.0f}\n")
 
-    async def main() -> tuple[float, dict[str, Any]]:
+    async def main() -> tuple[float, Response]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             t = time.monotonic()
             response = await cm.run("for (;;) {}", limits={"timeoutMs": 1000}, requested_capabilities=["hang"])
@@ -93,9 +94,9 @@ def test_s3_3_3_a_slow_connect_the_script_waited_out_is_not_reported(tmp_path: P
     write_out(tmp_path / "out", load_fixtures(REPO / "fixtures"))
     code = "import * as notes from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await notes.get_note({ id: 1 })).id;"
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Response:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
-            response: dict[str, Any] = await cm.run(code, limits={"timeoutMs": timeout_ms})
+            response: Response = await cm.run(code, limits={"timeoutMs": timeout_ms})
             return response
 
     response = anyio.run(main)
@@ -111,7 +112,7 @@ def test_s3_3_4_syntax_error_is_answered_without_connecting_servers(tmp_path: Pa
     (tmp_path / "codemode.toml").write_text(f"[servers.hang]\nconnect_timeout = {HANG_S:.0f}\n")
     code = "import * as hang from '@codemode/servers/hang';\nconsole.log('never');\nawait hang.ping(;\n"
 
-    async def main() -> tuple[float, dict[str, Any]]:
+    async def main() -> tuple[float, Response]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             t = time.monotonic()
             response = await cm.run(code, requested_capabilities=["hang"])
@@ -155,10 +156,10 @@ def test_max_workers_from_codemode_toml_and_the_argument(tmp_path: Path) -> None
     long_ms, short_ms = 6000, 3000
     long = f"import {{ sleep }} from '@codemode/servers/slow';\nawait sleep({{ms: {long_ms}}});\nglobalThis.__codemode_result__ = 'long';"
 
-    async def pair(cm: CodeMode) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def pair(cm: CodeMode) -> tuple[Response, Response]:
         await cm.run("1;")  # connected and warm
         async with anyio.create_task_group() as tg:
-            results: dict[str, dict[str, Any]] = {}
+            results: dict[str, Response] = {}
 
             async def first() -> None:
                 results["long"] = await cm.run(long)
@@ -203,7 +204,7 @@ def test_s3_3_4_syntax_error_on_a_warm_host_answers_as_before_it_connected(tmp_p
     broken = "import * as slow from '@codemode/servers/slow';\nconsole.log('never');\nawait slow.tick(;\n"
     good = "import * as slow from '@codemode/servers/slow';\nawait slow.tick();\nglobalThis.__codemode_result__ = 1;"
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], bool]:
+    async def main() -> tuple[Response, Response, Response, Response, bool]:
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             cold = await cm.run(broken)
             first = await cm.run(good)
@@ -220,5 +221,5 @@ def test_s3_3_4_syntax_error_on_a_warm_host_answers_as_before_it_connected(tmp_p
     assert d["code"] == "SYNTAX_ERROR" and d["path"].startswith("3:") and warm["logs"] == [], warm
 
 
-def after_ok(response: dict[str, Any]) -> bool:
+def after_ok(response: Response) -> bool:
     return not [d for d in response["diagnostics"] if d["severity"] == "error"]

@@ -12,6 +12,7 @@ import pytest
 
 from codemode_gen import CodeMode
 from codemode_gen.generator.fixtures import load_fixture_set
+from codemode_gen.runtime.response import Response
 
 from .runtime_support import PYTHON, script
 
@@ -272,7 +273,7 @@ def test_calls_that_cannot_be_recorded_are_a_diagnostic_of_their_run(tmp_path: P
     blocked = tmp_path / "fixtures-here"
     blocked.mkdir()
 
-    async def main() -> tuple[dict[str, Any], list[str]]:
+    async def main() -> tuple[Response, list[str]]:
         async with CodeMode.from_config(config, out=tmp_path / "out", record=blocked) as cm:
             blocked.rmdir()
             blocked.write_text("a file where fixtures/ should be\n")

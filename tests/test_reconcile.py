@@ -10,6 +10,7 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.manifest import module_file_of, module_specifier
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host.catalog import LiveServer, ServerView, ToolView
 from codemode_gen.runtime.host.reconcile import (
     BuiltModule,
@@ -67,7 +68,7 @@ def plan(
     return reconcile(configs, paths, views, selection or Selection({}), connections, out_dir="out")
 
 
-def codes(diagnostics: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def codes(diagnostics: list[Diagnostic]) -> list[tuple[str, str]]:
     return [(d["severity"], d["code"]) for d in diagnostics]
 
 

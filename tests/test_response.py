@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -121,8 +122,8 @@ def compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def entry(tool: str, ok: bool, **extra: object) -> dict[str, object]:
-    return {"serverId": "notes", "toolName": tool, "durationMs": 3, "ok": ok, **extra}
+def entry(tool: str, ok: bool, **extra: object) -> R.TraceEntry:
+    return cast(R.TraceEntry, {"serverId": "notes", "toolName": tool, "durationMs": 3, "ok": ok, **extra})
 
 
 def test_s3_3_2_trace_modes_keep_the_entry_shape_and_summarise_in_errors_mode() -> None:

@@ -34,7 +34,9 @@ from codemode_gen.runtime.host.resume import (
     encode_state,
 )
 from codemode_gen.runtime.limits import Limits
+from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.protocol import HostReply
 from codemode_gen.runtime.sandbox.run import RunHandle
 
 from .test_sandbox import MODULES
@@ -91,7 +93,7 @@ async def first_run(sandbox: Sandbox) -> tuple[list[str], dict[str, Any], dict[i
     replies: dict[int, Any] = {}
     seq = 0
 
-    async def host(request: dict[str, Any]) -> dict[str, Any]:
+    async def host(request: dict[str, Any]) -> HostReply:
         nonlocal seq
         seq += 1
         mine = seq
@@ -100,7 +102,7 @@ async def first_run(sandbox: Sandbox) -> tuple[list[str], dict[str, Any], dict[i
             hooks.handle.pause()
             await asyncio.Event().wait()  # the answer comes in the next run
         await asyncio.sleep(random.uniform(0, 0.02))
-        reply = {"ok": True, "value": {"n": request["input"]["n"], "at": time.monotonic_ns() % 1000}}
+        reply: HostReply = {"ok": True, "value": {"n": request["input"]["n"], "at": time.monotonic_ns() % 1000}}
         replies[mine] = reply
         return reply
 
@@ -109,13 +111,13 @@ async def first_run(sandbox: Sandbox) -> tuple[list[str], dict[str, Any], dict[i
     return [entry["message"] for entry in out["logs"]], hooks.paused, replies
 
 
-async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, Any]) -> dict[str, Any]:
+async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, Any]) -> Response:
     journal = paused["journal"]
     hooks = Hooks({"journal": True, "seed": journal["seed"], "clockBase": journal["clockBase"],
                    "replay": {"events": journal["events"], "clock": journal["clock"]}})
     seq = 0
 
-    async def host(request: dict[str, Any]) -> dict[str, Any]:
+    async def host(request: dict[str, Any]) -> HostReply:
         nonlocal seq
         seq += 1
         if seq in replies:
@@ -127,7 +129,7 @@ async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, An
 
 
 def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
-    async def scenario() -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    async def scenario() -> tuple[list[str], dict[str, Any], Response]:
         async with Sandbox(WorkerPool(2)) as sandbox:
             logs, paused, replies = await first_run(sandbox)
             await asyncio.sleep(0.3)  # the human's answer takes a while
@@ -146,7 +148,7 @@ def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
 
 
 def test_a_replay_whose_script_makes_fewer_calls_is_reported_as_diverged() -> None:
-    async def scenario() -> dict[str, Any]:
+    async def scenario() -> Response:
         async with Sandbox(WorkerPool(1)) as sandbox:
             _, paused, replies = await first_run(sandbox)
             journal = dict(paused["journal"])

@@ -30,7 +30,7 @@ def catalog() -> Catalog:
     return Catalog(servers=manifest_views(read_manifest(out), out, {}))
 
 
-def uncaught(text: str, path: str) -> dict[str, Any]:
+def uncaught(text: str, path: str) -> diag.Diagnostic:
     """The diagnostic the worker makes of an engine error (response.uncaught_exception)."""
     name, _, message = text.partition(": ")
     line, col = path.split(":")
@@ -38,7 +38,7 @@ def uncaught(text: str, path: str) -> dict[str, Any]:
     return script_errors.uncaught_exception({"isError": True, "name": name, "message": message, "stack": stack}, [])
 
 
-def explained(catalog: Catalog, code: str, text: str, path: str) -> dict[str, Any]:
+def explained(catalog: Catalog, code: str, text: str, path: str) -> diag.Diagnostic:
     [d] = hints.explain([uncaught(text, path)], code, code, catalog)
     return d
 
@@ -122,7 +122,7 @@ def test_bounds_and_what_is_left_alone(catalog: Catalog) -> None:
     d = uncaught("TypeError: not a function", "3:41")
     huge = BOXED + " " * hints.MAX_SCRIPT_CHARS
     assert hints.explain([d], huge, huge, catalog) == [d]  # too big to analyse after a failure
-    classed = {**d, "errorClass": "ToolCallError"}
+    classed: diag.Diagnostic = {**d, "errorClass": "ToolCallError"}
     assert hints.explain([classed], BOXED, BOXED, catalog) == [classed]  # has its own hint
     assert not hints.needs_explaining([{"code": "SANDBOX_LIMIT", "severity": "error"}, classed])
     assert hints.needs_explaining([d])

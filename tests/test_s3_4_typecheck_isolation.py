@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host.tscompiler import (
     CORE_JS,
     SERVER_JS,
@@ -257,7 +258,7 @@ def test_s3_4_out_tsconfig_can_make_the_check_stricter_but_not_wider(
     assert [d["code"] for d in anyio.run(main)] == [2322]  # 'number | undefined' is not assignable to 'number'
 
 
-def to_diagnostics_of(raw: list[dict[str, Any]]) -> list[dict[str, str]]:
+def to_diagnostics_of(raw: list[dict[str, Any]]) -> list[Diagnostic]:
     from codemode_gen.runtime.host.typecheck import CheckResult
 
     return to_diagnostics(CheckResult("ts", raw, 0.0))

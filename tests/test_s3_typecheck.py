@@ -20,6 +20,7 @@ import pytest
 from codemode_gen import CodeMode
 from codemode_gen.runtime.host.tscompiler import Backend
 from codemode_gen.runtime.host.typecheck import TypeChecker
+from codemode_gen.runtime.response import Response
 
 from .runtime_support import PYTHON, REPO, against_serve, script
 from .tsc import at, require_tsc
@@ -42,7 +43,7 @@ globalThis.__codemode_result__ = failed;
 
 
 
-def type_notes(response: dict[str, Any]) -> list[tuple[str, str, str]]:
+def type_notes(response: Response) -> list[tuple[str, str, str]]:
     return [(d["severity"], d["code"], d.get("path", "")) for d in response["diagnostics"]
             if d["code"].startswith(("TS", "TYPECHECK_"))]
 
@@ -63,7 +64,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_limits_typecheck_warns_and_the_run_goes_ahead_with_one_compiler(project: Path) -> None:
     tsc = require_tsc()
 
-    async def main() -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
+    async def main() -> tuple[list[Response], int, Response]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
             responses = [await cm.run(WRONG_PROPERTY, limits={"typecheck": True}) for _ in range(3)]
             unchecked = await cm.run(WRONG_PROPERTY)  # off by default
@@ -83,7 +84,7 @@ def test_limits_typecheck_warns_and_the_run_goes_ahead_with_one_compiler(project
 def test_host_default_per_run_off_and_syntax_errors(project: Path) -> None:
     tsc = require_tsc()
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[Response]:
         async with CodeMode.from_config(project / ".mcp.json", typecheck=True, tsc=tsc) as cm:
             return [
                 await cm.run(WRONG_TYPE),
@@ -103,7 +104,7 @@ def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
     """Said to a run that asked for the check (its reader would take no warnings for a clean
     check); a run checked by the host's default (serve --typecheck) cannot do anything about it
     and is not told on every run."""
-    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def main() -> tuple[Response, Response]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=project / "no-such-tsc", typecheck=True) as cm:
             return await cm.run(WRONG_PROPERTY, limits={"typecheck": True}), await cm.run(WRONG_PROPERTY)
 
@@ -124,7 +125,7 @@ def test_check_time_counts_within_timeout_ms(project: Path, monkeypatch: pytest.
     monkeypatch.setenv("NODE_OPTIONS", f"--require {REPO / 'tests' / 'data' / 'slow_start.js'}")
     monkeypatch.setenv("CODEMODE_TEST_SLOW_START_MS", str(int(slow_start_s * 1000)))
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any], int]:
+    async def main() -> tuple[Response, Response, int]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
             short = await cm.run("globalThis.__codemode_result__ = 1;", limits={"typecheck": True, "timeoutMs": timeout_ms})
             later = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
@@ -146,7 +147,7 @@ def test_servers_out_lacks_are_not_reported_missing(project: Path) -> None:
     config.write_text(json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
     code = 'import { tick } from "@codemode/servers/slow";\nimport * as nope from "@codemode/servers/nope";\n'
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Response:
         async with CodeMode.from_config(config, tsc=tsc) as cm:
             return await cm.run(code, limits={"typecheck": True})
 

@@ -19,6 +19,8 @@ from codemode_gen.runtime.host.discovery import (
     stem,
     terms,
 )
+from codemode_gen.runtime.response import Response
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 from .runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 
@@ -279,16 +281,16 @@ BIG_CATALOG_TOOLS = 5000
 MAX_SEARCH_MS = 60
 
 
-def run_in_sandbox(code: str, modules: dict[str, str]) -> dict[str, Any]:
+def run_in_sandbox(code: str, modules: dict[str, str]) -> Response:
     """One script in the project's own sandbox (a worker running QuickJS), no servers: for
     catalogs an MCP server would make slow to set up (5,000 tools built in memory take seconds)."""
     from codemode_gen.runtime.limits import Limits
     from codemode_gen.runtime.sandbox.pool import Sandbox
 
-    async def host_call(request: dict[str, Any]) -> dict[str, Any]:
+    async def host_call(request: dict[str, Any]) -> HostReply:
         return {"ok": False, "error": {"errorClass": "ToolCallError", "message": "no tools here"}}
 
-    async def run() -> dict[str, Any]:
+    async def run() -> Response:
         async with Sandbox(pool_size=1) as sandbox:
             return await sandbox.run(code, modules, host_call, Limits.from_json({"timeoutMs": 60_000}))
 

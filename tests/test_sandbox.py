@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
+from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
 
 from .conftest import HANG_S, PROMPT_S
@@ -46,7 +47,7 @@ class Host:
         self.barrier = barrier
         self._all_in: asyncio.Event | None = None
 
-    async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def __call__(self, request: dict[str, Any]) -> protocol.HostReply:
         self.requests.append(request)
         self.active += 1
         self.max_active = max(self.max_active, self.active)
@@ -85,14 +86,14 @@ def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
     loop.close()
 
 
-def run(env: tuple[asyncio.AbstractEventLoop, Sandbox], code: str, host: Any = None, **limits: Any) -> dict[str, Any]:
+def run(env: tuple[asyncio.AbstractEventLoop, Sandbox], code: str, host: Any = None, **limits: Any) -> Response:
     loop, sandbox = env
     return loop.run_until_complete(
         sandbox.run(code, MODULES, host or Host(), Limits.from_json({"timeoutMs": 5000, **limits}))
     )
 
 
-def codes(response: dict[str, Any]) -> list[str]:
+def codes(response: Response) -> list[str]:
     return [d["code"] for d in response["diagnostics"]]
 
 
@@ -201,7 +202,7 @@ globalThis.__codemode_result__ = order;
 def test_s7_4_host_limit_ends_run_keeps_logs_and_cancels_in_flight_calls(env: Any) -> None:
     host = Host()
 
-    async def limited(request: dict[str, Any]) -> dict[str, Any]:
+    async def limited(request: dict[str, Any]) -> protocol.HostReply:
         if request["toolName"] == "echo":
             raise SandboxLimitExceeded("maxToolCalls", 3, "too many tool calls")
         return await host(request)
@@ -222,7 +223,7 @@ await pending;
 
 
 def test_sandbox_limit_error_reply_also_ends_the_run(env: Any) -> None:
-    async def limited(request: dict[str, Any]) -> dict[str, Any]:
+    async def limited(request: dict[str, Any]) -> protocol.HostReply:
         return {"ok": False, "error": {"errorClass": "SandboxLimitError", "message": "over", "limit": "maxToolCalls", "value": 0}}
 
     r = run(env, 'import { echo } from "@codemode/servers/notes";\ntry { await echo(1); } catch {}\nglobalThis.__codemode_result__ = 1;', limited)
@@ -230,7 +231,7 @@ def test_sandbox_limit_error_reply_also_ends_the_run(env: Any) -> None:
 
 
 def test_host_exception_does_not_leak_into_the_sandbox(env: Any) -> None:
-    async def broken(request: dict[str, Any]) -> dict[str, Any]:
+    async def broken(request: dict[str, Any]) -> protocol.HostReply:
         raise RuntimeError("secret at /home/host/codemode_gen/runtime/bridge.py line 12")
 
     r = run(env, """
@@ -447,7 +448,7 @@ def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline(monkeypatch:
     _slow_worker_starts(monkeypatch, finished)
     timeout_s = SLOW_START_S + 1.0
 
-    async def scenario() -> tuple[float, dict[str, Any]]:
+    async def scenario() -> tuple[float, Response]:
         async with Sandbox(pool_size=0) as sandbox:
             r = await sandbox.run("for (;;) {}", {}, Host(), Limits(timeoutMs=int(timeout_s * 1000)))
             return time.monotonic(), r
@@ -494,7 +495,7 @@ def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(monkey
     finished: list[float] = []
     _slow_worker_starts(monkeypatch, finished)
 
-    async def scenario() -> tuple[float, dict[str, Any]]:
+    async def scenario() -> tuple[float, Response]:
         async with Sandbox(pool_size=0) as sandbox:
             r = await sandbox.run("globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=300))
             return time.monotonic(), r
@@ -541,7 +542,7 @@ def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(sandbox_module.WorkerProcess, "start", staticmethod(counting_start))
 
-    async def scenario() -> tuple[Any, dict[str, Any]]:
+    async def scenario() -> tuple[Any, Response]:
         async with Sandbox(pool_size=0) as sandbox:
             checked = await sandbox.check_syntax("const x = ;")
             assert started == []
@@ -678,7 +679,7 @@ def test_sixteen_concurrent_runs_never_exceed_the_worker_cap() -> None:
     cap = 3
     host = Host()
 
-    async def scenario() -> tuple[list[dict[str, Any]], int, int]:
+    async def scenario() -> tuple[list[Response], int, int]:
         peak_processes = peak_busy = 0
         others = worker_processes()  # e.g. the module's `env` pool
         async with Sandbox(WorkerPool(2, max_workers=cap)) as sandbox:
@@ -704,7 +705,7 @@ def test_sixteen_concurrent_runs_never_exceed_the_worker_cap() -> None:
 
 
 def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
-    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]:
+    async def scenario() -> tuple[Response, Response, Response, int]:
         async with Sandbox(WorkerPool(1, max_workers=1)) as sandbox:
             long = asyncio.ensure_future(sandbox.run(
                 'import { slow } from "@codemode/servers/notes"; await slow({ ms: 1500 }); globalThis.__codemode_result__ = "long";',

@@ -23,6 +23,7 @@ from codemode_gen.runtime.host import progress as progress_mod
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
 from codemode_gen.runtime.host.progress import ProgressReporter
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 from .conftest import PROMPT_S
 from .runtime_support import HostThread, against_serve, assert_ok, mcp_project, slow_host
@@ -270,7 +271,7 @@ def test_bridge_tells_on_call_done_of_every_finished_call_and_survives_a_failing
     bridge = Bridge(Catalog(servers={"notes": view}), FakeConnector(FakeSession(lambda name, args: ok({"id": 1}))),
                     {"notes": config}, max_tool_calls=None, on_call_done=hook)
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> list[HostReply]:
         return [
             await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}),
             await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "nope", "input": {}}),

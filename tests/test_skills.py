@@ -9,12 +9,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from codemode_gen.errors import UserError
 from codemode_gen.generator import skills as sk
+from codemode_gen.runtime.response import Response
 
 from .conftest import REPO
 
@@ -331,7 +331,7 @@ def test_a_type_checked_run_knows_the_skills_and_the_save_module(tmp_path: Path)
             'const day: number = plan_week.name;\n'
             "globalThis.__codemode_result__ = [typeof saveSkill, day];\n")
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Response:
         cm = CodeMode.from_config(project / ".mcp.json", replay=True, skills_writable=True, typecheck=True)
         async with cm:
             await cm.prepare_typecheck(None)

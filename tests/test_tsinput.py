@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host.tsinput import erase_types
 from codemode_gen.runtime.sandbox.pool import Sandbox
 
@@ -38,7 +38,7 @@ class SyntaxCheck:
         self.sandbox = Sandbox(pool_size=1)
         self.loop.run_until_complete(self.sandbox.start())
 
-    def __call__(self, code: str) -> list[dict[str, Any]] | None:
+    def __call__(self, code: str) -> list[Diagnostic] | None:
         return self.loop.run_until_complete(self.sandbox.check_syntax(code))
 
     def close(self) -> None:

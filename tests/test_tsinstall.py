@@ -42,6 +42,7 @@ from codemode_gen.runtime.host.tsinstall import (
     install_typescript,
     integrity_of,
 )
+from codemode_gen.runtime.response import Response
 
 from .conftest import UNREACHABLE_REGISTRY
 from .runtime_support import PYTHON, REPO, path_without_node
@@ -146,7 +147,7 @@ def layout_of(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
-def type_notes(response: dict[str, Any]) -> list[tuple[str, str, str]]:
+def type_notes(response: Response) -> list[tuple[str, str, str]]:
     return [(d["severity"], d["code"], d.get("path", "")) for d in response["diagnostics"]
             if d["code"].startswith(("TS", "TYPECHECK_"))]
 
@@ -404,7 +405,7 @@ def test_a_one_shot_host_downloads_before_the_run_not_during_it(
     monkeypatch.setenv(CACHE_ENV, str(fresh.cache))
     monkeypatch.setenv(REGISTRY_ENV, registry.url)
 
-    async def main() -> tuple[int, dict[str, Any]]:
+    async def main() -> tuple[int, Response]:
         async with CodeMode.from_config(fresh.project / ".mcp.json") as cm:
             await cm.prepare_typecheck({"timeoutMs": 5000})  # not type-checked: nothing to do
             untouched = len(registry.requests)
@@ -446,7 +447,7 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
     monkeypatch.setattr(tsinstall, "TYPESCRIPT_INTEGRITY", integrity_of(registry.body))
     registry.release.clear()  # the registry answers only once the first run is done
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    async def main() -> tuple[Response, Response, str | None]:
         async with fresh_host(fresh, monkeypatch, registry) as cm:
             with anyio.fail_after(INSTALL_WAIT_S):
                 while not registry.requests:  # the download started with the host
@@ -479,7 +480,7 @@ def test_serve_reports_a_failed_download_and_does_not_retry_on_every_run(
 ) -> None:
     registry.body = b"not a tarball"
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[Response]:
         async with fresh_host(fresh, monkeypatch, registry) as cm:
             with anyio.fail_after(INSTALL_WAIT_S):
                 while not registry.requests:

@@ -23,12 +23,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.diagnostics import Diagnostic
 
 # Bounds the check itself, once the checker has started (its start and a download of TypeScript
 # have bounds of their own): milliseconds to seconds (a 2,000-line script on QuickJS: up to
@@ -36,7 +39,7 @@ from codemode_gen.errors import UserError
 CHECK_TIMEOUT_S = 120.0
 
 
-def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
+def render_pretty(diagnostics: list[Diagnostic], script: str) -> str:
     """`file:line:col severity TS1234: message` lines, as editors print them."""
     name = "<stdin>" if script == "-" else script
     lines = []
@@ -87,7 +90,7 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
         raise UserError(f"{declarations}: not found; there is nothing to check against",
                         hint="run `codemode-gen generate` first, or pass --out to the generated folder")
     code = read_script(script)
-    diagnostics: list[dict[str, Any]] = asyncio.run(refusals(code))
+    diagnostics: list[Diagnostic] = asyncio.run(refusals(code))
     if not diagnostics:
         roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
         try:
@@ -122,7 +125,7 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
     if not skills:
         raise UserError(f"missing SCRIPT (and no skills in {Path(os.path.abspath(out_dir)).parent / SKILLS_DIR} to check)",
                         hint="pass a .js or .ts file, or - to read the script from stdin")
-    diagnostics = [
+    diagnostics: list[Diagnostic] = [
         {"severity": "error" if d.get("category") == "error" else "warning", "code": ts_code(d.get('code')),
          "message": str(d.get("message", "")), "file": str(d.get("file", "")), "path": f"{d.get('line', 1)}:{d.get('column', 1)}"}
         for d in result.diagnostics
@@ -133,7 +136,7 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
     return 1 if result.errors else 0
 
 
-async def refusals(code: str) -> list[dict[str, Any]]:
+async def refusals(code: str) -> list[Diagnostic]:
     """The diagnostics `run` refuses `code` with before running anything ([] when it would run):
     runtime/host/tsinput.py's `runnable`, with the sandbox engine's syntax check made here, as a
     sandbox worker makes it (runtime/sandbox/worker.py `check`)."""
@@ -142,7 +145,7 @@ async def refusals(code: str) -> list[dict[str, Any]]:
     from codemode_gen.runtime.limits import Limits
     from codemode_gen.runtime.sandbox.engine import EngineError, new_engine
 
-    async def syntax_errors(text: str) -> list[dict[str, Any]] | None:
+    async def syntax_errors(text: str) -> list[Diagnostic] | None:
         limits = Limits()
         engine = new_engine(memory_limit=limits.maxMemoryBytes, max_pending_calls=1)
         try:

@@ -37,6 +37,7 @@ from codemode_gen.errors import UserError
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Approver
+    from codemode_gen.runtime.response import Response
 
 # Bounds one answer read from the terminal (bytes): a paste of a whole file is not an answer.
 MAX_ANSWER_BYTES = 4096
@@ -69,7 +70,7 @@ def parse_limits(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def render_pretty(response: dict[str, Any]) -> str:
+def render_pretty(response: Response) -> str:
     """A people-readable view of a response (logs, diagnostics, trace, result)."""
     lines: list[str] = []
     for entry in response.get("logs", []):
@@ -210,7 +211,7 @@ async def _read_answer() -> str:
 
 async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any] | None,
                capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
-               record: bool = False, yes: bool = False) -> dict[str, Any]:
+               record: bool = False, yes: bool = False) -> Response:
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.host import telemetry_serve
 

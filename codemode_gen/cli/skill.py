@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import CheckFailed, UserError
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.response import Response
 
 #: Bounds one example run of `skill test` (its own limits may be lower).
 TEST_TIMEOUT_MS = 60_000
@@ -116,7 +119,7 @@ def test(config: Path, out: Path | None, live: bool, fixtures_dir: Path | None, 
 
 
 async def _run_all(config: Path, out: Path | None, scripts: list[str], *, replay: bool,
-                   fixtures: Path | None) -> list[dict[str, Any]]:
+                   fixtures: Path | None) -> list[Response]:
     from codemode_gen.runtime.codemode import CodeMode
 
     if not config.is_file():

@@ -161,7 +161,7 @@ def resumable_call(
     *,
     answer: Callable[[Any], Answer | Unusable],
     cannot_ask: str | None,
-) -> Resumable | dict[str, Any]:
+) -> Resumable | resp.Response:
     """The Resumable for a codemode.run call on a 2026-07-28 connection, or the §3.3 response
     refusing its requestState. `answer` turns one input response into True (accept), FOR_RUN
     (accept with the form's box ticked), False (decline, cancel) or why it cannot be used (Unusable); `cannot_ask`: why a call without an answer may

@@ -76,7 +76,7 @@ from codemode_gen.runtime.frontends.serve_approval import (
 from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line, restart_hint
 from codemode_gen.runtime.host import otel_setup, telemetry_serve
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
-from codemode_gen.runtime.response import not_started
+from codemode_gen.runtime.response import Response, not_started
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
 # prompt renderer, ~100 ms) is imported on the paths that use it.
@@ -159,7 +159,7 @@ async def handle_run(
     approval_session: Hashable = None,
     started: float | None = None,
     resumable: Resumable | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """One codemode.run request → §3.3 response; a malformed request is a diagnostic, not a crash.
     `progress`: where the run's progress notifications go (CodeMode.run), when the client asked;
     `approve` / `approval_session`: who is asked about calls that need approval, and whose
@@ -202,12 +202,12 @@ def _ticket(ctx: Any) -> Ticket | None:
     return ticket if isinstance(ticket, Ticket) else None
 
 
-def error_response(code: DiagnosticCode, message: str, hint: str) -> dict[str, Any]:
+def error_response(code: DiagnosticCode, message: str, hint: str) -> Response:
     """A §3.3 response for a run that could not start (§3.3.4: never a failed tool call)."""
     return not_started(diagnostic(code, message, hint=hint))
 
 
-def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def response_text(response: Response) -> tuple[Response, str]:
     """The response as the text content of the tools/call result (and the response itself,
     repaired if it had to be): UTF-8-safe JSON, whatever upstream let through."""
     try:
@@ -254,7 +254,7 @@ def build_server(host: ServeHost) -> Server[Any]:
         session_key: Hashable = None,
         ticket: Ticket | None = None,
         resumable: Resumable | None = None,
-    ) -> dict[str, Any]:
+    ) -> Response:
         if ticket is not None and ticket.expired and not (resumable is not None and resumable.prior is not None):
             host.expired(ticket)  # counted in the metrics as a run that timed out
             return not_started(worker_limit(ticket.timeout_ms, ticket.slots))  # serve --http queued it too long
@@ -336,14 +336,14 @@ def build_server(host: ServeHost) -> Server[Any]:
             return input_required_result(resumable.suspension, approval_form)
         return await _tool_result_async(response)
 
-    async def _tool_result_async(response: dict[str, Any]) -> types.CallToolResult:
+    async def _tool_result_async(response: Response) -> types.CallToolResult:
         # Encoding walks the whole response: a large one (a 12 MB result) off the event loop.
         if payload.is_large(response):
             response, text = await payload.offload(response_text, response)
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=response)
         return _tool_result(response)
 
-    def _tool_result(response: dict[str, Any]) -> types.CallToolResult:
+    def _tool_result(response: Response) -> types.CallToolResult:
         response, text = response_text(response)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],

@@ -63,6 +63,7 @@ from codemode_gen.client.sessions import cancel_once
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import jsonsafe
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host import telemetry_calls
 from codemode_gen.runtime.host.approval import DENIED_CODE, ApprovalGate, denial_message
 from codemode_gen.runtime.host.approval_request import ApprovalRequest, Approver
@@ -75,6 +76,7 @@ from codemode_gen.runtime.host.validation import prepare_arguments, prepare_argu
 from codemode_gen.runtime.host.validation_errors import InputInvalid, rejected_input
 from codemode_gen.runtime.limits import SandboxLimitExceeded
 from codemode_gen.runtime.response import TraceEntry
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 __all__ = ["Bridge", "Journal", "Logged"]
 
@@ -91,7 +93,7 @@ class Journal(Protocol):
 
     async def enter(self, seq: int, request: Mapping[str, Any]) -> Logged | None: ...
 
-    def leave(self, seq: int, reply: dict[str, Any], entry: Mapping[str, Any]) -> None: ...
+    def leave(self, seq: int, reply: HostReply, entry: Mapping[str, Any]) -> None: ...
 
     def approver_for(self, seq: int) -> Approver: ...
 
@@ -191,7 +193,7 @@ class Bridge:
 
     # ------------------------------------------------------------------ entry point
 
-    async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def host_call(self, request: dict[str, Any]) -> HostReply:
         """One call from the sandbox; returns the host reply (DESIGN.md, sandbox ⇄ host).
 
         Calls are numbered in the order they arrive, which is the order the script made them
@@ -209,15 +211,15 @@ class Bridge:
         journal.leave(seq, reply, entry or {})
         return reply
 
-    def _replayed(self, reply_text: str, entry: dict[str, Any]) -> dict[str, Any]:
+    def _replayed(self, reply_text: str, entry: dict[str, Any]) -> HostReply:
         """A call answered from the journal: the reply the script got the first time, and the
         trace entry it made then."""
         self.calls += 1
         self.log.replayed(entry)
-        reply: dict[str, Any] = json.loads(reply_text)
+        reply: HostReply = json.loads(reply_text)
         return reply
 
-    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[dict[str, Any], TraceEntry | None]:
+    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[HostReply, TraceEntry | None]:
         """`host_call` itself: the reply and the call's trace entry (None: the call made none)."""
         if not isinstance(request, dict) or request.get("op") != "call":
             op = request.get("op") if isinstance(request, dict) else request
@@ -289,7 +291,7 @@ class Bridge:
         self._closed = True
         await self.upstream.cancel_inflight()
 
-    def diagnostics(self, *, full_trace: bool = True) -> list[dict[str, Any]]:
+    def diagnostics(self, *, full_trace: bool = True) -> list[Diagnostic]:
         """What the run's response should say about the bridge (`CallLog.diagnostics`)."""
         return self.log.diagnostics(full_trace=full_trace)
 
@@ -312,7 +314,7 @@ class Bridge:
 
     async def _call(
         self, seq: int, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
-    ) -> dict[str, Any]:
+    ) -> HostReply:
         if server_id == SKILLS_HOST_ID and self.skill_writer is not None and server_id not in self.catalog.servers:
             approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
             return await save_skill(
@@ -366,7 +368,7 @@ class Bridge:
     async def _approve(
         self, seq: int, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView,
         gate: dict[str, str],
-    ) -> dict[str, Any] | None:
+    ) -> HostReply | None:
         """Consult the approval gate; None when the call may be sent, else the reply that says
         why it was not (a ToolCallError with code APPROVAL_DENIED: the script goes on). With a
         journal, a person is asked through it (runtime/host/resume.py: input_required)."""

@@ -16,13 +16,14 @@ from codemode_gen.generator.unwrap import UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.host.catalog import ServerView, ToolView
 from codemode_gen.runtime.limits import MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_TRACE_ERROR_CHARS
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 # Bounds how much of a server's error text is copied into an exception message: a server can
 # answer with megabytes, and the message lands in the agent's context.
 MAX_ERROR_TEXT_CHARS = 2000
 
 
-def error_reply(error_class: str, message: str, hint: str, **fields: Any) -> dict[str, Any]:
+def error_reply(error_class: str, message: str, hint: str, **fields: Any) -> HostReply:
     body: dict[str, Any] = {"errorClass": error_class, "message": message, "hint": hint}
     body.update({k: v for k, v in fields.items() if v is not None})
     return {"ok": False, "error": body}
@@ -83,7 +84,7 @@ def examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[s
     return "value", (value, mismatch)
 
 
-def server_not_found(server_id: str, view: ServerView | None, known: list[str]) -> dict[str, Any]:
+def server_not_found(server_id: str, view: ServerView | None, known: list[str]) -> HostReply:
     """The reply to a call of a server the run does not have (`known`: the ones it has)."""
     shown = jsonsafe.safe_name(server_id)
     if view is not None:  # in out/ but not configured
@@ -102,7 +103,7 @@ def server_not_found(server_id: str, view: ServerView | None, known: list[str]) 
     return error_reply("ServerNotFoundError", message, hint, serverId=shown,
                   _summary=f"ServerNotFoundError: {kind}")
 
-def tool_not_found(view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
+def tool_not_found(view: ServerView, tool_name: str, *, blocked: bool) -> HostReply:
     """The reply to a call of a tool the server does not have (or the host blocks)."""
     shown = jsonsafe.safe_name(tool_name)
     if blocked:

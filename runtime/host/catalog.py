@@ -37,6 +37,7 @@ from codemode_gen.generator.manifest import (
 )
 from codemode_gen.generator.names import assign_export_names, assign_module_paths, unique_name
 from codemode_gen.generator.unwrap import Box, find_box, inner_schema
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host.approval_policy import tool_policy
 
 __all__ = [
@@ -203,7 +204,7 @@ class ServerView:
 @dataclass
 class Catalog:
     servers: dict[str, ServerView] = field(default_factory=dict)  # by server_id
-    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def visible(self) -> list[ServerView]:
         """Servers discovery lists: configured and not known to be unavailable (§3.2.3)."""

@@ -72,8 +72,8 @@ def needs_explaining(diagnostics: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def explain(
-    diagnostics: Sequence[dict[str, Any]], code: str, script: str, catalog: Catalog
-) -> list[dict[str, Any]]:
+    diagnostics: Sequence[diag.Diagnostic], code: str, script: str, catalog: Catalog
+) -> list[diag.Diagnostic]:
     """`diagnostics` with an UNCAUGHT_EXCEPTION that one of the known mistakes explains given a
     message and hint that name the fix. `code` is the agent's source, `script` what ran (its
     TypeScript types erased: same positions); `catalog` is the run's."""
@@ -91,7 +91,7 @@ def explain(
     return out
 
 
-def _explain(d: Mapping[str, Any], code: str, script: str, catalog: Catalog) -> dict[str, Any] | None:
+def _explain(d: diag.Diagnostic, code: str, script: str, catalog: Catalog) -> diag.Diagnostic | None:
     message = str(d.get("message") or "")
     first, _, frames = message.partition("\n")
     m = _ERROR_LINE.match(first)
@@ -116,7 +116,7 @@ def _explain(d: Mapping[str, Any], code: str, script: str, catalog: Catalog) -> 
         fix = analysis.json_parse(where)
     if fix is None:
         return None
-    better = dict(d)
+    better = d.copy()
     better["message"] = jsonsafe.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), MAX_DIAGNOSTIC_CHARS)
     better["hint"] = jsonsafe.clip(fix.hint, MAX_DIAGNOSTIC_CHARS)
     return better

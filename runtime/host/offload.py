@@ -33,11 +33,12 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from codemode_gen.runtime.sandbox.idle import trim_idle
 
 if TYPE_CHECKING:
+    from codemode_gen.runtime.diagnostics import Diagnostic
     from codemode_gen.runtime.host.tsinput import Erased
 
 __all__ = [
@@ -337,7 +338,7 @@ class Offload:
         from codemode_gen.runtime.host.tsinput import Erased
 
         meta, data = await self.request("erase", code.encode("utf-8", "surrogatepass"), deadline)
-        diagnostics = tuple(d for d in meta.get("diagnostics") or () if isinstance(d, dict))
+        diagnostics = tuple(cast("Diagnostic", d) for d in meta.get("diagnostics") or () if isinstance(d, dict))
         if meta.get("same"):
             return Erased(code, diagnostics)
         return Erased(data.decode("utf-8", "surrogatepass"), diagnostics)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from codemode_gen import MODULE_PREFIX
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.manifest import ServerEntry
-from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
+from codemode_gen.runtime.diagnostics import Diagnostic, DiagnosticCode, diagnostic
 from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
@@ -73,7 +73,7 @@ class Selection:
     """The servers a run connects before its sandbox starts, and what the request got wrong."""
 
     wanted: dict[str, Why]  # config id -> why, in the order they were named
-    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def named(self, config_id: str) -> bool:
         """The script asked for this server: its problems are warnings, not info."""
@@ -112,7 +112,7 @@ class Plan:
     """The run's catalog before the in-memory builds: `catalog()` completes it (once)."""
 
     views: dict[str, ServerView]  # by server id
-    diagnostics: list[dict[str, Any]]
+    diagnostics: list[Diagnostic]
     # config id -> the out/ tools the live server no longer lists, to build (as definitions
     # that fail with ToolNotFoundError) together with its live tools; [] for a plain build.
     build: dict[str, list[dict[str, Any]]]
@@ -171,7 +171,7 @@ def select_servers(
     tools/list_changed, §8.1). `paths` maps config id -> module path."""
     by_path = {path: cid for cid, path in paths.items()}
     wanted: dict[str, Why] = {}
-    diagnostics: list[dict[str, Any]] = []
+    diagnostics: list[Diagnostic] = []
     for cap in requested:
         cid = cap if cap in configs else by_path.get(cap)
         if cid is None:

@@ -44,7 +44,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from codemode_gen import payload
 from codemode_gen.runtime import diagnostics as diag
@@ -57,6 +57,8 @@ from codemode_gen.runtime.host.approval_request import (
     Unusable,
 )
 from codemode_gen.runtime.limits import RunStopped
+from codemode_gen.runtime.response import TraceEntry
+from codemode_gen.runtime.sandbox.protocol import HostReply
 from codemode_gen.runtime.sandbox.run import RunHandle
 
 __all__ = [
@@ -377,7 +379,7 @@ class Resumable:
         self._idents[seq] = ident
         return None
 
-    def leave(self, seq: int, reply: dict[str, Any], entry: Mapping[str, Any]) -> None:
+    def leave(self, seq: int, reply: HostReply, entry: Mapping[str, Any]) -> None:
         """Call `seq` was answered live: its reply goes into every later state."""
         ident = self._idents.pop(seq, None)
         self._open.discard(seq)
@@ -419,7 +421,7 @@ class Resumable:
 
     # ------------------------------------------------------------------ end of the run
 
-    def diagnostics(self, ended: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def diagnostics(self, ended: list[diag.Diagnostic]) -> list[diag.Diagnostic]:
         """What the response says about the resume: the script ended before it made again the
         calls of the earlier round (unless a limit or a divergence already ended it)."""
         if self.prior is None or self.suspension is not None:
@@ -430,10 +432,10 @@ class Resumable:
         return [_diverged(f"the resumed script ended without making {len(missing)} of the calls the earlier "
                           f"round made (the first: #{min(missing)})")]
 
-    def expired_trace(self) -> list[dict[str, Any]]:
+    def expired_trace(self) -> list[TraceEntry]:
         """A late retry's toolTrace: the calls made, then the ones that waited, denied."""
         assert self.prior is not None
-        entries = [dict(c.entry) for c in self.prior.calls]
+        entries = [cast(TraceEntry, dict(c.entry)) for c in self.prior.calls]
         for ask in self.prior.pending:
             entries.append({"serverId": ask.server, "toolName": ask.tool, "durationMs": 0, "ok": False,
                             "error": "ToolCallError: APPROVAL_DENIED (timeout)", "approval": "denied"})
@@ -534,5 +536,5 @@ class Resumable:
         )
 
 
-def _diverged(detail: str) -> dict[str, Any]:
+def _diverged(detail: str) -> diag.Diagnostic:
     return diag.diagnostic(diag.DiagnosticCode.RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)

@@ -21,6 +21,7 @@ from codemode_gen.runtime.host.approval import (
     denial_message,
 )
 from codemode_gen.runtime.host.call_replies import error_reply
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 # `@codemode/skills` (serve --skills-writable): the server id its `saveSkill` calls the host
 # with (no configured server can have it: a module path has no `@`), and the function's name.
@@ -43,7 +44,7 @@ class SkillWriter(Protocol):
 async def save_skill(
     writer: SkillWriter, approval: ApprovalGate | None, tool_name: str, request: dict[str, Any], gate: dict[str, str],
     *, approve: Approver | None, session: Hashable, deadline: float | None, on_wait: Callable[[ApprovalRequest], None],
-) -> dict[str, Any]:
+) -> HostReply:
     """`saveSkill` of `@codemode/skills`: the proposal is checked (name, size, one documented
     async function), then a person is asked through the run's approval channel (whatever
     the policies and --approve-all say), and only a yes writes skills/<name>.ts|js."""

@@ -33,6 +33,7 @@ from codemode_gen.runtime.host.telemetry import (
     _cut,
     _set_error,
 )
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -83,13 +84,13 @@ def _call_outcome(error: Mapping[str, Any] | None) -> str:
 
 
 async def traced_call(
-    call: Awaitable[dict[str, Any]],
+    call: Awaitable[HostReply],
     server: str,
     tool: str,
     gate: Mapping[str, str],
     request: Mapping[str, Any],
     redact: Callable[[str], str] | None = None,
-) -> dict[str, Any]:
+) -> HostReply:
     """`await call` (the bridge's `_call` of one tool call) as the run's telemetry sees it: a
     span current while it runs (the SDK's client injects it into the upstream request's
     `_meta`), the tool-call metrics, the approval decision. `server` and `tool` are the
@@ -112,7 +113,7 @@ async def traced_call(
     record = _ToolCall(scope, span)
     token = _CALL.set(record)
     began = time.monotonic()
-    reply: dict[str, Any] | None = None
+    reply: HostReply | None = None
     try:
         reply = await call
         return reply
@@ -135,7 +136,7 @@ async def traced_call(
 
 def _finish_call(
     scope: RunScope, record: _ToolCall, span: Span | None, server: str, tool: str, gate: Mapping[str, str],
-    request: Mapping[str, Any], reply: dict[str, Any] | None, elapsed: float, redact: Callable[[str], str] | None,
+    request: Mapping[str, Any], reply: HostReply | None, elapsed: float, redact: Callable[[str], str] | None,
 ) -> None:
     """A tool call's metrics and span, once it has ended (`reply` None: the run ended first)."""
     telemetry = scope.telemetry

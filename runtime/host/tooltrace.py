@@ -51,8 +51,8 @@ class CallCounts:
 
 
 def shape_trace(
-    trace: Sequence[Mapping[str, Any]], counts: CallCounts | None, mode: str
-) -> tuple[list[dict[str, Any]] | None, ToolSummary | None]:
+    trace: Sequence[TraceEntry], counts: CallCounts | None, mode: str
+) -> tuple[list[TraceEntry] | None, ToolSummary | None]:
     """(toolTrace, toolSummary) of a response for a `limits.trace` mode: "full" every entry
     (no summary); "errors" the failed and denied entries (`ok: false`, at most
     MAX_LISTED_FAILURES) and the summary of all calls (None when none was made); "none" neither.
@@ -63,11 +63,11 @@ def shape_trace(
         return None, None
     if mode == "errors":
         failed = [
-            {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")}
+            cast(TraceEntry, {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")})
             for e in trace if not e.get("ok")
         ][:MAX_LISTED_FAILURES]
         return failed, counts.summary() if counts is not None else None
-    return [dict(e) for e in trace], None
+    return [e.copy() for e in trace], None
 
 
 class CallLog:
@@ -79,7 +79,7 @@ class CallLog:
         self.trace: list[TraceEntry] = []
         self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
         self.counts = CallCounts()  # every call by tool, and the failed ones: toolSummary
-        self.notices: dict[str, dict[str, Any]] = {}
+        self.notices: dict[str, diag.Diagnostic] = {}
 
     def record(
         self, server_id: str, tool_name: str, duration: int, error: str | None, *, approval: str | None = None
@@ -116,7 +116,7 @@ class CallLog:
         if kind not in self.notices:
             self.notices[kind] = diag.diagnostic(diag.DiagnosticCode.BRIDGE_LIMIT, message, severity="warning", hint=hint)
 
-    def diagnostics(self, *, full_trace: bool = True) -> list[dict[str, Any]]:
+    def diagnostics(self, *, full_trace: bool = True) -> list[diag.Diagnostic]:
         """What the run's response should say about the calls: limits enforced at the boundary
         (once per kind) and, when the response lists every call (`full_trace`), a trace cut at
         MAX_TRACE_ENTRIES."""

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from codemode_gen import MODULE_PREFIX
-from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, ts_code
+from codemode_gen.runtime.diagnostics import Diagnostic, DiagnosticCode, diagnostic, ts_code
 from codemode_gen.runtime.host.tscompiler import INSTALL_HINT, CompilerNotFound
 from codemode_gen.runtime.host.tsinstall import InstallFailed
 from codemode_gen.runtime.host.typecheck import CheckResult, TypeChecker, TypeScriptDownloading
@@ -122,7 +122,7 @@ def _only_codemode(d: Mapping[str, Any]) -> str:
     return "import one of " + ", ".join(f'"{m}"' for m in shown) + more
 
 
-def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[dict[str, str]]:
+def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[Diagnostic]:
     """The checker's diagnostics in the §3.3.3 shape: code `TS<n>`, path `line:column`, a hint
     where the fix is obvious; `severity` overrides the compiler's (runs report warnings)."""
     out = []
@@ -144,7 +144,7 @@ def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[
 
 async def run_diagnostics(
     checker: TypeChecker, code: str, *, deadline: float, modules: Collection[str] = ()
-) -> list[dict[str, str]]:
+) -> list[Diagnostic]:
     """A run's type-check diagnostics: type errors as warnings, or one info line saying why the
     check was skipped. Never raises (but CancelledError): the run goes ahead regardless.
 

@@ -65,7 +65,7 @@ class Eraser:
         # source order, so a range that ends before one never covers a later one).
         self._active: list[tuple[int, int]] = []
         self._blanked_ids: set[int] = set()  # statements and members erased as a whole
-        self.diagnostics: list[dict[str, str]] = []
+        self.diagnostics: list[diag.Diagnostic] = []
 
     # ---- the result
 

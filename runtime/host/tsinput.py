@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host.tserase import Eraser
 
 __all__ = ["Erased", "erase_types", "runnable"]
@@ -58,7 +59,7 @@ class Erased:
     SYNTAX_ERROR diagnostics of what cannot be erased (then `code` must not run)."""
 
     code: str
-    diagnostics: tuple[dict[str, str], ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
 
 
 def erase_types(code: str) -> Erased:
@@ -73,12 +74,12 @@ def erase_types(code: str) -> Erased:
 
 
 #: The engine's syntax check of a script: its SYNTAX_ERROR diagnostics, or None when it parses.
-SyntaxCheck = Callable[[str], Awaitable["list[dict[str, Any]] | None"]]
+SyntaxCheck = Callable[[str], Awaitable["list[Diagnostic] | None"]]
 
 
 async def runnable(
     code: str, syntax_errors: SyntaxCheck, erased: Erased | None = None
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, list[Diagnostic]]:
     """What a run executes for the agent's `code`, or why it refuses to: `(script, [])` with the
     types erased, or `(code, diagnostics)`, the TypeScript that cannot be erased or the engine's
     syntax error, and then nothing runs. `CodeMode.run` and `codemode-gen check` both ask this,

@@ -43,6 +43,7 @@ from codemode_gen.runtime.host.call_replies import (
 from codemode_gen.runtime.host.catalog import LiveServer, ServerView, ToolView, live_tools
 from codemode_gen.runtime.host.tooltrace import CallLog
 from codemode_gen.runtime.limits import MAX_JSON_DEPTH
+from codemode_gen.runtime.sandbox.protocol import HostReply
 
 # UNBOX_MISMATCH warnings (one per tool) a run reports at most, so a script calling hundreds of
 # misbehaving tools does not flood its response.
@@ -109,7 +110,7 @@ class Upstream:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def ensure_live(self, view: ServerView) -> dict[str, Any] | None:
+    async def ensure_live(self, view: ServerView) -> HostReply | None:
         """Connect on first use and take this run's snapshot of the live tool list (§8.2)."""
         if view.live and view.unavailable is None:
             return None
@@ -151,7 +152,7 @@ class Upstream:
 
     async def dispatch(
         self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView
-    ) -> dict[str, Any]:
+    ) -> HostReply:
         server_id = view.server_id
         tool_name_shown = jsonsafe.safe_name(tool_name)
         where = f"{server_id}.{tool_name_shown}"
@@ -261,7 +262,7 @@ class Upstream:
             hint=f"check the value's shape before using it (for example `{json.dumps(box.field)} in value`)",
         )
 
-    def _too_deep(self, server_id: str, tool_name: str, where: str) -> dict[str, Any]:
+    def _too_deep(self, server_id: str, tool_name: str, where: str) -> HostReply:
         message = f"{where} returned a result nested deeper than {MAX_JSON_DEPTH} levels; the host does not pass it on"
         hint = "ask the tool for less (a narrower query, fewer fields), or use another tool"
         self.log.notice("result:depth", f"a tool result was refused at the sandbox boundary: {message}", hint)

@@ -43,7 +43,6 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import response as resp
@@ -390,7 +389,7 @@ class Sandbox:
         *,
         deadline: float | None = None,
         hooks: RunHooks | None = None,
-    ) -> dict[str, Any]:
+    ) -> resp.Response:
         """Run `code` as the ES module `agent.js`, `modules` importable by specifier.
 
         `deadline` is when the caller's `limits.timeoutMs` runs out, in `time.monotonic()`
@@ -433,7 +432,7 @@ class Sandbox:
             finally:
                 await self._pool.release(worker, reusable)
 
-    async def check_syntax(self, code: str, *, deadline: float | None = None) -> list[dict[str, Any]] | None:
+    async def check_syntax(self, code: str, *, deadline: float | None = None) -> list[diag.Diagnostic] | None:
         """The `SYNTAX_ERROR` diagnostics of `code` as `run` would report them, or None when it
         parses (or the check could not be made: `run` then reports whatever it finds).
 

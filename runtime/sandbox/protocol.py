@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Container, Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
 
@@ -84,9 +84,25 @@ READ_CHUNK_BYTES = 256 * 1024
 REPLY_PREFIX = b'{"op":"reply","id":'
 REPLY_SEPARATOR = b',"reply":'
 
+
+
+class HostReply(TypedDict):
+    """What the host answers one tool call of the script with (DESIGN.md, sandbox ⇄ host): made
+    by the host's bridge (runtime/host/call_replies.py, upstream.py), sent to the worker as the
+    `reply` of its `call`; the prelude settles the call's promise with `value` or throws the
+    `@codemode/errors` class `error` names."""
+
+    ok: bool
+    #: The tool's result as the script sees it (§5.3.2), when `ok`.
+    value: NotRequired[Any]
+    #: When not `ok`: `errorClass`, `message`, `hint` and the class's fields (`serverId`,
+    #: `toolName`, `code`, a SchemaValidationError's `path`…; open-ended, as the classes are).
+    error: NotRequired[dict[str, Any]]
+
+
 #: What the host answers a call with: the bridge's entry point for one run (`request` is the
 #: worker's decoded call request; the result is the reply the script's promise settles with).
-HostCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+HostCall = Callable[[dict[str, Any]], Awaitable[HostReply]]
 
 
 #: Total size of the module texts whose digests are remembered (`module_digest`): bounds the

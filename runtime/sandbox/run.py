@@ -39,7 +39,7 @@ class RunHandle(Protocol):
     def resume(self) -> None:
         """Let a paused worker go on."""
 
-    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
+    def stop(self, diagnostics: list[diag.Diagnostic]) -> None:
         """End the run now (the worker is killed): the response carries `diagnostics`."""
 
 
@@ -64,7 +64,7 @@ class Run:
         self.host_call = host_call
         self.limits = limits
         self.hooks = hooks
-        self.stopped: list[dict[str, Any]] | None = None  # `stop`'s diagnostics
+        self.stopped: list[diag.Diagnostic] | None = None  # `stop`'s diagnostics
         # The worker truncates logs itself; the host enforces the limit again so that even a
         # compromised worker process cannot flood the response.
         self.logs = run_logs.LogCollector(limits.maxLogBytes)
@@ -77,16 +77,16 @@ class Run:
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.t0) * 1000)
 
-    def respond(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+    def respond(self, result: Any, diagnostics: list[diag.Diagnostic]) -> resp.Response:
         logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return resp.build_response(logs, result, diagnostics)
 
-    async def respond_async(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+    async def respond_async(self, result: Any, diagnostics: list[diag.Diagnostic]) -> resp.Response:
         """`respond` for a result of any size: a large one is checked off the event loop."""
         logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return await resp.build_response_async(logs, result, diagnostics)
 
-    async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> dict[str, Any]:
+    async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> resp.Response:
         loop = asyncio.get_running_loop()
         self.t0 = time.monotonic()
         # The worker's interrupt timeout is the time left until the caller's deadline; the
@@ -144,7 +144,7 @@ class Run:
 
     def _handle(
         self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]
-    ) -> tuple[Any, list[dict[str, Any]]] | None:
+    ) -> tuple[Any, list[diag.Diagnostic]] | None:
         """Act on one worker message; (result, diagnostics) when it ends the run."""
         op = msg.get("op")
         if op == protocol.CALL:
@@ -188,7 +188,7 @@ class Run:
     def resume(self) -> None:
         self._send({"op": protocol.RESUME})
 
-    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
+    def stop(self, diagnostics: list[diag.Diagnostic]) -> None:
         if self.limit_exc is not None or self.stopped is not None or self.deadline is None:
             return
         self.stopped = diagnostics

@@ -197,7 +197,7 @@ class Worker:
                 await self.prepare_next(limits)
 
     # ---- one run ------------------------------------------------------------------------------
-    async def check(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+    async def check(self, msg: dict[str, Any]) -> list[diag.Diagnostic]:
         """The syntax diagnostics `run` would give `msg["code"]` ([] when it parses).
 
         Parses on the warm realm (parsing registers nothing, so the realm stays fresh for the

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from codemode_gen.config import ServerConfig
+from codemode_gen.runtime.response import Response
 
 from .script_support import PYTHON, HostThread, codes, errors, host_fixture
 
@@ -43,7 +44,7 @@ def _lagged_run(host: HostThread, code: str, limits: dict[str, Any]) -> tuple[di
     """(response, seconds, the host loop's worst lag in seconds while it ran): a probe task on
     the host's own event loop sleeps 5 ms again and again beside the run."""
 
-    async def main() -> tuple[dict[str, Any], float, float]:
+    async def main() -> tuple[Response, float, float]:
         worst = 0.0
 
         async def probe() -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from codemode_gen.runtime.host import validation as V
 from codemode_gen.runtime.host.validation_errors import InputInvalid
+from codemode_gen.runtime.response import Response
 
 from .script_support import (
     SERVER,
@@ -115,7 +116,7 @@ def test_s10_1_a_costly_validation_never_holds_up_a_concurrent_run(host: HostThr
     before = assert_still_serves(host)
     costly = call("bag", f"Array.from({{length: {COSTLY_ITEMS}}}, (_, i) => ({{id: i}}))")
 
-    async def both() -> tuple[dict[str, Any], float, float, int]:
+    async def both() -> tuple[Response, float, float, int]:
         started = time.monotonic()
         big = asyncio.ensure_future(host.cm.run(costly, limits={"timeoutMs": TIMEOUT_MS}))
         slowest, small_runs = 0.0, 0

@@ -85,7 +85,7 @@ class Host:
         self.cancelled = 0
         self.started = 0
 
-    async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def __call__(self, request: dict[str, Any]) -> protocol.HostReply:
         tool = request.get("toolName")
         if tool == "bulk":
             return {"ok": True, "value": "z" * (8 * MiB)}
