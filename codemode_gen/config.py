@@ -18,7 +18,7 @@ was used; a default written in the file and CODEMODE_PYTHON are not. Keys we do 
 same file also feeds other clients with their own extensions.
 
 An `http`/`sse` server may carry an `oauth` object (OAuth 2.1 as the MCP authorization spec
-describes; the flows are the `mcp` SDK's, driven by codemode_gen/client/oauth.py):
+describes; the flows are the `mcp` SDK's, driven by codemode_gen/client/oauth_provider.py):
 
     "crm": {"type": "http", "url": "https://crm.example.com/mcp",
             "oauth": {"clientId": "${CRM_CLIENT_ID}", "clientSecret": "${CRM_CLIENT_SECRET}",
@@ -234,7 +234,7 @@ class ServerConfig:
     def secrets(self) -> list[tuple[str, str]]:
         """(name, value) pairs that must never reach a fixture or a report: every env and header
         value, every value that came from an environment variable, wherever it was used, and the
-        OAuth client's own credentials. Tokens are dynamic: client/oauth.py's `live_secrets`."""
+        OAuth client's own credentials. Tokens are dynamic: client/oauth_records.py's `live_secrets`."""
         oauth = self.oauth.secrets() if self.oauth is not None else []
         return [*self.env.items(), *self.headers.items(), *self.env_values, *oauth]
 

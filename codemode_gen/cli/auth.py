@@ -66,8 +66,8 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
     receives the redirect on 127.0.0.1. A client-credentials server is only checked."""
     import anyio
 
-    from codemode_gen.client.oauth import LOGIN_TIMEOUT, LoginError
-    from codemode_gen.client.oauth import login as do_login
+    from codemode_gen.client.oauth_login import LOGIN_TIMEOUT, LoginError
+    from codemode_gen.client.oauth_login import login as do_login
 
     server = _server(config, server_id)
 
@@ -81,7 +81,7 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
         result = anyio.run(go)
     except LoginError as exc:
         raise LoginFailed(f"{server_id}: {exc.message}", hint=exc.hint) from None
-    from codemode_gen.client.oauth import LoginResult
+    from codemode_gen.client.oauth_login import LoginResult
 
     assert isinstance(result, LoginResult)
     if result.note is not None:
@@ -133,8 +133,9 @@ def logout(config: Path, server_id: str) -> None:
     """Forget SERVER's login, revoking its tokens where the authorization server supports it."""
     import anyio
 
-    from codemode_gen.client.oauth import LoginError, LogoutResult
+    from codemode_gen.client.oauth import LogoutResult
     from codemode_gen.client.oauth import logout as do_logout
+    from codemode_gen.client.oauth_login import LoginError
 
     server = _server(config, server_id)
 

@@ -21,7 +21,7 @@ Why this is not just `mcp.Client`:
   into one line per server (command not found, exited at start with its stderr tail,
   connection refused, HTTP 401/403 as `AuthError`, timeout).
 - A server using OAuth (an `oauth` object, or a login stored by `codemode-gen auth login`) gets
-  client/oauth.py's provider as its transport's httpx `Auth`: tokens attached, refreshed when they
+  client/oauth_provider.py's provider as its transport's httpx `Auth`: tokens attached, refreshed when they
   expire or a 401 says so; when only a person could help, the 401 comes through with the reason
   and the exact command (`AuthError.hint`), and the connection stays usable.
 - A server that no longer knows a Streamable HTTP session (HTTP 404 to its Mcp-Session-Id: it
@@ -230,7 +230,7 @@ class McpSession:
         self._dispatcher = dispatcher
         self._tools: tuple[dict[str, Any], ...] | None = None
         self._auth_failed: Callable[[], int | None] = lambda: None
-        self._auth_problem: Callable[[], Any] = lambda: None  # client/oauth.AuthProblem | None
+        self._auth_problem: Callable[[], Any] = lambda: None  # client/oauth_provider.AuthProblem | None
         self._session_lost: Callable[[], bool] = lambda: False
 
     @property
@@ -540,7 +540,7 @@ class SessionManager:
         try:
             from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-            from codemode_gen.client.oauth import scrub
+            from codemode_gen.client.oauth_records import scrub
         except BaseException:
             if early is not None:
                 await _discard(early)
@@ -645,11 +645,11 @@ class _HttpProbe:
     status: int | None = None  # last 401/403: credentials rejected
     error_status: int | None = None  # last status >= 400 of any kind
     challenge: str | None = None  # the WWW-Authenticate of the last 401/403
-    oauth: Any = None  # client/oauth.py's provider, when the server uses OAuth
+    oauth: Any = None  # client/oauth_provider.py's provider, when the server uses OAuth
     lost: bool = False  # a 404 answered a request of the session: the server forgot it
 
     async def hook(self, response: Any) -> None:
-        from codemode_gen.client.oauth import AUTH_SIDE
+        from codemode_gen.client.oauth_provider import AUTH_SIDE
 
         if response.request.extensions.get(AUTH_SIDE):
             return
@@ -674,7 +674,7 @@ class _HttpProbe:
         return status
 
     def problem(self) -> Any:
-        """Why the OAuth provider could not authorize (client/oauth.AuthProblem), if it said."""
+        """Why the OAuth provider could not authorize (client/oauth_provider.AuthProblem), if it said."""
         return self.oauth.problem if self.oauth is not None else None
 
 
@@ -781,7 +781,7 @@ async def _open_transport(
 
     import httpx2
 
-    from codemode_gen.client.oauth import session_auth
+    from codemode_gen.client.oauth_provider import session_auth
     from codemode_gen.client.tokenstore import TokenStoreError
 
     try:
@@ -822,7 +822,7 @@ def _shown_url(url: str | None) -> str:
     (`?api_key=…`, `https://user:pass@…`) that would otherwise reach the terminal or a script."""
     from urllib.parse import urlsplit
 
-    from codemode_gen.client.oauth import shown_url
+    from codemode_gen.client.oauth_records import shown_url
 
     shown = shown_url(url)
     try:
@@ -850,7 +850,7 @@ def _auth_server_url(leaf: BaseException, config: ServerConfig) -> str | None:
         request = leaf.request
     except RuntimeError:
         return None
-    from codemode_gen.client.oauth import AUTH_SIDE
+    from codemode_gen.client.oauth_provider import AUTH_SIDE
 
     if not request.extensions.get(AUTH_SIDE):
         return None
@@ -859,7 +859,7 @@ def _auth_server_url(leaf: BaseException, config: ServerConfig) -> str | None:
 
 def _auth_error(config: ServerConfig, where: str | None, status: int, probe: _HttpProbe, log_path: Path) -> AuthError:
     """The AuthError of a connection refused with 401/403, with the one fix that applies."""
-    from codemode_gen.client.oauth import login_command, static_authorization
+    from codemode_gen.client.oauth_records import login_command, static_authorization
 
     sid = config.id
     problem = probe.problem()
