@@ -44,7 +44,9 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen.client.sessions import AuthError, McpSession, SessionManager
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import AuthError
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import (
     ServerConfig,
     ServerSettings,

@@ -23,7 +23,7 @@ times out and cancels - and replaces only the two pipe tasks:
 - the writer turns a message the SDK cannot serialise (a lone surrogate, nesting beyond
   pydantic's limit) into an error for that request instead of crashing the connection.
 
-`McpSession` (sessions.py) phrases the error with the server id and the method, and salvages
+`McpSession` (mcp_session.py) phrases the error with the server id and the method, and salvages
 a too-deep `tools/list` page with `parse_pruned`.
 """
 
@@ -412,7 +412,7 @@ async def stdio_transport(
     The process lifecycle is the SDK's own code (spawn in a new process group, stderr to
     `errlog`, shutdown: close stdin, wait, SIGTERM/SIGKILL the tree, all shielded and bounded);
     only the pipe tasks differ. `params` is a `StdioServerParameters`; `process`, that server
-    already started the same way (codemode_gen/client/sessions.py starts it before importing
+    already started the same way (codemode_gen/client/transports.py starts it before importing
     the SDK on a cold start)."""
     if process is None:
         command = await sdk._get_executable_command(params.command)
