@@ -21,11 +21,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from codemode_gen.config import Settings, project_settings
+from codemode_gen.config import Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import TOOLS_FILE
 from codemode_gen.generator.names import assign_export_names
 from codemode_gen.jsonio import read_json
+from codemode_gen.mcp_json import project_settings
 from codemode_gen.settings_schema import check_tool_names, tool_entries
 
 __all__ = ["UnknownTools", "load_project_settings", "recorded_export_names", "with_recorded_tool_names"]

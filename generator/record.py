@@ -65,7 +65,8 @@ from codemode_gen.client.session_errors import (
     ConnectError,
 )
 from codemode_gen.client.sessions import SessionManager
-from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
+from codemode_gen.codemode_toml import parse_sample
+from codemode_gen.config import Sample, ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
 from codemode_gen.generator.output_schema import schema_mismatches

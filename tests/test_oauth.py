@@ -28,7 +28,8 @@ import httpx2
 import pytest
 
 from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
-from codemode_gen.config import ServerConfig, load_config
+from codemode_gen.config import ServerConfig
+from codemode_gen.mcp_json import load_config
 
 from .conftest import HANG_S, PROMPT_S, PYTHON, TEST_SERVERS, RunningServer, free_port
 from .runtime_support import against_serve, child_env, script

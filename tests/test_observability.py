@@ -25,7 +25,8 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.config import Settings, TelemetrySettings, load_settings
+from codemode_gen.codemode_toml import load_settings
+from codemode_gen.config import Settings, TelemetrySettings
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.host.approval import FOR_RUN

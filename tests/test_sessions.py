@@ -22,7 +22,8 @@ from codemode_gen.client.session_errors import (
     ConnectError,
 )
 from codemode_gen.client.sessions import SessionManager
-from codemode_gen.config import ServerConfig, load_config
+from codemode_gen.config import ServerConfig
+from codemode_gen.mcp_json import load_config
 
 from .conftest import (
     PROMPT_S,

@@ -28,8 +28,8 @@ class LoginFailed(UserError):
 
 
 def _server(config: Path, server_id: str) -> ServerConfig:
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import load_config
 
     # Its stderr notes would repeat what the other commands say; its errors stop us, except
     # those of other servers' entries.
@@ -103,8 +103,8 @@ def status(config: Path) -> None:
     """Each server's login state: logged in, expiry, scopes, refreshable (never a secret)."""
     from codemode_gen.client.oauth import auth_status
     from codemode_gen.client.tokenstore import TokenStoreError, open_store
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import load_config
 
     problems: dict[str, UserError] = {}
     configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)

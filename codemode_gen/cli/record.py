@@ -124,9 +124,9 @@ def record(
     """
     import anyio
 
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
+    from codemode_gen.mcp_json import load_config
 
     # Tool names unknown to the recordings are warnings here: recording refreshes them.
     settings = load_project_settings(config, fixtures_dir=fixtures_dir, unknown_tools="warn")

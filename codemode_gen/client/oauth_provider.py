@@ -448,7 +448,7 @@ def build_provider(
         response_types=["code"],
         client_name="codemode-gen",
         scope=oauth.scope if oauth is not None else None,
-        # one of config.py's _OAUTH_AUTH_METHODS, all of which the SDK knows
+        # one of mcp_json.py's _OAUTH_AUTH_METHODS, all of which the SDK knows
         token_endpoint_auth_method=cast(Any, oauth.token_endpoint_auth_method if oauth is not None else None),
     )
     fixed = None
