@@ -1,6 +1,6 @@
 """The project's settings as every command loads them, tool names checked against fixtures/.
 
-`config.project_settings` checks codemode.toml on its own (keys, values, server ids of
+`mcp_json.project_settings` checks codemode.toml on its own (keys, values, server ids of
 `.mcp.json`); a tool name can only be checked against the server's tools, which the
 recordings hold (fixtures/<id>/tools.json). This module adds that check
 (settings_schema.check_tool_names) and applies its outcome: a tool written by its export name

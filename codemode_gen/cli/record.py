@@ -125,7 +125,8 @@ def record(
     import anyio
 
     from codemode_gen.generator.project import load_project_settings
-    from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
+    from codemode_gen.generator.record import ServerOutcome, record_servers
+    from codemode_gen.generator.samples import load_samples_file
     from codemode_gen.mcp_json import load_config
 
     # Tool names unknown to the recordings are warnings here: recording refreshes them.
