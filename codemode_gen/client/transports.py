@@ -170,10 +170,10 @@ async def open_transport(
         params = StdioServerParameters(
             command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
         )
-        def log_line(text: str) -> None:
+        def log_server_line(text: str) -> None:
             log_line(log, text)
 
-        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_line, process=process) as streams:
+        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_server_line, process=process) as streams:
             yield streams[0], streams[1]
         return
 
