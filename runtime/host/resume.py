@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 # Bounds the sealed requestState (characters): the client holds it and sends it back with the
-# retry, whose whole body serve --http caps at 4 MiB (serve_http.MAX_REQUEST_BYTES) with the
+# retry, whose whole body serve --http caps at 4 MiB (http_gate.MAX_REQUEST_BYTES) with the
 # script in it. Results of the calls made before the ask make it up (compressed); a run whose
 # state would be bigger cannot wait for an answer: its asks are denied, naming this limit.
 MAX_STATE_CHARS = 512 * 1024
