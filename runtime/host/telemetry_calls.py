@@ -164,7 +164,7 @@ def _finish_call(
 
 def _finish_call_span(
     span: Span, telemetry: Telemetry, outcome: str, elapsed: float, decision: str | None,
-    error: Any, request: Mapping[str, Any], reply: Mapping[str, Any] | None, redact: Callable[[str], str] | None,
+    error: Any, request: Mapping[str, Any], reply: HostReply | None, redact: Callable[[str], str] | None,
 ) -> None:
     from codemode_gen.runtime.host.call_replies import trace_error
 
