@@ -62,7 +62,7 @@ class RunPath:
 
     def __init__(
         self,
-        configs: Mapping[str, ServerConfig],
+        configs: dict[str, ServerConfig],
         settings: Settings,
         *,
         trace: TraceMode,

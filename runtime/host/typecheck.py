@@ -103,7 +103,7 @@ STDERR_TAIL_CHARS = 1000
 
 #: Codes of the info diagnostics saying a run was not type-checked (no compiler, over its time
 #: share, a failure of the checker, a script too large): reported to a run that asked for the
-#: check itself (runtime/codemode.py).
+#: check itself (runtime/codemode/typechecks.py).
 NOT_CHECKED = frozenset({"TYPECHECK_SKIPPED", "TYPECHECK_UNAVAILABLE"})
 _TS_SUFFIXES = {".ts", ".mts", ".cts", ".tsx"}
 _JS_SUFFIXES = {".js", ".mjs", ".cjs", ".jsx"}
