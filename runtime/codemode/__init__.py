@@ -86,7 +86,7 @@ class CodeMode:
         self.settings = settings if settings is not None else Settings()
         try:  # the host's own limits: a bad one must fail here, not every run, blaming the caller
             Limits.from_json(self.settings.limits)
-            # What a response carries (response.shape_trace, fit_response) unless a run's limits
+            # What a response carries (tooltrace.shape_trace, response.fit_response) unless a run's limits
             # or codemode.toml's say otherwise: `serve` makes it the model's ("errors", a budget),
             # the Python API and `run` keep the whole response by default.
             Limits(trace=trace, maxResponseChars=max_response_chars)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codemode_gen.config import ServerConfig, Settings
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.codemode.builds import Builder
 from codemode_gen.runtime.host.catalog import Catalog, LiveServer, ToolView
 from codemode_gen.runtime.host.learn import (
@@ -132,7 +132,7 @@ class LearningSink:
                 self.recorder.add(config_id, tool_name, arguments, result, duration_ms, run)
         except Exception as exc:
             log.warning("learning from %s.%s failed: %s: %s", config_id, tool_name, type(exc).__name__,
-                        resp.clip(str(exc), 300))
+                        jsonsafe.clip(str(exc), 300))
 
     async def flush(self, run: Hashable = None) -> list[str]:
         """Write the calls recorded so far (after each run: never on a call's path; a no-op
