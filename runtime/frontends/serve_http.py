@@ -65,7 +65,8 @@ from codemode_gen.runtime.host.offload import (
 from codemode_gen.runtime.jsonsafe import safe_name
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost
+    from codemode_gen.host_options import HostOptions
+    from codemode_gen.runtime.frontends.serve import ServeHost
     from codemode_gen.runtime.host.metrics import Metrics
 
 __all__ = [
@@ -772,12 +773,13 @@ async def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from codemode_gen.host_options import HostOptions
     from codemode_gen.runtime.frontends.http_connections import (
         ConnectionLimits,
         connection_protocol,
         default_max_connections,
     )
-    from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost, build_server, log_line
+    from codemode_gen.runtime.frontends.serve import ServeHost, build_server, log_line
 
     telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:
