@@ -15,17 +15,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codemode_gen.limit_bounds import (
     DEFAULT_MAX_RESPONSE_CHARS,
     HARD_MAX_RESPONSE_CHARS,
     MIN_RESPONSE_CHARS,
     TRACE_MODES,
+    TraceMode,
 )
-
-if TYPE_CHECKING:
-    from codemode_gen.runtime.limits import TraceMode
 
 __all__ = ["HOST_FLAG", "HostFlag", "HostOptions", "host_fields"]
 
