@@ -20,7 +20,7 @@ from codemode_gen.cli.serve import serve, serve_command
 from codemode_gen.errors import UserError
 from codemode_gen.host_options import HostFlag, HostOptions, host_fields
 from codemode_gen.runtime.codemode import CodeMode
-from codemode_gen.runtime.frontends.serve import load_host
+from codemode_gen.runtime.frontends.serve_host import load_host
 
 COMMANDS: dict[str, click.Command] = {"run": run, "serve": serve, "check": check}
 

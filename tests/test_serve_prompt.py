@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, need, render_prompt
+from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, render_prompt
+from codemode_gen.runtime.frontends.prompt_need import need
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .runtime_support import REPO, fixture_set, write_out

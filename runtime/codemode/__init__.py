@@ -41,7 +41,8 @@ from codemode_gen.runtime.codemode.learning import LearningSink
 from codemode_gen.runtime.codemode.out_cache import OutCache
 from codemode_gen.runtime.codemode.run import RunPath
 from codemode_gen.runtime.codemode.typechecks import TypeCheckService
-from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.approval import ApprovalGate
+from codemode_gen.runtime.host.approval_request import Approver
 from codemode_gen.runtime.host.catalog import Catalog, LiveServer, module_paths_for
 from codemode_gen.runtime.host.offload import Offload
 from codemode_gen.runtime.host.progress import ProgressCallback

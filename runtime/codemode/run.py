@@ -26,7 +26,8 @@ from codemode_gen.runtime.codemode.catalogs import RunCatalogs
 from codemode_gen.runtime.codemode.learning import LearningSink
 from codemode_gen.runtime.codemode.typechecks import TypeCheckService, typecheck_notes
 from codemode_gen.runtime.host import hints, telemetry, tooltrace, tsinput
-from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.approval import ApprovalGate
+from codemode_gen.runtime.host.approval_request import Approver
 from codemode_gen.runtime.host.bridge import Bridge, Connector
 from codemode_gen.runtime.host.offload import Offload, OffloadFailed
 from codemode_gen.runtime.host.progress import ProgressCallback, ProgressReporter
@@ -43,15 +44,12 @@ log = logging.getLogger(__name__)
 # Connecting servers slower than this at run start is worth an info diagnostic (CONNECT_TIME)
 # when the run then runs out of time: it explains a script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
-CONNECT_TIME = "CONNECT_TIME"
 # The share of a run's timeoutMs the host waits, before the script starts, for the servers it
 # names to connect. That wait is not counted in the script's own timeoutMs (its deadline moves
 # by it: a cold start of the servers must not eat the script's time), and bounding it keeps the
 # answer within 1.5 x timeoutMs (docs/DESIGN.md, "Deadline"). A server still connecting then is
 # waited for by the script's first call to it, within the script's time.
 CONNECT_WAIT_SHARE = 0.2
-# Code of the diagnostic for live calls that `record` could not write to fixtures/.
-RECORDING_FAILED = "RECORDING_FAILED"
 # The longest script whose TypeScript is erased on the event loop: erasing is superlinear on
 # some inputs (`x!!!…`: ~60 ms for 512 characters), and the loop serves every client and every
 # run's watchdog, so anything longer goes to a helper process (runtime/host/offload.py; ~1 ms more).
@@ -139,7 +137,7 @@ class RunPath:
             run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError as exc:
             return resp.not_started(diag.diagnostic(
-                "INVALID_LIMITS", str(exc),
+                diag.DiagnosticCode.INVALID_LIMITS, str(exc),
                 hint="send limits as non-negative integers within the documented ranges, or omit them",
                 path=f"/limits/{exc.key}",
             ))
@@ -234,7 +232,7 @@ class RunPath:
         if self._learning.recorder is not None:
             recording = [
                 diag.diagnostic(
-                    RECORDING_FAILED, note, severity="warning",
+                    diag.DiagnosticCode.RECORDING_FAILED, note, severity="warning",
                     hint="the calls themselves succeeded; fix what the message names (fixtures/ writable,"
                     " the tool recorded with `codemode-gen record`) and run the script again to record them",
                 )
@@ -248,7 +246,7 @@ class RunPath:
             # Only when it explains something: the run ran out of time after a slow connect.
             uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
             catalog.diagnostics.append(diag.diagnostic(
-                CONNECT_TIME,
+                diag.DiagnosticCode.CONNECT_TIME,
                 f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
                 f"timeoutMs ({run_limits.timeoutMs} ms)",
                 severity="info",
