@@ -16,22 +16,20 @@ from pathlib import Path
 
 import pytest
 
+from codemode_gen.runtime.host.tscompiler import (
+    INSTALL_HINT,
+    CompilerNotFound,
+    TypeScriptNotFound,
+    find_compiler,
+)
+from codemode_gen.runtime.host.tsdiagnostics import hint_for, to_diagnostics
 from codemode_gen.runtime.host.tsinstall import (
     CACHE_ENV,
     REGISTRY_ENV,
     TYPESCRIPT_VERSION,
     typescript_dir,
 )
-from codemode_gen.runtime.host.typecheck import (
-    INSTALL_HINT,
-    CheckResult,
-    CompilerNotFound,
-    TypeScriptNotFound,
-    find_compiler,
-    hint_for,
-    lang_of,
-    to_diagnostics,
-)
+from codemode_gen.runtime.host.typecheck import CheckResult, lang_of
 
 from .conftest import UNREACHABLE_REGISTRY
 from .tsc import at, require_tsc

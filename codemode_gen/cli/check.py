@@ -76,7 +76,8 @@ def check(config: Path, out: Path | None, lang: str | None, pretty: bool | None,
 
     if script is None:
         return _check_skills(config, out, tsc, pretty)
-    from codemode_gen.runtime.host.typecheck import check_sync, lang_of, to_diagnostics
+    from codemode_gen.runtime.host.tsdiagnostics import to_diagnostics
+    from codemode_gen.runtime.host.typecheck import check_sync, lang_of
 
     settings = load_project_settings(config)
     out_dir = out if out is not None else settings.out_dir

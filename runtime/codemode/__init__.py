@@ -30,10 +30,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from codemode_gen.client.sessions import McpSession
-from codemode_gen.config import ServerConfig, Settings, load_config
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.project import load_project_settings
+from codemode_gen.mcp_json import load_config
 from codemode_gen.runtime.codemode.builds import Builder
 from codemode_gen.runtime.codemode.catalogs import RunCatalogs
 from codemode_gen.runtime.codemode.connections import ConnectionManager

@@ -17,7 +17,9 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from codemode_gen.client.sessions import AuthError, McpSession, SessionManager
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import AuthError
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import ServerConfig
 from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.host.catalog import LiveServer

@@ -16,7 +16,8 @@ from typing import Any
 
 from codemode_gen.runtime.codemode.connections import cancel_all, retrieve
 from codemode_gen.runtime.host import telemetry
-from codemode_gen.runtime.host.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
+from codemode_gen.runtime.host.tsdiagnostics import NOT_CHECKED, run_diagnostics
+from codemode_gen.runtime.host.typecheck import TypeChecker
 from codemode_gen.runtime.limits import Limits, LimitsError
 
 log = logging.getLogger(__name__)
