@@ -10,7 +10,7 @@ import pytest
 
 from codemode_gen.cli import main
 
-FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -22,7 +22,7 @@ from codemode_gen.cli import main
 from tests.catalogs import CATALOGS_DIR
 from tests.runtime_support import PYTHON, REPO, script
 
-GOLDEN = Path(__file__).resolve().parents[2] / "data" / "policy"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "policy"
 
 # The demo project with approval settings of every kind: a project default, a server default
 # as a string and as "*", per-tool entries, a blocklist.

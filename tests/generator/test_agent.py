@@ -41,7 +41,7 @@ from tests.catalogs import catalog_ids, load_catalog
 from tests.tsc import as_namespace
 from tests.tsc import check as tsc_check
 
-FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 # Every character JavaScript ends a line at (a `//` note must never contain one), and the
 # other breaks sanitize_doc turns into newlines.
 LINE_BREAKS = ["\n", "\r", "\r\n", "\u2028", "\u2029", "\x85", "\x0b", "\x0c"]

@@ -10,7 +10,7 @@ from codemode_gen.generator.build import Outputs, build_outputs
 from codemode_gen.generator.emit import check_outputs, write_outputs
 from codemode_gen.generator.fixtures import load_fixtures
 
-FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")

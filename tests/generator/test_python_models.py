@@ -18,7 +18,7 @@ from codemode_gen.generator.build import Outputs, build_outputs
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 from codemode_gen.generator.python_models import add_python_models, python_module_name
 
-FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")
