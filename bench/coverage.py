@@ -98,7 +98,7 @@ def generate(config: Path) -> Sequence[Mapping[str, Any]]:
 
 def script_input(tool: Mapping[str, Any]) -> dict[str, Any] | None:
     """The input the session's script gives a tool (module docstring), or None: none it can."""
-    from codemode_gen.generator.record import fill_input
+    from codemode_gen.generator.probe import fill_input
 
     name = str(tool["toolName"])
     if name in SCRIPTED_INPUTS:

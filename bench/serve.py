@@ -631,7 +631,8 @@ async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Call
     call: the run's scope (span, metrics), the limits, a worker-queue wait, the execute phase
     and one tool call, against the same awaits without them. `flush` (the exporter's) is timed
     with the hooked runs, so their export counts too."""
-    from codemode_gen.runtime.host import telemetry
+    from codemode_gen.runtime import waits
+    from codemode_gen.runtime.host import telemetry, telemetry_calls
     from codemode_gen.runtime.limits import Limits
 
     limits = Limits()
@@ -651,9 +652,9 @@ async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Call
     async def hooked() -> None:
         with host.run("", None) as scope:
             telemetry.note_limits(limits)
-            with telemetry.queue_wait("worker"):
+            with waits.queue_wait("worker"):
                 pass
-            await telemetry.traced(telemetry.traced_call(call(), "notes", "get_note", gate, request),
+            await telemetry.traced(telemetry_calls.traced_call(call(), "notes", "get_note", gate, request),
                                    telemetry.SPAN_EXECUTE)
             scope.finish({"diagnostics": []})
 

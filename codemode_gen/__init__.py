@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 SPEC_VERSION = "1.0.0"
+#: The specifier prefix every server module is imported under (`@codemode/servers/<id>`):
+#: the generator names the modules with it and the sandbox tells server modules from its own
+#: `@codemode/*` modules by it, so it lives below both.
+MODULE_PREFIX = "@codemode/servers/"
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode
 
-__all__ = ["SPEC_VERSION", "CodeMode", "__version__"]
+__all__ = ["MODULE_PREFIX", "SPEC_VERSION", "CodeMode", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

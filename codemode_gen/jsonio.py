@@ -147,7 +147,7 @@ def json_text_depth_exceeds(text: str | bytes | bytearray, limit: int) -> bool:
     """Whether JSON text nests more than `limit` arrays/objects (`[]` is 1), brackets inside
     strings not counted. Linear, without parsing and mostly in C (about 10 ms per MiB of dense
     JSON), so it is safe on text that would crash a recursive parser: the one depth scan of
-    server frames (client/stdio.py) and of what crosses the sandbox boundary (runtime/response.py).
+    server frames (client/stdio.py) and of what crosses the sandbox boundary (runtime/screen.py).
 
     Exact for valid JSON. For any text, False means `json.loads` nests at most `limit` deep:
     up to its first error the parser pairs quotes and escapes exactly as this scan does (and a

@@ -100,7 +100,7 @@ LIMIT_RANGES: dict[str, tuple[int, int]] = {
 }
 #: Boolean options sent with the limits (not resource bounds).
 LIMIT_FLAGS: tuple[str, ...] = ("typecheck",)
-#: What `toolTrace` lists (runtime/response.py `shape_trace`): every call, the failed and
+#: What `toolTrace` lists (runtime/host/tooltrace.py `shape_trace`): every call, the failed and
 #: denied ones (plus a `toolSummary`), or none.
 TRACE_MODES: tuple[str, ...] = ("full", "errors", "none")
 #: Options that take one of a few strings.

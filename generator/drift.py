@@ -47,7 +47,8 @@ from codemode_gen import safe_jsonschema
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.infer import MAX_INFER_SAMPLES, infer_output, unwrapped_samples
 from codemode_gen.generator.output_schema import MAX_DRIFT_PER_TOOL
-from codemode_gen.generator.record import REDACTION_MARK, shown
+from codemode_gen.generator.probe import REDACTION_MARK
+from codemode_gen.generator.untrusted import shown
 from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
 from codemode_gen.jsonio import canonical_json as canonical
 from codemode_gen.jsonio import json_type, pointer_token

@@ -3,7 +3,8 @@
 
 This module owns everything about it:
 - paths: the manifest's file name, `servers/<path>.js` / `.d.ts` under out/, and the module
-  specifier prefix `@codemode/servers/` every server module is imported under;
+  specifier prefix `@codemode/servers/` every server module is imported under (MODULE_PREFIX,
+  defined in codemode_gen itself: the sandbox needs it too);
 - typed records: `Manifest`, `ServerEntry`, `ToolEntry` and their parts, the JSON shape
   (docs/DESIGN.md, "out/manifest.json");
 - the writer: `box_record`, `tool_entry`, `server_entry`, `manifest_document`, `dump_manifest`
@@ -20,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
-from codemode_gen import SPEC_VERSION, __version__
+from codemode_gen import MODULE_PREFIX, SPEC_VERSION, __version__
 from codemode_gen.errors import UserError
 from codemode_gen.generator.unwrap import Box, BoxMarker, UnwrapMode
 from codemode_gen.jsonio import dumps_stable, read_json
@@ -28,7 +29,6 @@ from codemode_gen.jsonio import dumps_stable, read_json
 __all__ = [
     "GENERATOR_NAME",
     "MANIFEST_FILE",
-    "MODULE_PREFIX",
     "SERVERS_DIR",
     "AgentRendering",
     "BoxRecord",
@@ -58,7 +58,6 @@ __all__ = [
 GENERATOR_NAME = "codemode-gen"
 MANIFEST_FILE = "manifest.json"
 SERVERS_DIR = "servers"
-MODULE_PREFIX = "@codemode/servers/"
 # What to do about a manifest the runtime cannot use.
 REGENERATE_HINT = "regenerate it with `codemode-gen generate` (or pass the --out folder generate writes)"
 

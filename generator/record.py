@@ -40,19 +40,20 @@ Hostile servers (spec §11: server responses are untrusted input):
 - a tool definition that is not JSON is left out of tools.json with a warning;
 - tool names become calls file names only through `fixtures.calls_file_names`, and reach the
   report only through `shown` (no control characters, bounded).
+
+This module is the recording loop (connect, plan, call, merge, write, report). Its parts live
+in their own owners: generator/samples.py reads `--samples`, generator/probe.py plans the
+probes, generator/recorded.py makes and merges calls-file lines, generator/untrusted.py holds
+the checks and bounds for server values.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,64 +66,30 @@ from codemode_gen.client.sessions import (
     ConnectError,
     SessionManager,
 )
-from codemode_gen.config import Sample, ServerConfig, Settings, parse_sample
+from codemode_gen.config import Sample, ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
 from codemode_gen.generator.output_schema import schema_mismatches
+from codemode_gen.generator.probe import fill_input, probe_input
+from codemode_gen.generator.recorded import input_key, merge_calls, recordable_tools, recorded_call
 from codemode_gen.generator.redact import Redactor
-from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
-from codemode_gen.jsonio import iter_jsonl, pointer_token
+from codemode_gen.generator.untrusted import json_problem, shown
+from codemode_gen.generator.unwrap import UnwrapMode, unwrap_result
 
 __all__ = [
-    "Sample",
     "ServerOutcome",
     "StatusFn",
-    "cap_result",
     "check_fixtures_dir",
-    "fill_input",
-    "input_key",
-    "json_problem",
-    "load_samples_file",
-    "merge_calls",
-    "probe_input",
     "record_servers",
-    "recordable_tools",
-    "shown",
 ]
 
 StatusFn = Callable[[str, str], None]  # (server_id, short status text)
 
-# Bounds a --samples file read fully into memory (a wrong path to a huge log file).
-MAX_SAMPLES_FILE_BYTES = 50 * 1024 * 1024
-# Bounds the nesting of a result or tool definition `record` keeps: the redactor, json.dumps
-# and generate's readers recurse per level, and a few hundred levels from a hostile server
-# would end in RecursionError (a traceback) instead of a clear error for that call or tool.
-MAX_RECORDED_DEPTH = 200
-# Shortest string `cap_result` cuts: type tags, ids and MIME types stay whole, so a cut result
-# keeps its shape (content block kinds) for inference and readers.
-MIN_CUT_STRING_CHARS = 64
-# Bounds the serialisations `cap_result` spends lowering the string length (each one is at
-# most the size of the result); halving alone reaches MIN_CUT_STRING_CHARS in under 20.
-MAX_CUT_ROUNDS = 24
-# Array lengths `cap_result` tries, after cutting strings alone was not enough (a result of a
-# million small items); an array keeps its first N items.
-CUT_ARRAY_ITEMS = (1024, 256, 64, 16, 4, 1)
-# Appended to a string `cap_result` cut: visible to anyone reading the fixture or the types.
-TRUNCATION_MARK = " [... cut by codemode-gen record: {total} characters in all]"
-# Bounds how much of a server-chosen name (a 300-character tool name) one report line quotes.
-MAX_SHOWN_CHARS = 80
 # Bounds the schema mismatches one failed-sample line lists (an input wrong in 50 places).
 MAX_LISTED_MISMATCHES = 3
 # Rounds of probes with filled arguments: each may use what the previous one returned (list →
 # get → its details); a server cannot keep `record` calling without end.
 MAX_PROBE_ROUNDS = 2
-# Values (nodes) of one recorded input or result searched for argument values: a huge result
-# cannot make planning slow; the rest of it is not searched.
-MAX_FILL_NODES = 20_000
-# Deepest level of a result searched for argument values.
-MAX_FILL_DEPTH = 8
-# How a redacted value starts (generator/redact.py `marker`): never sent as a probe argument.
-REDACTION_MARK = "<redacted:"
 
 
 @dataclass
@@ -147,332 +114,10 @@ class ServerOutcome:
 # --------------------------------------------------------------------------- samples
 
 
-def load_samples_file(path: Path) -> list[Sample]:
-    """A JSON list (or JSONL, one object a line) of {"server", "tool", "input"}."""
-    try:
-        if path.stat().st_size > MAX_SAMPLES_FILE_BYTES:
-            raise UserError(f"{path}: samples file is larger than {MAX_SAMPLES_FILE_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: samples file not found", hint="check the --samples path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read samples file: {exc}") from None
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-        lines = True
-    else:
-        lines = False
-    if not lines:
-        if isinstance(whole, list):
-            return [parse_sample(item, f"{path}: [{i}]") for i, item in enumerate(whole)]
-        if isinstance(whole, dict):  # JSONL with a single line
-            return [parse_sample(whole, f"{path}:1")]
-        raise UserError(
-            f"{path}: expected a JSON list of samples or JSONL (one sample object a line)",
-            hint='for example [{"server": "notes", "tool": "search_notes", "input": {"query": "milk"}}]',
-        )
-    hint = "a samples file is one JSON list, or one JSON object per line (JSONL)"
-    return [
-        parse_sample(item, f"{path}:{lineno}")
-        for lineno, item in iter_jsonl(text, path, what="samples file", hint=hint)
-    ]
-
-
-def probe_input(tool: Mapping[str, Any]) -> dict[str, Any] | None:
-    """`{}` if the tool may be called unasked (readOnlyHint and no required args), else None."""
-    annotations = tool.get("annotations")
-    if not isinstance(annotations, dict) or annotations.get("readOnlyHint") is not True:
-        return None
-    schema = tool.get("inputSchema")
-    if not isinstance(schema, dict):
-        return None  # cannot tell what it requires: do not guess
-    required = schema.get("required", [])
-    if required not in (None, []) and required != ():
-        return None
-    return {}
-
-
-def _key_name(name: str) -> str:
-    """`repo_path`, `repoPath` and `RepoPath` are one name."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _schema_value(prop: Mapping[str, Any]) -> tuple[bool, Any]:
-    """(True, a value the property's own schema offers), first of: `examples`, `default`,
-    `const`, the first `enum` value."""
-    examples = prop.get("examples")
-    if isinstance(examples, list) and examples:
-        return True, examples[0]
-    for key in ("default", "const"):
-        if key in prop:
-            return True, prop[key]
-    enum = prop.get("enum")
-    if isinstance(enum, list) and enum:
-        return True, enum[0]
-    return False, None
-
-
-def _found_values(name: str, sources: Sequence[tuple[str, Any, Any]], tool_name: str) -> list[Any]:
-    """Values for argument `name`, in a fixed order: what another tool was called with under
-    that name, then what another tool returned under that name, or as `id` when the argument
-    is `<thing>Id`/`<thing>_id` and the tool that returned it names the thing (`noteId` from
-    `list_notes`). Results are searched in JSON text too (a string holding JSON)."""
-    wanted = _key_name(name)
-    thing = wanted[:-2] if wanted.endswith("id") and len(wanted) > 2 else None
-    from_inputs: list[Any] = []
-    from_results: list[Any] = []
-    for source, args, value in sources:
-        if source == tool_name:
-            continue
-        if isinstance(args, dict):
-            from_inputs += [v for k, v in args.items() if isinstance(k, str) and _key_name(k) == wanted]
-        owner = _key_name(source)
-        stack: list[tuple[Any, int]] = [(value, 0)]
-        budget = MAX_FILL_NODES
-        while stack and budget > 0:
-            node, depth = stack.pop(0)
-            budget -= 1
-            if isinstance(node, str) and depth == 0 and node[:1] in "[{":
-                ok, parsed = parse_json_text(node)
-                if ok:
-                    stack.append((parsed, 1))
-            elif isinstance(node, dict) and depth < MAX_FILL_DEPTH:
-                for k, v in node.items():
-                    key = _key_name(k) if isinstance(k, str) else ""
-                    if key == wanted or (thing and key == "id" and thing in owner):
-                        from_results.append(v)
-                    stack.append((v, depth + 1))
-            elif isinstance(node, list) and depth < MAX_FILL_DEPTH:
-                stack.extend((v, depth + 1) for v in node)
-    return from_inputs + from_results
-
-
-def fill_input(tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]]) -> dict[str, Any] | None:
-    """An input for a read-only tool's probe with every required argument filled (module
-    docstring), or None: not read-only, nothing required (the `{}` probe's case), an argument
-    nothing fills, or an input its inputSchema rejects. `sources`: (tool name, input, the
-    unwrapped result) of the server's successful calls, in a fixed order. Deterministic: the
-    same tools and sources give the same input."""
-    annotations = tool.get("annotations")
-    schema = tool.get("inputSchema")
-    if not isinstance(annotations, dict) or annotations.get("readOnlyHint") is not True or not isinstance(schema, dict):
-        return None
-    required = schema.get("required")
-    props = schema.get("properties")
-    if not isinstance(required, list) or not required or not isinstance(props, dict):
-        return None
-    filled: dict[str, Any] = {}
-    for name in required:
-        prop = props.get(name) if isinstance(name, str) else None
-        if not isinstance(prop, dict):
-            return None
-        found, value = _schema_value(prop)
-        candidates = [value] if found else []
-        candidates += _found_values(name, sources, str(tool.get("name")))
-        for candidate in candidates:
-            if REDACTION_MARK in json.dumps(candidate, default=str):
-                continue  # a recorded secret's placeholder is no value to send
-            if json_problem(candidate) is None and not schema_mismatches(prop, candidate)[0]:
-                filled[name] = candidate
-                break
-        else:
-            return None
-    mismatches, unusable = schema_mismatches(schema, filled)
-    return filled if not mismatches and unusable is None else None
-
-
-def input_key(value: Any) -> str:
-    """The identity of a call's input: calls with equal keys are one recorded line
-    (`merge_calls`, probes, runtime/host/learn.py's in-session samples). Exact JSON, so unlike
-    replay's `canonical_json` an input sending 1.0 stays apart from one sending 1 (a server
-    may tell them apart). `default=str`: a key never raises on a call's path."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def merge_calls(
-    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], max_samples: int
-) -> list[dict[str, Any]]:
-    """Old lines stay; a new call replaces an old one with the same input; newest N kept.
-
-    A new call whose result equals the old line's result keeps the old line untouched (its
-    recordedAt/durationMs too), so re-recording an unchanged server changes no byte of the
-    committed fixtures and does not make `generate --check` stale.
-    """
-    merged: dict[str, dict[str, Any]] = {}
-    for record in old:
-        key = input_key(record.get("input"))
-        merged.pop(key, None)
-        merged[key] = dict(record)
-    for record in new:
-        key = input_key(record.get("input"))
-        previous = merged.get(key)
-        if previous is not None and previous.get("result") == record.get("result"):
-            continue
-        merged.pop(key, None)  # re-inserting moves it to the end: it is the newest
-        merged[key] = dict(record)
-    records = list(merged.values())
-    return records[-max_samples:] if max_samples > 0 else []
-
-
 # --------------------------------------------------------------------------- untrusted values
 
 
-def shown(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    """A server-chosen string for one report line: printable, bounded, never a terminal escape."""
-    out: list[str] = []
-    for ch in text[: limit + 1]:
-        if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF:
-            out.append(ch)
-        else:
-            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
-    result = "".join(out)
-    return result if len(text) <= limit else result[:limit] + "…"
-
-
-def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH, text_only: bool = True) -> str | None:
-    """Why `value` (decoded from a server's JSON) cannot be written as JSON, or None.
-
-    Catches what Python's JSON decoder lets through: NaN/Infinity (RFC 8259 has no such
-    numbers), nesting deeper than `max_depth`, and with `text_only` lone surrogates (JSON text
-    may escape one, but it is not Unicode: tool definitions and initialize results become
-    generated code and must be text; a recorded result may hold one, written escaped).
-    Iterative, so it cannot itself overflow the stack.
-    """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
-    while stack:
-        node, ptr, depth = stack.pop()
-        if isinstance(node, float):
-            if not math.isfinite(node):
-                return f"{node!r} (not a JSON number) at {shown(ptr or '/')}"
-        elif isinstance(node, str):
-            if text_only and _lone_surrogate(node):
-                return f"a lone surrogate (not Unicode text) in the string at {shown(ptr or '/')}"
-        elif isinstance(node, dict | list):
-            if depth >= max_depth:
-                return f"nested deeper than {max_depth} levels at {shown(ptr or '/')}"
-            if isinstance(node, dict):
-                for key, item in node.items():
-                    if not isinstance(key, str) or (text_only and _lone_surrogate(key)):
-                        return f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
-                    stack.append((item, f"{ptr}/{pointer_token(key)}", depth + 1))
-            else:
-                stack.extend((item, f"{ptr}/{i}", depth + 1) for i, item in enumerate(node))
-        elif node is not None and not isinstance(node, bool | int):
-            return f"a {type(node).__name__} value at {shown(ptr or '/')}"
-    return None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _lone_surrogate(text: str) -> bool:
-    # json.loads joins escaped surrogate pairs into one code point: any surrogate left is lone.
-    return _SURROGATE.search(text) is not None
-
-
-def _json_bytes(value: Any) -> int:
-    line = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return len(line.encode("utf-8", "surrogatepass"))
-
-
-def _cut(value: Any, max_chars: int, max_items: int | None) -> Any:
-    """A copy with strings over max_chars cut (and marked) and arrays over max_items cut."""
-    if isinstance(value, str):
-        if len(value) <= max_chars:
-            return value
-        return value[:max_chars] + TRUNCATION_MARK.format(total=len(value))
-    if isinstance(value, dict):
-        return {key: _cut(item, max_chars, max_items) for key, item in value.items()}
-    if isinstance(value, list):
-        items = value if max_items is None else value[:max_items]
-        return [_cut(item, max_chars, max_items) for item in items]
-    return value
-
-
-def cap_result(result: Any, max_bytes: int) -> tuple[Any, int | None]:
-    """(what to keep of `result`, its original size in bytes if it was cut, else None).
-
-    Strings are cut first, all to one length (so no single one eats the budget): from
-    max_bytes characters, lowered by the excess while that is small (one huge text ends just
-    under the cap) and halved otherwise, down to MIN_CUT_STRING_CHARS. If that is not enough,
-    arrays are cut to their first CUT_ARRAY_ITEMS items. Returns (None, size) when nothing
-    that small keeps the shape (the call is then not recorded). `result` must pass
-    `json_problem` (its depth is bounded, so the recursive copy is safe).
-    """
-    size = _json_bytes(result)
-    if size <= max_bytes:
-        return result, None
-    limit = max_bytes
-    for _ in range(MAX_CUT_ROUNDS):
-        kept = _cut(result, limit, None)
-        excess = _json_bytes(kept) - max_bytes
-        if excess <= 0:
-            return kept, size
-        if limit <= MIN_CUT_STRING_CHARS:
-            break
-        # every cut string loses `excess` more characters, i.e. at least `excess` bytes
-        limit = max(limit - excess if excess < limit // 2 else limit // 2, MIN_CUT_STRING_CHARS)
-    for items in CUT_ARRAY_ITEMS:
-        kept = _cut(result, MIN_CUT_STRING_CHARS, items)
-        if _json_bytes(kept) <= max_bytes:
-            return kept, size
-    return None, size
-
-
 # --------------------------------------------------------------------------- recording
-
-
-def recordable_tools(listed: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """(the tools `record` keeps of a tools/list, a warning for each one left out).
-
-    A definition that is not JSON (`json_problem`) is left out. Shared with `record --check`
-    (generator/record_check.py), so the live list it compares is the one `record` would write.
-    """
-    tools: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for tool in listed:
-        problem = json_problem(tool)
-        if problem is None:
-            tools.append(tool)
-        else:
-            name = tool.get("name")
-            label = shown(name) if isinstance(name, str) else "a tool"
-            warnings.append(f"tool {label} left out: its definition is not valid JSON: {problem}")
-    return tools, warnings
-
-
-def recorded_call(
-    args: Any, result: Any, duration_ms: int, redactor: Redactor, max_result_bytes: int
-) -> tuple[dict[str, Any] | None, str | None]:
-    """One calls-file line for a successful call (input and result redacted, the result cut to
-    `max_result_bytes`), and a note: why there is no line, or that the result was cut. Shared
-    by `record` and live recording (`run --record`, `serve --record`): the same format, the same
-    redaction, the same bounds."""
-    problem = json_problem(result, text_only=False)  # any JSON value round-trips (fixtures.py)
-    if problem is not None:
-        return None, f"result is not valid JSON: {problem}"
-    kept, cut_from = cap_result(redactor.value(result), max_result_bytes)
-    if kept is None:
-        return None, (
-            f"result of {cut_from:,} bytes cannot be cut below max_result_bytes"
-            f" ({max_result_bytes:,}) and keep its shape"
-        )
-    record: dict[str, Any] = {
-        "input": redactor.value(args),
-        "result": kept,
-        "durationMs": duration_ms,
-        "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    if cut_from is None:
-        return record, None
-    kept_bytes = _json_bytes(kept)
-    record["truncated"] = {"originalBytes": cut_from, "keptBytes": kept_bytes}
-    return record, (
-        f"result of {cut_from:,} bytes cut to {kept_bytes:,} (max_result_bytes = {max_result_bytes:,});"
-        " the recorded line is marked \"truncated\""
-    )
 
 
 def check_fixtures_dir(path: Path) -> None:

@@ -36,14 +36,10 @@ from codemode_gen.generator.drift import (
     plan_resamples,
 )
 from codemode_gen.generator.fixtures import FixtureSet
-from codemode_gen.generator.record import (
-    StatusFn,
-    json_problem,
-    recordable_tools,
-    recorded_call,
-    shown,
-)
+from codemode_gen.generator.record import StatusFn
+from codemode_gen.generator.recorded import recordable_tools, recorded_call
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.generator.untrusted import json_problem, shown
 
 __all__ = ["check_servers"]
 

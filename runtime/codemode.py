@@ -61,8 +61,10 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import hints, telemetry, tsinput
+from codemode_gen.runtime.host import hints, telemetry, tooltrace, tsinput
 from codemode_gen.runtime.host.approval import ApprovalGate, Approver
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import (
@@ -173,7 +175,7 @@ class CodeMode:
         self.settings = settings if settings is not None else Settings()
         try:  # the host's own limits: a bad one must fail here, not every run, blaming the caller
             Limits.from_json(self.settings.limits)
-            # What a response carries (response.shape_trace, fit_response) unless a run's limits
+            # What a response carries (tooltrace.shape_trace, response.fit_response) unless a run's limits
             # or codemode.toml's say otherwise: `serve` makes it the model's ("errors", a budget),
             # the Python API and `run` keep the whole response by default.
             Limits(trace=trace, maxResponseChars=max_response_chars)
@@ -525,7 +527,7 @@ class CodeMode:
         try:
             run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError as exc:
-            return resp.not_started(resp.diagnostic(
+            return resp.not_started(diag.diagnostic(
                 "INVALID_LIMITS", str(exc),
                 hint="send limits as non-negative integers within the documented ranges, or omit them",
                 path=f"/limits/{exc.key}",
@@ -546,7 +548,7 @@ class CodeMode:
         # anything (a first connect can take seconds).
         erased = await self._erase(code, deadline)
         if erased is None:  # erasing alone outlasted the run's timeoutMs
-            return resp.not_started(resp.timeout_limit(run_limits.timeoutMs))
+            return resp.not_started(diag.timeout_limit(run_limits.timeoutMs))
         sandbox = self._sandbox
         # The worker parses every script before it runs it and reports a SYNTAX_ERROR exactly as
         # the separate check does: that check (a round trip to a worker) is made only where it
@@ -575,7 +577,7 @@ class CodeMode:
         if typecheck is not None:
             catalog.diagnostics[:0] = self._typecheck_notes(await typecheck, limits)
         if time.monotonic() >= deadline:  # connecting (beyond the wait not counted) used it all
-            return resp.not_started(*catalog.diagnostics, resp.prepare_limit(
+            return resp.not_started(*catalog.diagnostics, diag.prepare_limit(
                 run_limits.timeoutMs, round((time.monotonic() - started) * 1000)))
         observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
         run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
@@ -615,13 +617,13 @@ class CodeMode:
         if resumable is not None:
             diagnostics = [*diagnostics, *resumable.diagnostics(diagnostics)]
         if bridge.connecting:  # the script ran out of time waiting for a server to connect
-            diagnostics = [resp.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
+            diagnostics = [diag.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
         if hints.needs_explaining(diagnostics):  # a failed run only: off the event loop (a parse)
             diagnostics = await asyncio.to_thread(hints.explain, diagnostics, code, script, catalog)
         recording: list[dict[str, str]] = []
         if self._recorder is not None:
             recording = [
-                resp.diagnostic(
+                diag.diagnostic(
                     RECORDING_FAILED, note, severity="warning",
                     hint="the calls themselves succeeded; fix what the message names (fixtures/ writable,"
                     " the tool recorded with `codemode-gen record`) and run the script again to record them",
@@ -629,13 +631,13 @@ class CodeMode:
                 for note in await self.flush_recording(run_token)
             ]
         spent_ms = round(waited * 1000)
-        timed_out = resp.hit_limit(sandboxed.get("diagnostics", []), "timeoutMs")
+        timed_out = diag.hit_limit(sandboxed.get("diagnostics", []), "timeoutMs")
         if not timed_out:  # a slow connect the script then waited out explains nothing (§3.3.3)
             catalog.diagnostics[:] = [d for d in catalog.diagnostics if not is_slow_connect(d)]
         if spent_ms >= CONNECT_NOTICE_MS and timed_out:
             # Only when it explains something: the run ran out of time after a slow connect.
             uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
-            catalog.diagnostics.append(resp.diagnostic(
+            catalog.diagnostics.append(diag.diagnostic(
                 CONNECT_TIME,
                 f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
                 f"timeoutMs ({run_limits.timeoutMs} ms)",
@@ -645,7 +647,7 @@ class CodeMode:
             ))
         ended = diagnostics
         mode = run_limits.trace or self.trace
-        tool_trace, tool_summary = resp.shape_trace(bridge.trace, bridge.counts, mode)
+        tool_trace, tool_summary = tooltrace.shape_trace(bridge.trace, bridge.counts, mode)
         return await resp.build_response_async(
             sandboxed.get("logs", []),
             sandboxed.get("result"),
@@ -673,11 +675,11 @@ class CodeMode:
         """A retry that came after its run's timeoutMs ran out: nothing runs, the calls that
         waited for the answer are denied, the earlier calls are in the trace."""
         waiting = resumable.expired_trace()
-        timeout = resp.timeout_limit(limits.timeoutMs)
+        timeout = diag.timeout_limit(limits.timeoutMs)
         timeout["message"] = (f"{timeout['message']} while waiting for the user's answer to the approval "
                               "request: the calls that waited were not sent")
         mode = limits.trace or self.trace
-        tool_trace, tool_summary = resp.shape_trace(waiting, _counts(waiting), mode)
+        tool_trace, tool_summary = tooltrace.shape_trace(waiting, _counts(waiting), mode)
         return resp.build_response([], None, [timeout], tool_trace, tool_summary=tool_summary,
                                    max_chars=limits.maxResponseChars if limits.maxResponseChars is not None
                                    else self.max_response_chars)
@@ -835,7 +837,7 @@ class CodeMode:
                 self._recorder.add(config_id, tool_name, arguments, result, duration_ms, run)
         except Exception as exc:
             log.warning("learning from %s.%s failed: %s: %s", config_id, tool_name, type(exc).__name__,
-                        resp.clip(str(exc), 300))
+                        jsonsafe.clip(str(exc), 300))
 
     async def flush_recording(self, run: Hashable = None) -> list[str]:
         """Write the calls recorded so far (after each run: never on a call's path; a no-op
@@ -1183,11 +1185,11 @@ def _fixture_set(
 def _refused_by_parse(sandboxed: Mapping[str, Any]) -> bool:
     """A run the worker ended before it started: its script does not parse."""
     diagnostics = sandboxed.get("diagnostics") or []
-    return len(diagnostics) == 1 and diagnostics[0].get("code") == resp.SYNTAX_ERROR
+    return len(diagnostics) == 1 and diagnostics[0].get("code") == diag.DiagnosticCode.SYNTAX_ERROR
 
 
-def _counts(entries: list[dict[str, Any]]) -> resp.CallCounts:
-    counts = resp.CallCounts()
+def _counts(entries: list[dict[str, Any]]) -> tooltrace.CallCounts:
+    counts = tooltrace.CallCounts()
     for entry in entries:
         counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)
     return counts

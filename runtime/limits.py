@@ -132,7 +132,7 @@ class Limits:
     #: host's default (`serve`: DEFAULT_MAX_RESPONSE_CHARS, `serve --max-response-chars`; the
     #: Python API and `run`: no budget). A host-defined key (§3.2.4).
     maxResponseChars: int | None = None
-    #: What `toolTrace` lists (TRACE_MODES; runtime/response.py `shape_trace`). None: the host's
+    #: What `toolTrace` lists (TRACE_MODES; runtime/host/tooltrace.py `shape_trace`). None: the host's
     #: default (`serve`: "errors", `serve --trace`; the Python API and `run`: "full").
     trace: TraceMode | None = None
 

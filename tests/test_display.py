@@ -18,7 +18,7 @@ from codemode_gen.display import (
     escape_hidden,
     safe_text,
 )
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 # One of each kind of character that hides text or fakes a line: controls (C0, DEL, C1 NEL),
 # line/paragraph separators, zero-width and bidi format characters, the BOM, odd spaces,

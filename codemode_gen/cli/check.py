@@ -135,7 +135,7 @@ async def refusals(code: str) -> list[dict[str, Any]]:
     """The diagnostics `run` refuses `code` with before running anything ([] when it would run):
     runtime/host/tsinput.py's `runnable`, with the sandbox engine's syntax check made here, as a
     sandbox worker makes it (runtime/sandbox/worker.py `check`)."""
-    from codemode_gen.runtime import response as resp
+    from codemode_gen.runtime import jsonsafe, script_errors
     from codemode_gen.runtime.host.tsinput import runnable
     from codemode_gen.runtime.limits import Limits
     from codemode_gen.runtime.sandbox.engine import EngineError, new_engine
@@ -144,9 +144,9 @@ async def refusals(code: str) -> list[dict[str, Any]]:
         limits = Limits()
         engine = new_engine(memory_limit=limits.maxMemoryBytes, max_pending_calls=1)
         try:
-            engine.check_syntax(resp.utf8_safe(text))
+            engine.check_syntax(jsonsafe.utf8_safe(text))
         except EngineError as exc:
-            return [resp.syntax_error(exc.message, exc.stack)]
+            return [script_errors.syntax_error(exc.message, exc.stack)]
         finally:
             engine.close()
         return None

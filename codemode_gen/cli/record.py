@@ -126,7 +126,8 @@ def record(
 
     from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
-    from codemode_gen.generator.record import ServerOutcome, load_samples_file, record_servers
+    from codemode_gen.generator.record import ServerOutcome, record_servers
+    from codemode_gen.generator.samples import load_samples_file
 
     # Tool names unknown to the recordings are warnings here: recording refreshes them.
     settings = load_project_settings(config, fixtures_dir=fixtures_dir, unknown_tools="warn")

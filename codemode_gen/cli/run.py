@@ -215,10 +215,10 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
                capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
                record: bool = False, yes: bool = False) -> dict[str, Any]:
     from codemode_gen.runtime.codemode import CodeMode
-    from codemode_gen.runtime.host import telemetry
+    from codemode_gen.runtime.host import telemetry_serve
 
     # An unreachable collector: one marked line per kind a minute, not one per export retry.
-    telemetry.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
+    telemetry_serve.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
     approver = None if yes else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
@@ -242,7 +242,9 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
-            from codemode_gen.runtime.response import clip, diagnostic, not_started
+            from codemode_gen.runtime.diagnostics import diagnostic
+            from codemode_gen.runtime.jsonsafe import clip
+            from codemode_gen.runtime.response import not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
@@ -297,7 +299,7 @@ def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[
     code = read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities), replay=replay, fixtures=fixtures_dir,
                                 record=record, yes=yes))
-    from codemode_gen.runtime.response import utf8_safe_json
+    from codemode_gen.runtime.jsonsafe import utf8_safe_json
 
     # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.
     response = utf8_safe_json(response)

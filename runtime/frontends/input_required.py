@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen.errors import UserError
+from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import response as resp
 
 # The CLI resolves the secret before serving: the runtime (runtime/host/resume.py and what it
@@ -188,7 +189,7 @@ def resumable_call(
                     "retry with exactly the arguments of the call that returned this requestState")
             sealer.use(prior)
         except StateRejected as exc:
-            return resp.not_started(resp.diagnostic(STATE_REJECTED, exc.message, hint=exc.hint))
+            return resp.not_started(diag.diagnostic(STATE_REJECTED, exc.message, hint=exc.hint))
         waiting = {f"{ASK_KEY_PREFIX}{ask.seq}": ask.seq for ask in prior.pending}
         for key, value in list((input_responses or {}).items())[:MAX_ANSWERS]:
             seq = waiting.get(key)

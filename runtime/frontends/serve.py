@@ -40,7 +40,7 @@ model before either is written (CodeMode.run with serve's defaults, `HostOptions
 lists the failed and denied calls plus a toolSummary of all (`limits.trace`, `--trace`), and
 the JSON of result and logs together stays within `limits.maxResponseChars` characters
 (`--max-response-chars`), cut with markers and a RESPONSE_TRUNCATED warning past it
-(runtime/response.py `shape_trace`, `fit_response`).
+(runtime/host/tooltrace.py `shape_trace`, runtime/response.py `fit_response`).
 """
 
 from __future__ import annotations
@@ -61,16 +61,12 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
+from codemode_gen.runtime.diagnostics import diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
-from codemode_gen.runtime.host import telemetry
-from codemode_gen.runtime.response import (
-    diagnostic,
-    not_started,
-    safe_name,
-    utf8_safe_json,
-    worker_limit,
-)
+from codemode_gen.runtime.host import otel_setup, telemetry, telemetry_serve
+from codemode_gen.runtime.jsonsafe import safe_name, utf8_safe_json
+from codemode_gen.runtime.response import not_started
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
 # prompt renderer, ~100 ms) is imported on the paths that use it.
@@ -352,7 +348,7 @@ def log_line(text: str) -> None:
     run ends with its trace id (runtime/host/telemetry.py), which leads to the run's trace."""
     line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
-        print(f"codemode-gen serve: {line}{telemetry.log_suffix()}", file=sys.stderr, flush=True)
+        print(f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -822,7 +818,7 @@ async def serve_stdio(
     from mcp.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
-    telemetry.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
+    telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget, options=options, announce=True)
     host.check()
     server = build_server(host)
@@ -850,7 +846,7 @@ async def serve_stdio(
         finally:
             shutting_down = True
             await host.aclose()
-            await asyncio.to_thread(telemetry.shutdown)  # the last runs' spans, before the process ends
+            await asyncio.to_thread(otel_setup.shutdown)  # the last runs' spans, before the process ends
     except asyncio.CancelledError:
         if not terminated:
             raise

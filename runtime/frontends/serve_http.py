@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Admission, QueueFull, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
-from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime.host import otel_setup, telemetry_serve
 from codemode_gen.runtime.host.offload import (
     MAX_JSON_VALUES,
     Envelope,
@@ -62,7 +62,7 @@ from codemode_gen.runtime.host.offload import (
     envelope_of,
     structure_bound,
 )
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost
@@ -483,11 +483,11 @@ class _Gate:
             del body  # the SDK's `receive` takes it from `holder`: this frame keeps no copy
             # The request's traceparent header parents its run's span (the SDK hands this
             # context to the handler; a traceparent in the request's _meta wins).
-            traced = telemetry.http_context(scope["headers"])
+            traced = telemetry_serve.http_context(scope["headers"])
             try:
                 await self.app(scope, _replay(holder, receive), send)
             finally:
-                telemetry.end_http_context(traced)
+                telemetry_serve.end_http_context(traced)
         finally:
             held.release()
             if admitted:
@@ -779,7 +779,7 @@ async def serve_http(
     )
     from codemode_gen.runtime.frontends.serve import HostOptions, ServeHost, build_server, log_line
 
-    telemetry.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
+    telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:
         log_line(
             f"no bearer token ({TOKEN_ENV} unset): anyone who can reach {bind_host} can run scripts"
@@ -861,7 +861,7 @@ async def serve_http(
     finally:
         await host.aclose()
         await offload.aclose()
-        await asyncio.to_thread(telemetry.shutdown)  # the last runs' spans, before the process ends
+        await asyncio.to_thread(otel_setup.shutdown)  # the last runs' spans, before the process ends
         for sig in handled:
             loop.remove_signal_handler(sig)
         sock.close()

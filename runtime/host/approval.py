@@ -94,7 +94,7 @@ from codemode_gen.config import (
 )
 from codemode_gen.display import GUTTER, data_block, display_json, display_string
 from codemode_gen.generator.redact import Redactor
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.settings_schema import SettingsSource
 
 __all__ = [
@@ -453,9 +453,9 @@ class ApprovalGate:
     ) -> ApprovalRequest:
         """The request shown for one call: names sanitised, arguments redacted and cut."""
         return ApprovalRequest(
-            server_id=resp.safe_name(server_id, MAX_SHOWN_NAME_CHARS),
-            config_id=resp.safe_name(config.id, MAX_SHOWN_NAME_CHARS),
-            tool_name=resp.safe_name(tool_name, MAX_SHOWN_NAME_CHARS),
+            server_id=jsonsafe.safe_name(server_id, MAX_SHOWN_NAME_CHARS),
+            config_id=jsonsafe.safe_name(config.id, MAX_SHOWN_NAME_CHARS),
+            tool_name=jsonsafe.safe_name(tool_name, MAX_SHOWN_NAME_CHARS),
             arguments_text=self.arguments_text(config, arguments),
             annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
             policy=policy,
@@ -557,8 +557,8 @@ class ApprovalGate:
                 return ApprovalOutcome("denied", policy, "unavailable", str(exc) or None)
             except Exception as exc:  # an approver that fails says no
                 log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
-                            type(exc).__name__, resp.clip(str(exc), 300))
-                return ApprovalOutcome("denied", policy, "error", resp.clip(f"{type(exc).__name__}: {exc}", 300))
+                            type(exc).__name__, jsonsafe.clip(str(exc), 300))
+                return ApprovalOutcome("denied", policy, "error", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 300))
             # Only True and FOR_RUN approve: a truthy "yes" or 1 from a careless callback is no.
             for_run = isinstance(accepted, str) and accepted == FOR_RUN
             if accepted is not True and not for_run:
@@ -616,7 +616,7 @@ def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, too
     """The ToolCallError message and hint of a denied call (for the script and the agent):
     what happened, and what the user can change: the codemode.toml line that allows the tool
     and, where nobody could be asked, the host options that approve without asking."""
-    where = f"{server_id}.{resp.safe_name(tool_name, MAX_SHOWN_NAME_CHARS)}"
+    where = f"{server_id}.{jsonsafe.safe_name(tool_name, MAX_SHOWN_NAME_CHARS)}"
     why = {
         "declined": "the user declined it",
         "unavailable": "it needs approval and there is no way to ask: "

@@ -25,7 +25,7 @@ The trace records which tool ran, how long, and whether it worked, never inputs 
 `error` is the error class and what went wrong: for a tool error (isError) or a JSON-RPC error
 the server's own message, with the server's secrets and codemode.toml's `redact` patterns
 replaced, cut to MAX_TRACE_ERROR_CHARS (`trace_error`). `counts` tallies every call per tool
-(the `toolSummary` of a response that lists only the failed ones, response.shape_trace). Each finished
+(the `toolSummary` of a response that lists only the failed ones, tooltrace.shape_trace). Each finished
 call is also told to `on_call_done` (the run's progress reporter, runtime/host/progress.py), by the
 same sanitised names.
 
@@ -36,7 +36,7 @@ notifications/cancelled upstream even when the caller is cancelled again and aga
 SDK's server does through an anyio cancel scope when its client cancels the codemode.run request.
 
 Everything here is untrusted from both sides. Script-chosen names are sanitised and cut before
-they enter the trace or a message (`response.safe_name`); the trace keeps MAX_TRACE_ENTRIES
+they enter the trace or a message (`jsonsafe.safe_name`); the trace keeps MAX_TRACE_ENTRIES
 entries. What crosses the boundary is bounded: an input over MAX_INPUT_BYTES or nested deeper
 than MAX_JSON_DEPTH (refused by the worker, re-checked here) is a SchemaValidationError, a
 result nested deeper is a ToolCallError, each also reported once per run as a BRIDGE_LIMIT
@@ -69,8 +69,9 @@ from codemode_gen.errors import UserError
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.unwrap import Box, UnwrapMode, unbox_value, unwrap_result
 from codemode_gen.jsonio import json_type
-from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe
+from codemode_gen.runtime.host import telemetry_calls, tooltrace
 from codemode_gen.runtime.host.approval import (
     DENIED_CODE,
     ApprovalGate,
@@ -181,17 +182,17 @@ def _error(error_class: str, message: str, hint: str, **fields: Any) -> dict[str
 
 
 def _clip(text: str) -> str:
-    return resp.clip(text, MAX_ERROR_TEXT_CHARS)
+    return jsonsafe.clip(text, MAX_ERROR_TEXT_CHARS)
 
 
 def trace_error(text: str) -> str:
     """A trace entry's `error` (§3.3.2 "string summary": the error class and the server's own
     message): on one line (white space folded), cut to MAX_TRACE_ERROR_CHARS with a marker,
-    UTF-8- and terminal-safe (`response.safe_name`)."""
+    UTF-8- and terminal-safe (`jsonsafe.safe_name`)."""
     folded = " ".join(text.split())
     if len(folded) > MAX_TRACE_ERROR_CHARS:
         folded = folded[:MAX_TRACE_ERROR_CHARS] + f"…[+{len(folded) - MAX_TRACE_ERROR_CHARS} chars]"
-    return resp.safe_name(folded, len(folded))
+    return jsonsafe.safe_name(folded, len(folded))
 
 
 def _near_miss(name: str, known: Iterable[str]) -> str | None:
@@ -218,7 +219,7 @@ def _examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[
     isError result, else ("value", (the §5.3.2 value, whether a boxed tool's box was missing))."""
     # Nothing nested deeper than MAX_JSON_DEPTH reaches the script (which would pass it on
     # to its result, a log or another tool): the result object adds one level.
-    if resp.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
+    if jsonsafe.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
         return "deep", None
     if result.get("isError"):
         text = _content_text(result) or "the tool reported an error without a message"
@@ -226,7 +227,7 @@ def _examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[
         return "error", (_clip(text), content)
     value = unwrap_result(result, mode)
     parsed_text = mode == "json" and value is not result and value is not result.get("structuredContent")
-    if parsed_text and resp.json_depth_exceeds(value, MAX_JSON_DEPTH):
+    if parsed_text and jsonsafe.json_depth_exceeds(value, MAX_JSON_DEPTH):
         return "deep", None
     mismatch = False
     if tool.unboxed and tool.box is not None:  # after §5.3.2, as documented (unbox = true)
@@ -274,7 +275,7 @@ class Bridge:
         self.journal = journal
         self.trace: list[dict[str, Any]] = []
         self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
-        self.counts = resp.CallCounts()  # every call by tool, and the failed ones: toolSummary
+        self.counts = tooltrace.CallCounts()  # every call by tool, and the failed ones: toolSummary
         self._notices: dict[str, dict[str, Any]] = {}  # BRIDGE_LIMIT diagnostics, one per kind
         self._clock = clock
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -347,7 +348,7 @@ class Bridge:
             op = request.get("op") if isinstance(request, dict) else request
             return _error(
                 "ToolCallError",
-                f"unsupported host request {resp.safe_name(op, 40)!r}",
+                f"unsupported host request {jsonsafe.safe_name(op, 40)!r}",
                 "call tools through the generated bindings of @codemode/servers/*",
             ), None
         raw_server, raw_tool = request.get("serverId", ""), request.get("toolName", "")
@@ -355,7 +356,7 @@ class Bridge:
         # cut (a script chooses them: lone surrogates, escape sequences, megabytes).
         server_id = raw_server if isinstance(raw_server, str) else str(raw_server)
         tool_name = raw_tool if isinstance(raw_tool, str) else str(raw_tool)
-        shown_server, shown_tool = resp.safe_name(server_id), resp.safe_name(tool_name)
+        shown_server, shown_tool = jsonsafe.safe_name(server_id), jsonsafe.safe_name(tool_name)
         if self._closed:  # a call that raced the end of the run is never dispatched
             return _error(
                 "ToolCallError", "the run has ended", "nothing to do", serverId=shown_server, toolName=shown_tool
@@ -372,7 +373,7 @@ class Bridge:
         # What the approval gate decided for this call; "pending" while a person is asked.
         gate: dict[str, str] = {}
         try:
-            reply = await telemetry.traced_call(self._call(seq, server_id, tool_name, request, gate), shown_server,
+            reply = await telemetry_calls.traced_call(self._call(seq, server_id, tool_name, request, gate), shown_server,
                                                 shown_tool, gate, request, lambda text: self.redact_text(server_id, text))
         except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
             if gate.get("approval") == "pending":  # never sent: the run ended before an answer
@@ -423,7 +424,7 @@ class Bridge:
         (`full_trace`), a trace cut at MAX_TRACE_ENTRIES."""
         out = list(self._notices.values())
         if self.trace_dropped and full_trace:
-            out.append(resp.diagnostic(
+            out.append(diag.diagnostic(
                 "TOOL_TRACE_TRUNCATED",
                 f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
                 f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
@@ -434,7 +435,7 @@ class Bridge:
 
     def _notice(self, kind: str, message: str, hint: str) -> None:
         if kind not in self._notices:
-            self._notices[kind] = resp.diagnostic("BRIDGE_LIMIT", message, severity="warning", hint=hint)
+            self._notices[kind] = diag.diagnostic("BRIDGE_LIMIT", message, severity="warning", hint=hint)
 
     # ------------------------------------------------------------------ steps
 
@@ -522,8 +523,8 @@ class Bridge:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             # Validation (or connecting) used up the run's time: the run is ending, send nothing.
             return _error(
-                "ToolCallError", f"{view.server_id}.{resp.safe_name(tool_name)} was not sent: the run's timeoutMs ran out",
-                "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=resp.safe_name(tool_name),
+                "ToolCallError", f"{view.server_id}.{jsonsafe.safe_name(tool_name)} was not sent: the run's timeoutMs ran out",
+                "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=jsonsafe.safe_name(tool_name),
                 _summary="ToolCallError: not sent, the run's time ran out",
             )
         if self.approval is not None:
@@ -544,7 +545,7 @@ class Bridge:
         approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
         key = (config.id, tool_name)
         approved_before = key in self.approved_for_run
-        outcome = await telemetry.traced_approval(
+        outcome = await telemetry_calls.traced_approval(
             self.approval.decide(
                 server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
                 annotations=tool.annotations, approve=approve, session=self.approval_session,
@@ -558,7 +559,7 @@ class Bridge:
             return None
         message, hint = denial_message(outcome, view.server_id, config.id, tool_name)
         return _error(
-            "ToolCallError", message, hint, serverId=view.server_id, toolName=resp.safe_name(tool_name),
+            "ToolCallError", message, hint, serverId=view.server_id, toolName=jsonsafe.safe_name(tool_name),
             code=DENIED_CODE, _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})",
         )
 
@@ -568,7 +569,7 @@ class Bridge:
         the policies and --approve-all say), and only a yes writes skills/<name>.ts|js."""
         writer = self.skill_writer
         assert writer is not None
-        shown = resp.safe_name(tool_name)
+        shown = jsonsafe.safe_name(tool_name)
         if tool_name != SAVE_SKILL_TOOL or self.approval is None:
             return _error("ToolCallError", f"@codemode/skills has no function {shown!r}",
                           "call saveSkill({ name, source, lang? })", serverId=SKILLS_HOST_ID, toolName=shown)
@@ -598,7 +599,7 @@ class Bridge:
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
-        telemetry.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
+        telemetry_calls.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
         if self._on_note is not None:
             self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 
@@ -644,7 +645,7 @@ class Bridge:
 
     def _server_not_found(self, server_id: str, view: ServerView | None) -> dict[str, Any]:
         known = [v.server_id for v in self.catalog.visible()]
-        shown = resp.safe_name(server_id)
+        shown = jsonsafe.safe_name(server_id)
         if view is not None:  # in out/ but not configured
             message = f"server '{shown}' is in out/ but not configured in the MCP config"
             hint = f"add '{shown}' to .mcp.json, or use one of: {', '.join(known) or 'no servers'}"
@@ -662,7 +663,7 @@ class Bridge:
                       _summary=f"ServerNotFoundError: {kind}")
 
     def _tool_not_found(self, view: ServerView, tool_name: str, *, blocked: bool) -> dict[str, Any]:
-        shown = resp.safe_name(tool_name)
+        shown = jsonsafe.safe_name(tool_name)
         if blocked:
             message = f"tool '{shown}' of server '{view.server_id}' is blocked by the host's configuration"
             hint = "do this another way: the host does not allow this tool"
@@ -682,7 +683,7 @@ class Bridge:
         self, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView
     ) -> dict[str, Any]:
         server_id = view.server_id
-        tool_name_shown = resp.safe_name(tool_name)
+        tool_name_shown = jsonsafe.safe_name(tool_name)
         where = f"{server_id}.{tool_name_shown}"
         try:
             session = self._sessions.get(config.id)
@@ -782,7 +783,7 @@ class Bridge:
         if key in self._notices or sum(k.startswith("box:") for k in self._notices) >= MAX_BOX_NOTICES:
             return
         got = "an object without it" if isinstance(value, dict) else f"{json_type(value) or 'a value'}, not an object"
-        self._notices[key] = resp.diagnostic(
+        self._notices[key] = diag.diagnostic(
             "UNBOX_MISMATCH",
             f"{where} declares its value boxed in {json.dumps(box.field)} ({box.marker}) but returned {got};"
             " the result was returned unchanged, not unboxed",

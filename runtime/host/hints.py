@@ -41,8 +41,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from codemode_gen.generator.manifest import module_specifier
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe, near_miss
 from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 
 __all__ = ["explain", "needs_explaining"]
 
@@ -110,7 +112,7 @@ _NOT_DEFINED = re.compile(r"^'?(?P<name>[A-Za-z_$][\w$]*)'? is not defined$")
 def needs_explaining(diagnostics: Iterable[Mapping[str, Any]]) -> bool:
     """Whether `explain` has anything to look at (a run that did not fail this way: no)."""
     return any(
-        d.get("code") == resp.UNCAUGHT_EXCEPTION and d.get("severity") == "error" and not d.get("errorClass")
+        d.get("code") == diag.DiagnosticCode.UNCAUGHT_EXCEPTION and d.get("severity") == "error" and not d.get("errorClass")
         for d in diagnostics
     )
 
@@ -123,7 +125,7 @@ def explain(
     TypeScript types erased: same positions); `catalog` is the run's."""
     out = list(diagnostics)
     for i, d in enumerate(out):
-        if d.get("code") != resp.UNCAUGHT_EXCEPTION or d.get("severity") != "error" or d.get("errorClass"):
+        if d.get("code") != diag.DiagnosticCode.UNCAUGHT_EXCEPTION or d.get("severity") != "error" or d.get("errorClass"):
             continue
         try:
             better = _explain(d, code, script, catalog)
@@ -169,8 +171,8 @@ def _explain(d: Mapping[str, Any], code: str, script: str, catalog: Catalog) -> 
     if fix is None:
         return None
     better = dict(d)
-    better["message"] = resp.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), resp.MAX_DIAGNOSTIC_CHARS)
-    better["hint"] = resp.clip(fix.hint, resp.MAX_DIAGNOSTIC_CHARS)
+    better["message"] = jsonsafe.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), MAX_DIAGNOSTIC_CHARS)
+    better["hint"] = jsonsafe.clip(fix.hint, MAX_DIAGNOSTIC_CHARS)
     return better
 
 
@@ -569,7 +571,7 @@ class _Analysis:
                 f"import it first: import {{ {tool.export_name} }} from '{spec}'",
             )
         pool = {tool.export_name: spec for spec, server in sorted(self._modules.items()) for tool in server.tools.values()}
-        close = resp.closest_names(name, pool)
+        close = near_miss.closest_names(name, pool)
         if close:
             return Fix(
                 f"{name} is not defined; the closest tool function is {close[0]} of '{pool[close[0]]}'",
@@ -628,7 +630,7 @@ class _Analysis:
             )
         if parent.kind == "namespace":
             exports = sorted(t.export_name for t in parent.server.tools.values()) if parent.server else []
-            close = resp.closest_names(str(prop), exports)
+            close = near_miss.closest_names(str(prop), exports)
             module = parent.module or "the module"
             if close:
                 return Fix(
@@ -637,7 +639,7 @@ class _Analysis:
                 )
             return Fix(
                 f"'{module}' has no export '{prop}'",
-                f"call one of its functions: {resp.listed(exports)}",
+                f"call one of its functions: {near_miss.listed(exports)}",
             )
         if parent.kind != "value" or parent.origin is None:
             return None
@@ -678,7 +680,7 @@ class _Analysis:
                     f"{base} is an object ({_shape(schema, parent.root)}), not an array",
                     f"use its fields ({self._fields(schema, parent.root)}) or Object.values({base})",
                 )
-            close = resp.closest_names(str(prop), props)
+            close = near_miss.closest_names(str(prop), props)
             what = f"{base}, {self._type_name(parent)},"
             if close:
                 return Fix(

@@ -45,14 +45,10 @@ from codemode_gen.generator.fixtures import (
     write_server_fixtures,
 )
 from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
-from codemode_gen.generator.record import (
-    check_fixtures_dir,
-    json_problem,
-    merge_calls,
-    recorded_call,
-    shown,
-)
+from codemode_gen.generator.record import check_fixtures_dir
+from codemode_gen.generator.recorded import merge_calls, recorded_call
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.generator.untrusted import json_problem, shown
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.payload import at_most
 from codemode_gen.runtime.host.catalog import LiveServer, ToolView

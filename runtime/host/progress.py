@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from codemode_gen.runtime.response import safe_name
+from codemode_gen.runtime.jsonsafe import safe_name
 
 __all__ = ["HEARTBEAT_S", "ProgressCallback", "ProgressReporter"]
 

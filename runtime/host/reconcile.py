@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from codemode_gen import MODULE_PREFIX
 from codemode_gen.config import ServerConfig
-from codemode_gen.generator.manifest import MODULE_PREFIX, ServerEntry
+from codemode_gen.generator.manifest import ServerEntry
+from codemode_gen.runtime.diagnostics import diagnostic
 from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
@@ -42,7 +44,6 @@ from codemode_gen.runtime.host.catalog import (
     lost_declarations,
     stale_message,
 )
-from codemode_gen.runtime.response import diagnostic
 
 __all__ = [
     "BuiltModule",

@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from codemode_gen import payload
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.host.approval import (
     Answer,
     ApprovalRequest,
@@ -343,7 +344,7 @@ class Resumable:
         op = message.get("op")
         if op == "diverged":
             if self._handle is not None:
-                self._handle.stop([_diverged(resp.clip(str(message.get("message")), 300))])
+                self._handle.stop([_diverged(jsonsafe.clip(str(message.get("message")), 300))])
         elif op == "paused":
             task = asyncio.ensure_future(self._decide(message))
             self._tasks.add(task)
@@ -427,7 +428,7 @@ class Resumable:
         if self.prior is None or self.suspension is not None:
             return []
         missing = (set(self._replayed) | set(self._pending)) - self._entered
-        if not missing or any(d.get("code") in (resp.SANDBOX_LIMIT, RESUME_DIVERGED) for d in ended):
+        if not missing or any(d.get("code") in (diag.DiagnosticCode.SANDBOX_LIMIT, RESUME_DIVERGED) for d in ended):
             return []
         return [_diverged(f"the resumed script ended without making {len(missing)} of the calls the earlier "
                           f"round made (the first: #{min(missing)})")]
@@ -537,4 +538,4 @@ class Resumable:
 
 
 def _diverged(detail: str) -> dict[str, Any]:
-    return resp.diagnostic(RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)
+    return diag.diagnostic(RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)

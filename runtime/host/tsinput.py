@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import script_errors
 
 __all__ = ["Erased", "erase_types", "runnable"]
 
@@ -264,9 +265,9 @@ class _Eraser:
 
     def _error(self, node: Any, what: str, hint: str) -> None:
         line, col = node.start_point.row + 1, node.start_point.column + 1
-        self.diagnostics.append(resp.diagnostic(
-            resp.SYNTAX_ERROR,
-            f"SyntaxError: {what} at {resp.AGENT_MODULE}:{line}:{col}",
+        self.diagnostics.append(diag.diagnostic(
+            diag.DiagnosticCode.SYNTAX_ERROR,
+            f"SyntaxError: {what} at {script_errors.AGENT_MODULE}:{line}:{col}",
             hint=hint,
             path=f"{line}:{col}",
         ))

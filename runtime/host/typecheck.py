@@ -44,9 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from codemode_gen import MODULE_PREFIX
 from codemode_gen.children import python_module_command
 from codemode_gen.errors import UserError
-from codemode_gen.generator.manifest import MODULE_PREFIX
+from codemode_gen.runtime.diagnostics import diagnostic
 from codemode_gen.runtime.host.tsinstall import (
     TYPESCRIPT_VERSION,
     InstallFailed,
@@ -55,7 +56,6 @@ from codemode_gen.runtime.host.tsinstall import (
     install_typescript,
     typescript_dir,
 )
-from codemode_gen.runtime.response import diagnostic
 
 __all__ = [
     "INSTALL_HINT", "NOT_CHECKED", "CheckResult", "Compiler", "CompilerNotFound", "TypeCheckUnavailable", "TypeChecker",

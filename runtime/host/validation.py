@@ -37,8 +37,9 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from codemode_gen import safe_jsonschema
 from codemode_gen.jsonio import json_type, pointer_token, resolve_pointer
+from codemode_gen.runtime.jsonsafe import copy_json, json_depth_exceeds, safe_name
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH
-from codemode_gen.runtime.response import closest_names, copy_json, json_depth_exceeds, safe_name
+from codemode_gen.runtime.near_miss import closest_names
 
 __all__ = [
     "MAX_EXAMPLE_DEPTH",

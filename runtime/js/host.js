@@ -92,7 +92,7 @@ async function send(serverId, toolName, input, site) {
     throw new TypeError("callTool(serverId, toolName, input): serverId and toolName must be strings");
   }
   // Keys in this order: the worker reads serverId and toolName back without parsing the input
-  // when it refuses one that is too big or too deep (runtime/response.py, screen_call_request).
+  // when it refuses one that is too big or too deep (runtime/screen.py, screen_call_request).
   const request = { op: "call", serverId, toolName };
   if (input !== undefined) request.input = input;
   let text;

@@ -44,12 +44,15 @@ from typing import Any, Protocol
 
 from codemode_gen import payload
 from codemode_gen.children import python_module_command
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe
+from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.host import telemetry
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
+from codemode_gen.runtime.waits import queue_wait
 
 log = logging.getLogger(__name__)
 
@@ -506,17 +509,17 @@ class Sandbox:
         try:
             # Waiting for a worker (queued behind max_workers runs, or a cold start) counts
             # within the run's timeoutMs.
-            with telemetry.queue_wait("worker"):
+            with queue_wait("worker"):
                 worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
-                return resp.build_response([], None, [resp.worker_limit(limits.timeoutMs, self._pool.max_workers)])
+                return resp.build_response([], None, [diag.worker_limit(limits.timeoutMs, self._pool.max_workers)])
             # No worker was ready before the deadline (a slow cold start): the caller's
             # deadline wins over starting the script at all.
-            return resp.build_response([], None, [resp.start_limit(limits.timeoutMs)])
+            return resp.build_response([], None, [diag.start_limit(limits.timeoutMs)])
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
-            return resp.build_response([], None, [resp.sandbox_error("the sandbox could not be started")])
+            return resp.build_response([], None, [diag.sandbox_error("the sandbox could not be started")])
         run = _Run(worker, host_call, limits, hooks)
         reusable = False
         try:
@@ -596,7 +599,7 @@ class _Run:
         self.stopped: list[dict[str, Any]] | None = None  # `stop`'s diagnostics
         # The worker truncates logs itself; the host enforces the limit again so that even a
         # compromised worker process cannot flood the response.
-        self.logs = resp.LogCollector(limits.maxLogBytes)
+        self.logs = run_logs.LogCollector(limits.maxLogBytes)
         self.calls: set[asyncio.Task[None]] = set()
         self.limit_exc: SandboxLimitExceeded | None = None
         self.deadline: asyncio.Timeout | None = None
@@ -607,12 +610,12 @@ class _Run:
         return int((time.monotonic() - self.t0) * 1000)
 
     def respond(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        logs = resp.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return resp.build_response(logs, result, diagnostics)
 
     async def respond_async(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
         """`respond` for a result of any size: a large one is checked off the event loop."""
-        logs = resp.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
         return await resp.build_response_async(logs, result, diagnostics)
 
     async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> dict[str, Any]:
@@ -634,7 +637,7 @@ class _Run:
             self.worker.held = set(table.values())
             await self.worker.drain()
         except (ConnectionError, BrokenPipeError):
-            return self.respond(None, [resp.sandbox_error("the sandbox worker exited before the run started")])
+            return self.respond(None, [diag.sandbox_error("the sandbox worker exited before the run started")])
         if self.hooks is not None:
             self.hooks.started(self)
 
@@ -650,7 +653,7 @@ class _Run:
                             msg = await self.worker.recv()
                         except (WorkerCrashed, ValueError) as exc:
                             self.worker.kill()
-                            return self.respond(None, [resp.sandbox_error(f"the sandbox worker failed: {exc}")])
+                            return self.respond(None, [diag.sandbox_error(f"the sandbox worker failed: {exc}")])
                         done = self._handle(loop, msg)
                         if done is not None:
                             # Within the watchdog too: checking a large result takes time.
@@ -664,9 +667,9 @@ class _Run:
                 return self.respond(None, self.stopped)
             hit = self.limit_exc
             if hit is not None:
-                return self.respond(None, [resp.sandbox_limit(hit.limit, hit.value, hit.message)])
+                return self.respond(None, [diag.sandbox_limit(hit.limit, hit.value, hit.message)])
             # the watchdog: the worker missed its own deadline
-            return self.respond(None, [resp.timeout_limit(self.limits.timeoutMs)])
+            return self.respond(None, [diag.timeout_limit(self.limits.timeoutMs)])
         except asyncio.CancelledError:
             self.worker.kill()
             raise
@@ -696,9 +699,9 @@ class _Run:
             diagnostics = msg.get("diagnostics")
             if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
                 self.worker.kill()
-                return None, [resp.sandbox_error("the sandbox worker sent a malformed response")]
+                return None, [diag.sandbox_error("the sandbox worker sent a malformed response")]
             # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
-            self.clean = not any(d.get("code") == resp.SANDBOX_ERROR for d in diagnostics)
+            self.clean = not any(d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics)
             return msg.get("result"), diagnostics
         return None
 
@@ -759,10 +762,10 @@ class _Run:
             # A bug in the host's call path: the script gets a generic ToolCallError; the
             # exception text (paths, internals) stays on the host: one line, no traceback on a
             # terminal (the traceback is logged at debug level).
-            log.error("host_call failed: %s", resp.clip(f"{type(exc).__name__}: {exc}", 500))
+            log.error("host_call failed: %s", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 500))
             log.debug("host_call failed", exc_info=True)
-            server = resp.safe_name(request.get("serverId")) if isinstance(request, dict) else None
-            tool = resp.safe_name(request.get("toolName")) if isinstance(request, dict) else None
+            server = jsonsafe.safe_name(request.get("serverId")) if isinstance(request, dict) else None
+            tool = jsonsafe.safe_name(request.get("toolName")) if isinstance(request, dict) else None
             reply = {
                 "ok": False,
                 "error": {

@@ -55,8 +55,10 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.limits import MAX_NAME_CHARS, Limits
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import jsonsafe, screen, script_errors
+from codemode_gen.runtime import logs as run_logs
+from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS, MAX_NAME_CHARS, Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.engine import (
     Engine,
@@ -211,7 +213,7 @@ class Worker:
                     done = await self.run(msg)
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
-                    done = {"result": None, "diagnostics": [resp.sandbox_error("internal error in the sandbox worker")]}
+                    done = {"result": None, "diagnostics": [diag.sandbox_error("internal error in the sandbox worker")]}
                 self.send({"op": protocol.DONE, **done})
                 self.free_spent()
                 # Most runs share the host's limits: have the next realm ready with the same ones.
@@ -223,7 +225,7 @@ class Worker:
 
         Parses on the warm realm (parsing registers nothing, so the realm stays fresh for the
         next run), building one only when none is waiting."""
-        code = resp.utf8_safe(str(msg.get("code") or ""))
+        code = jsonsafe.utf8_safe(str(msg.get("code") or ""))
         try:
             if self._warm is None:
                 await self.prepare_next(Limits())
@@ -231,7 +233,7 @@ class Worker:
                 return []  # no engine to parse with: the run will report the setup failure
             self._warm.engine.check_syntax(code)
         except EngineError as exc:
-            return [resp.syntax_error(exc.message, exc.stack)]
+            return [script_errors.syntax_error(exc.message, exc.stack)]
         except Exception:  # a bug here must not hang the host: the run reports what it finds
             traceback.print_exc(file=sys.stderr)
         return []
@@ -244,10 +246,10 @@ class Worker:
         if isinstance(budget_ms, int | float) and not isinstance(budget_ms, bool) and budget_ms >= 0:
             budget_s = min(budget_s, budget_ms / 1000.0)
         # Lone surrogates (legal in JSON escapes) cannot cross into the engine: U+FFFD instead.
-        code = resp.utf8_safe(str(msg.get("code") or ""))
+        code = jsonsafe.utf8_safe(str(msg.get("code") or ""))
         modules = self._take_modules(msg)
         if modules is None:
-            return {"result": None, "diagnostics": [resp.sandbox_error("the sandbox worker lost a server module")]}
+            return {"result": None, "diagnostics": [diag.sandbox_error("the sandbox worker lost a server module")]}
 
         realm, self._warm = self._warm, None
         if realm is None or realm.key != _realm_key(limits):
@@ -264,11 +266,11 @@ class Worker:
             try:
                 engine.check_syntax(code)
             except EngineError as exc:
-                return {"result": None, "diagnostics": [resp.syntax_error(exc.message, exc.stack)]}
+                return {"result": None, "diagnostics": [script_errors.syntax_error(exc.message, exc.stack)]}
             for name, source in modules.items():
                 engine.add_module(name, source)  # evaluated only if the agent imports it
-            engine.add_module(resp.AGENT_MODULE, code)
-            run_config["agentModule"] = resp.AGENT_MODULE
+            engine.add_module(script_errors.AGENT_MODULE, code)
+            run_config["agentModule"] = script_errors.AGENT_MODULE
             script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
             remaining = budget_s - (time.monotonic() - t0)
             known = {**modules, MODULE_ERRORS: self.errors_js, MODULE_HOST: self.host_js}
@@ -297,13 +299,13 @@ class Worker:
             source = self._held.get(digest) if isinstance(digest, str) else None
             if source is None and isinstance(digest, str) and isinstance(sent.get(digest), str):
                 # Lone surrogates (legal in JSON escapes) cannot cross into the engine.
-                source = resp.utf8_safe(sent[digest])
+                source = jsonsafe.utf8_safe(sent[digest])
             if source is None:
                 self._held = {}
                 return None
             held[str(digest)] = source
-            name = resp.utf8_safe(str(name))
-            if name not in (resp.AGENT_MODULE, MODULE_ERRORS, MODULE_HOST):
+            name = jsonsafe.utf8_safe(str(name))
+            if name not in (script_errors.AGENT_MODULE, MODULE_ERRORS, MODULE_HOST):
                 modules[name] = source
         self._held = held
         return modules
@@ -332,8 +334,8 @@ class Worker:
     def _failed_setup(self, exc: Exception, limits: Limits) -> dict[str, Any]:
         message = exc.message if isinstance(exc, EngineError) else type(exc).__name__
         if "out of memory" in message:
-            return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
-        return {"result": None, "diagnostics": [resp.sandbox_error(f"the sandbox could not be set up: {message}")]}
+            return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
+        return {"result": None, "diagnostics": [diag.sandbox_error(f"the sandbox could not be set up: {message}")]}
 
     async def _evaluate(self, engine: Engine, script: str, remaining: float) -> dict[str, Any]:
         if remaining <= 0:
@@ -357,14 +359,14 @@ class Worker:
     ) -> dict[str, Any]:
         kind = ev["kind"]
         if kind == "late":
-            return {"result": None, "diagnostics": [resp.start_limit(limits.timeoutMs)]}
+            return {"result": None, "diagnostics": [diag.start_limit(limits.timeoutMs)]}
         if kind == "timeout":
-            return {"result": None, "diagnostics": [resp.timeout_limit(limits.timeoutMs)]}
+            return {"result": None, "diagnostics": [diag.timeout_limit(limits.timeoutMs)]}
         if kind == "pending_limit":
             return {
                 "result": None,
                 "diagnostics": [
-                    resp.sandbox_limit(
+                    diag.sandbox_limit(
                         "maxConcurrentCalls", limits.maxConcurrentCalls, "too many host calls were pending at once"
                     )
                 ],
@@ -372,39 +374,39 @@ class Worker:
         if kind == "engine_error":
             message = str(ev["message"])
             if "out of memory" in message or engine.heap_exhausted():
-                return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
+                return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
             if "never settled" in message:
-                return {"result": None, "diagnostics": [resp.unsettled_promise()]}
-            return {"result": None, "diagnostics": [resp.sandbox_error(f"the sandbox failed: {ev['name']}: {message}")]}
+                return {"result": None, "diagnostics": [diag.unsettled_promise()]}
+            return {"result": None, "diagnostics": [diag.sandbox_error(f"the sandbox failed: {ev['name']}: {message}")]}
 
         report = ev["report"]
         status = report.get("status")
         # Failed tool calls nobody awaited: warnings beside whatever else the run reports.
-        unawaited = resp.unawaited_calls(report.get("unawaited"), modules)
+        unawaited = script_errors.unawaited_calls(report.get("unawaited"), modules)
         if status == "ok":
             reason = report.get("resultError")
             if reason is not None:
-                return {"result": None, "diagnostics": [resp.result_not_serializable(str(reason)), *unawaited]}
-            result, problems = resp.result_from_text(report.get("result"))  # size and depth bounded
+                return {"result": None, "diagnostics": [diag.result_not_serializable(str(reason)), *unawaited]}
+            result, problems = screen.result_from_text(report.get("result"))  # size and depth bounded
             return {"result": result, "diagnostics": [*problems, *unawaited]}
         error = report.get("error") or {}
         message = str(error.get("message") or "")
         text = str(error.get("text") or "")
         if status == "setup_error":
             if "out of memory" in message or "out of memory" in text or engine.heap_exhausted():
-                return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
-            return {"result": None, "diagnostics": [resp.sandbox_error("the sandbox could not be set up: " + (text or message))]}
-        missing = resp.module_not_found(message) if error.get("isError") else None
+                return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
+            return {"result": None, "diagnostics": [diag.sandbox_error("the sandbox could not be set up: " + (text or message))]}
+        missing = script_errors.module_not_found(message) if error.get("isError") else None
         if missing is not None:
-            return {"result": None, "diagnostics": [resp.import_failure(missing, code, modules), *unawaited]}
-        no_export = resp.export_not_found(message) if error.get("isError") else None
+            return {"result": None, "diagnostics": [script_errors.import_failure(missing, code, modules), *unawaited]}
+        no_export = script_errors.export_not_found(message) if error.get("isError") else None
         if no_export is not None:
-            return {"result": None, "diagnostics": [resp.export_failure(*no_export, code, modules), *unawaited]}
+            return {"result": None, "diagnostics": [script_errors.export_failure(*no_export, code, modules), *unawaited]}
         oom_text = error.get("isError") and "out of memory" in message
         no_info = not error.get("isError") and text in ("null", "undefined", "")
         if oom_text or (no_info and engine.heap_exhausted()):
-            return {"result": None, "diagnostics": [resp.memory_limit(limits.maxMemoryBytes)]}
-        return {"result": None, "diagnostics": [resp.uncaught_exception(error, modules), *unawaited]}
+            return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
+        return {"result": None, "diagnostics": [script_errors.uncaught_exception(error, modules), *unawaited]}
 
 
 def _realm_key(limits: Limits) -> tuple[int, int]:
@@ -480,7 +482,7 @@ class _RunState:
 
     def __init__(self, t0: float, max_log_bytes: int, clock: _Clock | None = None) -> None:
         self.t0 = t0
-        self.logs = resp.LogCollector(max_log_bytes)
+        self.logs = run_logs.LogCollector(max_log_bytes)
         self.truncation_sent = False
         self.clock = clock if clock is not None else _Clock(int(time.time() * 1000), None, False)
         self.seed: list[int] = []
@@ -535,9 +537,9 @@ class _Realm:
             e.bind_function("__codemode_now__", self.now_ms)
             e.bind_object(
                 "__codemode_config__",
-                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": resp.MAX_LOG_DEPTH,
-                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": resp.MAX_UNAWAITED_REPORTED,
-                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": resp.MAX_DIAGNOSTIC_CHARS},
+                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": run_logs.MAX_LOG_DEPTH,
+                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
+                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": MAX_DIAGNOSTIC_CHARS},
             )
         except BaseException:
             e.close()
@@ -648,7 +650,7 @@ class _Realm:
         call_id = next(self.worker._ids)
         self.worker._replies[call_id] = (self, st.issued)
         # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
-        self.worker.send_call(call_id, resp.screen_call_request(text) if isinstance(text, str) else text)
+        self.worker.send_call(call_id, screen.screen_call_request(text) if isinstance(text, str) else text)
         return st.issued
 
     def on_reply(self, seq: int, text: str) -> None:

@@ -166,7 +166,7 @@ def test_the_writer_keeps_within_what_readers_read(tmp_path: Path, monkeypatch: 
 
 
 def test_a_fixture_line_may_nest_as_deep_as_record_keeps() -> None:
-    from codemode_gen.generator.record import MAX_RECORDED_DEPTH
+    from codemode_gen.generator.untrusted import MAX_RECORDED_DEPTH
 
     assert MAX_FIXTURE_DEPTH == MAX_RECORDED_DEPTH + 1  # a kept result, inside its line
 

@@ -35,7 +35,7 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.emit import write_outputs
 from codemode_gen.generator.fixtures import load_fixture_set, load_fixtures, write_server_fixtures
-from codemode_gen.generator.record import recorded_call
+from codemode_gen.generator.recorded import recorded_call
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.jsonio import without_lone_surrogates
 from codemode_gen.runtime.frontends.replay import replay_config

@@ -18,8 +18,10 @@ from codemode_gen.cli import main
 from codemode_gen.config import Sample
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import calls_file_name, load_fixture_set
-from codemode_gen.generator.record import fill_input, load_samples_file, merge_calls, probe_input
+from codemode_gen.generator.probe import fill_input, probe_input
+from codemode_gen.generator.recorded import merge_calls
 from codemode_gen.generator.redact import Redactor
+from codemode_gen.generator.samples import load_samples_file
 from codemode_gen.jsonio import dumps_stable
 from tests.conftest import PYTHON, REPO, child_pids, pid_alive, server_script
 
@@ -532,7 +534,7 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
 
 
 def test_json_problem_names_what_is_not_json() -> None:
-    from codemode_gen.generator.record import MAX_RECORDED_DEPTH, json_problem
+    from codemode_gen.generator.untrusted import MAX_RECORDED_DEPTH, json_problem
 
     assert json_problem({"content": [{"type": "text", "text": "ok"}], "n": [1, 2.5, None, True]}) is None
     assert json_problem({"a": {"b": float("nan")}}) == "nan (not a JSON number) at /a/b"
@@ -553,7 +555,8 @@ def test_json_problem_names_what_is_not_json() -> None:
 
 @pytest.mark.slow
 def test_cap_result_cuts_strings_then_arrays_and_marks_them() -> None:
-    from codemode_gen.generator.record import TRUNCATION_MARK, _json_bytes, cap_result
+    from codemode_gen.generator.untrusted import TRUNCATION_MARK, cap_result
+    from codemode_gen.generator.untrusted import json_bytes as _json_bytes
 
     small = {"content": [{"type": "text", "text": "hello"}]}
     assert cap_result(small, 1024) == (small, None)
@@ -578,7 +581,7 @@ def test_cap_result_cuts_strings_then_arrays_and_marks_them() -> None:
 
 
 def test_shown_keeps_report_lines_printable_and_short() -> None:
-    from codemode_gen.generator.record import MAX_SHOWN_CHARS, shown
+    from codemode_gen.generator.untrusted import MAX_SHOWN_CHARS, shown
 
     assert shown("get_note") == "get_note"
     assert shown("ctl\x01\x1b[31mred\x00") == "ctl\\x01\\x1b[31mred\\x00"

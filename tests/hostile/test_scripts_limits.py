@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from codemode_gen.runtime import limits as L
-from codemode_gen.runtime.response import max_log_entries
+from codemode_gen.runtime.logs import max_log_entries
 
 from .script_support import (
     HostThread,

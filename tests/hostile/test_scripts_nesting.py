@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime import response as resp
+from codemode_gen import jsonio
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.limits import MAX_JSON_DEPTH
 
 from .script_support import (
@@ -154,16 +155,16 @@ def test_s3_3_host_walks_are_iterative() -> None:
     deep: Any = "\ud800"
     for _ in range(100_000):
         deep = [deep]
-    assert resp.json_depth_exceeds(deep, MAX_JSON_DEPTH)
-    safe = resp.utf8_safe_json(deep)
+    assert jsonsafe.json_depth_exceeds(deep, MAX_JSON_DEPTH)
+    safe = jsonsafe.utf8_safe_json(deep)
     for _ in range(100_000):
         safe = safe[0]
     assert safe == "\ufffd"
     text = "[" * 100_000 + "]" * 100_000
-    assert resp.json_text_depth_exceeds(text, MAX_JSON_DEPTH)
+    assert jsonio.json_text_depth_exceeds(text, MAX_JSON_DEPTH)
     # brackets inside strings (escaped quotes included) do not count
-    assert not resp.json_text_depth_exceeds('["' + "[" * 500 + '\\"' + "{" * 500 + '"]', 10)
-    assert resp.json_text_depth_exceeds('[{"a":[[1]]}]', 3) and not resp.json_text_depth_exceeds('[{"a":[[1]]}]', 4)
+    assert not jsonio.json_text_depth_exceeds('["' + "[" * 500 + '\\"' + "{" * 500 + '"]', 10)
+    assert jsonio.json_text_depth_exceeds('[{"a":[[1]]}]', 3) and not jsonio.json_text_depth_exceeds('[{"a":[[1]]}]', 4)
 
 
 # ---------------------------------------------------------------------------- the CLI and serve

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import jsonsafe, script_errors
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS, MAX_NAME_CHARS
 
 from .script_support import (
@@ -63,7 +63,7 @@ globalThis.__codemode_result__ = seen;
 
 def clean(text: str) -> bool:
     """No lone surrogate, no control or bidi character."""
-    return resp.safe_name(text, len(text) + 1) == text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    return jsonsafe.safe_name(text, len(text) + 1) == text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
 def test_s3_3_2_lone_surrogates_and_control_characters_in_names_never_reach_the_trace(host: HostThread) -> None:
@@ -167,11 +167,11 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
         "Error: x\n    at inner (agent.js:3:7)\n    at f (a (b)) (agent.js:9:1)\n"
         "    at agent.js:12\n    at run (eval_script:1:1)\n    at g (@codemode/host:1:2)\n"
     )
-    assert resp.map_stack(stack, ["@codemode/host"]) == [
+    assert script_errors.map_stack(stack, ["@codemode/host"]) == [
         "    at inner (agent.js:3:7)", "    at agent.js:12", "    at g (@codemode/host:1:2)",
     ]
-    assert resp.agent_location(stack) == "3:7"
-    assert resp.agent_location("    at x (agent.js:" + "1" * 2000 + ")") is None  # over MAX_FRAME_CHARS
+    assert script_errors.agent_location(stack) == "3:7"
+    assert script_errors.agent_location("    at x (agent.js:" + "1" * 2000 + ")") is None  # over MAX_FRAME_CHARS
     rng = random.Random(8)
     hits = 0
 
@@ -191,7 +191,7 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
         stack = "\n".join(lines)
         expected = _old_map_stack(stack, ["@codemode/host"])
         hits += bool(expected)
-        assert resp.map_stack(stack, ["@codemode/host"]) == expected, repr(stack)
+        assert script_errors.map_stack(stack, ["@codemode/host"]) == expected, repr(stack)
     assert hits > 200  # the samples do exercise mapped frames
 
 

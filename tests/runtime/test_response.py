@@ -1,4 +1,4 @@
-"""runtime/response.py: §3.3 logs (truncation), diagnostics, stack mapping, result rules."""
+"""runtime/response.py and the contract modules it was split from (logs, diagnostics, script_errors, json_cut, host/tooltrace): §3.3 logs (truncation), diagnostics, stack mapping, result rules."""
 
 from __future__ import annotations
 
@@ -8,40 +8,44 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS as R_MIN
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import json_cut, jsonsafe, script_errors
+from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as R
+from codemode_gen.runtime.host import tooltrace
 
 
 def test_s3_3_1_truncation_cuts_at_limit_and_appends_warn() -> None:
-    logs = R.LogCollector(10)
+    logs = run_logs.LogCollector(10)
     assert logs.add("log", "12345", 1) is not None
     assert logs.add("warn", "67890abc", 2) == {"level": "warn", "message": "67890", "timeMs": 2}
     assert logs.truncated
     assert logs.add("log", "dropped", 3) is None
-    final = R.finish_logs(logs.entries, logs.truncated, 10, 5)
+    final = run_logs.finish_logs(logs.entries, logs.truncated, 10, 5)
     assert [e["message"] for e in final[:-1]] == ["12345", "67890"]
     assert final[-1]["level"] == "warn" and "maxLogBytes" in final[-1]["message"] and "10" in final[-1]["message"]
     assert final[-1]["timeMs"] == 5
 
 
 def test_truncation_respects_utf8_boundaries() -> None:
-    logs = R.LogCollector(4)
+    logs = run_logs.LogCollector(4)
     logs.add("log", "aé€", 0)  # 1 + 2 + 3 bytes
     assert logs.entries[0]["message"] == "aé"
     assert logs.truncated
 
 
 def test_exact_fit_is_not_truncated() -> None:
-    logs = R.LogCollector(3)
+    logs = run_logs.LogCollector(3)
     logs.add("log", "abc", 0)
     assert not logs.truncated
-    assert R.finish_logs(logs.entries, logs.truncated, 3, 0) == [{"level": "log", "message": "abc", "timeMs": 0}]
+    assert run_logs.finish_logs(logs.entries, logs.truncated, 3, 0) == [{"level": "log", "message": "abc", "timeMs": 0}]
 
 
 def test_unknown_level_becomes_log_and_lone_surrogates_are_replaced() -> None:
-    logs = R.LogCollector(100)
+    logs = run_logs.LogCollector(100)
     entry = logs.add("info", "a\ud800b", 0)
     assert entry == {"level": "log", "message": "a\ufffdb", "timeMs": 0}
-    assert R.utf8_safe("\U0001f600") == "\U0001f600"
+    assert jsonsafe.utf8_safe("\U0001f600") == "\U0001f600"
 
 
 def test_map_stack_keeps_agent_and_codemode_frames_only() -> None:
@@ -54,13 +58,13 @@ def test_map_stack_keeps_agent_and_codemode_frames_only() -> None:
         "    at /home/user/secret.py:1\n"
         "    at <anonymous> (agent.js:4:1)\n"
     )
-    frames = R.map_stack(stack, ["@codemode/host", "@codemode/errors"])
+    frames = script_errors.map_stack(stack, ["@codemode/host", "@codemode/errors"])
     assert frames == ["    at callTool (@codemode/host:80:5)", "    at f (agent.js:2:15)", "    at <anonymous> (agent.js:4:1)"]
-    assert R.agent_location(stack) == "2:15"
+    assert script_errors.agent_location(stack) == "2:15"
 
 
 def test_s3_3_3_uncaught_exception_diagnostic() -> None:
-    d = R.uncaught_exception(
+    d = script_errors.uncaught_exception(
         {"isError": True, "name": "TypeError", "message": "x is null", "stack": "    at f (agent.js:2:15)\n", "text": "TypeError: x is null"},
         [],
     )
@@ -70,42 +74,42 @@ def test_s3_3_3_uncaught_exception_diagnostic() -> None:
 
 
 def test_uncaught_codemode_error_keeps_class_and_hint() -> None:
-    d = R.uncaught_exception(
+    d = script_errors.uncaught_exception(
         {"isError": True, "name": "Mine", "message": "m", "stack": "", "errorClass": "ToolCallError", "hint": "retry later"}, []
     )
     assert (d["errorClass"], d["hint"]) == ("ToolCallError", "retry later")
 
 
 def test_uncaught_non_error_value() -> None:
-    d = R.uncaught_exception({"isError": False, "text": '{"a":1}', "stack": None}, [])
+    d = script_errors.uncaught_exception({"isError": False, "text": '{"a":1}', "stack": None}, [])
     assert d["message"] == 'Uncaught {"a":1}' and "path" not in d
 
 
 def test_syntax_error_path_is_line_column() -> None:
-    d = R.syntax_error("unexpected token", "    at check:4:5\n")
+    d = script_errors.syntax_error("unexpected token", "    at check:4:5\n")
     assert d["code"] == "SYNTAX_ERROR" and d["path"] == "4:5" and "agent.js:4:5" in d["message"]
 
 
 def test_import_failure_lists_server_modules_and_locates_the_import() -> None:
-    assert R.module_not_found("module not found: @codemode/servers/nope") == "@codemode/servers/nope"
-    assert R.module_not_found("something else") is None
+    assert script_errors.module_not_found("module not found: @codemode/servers/nope") == "@codemode/servers/nope"
+    assert script_errors.module_not_found("something else") is None
     code = 'const x = 1;\nimport("@codemode/servers/nope");'
-    d = R.import_failure("@codemode/servers/nope", code, ["@codemode/servers/b", "@codemode/servers/a", "@codemode/discovery", "@codemode/host"])
+    d = script_errors.import_failure("@codemode/servers/nope", code, ["@codemode/servers/b", "@codemode/servers/a", "@codemode/discovery", "@codemode/host"])
     assert d["code"] == "IMPORT_FAILURE" and d["path"] == "2:8"
     assert "@codemode/servers/a, @codemode/servers/b" in d["hint"]
     assert "@codemode/discovery" in d["hint"] and "@codemode/host" not in d["hint"]
 
 
 def test_sandbox_limit_diagnostic() -> None:
-    d = R.timeout_limit(500)
+    d = diag.timeout_limit(500)
     assert d["code"] == "SANDBOX_LIMIT" and d["errorClass"] == "SandboxLimitError" and "500" in d["message"]
     assert d["hint"]
 
 
 def test_s3_3_4_result_is_null_on_fatal_error() -> None:
-    fatal = R.build_response([], {"a": 1}, [R.timeout_limit(5)])
+    fatal = R.build_response([], {"a": 1}, [diag.timeout_limit(5)])
     assert fatal["result"] is None
-    ok = R.build_response([], {"a": "\ud800"}, [R.diagnostic("X", "info only", severity="warning")])
+    ok = R.build_response([], {"a": "\ud800"}, [diag.diagnostic("X", "info only", severity="warning")])
     assert ok["result"] == {"a": "\ufffd"}
     json.dumps(ok, ensure_ascii=False).encode("utf-8")
 
@@ -125,18 +129,18 @@ def test_s3_3_2_trace_modes_keep_the_entry_shape_and_summarise_in_errors_mode() 
     trace = [entry("get_note", True), entry("get_note", False, error="ToolCallError: note 9 not found"),
              entry("delete_note", False, error="ToolCallError: APPROVAL_DENIED (declined)", approval="denied"),
              entry("get_note", False, error="ToolCallError: note 8 not found", approval="allowed")]
-    counts = R.CallCounts()
+    counts = tooltrace.CallCounts()
     for e in trace:
         counts.add(str(e["serverId"]), str(e["toolName"]), bool(e["ok"]))
-    assert R.shape_trace(trace, counts, "full") == (trace, None)
-    listed, summary = R.shape_trace(trace, counts, "errors")
+    assert tooltrace.shape_trace(trace, counts, "full") == (trace, None)
+    listed, summary = tooltrace.shape_trace(trace, counts, "errors")
     # Failed and denied, §3.3.2's shape whole; "allowed" (sent unasked) says nothing of a failure.
     assert listed == [*trace[1:3], {k: v for k, v in trace[3].items() if k != "approval"}]
     assert summary == {"calls": {"notes.get_note": 3, "notes.delete_note": 1}, "failed": 3}
-    assert R.shape_trace(trace, counts, "none") == (None, None)
-    assert R.shape_trace([], R.CallCounts(), "errors") == ([], None)  # no calls: no summary
-    many = [entry("get_note", False, error="x")] * (R.MAX_LISTED_FAILURES + 7)
-    assert len(R.shape_trace(many, counts, "errors")[0] or []) == R.MAX_LISTED_FAILURES
+    assert tooltrace.shape_trace(trace, counts, "none") == (None, None)
+    assert tooltrace.shape_trace([], tooltrace.CallCounts(), "errors") == ([], None)  # no calls: no summary
+    many = [entry("get_note", False, error="x")] * (tooltrace.MAX_LISTED_FAILURES + 7)
+    assert len(tooltrace.shape_trace(many, counts, "errors")[0] or []) == tooltrace.MAX_LISTED_FAILURES
 
 
 def test_response_carries_the_summary_and_a_budget_when_asked() -> None:
@@ -149,36 +153,36 @@ def test_response_carries_the_summary_and_a_budget_when_asked() -> None:
 
 def test_cut_string_keeps_the_longest_prefix_that_fits_and_says_how_much_is_gone() -> None:
     text = "héllo \"world\"\n" * 100
-    cut = R.cut_string(text, 120)
+    cut = json_cut.cut_string(text, 120)
     assert isinstance(cut, str) and len(compact(cut)) <= 120
     prefix, marker = cut.rsplit("…[+", 1)
     assert text.startswith(prefix) and marker == f"{len(text) - len(prefix)} chars]"
-    assert len(compact(R.cut_string(text, 121))) >= len(compact(cut))  # longest: one more char may not fit
-    assert R.cut_string("short", 100) == "short"
+    assert len(compact(json_cut.cut_string(text, 121))) >= len(compact(cut))  # longest: one more char may not fit
+    assert json_cut.cut_string("short", 100) == "short"
 
 
 def test_cut_json_keeps_whole_items_and_small_keys_and_marks_the_rest() -> None:
     records = [{"id": i, "body": "b" * 300} for i in range(100)]
     value = {"items": records, "total": 100, "query": "milk"}
-    cut = R.cut_json(value, 2000)
+    cut = json_cut.cut_json(value, 2000)
     assert len(compact(cut)) <= 2000
     assert cut["total"] == 100 and cut["query"] == "milk"  # small values kept whole
     items = cut["items"]
     assert items[:-1] == records[: len(items) - 1] and items[-1] == f"…[+{101 - len(items)} items]"
-    first_too_big = R.cut_json([{"body": "z" * 5000}, 1, 2], 300)
+    first_too_big = json_cut.cut_json([{"body": "z" * 5000}, 1, 2], 300)
     assert len(compact(first_too_big)) <= 300 and first_too_big[-1] == "…[+2 items]"
     assert first_too_big[0]["body"].startswith("zzz") and first_too_big[0]["body"].endswith("chars]")
-    crowded = R.cut_json({f"k{i}": "v" * 200 for i in range(50)}, 1000)
+    crowded = json_cut.cut_json({f"k{i}": "v" * 200 for i in range(50)}, 1000)
     assert len(compact(crowded)) <= 1000 and list(crowded)[-1] == "…"
     assert crowded["…"] == f"[+{50 - len(crowded) + 1} keys]"
     by_id = {str(i): {"id": i, "body": "b" * 900} for i in range(100)}  # records keyed by id
-    kept = R.cut_json(by_id, 5000)
+    kept = json_cut.cut_json(by_id, 5000)
     assert len(compact(kept)) <= 5000 and list(kept)[:-1] == [str(i) for i in range(len(kept) - 1)]
     assert all(kept[k] == by_id[k] for k in list(kept)[:-1])  # the first records, whole: no stubs
     assert kept["…"] == f"[+{101 - len(kept)} keys]"
-    two = R.cut_json({"a": "x" * 5000, "b": "y" * 5000, "n": 1}, 4000)  # a few large values share
+    two = json_cut.cut_json({"a": "x" * 5000, "b": "y" * 5000, "n": 1}, 4000)  # a few large values share
     assert two["n"] == 1 and abs(len(two["a"]) - len(two["b"])) <= 2 and len(compact(two)) <= 4000
-    taken = R.cut_json({"…": "x" * 500, **{f"k{i}": "v" * 200 for i in range(50)}}, 1000)
+    taken = json_cut.cut_json({"…": "x" * 500, **{f"k{i}": "v" * 200 for i in range(50)}}, 1000)
     assert taken["…"].startswith("xxx") and taken["…2"].endswith(" keys]")  # the marker never clobbers a key
 
 
@@ -204,7 +208,7 @@ def test_fit_response_shares_the_budget_and_says_what_was_cut() -> None:
     logs_size, result_size = len(compact(new_logs)), len(compact(new_result))
     assert logs_size + result_size <= 20_000
     assert logs_size <= 20_000 * R.LOG_SHARE  # the result needed the rest
-    assert note is not None and note["code"] == R.RESPONSE_TRUNCATED and note["severity"] == "warning"
+    assert note is not None and note["code"] == diag.DiagnosticCode.RESPONSE_TRUNCATED and note["severity"] == "warning"
     assert f"result {len(compact(result))} → {result_size}" in note["message"]
     assert f"logs {len(compact(logs))} → {logs_size}" in note["message"] and "summary" not in note["message"]
     assert "aggregate" in note["hint"] and "limits.maxResponseChars" in note["hint"]
@@ -232,8 +236,8 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(value: obje
     room, and a value that fits is returned as it is."""
     size = len(compact(value))
     room = max(floor, int(size * share))
-    assert R.measure(value, size) == size and (R.measure(value, room) > room) == (size > room)
-    cut = R.cut_json(value, room)
+    assert json_cut.measure(value, size) == size and (json_cut.measure(value, room) > room) == (size > room)
+    cut = json_cut.cut_json(value, room)
     text = compact(cut)
     assert json.loads(text) == cut
     assert len(text) <= room

@@ -22,7 +22,7 @@ import pytest
 from codemode_gen.client.sessions import McpSession, SessionManager
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
-from codemode_gen.generator.record import TRUNCATION_MARK
+from codemode_gen.generator.untrusted import TRUNCATION_MARK
 from codemode_gen.runtime.frontends.replay import Replay, canonical_json, replay_config
 from tests.conftest import REPO
 

@@ -26,8 +26,8 @@ from codemode_gen.limit_bounds import (
     HARD_MAX_RESPONSE_CHARS,
     LIMIT_KEYS,
 )
+from codemode_gen.runtime.diagnostics import DiagnosticCode
 from codemode_gen.runtime.frontends.serve import HostOptions
-from codemode_gen.runtime.response import RESPONSE_TRUNCATED
 from tests.runtime_support import PYTHON, REPO, against_serve, script, write_out
 
 pytestmark = pytest.mark.timeout(180)
@@ -140,7 +140,7 @@ def test_s3_3_serve_cuts_result_and_logs_to_the_budget_and_says_so(project: Path
         (marker,) = [e for e in logs if e["message"].startswith("…[+")]
         assert marker["level"] == "warn" and "log entries" in marker["message"]
         (note,) = response["diagnostics"]
-        assert note["code"] == RESPONSE_TRUNCATED and note["severity"] == "warning"
+        assert note["code"] == DiagnosticCode.RESPONSE_TRUNCATED and note["severity"] == "warning"
         assert f"maxResponseChars = {budget}" in note["message"]
         assert f"result {full_result} → {kept_result}" in note["message"]
         # The logs' full size (entries' timeMs differ from run to run by a digit or so each).
@@ -167,7 +167,7 @@ def test_serve_flags_set_the_defaults(project: Path) -> None:
         project, body, "--out", str(project / "out"), "--trace", "full", "--max-response-chars", "5000")
     assert len(flagged["toolTrace"]) == 10 and "toolSummary" not in flagged  # --trace full
     assert len(compact(flagged["result"])) + len(compact(flagged["logs"])) <= 5000  # --max-response-chars
-    assert [d["code"] for d in flagged["diagnostics"]] == [RESPONSE_TRUNCATED]
+    assert [d["code"] for d in flagged["diagnostics"]] == [DiagnosticCode.RESPONSE_TRUNCATED]
     assert len(per_run["toolTrace"]) == 1 and per_run["toolSummary"]["failed"] == 1
 
 

@@ -20,13 +20,13 @@ from codemode_gen.config import ServerConfig
 from codemode_gen.generator.unwrap import Box
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import Catalog, LiveServer, ServerView, ToolView
+from codemode_gen.runtime.host.tooltrace import MAX_SUMMARY_TOOLS, OTHER_TOOLS
 from codemode_gen.runtime.limits import (
     MAX_JSON_DEPTH,
     MAX_TRACE_ENTRIES,
     MAX_TRACE_ERROR_CHARS,
     SandboxLimitExceeded,
 )
-from codemode_gen.runtime.response import MAX_SUMMARY_TOOLS, OTHER_TOOLS
 
 NOTE_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
 

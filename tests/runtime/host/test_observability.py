@@ -27,10 +27,11 @@ import pytest
 
 from codemode_gen.config import Settings, TelemetrySettings, load_settings
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.host import telemetry
+from codemode_gen.runtime.host import telemetry, telemetry_serve
 from codemode_gen.runtime.host.approval import FOR_RUN
 from codemode_gen.runtime.host.metrics import MAX_LABEL_SETS, OTHER_LABEL, Metrics
-from codemode_gen.runtime.host.telemetry import Telemetry, resolve
+from codemode_gen.runtime.host.otel_setup import resolve
+from codemode_gen.runtime.host.telemetry import Telemetry
 from tests.conftest import PROMPT_S
 from tests.runtime.frontends.test_serve_http import TOKEN, http_get, in_client, start_serve
 from tests.runtime_support import (
@@ -347,10 +348,10 @@ def test_metric_label_sets_are_bounded() -> None:
 def test_log_lines_during_a_span_carry_its_trace_id() -> None:
     from opentelemetry.sdk.trace import TracerProvider
 
-    assert telemetry.log_suffix() == ""
+    assert telemetry_serve.log_suffix() == ""
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("x") as span:
-        assert telemetry.log_suffix() == f" trace_id={span.get_span_context().trace_id:032x}"
+        assert telemetry_serve.log_suffix() == f" trace_id={span.get_span_context().trace_id:032x}"
 
 
 def test_an_unreachable_collector_is_told_once_a_minute_not_per_retry() -> None:
@@ -358,7 +359,7 @@ def test_an_unreachable_collector_is_told_once_a_minute_not_per_retry() -> None:
 
     lines: list[str] = []
     logger = logging.getLogger("opentelemetry.test-exporter")
-    handler = telemetry.LineHandler(lines.append, prefix="telemetry: ", interval=telemetry.EXPORT_NOTICE_INTERVAL_S)
+    handler = telemetry_serve.LineHandler(lines.append, prefix="telemetry: ", interval=telemetry_serve.EXPORT_NOTICE_INTERVAL_S)
     logger.addHandler(handler)
     logger.propagate = False
     try:

@@ -1,4 +1,4 @@
-"""§3.3.3 hints of a failed run, unit by unit (runtime/host/hints.py, response.py, validation.py).
+"""§3.3.3 hints of a failed run, unit by unit (runtime/host/hints.py, script_errors.py, near_miss.py, validation.py).
 
 tests/test_s3_3_3_mistakes.py runs the mistake corpus through the real runtime; these tests pin
 the pieces: the analysis over the demo's out/ (the engine's diagnostic as the worker makes it,
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from codemode_gen.generator.manifest import read_manifest
-from codemode_gen.runtime import response as resp
+from codemode_gen.runtime import diagnostics as diag
+from codemode_gen.runtime import near_miss, script_errors
 from codemode_gen.runtime.host import hints
 from codemode_gen.runtime.host.catalog import Catalog, manifest_views
 from codemode_gen.runtime.host.validation import InputInvalid, prepare_arguments
@@ -32,7 +33,7 @@ def uncaught(text: str, path: str) -> dict[str, Any]:
     name, _, message = text.partition(": ")
     line, col = path.split(":")
     stack = f"    at <anonymous> (agent.js:{line}:{col})\n"
-    return resp.uncaught_exception({"isError": True, "name": name, "message": message, "stack": stack}, [])
+    return script_errors.uncaught_exception({"isError": True, "name": name, "message": message, "stack": stack}, [])
 
 
 def explained(catalog: Catalog, code: str, text: str, path: str) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def test_a_boxed_result_used_as_an_array_names_result(catalog: Catalog) -> None:
     assert d["hint"] == "use .result: all.result.map((n) => n.title)"
     assert "notes.list_notes()" in d["message"] and "{ result: Note[] }" in d["message"]
     assert d["message"].endswith("\n    at <anonymous> (agent.js:3:41)")  # the frames stay
-    assert d["path"] == "3:41" and d["code"] == resp.UNCAUGHT_EXCEPTION
+    assert d["path"] == "3:41" and d["code"] == diag.DiagnosticCode.UNCAUGHT_EXCEPTION
 
 
 def test_a_value_bound_elsewhere_is_rewritten_where_it_was_bound(catalog: Catalog) -> None:
@@ -129,32 +130,32 @@ def test_a_programming_errors_hint_says_fix_never_catch() -> None:
     d = uncaught("TypeError: x is not a function", "4:2")
     assert "try" not in d["hint"] and "catch" not in d["hint"]
     assert "fix the script's code" in d["hint"] and "agent.js:4:2" in d["hint"]
-    own = resp.uncaught_exception({"isError": True, "name": "Error", "message": "no notes", "stack": ""}, [])
+    own = script_errors.uncaught_exception({"isError": True, "name": "Error", "message": "no notes", "stack": ""}, [])
     assert "threw this itself" in own["hint"] and "catch" not in own["hint"]
 
 
 def test_closest_names() -> None:
-    assert resp.closest_names("listNotes", ["get_note", "list_notes", "list_events"]) == ["list_notes"]
-    assert resp.closest_names("list_note", ["list_notes", "list_events"]) == ["list_notes"]
-    assert resp.closest_names("zzz", ["list_notes"]) == []
-    assert resp.closest_names("x" * 10_000, ["x"]) == []  # bounded: no quadratic difflib
-    many = [f"tool_{i}" for i in range(10 * resp.MAX_NEAR_MISS_CANDIDATES)]
-    assert len(resp.closest_names("tool_1", many, n=3)) <= 3
+    assert near_miss.closest_names("listNotes", ["get_note", "list_notes", "list_events"]) == ["list_notes"]
+    assert near_miss.closest_names("list_note", ["list_notes", "list_events"]) == ["list_notes"]
+    assert near_miss.closest_names("zzz", ["list_notes"]) == []
+    assert near_miss.closest_names("x" * 10_000, ["x"]) == []  # bounded: no quadratic difflib
+    many = [f"tool_{i}" for i in range(10 * near_miss.MAX_NEAR_MISS_CANDIDATES)]
+    assert len(near_miss.closest_names("tool_1", many, n=3)) <= 3
 
 
 def test_import_failure_of_a_missing_export_names_the_closest_one() -> None:
     source = (REPO / "out" / "servers" / "notes.js").read_text(encoding="utf-8")
     modules = {"@codemode/servers/notes": source}
-    assert "list_notes" in resp.module_exports(source) and "__meta__" not in resp.module_exports(source)
-    assert resp.export_not_found("Could not find export 'list_note' in module '@codemode/servers/notes'") == (
+    assert "list_notes" in script_errors.module_exports(source) and "__meta__" not in script_errors.module_exports(source)
+    assert script_errors.export_not_found("Could not find export 'list_note' in module '@codemode/servers/notes'") == (
         "list_note", "@codemode/servers/notes")
     code = "import { get_note, list_note } from '@codemode/servers/notes';\n"
-    d = resp.export_failure("list_note", "@codemode/servers/notes", code, modules)
-    assert d["code"] == resp.IMPORT_FAILURE and d["path"] == "1:20"
+    d = script_errors.export_failure("list_note", "@codemode/servers/notes", code, modules)
+    assert d["code"] == diag.DiagnosticCode.IMPORT_FAILURE and d["path"] == "1:20"
     assert d["hint"] == "did you mean 'list_notes'? import { list_notes } from '@codemode/servers/notes'"
-    d = resp.export_failure("default", "@codemode/servers/notes", "import notes from '@codemode/servers/notes';", modules)
+    d = script_errors.export_failure("default", "@codemode/servers/notes", "import notes from '@codemode/servers/notes';", modules)
     assert d["hint"] == "import the module as a namespace: import * as notes from '@codemode/servers/notes'"
-    d = resp.import_failure("notes", "import * as n from 'notes';", ["@codemode/servers/notes", "@codemode/errors"])
+    d = script_errors.import_failure("notes", "import * as n from 'notes';", ["@codemode/servers/notes", "@codemode/errors"])
     assert "did you mean '@codemode/servers/notes'" in d["hint"]
 
 
@@ -162,15 +163,15 @@ def test_unawaited_calls_are_warnings_naming_the_tool_and_bounded() -> None:
     stack = ("Error\n    at callTool (@codemode/host:84:20)\n    at flaky_sync (@codemode/servers/notes:23:44)\n"
              "    at <anonymous> (agent.js:2:1)\n")
     call = {"serverId": "notes", "toolName": "flaky_sync", "name": "ToolCallError", "message": "down", "stack": stack}
-    report = {"calls": [call] * (resp.MAX_UNAWAITED_REPORTED + 2), "untracked": 3}
-    found = resp.unawaited_calls(report, ["@codemode/servers/notes"])
-    assert len(found) == resp.MAX_UNAWAITED_REPORTED + 1
+    report = {"calls": [call] * (script_errors.MAX_UNAWAITED_REPORTED + 2), "untracked": 3}
+    found = script_errors.unawaited_calls(report, ["@codemode/servers/notes"])
+    assert len(found) == script_errors.MAX_UNAWAITED_REPORTED + 1
     first = found[0]
-    assert first["severity"] == "warning" and first["code"] == resp.UNAWAITED_CALL_FAILED
+    assert first["severity"] == "warning" and first["code"] == diag.DiagnosticCode.UNAWAITED_CALL_FAILED
     assert "notes.flaky_sync failed" in first["message"] and "ToolCallError: down" in first["message"]
     assert "`await flaky_sync(...)`" in first["hint"] and first["path"] == "2:1"
     assert found[-1]["message"].startswith("5 more tool call(s)")
-    assert resp.unawaited_calls(None, []) == [] and resp.unawaited_calls({"calls": "x"}, []) == []
+    assert script_errors.unawaited_calls(None, []) == [] and script_errors.unawaited_calls({"calls": "x"}, []) == []
 
 
 NOTE_INPUT = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
