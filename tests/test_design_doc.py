@@ -135,24 +135,30 @@ def cli_options() -> set[str]:
     return set(re.findall(r'"(--[a-z][a-z0-9-]*)', text)) | {"--help"}
 
 
-def problems_of(text: str) -> list[str]:
+def problems_of(text: str, name: str = "DESIGN.md") -> list[str]:
     problems = []
     options = cli_options()
     for line, span in spans(text):
         bare = span.strip()
         is_path = " " not in bare and _PATH.fullmatch(bare) is not None
         if _IDENTIFIER.fullmatch(bare) and not is_path and not symbol_exists(bare):
-            problems.append(f"DESIGN.md:{line}: `{bare}` names nothing in the package")
+            problems.append(f"{name}:{line}: `{bare}` names nothing in the package")
         elif is_path and not path_exists(bare):
-            problems.append(f"DESIGN.md:{line}: `{bare}` is no path of the repository")
+            problems.append(f"{name}:{line}: `{bare}` is no path of the repository")
         for option in _OPTION.findall(bare):
             if option not in options:
-                problems.append(f"DESIGN.md:{line}: `{bare}`: no command has the option {option}")
+                problems.append(f"{name}:{line}: `{bare}`: no command has the option {option}")
     return problems
 
 
 def test_every_path_and_symbol_in_design_exists() -> None:
     problems = problems_of(DESIGN.read_text(encoding="utf-8"))
+    assert not problems, "\n".join(problems)
+
+
+def test_every_path_and_symbol_in_contributing_exists() -> None:
+    """CONTRIBUTING.md walks a newcomer through the files to edit: each must be there."""
+    problems = problems_of((REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"), "CONTRIBUTING.md")
     assert not problems, "\n".join(problems)
 
 
@@ -198,16 +204,14 @@ def broken_links(doc: Path, only_to: Path | None = None) -> list[str]:
     return broken
 
 
-def test_design_has_no_broken_relative_links() -> None:
-    assert broken_links(DESIGN) == []
+def test_design_and_contributing_have_no_broken_relative_links() -> None:
+    assert broken_links(DESIGN) + broken_links(REPO / "CONTRIBUTING.md") == []
 
 
 @pytest.mark.parametrize("doc", [REPO / "README.md", REPO / "CONTRIBUTING.md",
                                  *sorted((REPO / "docs").glob("*.md"))],
                          ids=lambda p: p.name)
 def test_links_into_design_resolve(doc: Path) -> None:
-    if not doc.exists():
-        pytest.skip(f"{doc.name} does not exist")
     assert broken_links(doc, only_to=DESIGN.resolve()) == []
 
 
