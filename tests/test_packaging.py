@@ -129,7 +129,7 @@ def test_installed_children_import_the_installed_package_from_a_checkout(
 def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], tmp_path: Path) -> None:
     """The README's install alone, no node on PATH, started from a checkout's root: `check` runs
     the compiler on QuickJS in a child that imports the installed package and its JS (the
-    pinned TypeScript seeded into the cache, as a first use downloads it: tests/test_tsinstall.py)."""
+    pinned TypeScript seeded into the cache, as a first use downloads it: tests/runtime/host/test_tsinstall.py)."""
     from codemode_gen.runtime.host.tsinstall import CACHE_ENV, REGISTRY_ENV, TYPESCRIPT_VERSION
     from tests.runtime.host.test_tsinstall import seed_cache
 

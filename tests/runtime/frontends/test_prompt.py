@@ -4,7 +4,7 @@ Claude Code forwards at most 16,384 characters of a tool description, so the pro
 within its budget whatever the catalog, say everything the spec makes a host document, spend
 the budget tool by tool (names, signatures, descriptions for the neediest, notes), explain
 every tag it shows, and, when it defers declarations (§4.4), say how many and how to get them
-through discovery. (tests/test_serve_prompt.py runs its examples through a real client.)
+through discovery. (tests/runtime/frontends/test_serve_prompt.py runs its examples through a real client.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Clients start the server from their own working directory, with no virtualenv active (the
 absolute path of the console script instead), show its stderr only in a log view, and take an
 exit or a JSON-RPC error for a flaky connection. Each test spawns the real console script and
-talks to it with the SDK's stdio client, as tests/test_serve.py does.
+talks to it with the SDK's stdio client, as tests/runtime/frontends/test_serve.py does.
 """
 
 from __future__ import annotations

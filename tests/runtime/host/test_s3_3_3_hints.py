@@ -1,6 +1,6 @@
 """§3.3.3 hints of a failed run, unit by unit (runtime/host/hints.py, script_errors.py, near_miss.py, validation.py).
 
-tests/test_s3_3_3_mistakes.py runs the mistake corpus through the real runtime; these tests pin
+tests/runtime/host/test_s3_3_3_mistakes.py runs the mistake corpus through the real runtime; these tests pin
 the pieces: the analysis over the demo's out/ (the engine's diagnostic as the worker makes it,
 rewritten by `hints.explain`), the bounds and the fallback (a hint never fails a run), the
 closest-name search, IMPORT_FAILURE for a missing export, the unawaited-call warning and the
