@@ -59,8 +59,8 @@ def python_names() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str,
     for path in [*package, *sorted((REPO / "tests").rglob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = modules.setdefault(path.stem, set())
-        for node in tree.body:
-            top.update(targets(node))
+        for statement in tree.body:
+            top.update(targets(statement))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 inside = members.setdefault(node.name, set())
