@@ -19,7 +19,7 @@ inferred from recorded samples / learned in a session / unknown):
 1. before: `generate` from the fixtures (the counts `generate` prints);
 2. in session: the real CLI, `codemode-gen serve --record --approve-all` over stdio, driven by
    the real `mcp` client: one `codemode.run` calls every untyped tool once, with `{}` or the
-   required arguments its schema offers (examples, default, const, enum: `record.fill_input`'s
+   required arguments its schema offers (examples, default, const, enum: `probe.fill_input`'s
    rule, read-only or not: the stand-ins change nothing) or a sample of SCRIPTED_INPUTS; a
    second run reads every tool's definition from `@codemode/discovery` (outputSchemaLearned:
    learned in this session);

@@ -46,7 +46,7 @@ from codemode_gen.runtime.frontends.prompt import (  # noqa: E402
     SIGNATURE,
     layout_prompt,
 )
-from codemode_gen.runtime.host.approval import policy_from_annotations  # noqa: E402
+from codemode_gen.runtime.host.approval_policy import policy_from_annotations  # noqa: E402
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
 TARGET_DEMO_PROMPT_RATIO = 0.58  # tests/runtime/frontends/test_prompt.py DEMO_PROMPT_RATIO (0.5 before examples and §6.3 whole)

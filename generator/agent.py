@@ -60,7 +60,7 @@ MAX_JSON_TYPE_CHARS = 120
 
 @dataclass(frozen=True)
 class AgentTool:
-    """What the agent rendering needs of one tool (build.ToolModel has it all)."""
+    """What the agent rendering needs of one tool (tool_model.ToolModel has it all)."""
 
     tool_name: str
     export_name: str

@@ -98,7 +98,7 @@ MAX_CALLS_LINE_BYTES = 64 * 1024 * 1024
 # Bounds the nesting a reader accepts in one file or line: parsers and generate's walkers
 # recurse per level (a 100,000-deep file crashed them), and the MCP SDK cannot serialise a
 # replayed answer nested past about 250 levels (the replay server died). `record` keeps values
-# nested at most MAX_RECORDED_DEPTH (200, generator/record.py) deep, one level more inside their
+# nested at most MAX_RECORDED_DEPTH (200, generator/untrusted.py) deep, one level more inside their
 # line or the tools array.
 MAX_FIXTURE_DEPTH = 201
 

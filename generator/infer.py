@@ -33,7 +33,7 @@ Under rules 2 and 3 the keys whose values are of another kind than most (`{"tota
 MAX_STRUCTURAL_KEYS of them; a map whose values are records needs a field common to them all
 (two unrelated records of eight fields each are not one value type). A map is sound for every
 sample it was inferred from (each value validates against the merged V), and `record
---check` (generator/drift.py) then compares the values' shape, never the keys.
+--check` (generator/drift_results.py) then compares the values' shape, never the keys.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ This module owns everything about it:
 - typed records: `Manifest`, `ServerEntry`, `ToolEntry` and their parts, the JSON shape
   (docs/DESIGN.md, "out/manifest.json");
 - the writer: `box_record`, `tool_entry`, `server_entry`, `manifest_document`, `dump_manifest`
-  (generator/build.py builds every entry through them);
+  (generator/build.py and tool_model.py build every entry through them);
 - the validating reader: `read_manifest(out_dir)` gives a manifest the runtime can index without
   second-guessing, None when out/ has none, or a `UserError` naming the file, the bad field and
   the fix (an invalid, hand-edited or foreign manifest.json never reaches the runtime).

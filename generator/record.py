@@ -41,10 +41,11 @@ Hostile servers (spec §11: server responses are untrusted input):
 - tool names become calls file names only through `fixtures.calls_file_names`, and reach the
   report only through `shown` (no control characters, bounded).
 
-This module is the recording loop (connect, plan, call, merge, write, report). Its parts live
-in their own owners: generator/samples.py reads `--samples`, generator/probe.py plans the
-probes, generator/recorded.py makes and merges calls-file lines, generator/untrusted.py holds
-the checks and bounds for server values.
+This module is the recording loop (connect, plan, call, merge, write). Its parts live in their
+own owners: generator/samples.py reads `--samples`, generator/probe.py plans the probes,
+generator/record_outcome.py judges samples and keeps each server's account,
+generator/recorded.py makes and merges calls-file lines, generator/untrusted.py holds the
+checks and bounds for server values.
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +69,23 @@ from codemode_gen.client.sessions import (
 from codemode_gen.config import Sample, ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures
-from codemode_gen.generator.output_schema import schema_mismatches
 from codemode_gen.generator.probe import fill_input, probe_input
+from codemode_gen.generator.record_outcome import (
+    Planned,
+    ServerOutcome,
+    call_failed,
+    call_label,
+    plan_samples,
+    redact_outcome,
+    result_failure,
+    summary,
+)
 from codemode_gen.generator.recorded import input_key, merge_calls, recordable_tools, recorded_call
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.untrusted import json_problem, shown
-from codemode_gen.generator.unwrap import UnwrapMode, unwrap_result
+from codemode_gen.generator.unwrap import unwrap_result
 
 __all__ = [
-    "ServerOutcome",
     "StatusFn",
     "check_fixtures_dir",
     "record_servers",
@@ -85,39 +93,9 @@ __all__ = [
 
 StatusFn = Callable[[str, str], None]  # (server_id, short status text)
 
-# Bounds the schema mismatches one failed-sample line lists (an input wrong in 50 places).
-MAX_LISTED_MISMATCHES = 3
 # Rounds of probes with filled arguments: each may use what the previous one returned (list →
 # get → its details); a server cannot keep `record` calling without end.
 MAX_PROBE_ROUNDS = 2
-
-
-@dataclass
-class ServerOutcome:
-    """What happened to one server; `error` set means nothing was written for it."""
-
-    server_id: str
-    error: str | None = None
-    tools: int = 0
-    calls: int = 0
-    failed_samples: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    # something was kept only in part or left out (cut results, non-JSON probes or tools)
-    warnings: list[str] = field(default_factory=list)
-    log_path: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.failed_samples
-
-
-# --------------------------------------------------------------------------- samples
-
-
-# --------------------------------------------------------------------------- untrusted values
-
-
-# --------------------------------------------------------------------------- recording
 
 
 def check_fixtures_dir(path: Path) -> None:
@@ -145,15 +123,6 @@ def check_fixtures_dir(path: Path) -> None:
 
 class _ServerFailed(Exception):
     pass
-
-
-@dataclass(frozen=True)
-class _Planned:
-    """One call `record` makes: a sample the user asked for, or an auto-probe (sample None)."""
-
-    tool: str
-    input: Any
-    sample: Sample | None
 
 
 async def record_servers(
@@ -229,7 +198,7 @@ async def _record_one(
         outcome.warnings.extend(left_out)
         by_name = {t["name"]: t for t in tools}
 
-        planned = _plan_samples(samples, by_name, outcome)
+        planned = plan_samples(samples, by_name, outcome)
         if probe:
             asked = {(s.tool, input_key(s.input)) for s in samples}
             for tool in tools:
@@ -237,7 +206,7 @@ async def _record_one(
                 args = probe_input(tool)
                 if args is None or name in config.blocklist or (name, input_key(args)) in asked:
                     continue
-                planned.append(_Planned(name, args, None))
+                planned.append(Planned(name, args, None))
 
         # What fills a read-only tool's required arguments (fill_input): the server's recorded
         # calls, then this run's, in order.
@@ -250,33 +219,33 @@ async def _record_one(
         ]
         new_calls: dict[str, list[dict[str, Any]]] = {}
 
-        async def make(calls: list[_Planned], label: str = "") -> None:
+        async def make(calls: list[Planned], label: str = "") -> None:
             for index, call in enumerate(calls, start=1):
                 say(f"calling {shown(call.tool)} ({index}/{len(calls)}{label})")
                 started = time.perf_counter()
                 try:
                     result = await session.call_tool(call.tool, call.input)
                 except CallTimeout as exc:
-                    _call_failed(outcome, call, exc.message)
+                    call_failed(outcome, call, exc.message)
                     continue
                 except CallError as exc:
                     if session.closed:
                         raise _ServerFailed(
                             f"connection lost while calling {shown(call.tool)}: {exc.message}"
                         ) from None
-                    _call_failed(outcome, call, f"protocol error: {exc}")
+                    call_failed(outcome, call, f"protocol error: {exc}")
                     continue
                 duration = round((time.perf_counter() - started) * 1000)
                 record, problem = recorded_call(call.input, result, duration, redactor, settings.max_result_bytes)
                 if record is None:
-                    _call_failed(outcome, call, problem or "not recordable")
+                    call_failed(outcome, call, problem or "not recordable")
                     continue
-                failure = _result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
+                failure = result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
                 if failure is not None:
-                    _call_failed(outcome, call, failure)
+                    call_failed(outcome, call, failure)
                     continue
                 if problem is not None:
-                    outcome.warnings.append(f"{_label(call.tool, call.input)}: {problem}")
+                    outcome.warnings.append(f"{call_label(call.tool, call.input)}: {problem}")
                 new_calls.setdefault(call.tool, []).append(record)
                 if _usable(record):
                     sources.append((call.tool, call.input, unwrap_result(result, config.unwrap)))
@@ -293,13 +262,13 @@ async def _record_one(
                         continue
                     args = fill_input(tool, sources)
                     if args is not None:
-                        batch.append(_Planned(name, args, None))
+                        batch.append(Planned(name, args, None))
                         done.add(name)
                 if not batch:
                     break
                 outcome.notes.append(
                     f"probed with arguments filled from schemas and other calls (round {round_}): "
-                    + ", ".join(f"{_label(c.tool, c.input)}" for c in batch)
+                    + ", ".join(f"{call_label(c.tool, c.input)}" for c in batch)
                 )
                 await make(batch, f", probes with filled arguments, round {round_}")
 
@@ -333,7 +302,7 @@ async def _record_one(
             )
         outcome.tools = len(tools)
         outcome.calls = sum(len(v) for v in new_calls.values())
-        say(_summary(outcome))
+        say(summary(outcome))
     except _ServerFailed as exc:
         outcome.error = str(exc)
     except CallError as exc:  # tools/list failed after connecting
@@ -343,128 +312,9 @@ async def _record_one(
     except OSError as exc:
         outcome.error = f"cannot write fixtures: {exc}"
     finally:
-        _redact_outcome(outcome, redactor)
+        redact_outcome(outcome, redactor)
     if outcome.error is not None:
         status(sid, f"failed: {outcome.error}")
-
-
-def _plan_samples(
-    samples: list[Sample], by_name: Mapping[str, dict[str, Any]], outcome: ServerOutcome
-) -> list[_Planned]:
-    """The samples that may be sent. Checked before any call: the tool is listed, the input is
-    JSON and the tool's inputSchema accepts it (a rejected input is a failed sample, never sent,
-    unless the sample expects an error: then the server's answer to it is what is recorded)."""
-    planned: list[_Planned] = []
-    for sample in samples:
-        tool = by_name.get(sample.tool)
-        if tool is None:
-            _sample_failed(outcome, sample, "the server lists no such tool")
-            continue
-        problem = json_problem(sample.input)  # a samples file may hold "\ud800" escapes
-        if problem is not None:
-            _sample_failed(outcome, sample, f"its input is not valid JSON: {problem}")
-            continue
-        schema = tool.get("inputSchema")
-        if isinstance(schema, dict):
-            mismatches, unusable = schema_mismatches(schema, sample.input)
-            label = _label(sample.tool, sample.input)
-            if unusable is not None:
-                outcome.notes.append(f"{label}: input not checked: the tool's inputSchema is {unusable}")
-            elif mismatches and sample.expect != "error":
-                _sample_failed(
-                    outcome, sample, f"input rejected by the tool's inputSchema (not sent): {_listed(mismatches)}"
-                )
-                continue
-            elif mismatches:
-                outcome.notes.append(
-                    f"{label}: input does not match the tool's inputSchema ({_listed(mismatches)});"
-                    ' sent anyway, the sample has expect = "error"'
-                )
-        planned.append(_Planned(sample.tool, sample.input, sample))
-    return planned
-
-
-def _result_failure(
-    tool: Mapping[str, Any],
-    call: _Planned,
-    result: dict[str, Any],
-    record: Mapping[str, Any],
-    mode: UnwrapMode,
-    outcome: ServerOutcome,
-) -> str | None:
-    """Why an answered call is not a good sample, or None. A tool error (isError) and a result
-    that breaks the tool's declared outputSchema are failures, unless the sample expects them
-    (`expect = "error"` / `"drift"`): then it is recorded as such (isError results never define
-    an output type; a drifting one is reported by `generate`)."""
-    expect = call.sample.expect if call.sample is not None else None
-    label = _label(call.tool, call.input)
-    if result.get("isError") is True:
-        if expect == "error":
-            return None
-        return f"the tool answered with an error (isError): {_error_text(result)}"
-    if expect == "error":
-        outcome.notes.append(f'{label}: expect = "error", but the call succeeded; recorded as it is')
-    declared = tool.get("outputSchema")
-    mismatches: list[str] = []
-    if isinstance(declared, dict) and record.get("truncated") is None:  # a cut result has no reliable shape
-        found, unusable = schema_mismatches(declared, unwrap_result(result, mode))
-        mismatches = found if unusable is None else []  # an unusable schema: generate says so
-    if not mismatches:
-        if expect == "drift":
-            outcome.notes.append(
-                f'{label}: expect = "drift", but the result matches the declared outputSchema'
-                " (or there is none to check)"
-            )
-        return None
-    if expect == "drift":
-        return None
-    return f"the result does not match the tool's declared outputSchema: {_listed(mismatches)}"
-
-
-def _listed(lines: Sequence[str]) -> str:
-    return "; ".join(lines[:MAX_LISTED_MISMATCHES]) + (
-        f" (and {len(lines) - MAX_LISTED_MISMATCHES} more)" if len(lines) > MAX_LISTED_MISMATCHES else ""
-    )
-
-
-def _error_text(result: Mapping[str, Any]) -> str:
-    content = result.get("content")
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and isinstance(block.get("text"), str):
-            return shown(block["text"])
-    return "(no text)"
-
-
-def _label(tool: str, args: Any) -> str:
-    return f"{shown(tool)} {shown(input_key(args))}"
-
-
-def _sample_failed(outcome: ServerOutcome, sample: Sample, reason: str) -> None:
-    where = f" (sample from {sample.where})" if sample.where else ""
-    outcome.failed_samples.append(f"{_label(sample.tool, sample.input)}: {reason}{where}")
-
-
-def _call_failed(outcome: ServerOutcome, call: _Planned, reason: str) -> None:
-    """A sample that failed fails the run and is not recorded; an auto-probe (nobody asked for
-    it) is best-effort: a warning that says so."""
-    if call.sample is not None:
-        _sample_failed(outcome, call.sample, reason)
-    else:
-        outcome.warnings.append(
-            f"probe {_label(call.tool, call.input)}: {reason} (an automatic probe: not recorded,"
-            " not a failure of record)"
-        )
-
-
-def _redact_outcome(outcome: ServerOutcome, redactor: Redactor) -> None:
-    """Redact every line `record` prints about a server: an error message quoting its stderr or
-    a tool error echoing a secret must not reach the terminal or a CI log."""
-    if not redactor:
-        return
-    if outcome.error is not None:
-        outcome.error = redactor.text(outcome.error)
-    for lines in (outcome.failed_samples, outcome.notes, outcome.warnings):
-        lines[:] = [redactor.text(line) for line in lines]
 
 
 def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[str, Any]]]:
@@ -495,11 +345,3 @@ def _quiet_old_calls(server_dir: Path) -> dict[str, list[dict[str, Any]]]:
         return {}
 
 
-def _summary(outcome: ServerOutcome) -> str:
-    text = f"recorded {outcome.tools} tool{'' if outcome.tools == 1 else 's'}, {outcome.calls} call{'' if outcome.calls == 1 else 's'}"
-    if outcome.failed_samples:
-        failed = len(outcome.failed_samples)
-        text += f", {failed} sample{'' if failed == 1 else 's'} failed"
-    if outcome.warnings:
-        text += f", {len(outcome.warnings)} warning{'' if len(outcome.warnings) == 1 else 's'}"
-    return text

@@ -28,13 +28,8 @@ from codemode_gen.client.sessions import (
     SessionManager,
 )
 from codemode_gen.config import ServerConfig, Settings
-from codemode_gen.generator.drift import (
-    Repeated,
-    Resample,
-    ServerCheck,
-    check_server,
-    plan_resamples,
-)
+from codemode_gen.generator.drift import check_server, plan_resamples
+from codemode_gen.generator.drift_findings import Repeated, Resample, ServerCheck
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.record import StatusFn
 from codemode_gen.generator.recorded import recordable_tools, recorded_call

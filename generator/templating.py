@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from codemode_gen.error_classes import errors_declaration
 from codemode_gen.generator.typescript.printer import doc_comment, joined_doc
 
 
@@ -36,6 +37,7 @@ def environment() -> jinja2.Environment:
     env.filters["js"] = js_literal
     env.globals["doc_comment"] = doc_comment
     env.globals["tool_doc"] = joined_doc
+    env.globals["errors_declaration"] = errors_declaration
     return env
 
 

@@ -174,7 +174,10 @@ declare module "@codemode/discovery" {
   export function searchTools(query: string, options?: SearchToolsOptions): Promise<SearchResults>;
 }
 
+// The @codemode/errors part is generated from codemode_gen/error_classes.py (as is runtime/js/errors.js).
 declare module "@codemode/errors" {
+  /** The string values of `ToolCallError.code` (besides numbers: a JSON-RPC error code or an HTTP status). */
+  export type ToolCallCode = "timeout" | "APPROVAL_DENIED";
   /** Base class of every Code Mode error (spec §7.1). */
   export class CodemodeError extends Error {
     /** One corrective action to take (spec §7.3). */
@@ -204,8 +207,8 @@ declare module "@codemode/errors" {
   export class ToolCallError extends CodemodeError {
     readonly serverId: string;
     readonly toolName: string;
-    /** JSON-RPC error code, when the call failed at the protocol level. */
-    readonly code?: number;
+    /** Why the call failed, when the host knows: the JSON-RPC error code (a protocol-level failure); the HTTP status (AuthenticationError); "timeout" (no answer within the server's call_timeout); "APPROVAL_DENIED" (the call was not approved and never sent). */
+    readonly code?: number | "timeout" | "APPROVAL_DENIED";
     /** The content blocks of the error result, when the tool returned isError. */
     readonly content?: Array<{ type: string; text?: string; [key: string]: unknown }>;
   }

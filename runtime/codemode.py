@@ -65,7 +65,8 @@ from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.host import hints, telemetry, tooltrace, tsinput
-from codemode_gen.runtime.host.approval import ApprovalGate, Approver
+from codemode_gen.runtime.host.approval import ApprovalGate
+from codemode_gen.runtime.host.approval_request import Approver
 from codemode_gen.runtime.host.bridge import Bridge
 from codemode_gen.runtime.host.catalog import (
     Catalog,
@@ -126,7 +127,6 @@ MAX_CATALOG_CACHE = 16
 # Connecting servers slower than this at run start is worth an info diagnostic (CONNECT_TIME)
 # when the run then runs out of time: it explains a script timeout that looks too early.
 CONNECT_NOTICE_MS = 1000
-CONNECT_TIME = "CONNECT_TIME"
 # The share of a run's timeoutMs the host waits, before the script starts, for the servers it
 # names to connect. That wait is not counted in the script's own timeoutMs (its deadline moves
 # by it: a cold start of the servers must not eat the script's time), and bounding it keeps the
@@ -137,8 +137,6 @@ CONNECT_WAIT_SHARE = 0.2
 # done in one thread per host): past it the next call's result waits for a slot before the
 # script gets it, instead of results piling up in host memory faster than the thread keeps up.
 MAX_PENDING_OBSERVATIONS = 8
-# Code of the diagnostic for live calls that `record` could not write to fixtures/.
-RECORDING_FAILED = "RECORDING_FAILED"
 # The longest script whose TypeScript is erased on the event loop: erasing is superlinear on
 # some inputs (`x!!!…`: ~60 ms for 512 characters), and the loop serves every client and every
 # run's watchdog, so anything longer goes to a helper process (runtime/host/offload.py; ~1 ms more).
@@ -528,7 +526,7 @@ class CodeMode:
             run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError as exc:
             return resp.not_started(diag.diagnostic(
-                "INVALID_LIMITS", str(exc),
+                diag.DiagnosticCode.INVALID_LIMITS, str(exc),
                 hint="send limits as non-negative integers within the documented ranges, or omit them",
                 path=f"/limits/{exc.key}",
             ))
@@ -624,7 +622,7 @@ class CodeMode:
         if self._recorder is not None:
             recording = [
                 diag.diagnostic(
-                    RECORDING_FAILED, note, severity="warning",
+                    diag.DiagnosticCode.RECORDING_FAILED, note, severity="warning",
                     hint="the calls themselves succeeded; fix what the message names (fixtures/ writable,"
                     " the tool recorded with `codemode-gen record`) and run the script again to record them",
                 )
@@ -638,7 +636,7 @@ class CodeMode:
             # Only when it explains something: the run ran out of time after a slow connect.
             uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
             catalog.diagnostics.append(diag.diagnostic(
-                CONNECT_TIME,
+                diag.DiagnosticCode.CONNECT_TIME,
                 f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
                 f"timeoutMs ({run_limits.timeoutMs} ms)",
                 severity="info",

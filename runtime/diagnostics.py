@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, NewType
 
 from codemode_gen.runtime.jsonsafe import clip, safe_name
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
 
 
 class DiagnosticCode(StrEnum):
-    """Every `code` a diagnostic of the runtime can carry (§3.3.3)."""
+    """Every `code` a diagnostic of the runtime can carry (§3.3.3), but the compiler's own
+    (`TS2322`...: `ts_code`). A new diagnostic gets its code here."""
 
+    # The script's outcome, reported by the sandbox (fatal ones: FATAL_CODES).
     SYNTAX_ERROR = "SYNTAX_ERROR"
     UNCAUGHT_EXCEPTION = "UNCAUGHT_EXCEPTION"
     IMPORT_FAILURE = "IMPORT_FAILURE"
@@ -35,6 +37,39 @@ class DiagnosticCode(StrEnum):
     UNAWAITED_CALL_FAILED = "UNAWAITED_CALL_FAILED"
     #: The response was cut to maxResponseChars (a warning).
     RESPONSE_TRUNCATED = "RESPONSE_TRUNCATED"
+    # The run's tool calls (runtime/host/tooltrace.py, upstream.py).
+    #: An input or result was refused at the sandbox boundary (size, depth).
+    BRIDGE_LIMIT = "BRIDGE_LIMIT"
+    #: toolTrace lists only the first MAX_TRACE_ENTRIES calls.
+    TOOL_TRACE_TRUNCATED = "TOOL_TRACE_TRUNCATED"
+    #: A boxed tool answered without its box: the value went to the script unchanged.
+    UNBOX_MISMATCH = "UNBOX_MISMATCH"
+    # The run's servers against out/ (runtime/host/reconcile.py) and the host's services.
+    CAPABILITY_UNAVAILABLE = "CAPABILITY_UNAVAILABLE"
+    MODULE_BUILT_IN_MEMORY = "MODULE_BUILT_IN_MEMORY"
+    STALE_OUT = "STALE_OUT"
+    CONNECT_TIME = "CONNECT_TIME"
+    RECORDING_FAILED = "RECORDING_FAILED"
+    RESUME_DIVERGED = "RESUME_DIVERGED"
+    # Type checking before a run (runtime/host/typecheck.py).
+    TYPECHECK_SKIPPED = "TYPECHECK_SKIPPED"
+    TYPECHECK_TRUNCATED = "TYPECHECK_TRUNCATED"
+    TYPECHECK_UNAVAILABLE = "TYPECHECK_UNAVAILABLE"
+    # A run that never started: its request, the host's configuration, the host itself.
+    INVALID_LIMITS = "INVALID_LIMITS"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    APPROVAL_STATE_REJECTED = "APPROVAL_STATE_REJECTED"
+    CONFIG_ERROR = "CONFIG_ERROR"
+    HOST_ERROR = "HOST_ERROR"
+
+
+#: A TypeScript compiler diagnostic's code (`TS` and its number), passed through as tsc gives it.
+TsCode = NewType("TsCode", str)
+
+
+def ts_code(number: object) -> TsCode:
+    """The code of the compiler's diagnostic number `number` (`TS2322`)."""
+    return TsCode(f"TS{number}")
 
 
 #: Codes after which `result` MUST be null (§3.3.4).
@@ -51,7 +86,7 @@ FATAL_CODES = frozenset(
 
 
 def diagnostic(
-    code: str,
+    code: DiagnosticCode | TsCode,
     message: str,
     *,
     severity: str = "error",

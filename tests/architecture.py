@@ -138,10 +138,11 @@ def misplaced(test: Path) -> str | None:
     if rel in ALLOWED or tested_module(test) is not None:
         return None
     stem = test.stem.removeprefix("test_")
-    homes = [f"tests/{folder + '/' if folder else ''}{test.name}"
-             for folder, source in sorted(mirrors().items())
-             if any((source / f"{name}.py").exists() or (source / f"{name}.js").exists()
-                    for name in _prefixes(stem))]
+    matches = sorted((-len(name), folder) for folder, source in mirrors().items()
+                     for name in _prefixes(stem)
+                     if (source / f"{name}.py").exists() or (source / f"{name}.js").exists())
+    homes = list(dict.fromkeys(f"tests/{folder + '/' if folder else ''}{test.name}"
+                               for _, folder in matches))  # the module named most fully first
     where = (f"move it to {' or '.join(homes)}" if homes else
              "name it after the module it tests (test_<module>.py in the folder mirroring the "
              "module's), or list it in tests/architecture.py's ALLOWED with the module it "

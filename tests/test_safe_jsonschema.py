@@ -22,7 +22,8 @@ from jsonschema.exceptions import SchemaError
 from codemode_gen import safe_jsonschema
 from codemode_gen.generator.fixtures import write_server_fixtures
 from codemode_gen.generator.output_schema import merge_output
-from codemode_gen.runtime.host.validation import InputInvalid, prepare_arguments
+from codemode_gen.runtime.host.validation import prepare_arguments
+from codemode_gen.runtime.host.validation_errors import InputInvalid
 
 from .conftest import PROMPT_S
 

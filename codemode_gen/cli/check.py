@@ -112,6 +112,7 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
     `generate` does; the same JSON diagnostics, each with its `file`."""
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.skills import SKILLS_DIR
+    from codemode_gen.runtime.diagnostics import ts_code
     from codemode_gen.runtime.host.skills import check_against_out, render
 
     out_dir = out if out is not None else load_project_settings(config).out_dir
@@ -121,7 +122,7 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
         raise UserError(f"missing SCRIPT (and no skills in {Path(os.path.abspath(out_dir)).parent / SKILLS_DIR} to check)",
                         hint="pass a .js or .ts file, or - to read the script from stdin")
     diagnostics = [
-        {"severity": "error" if d.get("category") == "error" else "warning", "code": f"TS{d.get('code')}",
+        {"severity": "error" if d.get("category") == "error" else "warning", "code": ts_code(d.get('code')),
          "message": str(d.get("message", "")), "file": str(d.get("file", "")), "path": f"{d.get('line', 1)}:{d.get('column', 1)}"}
         for d in result.diagnostics
     ]

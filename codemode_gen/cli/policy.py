@@ -24,7 +24,7 @@ from codemode_gen.cli.options import project_config_option
 if TYPE_CHECKING:
     from codemode_gen.config import Settings
     from codemode_gen.generator.fixtures import FixtureSet
-    from codemode_gen.runtime.host.approval import ToolPolicy
+    from codemode_gen.runtime.host.approval_policy import ToolPolicy
 
 # Bounds the tools the record/generate summary lists (one codemode.toml line each): a catalog of
 # hundreds of unannotated tools would bury the rest of the output; `codemode-gen policy` has them all.
@@ -37,7 +37,7 @@ _WILL_ASK = ("ask", "ask-once")
 
 def policy_rows(settings: Settings, sets: Iterable[FixtureSet]) -> list[ToolPolicy]:
     """The policy table of the recorded servers `sets` under `settings`."""
-    from codemode_gen.runtime.host.approval import policy_table
+    from codemode_gen.runtime.host.approval_policy import policy_table
 
     return policy_table(settings, [(s.config_id, s.tools) for s in sets])
 
@@ -54,7 +54,7 @@ def summary_lines(rows: Sequence[ToolPolicy], settings: Settings | None = None) 
     """What `record` and `generate` print: how many tools will ask, then at most
     MAX_SUMMARY_TOOLS of them as the codemode.toml lines that allow them, each with its policy
     and reason. `settings` (their file) says where the lines go when the table exists already."""
-    from codemode_gen.runtime.host.approval import toml_line
+    from codemode_gen.runtime.host.approval_policy import toml_line
 
     asking = [r for r in rows if r.policy in _WILL_ASK]
     denied = sum(1 for r in rows if r.policy == "deny")

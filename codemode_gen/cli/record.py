@@ -126,7 +126,8 @@ def record(
 
     from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
-    from codemode_gen.generator.record import ServerOutcome, record_servers
+    from codemode_gen.generator.record import record_servers
+    from codemode_gen.generator.record_outcome import ServerOutcome
     from codemode_gen.generator.samples import load_samples_file
 
     # Tool names unknown to the recordings are warnings here: recording refreshes them.
@@ -250,7 +251,8 @@ def _check(
     """`record --check`: the report on stdout, the verdict as the exit status (see `record`)."""
     import anyio
 
-    from codemode_gen.generator.drift import ServerCheck, exit_status, render_report
+    from codemode_gen.generator.drift import exit_status, render_report
+    from codemode_gen.generator.drift_findings import ServerCheck
     from codemode_gen.generator.fixtures import load_recorded, recorded_server_ids
     from codemode_gen.generator.record_check import check_servers
 

@@ -36,7 +36,7 @@ from codemode_gen.cli.options import config_option, out_option, read_script
 from codemode_gen.errors import UserError
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver
+    from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Approver
 
 # Bounds one answer read from the terminal (bytes): a paste of a whole file is not an answer.
 MAX_ANSWER_BYTES = 4096
@@ -116,11 +116,8 @@ def terminal_approver() -> Approver:
 
     async def approve(request: ApprovalRequest) -> Answer:
         async with lock:
-            from codemode_gen.runtime.host.approval import (
-                ARGUMENTS_HEADING,
-                FOR_RUN,
-                describe_annotations,
-            )
+            from codemode_gen.runtime.host.approval_policy import describe_annotations
+            from codemode_gen.runtime.host.approval_request import ARGUMENTS_HEADING, FOR_RUN
 
             if request.offers_run:
                 question = (f"Allow this call? y = yes, a = all calls of {request.tool_name} in this run,"
@@ -156,7 +153,7 @@ def terminal_approver() -> Approver:
 def no_terminal_approver() -> Approver:
     """The approver when nobody can be asked: every call that needs approval is denied, saying
     how to approve them."""
-    from codemode_gen.runtime.host.approval import ApprovalUnavailable
+    from codemode_gen.runtime.host.approval_request import ApprovalUnavailable
 
     async def approve(request: ApprovalRequest) -> bool:
         raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --yes to approve such calls")
@@ -242,14 +239,14 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         except UserError:
             raise
         except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
-            from codemode_gen.runtime.diagnostics import diagnostic
+            from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
             from codemode_gen.runtime.jsonsafe import clip
             from codemode_gen.runtime.response import not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
             return not_started(diagnostic(
-                "HOST_ERROR", message, hint="retry the run; if it fails again, report it with this message"
+                DiagnosticCode.HOST_ERROR, message, hint="retry the run; if it fails again, report it with this message"
             ))
 
 

@@ -99,10 +99,10 @@ class TypeDecl:
     doc: tuple[str, ...]  # doc-comment lines, already sanitised
     text: str  # printed type expression; multi-line text is indented relative to column 0
     # The schema's own `title`, raw (never printed as is): lets a module that declares the
-    # same type several times name the shared body after it (generator/build.py).
+    # same type several times name the shared body after it (generator/shared_types.py).
     title: str | None = None
     # The type as an AST (for the compact agent rendering, which inlines and re-prints it);
-    # an alias made by build.share_identical_types holds a `Ref` to the shared body.
+    # an alias made by shared_types.share_identical_types holds a `Ref` to the shared body.
     node: t.TypeNode | None = None
 
 

@@ -41,12 +41,11 @@ from codemode_gen.runtime import response as resp
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Unusable
+    from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Unusable
     from codemode_gen.runtime.host.resume import Resumable, RunState, Suspension
 
 __all__ = [
     "MIN_SECRET_CHARS",
-    "STATE_REJECTED",
     "STATE_SECRET_ENV",
     "StateRejected",
     "StateSealer",
@@ -62,8 +61,6 @@ MIN_SECRET_CHARS = 32
 #: Bounds the states remembered as used (their nonces), oldest forgotten first: a retry is
 #: refused when its state was used on this instance already.
 MAX_REMEMBERED_STATES = 4096
-#: The diagnostic of a requestState that is refused.
-STATE_REJECTED = "APPROVAL_STATE_REJECTED"
 SECRET_HINT = (
     f"give every serve instance the same secret: serve --state-secret SECRET or {STATE_SECRET_ENV}=SECRET "
     "(at least 32 characters, e.g. `openssl rand -hex 32`; docs/deploy.md), then run the script again"
@@ -189,7 +186,7 @@ def resumable_call(
                     "retry with exactly the arguments of the call that returned this requestState")
             sealer.use(prior)
         except StateRejected as exc:
-            return resp.not_started(diag.diagnostic(STATE_REJECTED, exc.message, hint=exc.hint))
+            return resp.not_started(diag.diagnostic(diag.DiagnosticCode.APPROVAL_STATE_REJECTED, exc.message, hint=exc.hint))
         waiting = {f"{ASK_KEY_PREFIX}{ask.seq}": ask.seq for ask in prior.pending}
         for key, value in list((input_responses or {}).items())[:MAX_ANSWERS]:
             seq = waiting.get(key)

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, gcpolicy, payload
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
-from codemode_gen.runtime.diagnostics import diagnostic, worker_limit
+from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.host import otel_setup, telemetry, telemetry_serve
@@ -76,7 +76,12 @@ if TYPE_CHECKING:
 
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.frontends.input_required import StateSealer
-    from codemode_gen.runtime.host.approval import Answer, ApprovalRequest, Approver, Unusable
+    from codemode_gen.runtime.host.approval_request import (
+        Answer,
+        ApprovalRequest,
+        Approver,
+        Unusable,
+    )
     from codemode_gen.runtime.host.progress import ProgressCallback
     from codemode_gen.runtime.host.resume import Resumable
     from codemode_gen.runtime.limits import TraceMode
@@ -163,7 +168,7 @@ def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
 def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
     """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
     was ticked: only a literal true counts), decline or cancel → no."""
-    from codemode_gen.runtime.host.approval import FOR_RUN
+    from codemode_gen.runtime.host.approval_request import FOR_RUN
 
     if action != "accept":
         return False
@@ -216,7 +221,7 @@ async def handle_run(
         problem = ("/requestedCapabilities", "`requestedCapabilities` must be an array of server ids")
     if problem is not None:
         return not_started(diagnostic(
-            "INVALID_REQUEST", problem[1],
+            DiagnosticCode.INVALID_REQUEST, problem[1],
             hint="send {\"code\": \"<JavaScript>\"} with optional limits and requestedCapabilities",
             path=problem[0],
         ))
@@ -233,7 +238,7 @@ def approval_answer(result: Any) -> Answer | Unusable:
     """The user's answer to `approval_form`, the same on every protocol version
     (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
     or why the client's response cannot count as an answer."""
-    from codemode_gen.runtime.host.approval import Unusable
+    from codemode_gen.runtime.host.approval_request import Unusable
 
     if isinstance(result, Mapping):
         action, content = result.get("action"), result.get("content")
@@ -253,7 +258,7 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
     ApprovalUnavailable: the call is denied and the message says why."""
     from mcp.shared.exceptions import MCPError, NoBackChannelError
 
-    from codemode_gen.runtime.host.approval import ApprovalUnavailable, Unusable
+    from codemode_gen.runtime.host.approval_request import ApprovalUnavailable, Unusable
 
     async def approve(request: ApprovalRequest) -> Answer:
         channel = session is not None and getattr(session, "can_send_request", False)
@@ -318,7 +323,7 @@ def _ticket(ctx: Any) -> Ticket | None:
     return ticket if isinstance(ticket, Ticket) else None
 
 
-def error_response(code: str, message: str, hint: str) -> dict[str, Any]:
+def error_response(code: DiagnosticCode, message: str, hint: str) -> dict[str, Any]:
     """A §3.3 response for a run that could not start (§3.3.4: never a failed tool call)."""
     return not_started(diagnostic(code, message, hint=hint))
 
@@ -336,7 +341,7 @@ def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
             text = payload.dumps(response, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError, RecursionError) as exc:  # a bug upstream of us: still a §3.3 answer
         log_line(f"tools/call: response is not JSON: {type(exc).__name__}: {exc}")
-        response = error_response("HOST_ERROR", f"the run's response could not be serialized: {exc}",
+        response = error_response(DiagnosticCode.HOST_ERROR, f"the run's response could not be serialized: {exc}",
                                   "retry the run; if it fails again, report it with the server's stderr log")
         text = json.dumps(response, ensure_ascii=False, sort_keys=True)
     return response, text
@@ -707,19 +712,19 @@ def build_server(host: ServeHost) -> Server[Any]:
         if cm is None:
             problem = host.problem
             if problem is None:
-                return error_response("HOST_ERROR", "codemode-gen serve is shutting down",
+                return error_response(DiagnosticCode.HOST_ERROR, "codemode-gen serve is shutting down",
                                       "retry the run once the server is back")
-            return error_response("CONFIG_ERROR", problem.message, _restart_hint(problem))
+            return error_response(DiagnosticCode.CONFIG_ERROR, problem.message, _restart_hint(problem))
         try:
             return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key,
                                     started=None if ticket is None else ticket.queued_at, resumable=resumable)
         except UserError as exc:
             host.report(exc)
-            return error_response("CONFIG_ERROR", exc.message, exc.hint or "fix the file it names, then retry")
+            return error_response(DiagnosticCode.CONFIG_ERROR, exc.message, exc.hint or "fix the file it names, then retry")
         except Exception as exc:
             log_line(f"tools/call: unexpected {type(exc).__name__}: {exc}")
             return error_response(
-                "HOST_ERROR", f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}",
+                DiagnosticCode.HOST_ERROR, f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}",
                 "retry the run; if it fails again, report it with the server's stderr log",
             )
 

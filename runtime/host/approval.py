@@ -6,37 +6,9 @@ validated and before anything is sent; a call that is not approved is never sent
 script gets a `ToolCallError` with code `APPROVAL_DENIED` it can catch (§10: only limits end a
 run).
 
-Policy per tool (`tool_policy`, pure): the tool's own entry in codemode.toml
-(`[servers.<id>.approval] <tool> = "..."`), else the server's default (`approval = "..."` or
-`"*" = "..."` in that table), else the project default (`approval = "..."` at the top); "auto"
-there means "from the tool's MCP annotations":
-
-- `readOnlyHint: true` → allow;
-- `destructiveHint: false` (and not read-only) → allow: the server says it only adds;
-- anything else → ask. This fails closed: a tool without annotations, or with `readOnlyHint:
-  false` and no `destructiveHint` (which the MCP spec then defaults to true), is asked for.
-
-Why a tool without annotations is asked before every call, not once per session: in the real
-catalogs (tests/data/catalogs) the servers that annotate nothing are the ones that post, push and
-write (github `push_files`, slack `slack_post_message`, sqlite `write_query`, puppeteer
-`puppeteer_evaluate`), and a yes given to one script must not cover another script's calls
-later in the session. What keeps this livable: every question of an "ask" tool offers to
-approve the tool's further calls for the rest of the run (`FOR_RUN`), so a loop asks once; the
-project decides for good in codemode.toml, and `record`, `generate` and `codemode-gen policy`
-print the policy with the lines that change it (`policy_table`). Where nobody can be asked it
-stays a denial (fail closed), whose hint says the same lines.
-
-Annotations are the server's own claims; a server that lies about them is only contained by an
-explicit entry in codemode.toml. A per-tool `deny` hides the tool altogether (config.py adds it
-to the server's blocklist: no binding, no declaration, not in discovery), so the gate only sees a
-`deny` that came from a default (`"*" = "deny"`): such calls are refused without asking.
-
-Asking is the host's business: an `Approver` is `async (ApprovalRequest) -> Answer`: True (this
-call), False, or `FOR_RUN` ("run": this call and every later call of the same tool in the same
-run, which the gate then lets through without asking, "approved-for-run"; offered for "ask"
-tools, `ApprovalRequest.offers_run`). `run` asks on the terminal (cli/run.py: `a`), `serve`
-through MCP elicitation (a checkbox of the form), the Python API takes any callable.
-An approver that cannot ask (no terminal, a client without elicitation) raises
+Which calls need a yes is the tool's policy (runtime/host/approval_policy.py); what the person
+asked sees and may answer is the approver's contract (runtime/host/approval_request.py). An
+approver that cannot ask (no terminal, a client without elicitation) raises
 `ApprovalUnavailable`; one that raises anything else counts as a no. No approver at all → no
 (fail closed), unless the host was built with `approve_all` (`run --yes`, `serve
 --approve-all`).
@@ -52,21 +24,14 @@ the run's timeoutMs: a run still waiting when it runs out ends as any run that t
 Every call that reached the gate carries its decision into toolTrace (`"approval"`): "allowed"
 (by policy), "approved" (asked, accepted, or approved by `approve_all`), "approved-for-session"
 (an ask-once accept remembered), "approved-for-run" (an earlier `FOR_RUN` answer of this run),
-"denied". Arguments are shown to the person asked, never
-written to the trace; what they see is redacted like fixtures (the server's env/header values
-and codemode.toml's `redact` patterns), cut at `MAX_ARGUMENTS_CHARS`, and shown as data: one
-line of JSON with every character that could hide text or fake a line break escaped, set off
-behind a gutter after the host's own words (codemode_gen/display.py), so nothing a script
-writes can read as the host's text.
+"denied". Arguments are shown to the person asked, never written to the trace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import (
@@ -77,153 +42,50 @@ from collections.abc import (
     Iterable,
     Mapping,
     MutableSet,
-    Sequence,
 )
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# What codemode.toml may say (a Policy, or "auto": from the tool's annotations) lives with the
-# config that parses it.
 from codemode_gen import payload
-from codemode_gen.config import (
-    APPROVAL_SETTINGS,
-    ApprovalSetting,
-    ServerConfig,
-    ServerSettings,
-    Settings,
-)
-from codemode_gen.display import GUTTER, data_block, display_json, display_string
+from codemode_gen.config import ApprovalSetting, ServerConfig
+from codemode_gen.display import display_json
+from codemode_gen.error_classes import ToolCallCode
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import jsonsafe
-from codemode_gen.settings_schema import SettingsSource
+from codemode_gen.runtime.host.approval_policy import Policy, toml_line, tool_policy
+from codemode_gen.runtime.host.approval_request import (
+    FOR_RUN,
+    MAX_ARGUMENTS_CHARS,
+    ApprovalRequest,
+    ApprovalUnavailable,
+    Approver,
+)
 
 __all__ = [
-    "APPROVAL_SETTINGS",
     "DENIED_CODE",
-    "FOR_RUN",
-    "MAX_ARGUMENTS_CHARS",
-    "Answer",
     "ApprovalGate",
     "ApprovalOutcome",
-    "ApprovalRequest",
-    "ApprovalSetting",
-    "ApprovalUnavailable",
-    "Approver",
     "Decision",
     "DenyReason",
-    "Policy",
-    "PolicySource",
-    "ToolPolicy",
-    "Unusable",
     "denial_message",
-    "describe_annotations",
-    "explain_policy",
-    "policy_from_annotations",
-    "policy_table",
-    "toml_line",
-    "tool_policy",
 ]
 
 log = logging.getLogger(__name__)
 
-#: What a tool's calls get: sent at once, sent after a yes (every call / the first per session),
-#: or never sent.
-Policy = Literal["allow", "ask", "ask-once", "deny"]
 #: A call's outcome at the gate, as toolTrace's `approval` shows it.
 Decision = Literal["allowed", "approved", "approved-for-session", "approved-for-run", "denied"]
-#: Why a tool has its policy: one of its MCP annotations, a line of codemode.toml (or the
-#: blocklist), or the default for a tool whose annotations say nothing ("auto" asks).
-PolicySource = Literal["annotation", "config", "default"]
 #: Why a call was denied: the person said no; nobody could be asked; no answer before the run's
 #: timeoutMs; a default `deny` policy; the approver failed.
 DenyReason = Literal["declined", "unavailable", "timeout", "policy", "error"]
 #: The `code` of the ToolCallError a denied call throws in the script.
-DENIED_CODE = "APPROVAL_DENIED"
+DENIED_CODE = ToolCallCode.APPROVAL_DENIED
 
-# Bounds the arguments shown to the person asked (characters of their JSON): a script can pass
-# megabytes, which neither a terminal nor an elicitation dialog can show usefully.
-MAX_ARGUMENTS_CHARS = 1000
 # Bounds the approval sessions remembered at once (ask-once accepts, by session key): a `serve`
 # over HTTP with ever new clients cannot grow host memory; the oldest session is forgotten
 # (its tools are asked again).
 MAX_APPROVAL_SESSIONS = 256
 # Bounds the tool names shown in a message or prompt (they come from the server).
 MAX_SHOWN_NAME_CHARS = 200
-# Characters of shown arguments per line of an elicitation message: clients lay the message out
-# in dialogs of unknown width, and a line the dialog wraps again would start without the gutter
-# that marks it as data. Narrow enough for a small dialog, wide enough for JSON to read.
-ELICITATION_DATA_WIDTH = 60
-
-
-class ApprovalUnavailable(Exception):
-    """Raised by an approver that has no way to ask (no terminal, a client without
-    elicitation): the call is denied, and the message says why."""
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What the person asked gets to see: who wants to call what, with which arguments.
-
-    `server_id` is the module path scripts import (`@codemode/servers/<server_id>`),
-    `config_id` the server's key in .mcp.json and codemode.toml; `arguments_text` is the
-    arguments' JSON on one line, redacted, cut at MAX_ARGUMENTS_CHARS, with every character
-    that could hide text or break the line escaped (`display_json`); `policy` is "ask" or
-    "ask-once". Every text field is safe to print on a terminal; show the arguments with
-    `arguments_block`, after the host's own words.
-    """
-
-    server_id: str
-    config_id: str
-    tool_name: str
-    arguments_text: str
-    annotations: Mapping[str, Any] | None
-    policy: Policy
-
-    @property
-    def offers_run(self) -> bool:
-        """Whether the approver may answer `FOR_RUN`: an "ask" tool's calls are asked one by
-        one, so a yes for the rest of the run spares the questions of a loop (an "ask-once"
-        yes already covers the session)."""
-        return self.policy == "ask"
-
-    def describe(self, question: str = "", *, width: int = ELICITATION_DATA_WIDTH) -> str:
-        """The message for a person: the host's words (who wants to call what; `question`),
-        then the arguments set off as data, last (`arguments_block`)."""
-        once = " (ask-once: a yes approves this tool for the rest of the session)" if self.policy == "ask-once" else ""
-        flags = describe_annotations(self.annotations)
-        return (
-            f"A script wants to call tool {display_string(self.tool_name)} of server"
-            f" {display_string(self.config_id)}{f' ({flags})' if flags else ''}{once}.\n"
-            f"{question + chr(10) if question else ''}"
-            f"{ARGUMENTS_HEADING}\n{self.arguments_block(width)}"
-        )
-
-    def arguments_block(self, width: int) -> str:
-        """The arguments as lines of at most `width` characters, each behind the data gutter."""
-        return data_block(self.arguments_text, width)
-
-
-#: The line before shown arguments: what they are, so that nothing in them reads as ours.
-ARGUMENTS_HEADING = (
-    f"Arguments, as the script wrote them (JSON; secrets redacted; unusual characters escaped; "
-    f"every line starts with {GUTTER.strip()}):"
-)
-
-
-#: The answer that approves this call and every later call of the same tool in the same run
-#: ("allow `write_query` for the rest of this run"); counts as a plain yes where not offered.
-FOR_RUN: Literal["run"] = "run"
-#: What an approver answers: True (send this call), FOR_RUN, or False (anything else is no).
-Answer = bool | Literal["run"]
-
-
-class Unusable(str):
-    """Why a client's response cannot count as an answer (it is not one): never FOR_RUN, though
-    a str, so an answer and this are told apart by type."""
-
-
-#: Asks a person. May raise ApprovalUnavailable (no way to ask).
-Approver = Callable[[ApprovalRequest], Awaitable[Answer]]
 
 
 @dataclass(frozen=True)
@@ -239,165 +101,6 @@ class ApprovalOutcome:
     def sent(self) -> bool:
         return self.decision != "denied"
 
-
-# --------------------------------------------------------------------------- policy
-
-
-def policy_from_annotations(annotations: Mapping[str, Any] | None) -> Policy:
-    """"auto": allow read-only tools and tools that say they destroy nothing; ask the rest.
-
-    Only literal booleans count: a server sending `"readOnlyHint": "true"` is not trusted with
-    the lenient reading."""
-    hints = annotations if isinstance(annotations, Mapping) else {}
-    if hints.get("readOnlyHint") is True:
-        return "allow"
-    if hints.get("destructiveHint") is False:
-        return "allow"
-    return "ask"
-
-
-def tool_policy(
-    config: ServerConfig,
-    tool_name: str,
-    annotations: Mapping[str, Any] | None,
-    project_default: ApprovalSetting = "auto",
-) -> Policy:
-    """The policy of one tool: its own entry, else the server's default, else `project_default`
-    (which load_config already folded into `config.approval_default`; it matters for configs
-    built by hand), with "auto" resolved from the tool's annotations."""
-    setting: str | None = config.approval.get(tool_name)
-    if setting is None:
-        setting = config.approval_default
-    if setting is None:
-        setting = project_default
-    return _resolved(setting, annotations)
-
-
-def _resolved(setting: str, annotations: Mapping[str, Any] | None) -> Policy:
-    if setting == "auto":
-        return policy_from_annotations(annotations)
-    if setting in ("allow", "ask", "ask-once", "deny"):
-        return setting  # type: ignore[return-value]
-    return "ask"  # unreachable for validated configs; never fail open
-
-
-@dataclass(frozen=True)
-class ToolPolicy:
-    """One row of the policy table (`codemode-gen policy`): a tool's policy and why it has it.
-
-    `source` is what decided: "annotation" (`detail` names it: `destructiveHint: true`),
-    "config" (`detail` is the codemode.toml line, `line` where it is when known) or "default"
-    (auto, and the annotations say nothing either way)."""
-
-    config_id: str
-    tool_name: str
-    policy: Policy
-    source: PolicySource
-    detail: str
-    line: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"server": self.config_id, "tool": self.tool_name, "policy": self.policy,
-                               "why": self.source, "detail": self.detail}
-        if self.line is not None:
-            out["line"] = self.line
-        return out
-
-
-def explain_policy(
-    config_id: str,
-    server: ServerSettings | None,
-    project_default: ApprovalSetting,
-    tool_name: str,
-    annotations: Mapping[str, Any] | None,
-    *,
-    source: SettingsSource | None = None,
-) -> ToolPolicy:
-    """`tool_policy` with its reason, from codemode.toml's settings (`server`: its
-    `[servers.<id>]`, None when it has none), as `load_config` folds them: a tool on the
-    blocklist (a per-tool "deny" is one) is denied, else its own entry, the server's default,
-    the project's default, "auto" from the annotations. `source` (the file the settings came
-    from) gives each config reason its line, and a server default the form it was written in."""
-    server = server if server is not None else ServerSettings()
-
-    def config(setting: str, text: str, *keys: str) -> ToolPolicy:
-        return ToolPolicy(config_id, tool_name, _resolved(setting, annotations), "config", text,
-                          source.line(keys) if source is not None else None)
-
-    table = f"[servers.{_toml_key(config_id)}]"
-    own = server.approval.get(tool_name)
-    if tool_name in server.blocklist and own != "deny":
-        return config("deny", f"{table} blocklist", "servers", config_id, "blocklist")
-    if own is not None and own != "auto":
-        return config(own, toml_line(config_id, tool_name, own), "servers", config_id, "approval", tool_name)
-    if own is None and server.approval_default not in (None, "auto"):
-        default = str(server.approval_default)
-        written = _server_entry(source, config_id)
-        if isinstance(written, Mapping):
-            return config(default, f"[servers.{_toml_key(config_id)}.approval] \"*\" = \"{default}\"",
-                          "servers", config_id, "approval", "*")
-        return config(default, f"{table} approval = \"{default}\"", "servers", config_id, "approval")
-    if own is None and server.approval_default is None and project_default != "auto":
-        return config(project_default, f"approval = \"{project_default}\"", "approval")
-    policy = policy_from_annotations(annotations)
-    hints = annotations if isinstance(annotations, Mapping) else {}
-    for key, value in (("readOnlyHint", True), ("destructiveHint", False), ("destructiveHint", True)):
-        if hints.get(key) is value:
-            return ToolPolicy(config_id, tool_name, policy, "annotation", f"{key}: {str(value).lower()}")
-    if hints.get("readOnlyHint") is False:
-        return ToolPolicy(config_id, tool_name, policy, "annotation",
-                          "readOnlyHint: false, no destructiveHint (MCP reads it as true)")
-    return ToolPolicy(config_id, tool_name, policy, "default",
-                      "no annotations" if not hints else "annotations say nothing of reads or destruction")
-
-
-def _server_entry(source: SettingsSource | None, config_id: str) -> Any:
-    """What codemode.toml wrote as `[servers.<id>] approval`: a string, a table, or None."""
-    servers = source.data.get("servers") if source is not None else None
-    table = servers.get(config_id) if isinstance(servers, Mapping) else None
-    return table.get("approval") if isinstance(table, Mapping) else None
-
-
-def policy_table(
-    settings: Settings, servers: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]
-) -> list[ToolPolicy]:
-    """Every tool's `explain_policy` under `settings`, for servers given as (config id, their
-    recorded tools/list entries); in server and tool order."""
-    rows = []
-    for config_id, tools in sorted(servers, key=lambda s: s[0]):
-        server = settings.servers.get(config_id)
-        for tool in sorted((t for t in tools if isinstance(t.get("name"), str)), key=lambda t: str(t["name"])):
-            annotations = tool.get("annotations")
-            rows.append(explain_policy(config_id, server, settings.approval, str(tool["name"]),
-                                       annotations if isinstance(annotations, Mapping) else None,
-                                       source=settings.source))
-    return rows
-
-
-def toml_line(config_id: str, tool_name: str, setting: ApprovalSetting) -> str:
-    """The codemode.toml table header and entry (one line, as in a hint) that give one tool
-    `setting`, keys quoted where TOML needs it."""
-    return f"[servers.{_toml_key(config_id)}.approval] {_toml_key(tool_name)} = \"{setting}\""
-
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
-
-
-def describe_annotations(annotations: Mapping[str, Any] | None) -> str:
-    """What the tool's annotations say about it, in two or three words for a prompt."""
-    if not isinstance(annotations, Mapping):
-        return "no annotations"
-    if annotations.get("readOnlyHint") is True:
-        return "read-only"
-    if annotations.get("destructiveHint") is True:
-        return "destructive"
-    if annotations.get("destructiveHint") is False:
-        return "not destructive"
-    return "may be destructive"
 
 
 # --------------------------------------------------------------------------- the gate

@@ -37,7 +37,7 @@ from codemode_gen.generator.manifest import (
 )
 from codemode_gen.generator.names import assign_export_names, assign_module_paths, unique_name
 from codemode_gen.generator.unwrap import Box, find_box, inner_schema
-from codemode_gen.runtime.host.approval import tool_policy
+from codemode_gen.runtime.host.approval_policy import tool_policy
 
 __all__ = [
     "APPROVAL_NOTES",

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from codemode_gen import MODULE_PREFIX
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.manifest import ServerEntry
-from codemode_gen.runtime.diagnostics import diagnostic
+from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
 from codemode_gen.runtime.host.catalog import (
     Catalog,
     LiveServer,
@@ -135,7 +135,7 @@ class Plan:
             module = built[cid]
             if module.server_id != self.paths[cid]:  # §5.0.1 collision the subset build could not see
                 catalog.diagnostics.append(diagnostic(
-                    "CAPABILITY_UNAVAILABLE",
+                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
                     f"server '{cid}' cannot be loaded: its module path collides with another server",
                     severity="warning",
                     hint="run `codemode-gen record` then `codemode-gen generate` so out/ assigns unique paths",
@@ -177,7 +177,7 @@ def select_servers(
         if cid is None:
             known = ", ".join(sorted(paths.values())) or "none"
             diagnostics.append(diagnostic(
-                "CAPABILITY_UNAVAILABLE",
+                DiagnosticCode.CAPABILITY_UNAVAILABLE,
                 f"requested capability '{cap}' is not a configured server (available: {known})",
                 severity="warning",
                 hint="request one of the available server ids, or do without it",
@@ -200,7 +200,7 @@ SLOW_CONNECT = "did not finish connecting before the script started"
 
 def is_slow_connect(d: Mapping[str, Any]) -> bool:
     """Whether `d` is the warning above (a host diagnostic, never the script's text)."""
-    return d.get("code") == "CAPABILITY_UNAVAILABLE" and SLOW_CONNECT in str(d.get("message", ""))
+    return d.get("code") == DiagnosticCode.CAPABILITY_UNAVAILABLE and SLOW_CONNECT in str(d.get("message", ""))
 
 def reconcile(
     configs: Mapping[str, ServerConfig],
@@ -221,7 +221,7 @@ def reconcile(
     for cid, why in connections.pending.items():
         if why == "timeout":
             diagnostics.append(diagnostic(
-                "CAPABILITY_UNAVAILABLE",
+                DiagnosticCode.CAPABILITY_UNAVAILABLE,
                 f"server '{paths[cid]}' {SLOW_CONNECT} (the host waits a fifth of timeoutMs); the "
                 "script's first call to it waits for the connection",
                 severity="warning" if selection.named(cid) else "info",
@@ -230,7 +230,7 @@ def reconcile(
             ))
         else:
             diagnostics.append(diagnostic(
-                "CAPABILITY_UNAVAILABLE",
+                DiagnosticCode.CAPABILITY_UNAVAILABLE,
                 f"server '{paths[cid]}' is still connecting in the background; this run does not include it",
                 severity="info",
                 hint="import it statically or list it in requestedCapabilities to wait for it; "
@@ -254,7 +254,7 @@ def reconcile(
             view.auth_failed = failure.auth
             view.auth_hint = failure.hint
             diagnostics.append(diagnostic(
-                "CAPABILITY_UNAVAILABLE",
+                DiagnosticCode.CAPABILITY_UNAVAILABLE,
                 f"server '{sid}' is unavailable: {failure.reason}",
                 severity="warning" if selection.named(cid) else "info",
                 hint=(f"calls to '{sid}' will throw; {failure.hint}" if failure.hint
@@ -269,7 +269,7 @@ def reconcile(
         if view is None or view.module_source is None:
             build[cid], live_views[cid] = [], tools
             diagnostics.append(diagnostic(
-                "MODULE_BUILT_IN_MEMORY",
+                DiagnosticCode.MODULE_BUILT_IN_MEMORY,
                 f"server '{cid}' has no module in {out_dir}/; built it in memory from the live tool list",
                 severity="info",
                 hint="run `codemode-gen record` then `codemode-gen generate` for typed, committed bindings",
@@ -277,7 +277,7 @@ def reconcile(
             continue
         stale = stale_message(cid, view.tools, tools)
         if stale:
-            diagnostics.append(diagnostic("STALE_OUT", stale, severity="warning", hint=REFRESH_HINT))
+            diagnostics.append(diagnostic(DiagnosticCode.STALE_OUT, stale, severity="warning", hint=REFRESH_HINT))
             if set(tools) != set(view.tools):
                 # Bindings for the live tools, plus the out/ tools that are gone so that a
                 # script importing one still loads and gets ToolNotFoundError on the call.

@@ -49,7 +49,7 @@ from typing import Any
 from codemode_gen import payload
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
-from codemode_gen.runtime.host.approval import (
+from codemode_gen.runtime.host.approval_request import (
     Answer,
     ApprovalRequest,
     ApprovalUnavailable,
@@ -63,7 +63,6 @@ __all__ = [
     "ASK_KEY_PREFIX",
     "MAX_ROUNDS",
     "MAX_STATE_CHARS",
-    "RESUME_DIVERGED",
     "Resumable",
     "RunState",
     "StateError",
@@ -95,8 +94,6 @@ MAX_ARRIVAL_TURNS = 100
 STATE_VERSION = 1
 #: The keys of the elicitations an input_required result asks (then of the retry's answers).
 ASK_KEY_PREFIX = "approve-"
-#: The code of the diagnostic of a resumed run that no longer does what its first round did.
-RESUME_DIVERGED = "RESUME_DIVERGED"
 DIVERGED_HINT = (
     "a run that asked for approval is resumed by running the script again with the results, clock "
     "values and random numbers of its first round; this script did something else (it depends on "
@@ -428,7 +425,7 @@ class Resumable:
         if self.prior is None or self.suspension is not None:
             return []
         missing = (set(self._replayed) | set(self._pending)) - self._entered
-        if not missing or any(d.get("code") in (diag.DiagnosticCode.SANDBOX_LIMIT, RESUME_DIVERGED) for d in ended):
+        if not missing or any(d.get("code") in (diag.DiagnosticCode.SANDBOX_LIMIT, diag.DiagnosticCode.RESUME_DIVERGED) for d in ended):
             return []
         return [_diverged(f"the resumed script ended without making {len(missing)} of the calls the earlier "
                           f"round made (the first: #{min(missing)})")]
@@ -538,4 +535,4 @@ class Resumable:
 
 
 def _diverged(detail: str) -> dict[str, Any]:
-    return diag.diagnostic(RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)
+    return diag.diagnostic(diag.DiagnosticCode.RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)

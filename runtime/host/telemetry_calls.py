@@ -165,7 +165,7 @@ def _finish_call_span(
     span: Span, telemetry: Telemetry, outcome: str, elapsed: float, decision: str | None,
     error: Any, request: Mapping[str, Any], reply: Mapping[str, Any] | None, redact: Callable[[str], str] | None,
 ) -> None:
-    from codemode_gen.runtime.host.bridge import trace_error
+    from codemode_gen.runtime.host.call_replies import trace_error
 
     attributes: dict[str, Any] = {"codemode.call.outcome": outcome, "codemode.call.duration_ms": round(elapsed * 1000, 3)}
     if decision:

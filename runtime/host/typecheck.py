@@ -47,7 +47,7 @@ from typing import Any, Literal
 from codemode_gen import MODULE_PREFIX
 from codemode_gen.children import python_module_command
 from codemode_gen.errors import UserError
-from codemode_gen.runtime.diagnostics import diagnostic
+from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, ts_code
 from codemode_gen.runtime.host.tsinstall import (
     TYPESCRIPT_VERSION,
     InstallFailed,
@@ -104,7 +104,7 @@ STDERR_TAIL_CHARS = 1000
 #: Codes of the info diagnostics saying a run was not type-checked (no compiler, over its time
 #: share, a failure of the checker, a script too large): reported to a run that asked for the
 #: check itself (runtime/codemode.py).
-NOT_CHECKED = frozenset({"TYPECHECK_SKIPPED", "TYPECHECK_UNAVAILABLE"})
+NOT_CHECKED = frozenset({DiagnosticCode.TYPECHECK_SKIPPED, DiagnosticCode.TYPECHECK_UNAVAILABLE})
 _TS_SUFFIXES = {".ts", ".mts", ".cts", ".tsx"}
 _JS_SUFFIXES = {".js", ".mjs", ".cjs", ".jsx"}
 
@@ -654,7 +654,7 @@ def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[
             message = (f"Property '{d['property']}' is not declared on type '{d['typeName']}' "
                        "(only its index signature allows it).")
         out.append(diagnostic(
-            f"TS{d.get('code')}",
+            ts_code(d.get('code')),
             message,
             severity=severity or _SEVERITY.get(str(d.get("category")), "error"),
             hint=hint_for(d),
@@ -673,7 +673,7 @@ async def run_diagnostics(
     in memory): "Cannot find module" about one of them is not reported."""
     if len(code) > MAX_SCRIPT_CHARS:
         return [diagnostic(
-            "TYPECHECK_SKIPPED", f"the script is over {MAX_SCRIPT_CHARS} characters; it was not type-checked",
+            DiagnosticCode.TYPECHECK_SKIPPED, f"the script is over {MAX_SCRIPT_CHARS} characters; it was not type-checked",
             severity="info",
         )]
     budget = max(0.0, (deadline - time.monotonic()) * RUN_SHARE)
@@ -681,19 +681,19 @@ async def run_diagnostics(
         result = await checker.check(code, timeout=budget)
     except (CompilerNotFound, InstallFailed) as exc:
         return [diagnostic(
-            "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc.message}", severity="info",
+            DiagnosticCode.TYPECHECK_UNAVAILABLE, f"not type-checked: {exc.message}", severity="info",
             hint=(exc.hint or INSTALL_HINT).replace("pass --tsc PATH", "start serve with --tsc PATH"),
         )]
     except TypeScriptDownloading as exc:
         return [diagnostic(
-            "TYPECHECK_SKIPPED", f"not type-checked: {exc} for type checking (once; this run did not wait for it)",
+            DiagnosticCode.TYPECHECK_SKIPPED, f"not type-checked: {exc} for type checking (once; this run did not wait for it)",
             severity="info",
             hint="nothing to do; runs are checked once it is there (a host with TypeScript installed, "
                  "`npm i -g typescript`, or started with --tsc PATH, downloads nothing)",
         )]
     except TimeoutError:
         return [diagnostic(
-            "TYPECHECK_SKIPPED",
+            DiagnosticCode.TYPECHECK_SKIPPED,
             f"not type-checked: the check took longer than {round(budget * 1000)} ms "
             f"(half the time the run had left){'; the compiler is still starting' if checker.starts <= 1 else ''}",
             severity="info",
@@ -702,7 +702,7 @@ async def run_diagnostics(
         )]
     except Exception as exc:  # TypeCheckUnavailable or a bug: never block a valid script
         return [diagnostic(
-            "TYPECHECK_UNAVAILABLE", f"not type-checked: {exc}", severity="info",
+            DiagnosticCode.TYPECHECK_UNAVAILABLE, f"not type-checked: {exc}", severity="info",
             hint="the run went ahead unchecked; the next run asking for limits.typecheck starts the type "
             "checker again",
         )]
@@ -713,7 +713,7 @@ async def run_diagnostics(
     if len(found) > MAX_RUN_DIAGNOSTICS:
         more = len(found) - MAX_RUN_DIAGNOSTICS
         found = [*found[:MAX_RUN_DIAGNOSTICS], diagnostic(
-            "TYPECHECK_TRUNCATED", f"{more} more type error{'s' * (more != 1)} not shown", severity="info",
+            DiagnosticCode.TYPECHECK_TRUNCATED, f"{more} more type error{'s' * (more != 1)} not shown", severity="info",
             hint="run `codemode-gen check` on the script to see them all",
         )]
     return found

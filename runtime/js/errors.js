@@ -1,3 +1,4 @@
+// Generated from codemode_gen/error_classes.py. Do not edit: run `python -m codemode_gen.error_classes`.
 // @codemode/errors — the error classes agent code catches (spec §7.1, §7.3).
 // Every class extends CodemodeError, carries a one-line `hint`, has `name` equal to its class
 // name and is frozen (class and prototype) so a script cannot change what `instanceof` or a
@@ -45,9 +46,12 @@ export class CodemodeError extends Error {
 export class SchemaValidationError extends CodemodeError {
   constructor(message, fields) {
     super(message, fields);
-    for (const key of ["toolName", "exportName", "path", "expected", "received", "example"]) {
-      setField(this, key, own(fields, key));
-    }
+    setField(this, "toolName", own(fields, "toolName"));
+    setField(this, "exportName", own(fields, "exportName"));
+    setField(this, "path", own(fields, "path"));
+    setField(this, "expected", own(fields, "expected"));
+    setField(this, "received", own(fields, "received"));
+    setField(this, "example", own(fields, "example"));
   }
   static get defaultHint() {
     return "change the input so it matches the tool's input schema (see `expected` and `example`)";
@@ -107,8 +111,7 @@ export class SandboxLimitError extends CodemodeError {
   }
 }
 
-for (const cls of [CodemodeError, SchemaValidationError, ToolNotFoundError, ServerNotFoundError,
-  ToolCallError, AuthenticationError, SandboxLimitError]) {
+for (const cls of [CodemodeError, SchemaValidationError, ToolNotFoundError, ServerNotFoundError, ToolCallError, AuthenticationError, SandboxLimitError]) {
   nameAccessor(cls.prototype, cls.name);
   freeze(cls.prototype);
   freeze(cls);

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.generator.build import MIN_SHARED_BODY_CHARS, Outputs, build_outputs
+from codemode_gen.generator.build import Outputs, build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
+from codemode_gen.generator.shared_types import MIN_SHARED_BODY_CHARS
 
 REPO = Path(__file__).resolve().parents[2]
 TSC = REPO / "node_modules" / ".bin" / "tsc"

@@ -1,4 +1,4 @@
-"""generator/drift.py: the pure comparison behind `record --check` (no servers, no files)."""
+"""generator/drift.py, drift_listing.py, drift_results.py: the pure comparison behind `record --check` (no servers, no files)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,17 @@ import random
 from pathlib import Path
 from typing import Any
 
-from codemode_gen.generator.drift import (
+from codemode_gen.generator.drift import check_server, exit_status, plan_resamples, render_report
+from codemode_gen.generator.drift_findings import Finding, Repeated, Resample, ServerCheck
+from codemode_gen.generator.drift_listing import (
     MAX_DIFF_LINES,
-    Finding,
-    Repeated,
-    Resample,
-    ServerCheck,
-    canonical,
-    check_server,
-    compare_results,
     compare_server,
     compare_tools,
-    exit_status,
     json_diff,
-    plan_resamples,
-    render_report,
-    shape_schema,
 )
+from codemode_gen.generator.drift_results import compare_results, shape_schema
 from codemode_gen.generator.fixtures import FixtureSet
+from codemode_gen.jsonio import canonical_json as canonical
 
 READ_ONLY = {"readOnlyHint": True}
 

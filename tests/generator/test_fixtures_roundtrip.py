@@ -3,7 +3,7 @@ are untrusted input, and a recording must not break on any of them).
 
 Property: for arbitrary JSON values (every character `str.splitlines` ends a line at, lone
 surrogates, big integers, floats, deep-ish nesting, awkward keys), the real recording path
-(`record.recorded_call` -> `fixtures.write_server_fixtures`) writes lines that are one line for
+(`recorded.recorded_call` -> `fixtures.write_server_fixtures`) writes lines that are one line for
 any reader, read back as the same value, generate without error, and a real replay server
 process answers each recorded input with it: to the MCP SDK's client (both protocol eras) and
 to codemode-gen's own client (what `run --replay` uses). One replay server serves every example.

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from codemode_gen.runtime.host import validation as V
+from codemode_gen.runtime.host.validation_errors import InputInvalid
 
 from .script_support import (
     SERVER,
@@ -179,7 +180,7 @@ def test_s7_2_cancelled_validation_stops_its_thread() -> None:
 
 def test_s7_2_small_inputs_are_still_validated_on_the_loop_with_precise_errors() -> None:
     schema = _bag_schema()
-    with pytest.raises(V.InputInvalid) as caught:
+    with pytest.raises(InputInvalid) as caught:
         asyncio.run(V.prepare_arguments_async(schema, "bag", "bag", {"items": [{"id": -1}]}))
     assert caught.value.path.startswith("/items/0")
     assert asyncio.run(V.prepare_arguments_async(schema, "bag", "bag", {"items": [{"id": 1}, {"a": "x"}]})) == {

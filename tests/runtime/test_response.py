@@ -109,7 +109,7 @@ def test_sandbox_limit_diagnostic() -> None:
 def test_s3_3_4_result_is_null_on_fatal_error() -> None:
     fatal = R.build_response([], {"a": 1}, [diag.timeout_limit(5)])
     assert fatal["result"] is None
-    ok = R.build_response([], {"a": "\ud800"}, [diag.diagnostic("X", "info only", severity="warning")])
+    ok = R.build_response([], {"a": "\ud800"}, [diag.diagnostic(diag.DiagnosticCode.STALE_OUT, "info only", severity="warning")])
     assert ok["result"] == {"a": "\ufffd"}
     json.dumps(ok, ensure_ascii=False).encode("utf-8")
 

@@ -36,7 +36,7 @@ from codemode_gen.runtime.frontends.prompt import (
     prompt_size,
     render_prompt,
 )
-from codemode_gen.runtime.host.approval import policy_from_annotations
+from codemode_gen.runtime.host.approval_policy import policy_from_annotations
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes
 from tests.runtime_support import REPO
 

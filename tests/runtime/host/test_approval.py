@@ -28,18 +28,22 @@ from codemode_gen.errors import UserError
 from codemode_gen.runtime.codemode import CodeMode
 from codemode_gen.runtime.host.approval import (
     DENIED_CODE,
-    FOR_RUN,
-    MAX_ARGUMENTS_CHARS,
-    Answer,
     ApprovalGate,
     ApprovalOutcome,
-    ApprovalRequest,
-    ApprovalUnavailable,
     denial_message,
+)
+from codemode_gen.runtime.host.approval_policy import (
     policy_from_annotations,
     policy_table,
     toml_line,
     tool_policy,
+)
+from codemode_gen.runtime.host.approval_request import (
+    FOR_RUN,
+    MAX_ARGUMENTS_CHARS,
+    Answer,
+    ApprovalRequest,
+    ApprovalUnavailable,
 )
 from tests.catalogs import catalog_ids, load_catalog
 from tests.conftest import PROMPT_S

@@ -28,7 +28,7 @@ import pytest
 from codemode_gen.config import Settings, TelemetrySettings, load_settings
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.host import telemetry, telemetry_serve
-from codemode_gen.runtime.host.approval import FOR_RUN
+from codemode_gen.runtime.host.approval_request import FOR_RUN
 from codemode_gen.runtime.host.metrics import MAX_LABEL_SETS, OTHER_LABEL, Metrics
 from codemode_gen.runtime.host.otel_setup import resolve
 from codemode_gen.runtime.host.telemetry import Telemetry

@@ -16,9 +16,10 @@ import pytest
 from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import near_miss, script_errors
-from codemode_gen.runtime.host import hints
+from codemode_gen.runtime.host import hints, hints_mistakes
 from codemode_gen.runtime.host.catalog import Catalog, manifest_views
-from codemode_gen.runtime.host.validation import InputInvalid, prepare_arguments
+from codemode_gen.runtime.host.validation import prepare_arguments
+from codemode_gen.runtime.host.validation_errors import InputInvalid
 from tests.runtime_support import REPO
 
 
@@ -111,7 +112,7 @@ def test_a_hint_never_fails_a_run(catalog: Catalog, monkeypatch: pytest.MonkeyPa
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("bug in the analysis")
 
-    monkeypatch.setattr(hints._Analysis, "not_a_function", broken)
+    monkeypatch.setattr(hints_mistakes.Analysis, "not_a_function", broken)
     d = uncaught("TypeError: not a function", "3:41")
     assert hints.explain([d], BOXED, BOXED, catalog) == [d]
 

@@ -6,13 +6,9 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.host.validation import (
-    MAX_EXAMPLE_DEPTH,
-    InputInvalid,
-    example_for,
-    is_object_schema,
-    prepare_arguments,
-)
+from codemode_gen.runtime.host.schema_examples import MAX_EXAMPLE_DEPTH, example_for
+from codemode_gen.runtime.host.validation import is_object_schema, prepare_arguments
+from codemode_gen.runtime.host.validation_errors import InputInvalid
 
 NOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
