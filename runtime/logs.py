@@ -9,14 +9,24 @@ collects them (`LogCollector`), the pool finishes them (`finish_logs`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from codemode_gen.runtime.jsonsafe import utf8_safe
 from codemode_gen.runtime.limits import LOG_ENTRY_OVERHEAD_BYTES, MIN_LOG_ENTRIES
 
 LOG_LEVELS = ("debug", "log", "warn", "error")
+
+
+class LogEntry(TypedDict):
+    """One element of a response's `logs` (§3.3.1): made in the worker, finished by the pool,
+    cut to maxResponseChars by the response."""
+
+    level: str
+    message: str
+    timeMs: int
+
 #: Nesting depth at which a logged object is given up as unserialisable (deep recursion would
 #: otherwise hit the JS stack limit inside console.log).
 MAX_LOG_DEPTH = 200
@@ -38,7 +48,7 @@ class LogCollector:
     """
 
     max_bytes: int
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[LogEntry] = field(default_factory=list)
     used: int = 0
     truncated: bool = False
     max_entries: int = -1
@@ -47,7 +57,7 @@ class LogCollector:
         if self.max_entries < 0:
             self.max_entries = max_log_entries(self.max_bytes)
 
-    def add(self, level: str, message: str, time_ms: int) -> dict[str, Any] | None:
+    def add(self, level: str, message: str, time_ms: int) -> LogEntry | None:
         """Record one console call; returns the entry kept (None when dropped)."""
         if self.truncated:
             return None
@@ -66,12 +76,12 @@ class LogCollector:
             message = data[:room].decode("utf-8", "ignore")
             data = message.encode("utf-8")
         self.used += len(data)
-        entry = {"level": level, "message": message, "timeMs": int(time_ms)}
+        entry: LogEntry = {"level": level, "message": message, "timeMs": int(time_ms)}
         self.entries.append(entry)
         return entry
 
 
-def truncation_entry(max_bytes: int, time_ms: int) -> dict[str, Any]:
+def truncation_entry(max_bytes: int, time_ms: int) -> LogEntry:
     return {
         "level": "warn",
         "message": f"logs truncated: maxLogBytes limit of {max_bytes} bytes reached (at most "
@@ -82,10 +92,10 @@ def truncation_entry(max_bytes: int, time_ms: int) -> dict[str, Any]:
 
 
 def finish_logs(
-    entries: Sequence[Mapping[str, Any]], truncated: bool, max_bytes: int, time_ms: int
-) -> list[dict[str, Any]]:
+    entries: Sequence[LogEntry], truncated: bool, max_bytes: int, time_ms: int
+) -> list[LogEntry]:
     """The final `logs` array: entries plus the truncation warning when anything was dropped."""
-    logs = [dict(e) for e in entries]
+    logs = [e.copy() for e in entries]
     if truncated:
         last = logs[-1]["timeMs"] if logs else 0
         logs.append(truncation_entry(max_bytes, max(int(time_ms), int(last))))

@@ -9,24 +9,48 @@ the pipe: the sandbox pool answers a run the worker could not finish, the host e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
 from codemode_gen.runtime.diagnostics import FATAL_CODES, DiagnosticCode, diagnostic
 from codemode_gen.runtime.json_cut import cut_json, cut_string, json_size, measure
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
+from codemode_gen.runtime.logs import LogEntry
+
+
+class TraceEntry(TypedDict):
+    """One call in a response's `toolTrace` (§3.3.2): which tool, how long, whether it worked;
+    never its input or output."""
+
+    serverId: str
+    toolName: str
+    durationMs: int
+    ok: bool
+    #: The error class and what went wrong, on one line (runtime/host/call_replies.py `trace_error`).
+    error: NotRequired[str]
+    #: What the approval gate decided (allowed, approved, approved-for-session,
+    #: approved-for-run, denied); absent for calls refused before the gate.
+    approval: NotRequired[str]
+
+
+class ToolSummary(TypedDict):
+    """A response's `toolSummary`: calls per `serverId.toolName`, and how many failed."""
+
+    calls: dict[str, int]
+    failed: int
+
 
 #: Share of maxResponseChars that logs keep when the result needs the rest (what either one
 #: leaves unused goes to the other).
 LOG_SHARE = 0.25
 
 
-def _log_marker(dropped: int, chars: int, time_ms: int) -> dict[str, Any]:
+def _log_marker(dropped: int, chars: int, time_ms: int) -> LogEntry:
     return {"level": "warn", "message": f"…[+{dropped} log entries, {chars} chars: cut to maxResponseChars]",
             "timeMs": int(time_ms)}
 
 
-def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) -> tuple[list[dict[str, Any]], int]:
+def cut_logs(logs: list[LogEntry], room: int, total: int | None = None) -> tuple[list[LogEntry], int]:
     """(`logs` within `room` characters of JSON, entries dropped): the first entries that fit
     in half the room, the last ones that fit in the rest, and between them one `warn` entry
     saying how many entries (and characters) were cut; a first entry too large for the room
@@ -39,7 +63,7 @@ def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) ->
     last_ms = max((int(e.get("timeMs", 0)) for e in logs), default=0)
     reserve = json_size(_log_marker(len(logs), total, last_ms)) + 1
     avail = room - 2 - reserve
-    head: list[dict[str, Any]] = []
+    head: list[LogEntry] = []
     used = 0  # the kept entries' sizes, a comma each
     for entry in logs:
         size = measure(entry, avail // 2 - used) + 1
@@ -57,7 +81,7 @@ def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) ->
     kept_chars = used
     first_cut = len(head)
     if not head and tail_start == len(logs) and logs:  # nothing fits whole: cut the first message
-        entry = dict(logs[0])
+        entry = logs[0].copy()
         message = cut_string(str(entry.get("message", "")), avail - (json_size({**entry, "message": ""}) - 2))
         if isinstance(message, str):
             entry["message"] = message
@@ -76,8 +100,8 @@ def cut_logs(logs: list[dict[str, Any]], room: int, total: int | None = None) ->
 
 
 def fit_response(
-    logs: list[dict[str, Any]], result: Any, max_chars: int
-) -> tuple[list[dict[str, Any]], Any, dict[str, str] | None]:
+    logs: list[LogEntry], result: Any, max_chars: int
+) -> tuple[list[LogEntry], Any, dict[str, str] | None]:
     """(logs, result, diagnostic) with the JSON of `logs` and `result` together within
     `max_chars` characters (limits.maxResponseChars, at least MIN_RESPONSE_CHARS): unchanged
     with no diagnostic when they fit; else cut (`cut_logs`, `cut_json`: deterministic, always
@@ -109,12 +133,12 @@ def fit_response(
 
 
 def build_response(
-    logs: list[dict[str, Any]],
+    logs: list[LogEntry],
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
     *,
-    tool_summary: dict[str, Any] | None = None,
+    tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
 ) -> dict[str, Any]:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
@@ -137,12 +161,12 @@ def build_response(
 
 
 async def build_response_async(
-    logs: list[dict[str, Any]],
+    logs: list[LogEntry],
     result: Any,
     diagnostics: list[dict[str, Any]],
     tool_trace: list[dict[str, Any]] | None = None,
     *,
-    tool_summary: dict[str, Any] | None = None,
+    tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
 ) -> dict[str, Any]:
     """`build_response` off the event loop when the result or the logs are large (its UTF-8

@@ -74,6 +74,7 @@ from codemode_gen.runtime.host.upstream import Connector, Upstream
 from codemode_gen.runtime.host.validation import prepare_arguments, prepare_arguments_async
 from codemode_gen.runtime.host.validation_errors import InputInvalid, rejected_input
 from codemode_gen.runtime.limits import SandboxLimitExceeded
+from codemode_gen.runtime.response import TraceEntry
 
 __all__ = ["Bridge", "Journal", "Logged"]
 
@@ -172,7 +173,7 @@ class Bridge:
                                  redact_patterns=self.redact_patterns)
 
     @property
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self) -> list[TraceEntry]:
         return self.log.trace
 
     @property
@@ -216,7 +217,7 @@ class Bridge:
         reply: dict[str, Any] = json.loads(reply_text)
         return reply
 
-    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[dict[str, Any], TraceEntry | None]:
         """`host_call` itself: the reply and the call's trace entry (None: the call made none)."""
         if not isinstance(request, dict) or request.get("op") != "call":
             op = request.get("op") if isinstance(request, dict) else request
@@ -294,7 +295,7 @@ class Bridge:
 
     def _record(
         self, server_id: str, tool_name: str, started: float | None, error: str | None, *, approval: str | None = None
-    ) -> dict[str, Any]:
+    ) -> TraceEntry:
         duration = 0 if started is None else max(0, round((self._clock() - started) * 1000))
         return self.log.record(server_id, tool_name, duration, error, approval=approval)
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime.host.call_replies import trace_error
 from codemode_gen.runtime.limits import MAX_TRACE_ENTRIES
+from codemode_gen.runtime.response import ToolSummary, TraceEntry
 
 #: Failed or denied calls listed in toolTrace when trace is "errors" (toolSummary counts them
 #: all). Bounds the trace of a loop of failing calls in a response made for a model.
@@ -42,7 +43,7 @@ class CallCounts:
         if not ok:
             self.failed += 1
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> ToolSummary | None:
         """`{"calls": {"notes.get_note": 9}, "failed": 1}`; None when no call was made."""
         if not self.calls:
             return None
@@ -51,7 +52,7 @@ class CallCounts:
 
 def shape_trace(
     trace: Sequence[Mapping[str, Any]], counts: CallCounts | None, mode: str
-) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+) -> tuple[list[dict[str, Any]] | None, ToolSummary | None]:
     """(toolTrace, toolSummary) of a response for a `limits.trace` mode: "full" every entry
     (no summary); "errors" the failed and denied entries (`ok: false`, at most
     MAX_LISTED_FAILURES) and the summary of all calls (None when none was made); "none" neither.
@@ -75,18 +76,18 @@ class CallLog:
     and UNBOX_MISMATCH diagnostics, one per kind)."""
 
     def __init__(self) -> None:
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[TraceEntry] = []
         self.trace_dropped = 0  # calls past MAX_TRACE_ENTRIES, counted instead of listed
         self.counts = CallCounts()  # every call by tool, and the failed ones: toolSummary
         self.notices: dict[str, dict[str, Any]] = {}
 
     def record(
         self, server_id: str, tool_name: str, duration: int, error: str | None, *, approval: str | None = None
-    ) -> dict[str, Any]:
+    ) -> TraceEntry:
         """Count the call and list its trace entry (past MAX_TRACE_ENTRIES only counted); the
         entry either way."""
         self.counts.add(server_id, tool_name, error is None)
-        entry: dict[str, Any] = {
+        entry: TraceEntry = {
             "serverId": server_id,
             "toolName": tool_name,
             "durationMs": duration,
@@ -100,11 +101,12 @@ class CallLog:
         return entry
 
     def replayed(self, entry: Mapping[str, Any]) -> None:
-        """A call answered from a resumed run's journal: the trace entry it made then."""
+        """A call answered from a resumed run's journal: the trace entry it made then (a
+        TraceEntry when it was journaled, back from its JSON)."""
         self.counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)
-        self._list(dict(entry))
+        self._list(cast(TraceEntry, dict(entry)))
 
-    def _list(self, entry: dict[str, Any]) -> None:
+    def _list(self, entry: TraceEntry) -> None:
         if len(self.trace) >= MAX_TRACE_ENTRIES:
             self.trace_dropped += 1
         else:

@@ -187,7 +187,7 @@ def test_cut_json_keeps_whole_items_and_small_keys_and_marks_the_rest() -> None:
 
 
 def test_cut_logs_keeps_the_first_and_last_entries_with_one_marker_between() -> None:
-    logs = [{"level": "log", "message": f"item {i}", "timeMs": i} for i in range(500)]
+    logs: list[run_logs.LogEntry] = [{"level": "log", "message": f"item {i}", "timeMs": i} for i in range(500)]
     logs.append({"level": "warn", "message": "logs truncated: maxLogBytes limit reached", "timeMs": 999})
     kept, dropped = R.cut_logs(logs, 2000)
     assert len(compact(kept)) <= 2000 and dropped == len(logs) - len(kept) + 1
@@ -196,13 +196,13 @@ def test_cut_logs_keeps_the_first_and_last_entries_with_one_marker_between() -> 
     assert kept[:at] == logs[:at] and kept[at + 1:] == logs[len(logs) - (len(kept) - at - 1):]
     assert marker["level"] == "warn" and marker["message"].startswith(f"…[+{dropped} log entries")
     assert kept[-1] == logs[-1]  # §3.3.1's truncation warning, the last entry, is kept
-    one = [{"level": "log", "message": "m" * 10_000, "timeMs": 5}]
+    one: list[run_logs.LogEntry] = [{"level": "log", "message": "m" * 10_000, "timeMs": 5}]
     (alone,), none_dropped = R.cut_logs(one, 500)
     assert none_dropped == 0 and len(compact([alone])) <= 500 and alone["message"].endswith("chars]")
 
 
 def test_fit_response_shares_the_budget_and_says_what_was_cut() -> None:
-    logs = [{"level": "log", "message": "x" * 100, "timeMs": i} for i in range(300)]
+    logs: list[run_logs.LogEntry] = [{"level": "log", "message": "x" * 100, "timeMs": i} for i in range(300)]
     result = {"rows": [{"id": i, "text": "y" * 100} for i in range(1000)]}
     new_logs, new_result, note = R.fit_response(logs, result, 20_000)
     logs_size, result_size = len(compact(new_logs)), len(compact(new_result))
@@ -249,7 +249,7 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(value: obje
 @given(st.lists(st.builds(lambda m, t: {"level": "log", "message": m, "timeMs": t}, st.text(), st.integers(0, 10**6)),
                 max_size=40),
        JSON_VALUES, st.integers(min_value=R_MIN, max_value=5000))
-def test_any_logs_and_result_fit_the_budget_together(logs: list[dict[str, object]], value: object, budget: int) -> None:
+def test_any_logs_and_result_fit_the_budget_together(logs: list[run_logs.LogEntry], value: object, budget: int) -> None:
     new_logs, new_result, note = R.fit_response(logs, value, budget)
     assert len(compact(new_logs)) + len(compact(new_result)) <= budget
     assert all(set(e) == {"level", "message", "timeMs"} for e in new_logs)  # §3.3.1 entries
