@@ -36,15 +36,14 @@ sys.path.insert(0, str(REPO))  # tests/ as the namespace package `tests`
 
 from codemode_gen.generator.build import build_outputs  # noqa: E402
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures  # noqa: E402
-from codemode_gen.runtime.frontends.prompt import (  # noqa: E402
-    DEFAULT_PROMPT_BUDGET,
+from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, layout_prompt  # noqa: E402
+from codemode_gen.runtime.frontends.prompt_layout import (  # noqa: E402
     DESCRIBED,
     EXAMPLE,
     FULL,
     NAME,
     OMITTED,
     SIGNATURE,
-    layout_prompt,
 )
 from codemode_gen.runtime.host.approval_policy import policy_from_annotations  # noqa: E402
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402

@@ -16,7 +16,7 @@ with real clients (the `mcp` SDK's Streamable HTTP client, httpx):
     proxy on 127.0.0.1 says, so no per-client share is hit) and the serve process's VmRSS is
     read before and once it has settled: (after - before) / runs queued. For information (it
     depends on the allocator); the queue holds a waiting run's request body and little else, and
-    the bodies of all waiting requests are capped (serve_http.MAX_PENDING_BYTES: beyond it, 503).
+    the bodies of all waiting requests are capped (http_gate.MAX_PENDING_BYTES: beyond it, 503).
 
 Every process the bench started is gone when it exits. Linux only (/proc). Exit status 1 when
 the target of (1) is missed.

@@ -148,7 +148,7 @@ def _rss(pid: int | None) -> str:
 
 
 def bench_check(repeat: int, backends: tuple[str, ...] = ("node", "quickjs")) -> None:
-    from codemode_gen.runtime.host.typecheck import find_compiler
+    from codemode_gen.runtime.host.tscompiler import find_compiler
 
     compiler = find_compiler(roots=(REPO,))
     print(f"(2) type check against {OUT} with {compiler.typescript.parent.parent} ({compiler.found})")

@@ -106,8 +106,9 @@ from codemode_gen.runtime.host.skills import (
     skill_modules,
 )
 from codemode_gen.runtime.host.telemetry import Telemetry
+from codemode_gen.runtime.host.tsdiagnostics import NOT_CHECKED, run_diagnostics
 from codemode_gen.runtime.host.tsinput import Erased, runnable
-from codemode_gen.runtime.host.typecheck import NOT_CHECKED, TypeChecker, run_diagnostics
+from codemode_gen.runtime.host.typecheck import TypeChecker
 from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
 from codemode_gen.runtime.sandbox.pool import Sandbox
 

@@ -77,7 +77,8 @@ def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pre
 
     if script is None:
         return _check_skills(config, out, tsc, pretty)
-    from codemode_gen.runtime.host.typecheck import check_sync, lang_of, to_diagnostics
+    from codemode_gen.runtime.host.tsdiagnostics import to_diagnostics
+    from codemode_gen.runtime.host.typecheck import check_sync, lang_of
 
     settings = load_project_settings(config)
     out_dir = out if out is not None else settings.out_dir

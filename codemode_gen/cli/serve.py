@@ -34,7 +34,7 @@ from codemode_gen.runtime.frontends.prompt_defaults import (
     DEFAULT_TOOL_NAME,
     MIN_PROMPT_BUDGET,
 )
-from codemode_gen.runtime.frontends.serve import HostOptions
+from codemode_gen.runtime.frontends.serve_host import HostOptions
 from codemode_gen.runtime.limits import TraceMode
 
 # Option defaults come from runtime/frontends/prompt_defaults.py, not runtime/frontends/prompt.py, and everything of
@@ -66,7 +66,7 @@ def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> 
 def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
     if value is None:
         return None
-    from codemode_gen.runtime.frontends.serve_http import parse_listen
+    from codemode_gen.runtime.frontends.http_access import parse_listen
 
     try:
         return parse_listen(value)
@@ -84,7 +84,7 @@ def _check_host(ctx: click.Context, param: click.Parameter, value: tuple[str, ..
 
 
 def _check_origin(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    from codemode_gen.runtime.frontends.serve_http import valid_origin
+    from codemode_gen.runtime.frontends.http_access import valid_origin
 
     for origin in value:
         if not valid_origin(origin):
@@ -167,7 +167,7 @@ def client_snippet(client: str, argv: list[str]) -> str:
 
 def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, options: HostOptions) -> None:
     from codemode_gen.runtime.frontends.prompt import prompt_size
-    from codemode_gen.runtime.frontends.serve import load_host, tool_description
+    from codemode_gen.runtime.frontends.serve_host import load_host, tool_description
 
     cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all,
                                                      trace=options.trace, max_response_chars=options.max_response_chars))

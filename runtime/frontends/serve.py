@@ -41,6 +41,10 @@ lists the failed and denied calls plus a toolSummary of all (`limits.trace`, `--
 the JSON of result and logs together stays within `limits.maxResponseChars` characters
 (`--max-response-chars`), cut with markers and a RESPONSE_TRUNCATED warning past it
 (runtime/host/tooltrace.py `shape_trace`, runtime/response.py `fit_response`).
+
+This module is the MCP side: the tool's schemas, its handlers (`build_server`) and the stdio
+transport. The CodeMode they share, its options and its start-up are runtime/frontends/serve_host.py's;
+the approval form and how the client is asked, runtime/frontends/serve_approval.py's.
 """
 
 from __future__ import annotations
@@ -50,22 +54,28 @@ import contextlib
 import json
 import re
 import signal
-import sys
-import time
 import weakref
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen import __version__, gcpolicy, payload
+from codemode_gen import __version__, payload
 from codemode_gen.errors import UserError
-from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, TRACE_MODES
+from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS, TRACE_MODES
 from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
-from codemode_gen.runtime.host import otel_setup, telemetry, telemetry_serve
-from codemode_gen.runtime.jsonsafe import safe_name, utf8_safe_json
+from codemode_gen.runtime.frontends.serve_approval import (
+    NO_ELICITATION,
+    approval_answer,
+    approval_form,
+    elicitation_approver,
+    elicits_forms,
+    is_modern,
+)
+from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line, restart_hint
+from codemode_gen.runtime.host import otel_setup, telemetry_serve
+from codemode_gen.runtime.jsonsafe import utf8_safe_json
 from codemode_gen.runtime.response import not_started
 
 # Only what answering `initialize` needs is imported at start-up: the runtime (CodeMode and the
@@ -75,40 +85,26 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
     from codemode_gen.runtime.codemode import CodeMode
-    from codemode_gen.runtime.frontends.input_required import StateSealer
-    from codemode_gen.runtime.host.approval_request import (
-        Answer,
-        ApprovalRequest,
-        Approver,
-        Unusable,
-    )
+    from codemode_gen.runtime.host.approval_request import Approver
     from codemode_gen.runtime.host.progress import ProgressCallback
     from codemode_gen.runtime.host.resume import Resumable
-    from codemode_gen.runtime.limits import TraceMode
 
 __all__ = [
     "INPUT_SCHEMA",
     "OUTPUT_SCHEMA",
     "TOOL_NAME",
     "TOOL_NAME_RE",
-    "HostOptions",
-    "ServeHost",
-    "approval_form",
     "build_server",
-    "elicitation_approver",
     "error_response",
-    "form_answer",
-    "load_host",
+    "handle_run",
+    "response_text",
     "serve_stdio",
-    "tool_description",
 ]
 
 TOOL_NAME = DEFAULT_TOOL_NAME
 # MCP's tool-name rule (SEP-986): what every conforming client accepts for `--tool-name`.
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
-# Bounds one stderr line about an unexpected failure: a summary for the client's log view, not
-# a dump (a traceback could carry a script's data; stdout, the protocol, never gets any of it).
-MAX_LOG_LINE_CHARS = 500
+
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -136,43 +132,6 @@ INPUT_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
-# The form of an approval request (elicitation/create, form mode): the answer is the action
-# itself (accept / decline / cancel). Claude Code and the SDKs' clients take an object schema
-# with no properties; an "ask" tool's form (`approval_form`) adds one boolean, FOR_RUN_FIELD:
-# accepted with it true, the tool's further calls in this run go through unasked (approval.FOR_RUN).
-APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
-FOR_RUN_FIELD = "allowForRun"
-APPROVAL_ACTIONS_FOR_RUN = (
-    "Accept to let this call run (tick the box to let its further calls in this run through too);"
-    " decline to refuse it (the script is told and goes on)."
-)
-
-
-def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
-    """The message and requestedSchema asking about `request`: a plain accept/decline, or for
-    an "ask" tool (`offers_run`) with a checkbox to approve its calls for the rest of the run."""
-    from codemode_gen.display import display_string
-
-    if not request.offers_run:
-        return request.describe(APPROVAL_ACTIONS), APPROVAL_SCHEMA
-    field = {
-        "type": "boolean",
-        "title": f"Allow every call of {display_string(request.tool_name)} for the rest of this run",
-        "description": "Unticked: only this call.",
-        "default": False,
-    }
-    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {"type": "object", "properties": {FOR_RUN_FIELD: field}}
-
-
-def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
-    """The approver's answer from an elicitation result: accept → yes (FOR_RUN when the box
-    was ticked: only a literal true counts), decline or cancel → no."""
-    from codemode_gen.runtime.host.approval_request import FOR_RUN
-
-    if action != "accept":
-        return False
-    return FOR_RUN if isinstance(content, Mapping) and content.get(FOR_RUN_FIELD) is True else True
 
 # The prompt (runtime/frontends/prompt.py) leaves the response's shape to this schema, which the model reads too.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -234,86 +193,6 @@ async def handle_run(
     return response
 
 
-def approval_answer(result: Any) -> Answer | Unusable:
-    """The user's answer to `approval_form`, the same on every protocol version
-    (elicitation/create's result, an input_required retry's inputResponses entry): `form_answer`'s,
-    or why the client's response cannot count as an answer."""
-    from codemode_gen.runtime.host.approval_request import Unusable
-
-    if isinstance(result, Mapping):
-        action, content = result.get("action"), result.get("content")
-    else:
-        action, content = getattr(result, "action", None), getattr(result, "content", None)
-    if action in ("accept", "decline", "cancel"):
-        return form_answer(action, content if isinstance(content, Mapping) else None)
-    return Unusable("the MCP client's response to the approval request was not an elicitation result")
-
-
-def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
-    """An approver (runtime/host/approval.py) that asks the person at the MCP client: one
-    `elicitation/create` request in form mode, on the stream of request `request_id` (the
-    codemode.run being served). Accept → True (FOR_RUN with the form's box ticked: `form_answer`);
-    decline or cancel → False. A connection that
-    cannot carry a server-to-client request, or a client without form elicitation, raises
-    ApprovalUnavailable: the call is denied and the message says why."""
-    from mcp.shared.exceptions import MCPError, NoBackChannelError
-
-    from codemode_gen.runtime.host.approval_request import ApprovalUnavailable, Unusable
-
-    async def approve(request: ApprovalRequest) -> Answer:
-        channel = session is not None and getattr(session, "can_send_request", False)
-        # A 2026-07-28 client is asked here only when it cannot show the form (input_required
-        # otherwise): say that, not that the transport has no back-channel. A stateless HTTP
-        # request on 2025-11-25 does not know the client's capabilities: the channel is why.
-        if session is not None and (channel or _modern(session)) and not _elicits_forms(session):
-            raise ApprovalUnavailable(NO_ELICITATION)
-        if not channel:
-            raise ApprovalUnavailable(_no_channel(session))
-        message, schema = approval_form(request)
-        try:
-            result = await session.elicit_form(message, schema, related_request_id=request_id)
-        except NoBackChannelError:
-            raise ApprovalUnavailable(_no_channel(session)) from None
-        except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
-            raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
-        answer = approval_answer(result)
-        if isinstance(answer, Unusable):
-            raise ApprovalUnavailable(answer)
-        return answer
-
-    return approve
-
-
-def _no_channel(session: Any) -> str:
-    """Why a 2025-11-25 connection without a back-channel cannot ask: stateless HTTP (a
-    2026-07-28 connection is asked through input_required instead: `_modern`)."""
-    return (
-        "serve --http is stateless and cannot send a client on MCP 2025-11-25 an elicitation request (a "
-        "client on MCP 2026-07-28 is asked through input_required, a 2025-11-25 one over stdio; serve "
-        "--approve-all approves such calls without asking)"
-    )
-
-
-def _modern(session: Any) -> bool:
-    """Whether the connection speaks MCP 2026-07-28 or later (no server-to-client requests)."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    return str(getattr(session, "protocol_version", "") or "") in MODERN_PROTOCOL_VERSIONS
-
-
-NO_ELICITATION = (
-    "the MCP client does not support elicitation, so the user cannot be asked "
-    "(serve --approve-all approves such calls without asking)"
-)
-
-
-def _elicits_forms(session: Any) -> bool:
-    """Whether the client declared form-mode elicitation: `elicitation: {}` (2025-06-18, forms
-    only) or `elicitation: {form: {}}`; a client that declared only `url` cannot show a form."""
-    elicitation = getattr(getattr(session, "client_capabilities", None), "elicitation", None)
-    if elicitation is None:
-        return False
-    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
 
 
 def _ticket(ctx: Any) -> Ticket | None:
@@ -347,335 +226,6 @@ def response_text(response: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return response, text
 
 
-def log_line(text: str) -> None:
-    """One line on stderr: what the client's log view shows (white space folded, then cut and
-    made terminal-safe as every script-chosen name is: `safe_name`). A line written during a
-    run ends with its trace id (runtime/host/telemetry.py), which leads to the run's trace."""
-    line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
-    with contextlib.suppress(OSError, ValueError):
-        print(f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class HostOptions:
-    """How serve builds its CodeMode (the serve command's flags), passed whole through the
-    transports so a new flag is one field, not one more parameter on every layer."""
-
-    #: Type-check every run's script first (limits.typecheck's default), with this compiler.
-    typecheck: bool = False
-    tsc: str | None = None
-    #: Sandbox worker processes running at once (None: codemode.toml's, else two per CPU).
-    max_workers: int | None = None
-    #: Append successful live calls to fixtures/ (runtime/host/learn.py).
-    record: bool = False
-    #: Approve every tool call that needs approval without asking (runtime/host/approval.py); a
-    #: "deny" policy still denies.
-    approve_all: bool = False
-    #: The response is made for a model (limits.trace and limits.maxResponseChars unless a run's
-    #: limits or codemode.toml say otherwise): toolTrace lists the failed and denied calls plus a
-    #: toolSummary, and result and logs together stay within this many characters.
-    trace: TraceMode = "errors"
-    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
-    #: Seals the state of runs waiting for approval on MCP 2026-07-28 (`--state-secret`,
-    #: CODEMODE_STATE_SECRET): the same on every instance that may get a retry; None: a random
-    #: key of this process (runtime/frontends/input_required.py).
-    state_secret: str | None = None
-    #: Runs may propose a skill (`saveSkill` of @codemode/skills): written to skills/ only once
-    #: the user approves it through the same channel as destructive calls (README "Skills").
-    skills_writable: bool = False
-
-
-def load_host(
-    config: Path, out: Path | None, options: HostOptions = HostOptions()
-) -> tuple[CodeMode | None, UserError | None]:
-    """The CodeMode for `config`, or the configuration error that prevents it."""
-    from codemode_gen.runtime.codemode import CodeMode
-
-    try:
-        return CodeMode.from_config(
-            config, out=out, typecheck=options.typecheck, tsc=options.tsc, max_workers=options.max_workers,
-            record=options.record, approve_all=options.approve_all, trace=options.trace,
-            max_response_chars=options.max_response_chars, skills_writable=options.skills_writable,
-        ), None
-    except UserError as exc:
-        return None, exc
-
-
-def check_config(config: Path) -> UserError | None:
-    """What `load_host` would refuse, found without importing the runtime: `initialize` says
-    it in the instructions and must not wait for more (the same files CodeMode.from_config reads)."""
-    from codemode_gen.config import load_config
-    from codemode_gen.generator.project import load_project_settings
-
-    try:  # quietly: load_host says the notes when it loads the same files
-        load_config(config, load_project_settings(config, report=lambda line: None))
-    except UserError as exc:
-        return exc
-    return None
-
-
-def _restart_hint(problem: UserError) -> str:
-    fix = problem.hint or f"fix {problem.message.split(': ', 1)[0]}"
-    return f"{fix}; then restart this MCP server (reconnect it in your MCP client)"
-
-
-def tool_description(
-    cm: CodeMode | None,
-    problem: UserError | None,
-    *,
-    tool_name: str = DEFAULT_TOOL_NAME,
-    budget: int = DEFAULT_PROMPT_BUDGET,
-    on_error: Callable[[UserError], None] | None = None,
-) -> str:
-    """The description served for the one tool: the system prompt, or what prevents it.
-
-    An unreadable out/ makes every run fail the same way, so the description says that rather
-    than silently leaving the declarations out; `on_error` gets the error (for stderr).
-    """
-    if problem is None and cm is not None:
-        from codemode_gen.runtime.frontends.prompt import system_prompt
-
-        try:
-            return system_prompt(cm, tool_name=tool_name, budget=budget)
-        except UserError as exc:
-            if on_error is not None:
-                on_error(exc)
-            return _broken_description(exc, tool_name)
-    assert problem is not None
-    return (
-        "Code Mode (run JavaScript against MCP servers) is NOT available.\n\n"
-        f"Problem: {problem.message}\n"
-        f"Fix: {_restart_hint(problem)}.\n\n"
-        f"Until then every `{tool_name}` call returns this as a CONFIG_ERROR diagnostic. "
-        "Tell the user what is wrong; do not retry.\n"
-    )
-
-
-def _broken_description(problem: UserError, tool_name: str) -> str:
-    """The description when out/ (not the config) is unreadable: runs would fail the same way."""
-    return (
-        "Code Mode (run JavaScript against MCP servers) is NOT available: codemode-gen cannot "
-        "read its generated modules.\n\n"
-        f"Problem: {problem.message}\n"
-        f"Fix: {problem.hint or 'run `codemode-gen generate`'}.\n\n"
-        f"Until then every `{tool_name}` call returns this as a CONFIG_ERROR diagnostic.\n"
-    )
-
-
-class ServeHost:
-    """The one CodeMode of a serve process, shared by all its clients, and what is wrong when
-    there is none; the handlers of `build_server` use nothing else.
-
-    It comes up in steps, so that no step waits for a later one: `check()` reads the config
-    (for `initialize`'s instructions); `describe()` (tools/list) constructs the CodeMode, which
-    needs no sandbox (the description is built from out/manifest.json); `start()` enters it in a
-    task of its own — the sandbox worker pool, then the background connections of the servers
-    out/ lacks — and `ready()` (tools/call) awaits that. `announce`: tell the clients that
-    listed tools when a background server joins (stdio; a stateless HTTP server has no channel
-    outside a request to say it on).
-    """
-
-    def __init__(
-        self,
-        config: Path,
-        out: Path | None,
-        *,
-        tool_name: str = DEFAULT_TOOL_NAME,
-        prompt_budget: int = DEFAULT_PROMPT_BUDGET,
-        options: HostOptions = HostOptions(),
-        announce: bool = True,
-    ) -> None:
-        self.config = config
-        self.out = out
-        self.tool_name = tool_name
-        self.prompt_budget = prompt_budget
-        self.options = options
-        self.announce = announce
-        self.problem: UserError | None = None  # set: every run is a CONFIG_ERROR saying it
-        self.listeners: list[Any] = []  # the client session(s) that listed tools: told when the list changes
-        self._cm: CodeMode | None = None
-        self._entered: CodeMode | None = None  # the CodeMode while it is entered (runs go to it)
-        self._task: asyncio.Task[None] | None = None  # holds the CodeMode entered (anyio: one task)
-        self._ready = asyncio.Event()  # entered, or failed to: ready() returns
-        self._stop = asyncio.Event()
-        self._closing = False
-        self._reported: set[str] = set()  # configuration errors already on stderr (once each, not per request)
-        self._sealer: StateSealer | None = None
-
-    # ------------------------------------------------------------------ start-up
-
-    def check(self) -> UserError | None:
-        """Read the config (not the runtime); a problem goes to stderr and serving goes on."""
-        self.problem = check_config(self.config)
-        if self.problem is not None:
-            self.report(self.problem)
-            log_line("serving anyway: the tool's description and every run report this error")
-        return self.problem
-
-    def instructions(self) -> str:
-        if self.problem is None:
-            return f"Use the {self.tool_name} tool: write JavaScript that imports @codemode/servers/* modules."
-        return f"codemode-gen cannot serve: {self.problem.message} ({_restart_hint(self.problem)})."
-
-    def codemode(self) -> CodeMode | None:
-        """The CodeMode, constructed on first need (imports the runtime); None when the config
-        or its start failed (`problem` says why)."""
-        if self._cm is None and self.problem is None:
-            self._cm, problem = load_host(self.config, self.out, self.options)
-            if problem is not None:  # the files changed since check(): as if check() had failed
-                self.problem = problem
-                self.report(problem)
-            elif self._cm is not None:  # its runs' spans name the tool; a line per run on stderr
-                self._cm.telemetry.tool_name = self.tool_name
-                self._cm.telemetry.run_log = log_line
-        return self._cm if self.problem is None else None
-
-    def start(self) -> None:
-        """Enter the CodeMode in the background, once (idempotent; no-op while closing)."""
-        if self._task is None and not self._closing:
-            self._task = asyncio.ensure_future(self._hold())
-
-    async def ready(self) -> CodeMode | None:
-        """The entered CodeMode, once it is (starting it if nothing did yet); None when there is
-        none: `problem` says why, or the server is shutting down."""
-        self.start()
-        await self._ready.wait()
-        return self._entered
-
-    @property
-    def is_ready(self) -> bool:
-        return self._entered is not None
-
-    async def _hold(self) -> None:
-        """Enter the CodeMode, serve until aclose(), exit it: in one task, as anyio's task groups
-        (the MCP sessions) require."""
-        entered = False
-        try:
-            cm = self.codemode()
-            if cm is None:
-                return
-            async with cm:
-                entered = True
-                try:
-                    background = cm.connect_in_background()
-                except UserError as exc:  # unreadable out/: every run says so
-                    self.report(exc)
-                    background = []
-                self._entered = cm
-                self._ready.set()
-                announcer = asyncio.ensure_future(self._announce(background)) if self.announce and background else None
-                # A long-running host: no automatic full collection in the middle of a run's
-                # payload; the host collects between runs (codemode_gen/gcpolicy.py).
-                gcpolicy.install()
-                collector = asyncio.ensure_future(gcpolicy.collect_periodically(lambda: cm.runs_in_progress > 0))
-                try:
-                    await self._stop.wait()
-                finally:
-                    self._entered = None
-                    for task in (announcer, collector):
-                        if task is not None:
-                            task.cancel()
-                            await asyncio.gather(task, return_exceptions=True)
-        except Exception as exc:
-            if entered:  # closing the sessions or the sandbox failed: the process is ending anyway
-                log_line(f"shutdown: unexpected {type(exc).__name__}: {exc}")
-            else:  # e.g. the sandbox's worker cannot start: say so, keep serving
-                self.problem = UserError(
-                    f"cannot start the Code Mode host: {type(exc).__name__}: {exc}",
-                    hint="check that codemode-gen is installed completely (pip install -e .)",
-                )
-                self.report(self.problem)
-        finally:
-            self._entered = None
-            self._ready.set()
-
-    async def _announce(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """Tell a client that already listed tools when a background server joins (its
-        declarations are now in the description)."""
-        for next_done in asyncio.as_completed(tasks):
-            try:
-                await next_done
-            except Exception:
-                continue  # the next run that needs it reports why
-            for session in list(self.listeners):
-                with contextlib.suppress(Exception):
-                    await session.send_tool_list_changed()
-
-    async def aclose(self) -> None:
-        """Exit the CodeMode (upstream servers stopped, sandbox workers reaped); idempotent."""
-        self._closing = True
-        self._stop.set()
-        task = self._task
-        if task is None:
-            self._ready.set()  # never started: a late ready() answers instead of waiting forever
-            return
-        if not self._ready.is_set():
-            task.cancel()  # still entering: CodeMode.__aenter__ undoes what it started
-        await asyncio.gather(task, return_exceptions=True)
-
-    # ------------------------------------------------------------------ per request
-
-    def report(self, exc: UserError) -> None:
-        if exc.message not in self._reported:
-            self._reported.add(exc.message)
-            print(exc.render(), file=sys.stderr, flush=True)
-
-    def expired(self, ticket: Ticket) -> None:
-        """A run that waited for admission past its deadline (answered without running): its
-        metrics, as a run that timed out (runtime/host/telemetry.py)."""
-        cm = self.codemode()
-        if cm is not None:
-            waited = max(0.0, time.monotonic() - ticket.queued_at)
-            metrics = cm.telemetry.metrics
-            metrics.queue_wait.observe(waited, "admission")
-            metrics.runs.add(telemetry.TIMEOUT)
-            metrics.run_duration.observe(waited, telemetry.TIMEOUT)
-
-    def run_slots(self) -> int:
-        """How many runs this host runs at once: its sandbox's worker cap (--max-workers, else
-        [sandbox] max_workers, else two per CPU), as CodeMode sizes its pool."""
-        if self.options.max_workers is not None:
-            return self.options.max_workers
-        cm = self.codemode()
-        if cm is not None and cm.settings.max_workers is not None:
-            return cm.settings.max_workers
-        from codemode_gen.runtime.sandbox.pool import default_max_workers
-
-        return default_max_workers()
-
-    def run_timeout_ms(self, limits: Mapping[str, Any] | None) -> int | None:
-        """The timeoutMs a run asking for `limits` gets (the project's [limits] under them);
-        None when it cannot start anyway (invalid limits, a broken config): it is answered at
-        once without a worker."""
-        cm = self.codemode()
-        if cm is None:
-            return None
-        from codemode_gen.runtime.limits import Limits, LimitsError
-
-        try:
-            return Limits.from_json({**dict(cm.settings.limits), **dict(limits or {})}).timeoutMs
-        except (LimitsError, TypeError, ValueError):
-            return None
-
-    def sealer(self) -> StateSealer:
-        """What seals the state of runs waiting for approval (MCP 2026-07-28), made on first use."""
-        if self._sealer is None:
-            from codemode_gen.runtime.frontends.input_required import StateSealer
-
-            self._sealer = StateSealer(self.options.state_secret)
-        return self._sealer
-
-    def describe(self) -> str:
-        """The tool's description; never waits (no sandbox, no upstream server)."""
-        try:
-            return tool_description(self.codemode(), self.problem, tool_name=self.tool_name,
-                                    budget=self.prompt_budget, on_error=self.report)
-        except Exception as exc:  # a bug: still answer, with the reason on stderr
-            log_line(f"tools/list: unexpected {type(exc).__name__}: {exc}")
-            return (
-                f"Code Mode: the description could not be built ({type(exc).__name__}: {exc}). "
-                f"`{self.tool_name}` calls may still work: send {{\"code\": \"<JavaScript ES module>\"}}.\n"
-            )
 
 
 def build_server(host: ServeHost) -> Server[Any]:
@@ -714,7 +264,7 @@ def build_server(host: ServeHost) -> Server[Any]:
             if problem is None:
                 return error_response(DiagnosticCode.HOST_ERROR, "codemode-gen serve is shutting down",
                                       "retry the run once the server is back")
-            return error_response(DiagnosticCode.CONFIG_ERROR, problem.message, _restart_hint(problem))
+            return error_response(DiagnosticCode.CONFIG_ERROR, problem.message, restart_hint(problem))
         try:
             return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key,
                                     started=None if ticket is None else ticket.queued_at, resumable=resumable)
@@ -760,8 +310,8 @@ def build_server(host: ServeHost) -> Server[Any]:
         session = getattr(ctx, "session", None)
         asked = (getattr(ctx, "meta", None) or {}).get("progress_token") is not None
         resumable = None
-        if _modern(session) and (params.request_state is not None or (
-                _elicits_forms(session) and not host.options.approve_all)):
+        if is_modern(session) and (params.request_state is not None or (
+                elicits_forms(session) and not host.options.approve_all)):
             from codemode_gen.runtime.frontends.input_required import (
                 input_required_result,
                 resumable_call,
@@ -769,7 +319,7 @@ def build_server(host: ServeHost) -> Server[Any]:
 
             made = resumable_call(
                 params.name, params.arguments, params.request_state, params.input_responses, host.sealer(),
-                answer=approval_answer, cannot_ask=None if _elicits_forms(session) else NO_ELICITATION,
+                answer=approval_answer, cannot_ask=None if elicits_forms(session) else NO_ELICITATION,
             )
             if isinstance(made, dict):
                 return _tool_result(made)
@@ -817,7 +367,7 @@ async def serve_stdio(
     *,
     tool_name: str = DEFAULT_TOOL_NAME,
     prompt_budget: int = DEFAULT_PROMPT_BUDGET,
-    options: HostOptions = HostOptions(),
+    options: HostOptions = HostOptions(),  # noqa: B008 (a frozen dataclass: immutable)
 ) -> None:
     """Serve the one tool over stdio until the client disconnects; never exits for a bad config."""
     from mcp.server import NotificationOptions

@@ -396,7 +396,7 @@ class Bridge:
     def _waiting(self, request: ApprovalRequest) -> None:
         """A person is about to be asked: the run's progress says what it waits for (the gate
         logs and ignores an exception from here: progress never fails a call)."""
-        telemetry_calls.approval_asked()  # the call's approval wait begins (runtime/host/telemetry.py)
+        telemetry_calls.approval_asked()  # the call's approval wait begins (runtime/host/telemetry_calls.py)
         if self._on_note is not None:
             self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
 

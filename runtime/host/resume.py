@@ -28,7 +28,7 @@ So a call sent upstream is sent once: its result is in every later state, and th
 sealed only when no call is in flight. Limits, and what happens past them (the calls waiting
 are denied with APPROVAL_DENIED and a message naming the limit, and the run goes on): the sealed
 state is at most MAX_STATE_CHARS (results of earlier calls make it up), a run asks in at most
-MAX_ROUNDS rounds, the worker's journal holds at most worker.MAX_JOURNAL_EVENTS events and
+MAX_ROUNDS rounds, the worker's journal holds at most run_state.MAX_JOURNAL_EVENTS events and
 MAX_JOURNAL_CLOCK_RUNS clock runs. The run's timeoutMs counts from its first round: the wait for
 the user's answer is part of it, and a retry after it gets the timeout (nothing sent).
 """
@@ -57,7 +57,7 @@ from codemode_gen.runtime.host.approval_request import (
     Unusable,
 )
 from codemode_gen.runtime.limits import RunStopped
-from codemode_gen.runtime.sandbox.pool import RunHandle
+from codemode_gen.runtime.sandbox.run import RunHandle
 
 __all__ = [
     "ASK_KEY_PREFIX",
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 # Bounds the sealed requestState (characters): the client holds it and sends it back with the
-# retry, whose whole body serve --http caps at 4 MiB (serve_http.MAX_REQUEST_BYTES) with the
+# retry, whose whole body serve --http caps at 4 MiB (http_gate.MAX_REQUEST_BYTES) with the
 # script in it. Results of the calls made before the ask make it up (compressed); a run whose
 # state would be bigger cannot wait for an answer: its asks are denied, naming this limit.
 MAX_STATE_CHARS = 512 * 1024

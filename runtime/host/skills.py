@@ -22,8 +22,8 @@ from typing import Any
 from codemode_gen.errors import UserError
 from codemode_gen.generator import skills as sk
 from codemode_gen.generator.build import CODEMODE_DTS, Outputs
+from codemode_gen.runtime.host.tscompiler import CompilerNotFound, find_compiler
 from codemode_gen.runtime.host.tsinput import erase_types
-from codemode_gen.runtime.host.typecheck import CompilerNotFound, find_compiler
 
 SKILLS_TSC_JS = Path(__file__).parent.parent / "js" / "skills_tsc.js"
 #: Bounds one check of every skill (one tsc program: seconds; a hang is a bug, reported).

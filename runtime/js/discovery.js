@@ -1,3 +1,4 @@
+// @ts-check
 // @codemode/discovery (spec §4.1-§4.3, §12.1), built by the host for each run.
 // The host replaces the placeholder below with this run's catalog (out/manifest.json plus the
 // live tool lists as they were when the run started, §8.2). Every function returns a fresh

@@ -1,3 +1,4 @@
+// @ts-check
 // @codemode/host — the one door from the sandbox to the host (docs/DESIGN.md, "Sandbox ⇄ host
 // protocol"). Generated server modules import `callTool` from here; nothing else in the
 // sandbox can reach the host binding: the prelude hands it over in a one-shot kernel object

@@ -1,3 +1,4 @@
+// @ts-check
 // Sandbox prelude: the trusted set-up of one fresh QuickJS realm (spec §3.5, §11).
 //
 // Phase A runs when the worker prepares a realm, before any run is known (so it is off the
@@ -359,6 +360,7 @@
     inHook = true;
     try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ } finally { inHook = false; }
   }
+  /** @this {any} */
   function then(onFulfilled, onRejected) {
     observe(this);
     if (inHook) return apply(rawThen, this, [onFulfilled, onRejected]);
@@ -369,10 +371,12 @@
   defineProperty(promiseProto, "then", { value: then, writable: true, enumerable: false, configurable: true });
   // `await p` and Promise.resolve(p) read p.constructor; the setter keeps the override-mistake
   // behaviour every other frozen prototype gets (enableOverride).
+  /** @this {any} */
   function getConstructor() {
     observe(this);
     return PromiseCtor;
   }
+  /** @this {any} */
   function setConstructor(value) {
     if (this === promiseProto) throw new TypeError("Cannot assign to read only property 'constructor' of frozen intrinsic");
     defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
@@ -413,6 +417,7 @@
         more += 1;
         continue;
       }
+      /** @type {{ serverId: any, toolName: any, name: string | null, message: string | null, stack: any }} */
       const row = { serverId: rec.serverId, toolName: rec.toolName, name: null, message: null, stack: rec.stack };
       try {
         row.name = cut(error.name, MAX_REPORT_NAME_CHARS);
@@ -563,7 +568,7 @@
       getPrototypeOf((async function* () {})()),
     ];
     try { list.push(getPrototypeOf([].values().map((x) => x))); } catch (e) { /* no iterator helpers */ }
-    try { list.push(getPrototypeOf(Iterator.from({ next() { return { done: true }; } }))); } catch (e) { /* absent */ }
+    try { list.push(getPrototypeOf(Iterator.from(/** @type {any} */ ({ next() { return { done: true }; } })))); } catch (e) { /* absent */ }
     return list;
   }
 
@@ -571,7 +576,7 @@
     const roots = [];
     for (const name of ownKeys(g)) {
       if (name === "globalThis" || name === "__codemode_result__") continue;
-      const d = getOwnPropertyDescriptor(g, name);
+      const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(g, name));  // an own key: defined
       if (hasOwn.call(d, "value")) roots.push(d.value);
       else { roots.push(d.get); roots.push(d.set); }
     }
@@ -587,7 +592,7 @@
       if ((typeof v !== "object" && typeof v !== "function") || v === null || v === g || seen.has(v)) continue;
       seen.add(v);
       stack.push(getPrototypeOf(v));
-      const descriptors = getOwnPropertyDescriptors(v);
+      const descriptors = /** @type {Record<PropertyKey, PropertyDescriptor>} */ (getOwnPropertyDescriptors(v));
       for (const key of ownKeys(descriptors)) {
         const d = descriptors[key];
         if (hasOwn.call(d, "value")) {
@@ -619,7 +624,7 @@
   function sealGlobals() {
     for (const name of ownKeys(g)) {
       if (name === "__codemode_result__" || name === "__codemode_start__" || name === "__codemode_load__") continue;
-      const d = getOwnPropertyDescriptor(g, name);
+      const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(g, name));  // an own key: defined
       if (!d.configurable && (!hasOwn.call(d, "value") || !d.writable)) continue;
       if (hasOwn.call(d, "value")) {
         defineProperty(g, name, { value: d.value, writable: false, enumerable: d.enumerable, configurable: false });
@@ -631,6 +636,7 @@
 
   // ---- 5. report ----------------------------------------------------------------------------
   function describeError(e, errorsModule) {
+    /** @type {Record<string, any>} */
     const out = { isError: false, name: null, message: null, stack: null, text: null, errorClass: null, hint: null };
     try { out.isError = e instanceof ErrorCtor; } catch (x) { /* hostile proxy */ }
     try { out.text = e === null ? "null" : e === undefined ? "undefined" : (out.isError ? safeString(e) : formatArg(e)); } catch (x) { out.text = "[Unprintable value]"; }

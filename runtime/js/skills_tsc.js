@@ -1,3 +1,4 @@
+// @ts-check
 // SPDX-License-Identifier: MIT
 // Type-checks the skills of a project (skills/<name>.ts|js) against a codemode.d.ts and emits
 // each one's declaration (runtime/host/skills.py). Run by node:

@@ -1,3 +1,4 @@
+// @ts-check
 // codemode-gen type checker, the part both backends share (runtime/host/typecheck.py):
 //
 //   - node:    typecheck_server.js requires this file and gives it a host over `fs`;
@@ -33,7 +34,7 @@
 //   now()                 -> milliseconds, for the "ms" of a reply
 "use strict";
 
-(function (root) {
+(function (/** @type {any} */ root) {
   // ---- The checker's file system (spec §3.4, §11: nothing of the host is reachable from a script).
   // The LanguageService sees a closed, virtual file system of exactly three kinds of file: the
   // script (in memory, never written), out/codemode.d.ts and TypeScript's own lib.*.d.ts. Every

@@ -1,3 +1,4 @@
+// @ts-check
 // codemode-gen type-check server under node (runtime/host/typecheck.py starts it; not loaded into QuickJS).
 //
 //   node typecheck_server.js <path of typescript.js> <out dir>
@@ -16,7 +17,9 @@ function send(message) {
   process.stdout.write(JSON.stringify(message) + "\n");
 }
 
+/** @type {any} */
 let ts;
+/** @type {any} */
 let core;
 try {
   ts = require(path.resolve(process.argv[2] || "typescript"));

@@ -1,3 +1,4 @@
+// @ts-check
 // URL and URLSearchParams for the sandbox (spec §3.5): a WHATWG-shaped subset, no IDNA and no
 // IPv4 number forms. QuickJS has neither, so the prelude installs these unless the engine
 // brings its own.
@@ -141,6 +142,7 @@ globalThis.__codemode_url__ = function codemodeURL(intrinsics) {
   }
   function parseURL(input, base) {
     const text = StringCtor(input).replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "").replace(/[\t\n\r]/g, "");
+    /** @type {Record<string, any>} */
     const rec = { protocol: "", username: "", password: "", hostname: null, port: "", pathname: "", query: null, fragment: null, opaque: false };
     const m = /^([A-Za-z][A-Za-z0-9+.-]*):([\s\S]*)$/.exec(text);
     if (m !== null && !(base && m[1].toLowerCase() + ":" === base.protocol && m[1].toLowerCase() + ":" in SPECIAL_PORTS && !/^[/\\]/.test(m[2]))) {
@@ -232,6 +234,7 @@ globalThis.__codemode_url__ = function codemodeURL(intrinsics) {
   }
 
   class URLSearchParams {
+    /** @param {any} [init] a query string, a record, pairs or another URLSearchParams */
     constructor(init = "") {
       const list = [];
       if (init instanceof URLSearchParams) {

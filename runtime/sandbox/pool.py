@@ -27,6 +27,10 @@ Worker reuse: a worker serves runs one after another with a fresh QuickJS realm 
 (§1.4), and is only returned to the pool after a run that ended by itself; after a timeout,
 limit, cancellation or crash it is killed and replaced. `MAX_RUNS_PER_WORKER` recycles it
 anyway, bounding whatever a long-lived native heap might accumulate.
+
+This module owns the pool (which worker serves which run, how many exist, when they start and
+stop) and `Sandbox`, the entry point that fixes a run's deadline; the dialogue of one run with
+its worker is run.py, the worker process's start and pipes worker_process.py.
 """
 
 from __future__ import annotations
@@ -34,24 +38,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import os
 import signal
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from codemode_gen import payload
-from codemode_gen.children import python_module_command
 from codemode_gen.runtime import diagnostics as diag
-from codemode_gen.runtime import jsonsafe
-from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
+from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
+from codemode_gen.runtime.sandbox.run import Run, RunHooks
+from codemode_gen.runtime.sandbox.worker_process import WorkerCrashed, WorkerProcess
 from codemode_gen.runtime.waits import queue_wait
 
 log = logging.getLogger(__name__)
@@ -72,110 +73,6 @@ MAX_RUNS_PER_WORKER = 100
 #: concurrent runs starts up to max_workers processes; keeping them for a while means the next
 #: burst reuses them instead of paying a process start (~0.3 s of CPU) per extra worker.
 IDLE_WORKER_TTL_S = 30.0
-#: How long a worker may take to start and import the engine before it counts as broken.
-WORKER_START_TIMEOUT_S = 30.0
-
-
-class WorkerCrashed(Exception):
-    """The worker process died or broke the protocol."""
-
-
-class RunHandle(Protocol):
-    """What `RunHooks` may do to the run in progress."""
-
-    def pause(self) -> None:
-        """Ask the worker to hold events; it answers `paused` once JS waits (`on_message`)."""
-
-    def resume(self) -> None:
-        """Let a paused worker go on."""
-
-    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
-        """End the run now (the worker is killed): the response carries `diagnostics`."""
-
-
-class RunHooks(Protocol):
-    """What a resumable run adds to `Sandbox.run` (runtime/host/resume.py)."""
-
-    def run_fields(self) -> dict[str, Any]:
-        """Fields added to the run message: journal, replay, seed, clockBase (protocol.py)."""
-
-    def started(self, handle: RunHandle) -> None:
-        """The run message was sent: `handle` acts on the run until it ends."""
-
-    def on_message(self, message: dict[str, Any]) -> None:
-        """A `paused` or `diverged` message from the worker."""
-
-
-class _Worker:
-    """One worker process and its pipes."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.runs = 0
-        self.ready = False
-        #: Digests of the module sources the worker holds (its last run's table, protocol.py).
-        self.held: set[str] = set()
-        self.idle_since = 0.0  # time.monotonic() when it last went idle
-
-    @classmethod
-    async def start(cls) -> _Worker:
-        proc = await asyncio.create_subprocess_exec(
-            # isolated: no cwd on sys.path, no PYTHON* env; the installed package only
-            *python_module_command("codemode_gen.runtime.sandbox.worker", isolation="isolated"),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=protocol.MAX_MESSAGE_BYTES,
-            start_new_session=True,  # a Ctrl-C in the terminal is the host's to handle
-        )
-        return cls(proc)
-
-    async def wait_ready(self) -> None:
-        if self.ready:
-            return
-        msg = await asyncio.wait_for(self.recv(), WORKER_START_TIMEOUT_S)
-        if msg.get("op") != protocol.READY:
-            raise WorkerCrashed(f"unexpected first message from worker: {msg.get('op')!r}")
-        self.ready = True
-
-    def alive(self) -> bool:
-        return self.proc.returncode is None
-
-    async def recv(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        try:
-            line = await self.proc.stdout.readline()
-        except (ValueError, asyncio.LimitOverrunError) as exc:
-            raise WorkerCrashed(f"oversized message from worker: {exc}") from None
-        if not line:
-            raise WorkerCrashed(f"worker exited (code {self.proc.returncode})")
-        try:
-            return await protocol.decode_async(line)
-        except protocol.MalformedMessage as exc:  # the worker bounds nesting: a broken worker
-            raise WorkerCrashed(f"malformed message from worker{exc.detail}") from None
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(protocol.encode(message))
-
-    def send_reply(self, call_id: Any, body: str) -> None:
-        """The reply to a call, `body` being its ASCII JSON text (protocol.encode_reply)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(protocol.encode_reply(call_id, body))
-
-    async def drain(self) -> None:
-        assert self.proc.stdin is not None
-        with contextlib.suppress(ConnectionError):
-            await self.proc.stdin.drain()
-
-    def kill(self) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-
-    async def reap(self) -> None:
-        self.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.proc.wait(), 5.0)
 
 
 def default_max_workers() -> int:
@@ -199,11 +96,11 @@ class WorkerPool:
     def __init__(self, size: int = DEFAULT_POOL_SIZE, *, max_workers: int | None = None) -> None:
         self.max_workers = max(1, max_workers if max_workers is not None else default_max_workers())
         self.size = max(0, min(size, self.max_workers))
-        self._idle: list[_Worker] = []
+        self._idle: list[WorkerProcess] = []
         self._starting: set[asyncio.Task[None]] = set()
         self._busy = 0  # workers handed out (or being started for a run) and not yet released
         # Runs waiting for a worker, oldest first; each gets a worker or a free slot (None).
-        self._waiters: collections.deque[asyncio.Future[_Worker | None]] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[WorkerProcess | None]] = collections.deque()
         self._trimmer: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -263,7 +160,7 @@ class WorkerPool:
 
     async def _start_one(self) -> None:
         try:
-            worker = await _Worker.start()
+            worker = await WorkerProcess.start()
         except (OSError, WorkerCrashed) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
             return
@@ -283,7 +180,7 @@ class WorkerPool:
         # A run may be queued for it: the pool was full when it asked, and this is the refill.
         self._hand_idle()
 
-    async def acquire(self) -> _Worker:
+    async def acquire(self) -> WorkerProcess:
         """A ready worker: an idle one, else one that is starting, else a new one while fewer
         than `max_workers` are alive, else the next one released (queued, first come first
         served). Cancelling the wait (a deadline) leaves the queue."""
@@ -296,7 +193,7 @@ class WorkerPool:
         if self._alive() < self.max_workers and not self._waiters:
             self._busy += 1
             return await self._start_for_run()
-        waiter: asyncio.Future[_Worker | None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[WorkerProcess | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             given = await waiter
@@ -307,10 +204,10 @@ class WorkerPool:
             return given  # its slot was handed over with it
         return await self._start_for_run()  # a slot was handed over: _busy counts it
 
-    async def _start_for_run(self) -> _Worker:
+    async def _start_for_run(self) -> WorkerProcess:
         """Start a worker in a slot already counted in `_busy` (released again on failure)."""
         try:
-            worker = await _Worker.start()
+            worker = await WorkerProcess.start()
             try:
                 await worker.wait_ready()
             except BaseException:
@@ -321,7 +218,7 @@ class WorkerPool:
             raise
         return worker
 
-    def _abandon(self, waiter: asyncio.Future[_Worker | None]) -> None:
+    def _abandon(self, waiter: asyncio.Future[WorkerProcess | None]) -> None:
         """A queued run gave up: leave the queue; what it was handed goes to the next one."""
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
@@ -332,7 +229,7 @@ class WorkerPool:
             else:
                 self._put_back(given)
 
-    def _next_waiter(self) -> asyncio.Future[_Worker | None] | None:
+    def _next_waiter(self) -> asyncio.Future[WorkerProcess | None] | None:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -349,7 +246,7 @@ class WorkerPool:
         self._busy -= 1
         self._fill()
 
-    def _put_back(self, worker: _Worker, *, first: bool = False) -> None:
+    def _put_back(self, worker: WorkerProcess, *, first: bool = False) -> None:
         """A reusable worker from a busy slot: to the next queued run, else idle."""
         waiter = self._next_waiter()
         if waiter is not None:
@@ -381,7 +278,7 @@ class WorkerPool:
             self._busy += 1
             waiter.set_result(self._idle.pop(0))
 
-    async def acquire_idle(self) -> _Worker | None:
+    async def acquire_idle(self) -> WorkerProcess | None:
         """An idle ready worker, or None (never starts a process: one already starting, e.g.
         the warm-up, is waited for; with none idle or starting, None at once)."""
         if self._closed:
@@ -389,7 +286,7 @@ class WorkerPool:
         self._check_loop()
         return await self._take_ready()
 
-    async def _take_ready(self) -> _Worker | None:
+    async def _take_ready(self) -> WorkerProcess | None:
         """An idle worker, counted busy; else, unless runs are queued (they come first), the
         next of those starting once it is ready; None when there is neither."""
         while True:
@@ -402,7 +299,7 @@ class WorkerPool:
                 return None
             await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
 
-    async def _pop_idle(self) -> _Worker | None:
+    async def _pop_idle(self) -> WorkerProcess | None:
         """The first idle worker still alive (dead ones are reaped on the way), else None."""
         while self._idle:
             candidate = self._idle.pop(0)
@@ -411,7 +308,7 @@ class WorkerPool:
             await candidate.reap()
         return None
 
-    async def release(self, worker: _Worker, reusable: bool, *, ran: bool = True) -> None:
+    async def release(self, worker: WorkerProcess, reusable: bool, *, ran: bool = True) -> None:
         """Return a worker from `acquire`/`acquire_idle` after a clean run, or kill it.
 
         After a syntax check (`ran=False`: not counted towards MAX_RUNS_PER_WORKER) the worker
@@ -520,7 +417,7 @@ class Sandbox:
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
             return resp.build_response([], None, [diag.sandbox_error("the sandbox could not be started")])
-        run = _Run(worker, host_call, limits, hooks)
+        run = Run(worker, host_call, limits, hooks)
         reusable = False
         try:
             outcome = await run.execute(code, dict(modules), deadline, kill_at)
@@ -573,7 +470,7 @@ class Sandbox:
                 worker.kill()
             await self._pool.release(worker, reusable, ran=False)
 
-    async def _acquire_until(self, until: float) -> _Worker:
+    async def _acquire_until(self, until: float) -> WorkerProcess:
         """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds)."""
         return await asyncio.wait_for(self._pool.acquire(), _seconds_until(until))
 
@@ -586,206 +483,3 @@ def _seconds_until(deadline: float | None) -> float | None:
 def _kill_at(deadline: float, limits: Limits) -> float:
     """The watchdog instant: WATCHDOG_FACTOR × timeoutMs after the deadline's start."""
     return deadline + limits.timeoutMs / 1000.0 * (WATCHDOG_FACTOR - 1.0)
-
-
-class _Run:
-    """The host side of one run: relays messages, answers host calls, enforces the deadline."""
-
-    def __init__(self, worker: _Worker, host_call: HostCall, limits: Limits, hooks: RunHooks | None = None) -> None:
-        self.worker = worker
-        self.host_call = host_call
-        self.limits = limits
-        self.hooks = hooks
-        self.stopped: list[dict[str, Any]] | None = None  # `stop`'s diagnostics
-        # The worker truncates logs itself; the host enforces the limit again so that even a
-        # compromised worker process cannot flood the response.
-        self.logs = run_logs.LogCollector(limits.maxLogBytes)
-        self.calls: set[asyncio.Task[None]] = set()
-        self.limit_exc: SandboxLimitExceeded | None = None
-        self.deadline: asyncio.Timeout | None = None
-        self.clean = False
-        self.t0 = 0.0
-
-    def elapsed_ms(self) -> int:
-        return int((time.monotonic() - self.t0) * 1000)
-
-    def respond(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
-        return resp.build_response(logs, result, diagnostics)
-
-    async def respond_async(self, result: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        """`respond` for a result of any size: a large one is checked off the event loop."""
-        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
-        return await resp.build_response_async(logs, result, diagnostics)
-
-    async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        self.t0 = time.monotonic()
-        # The worker's interrupt timeout is the time left until the caller's deadline; the
-        # limits it reports stay the caller's own.
-        budget_ms = max(0, int((deadline - self.t0) * 1000))
-        kill_at_loop = loop.time() + (kill_at - self.t0)
-        # Each module's text crosses the pipe once per worker: a run names the modules by digest
-        # and carries only the sources the worker does not hold (protocol.py).
-        table, sources = protocol.module_table(modules, self.worker.held)
-        extra = self.hooks.run_fields() if self.hooks is not None else {}
-        try:
-            self.worker.send({
-                **extra, "op": protocol.RUN, "code": code, "modules": table, "sources": sources,
-                "limits": self.limits.to_json(), "budgetMs": budget_ms,
-            })
-            self.worker.held = set(table.values())
-            await self.worker.drain()
-        except (ConnectionError, BrokenPipeError):
-            return self.respond(None, [diag.sandbox_error("the sandbox worker exited before the run started")])
-        if self.hooks is not None:
-            self.hooks.started(self)
-
-        # One coroutine reads the worker's messages in order. The watchdog and a limit hit by a
-        # host call interrupt it through one asyncio.Timeout (a limit reschedules it to now),
-        # so a message costs a single await: no task and no asyncio.wait per message.
-        try:
-            async with asyncio.timeout_at(kill_at_loop) as watchdog:
-                self.deadline = watchdog
-                try:
-                    while True:
-                        try:
-                            msg = await self.worker.recv()
-                        except (WorkerCrashed, ValueError) as exc:
-                            self.worker.kill()
-                            return self.respond(None, [diag.sandbox_error(f"the sandbox worker failed: {exc}")])
-                        done = self._handle(loop, msg)
-                        if done is not None:
-                            # Within the watchdog too: checking a large result takes time.
-                            return await self.respond_async(*done)
-                finally:
-                    self.deadline = None
-        except TimeoutError:
-            self.worker.kill()
-            self.clean = False
-            if self.stopped is not None:
-                return self.respond(None, self.stopped)
-            hit = self.limit_exc
-            if hit is not None:
-                return self.respond(None, [diag.sandbox_limit(hit.limit, hit.value, hit.message)])
-            # the watchdog: the worker missed its own deadline
-            return self.respond(None, [diag.timeout_limit(self.limits.timeoutMs)])
-        except asyncio.CancelledError:
-            self.worker.kill()
-            raise
-
-    def _handle(
-        self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]
-    ) -> tuple[Any, list[dict[str, Any]]] | None:
-        """Act on one worker message; (result, diagnostics) when it ends the run."""
-        op = msg.get("op")
-        if op == protocol.CALL:
-            task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
-            self.calls.add(task)
-            task.add_done_callback(self.calls.discard)
-        elif op == protocol.LOG:
-            time_ms = msg.get("timeMs")
-            self.logs.add(
-                str(msg.get("level")),
-                str(msg.get("message")),
-                time_ms if isinstance(time_ms, int) and time_ms >= 0 else self.elapsed_ms(),
-            )
-        elif op == protocol.LOGS_TRUNCATED:
-            self.logs.truncated = True
-        elif op in (protocol.PAUSED, protocol.DIVERGED):
-            if self.hooks is not None:
-                self.hooks.on_message(msg)
-        elif op == protocol.DONE:
-            diagnostics = msg.get("diagnostics")
-            if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
-                self.worker.kill()
-                return None, [diag.sandbox_error("the sandbox worker sent a malformed response")]
-            # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
-            self.clean = not any(d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics)
-            return msg.get("result"), diagnostics
-        return None
-
-    def _limit(self, exc: SandboxLimitExceeded) -> None:
-        """A host call hit a limit: end the run now (the reader loop sees an expired deadline)."""
-        if self.limit_exc is not None or self.stopped is not None or self.deadline is None:
-            return
-        self.limit_exc = exc
-        with contextlib.suppress(RuntimeError):  # the loop is already leaving its deadline
-            self.deadline.reschedule(asyncio.get_running_loop().time())
-
-    # ---- RunHandle (hooks) ----------------------------------------------------------------
-    def pause(self) -> None:
-        self._send({"op": protocol.PAUSE})
-
-    def resume(self) -> None:
-        self._send({"op": protocol.RESUME})
-
-    def stop(self, diagnostics: list[dict[str, Any]]) -> None:
-        if self.limit_exc is not None or self.stopped is not None or self.deadline is None:
-            return
-        self.stopped = diagnostics
-        with contextlib.suppress(RuntimeError):
-            self.deadline.reschedule(asyncio.get_running_loop().time())
-
-    def _send(self, message: dict[str, Any]) -> None:
-        if self.worker.alive():
-            with contextlib.suppress(ConnectionError, BrokenPipeError, RuntimeError):
-                self.worker.send(message)
-
-    async def _answer(self, call_id: Any, request_value: Any) -> None:
-        request: Any = {}
-        try:
-            # The worker embeds the request as a JSON value (older form: JSON text).
-            if isinstance(request_value, str):
-                request_value = json.loads(request_value)
-            request = request_value if isinstance(request_value, dict) else {}
-            reply = await self.host_call(request)
-            error = reply.get("error") if isinstance(reply, dict) and reply.get("ok") is False else None
-            if isinstance(error, dict) and error.get("errorClass") == "SandboxLimitError":
-                raise SandboxLimitExceeded(
-                    str(error.get("limit") or "limit"), error.get("value"), str(error.get("message") or "limit exceeded")
-                )
-            # A large result is encoded off the event loop, in bounded pieces (payload.dumps).
-            if payload.is_large(reply):
-                reply_text = await payload.offload(payload.dumps, reply)
-            else:
-                reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
-        except SandboxLimitExceeded as exc:
-            self._limit(exc)
-            return
-        except RunStopped as exc:
-            self.stop(exc.diagnostics)
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            # A bug in the host's call path: the script gets a generic ToolCallError; the
-            # exception text (paths, internals) stays on the host: one line, no traceback on a
-            # terminal (the traceback is logged at debug level).
-            log.error("host_call failed: %s", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 500))
-            log.debug("host_call failed", exc_info=True)
-            server = jsonsafe.safe_name(request.get("serverId")) if isinstance(request, dict) else None
-            tool = jsonsafe.safe_name(request.get("toolName")) if isinstance(request, dict) else None
-            reply = {
-                "ok": False,
-                "error": {
-                    "errorClass": "ToolCallError",
-                    "message": f"the host failed while calling {server}/{tool}",
-                    "hint": "retry once; if it fails again, use another tool or report the problem",
-                    "serverId": server,
-                    "toolName": tool,
-                },
-            }
-            reply_text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
-        if not self.worker.alive():
-            return
-        with contextlib.suppress(ConnectionError, BrokenPipeError, RuntimeError):
-            self.worker.send_reply(call_id, reply_text)
-            await self.worker.drain()
-
-    async def cancel_calls(self) -> None:
-        tasks = list(self.calls)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)

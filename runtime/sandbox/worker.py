@@ -5,13 +5,15 @@ outlast its interrupt check by seconds, so the host must be able to kill the san
 deadline (docs/DESIGN.md, "Where the sandbox runs"). The worker owns no MCP session: every
 tool call goes to the host as a message and the worker awaits the reply.
 
-Lifetime: started by `runtime/sandbox.WorkerPool`, it imports the engine, says `ready` and
+Lifetime: started by `runtime/sandbox/pool.WorkerPool`, it imports the engine, says `ready` and
 waits. Each `run` gets a fresh engine realm (spec §1.4: nothing survives from one run to the
 next inside JS); the host reuses a worker only after a run that ended cleanly, and kills it
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: runtime/sandbox/protocol.py (message kinds, framing, limits; the host side is
-runtime/sandbox/pool.py).
+runtime/sandbox/pool.py). This module owns the process: the pipe, the run lifecycle (which realm,
+which modules) and turning what a run ended with into the answer's diagnostics; the engine realm
+a run uses, with the functions bound into it, is realm.py, and its clock and journal run_state.py.
 
 Everything from outside that a run's JavaScript observes comes through this module, in an order
 it can write down and replay (docs/DESIGN.md, "Deterministic runs"): tool-call replies, the
@@ -43,54 +45,29 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import json
-import math
 import os
 import time
 import traceback
-from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe, screen, script_errors
-from codemode_gen.runtime import logs as run_logs
-from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS, MAX_NAME_CHARS, Limits
+from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.engine import (
     Engine,
     EngineError,
     EnginePendingLimit,
     EngineTimeout,
-    new_engine,
     preload,
     release_memory,
 )
+from codemode_gen.runtime.sandbox.realm import MODULE_ERRORS, MODULE_HOST, Realm, realm_key
 
-#: Timers pending at once in one run; bounds the timer heap a script can build up (its memory
-#: is also bounded by the heap limit, this gives a clear error first).
-MAX_PENDING_TIMERS = 10_000
-#: Host calls the engine may have pending beyond the JS-side tool-call cap: the timer alarm,
-#: the end-of-run tick and slack.
-EXTRA_PENDING_CALLS = 4
-#: Failed tool calls one run keeps track of, to report those nobody awaited (prelude.js); bounds
-#: the prelude's bookkeeping for a script that fires thousands of failing calls (the rest are
-#: counted only).
-MAX_TRACKED_FAILURES = 100
-#: Events (replies, alarms) and clock values a journaled run writes down: bounds the worker's
-#: memory for a script that loops on timers or Date.now(); past either the journal is marked
-#: `overflow` and the run cannot be resumed (the host then denies its asks, runtime/host/resume.py).
-MAX_JOURNAL_EVENTS = 100_000
-MAX_JOURNAL_CLOCK_RUNS = 100_000
-#: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
-#: milliseconds, so hitting this means the engine is broken.
-PRELUDE_TIMEOUT_S = 10.0
-
-MODULE_ERRORS = "@codemode/errors"
-MODULE_HOST = "@codemode/host"
 #: Prelude phase A, run as one script in this order: url.js only leaves the URL polyfill's
 #: factory on a temporary global, which prelude.js takes (and deletes) with the host bindings.
 PRELUDE_FILES = ("url.js", "prelude.js")
@@ -109,11 +86,11 @@ class Worker:
         self._inbox: asyncio.Queue[dict[str, Any] | None] | None = None
         #: Calls waiting for the host's reply, by the call id on the pipe: which realm and which
         #: of its run's calls (1, 2, ... in the order the script made them).
-        self._replies: dict[int, tuple[_Realm, int]] = {}
+        self._replies: dict[int, tuple[Realm, int]] = {}
         self._ids = itertools.count(1)
-        self._running: _Realm | None = None  # the realm of the run in progress (pause/resume)
-        self._warm: _Realm | None = None
-        self._spent: _Realm | None = None
+        self._running: Realm | None = None  # the realm of the run in progress (pause/resume)
+        self._warm: Realm | None = None
+        self._spent: Realm | None = None
         #: Module sources of the last run by digest: the host sends only what is not held here.
         self._held: dict[str, str] = {}
         self.prelude = "\n".join(_js(name) for name in PRELUDE_FILES)
@@ -252,12 +229,12 @@ class Worker:
             return {"result": None, "diagnostics": [diag.sandbox_error("the sandbox worker lost a server module")]}
 
         realm, self._warm = self._warm, None
-        if realm is None or realm.key != _realm_key(limits):
+        if realm is None or realm.key != realm_key(limits):
             if realm is not None:
                 realm.close()  # built for other limits: free it now, not after the run
             realm = None
             try:
-                realm = await _Realm.create(self, limits)
+                realm = await Realm.create(self, limits)
             except Exception as exc:
                 return self._failed_setup(exc, limits)
         try:
@@ -321,13 +298,13 @@ class Worker:
 
     async def prepare_next(self, limits: Limits) -> None:
         """Build and lock down the realm for the next run while idle (off the request path)."""
-        if self._warm is not None and self._warm.key == _realm_key(limits):
+        if self._warm is not None and self._warm.key == realm_key(limits):
             return
         if self._warm is not None:
             self._warm.close()
             self._warm = None
         try:
-            self._warm = await _Realm.create(self, limits)
+            self._warm = await Realm.create(self, limits)
         except Exception:  # the run will build its own realm and report the failure
             self._warm = None
 
@@ -407,417 +384,6 @@ class Worker:
         if oom_text or (no_info and engine.heap_exhausted()):
             return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
         return {"result": None, "diagnostics": [script_errors.uncaught_exception(error, modules), *unawaited]}
-
-
-def _realm_key(limits: Limits) -> tuple[int, int]:
-    """What a realm is built for: the engine's heap and pending-call limits are fixed at birth."""
-    return (limits.maxMemoryBytes, limits.maxConcurrentCalls)
-
-
-#: Events a run's pump hands over (`__codemode_next__`): a reply is its call's number (1, 2, ...
-#: in the order the script made them), the alarm is ALARM, and IDLE wakes a pump that waits for
-#: nothing any more (the last timer was cleared while no call was in flight).
-ALARM = 0
-IDLE = -1
-
-
-class _Clock:
-    """The run clock JS reads (`__codemode_now__`: whole milliseconds since the run started) and
-    its journal: the values returned, as [value, how many reads in a row] runs.
-
-    `base_ms` is the run's start in Unix milliseconds (Date's base). A resumed run first returns
-    the values of `replay`, one per read, then live time: the real time elapsed since `base_ms`
-    (the wait for an answer between two rounds included, as a timeout counts it), never less
-    than a value already returned."""
-
-    def __init__(self, base_ms: int, replay: list[list[int]] | None, journal: bool) -> None:
-        self.base_ms = base_ms
-        self._mono0 = time.monotonic()
-        self._offset = max(0.0, time.time() * 1000.0 - base_ms)
-        self.last = 0
-        self._replay = [list(r) for r in replay or [] if _is_clock_run(r)]
-        self._replay.reverse()  # popped from the end
-        self.runs: list[list[int]] | None = [] if journal else None
-        self.overflow = False
-
-    @property
-    def replaying(self) -> bool:
-        return bool(self._replay)
-
-    def live_ms(self) -> float:
-        return max(float(self.last), self._offset + (time.monotonic() - self._mono0) * 1000.0)
-
-    def peek(self) -> int:
-        """The clock now, without reading it (log entries' timeMs): no journal entry."""
-        return self.last if self._replay else int(self.live_ms())
-
-    def read(self) -> int:
-        if self._replay:
-            run = self._replay[-1]
-            value = run[0]
-            run[1] -= 1
-            if run[1] <= 0:
-                self._replay.pop()
-        else:
-            value = int(self.live_ms())
-        self.last = value
-        runs = self.runs
-        if runs is not None and not self.overflow:
-            if runs and runs[-1][0] == value:
-                runs[-1][1] += 1
-            elif len(runs) < MAX_JOURNAL_CLOCK_RUNS:
-                runs.append([value, 1])
-            else:
-                self.overflow = True
-        return value
-
-
-def _is_clock_run(run: Any) -> bool:
-    return (isinstance(run, list) and len(run) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in run)
-            and run[1] > 0)
-
-
-class _RunState:
-    """What the bound host functions of one realm act on during its (single) run."""
-
-    def __init__(self, t0: float, max_log_bytes: int, clock: _Clock | None = None) -> None:
-        self.t0 = t0
-        self.logs = run_logs.LogCollector(max_log_bytes)
-        self.truncation_sent = False
-        self.clock = clock if clock is not None else _Clock(int(time.time() * 1000), None, False)
-        self.seed: list[int] = []
-        #: The pump's pending wait (JS awaits it) and the end-of-run ticks still pending.
-        self.futures: set[asyncio.Future[Any]] = set()
-        self.waiter: asyncio.Future[int] | None = None
-        self.handed: int | None = None  # the event given to `waiter`, until JS takes it
-        self.queue: collections.deque[int] = collections.deque()  # live events not handed yet
-        self.replies: dict[int, str] = {}  # replies arrived and not taken, by call number
-        self.issued = 0  # calls the script made
-        self.taken = 0  # replies it took
-        self.alarm_handle: asyncio.TimerHandle | None = None
-        self.armed: float | None = None  # the alarm's due time on the run clock
-        # The journal (a run started with `journal`): every event taken, in order.
-        self.events: list[int] | None = None
-        self.overflow = False
-        # A resumed run's events, handed over in their order before any live one.
-        self.replay: list[int] = []
-        self.replay_pos = 0
-        self.replay_replies: set[int] = set()  # calls whose reply is still ahead in `replay`
-        self.paused = False
-        self.snapshot_due = False
-        self.pause_when_live = False  # paused while replaying: the journal's events go first
-
-    @property
-    def live(self) -> bool:
-        return self.replay_pos >= len(self.replay)
-
-
-class _Realm:
-    """One fresh engine, locked down by prelude phase A, used for exactly one run (§1.4).
-
-    The engine holds this realm's bound methods (a cycle Python's gc cannot see through the
-    binding): `close()` must end every realm, used or not, or its whole JS heap stays."""
-
-    def __init__(self, worker: Worker, limits: Limits) -> None:
-        self.worker = worker
-        self.key = _realm_key(limits)
-        self.state = _RunState(time.monotonic(), limits.maxLogBytes)
-        self.engine = new_engine(
-            memory_limit=limits.maxMemoryBytes,
-            max_pending_calls=limits.maxConcurrentCalls + EXTRA_PENDING_CALLS,
-        )
-        e = self.engine
-        try:
-            e.bind_function("__codemode_host__", self.host_call)
-            e.bind_function("__codemode_log__", self.log)
-            e.bind_function("__codemode_arm__", self.arm)
-            e.bind_function("__codemode_next__", self.next_event)
-            e.bind_function("__codemode_take__", self.take)
-            e.bind_function("__codemode_tick__", self.tick)
-            e.bind_function("__codemode_now__", self.now_ms)
-            e.bind_object(
-                "__codemode_config__",
-                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": run_logs.MAX_LOG_DEPTH,
-                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
-                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": MAX_DIAGNOSTIC_CHARS},
-            )
-        except BaseException:
-            e.close()
-            raise
-
-    @classmethod
-    async def create(cls, worker: Worker, limits: Limits) -> _Realm:
-        """A locked-down realm with @codemode/errors and @codemode/host loaded (prelude phases A
-        and A2): what every run needs, built before the run is known."""
-        realm = cls(worker, limits)
-        engine = realm.engine
-        try:
-            status = await engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
-            if status != "locked":
-                raise EngineError("Error", f"prelude phase A returned {status!r}", "")
-            engine.add_module(MODULE_ERRORS, worker.errors_js)
-            engine.add_module(MODULE_HOST, worker.host_js)
-            text = await engine.run(f"globalThis.__codemode_load__({int(limits.maxConcurrentCalls)})", PRELUDE_TIMEOUT_S)
-            report = json.loads(text) if isinstance(text, str) else {}
-            if not isinstance(report, dict) or report.get("status") != "loaded":
-                error = report.get("error") if isinstance(report, dict) else None
-                error = error if isinstance(error, dict) else {}
-                detail = str(error.get("text") or error.get("message") or f"prelude phase A2 returned {text!r}")
-                raise EngineError("Error", detail, str(error.get("stack") or ""))
-        except BaseException:
-            realm.close()
-            raise
-        return realm
-
-    def begin(self, t0: float, limits: Limits, msg: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Start the run's state from the run message; returns the prelude's run config (Math.random's
-        seed, Date's base). `journal`, `replay`, `seed` and `clockBase` come from the host for a run
-        that may be resumed (runtime/host/resume.py); a plain run gets a fresh seed and the time now."""
-        msg = msg or {}
-        base = msg.get("clockBase")
-        if not (isinstance(base, int) and not isinstance(base, bool) and base >= 0):
-            base = int(time.time() * 1000)
-        given = msg.get("replay")
-        replay: Mapping[str, Any] = given if isinstance(given, dict) else {}
-        clock_runs = replay.get("clock")
-        journal = msg.get("journal") is True
-        st = self.state = _RunState(t0, limits.maxLogBytes,
-                                    _Clock(base, clock_runs if isinstance(clock_runs, list) else None, journal))
-        seed = msg.get("seed")
-        if not (isinstance(seed, list) and len(seed) == 4
-                and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seed)):
-            seed = [int.from_bytes(os.urandom(4), "little") for _ in range(4)]
-        st.seed = list(seed)
-        events = replay.get("events")
-        if isinstance(events, list) and all(isinstance(e, int) and not isinstance(e, bool) and e >= IDLE for e in events):
-            st.replay = list(events)
-            st.replay_replies = {e for e in events if e > 0}
-        if journal:
-            st.events = []
-        return {"seed": st.seed, "clockBase": base}
-
-    def end(self) -> None:
-        """Drop what the run left pending: the alarm, the pump's wait, the calls still waiting
-        for a reply (a late reply finds no entry and is discarded)."""
-        st = self.state
-        if st.alarm_handle is not None:
-            st.alarm_handle.cancel()
-            st.alarm_handle = None
-        st.waiter = None
-        pending, st.futures = st.futures, set()
-        for fut in pending:
-            fut.cancel()
-        st.replies.clear()
-        st.queue.clear()
-        replies = self.worker._replies
-        for call_id in [k for k, (realm, _) in replies.items() if realm is self]:
-            del replies[call_id]
-
-    def close(self) -> None:
-        """End the run and free the engine (its heap and the methods bound into it). Idempotent."""
-        self.end()
-        self.engine.close()
-
-    def _track(self, fut: asyncio.Future[Any]) -> None:
-        futures = self.state.futures
-        futures.add(fut)
-        fut.add_done_callback(futures.discard)
-
-    # ---- the bound host functions ---------------------------------------------------------
-    def now_ms(self) -> int:
-        return self.state.clock.read()
-
-    def log(self, level: Any, text: Any) -> bool:
-        st = self.state
-        try:
-            message = json.loads(text) if isinstance(text, str) else str(text)
-            if not isinstance(message, str):
-                message = str(message)
-        except ValueError:
-            message = "[Unserializable Object]"
-        entry = st.logs.add(str(level), message, st.clock.peek())
-        if entry is not None:
-            self.worker.send({"op": protocol.LOG, **entry})
-        if st.logs.truncated and not st.truncation_sent:
-            st.truncation_sent = True
-            self.worker.send({"op": protocol.LOGS_TRUNCATED})
-        return not st.logs.truncated
-
-    def host_call(self, text: Any) -> int:
-        """Send the request now; JS gets the call's number, and its reply through the pump."""
-        st = self.state
-        st.issued += 1
-        call_id = next(self.worker._ids)
-        self.worker._replies[call_id] = (self, st.issued)
-        # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
-        self.worker.send_call(call_id, screen.screen_call_request(text) if isinstance(text, str) else text)
-        return st.issued
-
-    def on_reply(self, seq: int, text: str) -> None:
-        st = self.state
-        st.replies[seq] = text
-        if seq not in st.replay_replies:
-            st.queue.append(seq)
-        self._hand()
-
-    def next_event(self) -> asyncio.Future[int]:
-        """The pump's wait for the next event: the future itself (JS sees it settle only after
-        every job of its current turn has run, so events are seen one turn at a time)."""
-        st = self.state
-        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        st.waiter = waiter
-        st.handed = None
-        self._track(waiter)
-        self._hand()
-        return waiter
-
-    def take(self, event: Any) -> str:
-        """JS takes the event it was handed: a reply's text ("" for the alarm and IDLE). This is
-        where an event enters the journal, in the order JS saw them."""
-        st = self.state
-        if not isinstance(event, int) or event != st.handed:
-            return ""
-        st.handed = None
-        if st.events is not None and not st.overflow:
-            if len(st.events) < MAX_JOURNAL_EVENTS:
-                st.events.append(event)
-            else:
-                st.overflow = True
-        text = ""
-        if event > 0:
-            st.taken += 1
-            text = st.replies.pop(event, "")
-        if st.snapshot_due:  # after the turn this event starts, when JS waits again
-            st.snapshot_due = False
-            asyncio.get_running_loop().call_soon(self._snapshot)
-        return text
-
-    def _hand(self) -> None:
-        """Give the pump's wait its next event, if there is one and the run is not paused: the
-        journal's events first, in their order (a reply once it has come), then live ones."""
-        st = self.state
-        waiter = st.waiter
-        if waiter is None or waiter.done() or st.paused:
-            return
-        if not st.live:
-            event = st.replay[st.replay_pos]
-            if event > 0 and event not in st.replies:
-                if event > st.issued:  # not made yet: if it is not made in this turn, it never is
-                    asyncio.get_running_loop().call_soon(self._check_replay, st.replay_pos)
-                return
-            st.replay_pos += 1
-            st.replay_replies.discard(event)
-            if st.live:
-                self._go_live()
-                if st.pause_when_live:  # snapshot after this last replayed event's turn
-                    st.pause_when_live = False
-                    st.paused = st.snapshot_due = True
-        elif st.queue:
-            event = st.queue.popleft()
-        else:
-            return
-        st.handed = event
-        st.waiter = None
-        waiter.set_result(event)
-
-    def _check_replay(self, position: int) -> None:
-        """JS has finished its turn still waiting for a reply the journal says comes next, to a
-        call it has not made: the script no longer does what it did (divergence)."""
-        st = self.state
-        if st.live or st.replay_pos != position or st.waiter is None or st.waiter.done():
-            return
-        event = st.replay[position]
-        if event > st.issued and event not in st.replies:
-            self.worker.send({"op": protocol.DIVERGED, "message": (
-                f"the resumed script stopped after {st.issued} tool calls where the earlier round went on "
-                f"to call #{event}")})
-            st.paused = True  # nothing more reaches the script; the host ends the run
-            st.replay_pos = len(st.replay)
-
-    def _go_live(self) -> None:
-        """The journal is used up: from here the alarm is real."""
-        st = self.state
-        if st.armed is not None:
-            self._schedule(st.armed)
-
-    def _schedule(self, due: float) -> None:
-        st = self.state
-        delay = max(0.0, (math.ceil(due) - st.clock.live_ms()) / 1000.0)
-        st.alarm_handle = asyncio.get_running_loop().call_later(delay, self._fire)
-
-    def _fire(self) -> None:
-        st = self.state
-        st.alarm_handle = None
-        if ALARM not in st.queue:
-            st.queue.append(ALARM)
-        self._hand()
-
-    def arm(self, due: Any) -> None:
-        """Set (due >= 0, in ms on the run clock) or clear (due < 0) the single timer alarm. An
-        alarm that went off and was not handed over yet is for the old due time: dropped."""
-        st = self.state
-        if st.alarm_handle is not None:
-            st.alarm_handle.cancel()
-            st.alarm_handle = None
-        if ALARM in st.queue:
-            st.queue.remove(ALARM)
-        if not isinstance(due, int | float) or isinstance(due, bool) or due < 0:
-            st.armed = None
-            waiter = st.waiter
-            # The pump waits, and nothing can come any more: wake it to stop (a replayed run
-            # has this IDLE in its journal, where it happened).
-            if (st.live and waiter is not None and not waiter.done() and not st.queue
-                    and st.issued == st.taken and not st.paused):
-                st.handed = IDLE
-                st.waiter = None
-                waiter.set_result(IDLE)
-            return
-        st.armed = float(due)
-        if st.live:
-            self._schedule(st.armed)
-
-    # ---- pause (runtime/host/resume.py) ---------------------------------------------------------
-    def pause(self) -> None:
-        """Stop handing events and send the journal so far (`paused`), once JS waits: right
-        away, or after the turn of an event handed and not taken yet."""
-        st = self.state
-        if not st.live:  # a journal is whole only once the one replayed is: pause after it
-            st.pause_when_live = True
-            return
-        st.paused = True
-        if st.handed is not None:
-            st.snapshot_due = True
-        else:
-            self._snapshot()
-
-    def resume(self) -> None:
-        st = self.state
-        st.paused = st.snapshot_due = st.pause_when_live = False
-        self._hand()
-
-    def _snapshot(self) -> None:
-        st = self.state
-        journal = None
-        if st.events is not None:
-            journal = {
-                "events": list(st.events), "clock": [list(r) for r in st.clock.runs or []],
-                "seed": st.seed, "clockBase": st.clock.base_ms,
-                "overflow": st.overflow or st.clock.overflow,
-            }
-        self.worker.send({"op": protocol.PAUSED, "issued": st.issued, "journal": journal})
-
-    def tick(self) -> asyncio.Future[None]:
-        """One host turn (the end-of-run loop): every queued job runs before JS looks again."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().call_soon(_settle, fut)
-        self._track(fut)
-        return fut
-
-
-def _settle(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
 
 def _die_with_parent() -> None:
     """Linux: SIGKILL this worker when the host process dies, even if JS holds the GIL."""

@@ -16,22 +16,20 @@ from pathlib import Path
 
 import pytest
 
+from codemode_gen.runtime.host.tscompiler import (
+    INSTALL_HINT,
+    CompilerNotFound,
+    TypeScriptNotFound,
+    find_compiler,
+)
+from codemode_gen.runtime.host.tsdiagnostics import hint_for, to_diagnostics
 from codemode_gen.runtime.host.tsinstall import (
     CACHE_ENV,
     REGISTRY_ENV,
     TYPESCRIPT_VERSION,
     typescript_dir,
 )
-from codemode_gen.runtime.host.typecheck import (
-    INSTALL_HINT,
-    CheckResult,
-    CompilerNotFound,
-    TypeScriptNotFound,
-    find_compiler,
-    hint_for,
-    lang_of,
-    to_diagnostics,
-)
+from codemode_gen.runtime.host.typecheck import CheckResult, lang_of
 from tests.conftest import UNREACHABLE_REGISTRY
 from tests.tsc import at, require_tsc
 
@@ -365,7 +363,7 @@ def test_diagnostics_have_the_s3_3_3_shape() -> None:
 def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Path) -> None:
     from codemode_gen.cli.serve import serve_command
     from codemode_gen.runtime.frontends.prompt import render_prompt
-    from codemode_gen.runtime.frontends.serve import HostOptions
+    from codemode_gen.runtime.frontends.serve_host import HostOptions
 
     argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000,
                          HostOptions(typecheck=True, tsc="node_modules/.bin/tsc"))

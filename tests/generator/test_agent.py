@@ -36,7 +36,8 @@ from codemode_gen.generator.typescript.compact import (
     print_compact,
 )
 from codemode_gen.generator.typescript.docs import schema_doc
-from codemode_gen.runtime.frontends.prompt import FULL, SIGNATURE, server_block
+from codemode_gen.runtime.frontends.prompt import server_block
+from codemode_gen.runtime.frontends.prompt_layout import FULL, SIGNATURE
 from tests.catalogs import catalog_ids, load_catalog
 from tests.tsc import as_namespace
 from tests.tsc import check as tsc_check

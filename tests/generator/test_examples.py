@@ -30,7 +30,8 @@ from codemode_gen.generator.examples import (
     text_format,
 )
 from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
-from codemode_gen.runtime.frontends.prompt import EXAMPLE, layout_prompt
+from codemode_gen.runtime.frontends.prompt import layout_prompt
+from codemode_gen.runtime.frontends.prompt_layout import EXAMPLE
 from tests.catalogs import catalog_fixture_sets
 from tests.generator.test_build import tsc_project, write
 from tests.runtime_support import REPO

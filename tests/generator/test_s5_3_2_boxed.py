@@ -27,13 +27,8 @@ from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.generator.unwrap import Box, inner_schema, read_box, unbox_value, unwrap_result
-from codemode_gen.runtime.frontends.prompt import (
-    FULL,
-    SIGNATURE,
-    render_prompt,
-    server_block,
-    system_prompt,
-)
+from codemode_gen.runtime.frontends.prompt import render_prompt, server_block, system_prompt
+from codemode_gen.runtime.frontends.prompt_layout import FULL, SIGNATURE
 from codemode_gen.runtime.host.catalog import manifest_views
 from tests.conftest import PYTHON, server_script, stdio_config
 from tests.runtime_support import HostThread, assert_ok

@@ -20,7 +20,8 @@ from codemode_gen.generator.names import (
     assign_export_names,
     tool_identifier,
 )
-from codemode_gen.runtime.host.typecheck import check_sync, to_diagnostics
+from codemode_gen.runtime.host.tsdiagnostics import to_diagnostics
+from codemode_gen.runtime.host.typecheck import check_sync
 from tests.runtime_support import REPO, HostThread, assert_ok, fixture_set, stdio, write_out
 from tests.tsc import require_tsc
 

@@ -24,18 +24,14 @@ from codemode_gen.generator.manifest import ServerEntry
 from codemode_gen.limit_bounds import LIMIT_KEYS
 from codemode_gen.runtime.frontends.prompt import (
     DEFAULT_PROMPT_BUDGET,
-    DESCRIBED,
-    EXAMPLE,
-    FULL,
     MIN_PROMPT_BUDGET,
-    NAME,
-    SIGNATURE,
     PromptLayout,
     layout_prompt,
-    need,
     prompt_size,
     render_prompt,
 )
+from codemode_gen.runtime.frontends.prompt_layout import DESCRIBED, EXAMPLE, FULL, NAME, SIGNATURE
+from codemode_gen.runtime.frontends.prompt_need import need
 from codemode_gen.runtime.host.approval_policy import policy_from_annotations
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes
 from tests.runtime_support import REPO

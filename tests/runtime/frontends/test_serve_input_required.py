@@ -106,7 +106,7 @@ def answer(action: Action) -> Any:
     """The elicitation result of `action` (the form serve.approval_form asks)."""
     import mcp_types as types
 
-    from codemode_gen.runtime.frontends.serve import FOR_RUN_FIELD
+    from codemode_gen.runtime.frontends.serve_approval import FOR_RUN_FIELD
 
     if action == "run":
         return types.ElicitResult(action="accept", content={FOR_RUN_FIELD: True})
@@ -172,7 +172,10 @@ def test_an_accepted_call_is_sent_once_and_the_run_goes_on(project: tuple[Path, 
     assert '\n│ {"amount": 5, "to": "bob"}' in asked.message and "Accept" in asked.message
     # The form of the 2025-11-25 elicitation path (serve.approval_form): an "ask" tool's has
     # one box, to allow the tool for the rest of the run.
-    from codemode_gen.runtime.frontends.serve import APPROVAL_ACTIONS_FOR_RUN, FOR_RUN_FIELD
+    from codemode_gen.runtime.frontends.serve_approval import (
+        APPROVAL_ACTIONS_FOR_RUN,
+        FOR_RUN_FIELD,
+    )
 
     assert APPROVAL_ACTIONS_FOR_RUN in asked.message
     (box,) = asked.requested_schema["properties"].items()

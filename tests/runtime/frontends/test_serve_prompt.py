@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, need, render_prompt
+from codemode_gen.runtime.frontends.prompt import DEFAULT_PROMPT_BUDGET, render_prompt
+from codemode_gen.runtime.frontends.prompt_need import need
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes
 from tests.runtime.frontends.test_prompt import DEMO_PROMPT_RATIO  # the §4.4 target, in one place
 from tests.runtime.frontends.test_serve_launch import elsewhere, project_with, serve_session

@@ -27,7 +27,7 @@ from codemode_gen.limit_bounds import (
     LIMIT_KEYS,
 )
 from codemode_gen.runtime.diagnostics import DiagnosticCode
-from codemode_gen.runtime.frontends.serve import HostOptions
+from codemode_gen.runtime.frontends.serve_host import HostOptions
 from tests.runtime_support import PYTHON, REPO, against_serve, script, write_out
 
 pytestmark = pytest.mark.timeout(180)

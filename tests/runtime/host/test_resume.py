@@ -34,7 +34,8 @@ from codemode_gen.runtime.host.resume import (
     encode_state,
 )
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox.pool import RunHandle, Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.run import RunHandle
 from tests.runtime.sandbox.test_pool import MODULES
 
 pytestmark = pytest.mark.timeout(120)

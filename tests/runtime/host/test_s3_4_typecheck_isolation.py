@@ -28,14 +28,14 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.runtime.host.typecheck import (
+from codemode_gen.runtime.host.tscompiler import (
     CORE_JS,
     SERVER_JS,
     Backend,
-    TypeChecker,
     find_compiler,
-    to_diagnostics,
 )
+from codemode_gen.runtime.host.tsdiagnostics import to_diagnostics
+from codemode_gen.runtime.host.typecheck import TypeChecker
 from tests.runtime.frontends.test_serve_http import start_serve, with_client
 from tests.runtime_support import PYTHON, REPO, path_without_node
 from tests.tsc import require_tsc
@@ -309,16 +309,16 @@ def test_s3_4_the_quickjs_checker_opens_nothing_but_typescript_and_out(
     """The QuickJS backend (a Python process; QuickJS itself has no file system in jsbox) opens
     TypeScript's typescript.js and lib.*.d.ts, out/codemode.d.ts, out/tsconfig.json and
     js/typecheck_core.js, nothing else: the same closed file system as under node."""
-    from codemode_gen.runtime.host import typecheck
+    from codemode_gen.runtime.host import tscompiler
     tsc = require_tsc()
     layout = make_layout(tmp_path)
     layout.plant()
     log = tmp_path / "open.log"
 
-    def audited(self: typecheck.Compiler, out_dir: Path) -> list[str]:
+    def audited(self: tscompiler.Compiler, out_dir: Path) -> list[str]:
         return [PYTHON, "-I", "-c", AUDITED_WORKER, str(log), str(self.typescript), str(out_dir)]
 
-    monkeypatch.setattr(typecheck.Compiler, "command", audited)
+    monkeypatch.setattr(tscompiler.Compiler, "command", audited)
     check_all(layout, tsc, "quickjs")
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     package = find_compiler(tsc).typescript.parent.parent

@@ -18,7 +18,8 @@ import anyio
 import pytest
 
 from codemode_gen import CodeMode
-from codemode_gen.runtime.host.typecheck import Backend, TypeChecker
+from codemode_gen.runtime.host.tscompiler import Backend
+from codemode_gen.runtime.host.typecheck import TypeChecker
 from tests.runtime_support import PYTHON, REPO, against_serve, script
 from tests.tsc import at, require_tsc
 

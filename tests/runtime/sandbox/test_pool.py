@@ -385,14 +385,14 @@ globalThis.__codemode_result__ = err;
 def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     from codemode_gen.runtime.sandbox import pool as sandbox_module
     started: list[object] = []
-    original = sandbox_module._Worker.start
+    original = sandbox_module.WorkerProcess.start
 
     async def counting_start() -> Any:
         worker = await original()
         started.append(worker)
         return worker
 
-    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(counting_start))
+    monkeypatch.setattr(sandbox_module.WorkerProcess, "start", staticmethod(counting_start))
 
     async def scenario() -> None:
         async with Sandbox(WorkerPool(2)) as sandbox:
@@ -425,7 +425,7 @@ def _slow_worker_starts(monkeypatch: pytest.MonkeyPatch, finished: list[float]) 
     """Every worker start takes SLOW_START_S more (the real process still starts); `finished`
     gets the monotonic time each start ended."""
     from codemode_gen.runtime.sandbox import pool as sandbox_module
-    original = sandbox_module._Worker.start
+    original = sandbox_module.WorkerProcess.start
 
     async def slow_start() -> Any:
         await asyncio.sleep(SLOW_START_S)
@@ -433,7 +433,7 @@ def _slow_worker_starts(monkeypatch: pytest.MonkeyPatch, finished: list[float]) 
         finished.append(time.monotonic())
         return worker
 
-    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(slow_start))
+    monkeypatch.setattr(sandbox_module.WorkerProcess, "start", staticmethod(slow_start))
 
 
 @pytest.mark.slow
@@ -531,14 +531,14 @@ def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> 
     # check must not cost a process start on a busy or empty pool.
     from codemode_gen.runtime.sandbox import pool as sandbox_module
     started: list[object] = []
-    original = sandbox_module._Worker.start
+    original = sandbox_module.WorkerProcess.start
 
     async def counting_start() -> Any:
         worker = await original()
         started.append(worker)
         return worker
 
-    monkeypatch.setattr(sandbox_module._Worker, "start", staticmethod(counting_start))
+    monkeypatch.setattr(sandbox_module.WorkerProcess, "start", staticmethod(counting_start))
 
     async def scenario() -> tuple[Any, dict[str, Any]]:
         async with Sandbox(pool_size=0) as sandbox:
