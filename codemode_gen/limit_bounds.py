@@ -1,6 +1,6 @@
 """The run limits a request or codemode.toml may set, their defaults and their valid ranges
 (spec §3.2.4): one source of truth for the runtime (runtime/limits.py, which enforces them on
-every run) and for codemode.toml's validation on load (config.py), so a value the file
+every run) and for codemode.toml's validation on load (codemode_toml.py), so a value the file
 accepts is a value every run accepts.
 
 Field names are the JSON keys (camelCase): the same names appear in the system prompt, in

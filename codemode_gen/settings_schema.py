@@ -14,7 +14,7 @@ export name `delete_file` where the MCP tool is `delete-file`) all used to be ig
   cannot be checked: a warning says so. (The recordings are read by the generator layer,
   generator/project.py, which hands the names to `check_tool_names` here.)
 
-Value types and ranges are checked where they are parsed (config.py), limits against the
+Value types and ranges are checked where they are parsed (codemode_toml.py), limits against the
 bounds every run enforces (codemode_gen/limit_bounds.py).
 
 tomllib gives no positions, so `key_lines` finds each key's line with a small scan of the text
@@ -55,7 +55,7 @@ __all__ = [
 KeyPath = tuple[str | int, ...]
 
 #: The keys each table takes; "servers.*" is every [servers.<id>], "samples[]" every
-#: [[samples]]. A new setting is added here and parsed in config.py.
+#: [[samples]]. A new setting is added here and parsed in codemode_toml.py.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "": ("fixtures", "out", "max_samples", "max_result_bytes", "redact", "unbox", "approval",
          "limits", "sandbox", "telemetry", "servers", "samples"),

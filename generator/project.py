@@ -1,6 +1,6 @@
 """The project's settings as every command loads them, tool names checked against fixtures/.
 
-`config.project_settings` checks codemode.toml on its own (keys, values, server ids of
+`mcp_json.project_settings` checks codemode.toml on its own (keys, values, server ids of
 `.mcp.json`); a tool name can only be checked against the server's tools, which the
 recordings hold (fixtures/<id>/tools.json). This module adds that check
 (settings_schema.check_tool_names) and applies its outcome: a tool written by its export name
@@ -21,11 +21,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from codemode_gen.config import Settings, project_settings
+from codemode_gen.config import Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import TOOLS_FILE
 from codemode_gen.generator.names import assign_export_names
 from codemode_gen.jsonio import read_json
+from codemode_gen.mcp_json import project_settings
 from codemode_gen.settings_schema import check_tool_names, tool_entries
 
 __all__ = ["UnknownTools", "load_project_settings", "recorded_export_names", "with_recorded_tool_names"]

@@ -60,12 +60,12 @@ from typing import Any
 import anyio
 
 from codemode_gen import dirswap
-from codemode_gen.client.sessions import (
+from codemode_gen.client.session_errors import (
     CallError,
     CallTimeout,
     ConnectError,
-    SessionManager,
 )
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import Sample, ServerConfig, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.fixtures import SERVER_FILE, load_fixture_set, write_server_fixtures

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import anyio
 
-from codemode_gen.client.sessions import (
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import (
     CallError,
     CallTimeout,
     ConnectError,
-    McpSession,
-    SessionManager,
 )
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.generator.drift import check_server, plan_resamples
 from codemode_gen.generator.drift_findings import Repeated, Resample, ServerCheck

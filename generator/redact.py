@@ -15,7 +15,7 @@ at any depth, and configured regexes (`redact = [...]` in codemode.toml) by
 - the password of `url` and the values of its query parameters named like a credential
   (`api_key`, `token`, `secret`, …; NAME: the parameter), even when written in the file;
 - an OAuth client's secret or private key (`oauth` in .mcp.json), and every token and client
-  secret this process has seen for the server (client/oauth.py's `live_secrets`: NAME
+  secret this process has seen for the server (client/oauth_records.py's `live_secrets`: NAME
   `oauth-access-token`, …). Tokens change when they are refreshed, so a server's redactor
   picks up new ones by itself (`_refresh`), however long it is cached.
 
@@ -131,7 +131,7 @@ class Redactor:
     @classmethod
     def for_server(cls, config: ServerConfig, patterns: Iterable[str] = ()) -> Redactor:
         """The redactor of everything recorded from or reported about one server."""
-        from codemode_gen.client.oauth import live_secrets, secrets_generation
+        from codemode_gen.client.oauth_records import live_secrets, secrets_generation
 
         static = [*config.secrets(), *url_secrets(config.url)]
         if config.transport == "stdio":
@@ -142,7 +142,7 @@ class Redactor:
 
     def _refresh(self) -> None:
         """Rebuild when the server's OAuth tokens changed since (a refresh, a new login)."""
-        from codemode_gen.client.oauth import live_secrets, secrets_generation
+        from codemode_gen.client.oauth_records import live_secrets, secrets_generation
 
         assert self._live is not None
         config, static, patterns, generation = self._live

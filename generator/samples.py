@@ -1,7 +1,7 @@
 """The `record --samples` file: the calls a user asks `record` to make, read and checked.
 
 A samples file is a JSON list or JSONL of `{"server", "tool", "input"}`; each item is parsed by
-`config.parse_sample`, as `[[samples]]` in codemode.toml are, so both sources give the same
+`codemode_toml.parse_sample`, as `[[samples]]` in codemode.toml are, so both sources give the same
 `Sample`. Kept apart from the recording loop because reading it is the CLI's first step and
 must fail with a clear UserError (missing, too large, not JSON) before any server is started.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from codemode_gen.config import Sample, parse_sample
+from codemode_gen.codemode_toml import parse_sample
+from codemode_gen.config import Sample
 from codemode_gen.errors import UserError
 from codemode_gen.jsonio import iter_jsonl
 

@@ -44,13 +44,10 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from codemode_gen.client.sessions import AuthError, McpSession, SessionManager
-from codemode_gen.config import (
-    ServerConfig,
-    ServerSettings,
-    Settings,
-    load_config,
-)
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import AuthError
+from codemode_gen.client.sessions import SessionManager
+from codemode_gen.config import ServerConfig, ServerSettings, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import (
     Manifest,
@@ -61,6 +58,7 @@ from codemode_gen.generator.manifest import (
     read_manifest,
 )
 from codemode_gen.generator.project import load_project_settings
+from codemode_gen.mcp_json import load_config
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import response as resp

@@ -7,7 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from codemode_gen.client.sessions import McpSession, SessionManager
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.sessions import SessionManager
 
 from .catalogs import catalog_ids, load_catalog, tools_list_bytes
 from .conftest import stdio_config

@@ -8,17 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from codemode_gen.config import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
-    Sample,
-    Settings,
-    expand_vars,
-    load_config,
-    load_settings,
-    project_settings,
-)
+from codemode_gen.codemode_toml import load_settings
+from codemode_gen.config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, Sample, Settings
 from codemode_gen.errors import UserError
+from codemode_gen.mcp_json import expand_vars, load_config, project_settings
 
 
 def write_json(tmp_path: Path, data: object, name: str = ".mcp.json") -> Path:

@@ -171,10 +171,10 @@ def test_installed_print_config_registers_a_command_a_checkout_cannot_shadow(
 def test_every_python_child_is_started_through_children_py() -> None:
     """The class, not one spawn: a module naming `sys.executable` starts (or registers) a Python
     child that a checkout's cwd could shadow, unless it goes through codemode_gen/children.py.
-    config.py's ${CODEMODE_PYTHON} names the interpreter for the user's own servers."""
+    mcp_json.py's ${CODEMODE_PYTHON} names the interpreter for the user's own servers."""
     from tests.runtime.sandbox.test_engine import package_modules
 
-    allowed = {"codemode_gen.children", "codemode_gen.config"}
+    allowed = {"codemode_gen.children", "codemode_gen.mcp_json"}
     offenders = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
         for module, path in package_modules().items() if module not in allowed

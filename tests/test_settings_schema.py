@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.config import load_settings, project_settings
+from codemode_gen.codemode_toml import load_settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.project import load_project_settings
 from codemode_gen.limit_bounds import LIMIT_RANGES
+from codemode_gen.mcp_json import project_settings
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.settings_schema import TABLE_KEYS, closest, dotted, key_lines
 from tests.runtime.sandbox.test_engine import package_modules
@@ -263,7 +264,7 @@ def test_the_repository_settings_are_valid() -> None:
 
 def test_every_command_loads_settings_through_one_checked_door() -> None:
     """Tool names are only checked by generator/project.py: nothing else may read codemode.toml."""
-    allowed = {"codemode_gen.config", "codemode_gen.generator.project"}
+    allowed = {"codemode_gen.codemode_toml", "codemode_gen.mcp_json", "codemode_gen.generator.project"}
     offenders = [
         f"{path.relative_to(REPO)}:{node.lineno}"
         for module, path in package_modules().items() if module not in allowed

@@ -28,8 +28,8 @@ class LoginFailed(UserError):
 
 
 def _server(config: Path, server_id: str) -> ServerConfig:
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import load_config
 
     # Its stderr notes would repeat what the other commands say; its errors stop us, except
     # those of other servers' entries.
@@ -66,8 +66,8 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
     receives the redirect on 127.0.0.1. A client-credentials server is only checked."""
     import anyio
 
-    from codemode_gen.client.oauth import LOGIN_TIMEOUT, LoginError
-    from codemode_gen.client.oauth import login as do_login
+    from codemode_gen.client.oauth_login import LOGIN_TIMEOUT, LoginError
+    from codemode_gen.client.oauth_login import login as do_login
 
     server = _server(config, server_id)
 
@@ -81,7 +81,7 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
         result = anyio.run(go)
     except LoginError as exc:
         raise LoginFailed(f"{server_id}: {exc.message}", hint=exc.hint) from None
-    from codemode_gen.client.oauth import LoginResult
+    from codemode_gen.client.oauth_login import LoginResult
 
     assert isinstance(result, LoginResult)
     if result.note is not None:
@@ -103,8 +103,8 @@ def status(config: Path) -> None:
     """Each server's login state: logged in, expiry, scopes, refreshable (never a secret)."""
     from codemode_gen.client.oauth import auth_status
     from codemode_gen.client.tokenstore import TokenStoreError, open_store
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import load_config
 
     problems: dict[str, UserError] = {}
     configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)
@@ -133,8 +133,9 @@ def logout(config: Path, server_id: str) -> None:
     """Forget SERVER's login, revoking its tokens where the authorization server supports it."""
     import anyio
 
-    from codemode_gen.client.oauth import LoginError, LogoutResult
+    from codemode_gen.client.oauth import LogoutResult
     from codemode_gen.client.oauth import logout as do_logout
+    from codemode_gen.client.oauth_login import LoginError
 
     server = _server(config, server_id)
 

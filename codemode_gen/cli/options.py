@@ -10,7 +10,7 @@ import click
 
 from codemode_gen.errors import UserError
 
-# Every command finds its project the same way (config.project_settings): codemode.toml is the
+# Every command finds its project the same way (mcp_json.project_settings): codemode.toml is the
 # one beside --config (else all defaults), and fixtures/ and out/ default to that folder.
 config_option = click.option(
     "--config", "config", type=click.Path(path_type=Path), default=Path(".mcp.json"), show_default=True,

@@ -140,10 +140,10 @@ def policy(config: Path, settings_path: Path | None, fixtures_dir: Path | None, 
     yes before every call, "ask-once" before the first per session; "deny" tools are hidden.
     Change one with a line in codemode.toml: [servers.<id>.approval] <tool> = "allow".
     """
-    from codemode_gen.config import server_ids
     from codemode_gen.errors import UserError
     from codemode_gen.generator.fixtures import load_fixtures
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import server_ids
 
     settings = load_project_settings(config, settings_path, fixtures_dir=fixtures_dir)
     fixtures = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir

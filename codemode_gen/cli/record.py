@@ -124,11 +124,11 @@ def record(
     """
     import anyio
 
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
     from codemode_gen.generator.record import record_servers
     from codemode_gen.generator.record_outcome import ServerOutcome
     from codemode_gen.generator.samples import load_samples_file
+    from codemode_gen.mcp_json import load_config
 
     # Tool names unknown to the recordings are warnings here: recording refreshes them.
     settings = load_project_settings(config, fixtures_dir=fixtures_dir, unknown_tools="warn")

@@ -8,7 +8,8 @@ its whole timeout. Its line buffer is unbounded, too.
 
 This module keeps everything else of the SDK - the process spawn (`stderr` to our log file,
 its own process group), the spec's shutdown escalation (close stdin, SIGTERM, SIGKILL of the
-tree), the `SessionMessage` stream contract, and the `JSONRPCDispatcher` that correlates ids,
+tree), both private to the SDK and reached through client/mcp_private.py, the `SessionMessage`
+stream contract, and the `JSONRPCDispatcher` that correlates ids,
 times out and cancels - and replaces only the two pipe tasks:
 
 - the reader cuts stdout into lines with a bounded buffer (`MAX_FRAME_BYTES`; the rest of a
@@ -23,7 +24,7 @@ times out and cancels - and replaces only the two pipe tasks:
 - the writer turns a message the SDK cannot serialise (a lone surrogate, nesting beyond
   pydantic's limit) into an error for that request instead of crashing the connection.
 
-`McpSession` (sessions.py) phrases the error with the server id and the method, and salvages
+`McpSession` (mcp_session.py) phrases the error with the server id and the method, and salvages
 a too-deep `tools/list` page with `parse_pruned`.
 """
 
@@ -39,12 +40,12 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.lowlevel
-from mcp.client import stdio as sdk
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from codemode_gen import payload
+from codemode_gen.client.mcp_private import drain_stdout, spawn_server_process, stop_server_process
 from codemode_gen.jsonio import json_text_depth_exceeds, json_type, number_may_overflow
 
 __all__ = [
@@ -76,6 +77,9 @@ FRAME_PEEK_BYTES = 64 * 1024
 # pruning walks every token in Python: 0.1 s for a realistic 6 MB page, under 2 s for this
 # much of the worst case (nothing but tiny tokens).
 MAX_SALVAGE_BYTES = 8 * 1024 * 1024
+# Bounds the writer's flush of messages already accepted when the connection shuts down (the
+# value of the SDK's stdio_client): a server that stopped reading its stdin must not hold it.
+WRITER_FLUSH_TIMEOUT = 0.5
 # JSON-RPC code of the error a bad frame becomes (the standard "Parse error").
 BAD_FRAME_CODE = -32700
 # Bounds the piece of a frame quoted in the server log.
@@ -412,17 +416,10 @@ async def stdio_transport(
     The process lifecycle is the SDK's own code (spawn in a new process group, stderr to
     `errlog`, shutdown: close stdin, wait, SIGTERM/SIGKILL the tree, all shielded and bounded);
     only the pipe tasks differ. `params` is a `StdioServerParameters`; `process`, that server
-    already started the same way (codemode_gen/client/sessions.py starts it before importing
+    already started the same way (codemode_gen/client/transports.py starts it before importing
     the SDK on a cold start)."""
     if process is None:
-        command = await sdk._get_executable_command(params.command)
-        process = await sdk._create_platform_compatible_process(
-            command=command,
-            args=params.args,
-            env=sdk.get_default_environment() | (params.env or {}),
-            errlog=errlog,
-            cwd=params.cwd,
-        )
+        process = await spawn_server_process(params, errlog=errlog)
     # No awaits until the task group is entered (a cancellation here would leak the process).
     read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -455,7 +452,7 @@ async def stdio_transport(
                         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                             await read_stream_writer.send(last)
                 finally:
-                    await sdk._drain_stdout(process)
+                    await drain_stdout(process)
         except anyio.ClosedResourceError:
             pass  # our own shutdown closed stdout under the read
         except (anyio.BrokenResourceError, ConnectionError) as exc:
@@ -494,12 +491,13 @@ async def stdio_transport(
         # bounded moment to flush, stop the server, release the streams.
         read_stream.close()
         write_stream.close()
-        with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT) as flush_scope:
+        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT) as flush_scope:
             await writer_done.wait()
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        await sdk._stop_server_process(process)
-        await sdk._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await stop_server_process(process)
+        for stream in (read_stream, write_stream, read_stream_writer, write_stream_reader):
+            await stream.aclose()
         await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:

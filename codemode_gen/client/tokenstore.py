@@ -3,7 +3,7 @@
 A login (tokens, the registered client, the authorization server's metadata) is a credential of
 the *user*, not of a project: it never lives in the project folder, so it cannot be committed,
 recorded into fixtures/ or generated into out/. One record per key (server URL + client,
-client/oauth.py's `store_key`), so several projects using the same server share one login and
+client/oauth_records.py's `store_key`), so several projects using the same server share one login and
 projects using different servers or clients never clash.
 
 - Keyring (the optional `keyring` package, `pip install 'codemode-gen[keyring]'`): used when its

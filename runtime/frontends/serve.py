@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen import __version__, payload
+from codemode_gen.client.mcp_private import session_connection
 from codemode_gen.errors import UserError
 from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS, TRACE_MODES
 from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, worker_limit
@@ -239,7 +240,7 @@ def build_server(host: ServeHost) -> Server[Any]:
     client_keys: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
 
     def approval_session(session: Any) -> Hashable:
-        connection = getattr(session, "_connection", None)  # the SDK's per-client Connection
+        connection = session_connection(session)  # the SDK's per-client Connection
         if connection is None:
             return None
         try:

@@ -104,8 +104,8 @@ def load_host(
 def check_config(config: Path) -> UserError | None:
     """What `load_host` would refuse, found without importing the runtime: `initialize` says
     it in the instructions and must not wait for more (the same files CodeMode.from_config reads)."""
-    from codemode_gen.config import load_config
     from codemode_gen.generator.project import load_project_settings
+    from codemode_gen.mcp_json import load_config
 
     try:  # quietly: load_host says the notes when it loads the same files
         load_config(config, load_project_settings(config, report=lambda line: None))

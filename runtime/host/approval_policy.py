@@ -21,7 +21,7 @@ print the policy with the lines that change it (`policy_table`). Where nobody ca
 stays a denial (fail closed), whose hint says the same lines.
 
 Annotations are the server's own claims; a server that lies about them is only contained by an
-explicit entry in codemode.toml. A per-tool `deny` hides the tool altogether (config.py adds it
+explicit entry in codemode.toml. A per-tool `deny` hides the tool altogether (codemode_toml.py adds it
 to the server's blocklist: no binding, no declaration, not in discovery), so the gate only sees a
 `deny` that came from a default (`"*" = "deny"`): such calls are refused without asking.
 

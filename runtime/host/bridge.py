@@ -31,7 +31,7 @@ same sanitised names.
 
 A run ends by `serve`: the sandbox's run and then `aclose` (cancel the calls still in flight,
 §7.4) in a task of their own, which a cancelled caller cancels exactly once
-(`sessions.cancel_once`), so the worker is killed and every call in flight gets its
+(`mcp_session.cancel_once`), so the worker is killed and every call in flight gets its
 notifications/cancelled upstream even when the caller is cancelled again and again, as the MCP
 SDK's server does through an anyio cancel scope when its client cancels the codemode.run request.
 
@@ -59,7 +59,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from codemode_gen.client.sessions import cancel_once
+from codemode_gen.client.mcp_session import cancel_once
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.runtime import jsonsafe
@@ -274,7 +274,7 @@ class Bridge:
         """Await the sandbox's `run` of this bridge's script, then `aclose`, in a task of their
         own that a cancelled caller cancels exactly once: the teardown (killing the worker,
         cancelling the calls in flight, their notifications/cancelled) then runs to its end
-        however often the caller is cancelled meanwhile (see `sessions.cancel_once`)."""
+        however often the caller is cancelled meanwhile (see `mcp_session.cancel_once`)."""
 
         async def whole() -> T:
             try:

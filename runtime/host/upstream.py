@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from codemode_gen import payload
-from codemode_gen.client.sessions import (
+from codemode_gen.client.session_errors import (
     AuthError,
     CallAuthError,
     CallError,
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 
 class CallSession(Protocol):
-    """What the bridge uses of an MCP session (`codemode_gen.client.sessions.McpSession`)."""
+    """What the bridge uses of an MCP session (`codemode_gen.client.mcp_session.McpSession`)."""
 
     @property
     def closed(self) -> bool: ...

@@ -46,7 +46,7 @@ def test_generate_reports_each_tools_output_type_and_samples_for_the_unknown(
 ) -> None:
     import tomllib
 
-    from codemode_gen.config import parse_sample
+    from codemode_gen.codemode_toml import parse_sample
 
     code, stdout, _ = run(["generate", "--fixtures", str(FIXTURES), "--out", str(tmp_path / "out")], capsys)
     assert code == 0

@@ -28,7 +28,8 @@ import httpx2
 import pytest
 
 from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
-from codemode_gen.config import ServerConfig, load_config
+from codemode_gen.config import ServerConfig
+from codemode_gen.mcp_json import load_config
 from tests.conftest import HANG_S, PROMPT_S, PYTHON, TEST_SERVERS, RunningServer, free_port
 from tests.runtime_support import against_serve, child_env, script
 
@@ -773,21 +774,21 @@ def test_a_failing_keyring_falls_back_to_the_file(tmp_path: Path) -> None:
 
 
 def test_redactor_picks_up_tokens_seen_after_it_was_made() -> None:
-    from codemode_gen.client import oauth
+    from codemode_gen.client import oauth_records
     from codemode_gen.generator.redact import Redactor
 
     config = ServerConfig(id="r", transport="http", url="https://redact.example/mcp")
     redactor = Redactor.for_server(config)
     assert redactor.text("token-AAAA-1234567") == "token-AAAA-1234567"
-    oauth._remember_record(oauth.store_key(config), {"tokens": {"access_token": "token-AAAA-1234567",
+    oauth_records.remember_record(oauth_records.store_key(config), {"tokens": {"access_token": "token-AAAA-1234567",
                                                                 "refresh_token": "refresh-BBBB-7654321"}})
     assert redactor.text("got token-AAAA-1234567") == "got <redacted:oauth-access-token>"
     assert redactor.value({"k": ["refresh-BBBB-7654321"]}) == {"k": ["<redacted:oauth-refresh-token>"]}
-    assert oauth.scrub("x refresh-BBBB-7654321", config) == "x <redacted:oauth-refresh-token>"
+    assert oauth_records.scrub("x refresh-BBBB-7654321", config) == "x <redacted:oauth-refresh-token>"
 
 
 def test_store_keys_separate_servers_and_clients() -> None:
-    from codemode_gen.client.oauth import store_key
+    from codemode_gen.client.oauth_records import store_key
     from codemode_gen.config import OAuthSettings
 
     base = ServerConfig(id="a", transport="http", url="https://Host.example/mcp")

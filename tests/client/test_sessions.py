@@ -13,16 +13,17 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.client.sessions import (
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import (
     AuthError,
     CallAuthError,
     CallError,
     CallTimeout,
     ConnectError,
-    McpSession,
-    SessionManager,
 )
-from codemode_gen.config import ServerConfig, load_config
+from codemode_gen.client.sessions import SessionManager
+from codemode_gen.config import ServerConfig
+from codemode_gen.mcp_json import load_config
 from tests.conftest import (
     PROMPT_S,
     PYTHON,
@@ -478,7 +479,7 @@ def test_inherited_env_vars_are_the_sdks() -> None:
     # A server started before the SDK is imported gets the SDK's own whitelist.
     from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
 
-    from codemode_gen.client.sessions import INHERITED_ENV_VARS
+    from codemode_gen.client.transports import INHERITED_ENV_VARS
 
     if os.name == "posix":
         assert list(INHERITED_ENV_VARS) == list(DEFAULT_INHERITED_ENV_VARS)

@@ -340,7 +340,7 @@ def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.Captur
 
     async def live_names() -> list[str]:
         from codemode_gen.client.sessions import SessionManager
-        from codemode_gen.config import load_config
+        from codemode_gen.mcp_json import load_config
 
         configs = load_config(tmp_path / ".mcp.json")
         async with SessionManager(configs, log_dir=tmp_path / "logs") as manager:
@@ -592,7 +592,8 @@ def test_shown_keeps_report_lines_printable_and_short() -> None:
 
 
 def test_max_result_bytes_setting(tmp_path: Path) -> None:
-    from codemode_gen.config import DEFAULT_MAX_RESULT_BYTES, load_settings
+    from codemode_gen.codemode_toml import load_settings
+    from codemode_gen.config import DEFAULT_MAX_RESULT_BYTES
 
     path = tmp_path / "codemode.toml"
     path.write_text("", encoding="utf-8")

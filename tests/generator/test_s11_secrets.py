@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-from codemode_gen.config import load_config
 from codemode_gen.generator.redact import MIN_SECRET_CHARS, Redactor, url_secrets
+from codemode_gen.mcp_json import load_config
 from tests.conftest import PYTHON, server_script
 
 pytestmark = pytest.mark.timeout(240)

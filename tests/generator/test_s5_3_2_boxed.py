@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 
 from codemode_gen.cli import main
-from codemode_gen.config import ServerSettings, Settings, load_config, project_settings
+from codemode_gen.config import ServerSettings, Settings
 from codemode_gen.errors import UserError
 from codemode_gen.generator.build import build_outputs
 from codemode_gen.generator.fixtures import FixtureSet
 from codemode_gen.generator.manifest import read_manifest
 from codemode_gen.generator.unwrap import Box, inner_schema, read_box, unbox_value, unwrap_result
+from codemode_gen.mcp_json import load_config, project_settings
 from codemode_gen.runtime.frontends.prompt import render_prompt, server_block, system_prompt
 from codemode_gen.runtime.frontends.prompt_layout import FULL, SIGNATURE
 from codemode_gen.runtime.host.catalog import manifest_views

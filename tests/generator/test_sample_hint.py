@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from codemode_gen.config import parse_sample
+from codemode_gen.codemode_toml import parse_sample
 from codemode_gen.generator.sample_hint import sample_entry
 
 

@@ -24,7 +24,9 @@ import anyio
 import pytest
 
 from codemode_gen.client import stdio
-from codemode_gen.client.sessions import BadFrameError, CallError, McpSession, SessionManager
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.session_errors import BadFrameError, CallError
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.client.stdio import MAX_FRAME_DEPTH, frame_too_deep, parse_pruned
 from codemode_gen.config import ServerConfig
 

@@ -19,7 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.client.sessions import McpSession, SessionManager
+from codemode_gen.client.mcp_session import McpSession
+from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
 from codemode_gen.generator.untrusted import TRUNCATION_MARK

@@ -23,8 +23,10 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.config import ServerConfig, Settings, load_config, load_settings
+from codemode_gen.codemode_toml import load_settings
+from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
+from codemode_gen.mcp_json import load_config
 from codemode_gen.runtime.codemode import CodeMode
 from codemode_gen.runtime.host.approval import (
     DENIED_CODE,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.client.sessions import (
+from codemode_gen.client.session_errors import (
     AuthError,
     CallAuthError,
     CallError,

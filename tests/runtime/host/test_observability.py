@@ -25,7 +25,8 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode_gen.config import Settings, TelemetrySettings, load_settings
+from codemode_gen.codemode_toml import load_settings
+from codemode_gen.config import Settings, TelemetrySettings
 from codemode_gen.errors import UserError
 from codemode_gen.runtime.host import telemetry, telemetry_serve
 from codemode_gen.runtime.host.approval_request import FOR_RUN

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from codemode_gen.config import Settings, load_config
+from codemode_gen.config import Settings
+from codemode_gen.mcp_json import load_config
 from tests.runtime_support import REPO, HostThread, against_serve, mcp_project
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
