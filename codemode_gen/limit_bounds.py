@@ -9,7 +9,7 @@ Field names are the JSON keys (camelCase): the same names appear in the system p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_CALLS",
@@ -33,6 +33,7 @@ __all__ = [
     "MIN_RESPONSE_CHARS",
     "MIN_TIMEOUT_MS",
     "TRACE_MODES",
+    "TraceMode",
     "coerce_limit",
 ]
 
@@ -103,6 +104,7 @@ LIMIT_FLAGS: tuple[str, ...] = ("typecheck",)
 #: What `toolTrace` lists (runtime/host/tooltrace.py `shape_trace`): every call, the failed and
 #: denied ones (plus a `toolSummary`), or none.
 TRACE_MODES: tuple[str, ...] = ("full", "errors", "none")
+TraceMode = Literal["full", "errors", "none"]
 #: Options that take one of a few strings.
 LIMIT_CHOICES: dict[str, tuple[str, ...]] = {"trace": TRACE_MODES}
 #: Every key a limits object may set.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any
 
 # Defaults, ceilings and floors of the request keys live in the shared core, where codemode.toml's
 # validation reads them too (one source of truth); re-exported here.
@@ -36,6 +36,7 @@ from codemode_gen.limit_bounds import (  # noqa: F401
     MIN_RESPONSE_CHARS,
     MIN_TIMEOUT_MS,
     TRACE_MODES,
+    TraceMode,
     coerce_limit,
 )
 
@@ -76,9 +77,6 @@ MAX_TRACE_ERROR_CHARS = 300
 #: diagnostics (`throw new Error("x".repeat(5e7))`) and server text (connect failures).
 MAX_DIAGNOSTIC_CHARS = 4000
 
-
-#: What `toolTrace` lists: every call, the failed and denied ones, or none (TRACE_MODES).
-TraceMode = Literal["full", "errors", "none"]
 
 
 class LimitsError(ValueError):

@@ -91,14 +91,14 @@ def test_code_is_type_clean_as_installed() -> None:
 def test_type_check_catches_a_wrong_call_between_layers(tmp_path: Path) -> None:
     # The runtime calls the generator's build_outputs (for servers out/ lacks): a copy of the
     # runtime module that calls it wrongly must fail the check, naming the repository file.
-    source = (REPO / "runtime" / "codemode.py").read_text(encoding="utf-8").rstrip("\n")
+    source = (REPO / "runtime" / "codemode" / "builds.py").read_text(encoding="utf-8").rstrip("\n")
     probe = ("\n\n\ndef _probe() -> None:\n"
              "    from codemode_gen.generator.build import build_outputs\n\n"
              "    build_outputs(42, 'not settings', bogus=True)\n")
     line = source.count("\n") + probe.count("\n")
-    proc = typecheck.run_mypy({"runtime/codemode.py": source + probe}, cache_dir=tmp_path / "mypy_cache")
+    proc = typecheck.run_mypy({"runtime/codemode/builds.py": source + probe}, cache_dir=tmp_path / "mypy_cache")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    where = f"runtime/codemode.py:{line}: error:"
+    where = f"runtime/codemode/builds.py:{line}: error:"
     errors = [row for row in proc.stdout.splitlines() if row.startswith(where)]
     assert any('Unexpected keyword argument "bogus" for "build_outputs"' in row for row in errors), proc.stdout
     assert any('Argument 1 to "build_outputs" has incompatible type "int"' in row for row in errors), proc.stdout

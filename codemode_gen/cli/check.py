@@ -27,8 +27,9 @@ from typing import Any
 
 import click
 
-from codemode_gen.cli.options import config_option, out_option, read_script
+from codemode_gen.cli.options import config_option, host_options, out_option, read_script
 from codemode_gen.errors import UserError
+from codemode_gen.host_options import HostOptions
 
 # Bounds the check itself, once the checker has started (its start and a download of TypeScript
 # have bounds of their own): milliseconds to seconds (a 2,000-line script on QuickJS: up to
@@ -51,10 +52,7 @@ def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
 @click.command(name="check")
 @config_option
 @out_option
-@click.option("--tsc", "tsc", default=None, metavar="PATH",
-              help="TypeScript compiler to use (a tsc, a typescript package folder or its lib/typescript.js); "
-                   "default: node_modules/.bin/tsc of the project or a parent folder, else tsc on PATH, else "
-                   "TypeScript downloaded once into the user's cache.")
+@host_options("check")
 @click.option("--lang", "lang", type=click.Choice(["auto", "ts", "js"]), default=None,
               help="Check as TypeScript or JavaScript (default: by extension; auto for - and others: "
                    "TypeScript if the script uses TypeScript syntax).")
@@ -64,10 +62,11 @@ def render_pretty(diagnostics: list[dict[str, str]], script: str) -> str:
               help="Only download the pinned TypeScript into the user's cache if it is not there (for images "
                    "built ahead of use, or before going offline), print where it is, and exit.")
 @click.argument("script", required=False)  # none: the project's skills/
-def check(config: Path, out: Path | None, tsc: str | None, lang: str | None, pretty: bool | None,
-          install_only: bool, script: str | None) -> int:
+def check(config: Path, out: Path | None, lang: str | None, pretty: bool | None,
+          install_only: bool, script: str | None, options: HostOptions) -> int:
     """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict);
     without SCRIPT, the project's skills (skills/ beside out/)."""
+    tsc = options.tsc
     if install_only:
         from codemode_gen.runtime.host.tsinstall import install_typescript
 

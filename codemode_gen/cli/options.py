@@ -3,12 +3,18 @@ defaults, help and messages agree."""
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import click
 
 from codemode_gen.errors import UserError
+from codemode_gen.host_options import HostFlag, HostOptions, host_fields
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Every command finds its project the same way (mcp_json.project_settings): codemode.toml is the
 # one beside --config (else all defaults), and fixtures/ and out/ default to that folder.
@@ -26,6 +32,39 @@ out_option = click.option(
     "--out", "out", type=click.Path(path_type=Path), default=None,
     help="Generated modules (default: codemode.toml's out, else out/).",
 )
+
+
+def host_option(name: str, default: Any, flag: HostFlag) -> Callable[[F], F]:
+    """The click option of one HostOptions field (codemode_gen/host_options.py), its aliases
+    included."""
+    kind: click.ParamType | None = None
+    if flag.choices is not None:
+        kind = click.Choice(flag.choices)
+    elif flag.minimum is not None or flag.maximum is not None:
+        kind = click.IntRange(flag.minimum, flag.maximum)
+    is_flag = isinstance(default, bool)
+    return click.option(flag.flag, *flag.aliases, name, type=kind, default=default, is_flag=is_flag,
+                        metavar=flag.metavar, help=flag.help, show_default=not is_flag and default is not None)
+
+
+def host_options(command: str) -> Callable[[F], F]:
+    """Every HostOptions field `command` takes as a click option; the command gets them as one
+    `options: HostOptions` argument (the fields it does not take keep their defaults)."""
+
+    def decorate(function: F) -> F:
+        names = [f.name for f, _ in host_fields(command)]
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in names}
+            return function(*args, options=HostOptions(**given), **kwargs)
+
+        decorated: Any = wrapper
+        for f, flag in reversed(list(host_fields(command))):
+            decorated = host_option(f.name, f.default, flag)(decorated)
+        return cast(F, decorated)
+
+    return decorate
 
 
 def read_script(script: str) -> str:

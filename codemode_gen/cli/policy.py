@@ -7,7 +7,7 @@ why), which is a denial wherever nobody can be asked. So the commands that see t
 say which ones will ask, and the codemode.toml lines that decide them for good; this command
 prints the whole table (server, tool, policy, why: an annotation, a codemode.toml line, or the
 default for unannotated tools), offline, from codemode.toml and fixtures/ as `generate` reads
-them. What a host's flags do on top (`run --yes`, `serve --approve-all`) is not in the table.
+them. What a host's flags do on top (`--approve-all` on `run` and `serve`) is not in the table.
 """
 
 from __future__ import annotations

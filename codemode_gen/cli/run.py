@@ -13,8 +13,8 @@ Tool calls whose approval policy says "ask" (runtime/host/approval.py; by defaul
 not read-only or marked non-destructive) are asked on the terminal when stdin and stderr are
 one: server, tool and redacted arguments on stderr, `y/a/N` read without stopping the event loop
 (other calls, the run's deadline and progress go on), default No; `a` approves this call and
-every later call of the same tool in this run (so a loop asks once). `--yes` approves every such
-call without asking; without a terminal and without --yes they are denied, and the script gets
+every later call of the same tool in this run (so a loop asks once). `--approve-all` (alias `--yes`)
+approves every such call without asking; without a terminal and without it they are denied, and the script gets
 a ToolCallError (code APPROVAL_DENIED) that the response and its toolTrace show.
 """
 
@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from codemode_gen import gcpolicy
-from codemode_gen.cli.options import config_option, out_option, read_script
+from codemode_gen.cli.options import config_option, host_options, out_option, read_script
 from codemode_gen.errors import UserError
+from codemode_gen.host_options import HostOptions
 
 if TYPE_CHECKING:
     from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Approver
@@ -156,7 +157,7 @@ def no_terminal_approver() -> Approver:
     from codemode_gen.runtime.host.approval_request import ApprovalUnavailable
 
     async def approve(request: ApprovalRequest) -> bool:
-        raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --yes to approve such calls")
+        raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --approve-all (or --yes) to approve such calls")
 
     return approve
 
@@ -210,7 +211,7 @@ async def _read_answer() -> str:
 
 async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any] | None,
                capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
-               record: bool = False, yes: bool = False) -> dict[str, Any]:
+               options: HostOptions = HostOptions()) -> dict[str, Any]:
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.host import telemetry_serve
 
@@ -218,11 +219,11 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
     telemetry_serve.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
     if not config.is_file():
         raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
-    approver = None if yes else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
+    approver = None if options.approve_all else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
     # One run: one sandbox worker (a second would start beside the server and the SDK's import
     # on a cold start, and hold its memory, for nothing).
-    cm = CodeMode.from_config(config, out=out, replay=replay, fixtures=fixtures, record=record,
-                              approve=approver, approve_all=yes, max_workers=1)
+    cm = CodeMode.from_config(config, out=out, replay=replay, fixtures=fixtures, approve=approver, max_workers=1,
+                              **options.codemode_kwargs("run"))
     if replay:
         _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
     async with cm:
@@ -232,7 +233,7 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
         try:
             await cm.prepare_typecheck(limits)  # a TypeScript download happens before the run's time starts
             response = await cm.run(code, limits=limits, requested_capabilities=capabilities)
-            if record:  # written after the run already: say what happened
+            if options.record:  # written after the run already: say what happened
                 for note in cm.take_recording_notes():
                     click.echo(f"note: --record: {note}", err=True)
             return response
@@ -277,25 +278,20 @@ def _note_unrecorded(server_ids: list[str], fixtures_dir: Path) -> None:
               help="Answer tool calls from the recordings in fixtures/ instead of the live servers (none is started).")
 @click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
               help="With --replay: the recordings [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
-@click.option("--record", is_flag=True,
-              help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: redacted, "
-              "capped per tool, no duplicates); `codemode-gen generate` then types their outputs.")
-@click.option("--yes", "-y", "yes", is_flag=True,
-              help="Approve every tool call whose approval policy asks (codemode.toml `approval`), without asking. "
-              "Without it such calls are asked on the terminal, or denied when there is none.")
+@host_options("run")
 @click.argument("script")
 def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[str, ...],
-        pretty: bool | None, replay: bool, fixtures_dir: Path | None, record: bool, yes: bool, script: str) -> int:
+        pretty: bool | None, replay: bool, fixtures_dir: Path | None, script: str, options: HostOptions) -> int:
     """Run SCRIPT (a .js or .ts file, or - for stdin) in a fresh sandbox; print the response JSON."""
     if fixtures_dir is not None and not replay:
         raise UserError("--fixtures only applies with --replay", hint="add --replay to run against the recordings")
-    if record and replay:
+    if options.record and replay:
         raise UserError("--record and --replay exclude each other: replayed calls are recordings already",
                         hint="drop --replay to record live calls, or --record to replay")
     parsed = parse_limits(limits)
     code = read_script(script)
     response = asyncio.run(_run(config, out, code, parsed, list(capabilities), replay=replay, fixtures=fixtures_dir,
-                                record=record, yes=yes))
+                                options=options))
     from codemode_gen.runtime.jsonsafe import utf8_safe_json
 
     # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.

@@ -21,21 +21,21 @@ import os
 import shlex
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from codemode_gen.children import python_module_command
-from codemode_gen.cli.options import config_option, out_option
+from codemode_gen.cli.options import config_option, host_options, out_option
+from codemode_gen.host_options import HostOptions
 from codemode_gen.runtime import limits as limit_defaults
 from codemode_gen.runtime.frontends.prompt_defaults import (
     DEFAULT_PROMPT_BUDGET,
     DEFAULT_TOOL_NAME,
     MIN_PROMPT_BUDGET,
 )
-from codemode_gen.runtime.frontends.serve_host import HostOptions
-from codemode_gen.runtime.limits import TraceMode
 
 # Option defaults come from runtime/frontends/prompt_defaults.py, not runtime/frontends/prompt.py, and everything of
 # the runtime is imported where it is used: serve must answer `initialize` about as fast as a
@@ -117,23 +117,7 @@ def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget:
         argv += ["--tool-name", tool_name]
     if prompt_budget != DEFAULT_PROMPT_BUDGET:
         argv += ["--prompt-budget", str(prompt_budget)]
-    options = options or HostOptions()
-    if options.typecheck:
-        argv += ["--typecheck"]
-    if options.tsc is not None:
-        argv += ["--tsc", os.path.abspath(options.tsc)]
-    if options.max_workers is not None:
-        argv += ["--max-workers", str(options.max_workers)]
-    if options.record:
-        argv += ["--record"]
-    if options.approve_all:
-        argv += ["--approve-all"]
-    if options.skills_writable:
-        argv += ["--skills-writable"]
-    if options.trace != HostOptions.trace:
-        argv += ["--trace", options.trace]
-    if options.max_response_chars != HostOptions.max_response_chars:
-        argv += ["--max-response-chars", str(options.max_response_chars)]
+    argv += (options or HostOptions()).argv()
     return argv
 
 
@@ -196,45 +180,7 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
               help="Print the tool description exactly as served (its size on stderr) and exit.")
 @click.option("--print-config", "print_config", type=click.Choice(CLIENTS), default=None,
               help="Print the snippet that registers this serve command in a client, and exit.")
-@click.option("--typecheck", "typecheck", is_flag=True,
-              help="Type-check every script against out/ before it runs (type errors come back as "
-                   "warnings; limits.typecheck false turns it off per run). Without TypeScript installed, "
-                   "downloads it once at start-up (runs meanwhile skip the check).")
-@click.option("--tsc", "tsc", default=None, metavar="PATH",
-              help="TypeScript compiler for --typecheck / limits.typecheck (default: node_modules/.bin/tsc "
-                   "of the project or a parent folder, else tsc on PATH, else TypeScript downloaded once "
-                   "into the user's cache).")
-@click.option("--max-workers", "max_workers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Maximum sandbox worker processes running at once; more runs queue (default: "
-                   "[sandbox] max_workers in codemode.toml, else two per CPU).")
-@click.option("--record", "record", is_flag=True,
-              help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: "
-                   "redacted, capped per tool, no duplicates); `codemode-gen generate` then types their outputs.")
-@click.option("--approve-all", "approve_all", is_flag=True,
-              help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default "
-                   "tools not marked read-only or non-destructive) without asking the user. Without it such "
-                   "calls are asked through MCP elicitation, and denied when the client cannot be asked.")
-@click.option("--skills-writable", "skills_writable", is_flag=True,
-              help="Let runs propose a skill (`import { saveSkill } from \"@codemode/skills\"`): it is written to "
-                   "skills/ beside out/ only once the user approves it, asked like a destructive call (even "
-                   "with --approve-all); never overwrites one. See README \"Skills\".")
-# CODEMODE_STATE_SECRET is read by serve itself (input_required.resolve_state_secret), as the
-# token is: a variable that is set but short must be refused, not taken for "unset".
-@click.option("--state-secret", "state_secret", default=None, metavar="SECRET",
-              help="Seals the state of a run that waits for approval on an MCP 2026-07-28 client (an "
-                   "input_required result), so that the client's retry resumes it: every instance behind a "
-                   "load balancer needs the same one (at least 32 characters). Default: the "
-                   "CODEMODE_STATE_SECRET environment variable (prefer it: a command line is visible to other "
-                   "users), else a random key per process (a retry must then reach the same process).")
-@click.option("--trace", "trace", type=click.Choice(limit_defaults.TRACE_MODES), default=HostOptions.trace,
-              show_default=True,
-              help="What toolTrace lists by default (limits.trace): every call, the failed and denied ones "
-                   "plus a toolSummary of all calls, or none.")
-@click.option("--max-response-chars", "max_response_chars",
-              type=click.IntRange(limit_defaults.MIN_RESPONSE_CHARS, limit_defaults.HARD_MAX_RESPONSE_CHARS),
-              default=HostOptions.max_response_chars, show_default=True, metavar="N",
-              help="Characters of result and logs a response carries by default (limits.maxResponseChars); "
-                   "past it both are cut, with markers and a RESPONSE_TRUNCATED warning.")
+@host_options("serve")
 @click.option("--http", "listen", default=None, metavar="HOST:PORT", callback=_check_listen,
               help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
                    "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.")
@@ -266,18 +212,14 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
                    "See docs/observability.md.")
 @click.pass_context
 def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
-          print_prompt: bool, print_config: str | None, typecheck: bool, tsc: str | None,
-          max_workers: int | None, record: bool, approve_all: bool, skills_writable: bool, state_secret: str | None,
-          trace: TraceMode,
-          max_response_chars: int, listen: tuple[str, int] | None, auth_token: str | None, allow_unauthenticated: bool,
-          allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
-          max_connections: int | None, max_queued_runs: int | None, public_metrics: bool) -> int:
+          print_prompt: bool, print_config: str | None, listen: tuple[str, int] | None, auth_token: str | None,
+          allow_unauthenticated: bool, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
+          max_connections: int | None, max_queued_runs: int | None, public_metrics: bool,
+          options: HostOptions) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
     from codemode_gen.runtime.frontends.input_required import resolve_state_secret
 
-    options = HostOptions(typecheck=typecheck, tsc=tsc, max_workers=max_workers, record=record,
-                          approve_all=approve_all, trace=trace, max_response_chars=max_response_chars,
-                          skills_writable=skills_writable, state_secret=resolve_state_secret(state_secret, os.environ))
+    options = replace(options, state_secret=resolve_state_secret(options.state_secret, os.environ))
     if listen is None:
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
         given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 from codemode_gen import __version__, payload
 from codemode_gen.client.mcp_private import session_connection
 from codemode_gen.errors import UserError
+from codemode_gen.host_options import HostOptions
 from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS, TRACE_MODES
 from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic, worker_limit
 from codemode_gen.runtime.frontends.admission import TICKET_SCOPE_KEY, Ticket
@@ -74,7 +75,7 @@ from codemode_gen.runtime.frontends.serve_approval import (
     elicits_forms,
     is_modern,
 )
-from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line, restart_hint
+from codemode_gen.runtime.frontends.serve_host import ServeHost, log_line, restart_hint
 from codemode_gen.runtime.host import otel_setup, telemetry_serve
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
 from codemode_gen.runtime.response import not_started
@@ -368,7 +369,7 @@ async def serve_stdio(
     *,
     tool_name: str = DEFAULT_TOOL_NAME,
     prompt_budget: int = DEFAULT_PROMPT_BUDGET,
-    options: HostOptions = HostOptions(),  # noqa: B008 (a frozen dataclass: immutable)
+    options: HostOptions = HostOptions(),
 ) -> None:
     """Serve the one tool over stdio until the client disconnects; never exits for a bad config."""
     from mcp.server import NotificationOptions

@@ -1,7 +1,7 @@
 """The one CodeMode of a serve process (stdio or --http), and what to say when there is none.
 
-Both transports share this: the options serve builds its CodeMode with (`HostOptions`), loading
-it and checking its config without importing the runtime (`load_host`, `check_config`: a
+Both transports share this: loading the CodeMode with serve's options (codemode_gen/host_options.py)
+and checking its config without importing the runtime (`load_host`, `check_config`: a
 client gives a server seconds to answer `initialize`), the tool's description or the reason
 there is none (`tool_description`), the host's start-up in steps and its shutdown
 (`ServeHost`), and serve's stderr lines (`log_line`: the client's log view). The MCP handlers
@@ -15,13 +15,12 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode_gen import gcpolicy
 from codemode_gen.errors import UserError
-from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS
+from codemode_gen.host_options import HostOptions
 from codemode_gen.runtime.frontends.admission import Ticket
 from codemode_gen.runtime.frontends.prompt_defaults import DEFAULT_PROMPT_BUDGET, DEFAULT_TOOL_NAME
 from codemode_gen.runtime.host import telemetry, telemetry_serve
@@ -30,10 +29,8 @@ from codemode_gen.runtime.jsonsafe import safe_name
 if TYPE_CHECKING:
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.frontends.input_required import StateSealer
-    from codemode_gen.runtime.limits import TraceMode
 
 __all__ = [
-    "HostOptions",
     "ServeHost",
     "check_config",
     "load_host",
@@ -56,35 +53,6 @@ def log_line(text: str) -> None:
         print(f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True)
-class HostOptions:
-    """How serve builds its CodeMode (the serve command's flags), passed whole through the
-    transports so a new flag is one field, not one more parameter on every layer."""
-
-    #: Type-check every run's script first (limits.typecheck's default), with this compiler.
-    typecheck: bool = False
-    tsc: str | None = None
-    #: Sandbox worker processes running at once (None: codemode.toml's, else two per CPU).
-    max_workers: int | None = None
-    #: Append successful live calls to fixtures/ (runtime/host/learn.py).
-    record: bool = False
-    #: Approve every tool call that needs approval without asking (runtime/host/approval.py); a
-    #: "deny" policy still denies.
-    approve_all: bool = False
-    #: The response is made for a model (limits.trace and limits.maxResponseChars unless a run's
-    #: limits or codemode.toml say otherwise): toolTrace lists the failed and denied calls plus a
-    #: toolSummary, and result and logs together stay within this many characters.
-    trace: TraceMode = "errors"
-    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
-    #: Seals the state of runs waiting for approval on MCP 2026-07-28 (`--state-secret`,
-    #: CODEMODE_STATE_SECRET): the same on every instance that may get a retry; None: a random
-    #: key of this process (runtime/frontends/input_required.py).
-    state_secret: str | None = None
-    #: Runs may propose a skill (`saveSkill` of @codemode/skills): written to skills/ only once
-    #: the user approves it through the same channel as destructive calls (README "Skills").
-    skills_writable: bool = False
-
-
 def load_host(
     config: Path, out: Path | None, options: HostOptions = HostOptions()
 ) -> tuple[CodeMode | None, UserError | None]:
@@ -92,11 +60,7 @@ def load_host(
     from codemode_gen.runtime.codemode import CodeMode
 
     try:
-        return CodeMode.from_config(
-            config, out=out, typecheck=options.typecheck, tsc=options.tsc, max_workers=options.max_workers,
-            record=options.record, approve_all=options.approve_all, trace=options.trace,
-            max_response_chars=options.max_response_chars, skills_writable=options.skills_writable,
-        ), None
+        return CodeMode.from_config(config, out=out, **options.codemode_kwargs()), None
     except UserError as exc:
         return None, exc
 

@@ -61,7 +61,7 @@ from codemode_gen.runtime.host import otel_setup, telemetry_serve
 from codemode_gen.runtime.host.offload import Offload
 
 if TYPE_CHECKING:
-    from codemode_gen.runtime.frontends.serve_host import HostOptions
+    from codemode_gen.host_options import HostOptions
 
 __all__ = ["DEFAULT_MAX_QUEUED_RUNS", "HttpOptions", "serve_http"]
 
@@ -156,13 +156,14 @@ async def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from codemode_gen.host_options import HostOptions
     from codemode_gen.runtime.frontends.http_connections import (
         ConnectionLimits,
         connection_protocol,
         default_max_connections,
     )
     from codemode_gen.runtime.frontends.serve import build_server
-    from codemode_gen.runtime.frontends.serve_host import HostOptions, ServeHost, log_line
+    from codemode_gen.runtime.frontends.serve_host import ServeHost, log_line
 
     telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
     if token is None:

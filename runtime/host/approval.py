@@ -10,8 +10,8 @@ Which calls need a yes is the tool's policy (runtime/host/approval_policy.py); w
 asked sees and may answer is the approver's contract (runtime/host/approval_request.py). An
 approver that cannot ask (no terminal, a client without elicitation) raises
 `ApprovalUnavailable`; one that raises anything else counts as a no. No approver at all → no
-(fail closed), unless the host was built with `approve_all` (`run --yes`, `serve
---approve-all`).
+(fail closed), unless the host was built with `approve_all` (`--approve-all` on `run`
+and `serve`).
 
 `ask-once` remembers an accept for the rest of the session (the host's lifetime, or the client
 session `serve` names), by server config id and tool name; a decline is never remembered. Asks

@@ -7,8 +7,8 @@ tools, `ApprovalRequest.offers_run`). `run` asks on the terminal (cli/run.py: `a
 through MCP elicitation (a checkbox of the form), the Python API takes any callable.
 An approver that cannot ask (no terminal, a client without elicitation) raises
 `ApprovalUnavailable`; one that raises anything else counts as a no. No approver at all → no
-(fail closed), unless the host was built with `approve_all` (`run --yes`, `serve
---approve-all`).
+(fail closed), unless the host was built with `approve_all` (`--approve-all` on `run`
+and `serve`).
 
 Arguments are shown to the person asked, never written to the trace; what they see is
 redacted like fixtures (the server's env/header values and codemode.toml's `redact` patterns),

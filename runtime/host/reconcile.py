@@ -1,6 +1,6 @@
 """The catalog one run sees: out/ reconciled with the live tool lists (pure: no I/O, no process).
 
-`CodeMode.prepare` (runtime/codemode.py) does the I/O around this: it reads out/ into views
+`CodeMode.prepare` (runtime/codemode/catalogs.py) does the I/O around this: it reads out/ into views
 (`catalog.manifest_views`), connects what `select_servers` asks for, collects what connecting
 found (`Connections`), builds in memory what the `Plan` asks for (the generator's own
 `build_outputs`), and hands the builds back to `Plan.catalog`. Every decision in between is

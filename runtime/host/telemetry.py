@@ -29,7 +29,7 @@ metrics (bench/serve.py measures the warm empty run with tracing off, on with no
 on with OTLP, side by side).
 
 Hooks are module-level functions that find the run they belong to through a context variable
-(`_RUN`, set for the duration of `CodeMode.run`), so the places that call them (codemode.py,
+(`_RUN`, set for the duration of `CodeMode.run`), so the places that call them (runtime/codemode/,
 bridge.py through runtime/host/telemetry_calls.py) need one line each and no new parameters;
 with no run current they do nothing. The sandbox pool, which must not import the host, times its
 worker waits through runtime/waits.py, whose observer the run's scope is.
@@ -346,14 +346,14 @@ def current() -> RunScope | None:
 
 def pause_when(paused: Callable[[], bool]) -> None:
     """The current run may end to ask through input_required, which `paused` then says
-    (CodeMode._run with a resumable run): its outcome, and its waiting calls', say so."""
+    (runtime/codemode/run.py, a resumable run): its outcome, and its waiting calls', say so."""
     scope = _RUN.get()
     if scope is not None:
         scope.paused = paused
 
 
 def note_limits(limits: Limits) -> None:
-    """The run's limits, once known (CodeMode._run)."""
+    """The run's limits, once known (runtime/codemode/run.py)."""
     scope = _RUN.get()
     if scope is not None:
         scope.limits(limits)

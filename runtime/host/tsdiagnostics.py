@@ -4,7 +4,7 @@ mistake, and the one-line reasons a run was not checked.
 Why its own module: the checker (typecheck.py) answers with the compiler's own diagnostics; what
 a model or a user reads (`TS<n>` codes, hints that name the fix, a cap on a run's warnings, and
 a run's check that never blocks it, spec §3.3.3) is this module's, shared by `check` (the CLI)
-and runs (runtime/codemode.py).
+and runs (runtime/codemode/typechecks.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ MAX_HINT_MODULES = 8
 
 #: Codes of the info diagnostics saying a run was not type-checked (no compiler, over its time
 #: share, a failure of the checker, a script too large): reported to a run that asked for the
-#: check itself (runtime/codemode.py).
+#: check itself (runtime/codemode/typechecks.py).
 NOT_CHECKED = frozenset({DiagnosticCode.TYPECHECK_SKIPPED, DiagnosticCode.TYPECHECK_UNAVAILABLE})
 
 

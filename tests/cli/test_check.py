@@ -362,8 +362,8 @@ def test_diagnostics_have_the_s3_3_3_shape() -> None:
 
 def test_serve_registration_and_prompt_carry_the_typecheck_default(tmp_path: Path) -> None:
     from codemode_gen.cli.serve import serve_command
+    from codemode_gen.host_options import HostOptions
     from codemode_gen.runtime.frontends.prompt import render_prompt
-    from codemode_gen.runtime.frontends.serve_host import HostOptions
 
     argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000,
                          HostOptions(typecheck=True, tsc="node_modules/.bin/tsc"))

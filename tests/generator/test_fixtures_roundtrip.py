@@ -38,7 +38,7 @@ from codemode_gen.generator.fixtures import load_fixture_set, load_fixtures, wri
 from codemode_gen.generator.recorded import recorded_call
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.jsonio import without_lone_surrogates
-from codemode_gen.runtime.frontends.replay import replay_config
+from codemode_gen.runtime.host.replay_configs import replay_config
 from tests.runtime_support import PYTHON, script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # hypothesis, real processes

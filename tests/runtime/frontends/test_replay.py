@@ -24,7 +24,8 @@ from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.fixtures import load_fixture_set, write_server_fixtures
 from codemode_gen.generator.untrusted import TRUNCATION_MARK
-from codemode_gen.runtime.frontends.replay import Replay, canonical_json, replay_config
+from codemode_gen.runtime.frontends.replay import Replay, canonical_json
+from codemode_gen.runtime.host.replay_configs import replay_config
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(120)

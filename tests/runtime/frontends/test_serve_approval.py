@@ -22,8 +22,8 @@ import pytest
 
 from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
+from codemode_gen.host_options import HostOptions
 from codemode_gen.runtime.frontends.serve_approval import APPROVAL_SCHEMA, FOR_RUN_FIELD
-from codemode_gen.runtime.frontends.serve_host import HostOptions
 from tests.catalogs import load_catalog
 from tests.conftest import HANG_S, PROMPT_S
 from tests.runtime.frontends.test_serve_http import TOKEN, start_serve

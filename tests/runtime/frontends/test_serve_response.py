@@ -21,13 +21,13 @@ import pytest
 
 from codemode_gen.cli.serve import serve_command
 from codemode_gen.generator.fixtures import load_fixtures
+from codemode_gen.host_options import HostOptions
 from codemode_gen.limit_bounds import (
     DEFAULT_MAX_RESPONSE_CHARS,
     HARD_MAX_RESPONSE_CHARS,
     LIMIT_KEYS,
 )
 from codemode_gen.runtime.diagnostics import DiagnosticCode
-from codemode_gen.runtime.frontends.serve_host import HostOptions
 from tests.runtime_support import PYTHON, REPO, against_serve, script, write_out
 
 pytestmark = pytest.mark.timeout(180)
