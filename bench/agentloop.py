@@ -16,7 +16,7 @@ Side by side in one run, on fresh demo servers for every task (they keep state i
 
 Then the mistake corpus of tests/data/mistakes (each mistake in JavaScript and TypeScript, the
 run's first response only) through the same `serve`: the share whose diagnostics name the fix,
-judged by the corpus' own rule (tests/test_s3_3_3_mistakes.py: the code, and every word of the
+judged by the corpus' own rule (tests/runtime/host/test_s3_3_3_mistakes.py: the code, and every word of the
 expected message and hint). Entries that need a slow-starting server are left out here.
 
 Targets (issue "The agent's loop"): Code Mode's bytes <= 0.5x direct over the correct tasks;
@@ -242,7 +242,7 @@ async def direct(plan: Callable[[Call], Awaitable[None]]) -> tuple[int, int]:
 
 
 def _names_the_fix(response: dict[str, Any], entry: dict[str, Any]) -> bool:
-    """tests/test_s3_3_3_mistakes.py's rule."""
+    """tests/runtime/host/test_s3_3_3_mistakes.py's rule."""
     return any(
         d["code"] == entry["code"] and d["severity"] == entry.get("severity", "error")
         and d.get("errorClass") == entry.get("errorClass")

@@ -48,7 +48,7 @@ from codemode_gen.runtime.frontends.prompt_layout import (  # noqa: E402
 from codemode_gen.runtime.host.approval_policy import policy_from_annotations  # noqa: E402
 from tests.catalogs import catalog_ids, load_catalog, tools_list_bytes  # noqa: E402
 
-TARGET_DEMO_PROMPT_RATIO = 0.58  # tests/test_prompt.py DEMO_PROMPT_RATIO (0.5 before examples and §6.3 whole)
+TARGET_DEMO_PROMPT_RATIO = 0.58  # tests/runtime/frontends/test_prompt.py DEMO_PROMPT_RATIO (0.5 before examples and §6.3 whole)
 TARGET_DTS_RATIO = 0.5
 BYTES_PER_TOKEN = 4
 

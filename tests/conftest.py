@@ -39,7 +39,7 @@ HANG_S = 60.0
 
 _READY = re.compile(r"listening on (http://\S+?):(\d+)")
 # Where a type check finds no TypeScript it downloads one (runtime/host/tsinstall.py): tests never
-# write the user's cache, and reach the registry only where they say so (tests/test_tsinstall.py).
+# write the user's cache, and reach the registry only where they say so (tests/runtime/host/test_tsinstall.py).
 UNREACHABLE_REGISTRY = "http://127.0.0.1:9"
 
 
@@ -61,7 +61,7 @@ def _no_download_into_the_users_cache(tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session", autouse=True)
 def _no_login_in_the_users_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """OAuth logins of tests go to a private folder of the run, never the user's keyring or
-    config folder (tests that test the keyring say so: tests/test_oauth.py)."""
+    config folder (tests that test the keyring say so: tests/client/test_oauth.py)."""
     from codemode_gen.client.tokenstore import AUTH_DIR_ENV, STORE_ENV
 
     saved = {name: os.environ.get(name) for name in (AUTH_DIR_ENV, STORE_ENV)}

@@ -1,4 +1,4 @@
-"""Shared machinery for the runtime's spec-section tests (tests/test_s*.py).
+"""Shared machinery for the runtime's spec-section tests (tests/**/test_s*.py).
 
 `HostThread` runs one `CodeMode` on its own event loop in a background thread, so a
 module-scoped fixture can keep real server processes and sessions alive across tests while

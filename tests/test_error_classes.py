@@ -18,8 +18,7 @@ from codemode_gen.error_classes import (
     errors_js,
 )
 from codemode_gen.runtime.script_errors import module_exports
-
-from .test_cli_check import checked
+from tests.cli.test_check import checked
 
 REPO = Path(__file__).resolve().parent.parent
 ERRORS_JS = REPO / "runtime" / "js" / "errors.js"

@@ -129,11 +129,11 @@ def test_installed_children_import_the_installed_package_from_a_checkout(
 def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], tmp_path: Path) -> None:
     """The README's install alone, no node on PATH, started from a checkout's root: `check` runs
     the compiler on QuickJS in a child that imports the installed package and its JS (the
-    pinned TypeScript seeded into the cache, as a first use downloads it: tests/test_tsinstall.py)."""
+    pinned TypeScript seeded into the cache, as a first use downloads it: tests/runtime/host/test_tsinstall.py)."""
     from codemode_gen.runtime.host.tsinstall import CACHE_ENV, REGISTRY_ENV, TYPESCRIPT_VERSION
+    from tests.runtime.host.test_tsinstall import seed_cache
 
     from .conftest import UNREACHABLE_REGISTRY
-    from .test_tsinstall import seed_cache
 
     env_dir, _ = installed
     seed_cache(tmp_path / "cache" / f"typescript-{TYPESCRIPT_VERSION}")
@@ -172,7 +172,7 @@ def test_every_python_child_is_started_through_children_py() -> None:
     """The class, not one spawn: a module naming `sys.executable` starts (or registers) a Python
     child that a checkout's cwd could shadow, unless it goes through codemode_gen/children.py.
     mcp_json.py's ${CODEMODE_PYTHON} names the interpreter for the user's own servers."""
-    from .test_engine import package_modules
+    from tests.runtime.sandbox.test_engine import package_modules
 
     allowed = {"codemode_gen.children", "codemode_gen.mcp_json"}
     offenders = [

@@ -27,9 +27,9 @@ from codemode_gen.limit_bounds import LIMIT_RANGES
 from codemode_gen.mcp_json import project_settings
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.settings_schema import TABLE_KEYS, closest, dotted, key_lines
+from tests.runtime.sandbox.test_engine import package_modules
 
 from .conftest import PYTHON, REPO, server_script
-from .test_engine import package_modules
 
 pytestmark = pytest.mark.timeout(120)
 

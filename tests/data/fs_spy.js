@@ -1,4 +1,4 @@
-// Preloaded into the type-check server by tests/test_s3_4_typecheck_isolation.py
+// Preloaded into the type-check server by tests/runtime/host/test_s3_4_typecheck_isolation.py
 // (NODE_OPTIONS=--require): appends every path the process hands to Node's `fs` module, one JSON
 // line {"call", "path"} each, to the file $CODEMODE_FS_SPY_LOG. TypeScript's `ts.sys` and the
 // server reach the disk only through `fs`, so the log is everything they looked at.

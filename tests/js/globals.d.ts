@@ -1,5 +1,5 @@
 // What the sandbox JavaScript (runtime/js/) relies on beyond the ECMAScript library, declared for
-// tests/test_js_checked.py's `tsc --noEmit --allowJs --checkJs` run over those files.
+// tests/runtime/js/test_js_checked.py's `tsc --noEmit --allowJs --checkJs` run over those files.
 
 // QuickJS (the sandbox engine, runtime/sandbox/engine.py) has TextEncoder/TextDecoder natively;
 // they are not in the ES library declarations (only DOM's), and the sandbox has no DOM.

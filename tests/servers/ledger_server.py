@@ -1,5 +1,5 @@
 """A ledger whose every call is written down: for tests of approvals that must never send a call
-twice, across rounds and instances (tests/test_serve_input_required.py).
+twice, across rounds and instances (tests/runtime/frontends/test_serve_input_required.py).
 
 `python ledger_server.py [stdio|http] [--port N] --calls-log FILE`: each tools/call appends one
 JSON line `{"tool", "arguments"}` to FILE before it is answered, so a test reads what the

@@ -1,0 +1,199 @@
+"""The translator's public API used by the generator (codemode_gen.generator.typescript)."""
+
+from __future__ import annotations
+
+import jinja2
+import pytest
+
+from codemode_gen import __version__
+from codemode_gen.generator.typescript import (
+    NameScope,
+    Translation,
+    TypeDecl,
+    doc_comment,
+    render_standalone,
+    sanitize_doc,
+    translate,
+)
+from tests import tsc
+
+
+@pytest.mark.parametrize(
+    ("wanted", "expected"),
+    [
+        ("getNote", "GetNote"),
+        ("get_note_input", "GetNoteInput"),
+        ("list-files.v2", "ListFilesV2"),
+        ("123abc", "T123abc"),
+        ("", "Type"),
+        ("ünïcode", "NCode"),
+        ("Promise", "PromiseType"),
+        ("Record", "RecordType"),
+        ("x" * 200, "X" + "x" * 63),
+    ],
+)
+def test_name_scope_makes_identifiers(wanted: str, expected: str) -> None:
+    assert NameScope().claim(wanted) == expected
+
+
+def test_name_scope_dedupes() -> None:
+    scope = NameScope(["Foo"])
+    assert [scope.claim("foo"), scope.claim("Foo"), scope.claim("foo2"), scope.claim("foo")] == [
+        "Foo2", "Foo3", "Foo22", "Foo4"
+    ]  # fmt: skip
+    assert "Foo3" in scope
+
+
+def test_translate_claims_names_in_the_shared_scope() -> None:
+    scope = NameScope()
+    schema = {"$ref": "#/$defs/item", "$defs": {"item": {"type": "string"}}}
+    first = translate(schema, "GetNoteInput", scope)
+    second = translate(schema, "GetNoteInput", scope)
+    assert [d.name for d in first.decls] == ["GetNoteInput", "Item"]
+    assert [d.name for d in second.decls] == ["GetNoteInput2", "Item2"]
+    assert second.root == "GetNoteInput2"
+    assert second.decls[0].text == "Item2"
+
+
+def test_translate_result_shape() -> None:
+    schema = {
+        "description": "Root doc",
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/a"},
+            "b": {"$ref": "#/$defs/b"},
+            "c": {"$ref": "http://x/y"},
+        },
+        "$defs": {
+            "b": {"type": "number", "description": "B */ doc"},
+            "a": {"type": "string"},
+            "unused": {},
+        },
+    }
+    result = translate(schema, "Thing", NameScope(), doc=["Tool doc */", "line2"])
+    assert isinstance(result, Translation)
+    assert all(isinstance(d, TypeDecl) for d in result.decls)
+    assert [d.name for d in result.decls] == [
+        "Thing",
+        "A",
+        "B",
+    ]  # root first, then first-referenced order
+    assert result.decls[0].doc == ("Tool doc *\\/", "line2", "Root doc")
+    assert result.decls[2].doc == ("B *\\/ doc",)
+    assert result.warnings == [
+        "#/properties/c/$ref: $ref cannot be represented (not local: 'http://x/y'); emitted unknown"
+    ]
+
+
+@pytest.mark.parametrize(
+    "schema", [None, 5, "x", [1, 2], {"type": {}}, {"$ref": 3}, {"properties": {"a": []}}]
+)
+def test_translate_never_raises_on_malformed_schemas(schema: object) -> None:
+    result = translate(schema, "Root", NameScope())
+    assert result.decls[0].name == "Root"
+
+
+def test_deep_nesting_becomes_unknown_with_warning() -> None:
+    schema: dict[str, object] = {"type": "string"}
+    for _ in range(200):
+        schema = {"type": "array", "items": schema}
+    result = translate(schema, "Deep", NameScope())
+    assert "unknown" in result.decls[0].text
+    assert any("nesting cannot be represented" in w for w in result.warnings)
+
+
+def test_doc_comment_and_sanitize_are_exported() -> None:
+    assert doc_comment(["a"], "  ") == "  /** a */\n"
+    assert sanitize_doc("*/") == "*\\/"
+
+
+@pytest.mark.slow
+def test_template_contract_renders_declarations() -> None:
+    """The generator's templates render `{{ doc_comment(d.doc) }}export type {{ d.name }} = {{ d.text }};`."""
+    result = translate(
+        {
+            "type": "object",
+            "description": "d",
+            "properties": {"x": {"type": "object", "properties": {"y": {}}}},
+        },
+        "Thing",
+        NameScope(),
+    )
+    env = jinja2.Environment(autoescape=False)
+    env.globals["doc_comment"] = doc_comment
+    template = env.from_string(
+        'declare module "m" {\n{% for d in decls %}{{ doc_comment(d.doc, "  ") }}  export type {{ d.name }} = '
+        "{{ d.text | indent(2) }};\n{% endfor %}}\n"
+    )
+    text = template.render(decls=result.decls)
+    assert tsc.check({"module.d.ts": text}) == {"module.d.ts": []}
+
+
+@pytest.mark.slow
+def test_render_standalone_header_and_compiles_as_declaration_file() -> None:
+    schema = {
+        "title": "Note",
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}},
+        },
+        "required": ["id"],
+        "$defs": {"tag": {"enum": ["a", "b"]}},
+    }
+    text, warnings = render_standalone(schema, "Note", source="note.schema.json")
+    assert text.startswith(
+        f"// Generated by codemode-gen {__version__} from note.schema.json; do not edit\n"
+    )
+    assert "export type Note = {" in text and 'export type Tag = "a" | "b";' in text
+    assert warnings == []
+    usage = 'import type { Note } from "./types";\nconst n: Note = { id: "1", tags: ["a"] };\n'
+    assert tsc.check({"types.d.ts": text})["types.d.ts"] == []
+    assert tsc.check_one(text.replace("export type", "type") + usage.split("\n", 1)[1]) == []
+
+
+def test_render_standalone_header_cannot_be_broken_by_file_name() -> None:
+    text, _ = render_standalone({}, source="evil\nexport const x = 1;.json")
+    assert (
+        text.splitlines()[0]
+        == f"// Generated by codemode-gen {__version__} from evil?export const x = 1;.json; do not edit"
+    )
+    assert text.count("\n") == 3
+
+
+@pytest.mark.parametrize(
+    ("title", "derived_from"),
+    [
+        ("create_noteArguments", ("create_note",)),  # pydantic/FastMCP argument model
+        ("create_noteOutput", ()),  # FastMCP output wrapper: respells the type name
+        ("CreateNoteInput", ()),  # the type's own name
+        ("create-note", ("create_note",)),  # the tool name in another spelling
+        ("CREATE NOTE params", ("create.note",)),
+    ],
+)
+def test_generated_root_titles_are_not_docs(title: str, derived_from: tuple[str, ...]) -> None:
+    schema = {"title": title, "description": "Make a note.", "type": "object"}
+    result = translate(schema, "CreateNoteInput", NameScope(), derived_from=derived_from)
+    assert result.decls[0].doc == ("Make a note.",)
+
+
+@pytest.mark.parametrize("title", ["Note", "Draft note", "Output", "Arguments"])
+def test_human_root_titles_are_kept(title: str) -> None:
+    schema = {"title": title, "type": "object"}
+    result = translate(schema, "CreateNoteOutput", NameScope(), derived_from=("create_note",))
+    assert result.decls[0].doc == (title,)
+
+
+def test_helper_title_equal_to_its_name_is_dropped_other_titles_kept() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/Note"}, "b": {"$ref": "#/$defs/Tag"}},
+        "$defs": {
+            "Note": {"title": "Note", "description": "One note.", "type": "object"},
+            "Tag": {"title": "Label", "type": "string"},
+        },
+    }
+    result = translate(schema, "Root", NameScope())
+    docs = {d.name: d.doc for d in result.decls}
+    assert docs["Note"] == ("One note.",)
+    assert docs["Tag"] == ("Label",)
