@@ -3,7 +3,7 @@
 A run's wait for a worker (queued behind max_workers runs, or a cold start) belongs in its
 telemetry: the queue-wait histogram and, when long enough, a `codemode.queue` span
 (docs/observability.md). The sandbox pool (runtime/sandbox/pool.py) times that wait but must
-not import the host (the runtime's edges, tests/test_engine.py), so the contract lives here: the
+not import the host (the runtime's edges, tests/runtime/sandbox/test_engine.py), so the contract lives here: the
 host's run scope (runtime/host/telemetry.py `RunScope`) is the current `WaitObserver` for the
 duration of a run, and `queue_wait` tells the observer current where the wait began. Outside a
 run there is none and the wait costs a clock read.

@@ -44,6 +44,9 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     # Spec-section tests (docs/code-mode-spec.md §n) keep their names, inside the folder of the
     # module that owns the section.
     "runtime/test_s3_run.py": (("runtime/codemode/__init__.py",), "§3: the codemode.run request and response"),
+    "runtime/test_s3_3_shapes.py": (
+        ("runtime/response.py", "runtime/diagnostics.py", "runtime/sandbox/protocol.py"),
+        "§3.3: the Response, Diagnostic and HostReply shapes built at run time"),
     "runtime/test_s5_bindings.py": (("runtime/codemode/__init__.py",), "§5: generated bindings run end to end"),
     "runtime/host/test_s3_2_1_typescript.py": (("runtime/host/tsinput.py",), "§3.2.1: TypeScript input"),
     "runtime/host/test_s3_3_3_hints.py": (("runtime/host/hints.py",), "§3.3.3: hints that name the fix"),

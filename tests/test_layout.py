@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests import architecture
 from tests.architecture import ALLOWED, MAX_MODULE_LINES, REPO, TESTS
 
@@ -54,8 +52,6 @@ def test_a_flat_test_file_is_told_where_it_goes() -> None:
     assert unknown is not None and "ALLOWED" in unknown
 
 
-@pytest.mark.xfail(strict=False, reason="issue 24: the splits of the modules over the limit land "
-                   "one by one; the integrator removes this marker once all are merged")
 def test_no_module_of_the_package_is_over_the_limit() -> None:
     over = architecture.figures().over_limit
     assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"

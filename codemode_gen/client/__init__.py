@@ -5,5 +5,5 @@ raw wire JSON in and out; `mcp_session.py` one connection's requests, `transport
 transport is opened, `session_errors.py` the errors callers map (`ConnectError`, `CallError`,
 ...); `stdio.py`: the hardened stdio transport under the SDK's dispatcher; `oauth*.py` and
 `tokenstore.py`: OAuth logins; `mcp_private.py`: the only door to private `mcp` names. Nothing
-here imports the generator or the runtime (tests/test_engine.py enforces the import direction).
+here imports the generator or the runtime (tests/runtime/sandbox/test_engine.py enforces the import direction).
 """

@@ -3,7 +3,7 @@
 The SDK (mcp 2.3) offers no public equivalent for these; each use is kept instead of copying
 the SDK's code, so its fixes (the cross-platform kill of a server's process tree, the OAuth
 flow) keep reaching us. Because a private name may move in any release, pyproject.toml pins
-`mcp` to the tested minor, and tests/test_mcp_private.py imports each name listed in
+`mcp` to the tested minor, and tests/client/test_mcp_private.py imports each name listed in
 `PRIVATE_NAMES` and checks its signature: an SDK that moved one fails there, by name, before
 anything else does.
 

@@ -17,7 +17,7 @@ refresh requests) and its client-credentials / private-key-JWT extensions, used 
 `_Behaviour` overrides hooks the SDK names with a leading underscore (`_initialize`,
 `_handle_refresh_response`, `_auth_flow`) and calls `_refresh_token` / `_add_auth_header`:
 there is no public extension point for them. client/mcp_private.py lists them and
-tests/test_mcp_private.py fails by name when an SDK release moves one.
+tests/client/test_mcp_private.py fails by name when an SDK release moves one.
 """
 
 from __future__ import annotations

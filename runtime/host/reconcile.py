@@ -4,7 +4,7 @@
 (`catalog.manifest_views`), connects what `select_servers` asks for, collects what connecting
 found (`Connections`), builds in memory what the `Plan` asks for (the generator's own
 `build_outputs`), and hands the builds back to `Plan.catalog`. Every decision in between is
-made here, from values only, so it is tested without a server (tests/test_reconcile.py):
+made here, from values only, so it is tested without a server (tests/runtime/host/test_reconcile.py):
 
 - which servers a run waits for (`select_servers`): its static imports, its
   requestedCapabilities (config id or module path; an unknown one is a warning), and open

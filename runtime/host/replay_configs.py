@@ -3,7 +3,7 @@
 The host (CodeMode.from_config) needs only the configs that start `codemode-gen replay` instead of
 the live servers; the replay server itself is a front-end (runtime/frontends/replay.py). Keeping
 this here lets the host build them without importing a front-end (the layer rule in
-tests/test_engine.py).
+tests/runtime/sandbox/test_engine.py).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The TypeScript the type checker downloads: package-lock.json's version and its `integrity`
-#: (the registry's sha512 of the tarball). Changing one means changing both (tests/test_tsinstall.py
+#: (the registry's sha512 of the tarball). Changing one means changing both (tests/runtime/host/test_tsinstall.py
 #: checks them against package-lock.json).
 TYPESCRIPT_VERSION = "5.9.3"
 TYPESCRIPT_INTEGRITY = "sha512-jl1vZzPDinLr9eUt3J/t7V6FgNEw9QjvBPdysz9KfQDD41fQrC2Y4vKQdiaUpFT4bXlb1RHhLpp8wtm6M5TgSw=="
