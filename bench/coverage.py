@@ -81,7 +81,8 @@ def demo_project(root: Path) -> Path:
 def catalog_project(root: Path) -> Path:
     """The recorded real catalog, each server a catalog_server.py stand-in."""
     servers = {
-        cid: {"command": PYTHON, "args": [str(CATALOG_SERVER), "stdio", "--catalog", cid]} for cid in catalog_ids()
+        cid: {"command": PYTHON, "args": [str(CATALOG_SERVER), "stdio", "--catalog", cid]}
+        for cid in catalog_ids()
     }
     (root / ".mcp.json").write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
     shutil.copytree(CATALOGS_DIR, root / "fixtures", ignore=shutil.ignore_patterns("README.md"))
@@ -119,7 +120,9 @@ def session_script(servers: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
         inputs = [(t, args) for t, args in inputs if args is not None]
         if not inputs:
             continue
-        lines.append(f"import * as s{i} from {json.dumps('@codemode/servers/' + server['serverId'])};")
+        lines.append(
+            f"import * as s{i} from {json.dumps('@codemode/servers/' + server['serverId'])};"
+        )
         for tool, args in inputs:
             calls += 1
             lines.append(
@@ -144,13 +147,18 @@ globalThis.__codemode_result__ = out;
 """
 
 
-async def serve_session(config: Path, servers: Sequence[Mapping[str, Any]], logs: Path) -> tuple[Counter[str], int, list[str]]:
+async def serve_session(
+    config: Path, servers: Sequence[Mapping[str, Any]], logs: Path
+) -> tuple[Counter[str], int, list[str]]:
     """The scripted session: (origin counts as discovery reports them, calls made, failures)."""
     code, calls = session_script(servers)
     argv = [*serve_command(), "serve", "--config", str(config), "--record", "--approve-all"]
     reaper = Reaper()
-    before = {(s["serverId"], t["toolName"]): origin for origin, names in _origins(servers).items()
-              for s, t in names}
+    before = {
+        (s["serverId"], t["toolName"]): origin
+        for origin, names in _origins(servers).items()
+        for s, t in names
+    }
     async with session(argv, config.parent, logs / "serve.log", reaper, SESSION_TIMEOUT_S) as s:
         ran = await s.client.call_tool(TOOL, {"code": code, "limits": RUN_LIMITS})
         failures = _result(ran, "session script")
@@ -174,7 +182,9 @@ def _result(result: Any, what: str) -> Any:
     return response["result"]
 
 
-def _origins(servers: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]]:
+def _origins(
+    servers: Sequence[Mapping[str, Any]],
+) -> dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]]:
     out: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {o: [] for o in ORIGINS}
     for server in servers:
         for tool in server["tools"]:
@@ -212,9 +222,13 @@ async def measure(name: str, make: Any, workdir: Path) -> list[str]:
 
 
 async def main_async(workdir: Path) -> None:
-    head = f"{'project':<13} {'when':<11} {'typed':>9} {'share':>6}  " + " ".join(f"{o[:4]:>4}" for o in ORIGINS)
-    print("tools with an output type, by origin: declared, inferred (from recorded samples),"
-          " learned (in a session), unknown")
+    head = f"{'project':<13} {'when':<11} {'typed':>9} {'share':>6}  " + " ".join(
+        f"{o[:4]:>4}" for o in ORIGINS
+    )
+    print(
+        "tools with an output type, by origin: declared, inferred (from recorded samples),"
+        " learned (in a session), unknown"
+    )
     print(head)
     print("-" * len(head))
     for name, make in (("demo", demo_project), ("real catalog", catalog_project)):

@@ -58,21 +58,32 @@ HEAD = "import * as p from '@codemode/servers/payload';\n"
 SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
     "take-400k": (
         HEAD + f"const o = {{}}; for (let i = 0; i < {KEYS}; i++) o['key' + i] = i;\n"
-        "globalThis.__codemode_result__ = await p.take(o);", LIMITS),
+        "globalThis.__codemode_result__ = await p.take(o);",
+        LIMITS,
+    ),
     "strict-400k": (
         HEAD + f"const o = {{}}; for (let i = 0; i < {KEYS}; i++) o['key' + i] = i;\n"
-        "try { await p.take_strict(o); } catch (e) { globalThis.__codemode_result__ = e.name; }", LIMITS),
+        "try { await p.take_strict(o); } catch (e) { globalThis.__codemode_result__ = e.name; }",
+        LIMITS,
+    ),
     "blob-12mb": (
         HEAD + f"const r = await p.blob({{kib: {BIG_KIB}, seed: SEED}});\n"
-        "globalThis.__codemode_result__ = r.items.length;", LIMITS),
+        "globalThis.__codemode_result__ = r.items.length;",
+        LIMITS,
+    ),
     "text-12mb": (
         HEAD + f"const r = await p.blob({{kib: {BIG_KIB}, seed: SEED, shape: 'text'}});\n"
-        "globalThis.__codemode_result__ = JSON.parse(r).items.length;", LIMITS),  # §5.3.2: the text itself
+        "globalThis.__codemode_result__ = JSON.parse(r).items.length;",
+        LIMITS,
+    ),  # §5.3.2: the text itself
     "result-12mb": (
-        HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB}, seed: SEED}});", LIMITS),
+        HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB}, seed: SEED}});",
+        LIMITS,
+    ),
     "timeout-12mb": (
         HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB}, seed: SEED}});",
-        {**LIMITS, "timeoutMs": 300}),
+        {**LIMITS, "timeoutMs": 300},
+    ),
 }
 
 
@@ -109,8 +120,15 @@ class LagProbe:
                 if ident != self.loop_thread and stack[-1].name in ("wait", "_worker", "select"):
                     continue  # an idle thread
                 # the innermost frame, then the innermost frames of the product (who called it)
-                ours = [f for f in stack[:-1] if "codemode_gen" in f.filename or "/runtime/" in f.filename][-3:]
-                where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed([*ours, stack[-1]]))
+                ours = [
+                    f
+                    for f in stack[:-1]
+                    if "codemode_gen" in f.filename or "/runtime/" in f.filename
+                ][-3:]
+                where = " <- ".join(
+                    f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                    for f in reversed([*ours, stack[-1]])
+                )
                 self.counts[("loop: " if ident == self.loop_thread else "thread: ") + where] += 1
 
     def stop(self) -> None:
@@ -119,8 +137,13 @@ class LagProbe:
 
 async def main_async(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="loop-lag-"))
-    config = ServerConfig(id="payload", transport="stdio", command=PYTHON, args=(str(PAYLOAD), "stdio"),
-                          call_timeout=300.0)
+    config = ServerConfig(
+        id="payload",
+        transport="stdio",
+        command=PYTHON,
+        args=(str(PAYLOAD), "stdio"),
+        call_timeout=300.0,
+    )
     settings = Settings(max_result_bytes=64 * 1024 * 1024)
     record: bool | Path = work / "fixtures" if args.record else False
     probe = LagProbe(args.sample)
@@ -129,8 +152,13 @@ async def main_async(args: argparse.Namespace) -> int:
         sampler.start()
     rows: list[tuple[str, str, str, str]] = []
     failed = False
-    async with CodeMode({"payload": config}, out_dir=work / "out", settings=settings, log_dir=work / "logs",
-                        record=record) as cm:
+    async with CodeMode(
+        {"payload": config},
+        out_dir=work / "out",
+        settings=settings,
+        log_dir=work / "logs",
+        record=record,
+    ) as cm:
         cm.connect_in_background()
         await cm.wait_background(60)
         await cm.run(HEAD + "globalThis.__codemode_result__ = (await p.take({})).keys;", LIMITS)
@@ -160,17 +188,31 @@ async def main_async(args: argparse.Namespace) -> int:
                         codes = [d.get("code") for d in response.get("diagnostics", [])]
                         summary = f"result {str(result)[:40]!r} diagnostics {codes}"
                         if args.verbose:
-                            print(name, [(d.get("code"), d.get("message", "")[:300]) for d in response.get("diagnostics", [])])
+                            print(
+                                name,
+                                [
+                                    (d.get("code"), d.get("message", "")[:300])
+                                    for d in response.get("diagnostics", [])
+                                ],
+                            )
                     worst = max(lags)
                     failed |= policy == "host" and worst > TARGET_LAG_MS
-                    rows.append((f"{name} gc={policy}", f"{worst:.0f} ms (median {median(lags):.0f})",
-                                 f"{median(walls) * 1000:.0f} ms", summary))
+                    rows.append(
+                        (
+                            f"{name} gc={policy}",
+                            f"{worst:.0f} ms (median {median(lags):.0f})",
+                            f"{median(walls) * 1000:.0f} ms",
+                            summary,
+                        )
+                    )
         finally:
             lag_task.cancel()
             probe.stop()
             gcpolicy.uninstall()
     print(f"logs: {work / 'logs'}")
-    print(f"worst event-loop lag per scenario (target <= {TARGET_LAG_MS:.0f} ms; --record: {args.record})")
+    print(
+        f"worst event-loop lag per scenario (target <= {TARGET_LAG_MS:.0f} ms; --record: {args.record})"
+    )
     width = max(len(r[0]) for r in rows) if rows else 10
     for name, lag, wall, summary in rows:
         print(f"  {name:<{width}}  lag {lag:<24} run {wall:<9} {summary}")
@@ -184,14 +226,23 @@ async def main_async(args: argparse.Namespace) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--sample", action="store_true", help="sample the loop thread's stack when it is late")
+    parser.add_argument(
+        "--sample", action="store_true", help="sample the loop thread's stack when it is late"
+    )
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--verbose", action="store_true", help="print every run's diagnostics")
     parser.add_argument("--only", nargs="*", help="scenario names to run")
-    parser.add_argument("--record", action="store_true", help="record every call to a scratch fixtures/")
-    parser.add_argument("--gc", nargs="+", choices=("host", "cpython"), default=["host", "cpython"],
-                        help="garbage collection policies to compare: serve's and run's (codemode_gen/gcpolicy.py),"
-                        " CPython's own (the Python API's)")
+    parser.add_argument(
+        "--record", action="store_true", help="record every call to a scratch fixtures/"
+    )
+    parser.add_argument(
+        "--gc",
+        nargs="+",
+        choices=("host", "cpython"),
+        default=["host", "cpython"],
+        help="garbage collection policies to compare: serve's and run's (codemode_gen/gcpolicy.py),"
+        " CPython's own (the Python API's)",
+    )
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 

@@ -59,26 +59,44 @@ async def measure(project: Path, tool: str, calls: int, kib: int, record: bool) 
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    args = ["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json")] + (["--record"] if record else [])
-    params = StdioServerParameters(command=PYTHON, args=args, cwd=str(project),
-                                   env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    args = ["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json")] + (
+        ["--record"] if record else []
+    )
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=args,
+        cwd=str(project),
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
 
     async def run(code: str) -> Any:
-        response = await client.call_tool("codemode.run", {"code": code, "limits": LIMITS, "requestedCapabilities": ["payload"]})
+        response = await client.call_tool(
+            "codemode.run", {"code": code, "limits": LIMITS, "requestedCapabilities": ["payload"]}
+        )
         structured = response.structured_content
-        assert structured is not None and not [d for d in structured["diagnostics"] if d["severity"] == "error"], structured
+        assert structured is not None and not [
+            d for d in structured["diagnostics"] if d["severity"] == "error"
+        ], structured
         return structured["result"]
 
     def call(seed: int) -> str:
-        return ("import * as p from '@codemode/servers/payload';\n"
-                f"globalThis.__codemode_result__ = (await p.{tool}({{kib: {kib}, seed: {seed}}})).items.length;")
+        return (
+            "import * as p from '@codemode/servers/payload';\n"
+            f"globalThis.__codemode_result__ = (await p.{tool}({{kib: {kib}, seed: {seed}}})).items.length;"
+        )
 
-    probe = ("import { getTool } from '@codemode/discovery';\n"
-             f"const t = await getTool('payload', '{tool}');\n"
-             "globalThis.__codemode_result__ = { learned: t.outputSchemaLearned ?? null, declaration: t.declaration };")
+    probe = (
+        "import { getTool } from '@codemode/discovery';\n"
+        f"const t = await getTool('payload', '{tool}');\n"
+        "globalThis.__codemode_result__ = { learned: t.outputSchemaLearned ?? null, declaration: t.declaration };"
+    )
     with open(project / "serve.stderr.log", "w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=300,
-                          client_info=types.Implementation(name="bench", version="0")) as client:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            read_timeout_seconds=300,
+            client_info=types.Implementation(name="bench", version="0"),
+        ) as client:
             pid = serve_pid(os.getpid())
             await run(call(1000))  # warm: connected, module built, worker pool up
             before = rss_of(pid)
@@ -91,16 +109,22 @@ async def measure(project: Path, tool: str, calls: int, kib: int, record: bool) 
 
 async def main_async(args: argparse.Namespace) -> int:
     project = Path(tempfile.mkdtemp(prefix="memory-learn-"))
-    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"payload": {"command": PYTHON, "args": [str(PAYLOAD)]}}}))
-    print(f"{args.calls} calls of ~{args.kib} KiB of JSON each through `codemode-gen serve`"
-          f"{' --record' if args.record else ''} (VmRSS of the serve process)")
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"payload": {"command": PYTHON, "args": [str(PAYLOAD)]}}})
+    )
+    print(
+        f"{args.calls} calls of ~{args.kib} KiB of JSON each through `codemode-gen serve`"
+        f"{' --record' if args.record else ''} (VmRSS of the serve process)"
+    )
     for tool in ("blob", "typed_blob"):
         got = await measure(project, tool, args.calls, args.kib, args.record)
         growth = (got["after"] - got["before"]) / MiB
         learned = got["learned"]["learned"]
         optional = "note?:" in (got["learned"]["declaration"] or "")
-        print(f"  {tool:<11} before {got['before'] / MiB:7.1f} MiB  after {got['after'] / MiB:7.1f} MiB"
-              f"  growth {growth:+7.1f} MiB  learned {learned}  optional field typed: {optional}")
+        print(
+            f"  {tool:<11} before {got['before'] / MiB:7.1f} MiB  after {got['after'] / MiB:7.1f} MiB"
+            f"  growth {growth:+7.1f} MiB  learned {learned}  optional field typed: {optional}"
+        )
     return 0
 
 
@@ -108,7 +132,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=80)
     parser.add_argument("--kib", type=int, default=900)
-    parser.add_argument("--record", action="store_true", help="serve --record (fixtures/ in a scratch project)")
+    parser.add_argument(
+        "--record", action="store_true", help="serve --record (fixtures/ in a scratch project)"
+    )
     sys.exit(anyio.run(main_async, parser.parse_args()))
 
 

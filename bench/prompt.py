@@ -71,7 +71,11 @@ def copies(total: int, servers: int) -> list[FixtureSet]:
 def default_approvals(servers: Sequence[Any]) -> dict[str, dict[str, str]]:
     """What `serve` passes for a project without approval settings ("auto" everywhere)."""
     return {
-        s["serverId"]: {t["toolName"]: p for t in s["tools"] if (p := policy_from_annotations(t.get("annotations"))) != "allow"}
+        s["serverId"]: {
+            t["toolName"]: p
+            for t in s["tools"]
+            if (p := policy_from_annotations(t.get("annotations"))) != "allow"
+        }
         for s in servers
     }
 
@@ -82,12 +86,17 @@ def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any
     build_s = time.perf_counter() - started
     raw = sum(tools_list_bytes(s.tools) for s in sets)
     started = time.perf_counter()
-    layout = layout_prompt(outputs.manifest["servers"], budget=budget, approvals=default_approvals(outputs.manifest["servers"]))
+    layout = layout_prompt(
+        outputs.manifest["servers"],
+        budget=budget,
+        approvals=default_approvals(outputs.manifest["servers"]),
+    )
     render_s = time.perf_counter() - started
     prompt = layout.text
     levels = list(layout.levels.values())
     dts = sum(
-        len(text.encode()) for path, text in outputs.files.items()
+        len(text.encode())
+        for path, text in outputs.files.items()
         if path.startswith("servers/") and path.endswith(".d.ts")
     )
     exports = [t["exportName"] for s in outputs.manifest["servers"] for t in s["tools"]]
@@ -97,7 +106,10 @@ def measure(name: str, sets: Sequence[FixtureSet], budget: int) -> dict[str, Any
         "tools": len(exports),
         "raw": raw,
         "prompt": len(prompt),
-        "ladder": {level: levels.count(level) for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED)},
+        "ladder": {
+            level: levels.count(level)
+            for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED)
+        },
         "every_tool": all(e in prompt for e in exports),
         "dts": dts,
         "build_s": build_s,
@@ -112,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [
         measure("demo", load_fixtures(REPO / "fixtures"), args.budget),
-        measure("16 real servers", [FixtureSet(c, *load_catalog(c), {}) for c in catalog_ids()], args.budget),
+        measure(
+            "16 real servers",
+            [FixtureSet(c, *load_catalog(c), {}) for c in catalog_ids()],
+            args.budget,
+        ),
         measure("200 tools / 10 servers", copies(200, 10), args.budget),
         measure("5,000 tools / 1 server", copies(5000, 1), args.budget),
     ]
@@ -120,24 +136,36 @@ def main(argv: list[str] | None = None) -> int:
         f"{'catalog':<24} {'tools':>5} {'tools/list B':>12} {'~tok':>7} {'prompt ch':>9} {'~tok':>6} {'x list':>6}"
         f"  {'notes':>5} {'exmpl':>5} {'descr':>5} {'sig':>5} {'name':>5} {'omit':>5} {'.d.ts B':>9} {'x list':>6} {'build s':>7} {'render s':>8}"
     )
-    print(f"prompt budget: {args.budget} characters; tools with field notes (and a description), with a"
-          " recorded example, with a description, as a bare signature, by name, not listed")
+    print(
+        f"prompt budget: {args.budget} characters; tools with field notes (and a description), with a"
+        " recorded example, with a description, as a bare signature, by name, not listed"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
             f"{r['catalog']:<24} {r['tools']:>5} {r['raw']:>12,} {r['raw'] // BYTES_PER_TOKEN:>7,} "
             f"{r['prompt']:>9,} {r['prompt'] // BYTES_PER_TOKEN:>6,} {r['prompt'] / r['raw']:>6.2f}  "
-            + "".join(f"{r['ladder'][level]:>5} " for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED))
+            + "".join(
+                f"{r['ladder'][level]:>5} "
+                for level in (FULL, EXAMPLE, DESCRIBED, SIGNATURE, NAME, OMITTED)
+            )
             + f"{r['dts']:>9,} {r['dts'] / r['raw']:>6.2f} {r['build_s']:>7.2f} {r['render_s']:>8.3f}"
         )
     demo, real = rows[0], rows[1]
     checks = [
-        (f"demo prompt <= {TARGET_DEMO_PROMPT_RATIO}x its tools/list, listing every tool",
-         demo["prompt"] <= TARGET_DEMO_PROMPT_RATIO * demo["raw"] and demo["every_tool"]),
-        (f"every prompt <= the budget ({args.budget})", all(r["prompt"] <= args.budget for r in rows)),
-        (f"committed .d.ts <= {TARGET_DTS_RATIO}x tools/list on the real catalogs",
-         real["dts"] <= TARGET_DTS_RATIO * real["raw"]),
+        (
+            f"demo prompt <= {TARGET_DEMO_PROMPT_RATIO}x its tools/list, listing every tool",
+            demo["prompt"] <= TARGET_DEMO_PROMPT_RATIO * demo["raw"] and demo["every_tool"],
+        ),
+        (
+            f"every prompt <= the budget ({args.budget})",
+            all(r["prompt"] <= args.budget for r in rows),
+        ),
+        (
+            f"committed .d.ts <= {TARGET_DTS_RATIO}x tools/list on the real catalogs",
+            real["dts"] <= TARGET_DTS_RATIO * real["raw"],
+        ),
     ]
     print()
     for text, ok in checks:

@@ -77,35 +77,55 @@ async def run_all(extra: dict[str, Any]) -> list[tuple[str, str, dict[str, int],
     for name, code in SCRIPTS.items():
         for label, limits in (("serve default", {}), ("whole (before)", WHOLE)):
             params = StdioServerParameters(
-                command=PYTHON, args=["-m", "codemode_gen", "serve", "--config", str(REPO / ".mcp.json")],
-                cwd=str(REPO), env=env,
+                command=PYTHON,
+                args=["-m", "codemode_gen", "serve", "--config", str(REPO / ".mcp.json")],
+                cwd=str(REPO),
+                env=env,
             )
             with open(os.devnull, "w") as errlog:
-                async with Client(stdio_client(params, errlog=errlog), mode="legacy",
-                                  read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
-                    got = await client.call_tool(TOOL, {"code": code, "limits": {**limits, **extra}})
+                async with Client(
+                    stdio_client(params, errlog=errlog),
+                    mode="legacy",
+                    read_timeout_seconds=REQUEST_TIMEOUT_S,
+                ) as client:
+                    got = await client.call_tool(
+                        TOOL, {"code": code, "limits": {**limits, **extra}}
+                    )
             block = got.content[0]
             text = block.text if isinstance(block, types.TextContent) else ""
-            structured = json.dumps(got.structured_content, ensure_ascii=False, separators=(",", ":"))
-            parts = {key: len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-                     for key, value in json.loads(text).items()}
-            sizes = {"text chars": len(text), "text bytes": len(text.encode()),
-                     "structured chars": len(structured)}
+            structured = json.dumps(
+                got.structured_content, ensure_ascii=False, separators=(",", ":")
+            )
+            parts = {
+                key: len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+                for key, value in json.loads(text).items()
+            }
+            sizes = {
+                "text chars": len(text),
+                "text bytes": len(text.encode()),
+                "structured chars": len(structured),
+            }
             rows.append((name, label, sizes, parts))
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--limits", default="{}", help="extra limits (JSON) for every run")
     args = parser.parse_args()
     rows = anyio.run(run_all, json.loads(args.limits))
     keys = ("logs", "result", "diagnostics", "toolTrace", "toolSummary")
-    print(f"{'script':18} {'response':15} {'text chars':>10} {'bytes':>7} {'struct':>7}  "
-          + " ".join(f"{k:>11}" for k in keys))
+    print(
+        f"{'script':18} {'response':15} {'text chars':>10} {'bytes':>7} {'struct':>7}  "
+        + " ".join(f"{k:>11}" for k in keys)
+    )
     for name, label, sizes, parts in rows:
-        print(f"{name:18} {label:15} {sizes['text chars']:>10} {sizes['text bytes']:>7} "
-              f"{sizes['structured chars']:>7}  " + " ".join(f"{parts.get(k, 0):>11}" for k in keys))
+        print(
+            f"{name:18} {label:15} {sizes['text chars']:>10} {sizes['text bytes']:>7} "
+            f"{sizes['structured chars']:>7}  " + " ".join(f"{parts.get(k, 0):>11}" for k in keys)
+        )
 
 
 if __name__ == "__main__":

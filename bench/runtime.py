@@ -113,7 +113,10 @@ def write_many_project(root: Path) -> Path:
     """The SERVERS x TOOLS_PER_SERVER project (tests/servers/paginated.py), recorded and generated."""
     return write_project(
         root,
-        {f"bench{i:02d}": [str(PAGINATED), "--tools", str(TOOLS_PER_SERVER)] for i in range(1, SERVERS + 1)},
+        {
+            f"bench{i:02d}": [str(PAGINATED), "--tools", str(TOOLS_PER_SERVER)]
+            for i in range(1, SERVERS + 1)
+        },
     )
 
 
@@ -144,7 +147,9 @@ def p90(values: list[float]) -> float:
     return percentile(values, 0.9)
 
 
-async def warm_runs(cm: CodeMode, code: str, what: str, repeat: int, gap_s: float = 0.0) -> list[float]:
+async def warm_runs(
+    cm: CodeMode, code: str, what: str, repeat: int, gap_s: float = 0.0
+) -> list[float]:
     """Milliseconds of `repeat` runs of `code`, each after `gap_s` idle (0: back to back)."""
     samples = []
     for _ in range(repeat):
@@ -409,7 +414,10 @@ async def bench_empty_vs_floor(config: Path, repeat: int) -> list[tuple[str, str
     rows = []
     async with CodeMode.from_config(config, out=config.parent / "out") as cm:
         check(await cm.run("", limits=BENCH_LIMITS), "warm-up")
-        for label, gap in ((f"{PACING_GAP_S * 1000:.0f} ms apart", PACING_GAP_S), ("back to back", 0.0)):
+        for label, gap in (
+            (f"{PACING_GAP_S * 1000:.0f} ms apart", PACING_GAP_S),
+            ("back to back", 0.0),
+        ):
             runs: list[float] = []
             floor: list[float] = []
             for _ in range(repeat):
@@ -457,7 +465,10 @@ def import_time_ms(argv: list[str], cwd: Path) -> tuple[float, float]:
     of the top-level imports, and of `mcp` wherever it is first imported."""
     done = subprocess.run(
         [PYTHON, "-X", "importtime", *argv],
-        cwd=cwd, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=SETUP_TIMEOUT_S,
     )
     total = mcp = 0.0
     for line in done.stderr.splitlines():
@@ -477,8 +488,10 @@ async def bench_cold_start(config: Path, rounds: int) -> list[tuple[str, str, st
     client doing the same (spawned in turn)."""
     root = config.parent
     script = root / "one_call.js"
-    script.write_text('import * as notes from "@codemode/servers/notes";\n'
-                      "globalThis.__codemode_result__ = (await notes.get_note({id: 1})).title;\n")
+    script.write_text(
+        'import * as notes from "@codemode/servers/notes";\n'
+        "globalThis.__codemode_result__ = (await notes.get_note({id: 1})).title;\n"
+    )
     client = root / "minimal_client.py"
     client.write_text(MINIMAL_CLIENT)
     ours_argv = [PYTHON, "-m", "codemode_gen", "run", "--config", str(config), str(script)]
@@ -542,7 +555,10 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
     host = root / "host_session.py"
     host.write_text(HOST_SESSION)
     figures = {}
-    for name, argv in (("bare", [PYTHON, str(bare), str(NOTES)]), ("host", [PYTHON, str(host), str(config), str(runs)])):
+    for name, argv in (
+        ("bare", [PYTHON, str(bare), str(NOTES)]),
+        ("host", [PYTHON, str(host), str(config), str(runs)]),
+    ):
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=root, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
@@ -674,8 +690,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="sequential calls for (2)")
     parser.add_argument("--rounds", type=int, default=7, help="process starts of each side for (5)")
     parser.add_argument("--runs", type=int, default=1000, help="runs of one worker for (6)")
-    parser.add_argument("--only", choices=["1", "2", "3", "4", "5", "6"], action="append",
-                        help="measure only these sections (repeatable)")
+    parser.add_argument(
+        "--only",
+        choices=["1", "2", "3", "4", "5", "6"],
+        action="append",
+        help="measure only these sections (repeatable)",
+    )
     parser.add_argument("--workdir", help="build the projects here (kept) instead of a temp dir")
     args = parser.parse_args()
     sys.exit(asyncio.run(main_async(args)))

@@ -626,7 +626,9 @@ class OtlpSink:
         self.server.server_close()
 
 
-async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Callable[[], Any] | None = None) -> float:
+async def hook_cost_us(
+    host: Any, iterations: int = HOOK_ITERATIONS, flush: Callable[[], Any] | None = None
+) -> float:
     """Microseconds the telemetry hooks of `host` (a Telemetry) add to one run with one tool
     call: the run's scope (span, metrics), the limits, a worker-queue wait, the execute phase
     and one tool call, against the same awaits without them. `flush` (the exporter's) is timed
@@ -655,8 +657,10 @@ async def hook_cost_us(host: Any, iterations: int = HOOK_ITERATIONS, flush: Call
             telemetry.note_limits(limits)
             with waits.queue_wait("worker"):
                 pass
-            await telemetry.traced(telemetry_calls.traced_call(call(), "notes", "get_note", gate, request),
-                                   telemetry.SPAN_EXECUTE)
+            await telemetry.traced(
+                telemetry_calls.traced_call(call(), "notes", "get_note", gate, request),
+                telemetry.SPAN_EXECUTE,
+            )
             scope.finish({"diagnostics": []})
 
     best = {"bare": math.inf, "hooked": math.inf}
@@ -687,10 +691,15 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
     try:
         async with contextlib.AsyncExitStack() as stack:
             sessions = {
-                mode: await stack.enter_async_context(session(
-                    [*serve_command(), "serve", "--config", str(config)], config.parent,
-                    logs / f"tracing-{index}.log", reaper, limit_s,
-                ))
+                mode: await stack.enter_async_context(
+                    session(
+                        [*serve_command(), "serve", "--config", str(config)],
+                        config.parent,
+                        logs / f"tracing-{index}.log",
+                        reaper,
+                        limit_s,
+                    )
+                )
                 for index, (mode, config) in enumerate(configs.items())
             }
             for s in sessions.values():
@@ -698,7 +707,9 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
                     await run_script(s, "", "warm-up")
             modes = list(sessions)
             for i in range(repeat):
-                for mode in modes[i % len(modes):] + modes[: i % len(modes)]:  # who goes first rotates
+                for mode in (
+                    modes[i % len(modes) :] + modes[: i % len(modes)]
+                ):  # who goes first rotates
                     await asyncio.sleep(PACING_GAP_S)
                     s = sessions[mode]
                     samples[mode].append((await timed(lambda s=s: run_script(s, "", "empty")))[0])  # type: ignore[misc]
@@ -720,16 +731,30 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
     try:
         otlp_traces = TracerProvider()
         # A queue for every span of the measurement (the default 2048 would drop most unsent).
-        otlp_traces.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{sink.endpoint}/v1/traces"),
-                                                          max_queue_size=HOOK_ITERATIONS * 4))
-        otlp_meters = MeterProvider(metric_readers=[PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=f"{sink.endpoint}/v1/metrics"))])
+        otlp_traces.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=f"{sink.endpoint}/v1/traces"),
+                max_queue_size=HOOK_ITERATIONS * 4,
+            )
+        )
+        otlp_meters = MeterProvider(
+            metric_readers=[
+                PeriodicExportingMetricReader(
+                    OTLPMetricExporter(endpoint=f"{sink.endpoint}/v1/metrics")
+                )
+            ]
+        )
         in_process = {
             "off": await hook_cost_us(Telemetry()),
-            "on, no exporter": await hook_cost_us(Telemetry(tracer_provider=TracerProvider()), HOOK_ITERATIONS // 10),
+            "on, no exporter": await hook_cost_us(
+                Telemetry(tracer_provider=TracerProvider()), HOOK_ITERATIONS // 10
+            ),
             # Includes the exporter thread's share: encoding and posting every batch of spans.
-            "on, OTLP/HTTP": await hook_cost_us(Telemetry(tracer_provider=otlp_traces, meter_provider=otlp_meters),
-                                                HOOK_ITERATIONS // 10, otlp_traces.force_flush),
+            "on, OTLP/HTTP": await hook_cost_us(
+                Telemetry(tracer_provider=otlp_traces, meter_provider=otlp_meters),
+                HOOK_ITERATIONS // 10,
+                otlp_traces.force_flush,
+            ),
         }
         otlp_traces.shutdown()
         otlp_meters.shutdown()
@@ -740,19 +765,39 @@ async def bench_tracing(demo: Path, repeat: int, logs: Path, reaper: Reaper) -> 
     rows: list[Row] = []
     for mode, values in samples.items():
         delta = "" if mode == "off" else f" ({median(values) - off_p50:+.2f} ms p50 vs off)"
-        rows.append((f"(5) serve: warm empty run, tracing {mode}, runs taken in turn: p50 / p95 of {repeat}",
-                     p50_p95(values) + delta, "-", "info"))
-    rows.append(("(5) OTLP sink: export requests received from serve (spans and metrics)", f"{exported}",
-                 "> 0", "PASS" if exported > 0 else "MISS"))
-    rows.append(("(5) in process: telemetry of one run with one tool call, off / no exporter / OTLP",
-                 " / ".join(f"{us:.1f}" for us in in_process.values()) + " us", "-", "info"))
+        rows.append(
+            (
+                f"(5) serve: warm empty run, tracing {mode}, runs taken in turn: p50 / p95 of {repeat}",
+                p50_p95(values) + delta,
+                "-",
+                "info",
+            )
+        )
+    rows.append(
+        (
+            "(5) OTLP sink: export requests received from serve (spans and metrics)",
+            f"{exported}",
+            "> 0",
+            "PASS" if exported > 0 else "MISS",
+        )
+    )
+    rows.append(
+        (
+            "(5) in process: telemetry of one run with one tool call, off / no exporter / OTLP",
+            " / ".join(f"{us:.1f}" for us in in_process.values()) + " us",
+            "-",
+            "info",
+        )
+    )
     target_us = off_p50 * 1000 * HOOK_SHARE
-    rows.append((
-        "(5) telemetry hooks with tracing off, in process: one run with one tool call",
-        f"{hooks:.1f} us ({hooks / (off_p50 * 1000) * 100:.2f}% of the off p50)",
-        f"<= {target_us:.0f} us ({HOOK_SHARE:.0%})",
-        "PASS" if hooks <= target_us else "MISS",
-    ))
+    rows.append(
+        (
+            "(5) telemetry hooks with tracing off, in process: one run with one tool call",
+            f"{hooks:.1f} us ({hooks / (off_p50 * 1000) * 100:.2f}% of the off p50)",
+            f"<= {target_us:.0f} us ({HOOK_SHARE:.0%})",
+            "PASS" if hooks <= target_us else "MISS",
+        )
+    )
     return rows
 
 
@@ -804,8 +849,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=50, help="runs per measurement of (2)")
     parser.add_argument("--rounds", type=int, default=7, help="spawns of each server for (1)")
     parser.add_argument("--workdir", help="build the projects here (kept) instead of a temp dir")
-    parser.add_argument("--only", choices=["1", "2", "3", "4", "5"], action="append",
-                        help="measure only these steps (repeatable; default: all)")
+    parser.add_argument(
+        "--only",
+        choices=["1", "2", "3", "4", "5"],
+        action="append",
+        help="measure only these steps (repeatable; default: all)",
+    )
     args = parser.parse_args()
     if args.repeat < 1 or args.rounds < 1:
         parser.error("--repeat and --rounds must be at least 1")

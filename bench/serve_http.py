@@ -75,12 +75,19 @@ def big_typescript(target: int) -> str:
 
 
 def tool_call(code: str, **limits: int) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "codemode.run", "arguments": {"code": code, "limits": limits}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "codemode.run", "arguments": {"code": code, "limits": limits}},
+    }
 
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-           "Authorization": f"Bearer {TOKEN}"}
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "Authorization": f"Bearer {TOKEN}",
+}
 
 
 class Instance:
@@ -88,10 +95,24 @@ class Instance:
         self.log = project / f"serve-{time.monotonic_ns()}.log"
         with self.log.open("wb") as errlog:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), "--out",
-                 str(project / "out"), "--http", "127.0.0.1:0", *args],
-                cwd=project, env={**os.environ, "CODEMODE_AUTH_TOKEN": TOKEN},
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog,
+                [
+                    PYTHON,
+                    "-m",
+                    "codemode_gen",
+                    "serve",
+                    "--config",
+                    str(project / ".mcp.json"),
+                    "--out",
+                    str(project / "out"),
+                    "--http",
+                    "127.0.0.1:0",
+                    *args,
+                ],
+                cwd=project,
+                env={**os.environ, "CODEMODE_AUTH_TOKEN": TOKEN},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errlog,
             )
         reaper.track([self.proc.pid])
         self.reaper = reaper
@@ -166,7 +187,9 @@ async def bench_loop(project: Path, reaper: Reaper) -> tuple[list[tuple[str, str
 
         async def typescript() -> None:
             async with httpx2.AsyncClient(timeout=RUN_TIMEOUT_S) as http:
-                answer = await http.post(instance.url, json=tool_call(script, timeoutMs=240_000), headers=HEADERS)
+                answer = await http.post(
+                    instance.url, json=tool_call(script, timeoutMs=240_000), headers=HEADERS
+                )
                 if '"result": 42' not in answer.text and '"result":42' not in answer.text:
                     raise SystemExit(f"the TypeScript run failed: {answer.text[:500]}")
 
@@ -182,33 +205,55 @@ async def bench_loop(project: Path, reaper: Reaper) -> tuple[list[tuple[str, str
             worst, took, polls = await healthz_during(instance, work)
             verdict = "info" if target is None else ("PASS" if worst <= target else "FAIL")
             ok &= verdict != "FAIL"
-            rows.append((f"/healthz worst latency: {name}", f"{worst:.1f} ms",
-                         f"{polls} polls over {took:.1f} s", verdict))
+            rows.append(
+                (
+                    f"/healthz worst latency: {name}",
+                    f"{worst:.1f} ms",
+                    f"{polls} polls over {took:.1f} s",
+                    verdict,
+                )
+            )
     finally:
         instance.stop()
     return rows, ok
 
 
-async def bench_queue(project: Path, reaper: Reaper, queued: int) -> list[tuple[str, str, str, str]]:
+async def bench_queue(
+    project: Path, reaper: Reaper, queued: int
+) -> list[tuple[str, str, str, str]]:
     import httpx2
 
     queue_flag: list[str] = []
-    helptext = subprocess.run([PYTHON, "-m", "codemode_gen", "serve", "--help"], capture_output=True, text=True).stdout
-    if "--max-queued-runs" in helptext:  # (an older serve, measured for comparison, has no such flag)
+    helptext = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "serve", "--help"], capture_output=True, text=True
+    ).stdout
+    if (
+        "--max-queued-runs" in helptext
+    ):  # (an older serve, measured for comparison, has no such flag)
         queue_flag = ["--max-queued-runs", str(max(64, queued))]
     instance = Instance(project, reaper, "--max-workers", "1", *queue_flag)
     try:
         await instance.healthy()
         script = "/*" + "x" * (QUEUED_SCRIPT_BYTES - 60) + "*/ globalThis.__codemode_result__ = 1;"
         body = json.dumps(tool_call(script, timeoutMs=600_000)).encode()
-        async with httpx2.AsyncClient(timeout=RUN_TIMEOUT_S, limits=httpx2.Limits(max_connections=queued + 4)) as http:
-            holder = asyncio.ensure_future(http.post(instance.url, json=tool_call(HOLD, timeoutMs=600_000),
-                                                     headers=HEADERS))
+        async with httpx2.AsyncClient(
+            timeout=RUN_TIMEOUT_S, limits=httpx2.Limits(max_connections=queued + 4)
+        ) as http:
+            holder = asyncio.ensure_future(
+                http.post(instance.url, json=tool_call(HOLD, timeoutMs=600_000), headers=HEADERS)
+            )
             await asyncio.sleep(SETTLE_S)
             before = vm_rss_kb(instance.proc.pid) or 0
-            waiting = [asyncio.ensure_future(http.post(instance.url, content=body,
-                                                       headers={**HEADERS, "X-Forwarded-For": f"10.0.{i // 250}.{i % 250}"}))
-                       for i in range(queued)]
+            waiting = [
+                asyncio.ensure_future(
+                    http.post(
+                        instance.url,
+                        content=body,
+                        headers={**HEADERS, "X-Forwarded-For": f"10.0.{i // 250}.{i % 250}"},
+                    )
+                )
+                for i in range(queued)
+            ]
             # Settled: every body sent and the RSS steady for SETTLE_S.
             last, steady_since = -1, time.monotonic()
             deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -224,13 +269,24 @@ async def bench_queue(project: Path, reaper: Reaper, queued: int) -> list[tuple[
             for task in [holder, *waiting]:
                 task.cancel()
             await asyncio.gather(holder, *waiting, return_exceptions=True)
-        held = queued - len(refused)  # the rest were refused at once (503: the bytes waiting are capped)
+        held = queued - len(
+            refused
+        )  # the rest were refused at once (503: the bytes waiting are capped)
         per_run = (after - before) / 1024 / max(1, held)
         return [
-            (f"serve VmRSS, {queued} runs of {QUEUED_SCRIPT_BYTES / 1024 / 1024:.0f} MiB sent, {held} queued",
-             f"+{(after - before) / 1024:.0f} MiB", f"{before / 1024:.0f} -> {after / 1024:.0f} MiB"
-             + (f"; {len(refused)} answered {sorted(set(refused))} at once" if refused else ""), "info"),
-            ("memory per queued run", f"{per_run:.1f} MiB", "(after - before) / runs queued", "info"),
+            (
+                f"serve VmRSS, {queued} runs of {QUEUED_SCRIPT_BYTES / 1024 / 1024:.0f} MiB sent, {held} queued",
+                f"+{(after - before) / 1024:.0f} MiB",
+                f"{before / 1024:.0f} -> {after / 1024:.0f} MiB"
+                + (f"; {len(refused)} answered {sorted(set(refused))} at once" if refused else ""),
+                "info",
+            ),
+            (
+                "memory per queued run",
+                f"{per_run:.1f} MiB",
+                "(after - before) / runs queued",
+                "info",
+            ),
         ]
     finally:
         instance.stop()
@@ -251,7 +307,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--queued", type=int, default=24, help="runs queued in (2)")
     parser.add_argument("--workdir", default=None, help="where the throw-away project goes")
     sys.exit(asyncio.run(main_async(parser.parse_args())))

@@ -47,7 +47,9 @@ def bench_strip(repeat: int) -> None:
     erase_types("const warm: number = 1;")
     first = time.perf_counter() - started
     print(f"(1) erase_types: first call in a process (import + grammar + query) {_ms(first)}")
-    print(f"    {'lines':>6} {'JS median':>11} {'JS max':>11} {'TS median':>11} {'TS max':>11}  TS bytes erased")
+    print(
+        f"    {'lines':>6} {'JS median':>11} {'JS max':>11} {'TS median':>11} {'TS max':>11}  TS bytes erased"
+    )
     for size in SIZES:
         cells = []
         erased_bytes = 0
@@ -62,9 +64,13 @@ def bench_strip(repeat: int) -> None:
             if lang == "js":
                 assert out.code is code  # the fast path: plain JavaScript comes back as it was
             else:
-                erased_bytes = sum(a != b for a, b in zip(code.encode(), out.code.encode(), strict=True))
+                erased_bytes = sum(
+                    a != b for a, b in zip(code.encode(), out.code.encode(), strict=True)
+                )
             cells += [_ms(statistics.median(times)), _ms(max(times))]
-        print(f"    {size:>6} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11} {cells[3]:>11}  {erased_bytes}")
+        print(
+            f"    {size:>6} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11} {cells[3]:>11}  {erased_bytes}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +80,7 @@ def bench_strip(repeat: int) -> None:
 _HEAD = {
     "js": 'import * as notes from "@codemode/servers/notes";\nimport * as calendar from "@codemode/servers/calendar";\n',
     "ts": 'import * as notes from "@codemode/servers/notes";\nimport * as calendar from "@codemode/servers/calendar";\n'
-          "interface Busy { title: string; free: number }\n",
+    "interface Busy { title: string; free: number }\n",
 }
 _BLOCK = {
     "js": """const note{i} = await notes.get_note({{ id: {i} }});
@@ -114,7 +120,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f} ms"
 
 
-async def _check_latency(repeat: int, backend: str) -> list[tuple[str, float, float, float, int, str]]:
+async def _check_latency(
+    repeat: int, backend: str
+) -> list[tuple[str, float, float, float, int, str]]:
     from codemode_gen.runtime.host.typecheck import TypeChecker
 
     rows = []
@@ -133,7 +141,16 @@ async def _check_latency(repeat: int, backend: str) -> list[tuple[str, float, fl
                     await checker.check(code + f"console.log({n});\n", lang="auto")
                     warm.append(time.perf_counter() - started)
                 memory = _rss(checker._proc.pid if checker._proc is not None else None)
-                rows.append((f"{lang} {size:>5} lines", cold, statistics.median(warm), max(warm), checker.starts, memory))
+                rows.append(
+                    (
+                        f"{lang} {size:>5} lines",
+                        cold,
+                        statistics.median(warm),
+                        max(warm),
+                        checker.starts,
+                        memory,
+                    )
+                )
     return rows
 
 
@@ -143,7 +160,11 @@ def _rss(pid: int | None) -> str:
         status = Path(f"/proc/{pid}/status").read_text()
     except (OSError, TypeError):
         return "?"
-    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
+    kb = {
+        line.split(":")[0]: int(line.split()[1])
+        for line in status.splitlines()
+        if line.startswith(("VmRSS", "VmHWM"))
+    }
     return f"{kb.get('VmRSS', 0) / 1024:.0f} MB (peak {kb.get('VmHWM', 0) / 1024:.0f} MB)"
 
 
@@ -151,12 +172,20 @@ def bench_check(repeat: int, backends: tuple[str, ...] = ("node", "quickjs")) ->
     from codemode_gen.runtime.host.tscompiler import find_compiler
 
     compiler = find_compiler(roots=(REPO,))
-    print(f"(2) type check against {OUT} with {compiler.typescript.parent.parent} ({compiler.found})")
+    print(
+        f"(2) type check against {OUT} with {compiler.typescript.parent.parent} ({compiler.found})"
+    )
     for backend in backends:
         print(f"    on {backend}:")
-        print(f"    {'script':<18} {'first':>11} {'warm median':>12} {'warm max':>11}  starts  checker RSS")
-        for name, cold, median, worst, starts, memory in asyncio.run(_check_latency(repeat, backend)):
-            print(f"    {name:<18} {_ms(cold):>11} {_ms(median):>12} {_ms(worst):>11}  {starts:>6}  {memory}")
+        print(
+            f"    {'script':<18} {'first':>11} {'warm median':>12} {'warm max':>11}  starts  checker RSS"
+        )
+        for name, cold, median, worst, starts, memory in asyncio.run(
+            _check_latency(repeat, backend)
+        ):
+            print(
+                f"    {name:<18} {_ms(cold):>11} {_ms(median):>12} {_ms(worst):>11}  {starts:>6}  {memory}"
+            )
         with tempfile.TemporaryDirectory() as tmp:
             script = Path(tmp) / "agent.ts"
             script.write_text(agent_script(20, "ts"), encoding="utf-8")
@@ -166,11 +195,23 @@ def bench_check(repeat: int, backends: tuple[str, ...] = ("node", "quickjs")) ->
                 env["PATH"] = str(Path(tmp) / "bin")
             started = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-m", "codemode_gen", "check", "--config", str(REPO / ".mcp.json"), str(script)],
-                capture_output=True, text=True, env=env,
+                [
+                    sys.executable,
+                    "-m",
+                    "codemode_gen",
+                    "check",
+                    "--config",
+                    str(REPO / ".mcp.json"),
+                    str(script),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
             )
             took = time.perf_counter() - started
-        print(f"    `codemode-gen check` of a 20-line script, whole command: {_ms(took)} (exit {proc.returncode})")
+        print(
+            f"    `codemode-gen check` of a 20-line script, whole command: {_ms(took)} (exit {proc.returncode})"
+        )
 
 
 SECTIONS: dict[str, Callable[[int], None]] = {
@@ -180,12 +221,24 @@ SECTIONS: dict[str, Callable[[int], None]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=sorted(SECTIONS), action="append",
-                        help="run only this section (repeatable; default: all)")
-    parser.add_argument("--repeat", type=int, default=20, help="warm checks per script (default 20)")
-    parser.add_argument("--backend", choices=["node", "quickjs"], action="append",
-                        help="(2) only on this engine (repeatable; default: both)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--section",
+        choices=sorted(SECTIONS),
+        action="append",
+        help="run only this section (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=20, help="warm checks per script (default 20)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["node", "quickjs"],
+        action="append",
+        help="(2) only on this engine (repeatable; default: both)",
+    )
     args = parser.parse_args()
     for name in args.section or list(SECTIONS):
         if name == "check" and args.backend:

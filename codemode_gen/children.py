@@ -32,7 +32,9 @@ Isolation = Literal["path", "isolated"]
 _FLAGS: dict[Isolation, str] = {"path": "-P", "isolated": "-I"}
 
 
-def python_module_command(module: str, *args: str, isolation: Isolation = "path", absolute: bool = False) -> list[str]:
+def python_module_command(
+    module: str, *args: str, isolation: Isolation = "path", absolute: bool = False
+) -> list[str]:
     """`[python, flag, "-m", module, *args]` for this interpreter, importing the installed
     package whatever the child's working directory. `absolute`: the interpreter by absolute
     path (for a command line another program runs from its own working directory)."""

@@ -125,7 +125,9 @@ def _parse_settings(source: SettingsSource) -> Settings:
         if value is None:
             return base / default if base != Path(".") else default
         if not isinstance(value, str) or not value:
-            raise UserError(f"{where(key)} must be a non-empty string (a directory path), got {show_value(value)}")
+            raise UserError(
+                f"{where(key)} must be a non-empty string (a directory path), got {show_value(value)}"
+            )
         p = Path(value)
         return p if p.is_absolute() or base == Path(".") else base / p
 
@@ -161,7 +163,9 @@ def _parse_settings(source: SettingsSource) -> Settings:
 
     limits_raw = data.get("limits", {})
     if not isinstance(limits_raw, dict):
-        raise UserError(f"{where('limits')} must be a table ([limits]), got {show_value(limits_raw)}")
+        raise UserError(
+            f"{where('limits')} must be a table ([limits]), got {show_value(limits_raw)}"
+        )
     limits: dict[str, Any] = {}
     for key, value in limits_raw.items():
         # The bounds every run enforces (limit_bounds.py): a value accepted here never fails a run.
@@ -171,15 +175,19 @@ def _parse_settings(source: SettingsSource) -> Settings:
             raise UserError(
                 f"{where('limits', key)}: {exc}",
                 hint="limits are integers (milliseconds, bytes, characters or counts; typecheck true or false; "
-                     "trace \"full\", \"errors\" or \"none\") within the range every run accepts, e.g. timeoutMs = 30000",
+                'trace "full", "errors" or "none") within the range every run accepts, e.g. timeoutMs = 30000',
             ) from None
 
     servers_raw = data.get("servers", {})
     if not isinstance(servers_raw, dict):
-        raise UserError(f"{where('servers')} must be a table ([servers.<id>]), got {show_value(servers_raw)}")
+        raise UserError(
+            f"{where('servers')} must be a table ([servers.<id>]), got {show_value(servers_raw)}"
+        )
     servers: dict[str, ServerSettings] = {}
     for sid, table in servers_raw.items():
-        servers[sid] = _parse_server_settings(lambda *keys, sid=sid: where("servers", sid, *keys), table)
+        servers[sid] = _parse_server_settings(
+            lambda *keys, sid=sid: where("servers", sid, *keys), table
+        )
 
     unbox = data.get("unbox", False)
     if not isinstance(unbox, bool):
@@ -197,7 +205,9 @@ def _parse_settings(source: SettingsSource) -> Settings:
 
     sandbox_raw = data.get("sandbox", {})
     if not isinstance(sandbox_raw, dict):
-        raise UserError(f"{where('sandbox')} must be a table ([sandbox]), got {show_value(sandbox_raw)}")
+        raise UserError(
+            f"{where('sandbox')} must be a table ([sandbox]), got {show_value(sandbox_raw)}"
+        )
     max_workers = sandbox_raw.get("max_workers")
     if max_workers is not None and (not is_int(max_workers) or max_workers < 1):
         raise UserError(
@@ -209,10 +219,10 @@ def _parse_settings(source: SettingsSource) -> Settings:
 
     samples_raw = data.get("samples", [])
     if not isinstance(samples_raw, list):
-        raise UserError(f"{where('samples')} must be an array of tables ([[samples]]), got {show_value(samples_raw)}")
-    samples = tuple(
-        parse_sample(item, where("samples", i)) for i, item in enumerate(samples_raw)
-    )
+        raise UserError(
+            f"{where('samples')} must be an array of tables ([[samples]]), got {show_value(samples_raw)}"
+        )
+    samples = tuple(parse_sample(item, where("samples", i)) for i, item in enumerate(samples_raw))
 
     return Settings(
         fixtures_dir=rel("fixtures", Path("fixtures")),
@@ -238,8 +248,10 @@ def _parse_telemetry(at: Callable[..., str], table: Any) -> TelemetrySettings:
         raise UserError(f"{at()} must be a table ([telemetry]), got {show_value(table)}")
     for key in ("traces", "metrics", "record_content"):
         if key in table and not isinstance(table[key], bool):
-            raise UserError(f"{at(key)} must be true or false, got {show_value(table[key])}",
-                            hint="see docs/observability.md")
+            raise UserError(
+                f"{at(key)} must be true or false, got {show_value(table[key])}",
+                hint="see docs/observability.md",
+            )
     exporter = table.get("exporter")
     if exporter is not None and exporter not in TELEMETRY_EXPORTERS:
         raise UserError(
@@ -247,15 +259,24 @@ def _parse_telemetry(at: Callable[..., str], table: Any) -> TelemetrySettings:
             hint='"otlp" sends to a collector (the default), "console" writes to stderr, "none" exports nothing',
         )
     endpoint = table.get("endpoint")
-    if endpoint is not None and (not isinstance(endpoint, str) or not re.match(r"https?://[^\s/]+", endpoint)):
-        raise UserError(f"{at('endpoint')} must be an http(s) URL, got {show_value(endpoint)}",
-                        hint='the OTLP/HTTP address of a collector, e.g. endpoint = "http://localhost:4318"')
+    if endpoint is not None and (
+        not isinstance(endpoint, str) or not re.match(r"https?://[^\s/]+", endpoint)
+    ):
+        raise UserError(
+            f"{at('endpoint')} must be an http(s) URL, got {show_value(endpoint)}",
+            hint='the OTLP/HTTP address of a collector, e.g. endpoint = "http://localhost:4318"',
+        )
     service_name = table.get("service_name")
     if service_name is not None and (not isinstance(service_name, str) or not service_name.strip()):
-        raise UserError(f"{at('service_name')} must be a non-empty string, got {show_value(service_name)}")
+        raise UserError(
+            f"{at('service_name')} must be a non-empty string, got {show_value(service_name)}"
+        )
     return TelemetrySettings(
-        traces=table.get("traces"), metrics=table.get("metrics"), exporter=exporter,
-        endpoint=endpoint.rstrip("/") if endpoint is not None else None, service_name=service_name,
+        traces=table.get("traces"),
+        metrics=table.get("metrics"),
+        exporter=exporter,
+        endpoint=endpoint.rstrip("/") if endpoint is not None else None,
+        service_name=service_name,
         record_content=table.get("record_content", False),
     )
 
@@ -263,17 +284,26 @@ def _parse_telemetry(at: Callable[..., str], table: Any) -> TelemetrySettings:
 def _parse_server_settings(at: Callable[..., str], table: Any) -> ServerSettings:
     """One [servers.<id>] table; `at(*keys)` starts a message about one of its keys."""
     if not isinstance(table, dict):
-        raise UserError(f"{at()} must be a table, got {show_value(table)}", hint="write it as [servers.<id>]")
+        raise UserError(
+            f"{at()} must be a table, got {show_value(table)}", hint="write it as [servers.<id>]"
+        )
     unwrap = table.get("unwrap", "spec")
     if unwrap not in ("spec", "json"):
         raise UserError(
-            f"{at('unwrap')} must be \"spec\" or \"json\", got {show_value(unwrap)}",
+            f'{at("unwrap")} must be "spec" or "json", got {show_value(unwrap)}',
             hint='"json" also parses tools that return JSON as text; "spec" follows spec §5.3.2 only',
         )
     timeouts: dict[str, float] = {}
-    for key, default in (("connect_timeout", DEFAULT_CONNECT_TIMEOUT), ("call_timeout", DEFAULT_CALL_TIMEOUT)):
+    for key, default in (
+        ("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+        ("call_timeout", DEFAULT_CALL_TIMEOUT),
+    ):
         value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= MAX_TIMEOUT_SECONDS
+        ):
             raise UserError(
                 f"{at(key)} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}], got {show_value(value)}",
                 hint=f"for example {key} = {default:g}",
@@ -291,9 +321,13 @@ def _parse_server_settings(at: Callable[..., str], table: Any) -> ServerSettings
             f"{at('unbox')} must be true or false, got {show_value(unbox)}",
             hint="true returns boxed results ({result: …}) as their inner value; false (default) as sent (spec §5.3.2)",
         )
-    approval, approval_default = _parse_approval(lambda *keys: at("approval", *keys), table.get("approval"))
+    approval, approval_default = _parse_approval(
+        lambda *keys: at("approval", *keys), table.get("approval")
+    )
     # A denied tool is a blocklisted one: hidden from modules, declarations, discovery, record.
-    denied = [tool for tool, setting in approval.items() if setting == "deny" and tool not in blocklist]
+    denied = [
+        tool for tool, setting in approval.items() if setting == "deny" and tool not in blocklist
+    ]
     return ServerSettings(
         unwrap=unwrap,
         connect_timeout=timeouts["connect_timeout"],
@@ -316,7 +350,7 @@ def _parse_approval(at: Callable[..., str], value: Any) -> tuple[dict[str, Any],
         if value not in APPROVAL_SETTINGS:
             raise UserError(
                 f"{where} must be one of {_choices()} (or a table of tool names), got {show_value(value)}",
-                hint=f'a string sets the default of every tool of this server; per tool write {example}',
+                hint=f"a string sets the default of every tool of this server; per tool write {example}",
             )
         return {}, value
     if not isinstance(value, dict):
@@ -359,12 +393,12 @@ def parse_sample(item: Any, where: str) -> Sample:
     if not isinstance(value, dict):
         raise UserError(
             f"{where}.input must be an object (the tool's arguments), got {show_value(value)}",
-            hint="MCP tool arguments are always an object, e.g. input = { query = \"milk\" }",
+            hint='MCP tool arguments are always an object, e.g. input = { query = "milk" }',
         )
     expect = item.get("expect")
     if expect is not None and expect not in SAMPLE_EXPECTS:
         raise UserError(
-            f"{where}.expect must be \"error\" or \"drift\", got {show_value(expect)}",
+            f'{where}.expect must be "error" or "drift", got {show_value(expect)}',
             hint='leave it out when the call must succeed; "error" records a tool error (isError) on'
             ' purpose, "drift" a result that does not match the declared outputSchema',
         )

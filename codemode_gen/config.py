@@ -64,7 +64,6 @@ ApprovalSetting = Literal["auto", "allow", "ask", "ask-once", "deny"]
 APPROVAL_SETTINGS: tuple[str, ...] = get_args(ApprovalSetting)
 
 
-
 OAuthGrantType = Literal["authorization_code", "client_credentials"]
 OAUTH_GRANT_TYPES: tuple[str, ...] = get_args(OAuthGrantType)
 
@@ -221,8 +220,15 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_WITH_ARTICLE = {"boolean": "a boolean", "integer": "a number", "number": "a number",
-                 "string": "a string", "array": "an array", "object": "an object", "null": "null"}
+_WITH_ARTICLE = {
+    "boolean": "a boolean",
+    "integer": "a number",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
 
 
 def type_with_article(value: Any) -> str:

@@ -27,7 +27,15 @@ import re
 import unicodedata
 from typing import Any
 
-__all__ = ["GUTTER", "MAX_STACKED_MARKS", "data_block", "display_json", "display_string", "escape_hidden", "safe_text"]
+__all__ = [
+    "GUTTER",
+    "MAX_STACKED_MARKS",
+    "data_block",
+    "display_json",
+    "display_string",
+    "escape_hidden",
+    "safe_text",
+]
 
 #: Combining marks kept on one base character; deeper stacks ("Zalgo") spill over the lines
 #: above and below, so the excess is hidden.
@@ -54,9 +62,8 @@ def _hidden_flags(text: str) -> list[bool]:
             if not hidden:
                 marks += 1
         else:
-            hidden = (
-                category in _HIDDEN_CATEGORIES
-                or (category == "Zs" and (ch != " " or previous == " "))
+            hidden = category in _HIDDEN_CATEGORIES or (
+                category == "Zs" and (ch != " " or previous == " ")
             )
             marks = 0
             base_ok = not hidden and category[0] in "LN"

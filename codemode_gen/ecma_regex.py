@@ -14,7 +14,9 @@ import regex
 __all__ = ["FLAGS", "PatternError", "translate"]
 
 # ECMA-262 WhiteSpace and LineTerminator code points (what `\s` means in JavaScript).
-_ECMA_SPACE = "\\t\\n\\x0b\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_ECMA_SPACE = (
+    "\\t\\n\\x0b\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+)
 # JavaScript's `.` (without the `s` flag) excludes every LineTerminator, not only "\n".
 _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 _ANY = "(?s:.)"
@@ -145,7 +147,7 @@ def _escape(p: str, i: int, *, in_class: bool) -> tuple[str, int]:
             end = p.find("}", j)
             if end < 0:
                 raise PatternError(f"unterminated \\{c}{{…}} at position {i}")
-            return p[i:end + 1], end + 1
+            return p[i : end + 1], end + 1
         return c, j
     if c == "k":
         m = _GROUP_NAME.match(p, j)

@@ -73,61 +73,85 @@ _CODE_UNION = " | ".join(["number", *(json.dumps(c.value) for c in ToolCallCode)
 #: Every class of `@codemode/errors`, each after the class it extends.
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
     ErrorClass(
-        "CodemodeError", None, "Base class of every Code Mode error (spec §7.1).",
+        "CodemodeError",
+        None,
+        "Base class of every Code Mode error (spec §7.1).",
         "read the message, fix the call, and run the script again",
         (ErrorField("hint", "string", "One corrective action to take (spec §7.3)."),),
     ),
     ErrorClass(
-        "SchemaValidationError", "CodemodeError",
+        "SchemaValidationError",
+        "CodemodeError",
         "The input did not match the tool's inputSchema; the server was not called (spec §7.2).",
         "change the input so it matches the tool's input schema (see `expected` and `example`)",
         (
             ErrorField("toolName", "string"),
             ErrorField("exportName", "string"),
-            ErrorField("path", "string", 'JSON Pointer to the failing property ("" is the whole input).'),
+            ErrorField(
+                "path", "string", 'JSON Pointer to the failing property ("" is the whole input).'
+            ),
             ErrorField("expected", "string"),
             ErrorField("received", "string"),
-            ErrorField("example", "unknown", "A minimal input that would have passed.", optional=True),
+            ErrorField(
+                "example", "unknown", "A minimal input that would have passed.", optional=True
+            ),
         ),
     ),
     ErrorClass(
-        "ToolNotFoundError", "CodemodeError", "The server has no tool of that name.",
+        "ToolNotFoundError",
+        "CodemodeError",
+        "The server has no tool of that name.",
         "list the server's tools with @codemode/discovery and call one that exists",
         (ErrorField("serverId", "string"), ErrorField("toolName", "string")),
     ),
     ErrorClass(
-        "ServerNotFoundError", "CodemodeError", "No connected server has that id.",
+        "ServerNotFoundError",
+        "CodemodeError",
+        "No connected server has that id.",
         "list the connected servers with @codemode/discovery and import one of them",
         (ErrorField("serverId", "string"),),
     ),
     ErrorClass(
-        "ToolCallError", "CodemodeError", "The tool reported an error (MCP isError result) or the call failed.",
+        "ToolCallError",
+        "CodemodeError",
+        "The tool reported an error (MCP isError result) or the call failed.",
         "read the server's message, correct the input or pick another tool, and retry",
         (
             ErrorField("serverId", "string"),
             ErrorField("toolName", "string"),
             ErrorField(
-                "code", _CODE_UNION,
+                "code",
+                _CODE_UNION,
                 "Why the call failed, when the host knows: the JSON-RPC error code (a protocol-level "
-                "failure); the HTTP status (AuthenticationError); \"timeout\" (no answer within the "
-                "server's call_timeout); \"APPROVAL_DENIED\" (the call was not approved and never sent).",
-                optional=True, only_when_given=True,
+                'failure); the HTTP status (AuthenticationError); "timeout" (no answer within the '
+                'server\'s call_timeout); "APPROVAL_DENIED" (the call was not approved and never sent).',
+                optional=True,
+                only_when_given=True,
             ),
             ErrorField(
-                "content", "Array<{ type: string; text?: string; [key: string]: unknown }>",
+                "content",
+                "Array<{ type: string; text?: string; [key: string]: unknown }>",
                 "The content blocks of the error result, when the tool returned isError.",
-                optional=True, only_when_given=True,
+                optional=True,
+                only_when_given=True,
             ),
         ),
     ),
     ErrorClass(
-        "AuthenticationError", "ToolCallError", "The server rejected the call's credentials.",
+        "AuthenticationError",
+        "ToolCallError",
+        "The server rejected the call's credentials.",
         "the server rejected the credentials; ask the user to fix the server's authentication",
     ),
     ErrorClass(
-        "SandboxLimitError", "CodemodeError", "The script exceeded a limit (timeout, memory, tool calls); the run ends.",
+        "SandboxLimitError",
+        "CodemodeError",
+        "The script exceeded a limit (timeout, memory, tool calls); the run ends.",
         "do less work per run: filter or batch in fewer calls, or raise the limit in the request",
-        (ErrorField("limit", "string", 'The limit\'s name, e.g. "timeoutMs".'), ErrorField("value", "number")),
+        (
+            ErrorField("limit", "string", 'The limit\'s name, e.g. "timeoutMs".'),
+            ErrorField("value", "number"),
+        ),
     ),
 )
 
@@ -254,13 +278,17 @@ ERRORS_JS = Path(__file__).resolve().parent.parent / "runtime" / "js" / "errors.
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite runtime/js/errors.js (with --check: exit 1 when it differs)."""
-    parser = argparse.ArgumentParser(prog="python -m codemode_gen.error_classes", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m codemode_gen.error_classes", description=main.__doc__
+    )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     text = errors_js()
     if args.check:
         same = ERRORS_JS.read_text(encoding="utf-8") == text
-        print(f"{ERRORS_JS}: {'up to date' if same else 'differs from codemode_gen/error_classes.py'}")
+        print(
+            f"{ERRORS_JS}: {'up to date' if same else 'differs from codemode_gen/error_classes.py'}"
+        )
         return 0 if same else 1
     ERRORS_JS.write_text(text, encoding="utf-8")
     return 0

@@ -73,8 +73,11 @@ def uninstall() -> None:
     _saved = None
 
 
-async def collect_periodically(busy: Callable[[], bool], every_s: float = FULL_COLLECT_EVERY_S,
-                               max_defer_s: float = FULL_COLLECT_MAX_DEFER_S) -> None:
+async def collect_periodically(
+    busy: Callable[[], bool],
+    every_s: float = FULL_COLLECT_EVERY_S,
+    max_defer_s: float = FULL_COLLECT_MAX_DEFER_S,
+) -> None:
     """Run a full collection every `every_s`, each put off while `busy()` (runs in progress) for
     at most `max_defer_s`. Runs until cancelled."""
     while True:

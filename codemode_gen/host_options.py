@@ -53,53 +53,127 @@ class HostOptions:
     """How a command builds its CodeMode. The defaults are serve's (a response for a model);
     a command that does not take a field leaves CodeMode's own default in place."""
 
-    typecheck: bool = field(default=False, metadata={HOST_FLAG: HostFlag(
-        "--typecheck", commands=("serve",),
-        help="Type-check every script against out/ before it runs (type errors come back as warnings; "
-             "limits.typecheck false turns it off per run). Without TypeScript installed, downloads it "
-             "once at start-up (runs meanwhile skip the check).")})
-    tsc: str | None = field(default=None, metadata={HOST_FLAG: HostFlag(
-        "--tsc", commands=("serve", "check"), metavar="PATH", path=True,
-        help="TypeScript compiler to use (a tsc, a typescript package folder or its lib/typescript.js) for "
-             "`check`, --typecheck and limits.typecheck; default: node_modules/.bin/tsc of the project or a "
-             "parent folder, else tsc on PATH, else TypeScript downloaded once into the user's cache.")})
-    max_workers: int | None = field(default=None, metadata={HOST_FLAG: HostFlag(
-        "--max-workers", commands=("serve",), metavar="N", minimum=1,
-        help="Maximum sandbox worker processes running at once; more runs queue (default: [sandbox] "
-             "max_workers in codemode.toml, else two per CPU).")})
-    record: bool = field(default=False, metadata={HOST_FLAG: HostFlag(
-        "--record", commands=("run", "serve"),
-        help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: "
-             "redacted, capped per tool, no duplicates); `codemode-gen generate` then types their outputs.")})
-    approve_all: bool = field(default=False, metadata={HOST_FLAG: HostFlag(
-        "--approve-all", aliases=("--yes", "-y"), commands=("run", "serve"),
-        help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default tools "
-             "not marked read-only or non-destructive) without asking. Without it `run` asks on the terminal "
-             "and `serve` through MCP elicitation; where nobody can be asked such calls are denied. "
-             "--yes and -y are aliases.")})
-    skills_writable: bool = field(default=False, metadata={HOST_FLAG: HostFlag(
-        "--skills-writable", commands=("serve",),
-        help="Let runs propose a skill (`import { saveSkill } from \"@codemode/skills\"`): it is written to "
-             "skills/ beside out/ only once the user approves it, asked like a destructive call (even with "
-             "--approve-all); never overwrites one. See README \"Skills\".")})
+    typecheck: bool = field(
+        default=False,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--typecheck",
+                commands=("serve",),
+                help="Type-check every script against out/ before it runs (type errors come back as warnings; "
+                "limits.typecheck false turns it off per run). Without TypeScript installed, downloads it "
+                "once at start-up (runs meanwhile skip the check).",
+            )
+        },
+    )
+    tsc: str | None = field(
+        default=None,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--tsc",
+                commands=("serve", "check"),
+                metavar="PATH",
+                path=True,
+                help="TypeScript compiler to use (a tsc, a typescript package folder or its lib/typescript.js) for "
+                "`check`, --typecheck and limits.typecheck; default: node_modules/.bin/tsc of the project or a "
+                "parent folder, else tsc on PATH, else TypeScript downloaded once into the user's cache.",
+            )
+        },
+    )
+    max_workers: int | None = field(
+        default=None,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--max-workers",
+                commands=("serve",),
+                metavar="N",
+                minimum=1,
+                help="Maximum sandbox worker processes running at once; more runs queue (default: [sandbox] "
+                "max_workers in codemode.toml, else two per CPU).",
+            )
+        },
+    )
+    record: bool = field(
+        default=False,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--record",
+                commands=("run", "serve"),
+                help="Append every successful live tool call to fixtures/<server>/calls/ (as `record` does: "
+                "redacted, capped per tool, no duplicates); `codemode-gen generate` then types their outputs.",
+            )
+        },
+    )
+    approve_all: bool = field(
+        default=False,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--approve-all",
+                aliases=("--yes", "-y"),
+                commands=("run", "serve"),
+                help="Approve every tool call whose approval policy asks (codemode.toml `approval`; by default tools "
+                "not marked read-only or non-destructive) without asking. Without it `run` asks on the terminal "
+                "and `serve` through MCP elicitation; where nobody can be asked such calls are denied. "
+                "--yes and -y are aliases.",
+            )
+        },
+    )
+    skills_writable: bool = field(
+        default=False,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--skills-writable",
+                commands=("serve",),
+                help='Let runs propose a skill (`import { saveSkill } from "@codemode/skills"`): it is written to '
+                "skills/ beside out/ only once the user approves it, asked like a destructive call (even with "
+                '--approve-all); never overwrites one. See README "Skills".',
+            )
+        },
+    )
     # CODEMODE_STATE_SECRET is read by serve itself (input_required.resolve_state_secret), as the
     # token is: a variable that is set but short must be refused, not taken for "unset".
-    state_secret: str | None = field(default=None, metadata={HOST_FLAG: HostFlag(
-        "--state-secret", commands=("serve",), metavar="SECRET", codemode=False, printed=False,
-        help="Seals the state of a run that waits for approval on an MCP 2026-07-28 client (an "
-             "input_required result), so that the client's retry resumes it: every instance behind a load "
-             "balancer needs the same one (at least 32 characters). Default: the CODEMODE_STATE_SECRET "
-             "environment variable (prefer it: a command line is visible to other users), else a random key "
-             "per process (a retry must then reach the same process).")})
-    trace: TraceMode = field(default="errors", metadata={HOST_FLAG: HostFlag(
-        "--trace", commands=("serve",), choices=TRACE_MODES,
-        help="What toolTrace lists by default (limits.trace): every call, the failed and denied ones plus a "
-             "toolSummary of all calls, or none.")})
-    max_response_chars: int = field(default=DEFAULT_MAX_RESPONSE_CHARS, metadata={HOST_FLAG: HostFlag(
-        "--max-response-chars", commands=("serve",), metavar="N", minimum=MIN_RESPONSE_CHARS,
-        maximum=HARD_MAX_RESPONSE_CHARS,
-        help="Characters of result and logs a response carries by default (limits.maxResponseChars); past it "
-             "both are cut, with markers and a RESPONSE_TRUNCATED warning.")})
+    state_secret: str | None = field(
+        default=None,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--state-secret",
+                commands=("serve",),
+                metavar="SECRET",
+                codemode=False,
+                printed=False,
+                help="Seals the state of a run that waits for approval on an MCP 2026-07-28 client (an "
+                "input_required result), so that the client's retry resumes it: every instance behind a load "
+                "balancer needs the same one (at least 32 characters). Default: the CODEMODE_STATE_SECRET "
+                "environment variable (prefer it: a command line is visible to other users), else a random key "
+                "per process (a retry must then reach the same process).",
+            )
+        },
+    )
+    trace: TraceMode = field(
+        default="errors",
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--trace",
+                commands=("serve",),
+                choices=TRACE_MODES,
+                help="What toolTrace lists by default (limits.trace): every call, the failed and denied ones plus a "
+                "toolSummary of all calls, or none.",
+            )
+        },
+    )
+    max_response_chars: int = field(
+        default=DEFAULT_MAX_RESPONSE_CHARS,
+        metadata={
+            HOST_FLAG: HostFlag(
+                "--max-response-chars",
+                commands=("serve",),
+                metavar="N",
+                minimum=MIN_RESPONSE_CHARS,
+                maximum=HARD_MAX_RESPONSE_CHARS,
+                help="Characters of result and logs a response carries by default (limits.maxResponseChars); past it "
+                "both are cut, with markers and a RESPONSE_TRUNCATED warning.",
+            )
+        },
+    )
 
     def codemode_kwargs(self, command: str | None = None) -> dict[str, Any]:
         """The CodeMode.from_config keywords these options set (those `command` takes, if given)."""

@@ -173,7 +173,10 @@ def json_text_depth_exceeds(text: str | bytes | bytearray, limit: int) -> bool:
     for start in range(0, len(steps), _SCAN_STEP):
         end = min(start + _SCAN_STEP, len(steps))
         opens = steps.count(b"\x01", start, end)
-        if depth + opens > limit and max(itertools.accumulate(view[start:end], initial=depth)) > limit:
+        if (
+            depth + opens > limit
+            and max(itertools.accumulate(view[start:end], initial=depth)) > limit
+        ):
             return True
         depth += 2 * opens - (end - start)
         if depth < 0:  # a stray closer: the parser stops there
@@ -207,19 +210,28 @@ def iter_jsonl(
                     f" {max_line_bytes:,}",
                     hint=hint,
                 )
-            yield lineno, parse_json_bytes(raw, path, what=what, hint=hint, max_depth=max_depth, line=lineno)
+            yield (
+                lineno,
+                parse_json_bytes(raw, path, what=what, hint=hint, max_depth=max_depth, line=lineno),
+            )
         return
     for lineno, line in enumerate(data.split("\n"), start=1):
         if not line.strip():
             continue
         if max_depth is not None and json_text_depth_exceeds(line, max_depth):
-            raise UserError(f"{path}:{lineno}: {what} nested deeper than {max_depth} levels", hint=hint)
+            raise UserError(
+                f"{path}:{lineno}: {what} nested deeper than {max_depth} levels", hint=hint
+            )
         try:
             yield lineno, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{lineno}:{exc.colno}: invalid JSON in {what}: {exc.msg}", hint=hint) from None
+            raise UserError(
+                f"{path}:{lineno}:{exc.colno}: invalid JSON in {what}: {exc.msg}", hint=hint
+            ) from None
         except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, deep nesting
-            raise UserError(f"{path}:{lineno}: invalid JSON in {what}: {_value_error(exc)}", hint=hint) from None
+            raise UserError(
+                f"{path}:{lineno}: invalid JSON in {what}: {_value_error(exc)}", hint=hint
+            ) from None
 
 
 # --------------------------------------------------------------------------- untrusted files
@@ -269,7 +281,9 @@ def read_untrusted_file(path: Path, max_bytes: int, *, what: str, hint: str) -> 
     if not stat.S_ISREG(info.st_mode):
         raise UserError(f"{path}: {what} is {_kind(info.st_mode)}, not a regular file", hint=hint)
     if info.st_size > max_bytes:
-        raise UserError(f"{path}: {what} is {info.st_size:,} bytes; at most {max_bytes:,} are read", hint=hint)
+        raise UserError(
+            f"{path}: {what} is {info.st_size:,} bytes; at most {max_bytes:,} are read", hint=hint
+        )
     flags = os.O_RDONLY
     for name in ("O_NOFOLLOW", "O_NONBLOCK", "O_CLOEXEC", "O_BINARY"):
         flags |= getattr(os, name, 0)
@@ -280,7 +294,9 @@ def read_untrusted_file(path: Path, max_bytes: int, *, what: str, hint: str) -> 
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):  # swapped since the lstat
-            raise UserError(f"{path}: {what} is {_kind(opened.st_mode)}, not a regular file", hint=hint)
+            raise UserError(
+                f"{path}: {what} is {_kind(opened.st_mode)}, not a regular file", hint=hint
+            )
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -293,7 +309,10 @@ def read_untrusted_file(path: Path, max_bytes: int, *, what: str, hint: str) -> 
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                raise UserError(f"{path}: {what} is over {max_bytes:,} bytes; at most {max_bytes:,} are read", hint=hint)
+                raise UserError(
+                    f"{path}: {what} is over {max_bytes:,} bytes; at most {max_bytes:,} are read",
+                    hint=hint,
+                )
     finally:
         os.close(fd)
 
@@ -312,7 +331,10 @@ def _value_error(exc: ValueError | RecursionError) -> str:
 # are "0", e/E "e", signs "+" and all else " " (translate + substring search run in C).
 _NUMBER_SKELETON = bytes.maketrans(
     bytes(range(256)),
-    bytes(48 if chr(b).isdigit() and b < 128 else 101 if b in b"eE" else 43 if b in b"+-" else 32 for b in range(256)),
+    bytes(
+        48 if chr(b).isdigit() and b < 128 else 101 if b in b"eE" else 43 if b in b"+-" else 32
+        for b in range(256)
+    ),
 )
 _MANY_DIGITS = b"0" * 309
 
@@ -368,7 +390,9 @@ def parse_json_bytes(
         return json.loads(text, parse_constant=_refuse_constant, parse_float=parse_float)
     except json.JSONDecodeError as exc:
         row = exc.lineno + (line - 1 if line is not None else 0)
-        raise UserError(f"{path}:{row}:{exc.colno}: invalid JSON in {what}: {exc.msg}", hint=hint) from None
+        raise UserError(
+            f"{path}:{row}:{exc.colno}: invalid JSON in {what}: {exc.msg}", hint=hint
+        ) from None
     except (ValueError, RecursionError) as exc:  # NaN, 1e999, an integer of 5,000 digits
         raise UserError(f"{at}: invalid JSON in {what}: {_value_error(exc)}", hint=hint) from None
 

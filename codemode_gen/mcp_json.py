@@ -82,7 +82,9 @@ _VAR_RE = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
 # launches `serve` without the project's virtualenv active, so a demo config saying "python"
 # would start an interpreter without the `mcp` package; "${CODEMODE_PYTHON:-python}" names the
 # one running codemode-gen (which has it) and still means something to other readers.
-BUILTIN_VARS: dict[str, Callable[[], str | None]] = {"CODEMODE_PYTHON": lambda: sys.executable or None}
+BUILTIN_VARS: dict[str, Callable[[], str | None]] = {
+    "CODEMODE_PYTHON": lambda: sys.executable or None
+}
 _VAR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # `oauth.tokenEndpointAuthMethod` values a configured client may use (the SDK applies them).
@@ -90,8 +92,18 @@ _OAUTH_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 # Keys of `oauth`, camelCase as in the rest of .mcp.json; `callbackPort` is Claude Code's name
 # for `redirectPort`, so a file written for it works here too.
 _OAUTH_KEYS = (
-    "grantType", "clientId", "clientSecret", "scope", "redirectPort", "callbackPort", "clientMetadataUrl",
-    "issuer", "privateKey", "privateKeyFile", "signingAlgorithm", "tokenEndpointAuthMethod",
+    "grantType",
+    "clientId",
+    "clientSecret",
+    "scope",
+    "redirectPort",
+    "callbackPort",
+    "clientMetadataUrl",
+    "issuer",
+    "privateKey",
+    "privateKeyFile",
+    "signingAlgorithm",
+    "tokenEndpointAuthMethod",
 )
 
 
@@ -160,7 +172,7 @@ def load_config(
     data = read_json(mcp_path, what="MCP server config")
     if not isinstance(data, dict):
         raise UserError(
-            f"{mcp_path}: expected a JSON object with an \"mcpServers\" key, got {type_with_article(data)}",
+            f'{mcp_path}: expected a JSON object with an "mcpServers" key, got {type_with_article(data)}',
             hint='write {"mcpServers": {"<id>": {"command": "...", "args": [...]}}}',
         )
     servers = data.get("mcpServers")
@@ -168,10 +180,10 @@ def load_config(
         hint = 'add {"mcpServers": {"<id>": {"command": "...", "args": [...]}}}'
         if isinstance(data.get("servers"), dict):
             hint = 'rename the "servers" key to "mcpServers" (VS Code style configs are not read as is)'
-        raise UserError(f"{mcp_path}: no \"mcpServers\" object", hint=hint)
+        raise UserError(f'{mcp_path}: no "mcpServers" object', hint=hint)
     if not isinstance(servers, dict):
         raise UserError(
-            f"{mcp_path}: \"mcpServers\" must be an object mapping server ids to settings, got {type_with_article(servers)}",
+            f'{mcp_path}: "mcpServers" must be an object mapping server ids to settings, got {type_with_article(servers)}',
             hint='write {"mcpServers": {"<id>": {"command": "..."}}}',
         )
     base = Path(os.path.abspath(mcp_path)).parent
@@ -262,7 +274,8 @@ def _parse_server(
                 hint='for example "args": ["server.py", "--port", "8000"] (numbers need quotes)',
             )
         return tuple(
-            expand_vars(v, environ, where=f"{where}.{key}[{i}]", from_env=from_env) for i, v in enumerate(value)
+            expand_vars(v, environ, where=f"{where}.{key}[{i}]", from_env=from_env)
+            for i, v in enumerate(value)
         )
 
     def string_map(key: str) -> dict[str, str]:
@@ -274,7 +287,10 @@ def _parse_server(
                 f"{where}.{key} must be an object of strings, got {show_value(value)}",
                 hint=f'for example "{key}": {{"NAME": "value"}} (numbers and booleans need quotes)',
             )
-        return {k: expand_vars(v, environ, where=f"{where}.{key}.{k}", from_env=from_env) for k, v in value.items()}
+        return {
+            k: expand_vars(v, environ, where=f"{where}.{key}.{k}", from_env=from_env)
+            for k, v in value.items()
+        }
 
     kind = entry.get("type", entry.get("transport"))
     command = string("command")
@@ -283,7 +299,7 @@ def _parse_server(
     if kind is not None:
         if not isinstance(kind, str) or kind.lower() not in _TRANSPORT_ALIASES:
             raise UserError(
-                f"{where}.type must be \"stdio\", \"http\" or \"sse\", got {show_value(kind)}",
+                f'{where}.type must be "stdio", "http" or "sse", got {show_value(kind)}',
                 hint='"streamable-http" is accepted as an alias of "http"',
             )
         transport = _TRANSPORT_ALIASES[kind.lower()]
@@ -293,18 +309,18 @@ def _parse_server(
         transport = "http"
     else:
         raise UserError(
-            f"{where} has neither \"command\" nor \"url\"",
+            f'{where} has neither "command" nor "url"',
             hint='give "command" (and "args") to start a local server, or "url" (and "type": "http"/"sse") for a remote one',
         )
     if transport == "stdio" and not command:
         raise UserError(
-            f"{where}: a stdio server needs a non-empty \"command\"",
+            f'{where}: a stdio server needs a non-empty "command"',
             hint='for example "command": "python", "args": ["server.py"]',
         )
     if transport != "stdio":
         if not url:
             raise UserError(
-                f"{where}: an {transport} server needs a \"url\"",
+                f'{where}: an {transport} server needs a "url"',
                 hint='for example "url": "http://127.0.0.1:8000/mcp"',
             )
         if not re.match(r"https?://[^/\s]+", url):
@@ -324,7 +340,9 @@ def _parse_server(
                 f"{where}.oauth: only an http or sse server authenticates with OAuth",
                 hint='remove "oauth" from this stdio server (give it credentials through "env")',
             )
-        oauth = _parse_oauth(f"{where}.oauth", entry["oauth"], environ, from_env, Path(os.path.abspath(path)).parent)
+        oauth = _parse_oauth(
+            f"{where}.oauth", entry["oauth"], environ, from_env, Path(os.path.abspath(path)).parent
+        )
     return ServerConfig(
         id=sid,
         transport=transport,
@@ -341,7 +359,9 @@ def _parse_server(
         blocklist=per.blocklist,
         unbox=settings.unbox_for(sid),
         approval=per.approval,
-        approval_default=per.approval_default if per.approval_default is not None else settings.approval,
+        approval_default=per.approval_default
+        if per.approval_default is not None
+        else settings.approval,
         oauth=oauth,
     )
 
@@ -353,7 +373,10 @@ def _parse_oauth(
     secrets, like everywhere else), unknown keys refused with the known ones named."""
     example = '"oauth": {"clientId": "${CLIENT_ID}", "clientSecret": "${CLIENT_SECRET}", "grantType": "client_credentials"}'
     if not isinstance(value, dict):
-        raise UserError(f"{where} must be an object, got {type_with_article(value)}", hint=f"for example {example}")
+        raise UserError(
+            f"{where} must be an object, got {type_with_article(value)}",
+            hint=f"for example {example}",
+        )
     unknown = [key for key in value if key not in _OAUTH_KEYS]
     if unknown:
         raise UserError(
@@ -366,14 +389,17 @@ def _parse_oauth(
         if raw is None:
             return None
         if not isinstance(raw, str):
-            raise UserError(f"{where}.{key} must be a string, got {type_with_article(raw)}", hint=f"for example {example}")
+            raise UserError(
+                f"{where}.{key} must be a string, got {type_with_article(raw)}",
+                hint=f"for example {example}",
+            )
         expanded = expand_vars(raw, environ, where=f"{where}.{key}", from_env=from_env)
         return expanded or None
 
     grant = text("grantType") or "authorization_code"
     if grant not in OAUTH_GRANT_TYPES:
         raise UserError(
-            f"{where}.grantType must be \"authorization_code\" or \"client_credentials\", got {show_value(grant)}",
+            f'{where}.grantType must be "authorization_code" or "client_credentials", got {show_value(grant)}',
             hint='"authorization_code" (the default) logs in with `codemode-gen auth login`;'
             ' "client_credentials" fetches tokens headlessly (CI) with clientId and clientSecret or privateKey',
         )
@@ -425,12 +451,16 @@ def _parse_oauth(
     if settings.grant_type == "client_credentials":
         if settings.client_id is None:
             raise UserError(
-                f"{where}: grantType \"client_credentials\" needs a clientId",
+                f'{where}: grantType "client_credentials" needs a clientId',
                 hint=f"for example {example}",
             )
-        if settings.client_secret is None and settings.private_key is None and settings.private_key_file is None:
+        if (
+            settings.client_secret is None
+            and settings.private_key is None
+            and settings.private_key_file is None
+        ):
             raise UserError(
-                f"{where}: grantType \"client_credentials\" needs a clientSecret, privateKey or privateKeyFile",
+                f'{where}: grantType "client_credentials" needs a clientSecret, privateKey or privateKeyFile',
                 hint='keep it out of the file: "clientSecret": "${CLIENT_SECRET}"',
             )
     elif settings.private_key is not None or settings.private_key_file is not None:

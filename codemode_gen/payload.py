@@ -116,7 +116,9 @@ def is_large(value: Any) -> bool:
 
 
 @lru_cache(maxsize=16)
-def _decoder(parse_constant: Callable[[str], Any] | None, parse_float: Callable[[str], Any] | None) -> json.JSONDecoder:
+def _decoder(
+    parse_constant: Callable[[str], Any] | None, parse_float: Callable[[str], Any] | None
+) -> json.JSONDecoder:
     return json.JSONDecoder(parse_constant=parse_constant, parse_float=parse_float)
 
 
@@ -246,7 +248,9 @@ class _ChunkedParser:
             # an element (a member of an object: its key first)
             if isinstance(top, dict):
                 if not text.startswith('"', idx):
-                    raise JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
+                    raise JSONDecodeError(
+                        "Expecting property name enclosed in double quotes", text, idx
+                    )
                 key, idx = scanstring(text, idx + 1, self.strict)
                 key = self.memo.setdefault(key, key)
                 idx = _ws(text, idx)

@@ -112,7 +112,9 @@ class RegexReport:
             self.skipped.append(skipped)
 
 
-_session: ContextVar[RegexReport | None] = ContextVar("codemode_safe_jsonschema_session", default=None)
+_session: ContextVar[RegexReport | None] = ContextVar(
+    "codemode_safe_jsonschema_session", default=None
+)
 
 
 @contextmanager
@@ -244,9 +246,7 @@ def _additional_properties(
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
-    extras = {
-        p for p in instance if p not in properties and not _matches_a_pattern(schema, p)
-    }
+    extras = {p for p in instance if p not in properties and not _matches_a_pattern(schema, p)}
     if validator.is_type(ap, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], ap, path=extra)

@@ -194,7 +194,7 @@ class _KeyScanner:
                     end += 1
                 while text.startswith(quote[0], end + 3):  # up to two quotes end the content
                     end += 1
-                value = text[self.pos + 3:end]
+                value = text[self.pos + 3 : end]
                 self._advance(end + 3 - self.pos)
                 return value
         quote = text[self.pos]
@@ -206,7 +206,7 @@ class _KeyScanner:
             if quote == "'" or _unescaped(text, end):
                 break
             end += 1
-        raw = text[self.pos:end + 1]
+        raw = text[self.pos : end + 1]
         self._advance(end + 1 - self.pos)
         return raw[1:-1] if quote == "'" else _decode_basic(raw)
 
@@ -261,7 +261,9 @@ def _unescaped(text: str, index: int) -> bool:
 
 def _decode_basic(raw: str) -> str:
     """A "basic" TOML string's value; TOML's \\UXXXXXXXX and \\e, which JSON lacks, first."""
-    fixed = re.sub(r"\\U([0-9A-Fa-f]{8})", lambda m: chr(int(m.group(1), 16)), raw).replace("\\e", "\\u001b")
+    fixed = re.sub(r"\\U([0-9A-Fa-f]{8})", lambda m: chr(int(m.group(1), 16)), raw).replace(
+        "\\e", "\\u001b"
+    )
     try:
         value = json.loads(fixed)
     except ValueError:
@@ -369,9 +371,16 @@ def check_unknown_keys(source: SettingsSource) -> None:
         for key in table:
             if key not in known:
                 where = f"[{dotted(path)}]" if path else "the top level"
-                problems.append((source.line((*path, key)) or 0,
-                                 f"{source.at(*path, key)}: unknown key in {where}{_did_you_mean(key, known)}"))
-    _raise(problems, "codemode.toml keys are documented in docs/config.md; an unknown key would be read by nothing")
+                problems.append(
+                    (
+                        source.line((*path, key)) or 0,
+                        f"{source.at(*path, key)}: unknown key in {where}{_did_you_mean(key, known)}",
+                    )
+                )
+    _raise(
+        problems,
+        "codemode.toml keys are documented in docs/config.md; an unknown key would be read by nothing",
+    )
 
 
 def check_server_ids(source: SettingsSource, known: Sequence[str], config_path: Path) -> None:
@@ -380,8 +389,13 @@ def check_server_ids(source: SettingsSource, known: Sequence[str], config_path: 
     servers = source.data.get("servers")
 
     def unknown(sid: str, path: KeyPath) -> None:
-        problems.append((source.line(path) or 0, f"{source.at(*path)}: no server `{sid}` in {config_path}"
-                                                 f"{_did_you_mean(sid, known)}"))
+        problems.append(
+            (
+                source.line(path) or 0,
+                f"{source.at(*path)}: no server `{sid}` in {config_path}"
+                f"{_did_you_mean(sid, known)}",
+            )
+        )
 
     if isinstance(servers, dict):
         for sid in servers:
@@ -390,10 +404,17 @@ def check_server_ids(source: SettingsSource, known: Sequence[str], config_path: 
     samples = source.data.get("samples")
     if isinstance(samples, list):
         for index, item in enumerate(samples):
-            if isinstance(item, dict) and isinstance(item.get("server"), str) and item["server"] not in known:
+            if (
+                isinstance(item, dict)
+                and isinstance(item.get("server"), str)
+                and item["server"] not in known
+            ):
                 unknown(item["server"], ("samples", index, "server"))
-    _raise(problems, f"server ids are the keys of \"mcpServers\" in {config_path}: "
-                     f"{', '.join(known) if known else '(none)'}")
+    _raise(
+        problems,
+        f'server ids are the keys of "mcpServers" in {config_path}: '
+        f"{', '.join(known) if known else '(none)'}",
+    )
 
 
 @dataclass(frozen=True)
@@ -427,13 +448,20 @@ def tool_entries(data: Mapping[str, Any]) -> Iterator[tuple[str, str, KeyPath]]:
     samples = data.get("samples")
     if isinstance(samples, list):
         for index, item in enumerate(samples):
-            if isinstance(item, dict) and isinstance(item.get("server"), str) and isinstance(item.get("tool"), str):
+            if (
+                isinstance(item, dict)
+                and isinstance(item.get("server"), str)
+                and isinstance(item.get("tool"), str)
+            ):
                 yield item["server"], item["tool"], ("samples", index, "tool")
 
 
 def check_tool_names(
-    source: SettingsSource, recorded: Mapping[str, Mapping[str, str] | None], recording: Mapping[str, str],
-    *, strict: bool = True,
+    source: SettingsSource,
+    recorded: Mapping[str, Mapping[str, str] | None],
+    recording: Mapping[str, str],
+    *,
+    strict: bool = True,
 ) -> ToolNameCheck:
     """Check every tool name against its server's recorded tools.
 
@@ -451,9 +479,12 @@ def check_tool_names(
         tools = recorded.get(sid)
         if tools is None:
             if strict:  # not `record`, which is recording it now (and names an unknown sample tool)
-                warnings.setdefault(sid, f"{source.at(*path)}: tool names of server `{sid}` cannot be checked:"
-                                         f" it is not recorded yet ({recording.get(sid, 'fixtures/')};"
-                                         f" `codemode-gen record --server {sid}`)")
+                warnings.setdefault(
+                    sid,
+                    f"{source.at(*path)}: tool names of server `{sid}` cannot be checked:"
+                    f" it is not recorded yet ({recording.get(sid, 'fixtures/')};"
+                    f" `codemode-gen record --server {sid}`)",
+                )
             continue
         if name in tools:
             tool = name
@@ -468,25 +499,44 @@ def check_tool_names(
                 continue
             tool = by_export[name]
             renames.setdefault(sid, {})[name] = tool
-            notes.append(f"{source.at(*path)}: `{name}` is the export name of MCP tool `{tool}` of server"
-                         f" `{sid}`; it applies to that tool")
+            notes.append(
+                f"{source.at(*path)}: `{name}` is the export name of MCP tool `{tool}` of server"
+                f" `{sid}`; it applies to that tool"
+            )
         if path[2:3] == ("approval",):
             first = approval_names.setdefault((sid, tool), path)
             if first != path:
-                problems.append((source.line(path) or 0,
-                                 f"{source.at(*path)}: names MCP tool `{tool}` again (as {dotted(first)} does)"))
-    _raise(problems, "write a tool by its MCP name (as tools/list and fixtures/<server>/tools.json have it) or "
-                     "by its export name (as scripts import it); if the server has a new tool, record it again")
+                problems.append(
+                    (
+                        source.line(path) or 0,
+                        f"{source.at(*path)}: names MCP tool `{tool}` again (as {dotted(first)} does)",
+                    )
+                )
+    _raise(
+        problems,
+        "write a tool by its MCP name (as tools/list and fixtures/<server>/tools.json have it) or "
+        "by its export name (as scripts import it); if the server has a new tool, record it again",
+    )
     return ToolNameCheck(renames, tuple(notes), tuple(warnings.values()))
 
 
-def _unknown_tool(source: SettingsSource, path: KeyPath, sid: str, name: str, tools: Mapping[str, str],
-                  recording: Mapping[str, str]) -> str:
+def _unknown_tool(
+    source: SettingsSource,
+    path: KeyPath,
+    sid: str,
+    name: str,
+    tools: Mapping[str, str],
+    recording: Mapping[str, str],
+) -> str:
     candidates = [*tools, *(e for e in tools.values() if e not in tools)]
     best = closest(name, candidates)
     suggestion = ""
     if best is not None:
         mcp = best if best in tools else next(m for m, e in tools.items() if e == best)
-        suggestion = f"; did you mean `{best}`" + (f" (MCP tool `{mcp}`)" if mcp != best else "") + "?"
-    return (f"{source.at(*path)}: server `{sid}` has no tool `{name}` (by MCP or export name) in"
-            f" {recording.get(sid, 'its recording')}{suggestion}")
+        suggestion = (
+            f"; did you mean `{best}`" + (f" (MCP tool `{mcp}`)" if mcp != best else "") + "?"
+        )
+    return (
+        f"{source.at(*path)}: server `{sid}` has no tool `{name}` (by MCP or export name) in"
+        f" {recording.get(sid, 'its recording')}{suggestion}"
+    )

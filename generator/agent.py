@@ -75,7 +75,9 @@ class AgentTool:
     unboxed: bool = False  # ... and the binding returns the inner value (`unbox = true`)
     example: str | None = None  # `// e.g. f({…}) → …` (generator/examples.py): discovery's
     prompt_example: str | None = None  # the prompt's, shorter (only the call for a typed result)
-    text_format: str | None = None  # "json" | "python" | "csv" | "markdown": what a text result holds
+    text_format: str | None = (
+        None  # "json" | "python" | "csv" | "markdown": what a text result holds
+    )
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,11 @@ def annotation_tags(annotations: Mapping[str, Any] | None, *, terse: bool = Fals
         text = json.dumps(annotations[key], ensure_ascii=False, sort_keys=True, default=str)
         if len(text) > MAX_TAG_VALUE_CHARS:
             text = text[: MAX_TAG_VALUE_CHARS - 1] + "…"
-        name = key if _TAG_NAME.fullmatch(key) else json.dumps(key[:MAX_TAG_VALUE_CHARS], ensure_ascii=False)
+        name = (
+            key
+            if _TAG_NAME.fullmatch(key)
+            else json.dumps(key[:MAX_TAG_VALUE_CHARS], ensure_ascii=False)
+        )
         tags.append(f"@{name}={text}")  # §6.3: every annotation present is surfaced
     return tags
 
@@ -143,7 +149,9 @@ class _Graph:
             name = queue.pop(0)
             self.order.append(name)
             node = self._node(name)
-            refs = [self.target(r.name) for r in t.walk(node) if isinstance(r, t.Ref)] if node else []
+            refs = (
+                [self.target(r.name) for r in t.walk(node) if isinstance(r, t.Ref)] if node else []
+            )
             edges[name] = {r for r in refs if r in decls}
             for ref in refs:
                 if ref not in decls:
@@ -214,7 +222,9 @@ def _cyclic(edges: dict[str, set[str]]) -> set[str]:
     edge to themselves (one linear pass, as for the translator's alias cycles)."""
     component = components(edges)
     sizes = Counter(component.values())
-    return {name for name, targets in edges.items() if sizes[component[name]] > 1 or name in targets}
+    return {
+        name for name, targets in edges.items() if sizes[component[name]] > 1 or name in targets
+    }
 
 
 def _summary(tool: AgentTool, json_text: str | None) -> str:
@@ -270,7 +280,9 @@ def doc_comment(summary: str, tags: Sequence[str]) -> str:
     return f"/** {text} */" if text else ""
 
 
-def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str, TypeDecl]) -> AgentServer:
+def render_server(
+    server_id: str, tools: Sequence[AgentTool], decls: Mapping[str, TypeDecl]
+) -> AgentServer:
     """The agent rendering of one server's tools; `decls` are the module's named types by name."""
     graph = _Graph(tools, decls)
     inline = graph.inline_map()
@@ -325,7 +337,9 @@ def render_server(server_id: str, tools: Sequence[AgentTool], decls: Mapping[str
         parts[tool.tool_name] = part
 
     types: list[NamedType] = [
-        {"name": n, "text": type_decl(n, 1)} for n in graph.order if n not in graph.inline and n in decls
+        {"name": n, "text": type_decl(n, 1)}
+        for n in graph.order
+        if n not in graph.inline and n in decls
     ]
     return AgentServer(declarations=declarations, tools=parts, types=types)
 

@@ -116,7 +116,10 @@ def _prompt_example(model: ToolModel) -> str | None:
 
 
 def _build_server(
-    fixture_set: FixtureSet, server_id: str, settings: Settings, report: list[str],
+    fixture_set: FixtureSet,
+    server_id: str,
+    settings: Settings,
+    report: list[str],
     inferences: Mapping[str, Inference] | None = None,
 ) -> ServerModel:
     config_id = fixture_set.config_id
@@ -146,8 +149,13 @@ def _build_server(
         report.append(f"{server_id}: hidden by blocklist: {', '.join(blocked)}")
     exports = assign_export_names(t["name"] for t in tools)
     outputs = {
-        t["name"]: merge_output(t, fixture_set.calls.get(t["name"], []), mode, unbox=unbox,
-                                inference=(inferences or {}).get(t["name"]))
+        t["name"]: merge_output(
+            t,
+            fixture_set.calls.get(t["name"], []),
+            mode,
+            unbox=unbox,
+            inference=(inferences or {}).get(t["name"]),
+        )
         for t in tools
     }
     scope = ModuleScope()
@@ -185,9 +193,14 @@ def _build_server(
         {d.name: d for m in models for d in (*m.decls, *([m.input_decl] if m.input_decl else []))},
     )
     models = [
-        replace(m, manifest=m.manifest | {
-            "declaration": agent.declarations[m.tool_name], "agent": agent.tools[m.tool_name],
-        })
+        replace(
+            m,
+            manifest=m.manifest
+            | {
+                "declaration": agent.declarations[m.tool_name],
+                "agent": agent.tools[m.tool_name],
+            },
+        )
         for m in models
     ]
 
@@ -289,12 +302,8 @@ def build_outputs(
 
     files: dict[str, str] = {}
     for server in servers:
-        files[mf.module_file(server.server_id)] = render(
-            "server.js.j2", server=server, **context
-        )
-        files[mf.types_file(server.server_id)] = render(
-            "server.d.ts.j2", server=server, **context
-        )
+        files[mf.module_file(server.server_id)] = render("server.js.j2", server=server, **context)
+        files[mf.types_file(server.server_id)] = render("server.d.ts.j2", server=server, **context)
     files[CODEMODE_DTS] = render("codemode.d.ts.j2", servers=servers, **context)
     files[TSCONFIG_FILE] = render("tsconfig.json.j2", **context)
     manifest = mf.manifest_document(

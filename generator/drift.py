@@ -89,7 +89,10 @@ def _mentions_redaction(value: Any) -> bool:
 
 
 def plan_resamples(
-    fixture_set: FixtureSet, live_tools: Sequence[Mapping[str, Any]], *, blocklist: Iterable[str] = ()
+    fixture_set: FixtureSet,
+    live_tools: Sequence[Mapping[str, Any]],
+    *,
+    blocklist: Iterable[str] = (),
 ) -> tuple[list[Resample], list[str]]:
     """The recorded samples to repeat, and notes on the ones left out on purpose.
 
@@ -117,7 +120,9 @@ def plan_resamples(
         for line in lines:
             args = calls[line - 1].get("input")
             if _mentions_redaction(args):
-                notes.append(f"{shown(name)} sample {line}: not repeated: its recorded input was redacted")
+                notes.append(
+                    f"{shown(name)} sample {line}: not repeated: its recorded input was redacted"
+                )
                 continue
             plan.append(Resample(name, line, args))
     return plan, notes
@@ -146,7 +151,9 @@ def check_server(
     check.unchecked += unchecked
     check.notes += result_notes
     check.compared = compared
-    check.findings.sort(key=lambda f: (f.tool is not None, f.tool or "", _KIND_RANK[f.kind]))  # stable
+    check.findings.sort(
+        key=lambda f: (f.tool is not None, f.tool or "", _KIND_RANK[f.kind])
+    )  # stable
     return check
 
 
@@ -172,7 +179,9 @@ def _status_line(check: ServerCheck, fixtures_dir: Path) -> str:
         return f"{sid}: not recorded yet: no {fixtures_dir / sid}/ (run `codemode-gen record --server {sid}`)"
     if status == "unreachable":
         # the reason may quote the server's stderr: every line printable, never an escape
-        reason = "\n".join(shown(line, MAX_STDERR_LINE_CHARS) for line in str(check.unreachable).splitlines())
+        reason = "\n".join(
+            shown(line, MAX_STDERR_LINE_CHARS) for line in str(check.unreachable).splitlines()
+        )
         return f"{sid}: unreachable: {reason}"
     counts = f"{_n(check.tools, 'tool')}, {_n(check.compared, 'result')} compared"
     if status == "drift":

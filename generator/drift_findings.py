@@ -99,7 +99,9 @@ class ServerCheck:
     tools: int = 0
     compared: int = 0  # repeated results whose shape was compared
     log_path: Path | None = None
-    live_tools: list[dict[str, Any]] | None = None  # the live tools/list, as record keeps it (skills are checked on it)
+    live_tools: list[dict[str, Any]] | None = (
+        None  # the live tools/list, as record keeps it (skills are checked on it)
+    )
 
     @property
     def status(self) -> CheckStatus:

@@ -91,7 +91,9 @@ def _text_change(old: Any, new: Any) -> str:
     def part(text: str) -> str:
         piece = text[start : start + MAX_VALUE_CHARS]
         quoted = shown(json.dumps(piece, ensure_ascii=False), MAX_VALUE_CHARS + 10)
-        return ("…" if start else "") + quoted + ("…" if start + MAX_VALUE_CHARS < len(text) else "")
+        return (
+            ("…" if start else "") + quoted + ("…" if start + MAX_VALUE_CHARS < len(text) else "")
+        )
 
     return f"{part(old)} -> {part(new)}"
 
@@ -105,7 +107,9 @@ def compare_server(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list
     return [Finding(None, "instructions", f"instructions changed: {_text_change(old, new)}")]
 
 
-def compare_tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def compare_tools(
+    recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]
+) -> list[Finding]:
     """Tools added, removed, or changed in a field `generate` reads; sorted by tool name."""
     old = {t["name"]: t for t in recorded if isinstance(t.get("name"), str)}
     new = {t["name"]: t for t in live if isinstance(t.get("name"), str)}
@@ -115,7 +119,9 @@ def compare_tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[
             findings.append(Finding(name, "tool-added", "tool added (not in the fixtures)"))
             continue
         if name not in new:
-            findings.append(Finding(name, "tool-removed", "tool removed (the server no longer lists it)"))
+            findings.append(
+                Finding(name, "tool-removed", "tool removed (the server no longer lists it)")
+            )
             continue
         for key, kind in COMPARED_FIELDS:
             a, b = old[name].get(key, ABSENT), new[name].get(key, ABSENT)
@@ -124,5 +130,7 @@ def compare_tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[
             if kind in ("description", "title") or a is ABSENT or b is ABSENT:
                 findings.append(Finding(name, kind, f"{key} changed: {_text_change(a, b)}"))
                 continue
-            findings.extend(Finding(name, kind, f"{key} changed at {line}") for line in json_diff(a, b))
+            findings.extend(
+                Finding(name, kind, f"{key} changed at {line}") for line in json_diff(a, b)
+            )
     return findings

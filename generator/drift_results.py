@@ -27,7 +27,14 @@ from codemode_gen.generator.untrusted import shown
 from codemode_gen.generator.unwrap import UnwrapMode, parse_json_text, unwrap_result
 from codemode_gen.jsonio import json_type, pointer_token
 
-__all__ = ["ANY_KEY", "MAX_SCHEMA_DEPTH", "MAX_SHAPE_LINES", "VALUE_KEYWORDS", "compare_results", "shape_schema"]
+__all__ = [
+    "ANY_KEY",
+    "MAX_SCHEMA_DEPTH",
+    "MAX_SHAPE_LINES",
+    "VALUE_KEYWORDS",
+    "compare_results",
+    "shape_schema",
+]
 
 # Result shape changes listed per tool (grouped by path and kind first: the same change in
 # every sample is one line).
@@ -41,18 +48,46 @@ MAX_SCHEMA_DEPTH = 64
 # so a value change (a bigger number, another string) is never reported as drift. `oneOf`
 # becomes `anyOf` (a TypeScript union does not say "exactly one"); `integer` becomes `number`
 # (one TypeScript type).
-VALUE_KEYWORDS = frozenset({
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "format",
-    "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
-    "minProperties", "maxProperties", "propertyNames",
-    "dependentRequired", "dependentSchemas", "dependencies",
-    "not", "if", "then", "else",
-    "contentEncoding", "contentMediaType", "contentSchema",
-})
+VALUE_KEYWORDS = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    }
+)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SCHEMA_LISTS = ("allOf", "anyOf", "prefixItems")
-_SCHEMA_VALUES = ("additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems")
+_SCHEMA_VALUES = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+)
 
 
 def _widen(types: Any) -> Any:
@@ -131,7 +166,7 @@ def _pointer(error: ValidationError) -> str:
             if i + 1 < len(schema_path) and isinstance(schema_path[i + 1], int):
                 i += 1  # draft-4 tuple `items`: the index follows
         i += 1
-    out += [pointer_token(part) for part in instance[len(out):]]
+    out += [pointer_token(part) for part in instance[len(out) :]]
     return "".join(f"/{part}" for part in out)
 
 
@@ -178,7 +213,11 @@ def _problems(error: ValidationError, depth: int = 0) -> list[Problem]:
         expected = _literal_or_kind(error) or str(keyword)
         got = _kind(value) if keyword == "type" else short_json(value)
         return [(ptr, expected, got)]
-    if keyword == "required" and isinstance(value, dict) and isinstance(error.validator_value, list):
+    if (
+        keyword == "required"
+        and isinstance(value, dict)
+        and isinstance(error.validator_value, list)
+    ):
         props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         props = props if isinstance(props, dict) else {}
         return [
@@ -192,11 +231,16 @@ def _problems(error: ValidationError, depth: int = 0) -> list[Problem]:
         patterns = schema.get("patternProperties", {})
         patterns = patterns if isinstance(patterns, dict) else {}
         extra = [
-            key for key in value
-            if key not in known and not any(safe_jsonschema.search(p, key) is True for p in patterns)
+            key
+            for key in value
+            if key not in known
+            and not any(safe_jsonschema.search(p, key) is True for p in patterns)
         ]
         if keyword == "additionalProperties" and extra:
-            return [(_join(ptr, key), "no such property (closed object)", _kind(value[key])) for key in extra]
+            return [
+                (_join(ptr, key), "no such property (closed object)", _kind(value[key]))
+                for key in extra
+            ]
         return [(ptr, "no other properties (closed object)", "an object with other properties")]
     if keyword in ("anyOf", "oneOf") and isinstance(error.validator_value, list):
         members: dict[int, list[ValidationError]] = {}
@@ -262,9 +306,12 @@ def _value_problems(committed: _Committed, value: Any) -> list[Problem]:
         ok, parsed = parse_json_text(value)
         if not ok or not isinstance(parsed, dict | list):
             return [("", "a string holding a JSON object or array", "a string without one")]
-        return [(f"{ptr or '/'} (in the JSON text)", exp, got) for ptr, exp, got in _value_problems(
-            _Committed(committed.validator, json_text=False), parsed
-        )]
+        return [
+            (f"{ptr or '/'} (in the JSON text)", exp, got)
+            for ptr, exp, got in _value_problems(
+                _Committed(committed.validator, json_text=False), parsed
+            )
+        ]
     with safe_jsonschema.regex_session():
         errors = sorted(
             committed.validator.iter_errors(value),
@@ -322,7 +369,9 @@ def compare_results(
             if item.failed is not None:
                 unchecked.append(f"{label} {sample}: {item.failed}")
             elif item.unrecordable is not None:
-                findings.append(Finding(name, "result-unrecordable", f"{sample}: {item.unrecordable}"))
+                findings.append(
+                    Finding(name, "result-unrecordable", f"{sample}: {item.unrecordable}")
+                )
             elif item.skipped is not None:
                 notes.append(f"{label} {sample}: not compared: {item.skipped}")
             elif item.result is not None and item.result.get("isError") is True:
@@ -337,7 +386,9 @@ def compare_results(
                         problems = [p for p in problems if p not in known]
                 except Exception as exc:  # a $ref jsonschema cannot resolve, recursion too deep
                     detail = (str(exc).splitlines() or [type(exc).__name__])[0]
-                    notes.append(f"{label}: results not compared: {shown(detail, MAX_VALUE_CHARS * 2)}")
+                    notes.append(
+                        f"{label}: results not compared: {shown(detail, MAX_VALUE_CHARS * 2)}"
+                    )
                     committed = None
                     continue
                 compared += 1
@@ -345,12 +396,20 @@ def compare_results(
                     groups.setdefault(problem, []).append(item.sample.line)
         ordered = sorted(groups.items())
         for (ptr, expected, got), lines in ordered[:MAX_SHAPE_LINES]:
-            findings.append(Finding(
-                name,
-                "result-shape",
-                f"result shape changed at {shown(ptr or '/')}: expected {shown(expected)},"
-                f" got {shown(got)} ({_samples_text(lines)})",
-            ))
+            findings.append(
+                Finding(
+                    name,
+                    "result-shape",
+                    f"result shape changed at {shown(ptr or '/')}: expected {shown(expected)},"
+                    f" got {shown(got)} ({_samples_text(lines)})",
+                )
+            )
         if len(ordered) > MAX_SHAPE_LINES:
-            findings.append(Finding(name, "result-shape", f"... and {len(ordered) - MAX_SHAPE_LINES} more result shape changes"))
+            findings.append(
+                Finding(
+                    name,
+                    "result-shape",
+                    f"... and {len(ordered) - MAX_SHAPE_LINES} more result shape changes",
+                )
+            )
     return findings, unchecked, notes, compared

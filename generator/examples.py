@@ -125,7 +125,9 @@ class Example:
         """`get_note({ id: 2 })`."""
         return f"{export_name}({self.input or ''})"
 
-    def line_text(self, export_name: str, *, result: bool = True, limit: int = MAX_EXAMPLE_LINE_CHARS) -> str:
+    def line_text(
+        self, export_name: str, *, result: bool = True, limit: int = MAX_EXAMPLE_LINE_CHARS
+    ) -> str:
         """The compact one-line example, at most `limit` characters: `// e.g. get_note({ id: 2 })
         → { id: 2, … }`; without the `result`, the call alone. A long input and a long result
         share the room, the result at least half of it (it is what the line is for)."""
@@ -150,7 +152,8 @@ def _redacted_fields(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, dict):
         return {
-            k: marker(k) if isinstance(k, str) and CREDENTIAL_FIELD.match(k) and v not in (None, "")
+            k: marker(k)
+            if isinstance(k, str) and CREDENTIAL_FIELD.match(k) and v not in (None, "")
             else _redacted_fields(v, depth + 1)
             for k, v in value.items()
         }
@@ -311,7 +314,11 @@ def choose_example(
     first: Example | None = None
     for line, call in enumerate(calls, start=1):
         result = call.get("result")
-        if not isinstance(result, Mapping) or result.get("isError") is True or call.get("truncated") is not None:
+        if (
+            not isinstance(result, Mapping)
+            or result.get("isError") is True
+            or call.get("truncated") is not None
+        ):
             continue
         if "content" not in result and "structuredContent" not in result:
             continue  # no answer kept (a learned tool's input-only line)

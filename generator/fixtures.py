@@ -216,7 +216,9 @@ def _is_folder(path: Path, what: str, config_id: str) -> bool:
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise UserError(f"{path}: cannot read {what}: {exc.strerror}", hint=_hint(config_id)) from None
+        raise UserError(
+            f"{path}: cannot read {what}: {exc.strerror}", hint=_hint(config_id)
+        ) from None
     if stat.S_ISLNK(mode):
         raise UserError(
             f"{path}: {what} is a symbolic link; recordings are read only from real folders inside"
@@ -239,7 +241,9 @@ def _load_text_json_file(
 ) -> Any:
     """A server.json or tools.json: JSON whose strings are all Unicode text (they become code)."""
     data = _read(path, max_bytes, what, config_id)
-    value = parse_json_bytes(data, path, what=what, hint=_hint(config_id), max_depth=MAX_FIXTURE_DEPTH)
+    value = parse_json_bytes(
+        data, path, what=what, hint=_hint(config_id), max_depth=MAX_FIXTURE_DEPTH
+    )
     # strict UTF-8 holds no surrogate: only a "\\udXXX" escape makes one (looked for in C first)
     where = _unicode_problem(value) if _SURROGATE_ESCAPE.search(data) else None
     if where is not None:
@@ -271,19 +275,27 @@ def _unicode_problem(value: Any) -> str | None:
     return None
 
 
-def _load_calls(path: Path, config_id: str, hashes: dict[str, str]) -> tuple[str | None, list[dict[str, Any]]]:
+def _load_calls(
+    path: Path, config_id: str, hashes: dict[str, str]
+) -> tuple[str | None, list[dict[str, Any]]]:
     """(the tool its lines name, or None; the recorded calls without that field)."""
     records: list[dict[str, Any]] = []
     hint = f"delete that line (or the file) and {_hint(config_id)}"
     data = _read(path, MAX_CALLS_FILE_BYTES, "calls file", config_id)
     named: str | None = None
     lines = iter_jsonl(
-        data, path, what="recorded call", hint=hint, max_depth=MAX_FIXTURE_DEPTH, max_line_bytes=MAX_CALLS_LINE_BYTES
+        data,
+        path,
+        what="recorded call",
+        hint=hint,
+        max_depth=MAX_FIXTURE_DEPTH,
+        max_line_bytes=MAX_CALLS_LINE_BYTES,
     )
     for lineno, record in lines:
         if not isinstance(record, dict) or not isinstance(record.get("result"), dict):
             raise UserError(
-                f"{path}:{lineno}: a recorded call must be an object with a `result` object", hint=hint
+                f"{path}:{lineno}: a recorded call must be an object with a `result` object",
+                hint=hint,
             )
         if TOOL_FIELD in record:
             record = dict(record)
@@ -312,20 +324,31 @@ def load_fixture_set(server_dir: Path) -> FixtureSet:
         raise UserError(f"{server_dir}: no recording of server '{config_id}'", hint=hint)
     hashes: dict[str, str] = {}
     server_json = _load_text_json_file(
-        server_dir / SERVER_FILE, "server recording", MAX_SERVER_JSON_BYTES, config_id, hashes,
+        server_dir / SERVER_FILE,
+        "server recording",
+        MAX_SERVER_JSON_BYTES,
+        config_id,
+        hashes,
         f"{config_id}/{SERVER_FILE}",
     )
     if not isinstance(server_json, dict):
-        raise UserError(f"{server_dir / SERVER_FILE}: expected a JSON object (the initialize result)", hint=hint)
+        raise UserError(
+            f"{server_dir / SERVER_FILE}: expected a JSON object (the initialize result)", hint=hint
+        )
     tools = _load_text_json_file(
-        server_dir / TOOLS_FILE, "tool list recording", MAX_TOOLS_JSON_BYTES, config_id, hashes,
+        server_dir / TOOLS_FILE,
+        "tool list recording",
+        MAX_TOOLS_JSON_BYTES,
+        config_id,
+        hashes,
         f"{config_id}/{TOOLS_FILE}",
     )
     if not isinstance(tools, list) or not all(
         isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
     ):
         raise UserError(
-            f"{server_dir / TOOLS_FILE}: expected a JSON array of tools, each with a string `name`", hint=hint
+            f"{server_dir / TOOLS_FILE}: expected a JSON array of tools, each with a string `name`",
+            hint=hint,
         )
     calls: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, Path] = {}
@@ -380,7 +403,9 @@ def recorded_server_ids(fixtures_dir: Path) -> list[str]:
     """The servers recorded under fixtures_dir (folders, hidden ones excepted), sorted."""
     if not fixtures_dir.is_dir():
         return []
-    return sorted(c.name for c in fixtures_dir.iterdir() if c.is_dir() and not c.name.startswith("."))
+    return sorted(
+        c.name for c in fixtures_dir.iterdir() if c.is_dir() and not c.name.startswith(".")
+    )
 
 
 def load_recorded(fixtures_dir: Path, config_ids: Iterable[str]) -> dict[str, FixtureSet | None]:
@@ -407,7 +432,10 @@ def load_fixtures(fixtures_dir: Path) -> list[FixtureSet]:
     silently left out: `record` restores it (`leftover_notes` lists the harmless leftovers).
     """
     _require_readable(fixtures_dir)
-    sets = [load_fixture_set(fixtures_dir / config_id) for config_id in recorded_server_ids(fixtures_dir)]
+    sets = [
+        load_fixture_set(fixtures_dir / config_id)
+        for config_id in recorded_server_ids(fixtures_dir)
+    ]
     if not sets:
         raise UserError(
             f"{fixtures_dir}: no recorded servers (expected <server>/server.json and tools.json)",
@@ -431,12 +459,20 @@ def _checked(path: str, text: str, max_bytes: int, what: str, values: Any) -> st
     size = len(data)
     kept = "nothing was written for this server; its previous recording is kept"
     if size > max_bytes:
-        raise UserError(f"{path}: the {what} would be {size:,} bytes; readers take at most {max_bytes:,}", hint=kept)
+        raise UserError(
+            f"{path}: the {what} would be {size:,} bytes; readers take at most {max_bytes:,}",
+            hint=kept,
+        )
     if json_text_depth_exceeds(text, MAX_FIXTURE_DEPTH):
-        raise UserError(f"{path}: the {what} nests deeper than readers take ({MAX_FIXTURE_DEPTH} levels)", hint=kept)
+        raise UserError(
+            f"{path}: the {what} nests deeper than readers take ({MAX_FIXTURE_DEPTH} levels)",
+            hint=kept,
+        )
     where = _unicode_problem(values) if _SURROGATE_ESCAPE.search(data) else None
     if where is not None:  # recordable_tools and record refuse these first
-        raise UserError(f"{path}: the {what} holds a lone surrogate (not Unicode text) at {where[:200]}")
+        raise UserError(
+            f"{path}: the {what} holds a lone surrogate (not Unicode text) at {where[:200]}"
+        )
     return text
 
 
@@ -450,9 +486,14 @@ def _calls_text(path: str, records: list[dict[str, Any]], notes: list[str]) -> s
         line = dumps_line(record)
         size = len(line.encode("utf-8"))
         if size > MAX_CALLS_LINE_BYTES or json_text_depth_exceeds(line, MAX_FIXTURE_DEPTH):
-            why = (f"{size:,} bytes, over {MAX_CALLS_LINE_BYTES:,}" if size > MAX_CALLS_LINE_BYTES
-                   else f"nested deeper than {MAX_FIXTURE_DEPTH} levels")
-            notes.append(f"{path}: a recorded call left out: its line would be {why}, which readers refuse")
+            why = (
+                f"{size:,} bytes, over {MAX_CALLS_LINE_BYTES:,}"
+                if size > MAX_CALLS_LINE_BYTES
+                else f"nested deeper than {MAX_FIXTURE_DEPTH} levels"
+            )
+            notes.append(
+                f"{path}: a recorded call left out: its line would be {why}, which readers refuse"
+            )
             continue
         lines.append(line)
         sizes.append(size)
@@ -487,10 +528,20 @@ def write_server_fixtures(
         staging = swap.staging
         where = f"{fixtures_dir / config_id}"
         sorted_tools = sorted(tools, key=lambda t: t["name"])
-        server_text = _checked(f"{where}/{SERVER_FILE}", dumps_stable(server_json), MAX_SERVER_JSON_BYTES,
-                               "initialize result", server_json)
-        tools_text = _checked(f"{where}/{TOOLS_FILE}", dumps_stable(sorted_tools), MAX_TOOLS_JSON_BYTES,
-                              "tool list", sorted_tools)
+        server_text = _checked(
+            f"{where}/{SERVER_FILE}",
+            dumps_stable(server_json),
+            MAX_SERVER_JSON_BYTES,
+            "initialize result",
+            server_json,
+        )
+        tools_text = _checked(
+            f"{where}/{TOOLS_FILE}",
+            dumps_stable(sorted_tools),
+            MAX_TOOLS_JSON_BYTES,
+            "tool list",
+            sorted_tools,
+        )
         atomic_write_text(staging / SERVER_FILE, server_text)
         atomic_write_text(staging / TOOLS_FILE, tools_text)
         for tool_name in sorted(recorded):

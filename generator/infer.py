@@ -194,17 +194,20 @@ def _simplify(schema: Any) -> Any:
 
 # Keys that are values, not field names (rule 1 of the module docstring). Each pattern matches
 # the whole key.
-_VALUE_KEYS = tuple(re.compile(p, re.IGNORECASE) for p in (
-    r"-?\d+(?:\.\d+)?",  # 42, -1, 3.5
-    r"\d{4}-\d{2}(?:-\d{2})?(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?",  # dates
-    r"\d{1,2}:\d{2}(?::\d{2})?",  # 09:30
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",  # UUID
-    r"(?=[a-f]*\d)[0-9a-f]{8,}",  # hex ids and hashes
-    r"[A-Za-z_$-]*\d{3,}[\w$-]*",  # user_1234, T00000000
-    r"[^@\s]+@[^@\s]+\.[^@\s]+",  # e-mail addresses
-    r"[a-z][a-z0-9+.-]*://\S*",  # URLs
-    r".*(?:\s|[@/:,]).*",  # paths, phrases, host:port
-))
+_VALUE_KEYS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"-?\d+(?:\.\d+)?",  # 42, -1, 3.5
+        r"\d{4}-\d{2}(?:-\d{2})?(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?",  # dates
+        r"\d{1,2}:\d{2}(?::\d{2})?",  # 09:30
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",  # UUID
+        r"(?=[a-f]*\d)[0-9a-f]{8,}",  # hex ids and hashes
+        r"[A-Za-z_$-]*\d{3,}[\w$-]*",  # user_1234, T00000000
+        r"[^@\s]+@[^@\s]+\.[^@\s]+",  # e-mail addresses
+        r"[a-z][a-z0-9+.-]*://\S*",  # URLs
+        r".*(?:\s|[@/:,]).*",  # paths, phrases, host:port
+    )
+)
 # Upper-case codes with a digit: PAP-A4-80 (case matters: `x-api-key` is a field name).
 _CODE = re.compile(r"(?=[A-Z-]*\d)[A-Z0-9]+(?:-[A-Z0-9]+)+")
 
@@ -212,7 +215,9 @@ _CODE = re.compile(r"(?=[A-Z-]*\d)[A-Z0-9]+(?:-[A-Z0-9]+)+")
 def value_like_key(key: str) -> bool:
     """Whether an object key looks like a value (an id, a date, an address, a phrase) rather
     than a field name (rule 1 of the maps in the module docstring)."""
-    return bool(key) and (_CODE.fullmatch(key) is not None or any(p.fullmatch(key) for p in _VALUE_KEYS))
+    return bool(key) and (
+        _CODE.fullmatch(key) is not None or any(p.fullmatch(key) for p in _VALUE_KEYS)
+    )
 
 
 def _kind(schema: Any) -> str | None:
@@ -221,7 +226,10 @@ def _kind(schema: Any) -> str | None:
     if not isinstance(schema, dict) or "anyOf" in schema:
         return None
     types = schema.get("type")
-    kinds = {"number" if t == "integer" else t for t in ([types] if isinstance(types, str) else types or [])}
+    kinds = {
+        "number" if t == "integer" else t
+        for t in ([types] if isinstance(types, str) else types or [])
+    }
     kinds.discard("null")
     return kinds.pop() if len(kinds) == 1 else None
 
@@ -240,7 +248,9 @@ def _uniform(schema: dict[str, Any]) -> bool:
     """Whether a merged value schema is one value type: one kind (or null), and records that
     share a field (the merge of unrelated records has none required)."""
     kind = _kind(schema)
-    return kind is not None and not (kind == "object" and schema.get("properties") and not schema.get("required"))
+    return kind is not None and not (
+        kind == "object" and schema.get("properties") and not schema.get("required")
+    )
 
 
 def _map_split(schema: dict[str, Any], in_array: bool) -> tuple[list[str], list[str]] | None:
@@ -386,8 +396,14 @@ class MergedSamples:
     def state_bytes(self) -> int:
         """JSON bytes of the merged state before maps are recognised: what the merge holds
         (a map of ever new keys keeps a small type while genson keeps every key it saw)."""
-        values = len(json.dumps(_simplify(self._values.to_schema()), separators=(",", ":"), default=str))
-        inner = len(json.dumps(_simplify(self._json.to_schema()), separators=(",", ":"), default=str)) if self._json else 0
+        values = len(
+            json.dumps(_simplify(self._values.to_schema()), separators=(",", ":"), default=str)
+        )
+        inner = (
+            len(json.dumps(_simplify(self._json.to_schema()), separators=(",", ":"), default=str))
+            if self._json
+            else 0
+        )
         return values + inner
 
     def inference(self) -> Inference:
@@ -397,10 +413,21 @@ class MergedSamples:
         if self._json is not None:
             inner = _maps(_simplify(self._json.to_schema()))
             schema = {"type": "string", "contentMediaType": JSON_MEDIA_TYPE, "contentSchema": inner}
-            return Inference(schema=schema, samples=self.samples, json_text=True, json_schema=inner,
-                             optional=tuple(optional_fields(inner)), warnings=notes)
+            return Inference(
+                schema=schema,
+                samples=self.samples,
+                json_text=True,
+                json_schema=inner,
+                optional=tuple(optional_fields(inner)),
+                warnings=notes,
+            )
         schema = _maps(_simplify(self._values.to_schema()))
-        return Inference(schema=schema, samples=self.samples, optional=tuple(optional_fields(schema)), warnings=notes)
+        return Inference(
+            schema=schema,
+            samples=self.samples,
+            optional=tuple(optional_fields(schema)),
+            warnings=notes,
+        )
 
 
 def infer_output(calls: Sequence[dict[str, Any]], mode: UnwrapMode = "spec") -> Inference:

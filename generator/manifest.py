@@ -59,7 +59,9 @@ GENERATOR_NAME = "codemode-gen"
 MANIFEST_FILE = "manifest.json"
 SERVERS_DIR = "servers"
 # What to do about a manifest the runtime cannot use.
-REGENERATE_HINT = "regenerate it with `codemode-gen generate` (or pass the --out folder generate writes)"
+REGENERATE_HINT = (
+    "regenerate it with `codemode-gen generate` (or pass the --out folder generate writes)"
+)
 
 
 # --------------------------------------------------------------------------- paths
@@ -385,7 +387,9 @@ def _validate(data: Any) -> Manifest:
     for i, server in enumerate(servers):
         _check_server(server, f"/servers/{i}")
         if server["serverId"] in seen:
-            raise _Invalid(f"/servers/{i}/serverId", f"unique ({server['serverId']!r} is listed twice)")
+            raise _Invalid(
+                f"/servers/{i}/serverId", f"unique ({server['serverId']!r} is listed twice)"
+            )
         seen.add(server["serverId"])
     manifest: Manifest = data
     return manifest
@@ -406,7 +410,7 @@ def read_manifest(out_dir: Path) -> Manifest | None:
         raise UserError(exc.message, hint=REGENERATE_HINT) from None
     if _generator_name(data) != GENERATOR_NAME:
         raise UserError(
-            f"{path}: not a codemode-gen manifest (it has no \"generator\": {{\"name\": \"{GENERATOR_NAME}\"}};"
+            f'{path}: not a codemode-gen manifest (it has no "generator": {{"name": "{GENERATOR_NAME}"}};'
             " another tool's file, or not a manifest at all)",
             hint=REGENERATE_HINT,
         )

@@ -61,7 +61,10 @@ MODULE_INTERNAL_NAMES = frozenset({"__meta__", "__callTool", "__deepFreeze"})
 # docstring.
 MODULE_SEMANTICS_NAMES = frozenset({"then", "__proto__", "__esModule"})
 RESERVED_IDENTIFIERS = (
-    SPEC_RESERVED_WORDS | STRICT_MODE_RESERVED_WORDS | MODULE_INTERNAL_NAMES | MODULE_SEMANTICS_NAMES
+    SPEC_RESERVED_WORDS
+    | STRICT_MODE_RESERVED_WORDS
+    | MODULE_INTERNAL_NAMES
+    | MODULE_SEMANTICS_NAMES
 )
 
 # Used when a tool name is empty (nothing to sanitise) - still a valid, stable identifier.
@@ -96,7 +99,9 @@ def tool_identifier(tool_name: str) -> str:
     return ident
 
 
-def _assign_unique(names: Iterable[str], clean: Callable[[str], str], separator: str) -> dict[str, str]:
+def _assign_unique(
+    names: Iterable[str], clean: Callable[[str], str], separator: str
+) -> dict[str, str]:
     """Name -> unique cleaned form, independent of input order (§6.1 and §5.0.1 share this).
 
     Names are taken in alphabetical order; the first occurrence of each clean form keeps it,

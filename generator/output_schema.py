@@ -153,7 +153,9 @@ def check_drift(
                     key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
                 )
             except Exception as exc:  # a $ref jsonschema cannot resolve, ...
-                detail = (str(exc).splitlines() or [type(exc).__name__])[0][: MAX_DRIFT_VALUE_CHARS * 2]
+                detail = (str(exc).splitlines() or [type(exc).__name__])[0][
+                    : MAX_DRIFT_VALUE_CHARS * 2
+                ]
                 return tuple(drift), (
                     *_unverifiable_lines(unverifiable),
                     f"drift not checked from sample {line} on: {detail}",
@@ -217,7 +219,9 @@ def merge_output(
         )
     warnings = inference.warnings
     if declared is not None:
-        warnings += (f"outputSchema ignored: expected an object, got {json_type(declared) or type(declared).__name__}",)
+        warnings += (
+            f"outputSchema ignored: expected an object, got {json_type(declared) or type(declared).__name__}",
+        )
     if inference.schema is None:
         return OutputModel("none", None, None, None, 0, False, None, (), (), warnings)
     return OutputModel(

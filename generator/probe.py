@@ -78,7 +78,9 @@ def _found_values(name: str, sources: Sequence[tuple[str, Any, Any]], tool_name:
         if source == tool_name:
             continue
         if isinstance(args, dict):
-            from_inputs += [v for k, v in args.items() if isinstance(k, str) and _key_name(k) == wanted]
+            from_inputs += [
+                v for k, v in args.items() if isinstance(k, str) and _key_name(k) == wanted
+            ]
         owner = _key_name(source)
         stack: list[tuple[Any, int]] = [(value, 0)]
         budget = MAX_FILL_NODES
@@ -100,7 +102,9 @@ def _found_values(name: str, sources: Sequence[tuple[str, Any, Any]], tool_name:
     return from_inputs + from_results
 
 
-def fill_input(tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]]) -> dict[str, Any] | None:
+def fill_input(
+    tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]]
+) -> dict[str, Any] | None:
     """An input for a read-only tool's probe with every required argument filled (module
     docstring), or None: not read-only, nothing required (the `{}` probe's case), an argument
     nothing fills, or an input its inputSchema rejects. `sources`: (tool name, input, the
@@ -108,7 +112,11 @@ def fill_input(tool: Mapping[str, Any], sources: Sequence[tuple[str, Any, Any]])
     same tools and sources give the same input."""
     annotations = tool.get("annotations")
     schema = tool.get("inputSchema")
-    if not isinstance(annotations, dict) or annotations.get("readOnlyHint") is not True or not isinstance(schema, dict):
+    if (
+        not isinstance(annotations, dict)
+        or annotations.get("readOnlyHint") is not True
+        or not isinstance(schema, dict)
+    ):
         return None
     required = schema.get("required")
     props = schema.get("properties")

@@ -29,7 +29,12 @@ from codemode_gen.jsonio import read_json
 from codemode_gen.mcp_json import project_settings
 from codemode_gen.settings_schema import check_tool_names, tool_entries
 
-__all__ = ["UnknownTools", "load_project_settings", "recorded_export_names", "with_recorded_tool_names"]
+__all__ = [
+    "UnknownTools",
+    "load_project_settings",
+    "recorded_export_names",
+    "with_recorded_tool_names",
+]
 
 #: What a tool name the recording lacks is: an error, or a warning (`record`: the recording is
 #: about to be refreshed, and a new tool must not stop it).
@@ -53,8 +58,12 @@ def load_project_settings(
     `unknown_tools="warn"`: a name the recording lacks is a warning, not an error (`record`,
     which is about to refresh the recordings)."""
     settings = project_settings(config_path, settings_path)
-    return with_recorded_tool_names(settings, fixtures_dir if fixtures_dir is not None else settings.fixtures_dir,
-                                    report=report, unknown_tools=unknown_tools)
+    return with_recorded_tool_names(
+        settings,
+        fixtures_dir if fixtures_dir is not None else settings.fixtures_dir,
+        report=report,
+        unknown_tools=unknown_tools,
+    )
 
 
 def recorded_export_names(fixtures_dir: Path, config_id: str) -> dict[str, str] | None:
@@ -69,11 +78,16 @@ def recorded_export_names(fixtures_dir: Path, config_id: str) -> dict[str, str] 
         return None
     if not isinstance(tools, list):
         return None
-    return assign_export_names(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
+    return assign_export_names(
+        t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)
+    )
 
 
 def with_recorded_tool_names(
-    settings: Settings, fixtures_dir: Path, *, report: Callable[[str], None] = _stderr,
+    settings: Settings,
+    fixtures_dir: Path,
+    *,
+    report: Callable[[str], None] = _stderr,
     unknown_tools: UnknownTools = "error",
 ) -> Settings:
     """`settings` with every tool name checked against the recordings and export names

@@ -108,7 +108,9 @@ def build_python_models(manifest: Mapping[str, Any], header: str) -> dict[str, s
         files[f"{PYTHON_DIR}/{PACKAGE}/__init__.py"] = (
             header
             + f'"""Pydantic models of the tools of every server: `from {PACKAGE}.<server> import <Export>Output`."""\n\n'
-            + "__all__ = [" + ", ".join(f'"{m}"' for m in modules) + "]\n"
+            + "__all__ = ["
+            + ", ".join(f'"{m}"' for m in modules)
+            + "]\n"
         )
     return files
 

@@ -110,7 +110,11 @@ def check_fixtures_dir(path: Path) -> None:
         existing = existing.parent
     hint = "pass --fixtures with a folder you can write, or fix `fixtures` in codemode.toml"
     if not existing.is_dir():
-        what = "is not a folder" if existing == path else f"cannot be created: {existing} is not a folder"
+        what = (
+            "is not a folder"
+            if existing == path
+            else f"cannot be created: {existing} is not a folder"
+        )
         raise UserError(f"{path}: the fixtures path {what}", hint=hint)
     try:
         handle, name = tempfile.mkstemp(prefix=".codemode-write-check-", dir=existing)
@@ -118,7 +122,9 @@ def check_fixtures_dir(path: Path) -> None:
         os.unlink(name)
     except OSError as exc:
         where = "" if existing == path else f" ({existing}, where it would be created)"
-        raise UserError(f"{path}: cannot write the fixtures folder{where}: {exc.strerror or exc}", hint=hint) from None
+        raise UserError(
+            f"{path}: cannot write the fixtures folder{where}: {exc.strerror or exc}", hint=hint
+        ) from None
 
 
 class _ServerFailed(Exception):
@@ -236,11 +242,15 @@ async def _record_one(
                     call_failed(outcome, call, f"protocol error: {exc}")
                     continue
                 duration = round((time.perf_counter() - started) * 1000)
-                record, problem = recorded_call(call.input, result, duration, redactor, settings.max_result_bytes)
+                record, problem = recorded_call(
+                    call.input, result, duration, redactor, settings.max_result_bytes
+                )
                 if record is None:
                     call_failed(outcome, call, problem or "not recordable")
                     continue
-                failure = result_failure(by_name[call.tool], call, result, record, config.unwrap, outcome)
+                failure = result_failure(
+                    by_name[call.tool], call, result, record, config.unwrap, outcome
+                )
                 if failure is not None:
                     call_failed(outcome, call, failure)
                     continue
@@ -253,7 +263,9 @@ async def _record_one(
         await make(planned)
         if probe:
             # Each read-only tool once: not one that was just called or has a good recording.
-            done = {call.tool for call in planned} | {name for name, lines in recorded.items() if any(map(_usable, lines))}
+            done = {call.tool for call in planned} | {
+                name for name, lines in recorded.items() if any(map(_usable, lines))
+            }
             for round_ in range(1, MAX_PROBE_ROUNDS + 1):
                 batch = []
                 for tool in tools:
@@ -331,7 +343,11 @@ def _old_calls(server_dir: Path, outcome: ServerOutcome) -> dict[str, list[dict[
 def _usable(line: Mapping[str, Any]) -> bool:
     """A recorded call that describes the tool: it succeeded and was not cut."""
     result = line.get("result")
-    return isinstance(result, dict) and result.get("isError") is not True and line.get("truncated") is None
+    return (
+        isinstance(result, dict)
+        and result.get("isError") is not True
+        and line.get("truncated") is None
+    )
 
 
 def _quiet_old_calls(server_dir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -343,5 +359,3 @@ def _quiet_old_calls(server_dir: Path) -> dict[str, list[dict[str, Any]]]:
         return load_fixture_set(server_dir).calls
     except UserError:
         return {}
-
-

@@ -56,7 +56,10 @@ async def check_servers(
             checks[sid].not_recorded = True
             status(sid, "not recorded yet")
     if live:
-        async with SessionManager(live, log_dir=log_dir) as manager, anyio.create_task_group() as tg:
+        async with (
+            SessionManager(live, log_dir=log_dir) as manager,
+            anyio.create_task_group() as tg,
+        ):
             for sid, config in live.items():
                 fixture_set = recorded[sid]
                 assert fixture_set is not None
@@ -137,7 +140,9 @@ async def _repeat(
             continue
         record, note = recorded_call(sample.input, result, 0, redactor, settings.max_result_bytes)
         if record is None:
-            repeated.append(Repeated(sample, unrecordable=f"record would not keep the result: {note}"))
+            repeated.append(
+                Repeated(sample, unrecordable=f"record would not keep the result: {note}")
+            )
         elif record.get("truncated") is not None:
             repeated.append(Repeated(sample, skipped=f"{note}; a cut result has no reliable shape"))
         else:

@@ -88,10 +88,14 @@ def plan_samples(
             mismatches, unusable = schema_mismatches(schema, sample.input)
             label = call_label(sample.tool, sample.input)
             if unusable is not None:
-                outcome.notes.append(f"{label}: input not checked: the tool's inputSchema is {unusable}")
+                outcome.notes.append(
+                    f"{label}: input not checked: the tool's inputSchema is {unusable}"
+                )
             elif mismatches and sample.expect != "error":
                 _sample_failed(
-                    outcome, sample, f"input rejected by the tool's inputSchema (not sent): {_listed(mismatches)}"
+                    outcome,
+                    sample,
+                    f"input rejected by the tool's inputSchema (not sent): {_listed(mismatches)}",
                 )
                 continue
             elif mismatches:
@@ -122,10 +126,14 @@ def result_failure(
             return None
         return f"the tool answered with an error (isError): {_error_text(result)}"
     if expect == "error":
-        outcome.notes.append(f'{label}: expect = "error", but the call succeeded; recorded as it is')
+        outcome.notes.append(
+            f'{label}: expect = "error", but the call succeeded; recorded as it is'
+        )
     declared = tool.get("outputSchema")
     mismatches: list[str] = []
-    if isinstance(declared, dict) and record.get("truncated") is None:  # a cut result has no reliable shape
+    if (
+        isinstance(declared, dict) and record.get("truncated") is None
+    ):  # a cut result has no reliable shape
         found, unusable = schema_mismatches(declared, unwrap_result(result, mode))
         mismatches = found if unusable is None else []  # an unusable schema: generate says so
     if not mismatches:
@@ -142,7 +150,9 @@ def result_failure(
 
 def _listed(lines: Sequence[str]) -> str:
     return "; ".join(lines[:MAX_LISTED_MISMATCHES]) + (
-        f" (and {len(lines) - MAX_LISTED_MISMATCHES} more)" if len(lines) > MAX_LISTED_MISMATCHES else ""
+        f" (and {len(lines) - MAX_LISTED_MISMATCHES} more)"
+        if len(lines) > MAX_LISTED_MISMATCHES
+        else ""
     )
 
 

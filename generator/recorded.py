@@ -102,5 +102,5 @@ def recorded_call(
     record["truncated"] = {"originalBytes": cut_from, "keptBytes": kept_bytes}
     return record, (
         f"result of {cut_from:,} bytes cut to {kept_bytes:,} (max_result_bytes = {max_result_bytes:,});"
-        " the recorded line is marked \"truncated\""
+        ' the recorded line is marked "truncated"'
     )

@@ -48,7 +48,9 @@ REDACTED_PATTERN = "<redacted:pattern>"
 _AUTH_SCHEME = re.compile(r"^(?:Bearer|Basic|Token|Bot|Digest|ApiKey)\s+(\S.*)$", re.IGNORECASE)
 # Query parameters of a server's url whose value is a credential by its name (`?api_key=…`,
 # `&access_token=…`, `&sig=…`): secrets even when written in .mcp.json as they are.
-_CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE)
+_CREDENTIAL_PARAM = re.compile(
+    r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE
+)
 
 
 def marker(name: str) -> str:
@@ -86,7 +88,11 @@ def _variants(value: str) -> list[str]:
     if scheme:
         out.append(scheme.group(1))
     for text in list(out):
-        out += [quote(text, safe=""), quote_plus(text, safe=""), json.dumps(text, ensure_ascii=False)[1:-1]]
+        out += [
+            quote(text, safe=""),
+            quote_plus(text, safe=""),
+            json.dumps(text, ensure_ascii=False)[1:-1],
+        ]
     return out
 
 
@@ -123,7 +129,9 @@ class Redactor:
             else:
                 joined.append(f"(?:{pattern})")
         try:
-            self._re = re.compile("|".join(alternatives + joined)) if alternatives or joined else None
+            self._re = (
+                re.compile("|".join(alternatives + joined)) if alternatives or joined else None
+            )
         except re.error:  # a joined pattern that only compiles on its own
             self._separate = [re.compile(p) for p in patterns]
             self._re = re.compile("|".join(alternatives)) if alternatives else None

@@ -29,7 +29,9 @@ def load_samples_file(path: Path) -> list[Sample]:
             raise UserError(f"{path}: samples file is larger than {MAX_SAMPLES_FILE_BYTES} bytes")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{path}: samples file not found", hint="check the --samples path") from None
+        raise UserError(
+            f"{path}: samples file not found", hint="check the --samples path"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read samples file: {exc}") from None
     try:

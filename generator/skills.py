@@ -49,12 +49,16 @@ MAX_EXAMPLES = 8
 SUFFIXES = (".ts", ".js")
 TEST_SUFFIXES = (".test.ts", ".test.js")
 #: Lines that mark the skills' part of codemode.d.ts (a check of skills/ leaves it out).
-DTS_BEGIN = "// ---- Skills (skills/*.ts|js, see README \"Skills\"): functions of this repository."
+DTS_BEGIN = '// ---- Skills (skills/*.ts|js, see README "Skills"): functions of this repository.'
 DTS_END = "// ---- end of skills"
 
-_IMPORT_RE = re.compile(r"""(?:^|[\s;])(?:import|export)\b[^"';]*?\bfrom\s*["']([^"'\n]+)["']|\bimport\s*["']([^"'\n]+)["']""")
+_IMPORT_RE = re.compile(
+    r"""(?:^|[\s;])(?:import|export)\b[^"';]*?\bfrom\s*["']([^"'\n]+)["']|\bimport\s*["']([^"'\n]+)["']"""
+)
 _DYNAMIC_IMPORT_RE = re.compile(r"""\bimport\s*\(\s*["']([^"'\n]+)["']""")
-_DOC_RE = re.compile(r"/\*\*(.*?)\*/\s*export\s+(?:default\s+)?async\s+function\s+([A-Za-z_$][\w$]*)", re.S)
+_DOC_RE = re.compile(
+    r"/\*\*(.*?)\*/\s*export\s+(?:default\s+)?async\s+function\s+([A-Za-z_$][\w$]*)", re.S
+)
 _EXPORT_FN_RE = re.compile(r"\bexport\s+(?:default\s+)?async\s+function\s+([A-Za-z_$][\w$]*)")
 
 
@@ -112,7 +116,7 @@ def _doc_text(raw: str) -> tuple[str, tuple[str, ...]]:
     examples = []
     for part in parts[1:]:
         if part.startswith("example"):
-            body = part[len("example"):].strip()
+            body = part[len("example") :].strip()
             body = re.sub(r"^```\w*\n|\n?```$", "", body).strip()
             if body:
                 examples.append(body)
@@ -125,32 +129,42 @@ def parse_skill(name: str, file: str, text: str) -> Skill:
     if len(exported) != 1:
         raise UserError(
             f"{file}: a skill exports exactly one async function (found {len(exported)})",
-            hint="write `/** what it does */ export async function " + name + "(input: {...}): Promise<...> { ... }`",
+            hint="write `/** what it does */ export async function "
+            + name
+            + "(input: {...}): Promise<...> { ... }`",
         )
     doc = _DOC_RE.search(text)
     if doc is None or doc.group(2) != exported[0]:
         raise UserError(
             f"{file}: the exported function {exported[0]} has no doc comment",
             hint="put a /** ... */ comment saying what it does right before `export async function`; "
-                 "it is the skill's description in the prompt and discovery",
+            "it is the skill's description in the prompt and discovery",
         )
     description, examples = _doc_text(doc.group(1))
     if not description:
-        raise UserError(f"{file}: the doc comment of {exported[0]} has no description",
-                        hint="start the /** ... */ comment with a sentence saying what the skill does")
-    return Skill(name, file, text, "ts" if file.endswith(".ts") else "js", exported[0], description, examples)
+        raise UserError(
+            f"{file}: the doc comment of {exported[0]} has no description",
+            hint="start the /** ... */ comment with a sentence saying what the skill does",
+        )
+    return Skill(
+        name, file, text, "ts" if file.endswith(".ts") else "js", exported[0], description, examples
+    )
 
 
 def read_skill_file(path: Path, rel: str) -> str:
     """A skill's text: a regular file (not a link), at most MAX_SKILL_BYTES, UTF-8."""
     try:
         if path.is_symlink() or not path.is_file():
-            raise UserError(f"{rel}: not a regular file (a skill is a file of the repository, not a link)",
-                            hint=f"replace {rel} with the file itself")
+            raise UserError(
+                f"{rel}: not a regular file (a skill is a file of the repository, not a link)",
+                hint=f"replace {rel} with the file itself",
+            )
         size = path.stat().st_size
         if size > MAX_SKILL_BYTES:
-            raise UserError(f"{rel}: {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})",
-                            hint="a skill is one function a person reviews: split it, or keep data out of it")
+            raise UserError(
+                f"{rel}: {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})",
+                hint="a skill is one function a person reviews: split it, or keep data out of it",
+            )
         data = path.read_bytes()[: MAX_SKILL_BYTES + 1]
     except OSError as exc:
         raise UserError(f"{rel}: cannot read: {exc.strerror or exc}") from None
@@ -169,24 +183,37 @@ def load_skills(project_dir: Path) -> list[Skill]:
     if not folder.is_dir():
         return []
     if folder.is_symlink():
-        raise UserError(f"{SKILLS_DIR}/: is a link", hint=f"make {SKILLS_DIR}/ a folder of the repository")
+        raise UserError(
+            f"{SKILLS_DIR}/: is a link", hint=f"make {SKILLS_DIR}/ a folder of the repository"
+        )
     found: dict[str, Skill] = {}
     entries = sorted(folder.iterdir())
     for entry in entries:
         base = entry.name
-        if base.startswith(".") or base.lower().startswith("readme") or base.endswith(TEST_SUFFIXES):
+        if (
+            base.startswith(".")
+            or base.lower().startswith("readme")
+            or base.endswith(TEST_SUFFIXES)
+        ):
             continue
         rel = f"{SKILLS_DIR}/{base}"
         stem, dot, suffix = base.rpartition(".")
         if not dot or f".{suffix}" not in SUFFIXES:
-            raise UserError(f"{rel}: not a skill (a skill is skills/<name>.ts or skills/<name>.js)",
-                            hint=f"move it out of {SKILLS_DIR}/")
+            raise UserError(
+                f"{rel}: not a skill (a skill is skills/<name>.ts or skills/<name>.js)",
+                hint=f"move it out of {SKILLS_DIR}/",
+            )
         check_name(stem)
         if stem in found:
-            raise UserError(f"{SKILLS_DIR}/{stem}.ts and {SKILLS_DIR}/{stem}.js: two skills named {stem}",
-                            hint="keep one of them")
+            raise UserError(
+                f"{SKILLS_DIR}/{stem}.ts and {SKILLS_DIR}/{stem}.js: two skills named {stem}",
+                hint="keep one of them",
+            )
         if len(found) >= MAX_SKILLS:
-            raise UserError(f"{SKILLS_DIR}/: more than {MAX_SKILLS} skills", hint="remove the ones no longer used")
+            raise UserError(
+                f"{SKILLS_DIR}/: more than {MAX_SKILLS} skills",
+                hint="remove the ones no longer used",
+            )
         found[stem] = parse_skill(stem, rel, read_skill_file(entry, rel))
     return [found[name] for name in sorted(found)]
 
@@ -220,7 +247,7 @@ def ambient_declaration(skill: Skill, emitted: str) -> str:
         line = re.sub(r"^declare ", "", line)
         body.append("  " + line)
     doc = f"/** Skill {skill.name} ({skill.file}): {skill.description} */"
-    return f"{doc}\ndeclare module \"{skill.specifier}\" {{\n" + "\n".join(body) + "\n}"
+    return f'{doc}\ndeclare module "{skill.specifier}" {{\n' + "\n".join(body) + "\n}"
 
 
 def signature(emitted: str, function: str) -> str:
@@ -237,7 +264,7 @@ def signature(emitted: str, function: str) -> str:
         elif ch in ")}]>" and not (ch == ">" and text[i - 1] == "="):
             depth -= 1
         elif ch == ";" and depth == 0:
-            line = text[found.start() + len("export declare "): i + 1]
+            line = text[found.start() + len("export declare ") : i + 1]
             return re.sub(r";\s*}", " }", re.sub(r"\{ ", "{ ", line))
     return f"function {function}(input: unknown): Promise<unknown>;"
 
@@ -248,11 +275,14 @@ def strip_skills(dts: str) -> str:
     end = dts.find(DTS_END)
     if start < 0 or end < start:
         return dts
-    return dts[:start].rstrip("\n") + "\n" + dts[end + len(DTS_END):].lstrip("\n")
+    return dts[:start].rstrip("\n") + "\n" + dts[end + len(DTS_END) :].lstrip("\n")
 
 
 def add_skills(
-    outputs: Outputs, skills: Sequence[Skill], declarations: Mapping[str, str], runnable: Mapping[str, str],
+    outputs: Outputs,
+    skills: Sequence[Skill],
+    declarations: Mapping[str, str],
+    runnable: Mapping[str, str],
 ) -> Outputs:
     """`outputs` with the skills' files: out/skills/<name>.js (`runnable`: its types erased),
     out/skills/<name>.d.ts, their ambient modules in codemode.d.ts, `skills` in the manifest."""
@@ -272,20 +302,24 @@ def add_skills(
         files[f"{SKILLS_DIR}/{skill.name}.d.ts"] = header + "\n" + block + "\n"
         # No header: the module keeps the source's lines, so stacks and diagnostics point at skills/.
         files[f"{SKILLS_DIR}/{skill.name}.js"] = runnable[skill.name]
-        entries.append({
-            "name": skill.name,
-            "specifier": skill.specifier,
-            "source": skill.file,
-            "sourceHash": skill.digest,
-            "module": f"{SKILLS_DIR}/{skill.name}.js",
-            "function": skill.function,
-            "description": skill.description,
-            "signature": signature(emitted, skill.function),
-            "imports": skill.imports(),
-            "examples": list(skill.examples),
-        })
+        entries.append(
+            {
+                "name": skill.name,
+                "specifier": skill.specifier,
+                "source": skill.file,
+                "sourceHash": skill.digest,
+                "module": f"{SKILLS_DIR}/{skill.name}.js",
+                "function": skill.function,
+                "description": skill.description,
+                "signature": signature(emitted, skill.function),
+                "imports": skill.imports(),
+                "examples": list(skill.examples),
+            }
+        )
     dts = files[CODEMODE_DTS].rstrip("\n")
-    files[CODEMODE_DTS] = dts + "\n\n" + DTS_BEGIN + "\n\n" + "\n\n".join(blocks) + "\n" + DTS_END + "\n"
+    files[CODEMODE_DTS] = (
+        dts + "\n\n" + DTS_BEGIN + "\n\n" + "\n\n".join(blocks) + "\n" + DTS_END + "\n"
+    )
     manifest = {**outputs.manifest, "skills": entries}
     files[MANIFEST_FILE] = dump_manifest(manifest)  # type: ignore[arg-type]
     return replace(outputs, files=files, manifest=manifest)  # type: ignore[arg-type]
@@ -305,7 +339,11 @@ def _split_imports(code: str) -> tuple[list[str], list[str], list[str]]:
     imports: list[str] = []
     body: list[str] = []
     i = 0
-    while i < len(lines) and (not lines[i].strip() or lines[i].lstrip().startswith("//")) and not imports:
+    while (
+        i < len(lines)
+        and (not lines[i].strip() or lines[i].lstrip().startswith("//"))
+        and not imports
+    ):
         if lines[i].lstrip().startswith("//"):
             comments.append(lines[i].lstrip()[2:].strip())
         i += 1
@@ -321,25 +359,37 @@ def _split_imports(code: str) -> tuple[list[str], list[str], list[str]]:
         while not _IMPORT_END_RE.search(lines[k]) and k + 1 < len(lines):
             k += 1
             imports.append(lines[k])
-        lines[j + 1:k + 1] = [""] * (k - j)  # consumed
+        lines[j + 1 : k + 1] = [""] * (k - j)  # consumed
     # Imports further down (after code) are still module-level: move them up too.
     rest: list[str] = []
     for line in body:
-        (imports if _IMPORT_START_RE.match(line) and _IMPORT_END_RE.search(line) else rest).append(line)
+        (imports if _IMPORT_START_RE.match(line) and _IMPORT_END_RE.search(line) else rest).append(
+            line
+        )
     return comments, imports, rest
 
 
-def skeleton(name: str, code: str, *, lang: str, origin: str, description: str | None = None) -> str:
+def skeleton(
+    name: str, code: str, *, lang: str, origin: str, description: str | None = None
+) -> str:
     """A skill made from a script that ran: its imports kept at the top, its body the body of
     `export async function <name>(input)`, what it set as `__codemode_result__` returned, its
     leading comment (or `description`) the doc comment. Parameters and result are left for the
     person who reviews it to type (`input: {}`, the result as the compiler infers it)."""
     comments, imports, body = _split_imports(code)
-    text = description or " ".join(c for c in comments if c and not c.startswith("codemode-gen ")) or (
-        f"TODO: say what {name} does (saved from {origin})."
+    text = (
+        description
+        or " ".join(c for c in comments if c and not c.startswith("codemode-gen "))
+        or (f"TODO: say what {name} does (saved from {origin}).")
     )
-    doc_lines = ["/**", *[f" * {line}" for line in _wrap(text)], " *", f" * Saved from {origin}. Review: type the parameters and the result, add an @example",
-                 " * that replays (`codemode-gen skill test`), then commit.", " */"]
+    doc_lines = [
+        "/**",
+        *[f" * {line}" for line in _wrap(text)],
+        " *",
+        f" * Saved from {origin}. Review: type the parameters and the result, add an @example",
+        " * that replays (`codemode-gen skill test`), then commit.",
+        " */",
+    ]
     inner = [("  " + line if line.strip() else "") for line in body]
     inner = [_RESULT_RE.sub("return ", line) for line in inner]
     while inner and not inner[-1].strip():
@@ -366,7 +416,9 @@ def _wrap(text: str, width: int = 96) -> list[str]:
     return [*lines, line] if line else lines
 
 
-def write_skill(project_dir: Path, name: str, text: str, *, lang: str, replace_existing: bool = False) -> Path:
+def write_skill(
+    project_dir: Path, name: str, text: str, *, lang: str, replace_existing: bool = False
+) -> Path:
     """Write skills/<name>.<lang> (validated first: name, size, one documented async function),
     atomically; refuses to overwrite a skill unless `replace_existing`."""
     import os
@@ -377,18 +429,26 @@ def write_skill(project_dir: Path, name: str, text: str, *, lang: str, replace_e
         raise UserError(f"{lang!r}: a skill is TypeScript (ts) or JavaScript (js)")
     size = len(text.encode("utf-8"))
     if size > MAX_SKILL_BYTES:
-        raise UserError(f"skill {name}: {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})",
-                        hint="a skill is one function a person reviews: keep data out of it")
+        raise UserError(
+            f"skill {name}: {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})",
+            hint="a skill is one function a person reviews: keep data out of it",
+        )
     rel = f"{SKILLS_DIR}/{name}.{lang}"
     parse_skill(name, rel, text)
     folder = skills_dir(project_dir)
     if folder.is_symlink():
-        raise UserError(f"{SKILLS_DIR}/: is a link", hint=f"make {SKILLS_DIR}/ a folder of the repository")
+        raise UserError(
+            f"{SKILLS_DIR}/: is a link", hint=f"make {SKILLS_DIR}/ a folder of the repository"
+        )
     folder.mkdir(exist_ok=True)
-    existing = [folder / f"{name}{suffix}" for suffix in SUFFIXES if (folder / f"{name}{suffix}").exists()]
+    existing = [
+        folder / f"{name}{suffix}" for suffix in SUFFIXES if (folder / f"{name}{suffix}").exists()
+    ]
     if existing and not replace_existing:
-        raise UserError(f"{SKILLS_DIR}/{existing[0].name} exists already",
-                        hint="pick another name, or pass --force to replace it")
+        raise UserError(
+            f"{SKILLS_DIR}/{existing[0].name} exists already",
+            hint="pick another name, or pass --force to replace it",
+        )
     target = folder / f"{name}.{lang}"
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
     try:

@@ -36,7 +36,15 @@ from codemode_gen.generator.typescript import NameScope, TypeDecl, translate
 from codemode_gen.generator.typescript.ast import Ref, walk
 from codemode_gen.generator.unwrap import UnwrapMode
 
-__all__ = ["BOX_MARKER_TEXT", "EMPTY_INPUT_SCHEMA", "MAX_DRIFT_IN_DOC", "MAX_OPTIONAL_IN_DOC", "ModuleScope", "ToolModel", "build_tool"]
+__all__ = [
+    "BOX_MARKER_TEXT",
+    "EMPTY_INPUT_SCHEMA",
+    "MAX_DRIFT_IN_DOC",
+    "MAX_OPTIONAL_IN_DOC",
+    "ModuleScope",
+    "ToolModel",
+    "build_tool",
+]
 
 # §5.3.1: an absent or empty inputSchema means "no arguments or {}".
 EMPTY_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -123,7 +131,9 @@ def _input_optional(schema: Mapping[str, Any]) -> bool:
     return not (isinstance(required, list) and required)
 
 
-def _provenance_lines(out: OutputModel, json_type: str | None, fmt: TextFormat | None = None) -> list[str]:
+def _provenance_lines(
+    out: OutputModel, json_type: str | None, fmt: TextFormat | None = None
+) -> list[str]:
     """What the reader of a type must know about where it came from: only the surprising cases.
 
     A declared outputSchema needs no sentence (it is the normal case, and this text is agent
@@ -149,7 +159,9 @@ def _provenance_lines(out: OutputModel, json_type: str | None, fmt: TextFormat |
         lines.append(phrase)
     if out.box is not None:
         field = out.box.field
-        where = f".{field}" if is_identifier(field) else f"[{json.dumps(field, ensure_ascii=False)}]"
+        where = (
+            f".{field}" if is_identifier(field) else f"[{json.dumps(field, ensure_ascii=False)}]"
+        )
         marker = BOX_MARKER_TEXT[out.box.marker]
         lines.append(
             f"Boxed by the server ({marker}); returned unboxed (unbox = true, a deviation from spec §5.3.2)."
@@ -189,7 +201,12 @@ def build_tool(
     decls: list[TypeDecl] = []
 
     def emit(
-        schema: Any, name: str, doc: tuple[str, ...], *, closed: bool = False, derived: tuple[str, ...] = ()
+        schema: Any,
+        name: str,
+        doc: tuple[str, ...],
+        *,
+        closed: bool = False,
+        derived: tuple[str, ...] = (),
     ) -> str:
         scope.expect_root(name)
         translation = translate(
@@ -224,7 +241,10 @@ def build_tool(
     # What text a string result holds, and one recorded call (generator/examples.py).
     fmt = text_format([s.value for s in unwrapped_samples(calls, mode)], json_text=out.json_text)
     example = choose_example(
-        calls, mode, show_input=not _input_optional(input_schema), redactor=redactor or example_redactor(),
+        calls,
+        mode,
+        show_input=not _input_optional(input_schema),
+        redactor=redactor or example_redactor(),
         box=out.box if out.unboxed else None,
     )
     provenance = _provenance_lines(out, json_type, fmt)
@@ -233,7 +253,12 @@ def build_tool(
     output_type = (
         # An unboxed value's schema is the box's field: a title that only respells the field
         # (pydantic's "Result") says nothing.
-        emit(out.schema, names["output"], output_doc, derived=(out.box.field,) if out.box and out.unboxed else ())
+        emit(
+            out.schema,
+            names["output"],
+            output_doc,
+            derived=(out.box.field,) if out.box and out.unboxed else (),
+        )
         if out.schema is not None
         else "unknown"
     )
@@ -259,7 +284,9 @@ def build_tool(
         doc.append(" ".join(tags))
     doc += provenance
     if example is not None:
-        doc.append(f"Example (a recorded call): await {example.call(export_name)} → {example.result}")
+        doc.append(
+            f"Example (a recorded call): await {example.call(export_name)} → {example.result}"
+        )
 
     report.extend(f"{where}: drift: {d}" for d in out.drift)
     report.extend(f"{where}: {w}" for w in out.warnings)
@@ -275,7 +302,9 @@ def build_tool(
     }
     if fmt is not None:
         output["format"] = fmt
-    live = sum(1 for s in unwrapped_samples(calls, mode) if calls[s.line - 1].get(LIVE_FIELD) is True)
+    live = sum(
+        1 for s in unwrapped_samples(calls, mode) if calls[s.line - 1].get(LIVE_FIELD) is True
+    )
     if live and out.source == "inferred":
         output["liveSamples"] = live
     if out.box is not None:

@@ -61,7 +61,9 @@ def shown(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return result if len(text) <= limit else result[:limit] + "…"
 
 
-def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH, text_only: bool = True) -> str | None:
+def json_problem(
+    value: Any, *, max_depth: int = MAX_RECORDED_DEPTH, text_only: bool = True
+) -> str | None:
     """Why `value` (decoded from a server's JSON) cannot be written as JSON, or None.
 
     Catches what Python's JSON decoder lets through: NaN/Infinity (RFC 8259 has no such
@@ -85,7 +87,9 @@ def json_problem(value: Any, *, max_depth: int = MAX_RECORDED_DEPTH, text_only: 
             if isinstance(node, dict):
                 for key, item in node.items():
                     if not isinstance(key, str) or (text_only and _lone_surrogate(key)):
-                        return f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
+                        return (
+                            f"a key that is not Unicode text in the object at {shown(ptr or '/')}"
+                        )
                     stack.append((item, f"{ptr}/{pointer_token(key)}", depth + 1))
             else:
                 stack.extend((item, f"{ptr}/{i}", depth + 1) for i, item in enumerate(node))

@@ -112,7 +112,7 @@ def read_box(schema: Any) -> tuple[Box | None, str | None]:
         marker = schema["x-dedalus-box"]
         field = marker.get("field") if isinstance(marker, Mapping) else None
         if not isinstance(field, str) or not field or len(field) > MAX_BOX_FIELD_CHARS:
-            return None, "x-dedalus-box ignored: expected {\"field\": \"<property name>\"}"
+            return None, 'x-dedalus-box ignored: expected {"field": "<property name>"}'
         if field not in props:
             return None, "x-dedalus-box ignored: its field is not a property of the outputSchema"
         return Box(field, "x-dedalus-box"), None

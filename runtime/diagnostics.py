@@ -119,7 +119,11 @@ def diagnostic(
 
     The texts can carry server text (a connect failure) or the script's (an uncaught error's
     message), so each is made UTF-8-safe and cut to MAX_DIAGNOSTIC_CHARS."""
-    d: Diagnostic = {"severity": severity, "code": str(code), "message": clip(message, MAX_DIAGNOSTIC_CHARS)}
+    d: Diagnostic = {
+        "severity": severity,
+        "code": str(code),
+        "message": clip(message, MAX_DIAGNOSTIC_CHARS),
+    }
     if hint:
         d["hint"] = clip(hint, MAX_DIAGNOSTIC_CHARS)
     if path:
@@ -148,7 +152,9 @@ def hit_limit(diagnostics: Iterable[Mapping[str, Any]], limit: str) -> bool:
     """Whether a run ended on `limit` (a SANDBOX_LIMIT error `sandbox_limit` made for it)."""
     mark = f"(limit {limit} = "
     return any(
-        d.get("code") == DiagnosticCode.SANDBOX_LIMIT and d.get("severity") == "error" and mark in str(d.get("message", ""))
+        d.get("code") == DiagnosticCode.SANDBOX_LIMIT
+        and d.get("severity") == "error"
+        and mark in str(d.get("message", ""))
         for d in diagnostics
     )
 
@@ -163,7 +169,8 @@ def timeout_limit(timeout_ms: int) -> Diagnostic:
 def start_limit(timeout_ms: int) -> Diagnostic:
     """The run's time ran out before the script started (no worker was ready in time)."""
     return sandbox_limit(
-        "timeoutMs", timeout_ms,
+        "timeoutMs",
+        timeout_ms,
         f"the script never started: no sandbox was ready within the run's timeoutMs ({timeout_ms} ms)",
         hint="run it again (sandboxes were starting; later runs find one ready), or raise limits.timeoutMs",
     )
@@ -172,7 +179,8 @@ def start_limit(timeout_ms: int) -> Diagnostic:
 def prepare_limit(timeout_ms: int, spent_ms: int) -> Diagnostic:
     """The run's time ran out while the host connected its servers, before the script started."""
     return sandbox_limit(
-        "timeoutMs", timeout_ms,
+        "timeoutMs",
+        timeout_ms,
         f"the script never started: connecting its servers and preparing the run took {spent_ms} ms, "
         f"more than its timeoutMs ({timeout_ms} ms) and the connect wait not counted in it",
         hint=_CONNECT_AGAIN,
@@ -189,12 +197,17 @@ _CONNECT_AGAIN = (
 def waiting_for_connect(d: Diagnostic, servers: Sequence[str]) -> Diagnostic:
     """`d` itself, or, when it is the script's timeout, one saying it was spent waiting for
     `servers` to connect (their connections go on after the run)."""
-    if d.get("code") != DiagnosticCode.SANDBOX_LIMIT or not str(d.get("message", "")).startswith(_RAN_LONGER):
+    if d.get("code") != DiagnosticCode.SANDBOX_LIMIT or not str(d.get("message", "")).startswith(
+        _RAN_LONGER
+    ):
         return d
     names = ", ".join(f"'{safe_name(s)}'" for s in servers)
     return {
         **d,
-        "message": clip(f"{d['message']} while a call waited for server {names} to connect", MAX_DIAGNOSTIC_CHARS),
+        "message": clip(
+            f"{d['message']} while a call waited for server {names} to connect",
+            MAX_DIAGNOSTIC_CHARS,
+        ),
         "hint": _CONNECT_AGAIN,
     }
 
@@ -213,7 +226,9 @@ def worker_limit(timeout_ms: int, max_workers: int) -> Diagnostic:
 
 
 def memory_limit(max_bytes: int) -> Diagnostic:
-    return sandbox_limit("maxMemoryBytes", max_bytes, "the script ran out of memory and was stopped")
+    return sandbox_limit(
+        "maxMemoryBytes", max_bytes, "the script ran out of memory and was stopped"
+    )
 
 
 def result_not_serializable(reason: str) -> Diagnostic:

@@ -48,7 +48,11 @@ def measure(value: Any, cap: int) -> int:
         elif isinstance(item, dict):
             total += 2 + max(0, len(item) - 1) + len(item)  # braces, commas, colons
             for key, child in item.items():
-                total += len(key) + 2 if isinstance(key, str) and len(key) + 2 > cap - total else _key_size(key)
+                total += (
+                    len(key) + 2
+                    if isinstance(key, str) and len(key) + 2 > cap - total
+                    else _key_size(key)
+                )
                 if total > cap:
                     return total
                 stack.append(child)
@@ -164,7 +168,9 @@ def _marker_key(keys: Iterable[Any]) -> str:
 def _cut_dict(obj: dict[Any, Any], room: int, depth: int) -> Any:
     keys = list(obj)
     marker_key = _marker_key(keys)
-    reserve = len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1  # its entry and comma
+    reserve = (
+        len(_encoder.encode({marker_key: f"[+{len(keys)} keys]"})) - 2 + 1
+    )  # its entry and comma
     avail = room - 2 - reserve
     small_cap = max(avail // max(1, len(keys)), MIN_SHARE_CHARS)
     whole: set[int] = set()

@@ -81,7 +81,6 @@ MAX_TRACE_ERROR_CHARS = 300
 MAX_DIAGNOSTIC_CHARS = 4000
 
 
-
 class LimitsError(ValueError):
     """A limits value is not a usable integer; the message names the key and the valid range."""
 

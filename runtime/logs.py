@@ -27,6 +27,7 @@ class LogEntry(TypedDict):
     message: str
     timeMs: int
 
+
 #: Nesting depth at which a logged object is given up as unserialisable (deep recursion would
 #: otherwise hit the JS stack limit inside console.log).
 MAX_LOG_DEPTH = 200

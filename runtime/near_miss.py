@@ -31,7 +31,9 @@ def closest_names(name: str, candidates: Iterable[str], n: int = 1) -> list[str]
     close): the same name but for case and separators first, then difflib's close matches."""
     if len(name) > MAX_NAME_CHARS:  # difflib is quadratic in the name's length
         return []
-    pool = [c for _, c in zip(range(MAX_NEAR_MISS_CANDIDATES), candidates, strict=False) if c != name]
+    pool = [
+        c for _, c in zip(range(MAX_NEAR_MISS_CANDIDATES), candidates, strict=False) if c != name
+    ]
     key = _name_key(name)
     found = [c for c in pool if key and _name_key(c) == key]
     by_key: dict[str, str] = {}
@@ -50,4 +52,6 @@ def listed(names: Iterable[str]) -> str:
     """`a, b, c` of at most MAX_LISTED_NAMES names, saying how many more there are."""
     items = list(names)
     shown = ", ".join(items[:MAX_LISTED_NAMES])
-    return shown + (f" and {len(items) - MAX_LISTED_NAMES} more" if len(items) > MAX_LISTED_NAMES else "")
+    return shown + (
+        f" and {len(items) - MAX_LISTED_NAMES} more" if len(items) > MAX_LISTED_NAMES else ""
+    )

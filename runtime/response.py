@@ -59,11 +59,16 @@ LOG_SHARE = 0.25
 
 
 def _log_marker(dropped: int, chars: int, time_ms: int) -> LogEntry:
-    return {"level": "warn", "message": f"…[+{dropped} log entries, {chars} chars: cut to maxResponseChars]",
-            "timeMs": int(time_ms)}
+    return {
+        "level": "warn",
+        "message": f"…[+{dropped} log entries, {chars} chars: cut to maxResponseChars]",
+        "timeMs": int(time_ms),
+    }
 
 
-def cut_logs(logs: list[LogEntry], room: int, total: int | None = None) -> tuple[list[LogEntry], int]:
+def cut_logs(
+    logs: list[LogEntry], room: int, total: int | None = None
+) -> tuple[list[LogEntry], int]:
     """(`logs` within `room` characters of JSON, entries dropped): the first entries that fit
     in half the room, the last ones that fit in the rest, and between them one `warn` entry
     saying how many entries (and characters) were cut; a first entry too large for the room
@@ -95,7 +100,9 @@ def cut_logs(logs: list[LogEntry], room: int, total: int | None = None) -> tuple
     first_cut = len(head)
     if not head and tail_start == len(logs) and logs:  # nothing fits whole: cut the first message
         entry = logs[0].copy()
-        message = cut_string(str(entry.get("message", "")), avail - (json_size({**entry, "message": ""}) - 2))
+        message = cut_string(
+            str(entry.get("message", "")), avail - (json_size({**entry, "message": ""}) - 2)
+        )
         if isinstance(message, str):
             entry["message"] = message
             head.append(entry)
@@ -104,7 +111,9 @@ def cut_logs(logs: list[LogEntry], room: int, total: int | None = None) -> tuple
     dropped = tail_start - first_cut
     out = list(head)
     if dropped:
-        chars = total - 2 - (len(logs) - 1) - (kept_chars - (len(logs) - dropped))  # the dropped entries
+        chars = (
+            total - 2 - (len(logs) - 1) - (kept_chars - (len(logs) - dropped))
+        )  # the dropped entries
         out.append(_log_marker(dropped, chars, int(logs[first_cut].get("timeMs", 0))))
     out.extend(logs[tail_start:])
     if json_size(out) > room:  # a room too small for the marker (never at MIN_RESPONSE_CHARS)
@@ -132,12 +141,15 @@ def fit_response(
     if new_result is not result:
         parts.append(f"result {result_size} → {json_size(new_result)} characters of JSON")
     if new_logs is not logs:
-        parts.append(f"logs {logs_size} → {new_logs_size} ({len(logs) - dropped} of {len(logs)} entries kept)")
+        parts.append(
+            f"logs {logs_size} → {new_logs_size} ({len(logs) - dropped} of {len(logs)} entries kept)"
+        )
     note = diagnostic(
         DiagnosticCode.RESPONSE_TRUNCATED,
-        f"the response was cut to maxResponseChars = {max_chars}: " + "; ".join(parts)
-        + ". Cut strings end in …[+N chars], cut arrays in an element \"…[+N items]\", cut objects "
-        "in a key \"…\"; a log entry says how many entries were cut",
+        f"the response was cut to maxResponseChars = {max_chars}: "
+        + "; ".join(parts)
+        + '. Cut strings end in …[+N chars], cut arrays in an element "…[+N items]", cut objects '
+        'in a key "…"; a log entry says how many entries were cut',
         severity="warning",
         hint="return less: filter, pick fields and aggregate in the script (counts, top-N, ids), or page "
         "through the data over several runs; limits.maxResponseChars raises the budget",
@@ -185,9 +197,18 @@ async def build_response_async(
     """`build_response` off the event loop when the result or the logs are large (its UTF-8
     check encodes all of the result; a budget measures both and may walk them)."""
     if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
-        return await payload.offload(build_response, logs, result, diagnostics, tool_trace,
-                                     tool_summary=tool_summary, max_chars=max_chars)
-    return build_response(logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars)
+        return await payload.offload(
+            build_response,
+            logs,
+            result,
+            diagnostics,
+            tool_trace,
+            tool_summary=tool_summary,
+            max_chars=max_chars,
+        )
+    return build_response(
+        logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars
+    )
 
 
 def not_started(*diagnostics: Diagnostic) -> Response:

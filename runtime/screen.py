@@ -72,7 +72,11 @@ def result_from_text(text: Any) -> tuple[Any, list[Diagnostic]]:
     if size > MAX_RESULT_BYTES:
         return None, [result_too_large(size, MAX_RESULT_BYTES)]
     if json_text_depth_exceeds(text, MAX_JSON_DEPTH):
-        return None, [result_not_serializable(f"objects and arrays nested deeper than {MAX_JSON_DEPTH} levels")]
+        return None, [
+            result_not_serializable(
+                f"objects and arrays nested deeper than {MAX_JSON_DEPTH} levels"
+            )
+        ]
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):

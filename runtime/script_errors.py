@@ -30,16 +30,24 @@ MAX_STACK_CHARS = 64 * 1024
 #: Longest stack line parsed as a frame; real frames are short, longer lines are skipped.
 MAX_FRAME_CHARS = 1000
 
-_MODULE_NOT_FOUND = re.compile(r"^(?:could not load module filename|module not found)[:]? '?(?P<name>[^']*)'?$")
+_MODULE_NOT_FOUND = re.compile(
+    r"^(?:could not load module filename|module not found)[:]? '?(?P<name>[^']*)'?$"
+)
 # QuickJS's link error for `import { x } from "m"` when m has no export x.
-_EXPORT_NOT_FOUND = re.compile(r"^Could not find export '(?P<name>[^']*)' in module '(?P<module>[^']*)'$")
+_EXPORT_NOT_FOUND = re.compile(
+    r"^Could not find export '(?P<name>[^']*)' in module '(?P<module>[^']*)'$"
+)
 # The names a module exports, in the forms the runtime's own modules use (generated server
 # modules, @codemode/discovery, @codemode/errors): declarations and `export { a, b as "c" }`.
-_EXPORT_DECL = re.compile(r"^export\s+(?:async\s+)?(?:function\*?|class|const|let|var)\s+([A-Za-z_$][\w$]*)", re.M)
+_EXPORT_DECL = re.compile(
+    r"^export\s+(?:async\s+)?(?:function\*?|class|const|let|var)\s+([A-Za-z_$][\w$]*)", re.M
+)
 _EXPORT_LIST = re.compile(r"^export\s*\{([^}]*)\}", re.M)
 #: JavaScript's own error classes: thrown by the engine for a mistake in the script's code, which
 #: the fix is to change, never to catch.
-PROGRAMMING_ERRORS = frozenset({"TypeError", "ReferenceError", "RangeError", "SyntaxError", "URIError"})
+PROGRAMMING_ERRORS = frozenset(
+    {"TypeError", "ReferenceError", "RangeError", "SyntaxError", "URIError"}
+)
 #: Unawaited failed calls reported one by one per run; more are summed up in one line.
 MAX_UNAWAITED_REPORTED = 5
 
@@ -167,13 +175,13 @@ def import_failure(name: str, code: str, modules: Iterable[str]) -> Diagnostic:
     modules = list(modules)
     servers = sorted(m for m in modules if m.startswith(MODULE_PREFIX))
     others = sorted(
-        m for m in modules if m.startswith("@codemode/") and m not in servers and m != "@codemode/host"
+        m
+        for m in modules
+        if m.startswith("@codemode/") and m not in servers and m != "@codemode/host"
     )
     available = ", ".join(servers) if servers else "none"
     meant = _closest_module(name, servers + others)
-    hint = (
-        f"did you mean '{meant}'? " if meant else ""
-    ) + (
+    hint = (f"did you mean '{meant}'? " if meant else "") + (
         f"import one of the available server modules ({available}) or "
         f"{', '.join(others) or '@codemode/errors'}; nothing else (files, URLs, npm "
         "packages, node:*) can be imported"
@@ -225,7 +233,11 @@ def export_failure(name: str, module: str, code: str, modules: Mapping[str, str]
         )
     close = closest_names(name, exports)
     meant = f"did you mean '{close[0]}'? " if close else ""
-    fix = f"import {{ {close[0]} }} from '{where}'" if close else f"import one of them: {listed(exports)}"
+    fix = (
+        f"import {{ {close[0]} }} from '{where}'"
+        if close
+        else f"import one of them: {listed(exports)}"
+    )
     return diagnostic(
         DiagnosticCode.IMPORT_FAILURE,
         f"cannot import '{shown}' from '{where}': the module has no such export"
@@ -243,9 +255,15 @@ def unawaited_calls(report: Any, modules: Iterable[str]) -> list[Diagnostic]:
     if not isinstance(report, Mapping):
         return []
     raw = report.get("calls")
-    calls = [c for c in raw[:MAX_UNAWAITED_REPORTED * 2] if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    calls = (
+        [c for c in raw[: MAX_UNAWAITED_REPORTED * 2] if isinstance(c, Mapping)]
+        if isinstance(raw, list)
+        else []
+    )
     untracked = report.get("untracked")
-    extra = (untracked if isinstance(untracked, int) else 0) + max(0, len(calls) - MAX_UNAWAITED_REPORTED)
+    extra = (untracked if isinstance(untracked, int) else 0) + max(
+        0, len(calls) - MAX_UNAWAITED_REPORTED
+    )
     out: list[Diagnostic] = []
     for call in calls[:MAX_UNAWAITED_REPORTED]:
         where = f"{safe_name(call.get('serverId'))}.{safe_name(call.get('toolName'))}"
@@ -253,21 +271,26 @@ def unawaited_calls(report: Any, modules: Iterable[str]) -> list[Diagnostic]:
         stack = str(call.get("stack") or "")
         path = agent_location(stack)
         fn = _export_of_frames(map_stack(stack, modules))
-        out.append(diagnostic(
-            DiagnosticCode.UNAWAITED_CALL_FAILED,
-            f"{where} failed and nothing awaited it, so the script went on without its result: {error}",
-            severity="warning",
-            hint=f"await the call (`await {fn}(...)`, or `await Promise.all([...])` for several) so its "
-            "failure reaches the script" + (f"; the call is at {AGENT_MODULE}:{path}" if path else ""),
-            path=path,
-        ))
+        out.append(
+            diagnostic(
+                DiagnosticCode.UNAWAITED_CALL_FAILED,
+                f"{where} failed and nothing awaited it, so the script went on without its result: {error}",
+                severity="warning",
+                hint=f"await the call (`await {fn}(...)`, or `await Promise.all([...])` for several) so its "
+                "failure reaches the script"
+                + (f"; the call is at {AGENT_MODULE}:{path}" if path else ""),
+                path=path,
+            )
+        )
     if extra > 0:
-        out.append(diagnostic(
-            DiagnosticCode.UNAWAITED_CALL_FAILED,
-            f"{extra} more tool call(s) failed while nothing awaited them",
-            severity="warning",
-            hint="await every tool call (or `await Promise.all([...])`) so failures reach the script",
-        ))
+        out.append(
+            diagnostic(
+                DiagnosticCode.UNAWAITED_CALL_FAILED,
+                f"{extra} more tool call(s) failed while nothing awaited them",
+                severity="warning",
+                hint="await every tool call (or `await Promise.all([...])`) so failures reach the script",
+            )
+        )
     return out
 
 

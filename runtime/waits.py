@@ -25,7 +25,8 @@ class WaitObserver(Protocol):
 
 #: The observer of the run the current task belongs to; the host sets it for a run's duration.
 OBSERVER: contextvars.ContextVar[WaitObserver | None] = contextvars.ContextVar(
-    "codemode_wait_observer", default=None)
+    "codemode_wait_observer", default=None
+)
 
 
 class queue_wait:  # lower case: used as a function, `with queue_wait("worker"):`

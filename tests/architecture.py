@@ -43,40 +43,97 @@ NOT_MIRRORS = ("servers", "data", "hostile", "js", "__pycache__")
 ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     # Spec-section tests (docs/code-mode-spec.md §n) keep their names, inside the folder of the
     # module that owns the section.
-    "runtime/test_s3_run.py": (("runtime/codemode/__init__.py",), "§3: the codemode.run request and response"),
+    "runtime/test_s3_run.py": (
+        ("runtime/codemode/__init__.py",),
+        "§3: the codemode.run request and response",
+    ),
     "runtime/test_s3_3_shapes.py": (
         ("runtime/response.py", "runtime/diagnostics.py", "runtime/sandbox/protocol.py"),
-        "§3.3: the Response, Diagnostic and HostReply shapes built at run time"),
-    "runtime/test_s5_bindings.py": (("runtime/codemode/__init__.py",), "§5: generated bindings run end to end"),
-    "runtime/host/test_s3_2_1_typescript.py": (("runtime/host/tsinput.py",), "§3.2.1: TypeScript input"),
-    "runtime/host/test_s3_3_3_hints.py": (("runtime/host/hints.py",), "§3.3.3: hints that name the fix"),
-    "runtime/host/test_s3_3_3_mistakes.py": (("runtime/host/hints.py",), "§3.3.3: the mistake corpus"),
+        "§3.3: the Response, Diagnostic and HostReply shapes built at run time",
+    ),
+    "runtime/test_s5_bindings.py": (
+        ("runtime/codemode/__init__.py",),
+        "§5: generated bindings run end to end",
+    ),
+    "runtime/host/test_s3_2_1_typescript.py": (
+        ("runtime/host/tsinput.py",),
+        "§3.2.1: TypeScript input",
+    ),
+    "runtime/host/test_s3_3_3_hints.py": (
+        ("runtime/host/hints.py",),
+        "§3.3.3: hints that name the fix",
+    ),
+    "runtime/host/test_s3_3_3_mistakes.py": (
+        ("runtime/host/hints.py",),
+        "§3.3.3: the mistake corpus",
+    ),
     "runtime/host/test_s3_4_typecheck_isolation.py": (
-        ("runtime/host/typecheck.py",), "§3.4, §11: the type checker shows a script nothing of the host"),
-    "runtime/host/test_s3_typecheck.py": (("runtime/host/typecheck.py",), "type checking before a run"),
-    "runtime/host/test_s4_discovery.py": (("runtime/host/discovery.py",), "§4: @codemode/discovery"),
-    "runtime/host/test_s7_errors.py": (("runtime/host/bridge.py",), "§7: the error classes a call gets"),
+        ("runtime/host/typecheck.py",),
+        "§3.4, §11: the type checker shows a script nothing of the host",
+    ),
+    "runtime/host/test_s3_typecheck.py": (
+        ("runtime/host/typecheck.py",),
+        "type checking before a run",
+    ),
+    "runtime/host/test_s4_discovery.py": (
+        ("runtime/host/discovery.py",),
+        "§4: @codemode/discovery",
+    ),
+    "runtime/host/test_s7_errors.py": (
+        ("runtime/host/bridge.py",),
+        "§7: the error classes a call gets",
+    ),
     "runtime/host/test_s7_3_revoked_credentials.py": (
-        ("runtime/host/bridge.py",), "§7.3: a revoked credential mid-session"),
-    "runtime/host/test_s8_list_changed.py": (("runtime/host/catalog.py",), "§8: tools/list_changed"),
-    "runtime/host/test_s10_concurrency.py": (("runtime/host/bridge.py",), "§10.1, §7.4: the call cap"),
+        ("runtime/host/bridge.py",),
+        "§7.3: a revoked credential mid-session",
+    ),
+    "runtime/host/test_s8_list_changed.py": (
+        ("runtime/host/catalog.py",),
+        "§8: tools/list_changed",
+    ),
+    "runtime/host/test_s10_concurrency.py": (
+        ("runtime/host/bridge.py",),
+        "§10.1, §7.4: the call cap",
+    ),
     "generator/test_s5_3_2_boxed.py": (("generator/unwrap.py",), "§5.3.2: boxed results"),
-    "generator/test_s6_1_module_names.py": (("generator/names.py",), "§6.1: names that change a module"),
-    "generator/test_s11_secrets.py": (("generator/redact.py",), "§11: credentials never reach fixtures/"),
+    "generator/test_s6_1_module_names.py": (
+        ("generator/names.py",),
+        "§6.1: names that change a module",
+    ),
+    "generator/test_s11_secrets.py": (
+        ("generator/redact.py",),
+        "§11: credentials never reach fixtures/",
+    ),
     # Cross-cutting tests of one sub-system.
     "runtime/sandbox/test_escapes.py": (("runtime/sandbox/worker.py",), "§3.4, §11: escape probes"),
     "runtime/host/test_observability.py": (
-        ("runtime/host/telemetry.py", "runtime/host/metrics.py"), "spans and /metrics together"),
+        ("runtime/host/telemetry.py", "runtime/host/metrics.py"),
+        "spans and /metrics together",
+    ),
     "runtime/js/test_js_checked.py": ((), "tsc --checkJs over every file of runtime/js/"),
-    "runtime/test_codemode.py": (("runtime/codemode/__init__.py",), "the CodeMode facade: the Python API as documented"),
+    "runtime/test_codemode.py": (
+        ("runtime/codemode/__init__.py",),
+        "the CodeMode facade: the Python API as documented",
+    ),
     "runtime/codemode/test_owners.py": (
-        ("runtime/codemode/builds.py", "runtime/codemode/catalogs.py", "runtime/codemode/connections.py",
-         "runtime/codemode/learning.py", "runtime/codemode/out_cache.py", "runtime/codemode/typechecks.py"),
-        "the owners behind the facade, each with fakes"),
+        (
+            "runtime/codemode/builds.py",
+            "runtime/codemode/catalogs.py",
+            "runtime/codemode/connections.py",
+            "runtime/codemode/learning.py",
+            "runtime/codemode/out_cache.py",
+            "runtime/codemode/typechecks.py",
+        ),
+        "the owners behind the facade, each with fakes",
+    ),
     "generator/typescript/test_api.py": (
-        ("generator/typescript/__init__.py",), "the translator's public API (the package itself)"),
+        ("generator/typescript/__init__.py",),
+        "the translator's public API (the package itself)",
+    ),
     "generator/typescript/test_soundness.py": (
-        ("generator/typescript/translator.py",), "§6.2: every stage at once, hypothesis and real tsc"),
+        ("generator/typescript/translator.py",),
+        "§6.2: every stage at once, hypothesis and real tsc",
+    ),
     # The repository itself, not a module of the package.
     "test_repo.py": ((), "ruff, mypy, generate --check, the README's commands"),
     "test_packaging.py": ((), "the wheel: one import package, data files, no stray top level"),
@@ -99,8 +156,10 @@ def package_dirs() -> dict[str, Path]:
 
 def mirrors() -> dict[str, Path]:
     """Test folder (relative to tests/, "" for tests/ itself) -> the source folder it mirrors."""
-    found = {package.removeprefix("codemode_gen").lstrip(".").replace(".", "/"): folder
-             for package, folder in package_dirs().items()}
+    found = {
+        package.removeprefix("codemode_gen").lstrip(".").replace(".", "/"): folder
+        for package, folder in package_dirs().items()
+    }
     found.update({test: REPO / source for test, source in EXTRA_SOURCE_DIRS.items()})
     return found
 
@@ -114,18 +173,28 @@ def package_modules() -> list[Path]:
 def measured_modules() -> list[Path]:
     """The modules the coverage figure counts: not `__main__.py`, not an `__init__.py` that
     defines nothing (a docstring and imports are not code worth a test file)."""
+
     def defines(path: Path) -> bool:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        return any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                   for node in tree.body)
-    return [path for path in package_modules()
-            if path.name != "__main__.py" and (path.name != "__init__.py" or defines(path))]
+        return any(
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            for node in tree.body
+        )
+
+    return [
+        path
+        for path in package_modules()
+        if path.name != "__main__.py" and (path.name != "__init__.py" or defines(path))
+    ]
 
 
 def test_files() -> list[Path]:
     """Every test file of the mirrored tree (tests/**/test_*.py outside `NOT_MIRRORS`)."""
-    return [path for path in sorted(TESTS.rglob("test_*.py"))
-            if path.relative_to(TESTS).parts[0] not in NOT_MIRRORS]
+    return [
+        path
+        for path in sorted(TESTS.rglob("test_*.py"))
+        if path.relative_to(TESTS).parts[0] not in NOT_MIRRORS
+    ]
 
 
 def tested_module(test: Path) -> Path | None:
@@ -136,9 +205,13 @@ def tested_module(test: Path) -> Path | None:
     if source is None:
         return None
     stem = test.stem.removeprefix("test_")
-    candidates = [path for path in sorted(source.iterdir())
-                  if path.suffix in (".py", ".js") and path.stem not in ("__init__", "__main__")
-                  and (stem == path.stem or stem.startswith(path.stem + "_"))]
+    candidates = [
+        path
+        for path in sorted(source.iterdir())
+        if path.suffix in (".py", ".js")
+        and path.stem not in ("__init__", "__main__")
+        and (stem == path.stem or stem.startswith(path.stem + "_"))
+    ]
     return max(candidates, key=lambda path: len(path.stem), default=None)
 
 
@@ -148,15 +221,22 @@ def misplaced(test: Path) -> str | None:
     if rel in ALLOWED or tested_module(test) is not None:
         return None
     stem = test.stem.removeprefix("test_")
-    matches = sorted((-len(name), folder) for folder, source in mirrors().items()
-                     for name in _prefixes(stem)
-                     if (source / f"{name}.py").exists() or (source / f"{name}.js").exists())
-    homes = list(dict.fromkeys(f"tests/{folder + '/' if folder else ''}{test.name}"
-                               for _, folder in matches))  # the module named most fully first
-    where = (f"move it to {' or '.join(homes)}" if homes else
-             "name it after the module it tests (test_<module>.py in the folder mirroring the "
-             "module's), or list it in tests/architecture.py's ALLOWED with the module it "
-             "exercises and why")
+    matches = sorted(
+        (-len(name), folder)
+        for folder, source in mirrors().items()
+        for name in _prefixes(stem)
+        if (source / f"{name}.py").exists() or (source / f"{name}.js").exists()
+    )
+    homes = list(
+        dict.fromkeys(f"tests/{folder + '/' if folder else ''}{test.name}" for _, folder in matches)
+    )  # the module named most fully first
+    where = (
+        f"move it to {' or '.join(homes)}"
+        if homes
+        else "name it after the module it tests (test_<module>.py in the folder mirroring the "
+        "module's), or list it in tests/architecture.py's ALLOWED with the module it "
+        "exercises and why"
+    )
     return f"tests/{rel}: no module {stem!r} in the folder it mirrors; {where}"
 
 
@@ -194,21 +274,28 @@ def figures() -> Figures:
         dict_any += len(_DICT_STR_ANY.findall(text))
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef):
-                methods = sum(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                              for item in node.body)
+                methods = sum(
+                    isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) for item in node.body
+                )
                 classes[f"{_rel(path)}:{node.name}"] = methods
     tested = {_rel(module) for test in test_files() if (module := tested_module(test))}
-    tested |= {module for test, (modules, _) in ALLOWED.items() if (TESTS / test).is_file()
-               for module in modules}
+    tested |= {
+        module
+        for test, (modules, _) in ALLOWED.items()
+        if (TESTS / test).is_file()
+        for module in modules
+    }
     measured = [_rel(path) for path in measured_modules()]
     return Figures(
         largest_module=max(lines.items(), key=lambda item: item[1]),
         largest_class=max(classes.items(), key=lambda item: item[1]),
         dict_str_any=dict_any,
-        over_limit=sorted(((m, n) for m, n in lines.items() if n > MAX_MODULE_LINES),
-                          key=lambda item: -item[1]),
+        over_limit=sorted(
+            ((m, n) for m, n in lines.items() if n > MAX_MODULE_LINES), key=lambda item: -item[1]
+        ),
         covered=[m for m in measured if m in tested],
-        uncovered=[m for m in measured if m not in tested])
+        uncovered=[m for m in measured if m not in tested],
+    )
 
 
 def main() -> int:
@@ -220,8 +307,10 @@ def main() -> int:
     for module, count in f.over_limit:
         print(f"  {module}: {count}")
     total = len(f.covered) + len(f.uncovered)
-    print(f"test-to-module mapping coverage: {len(f.covered)}/{total} modules "
-          f"({f.coverage:.0%}) have a mirrored test file")
+    print(
+        f"test-to-module mapping coverage: {len(f.covered)}/{total} modules "
+        f"({f.coverage:.0%}) have a mirrored test file"
+    )
     for module in f.uncovered:
         print(f"  no mirrored test: {module}")
     return 0

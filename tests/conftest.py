@@ -141,7 +141,9 @@ def _drain(stream: Any) -> None:
         pass
 
 
-def launch_server(name: str, transport: str, *extra: str, env: Mapping[str, str] | None = None) -> RunningServer:
+def launch_server(
+    name: str, transport: str, *extra: str, env: Mapping[str, str] | None = None
+) -> RunningServer:
     """Start test server `name` over "http" or "sse" on a free loopback port, once it accepts.
     The caller kills it (`start_server` does at teardown)."""
     proc = subprocess.Popen(
@@ -193,7 +195,9 @@ def start_server() -> Iterator[Callable[..., RunningServer]]:
     """start_server(name, "http"|"sse", *extra_args, env=...) -> RunningServer, killed after."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(name: str, transport: str, *extra: str, env: dict[str, str] | None = None) -> RunningServer:
+    def start(
+        name: str, transport: str, *extra: str, env: dict[str, str] | None = None
+    ) -> RunningServer:
         server = launch_server(name, transport, *extra, env=env)
         started.append(server.proc)
         return server

@@ -35,8 +35,21 @@ from .conftest import PYTHON, REPO, launch_server, server_script
 from .conftest import stdio_config as stdio
 
 __all__ = [
-    "PYTHON", "REPO", "RUN_TIMEOUT", "HostThread", "against_serve", "assert_ok", "codes", "errors",
-    "fixture_set", "mcp_project", "script", "slow_host", "start_http", "stdio", "write_out",
+    "PYTHON",
+    "REPO",
+    "RUN_TIMEOUT",
+    "HostThread",
+    "against_serve",
+    "assert_ok",
+    "codes",
+    "errors",
+    "fixture_set",
+    "mcp_project",
+    "script",
+    "slow_host",
+    "start_http",
+    "stdio",
+    "write_out",
 ]
 
 T = TypeVar("T")
@@ -52,7 +65,10 @@ def script(name: str) -> str:
 
 def mcp_project(base: Path, **servers: list[str]) -> Path:
     """`base` with a .mcp.json starting each server `id=[name, *args]` as `python <script(name)> ARGS`."""
-    entries = {sid: {"command": PYTHON, "args": [script(name), *args]} for sid, (name, *args) in servers.items()}
+    entries = {
+        sid: {"command": PYTHON, "args": [script(name), *args]}
+        for sid, (name, *args) in servers.items()
+    }
     (base / ".mcp.json").write_text(json.dumps({"mcpServers": entries}))
     return base
 
@@ -60,18 +76,34 @@ def mcp_project(base: Path, **servers: list[str]) -> Path:
 class HostThread:
     """A CodeMode living in a background event loop; `run()` is synchronous."""
 
-    def __init__(self, configs: Mapping[str, ServerConfig], out_dir: Path, log_dir: Path,
-                 settings: Settings | None = None, *, approve_all: bool = False, connect: bool = True,
-                 telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self,
+        configs: Mapping[str, ServerConfig],
+        out_dir: Path,
+        log_dir: Path,
+        settings: Settings | None = None,
+        *,
+        approve_all: bool = False,
+        connect: bool = True,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         # approve_all: tools whose approval policy asks (runtime/host/approval.py) are called without
         # asking; for tests of other things that call such tools (unannotated, destructive).
         # connect=False: servers are connected by the first run that names them, not at start.
         # telemetry: where the runs' spans and metrics go (runtime/host/telemetry.py).
         self.connect = connect
-        self.cm = CodeMode(configs, out_dir=out_dir, settings=settings, log_dir=log_dir, approve_all=approve_all,
-                           telemetry=telemetry)
+        self.cm = CodeMode(
+            configs,
+            out_dir=out_dir,
+            settings=settings,
+            log_dir=log_dir,
+            approve_all=approve_all,
+            telemetry=telemetry,
+        )
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="codemode-host", daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="codemode-host", daemon=True
+        )
         self.thread.start()
         self._stop: asyncio.Event | None = None
         ready: Future[None] = Future()
@@ -113,8 +145,11 @@ class HostThread:
             self.loop.close()
 
 
-def slow_host(tmp_path_factory: pytest.TempPathFactory, name: str,
-              warm: str = "import { tick } from '@codemode/servers/slow'; await tick();") -> Iterator[HostThread]:
+def slow_host(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    warm: str = "import { tick } from '@codemode/servers/slow'; await tick();",
+) -> Iterator[HostThread]:
     """For a module-scoped fixture: a HostThread with tests/servers/slow.py as `slow`, connected
     and warm (the script `warm` has run), closed when the module is done."""
     base = tmp_path_factory.mktemp(name)
@@ -131,7 +166,9 @@ def errors(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def codes(response: Mapping[str, Any], severity: str | None = None) -> list[str]:
-    return [d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity]
+    return [
+        d["code"] for d in response["diagnostics"] if severity is None or d["severity"] == severity
+    ]
 
 
 def assert_ok(response: Mapping[str, Any]) -> Any:
@@ -139,7 +176,9 @@ def assert_ok(response: Mapping[str, Any]) -> Any:
     return response["result"]
 
 
-def start_http(name: str, *args: str, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def start_http(
+    name: str, *args: str, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
     """Start an HTTP test server on a free loopback port; returns (process, base URL). The caller
     kills the process."""
     server = launch_server(name, "http", *args, env=env)
@@ -165,8 +204,12 @@ def path_without_node(folder: Path) -> str:
 
 
 def against_serve(
-    project: Path, body: Callable[[Any], Awaitable[T]], *serve_args: str,
-    message_handler: Any = None, elicitation_callback: Any = None, env: Mapping[str, str] | None = None,
+    project: Path,
+    body: Callable[[Any], Awaitable[T]],
+    *serve_args: str,
+    message_handler: Any = None,
+    elicitation_callback: Any = None,
+    env: Mapping[str, str] | None = None,
     mode: str = "legacy",
 ) -> T:
     """`body(client)` against `codemode-gen serve --config <project>/.mcp.json SERVE_ARGS`, started
@@ -183,15 +226,26 @@ def against_serve(
 
         params = StdioServerParameters(
             command=PYTHON,
-            args=["-m", "codemode_gen", "serve", "--config", str(project / ".mcp.json"), *serve_args],
+            args=[
+                "-m",
+                "codemode_gen",
+                "serve",
+                "--config",
+                str(project / ".mcp.json"),
+                *serve_args,
+            ],
             cwd=str(project),
             env=child_env(**dict(env or {})),
         )
         with (project / "serve.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=RUN_TIMEOUT,
-                              client_info=types.Implementation(name="test", version="0"),
-                              message_handler=message_handler,
-                              elicitation_callback=elicitation_callback) as client:
+            async with Client(
+                stdio_client(params, errlog=errlog),
+                mode=mode,
+                read_timeout_seconds=RUN_TIMEOUT,
+                client_info=types.Implementation(name="test", version="0"),
+                message_handler=message_handler,
+                elicitation_callback=elicitation_callback,
+            ) as client:
                 return await body(client)
 
     return anyio.run(main)

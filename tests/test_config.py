@@ -43,7 +43,11 @@ def test_stdio_http_sse_servers_and_unknown_keys(tmp_path: Path) -> None:
                     "disabled": False,
                     "autoApprove": ["x"],
                 },
-                "remote": {"type": "streamable-http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "k"}},
+                "remote": {
+                    "type": "streamable-http",
+                    "url": "http://127.0.0.1:9/mcp",
+                    "headers": {"X-Key": "k"},
+                },
                 "implicit": {"url": "https://example.com/mcp"},
                 "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
             },
@@ -77,11 +81,20 @@ def test_env_expansion_in_every_string(tmp_path: Path) -> None:
             "mcpServers": {
                 "a": {
                     "command": "${BIN}",
-                    "args": ["--key=${KEY}", "${MISSING:-fallback}", "${EMPTY:-used}", "plain $HOME"],
+                    "args": [
+                        "--key=${KEY}",
+                        "${MISSING:-fallback}",
+                        "${EMPTY:-used}",
+                        "plain $HOME",
+                    ],
                     "env": {"T": "${KEY}"},
                     "cwd": "${DIR:-/tmp}",
                 },
-                "b": {"type": "http", "url": "http://${HOST}:1/mcp", "headers": {"Authorization": "Bearer ${KEY}"}},
+                "b": {
+                    "type": "http",
+                    "url": "http://${HOST}:1/mcp",
+                    "headers": {"Authorization": "Bearer ${KEY}"},
+                },
             }
         },
     )
@@ -100,30 +113,57 @@ def test_env_expansion_in_every_string(tmp_path: Path) -> None:
     assert ("KEY", "s3cret") in a.secrets() and ("BIN", "node") in a.secrets()
 
 
-def test_s11_values_from_the_environment_are_secrets_but_not_codemode_python(tmp_path: Path) -> None:
-    path = write_json(tmp_path, {"mcpServers": {
-        "a": {"command": "${CODEMODE_PYTHON:-python}", "args": ["--api-key", "${SECRET}", "${MODE:-fast}"]},
-        "b": {"command": "${CODEMODE_PYTHON}", "args": ["s.py"]},
-        "c": {"url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=${PAGE:-1}"},
-    }})
-    environ = {"SECRET": "hunter2-value", "CODEMODE_PYTHON": "/opt/py/bin/python3", "KEY": "k-123456"}
+def test_s11_values_from_the_environment_are_secrets_but_not_codemode_python(
+    tmp_path: Path,
+) -> None:
+    path = write_json(
+        tmp_path,
+        {
+            "mcpServers": {
+                "a": {
+                    "command": "${CODEMODE_PYTHON:-python}",
+                    "args": ["--api-key", "${SECRET}", "${MODE:-fast}"],
+                },
+                "b": {"command": "${CODEMODE_PYTHON}", "args": ["s.py"]},
+                "c": {"url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=${PAGE:-1}"},
+            }
+        },
+    )
+    environ = {
+        "SECRET": "hunter2-value",
+        "CODEMODE_PYTHON": "/opt/py/bin/python3",
+        "KEY": "k-123456",
+    }
     servers = load_config(path, environ=environ)
     assert servers["a"].args == ("--api-key", "hunter2-value", "fast")
     assert servers["a"].command == "/opt/py/bin/python3"
-    assert servers["a"].env_values == (("SECRET", "hunter2-value"),)  # a builtin, set or not, is no secret
+    assert servers["a"].env_values == (
+        ("SECRET", "hunter2-value"),
+    )  # a builtin, set or not, is no secret
     assert servers["b"].env_values == ()
     assert servers["c"].env_values == (("KEY", "k-123456"),)
     assert servers["c"].url == "http://127.0.0.1:9/mcp?api_key=k-123456&page=1"
 
 
-def test_env_expansion_uses_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_expansion_uses_os_environ_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CODEMODE_TEST_TOKEN", "tok")
-    path = write_json(tmp_path, {"mcpServers": {"a": {"command": "x", "env": {"T": "${CODEMODE_TEST_TOKEN}"}}}})
+    path = write_json(
+        tmp_path, {"mcpServers": {"a": {"command": "x", "env": {"T": "${CODEMODE_TEST_TOKEN}"}}}}
+    )
     assert dict(load_config(path)["a"].env) == {"T": "tok"}
 
 
 def test_unset_variable_names_file_server_and_field(tmp_path: Path) -> None:
-    path = write_json(tmp_path, {"mcpServers": {"remote": {"url": "http://x/mcp", "headers": {"Authorization": "Bearer ${API_KEY}"}}}})
+    path = write_json(
+        tmp_path,
+        {
+            "mcpServers": {
+                "remote": {"url": "http://x/mcp", "headers": {"Authorization": "Bearer ${API_KEY}"}}
+            }
+        },
+    )
     err = user_error(load_config, path, environ={})
     assert str(path) in err.message
     assert "mcpServers.remote.headers.Authorization" in err.message
@@ -141,33 +181,59 @@ def test_expand_vars_directly() -> None:
     assert expand_vars("${A}-${B:-b}-${C:-}", {"A": "a"}, where="w") == "a-b-"
 
 
-def test_paths_resolve_against_the_config_folder_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_paths_resolve_against_the_config_folder_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project, client = tmp_path / "project", tmp_path / "client"
     project.mkdir()
     client.mkdir()
-    write_json(project, {"mcpServers": {
-        "bare": {"command": "python", "args": ["servers/notes.py"]},
-        "local": {"command": "./bin/server", "cwd": "sub"},
-        "venv": {"command": ".venv/bin/python", "cwd": "/srv"},
-        "absolute": {"command": "/usr/bin/env", "cwd": "../elsewhere"},
-        "remote": {"url": "http://127.0.0.1:9/mcp"},
-    }})
+    write_json(
+        project,
+        {
+            "mcpServers": {
+                "bare": {"command": "python", "args": ["servers/notes.py"]},
+                "local": {"command": "./bin/server", "cwd": "sub"},
+                "venv": {"command": ".venv/bin/python", "cwd": "/srv"},
+                "absolute": {"command": "/usr/bin/env", "cwd": "../elsewhere"},
+                "remote": {"url": "http://127.0.0.1:9/mcp"},
+            }
+        },
+    )
     monkeypatch.chdir(client)
     servers = load_config(Path("../project/.mcp.json"), environ={})
-    assert (servers["bare"].command, servers["bare"].cwd) == ("python", str(project))  # PATH lookup, cwd = config folder
-    assert servers["bare"].args == ("servers/notes.py",)  # args are the server's business: relative to its cwd
-    assert (servers["local"].command, servers["local"].cwd) == (str(project / "bin" / "server"), str(project / "sub"))
-    assert (servers["venv"].command, servers["venv"].cwd) == (str(project / ".venv" / "bin" / "python"), "/srv")
-    assert (servers["absolute"].command, servers["absolute"].cwd) == ("/usr/bin/env", str(tmp_path / "elsewhere"))
+    assert (servers["bare"].command, servers["bare"].cwd) == (
+        "python",
+        str(project),
+    )  # PATH lookup, cwd = config folder
+    assert servers["bare"].args == (
+        "servers/notes.py",
+    )  # args are the server's business: relative to its cwd
+    assert (servers["local"].command, servers["local"].cwd) == (
+        str(project / "bin" / "server"),
+        str(project / "sub"),
+    )
+    assert (servers["venv"].command, servers["venv"].cwd) == (
+        str(project / ".venv" / "bin" / "python"),
+        "/srv",
+    )
+    assert (servers["absolute"].command, servers["absolute"].cwd) == (
+        "/usr/bin/env",
+        str(tmp_path / "elsewhere"),
+    )
     assert servers["remote"].cwd is None and servers["remote"].command is None
 
 
 def test_codemode_python_is_the_running_interpreter_unless_set(tmp_path: Path) -> None:
     import sys
 
-    path = write_json(tmp_path, {"mcpServers": {
-        "a": {"command": "${CODEMODE_PYTHON:-python}", "env": {"PY": "${CODEMODE_PYTHON}"}},
-    }})
+    path = write_json(
+        tmp_path,
+        {
+            "mcpServers": {
+                "a": {"command": "${CODEMODE_PYTHON:-python}", "env": {"PY": "${CODEMODE_PYTHON}"}},
+            }
+        },
+    )
     a = load_config(path, environ={})["a"]
     assert a.command == sys.executable and dict(a.env) == {"PY": sys.executable}
     b = load_config(path, environ={"CODEMODE_PYTHON": "/opt/py/bin/python3"})["a"]
@@ -175,7 +241,9 @@ def test_codemode_python_is_the_running_interpreter_unless_set(tmp_path: Path) -
     assert expand_vars("${CODEMODE_PYTHON}", {"CODEMODE_PYTHON": ""}, where="w") == sys.executable
 
 
-def test_project_settings_live_beside_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_project_settings_live_beside_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project, client = tmp_path / "project", tmp_path / "client"
     project.mkdir()
     client.mkdir()
@@ -214,13 +282,31 @@ def test_bad_json_reports_line_and_column(tmp_path: Path) -> None:
         ({"mcpServers": {"a": "python"}}, "mcpServers.a must be an object"),
         ({"mcpServers": {"a": {"args": ["x"]}}}, 'neither "command" nor "url"'),
         ({"mcpServers": {"a": {"command": 5}}}, "mcpServers.a.command must be a string"),
-        ({"mcpServers": {"a": {"command": "x", "args": "x y"}}}, "mcpServers.a.args must be a list of strings"),
-        ({"mcpServers": {"a": {"command": "x", "args": [1]}}}, "mcpServers.a.args must be a list of strings"),
-        ({"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}, "mcpServers.a.env must be an object of strings"),
-        ({"mcpServers": {"a": {"url": "http://x", "headers": []}}}, "mcpServers.a.headers must be an object"),
-        ({"mcpServers": {"a": {"type": "websocket", "url": "ws://x"}}}, "mcpServers.a.type must be"),
+        (
+            {"mcpServers": {"a": {"command": "x", "args": "x y"}}},
+            "mcpServers.a.args must be a list of strings",
+        ),
+        (
+            {"mcpServers": {"a": {"command": "x", "args": [1]}}},
+            "mcpServers.a.args must be a list of strings",
+        ),
+        (
+            {"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}},
+            "mcpServers.a.env must be an object of strings",
+        ),
+        (
+            {"mcpServers": {"a": {"url": "http://x", "headers": []}}},
+            "mcpServers.a.headers must be an object",
+        ),
+        (
+            {"mcpServers": {"a": {"type": "websocket", "url": "ws://x"}}},
+            "mcpServers.a.type must be",
+        ),
         ({"mcpServers": {"a": {"type": "http", "command": "x"}}}, 'needs a "url"'),
-        ({"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}, 'needs a non-empty "command"'),
+        (
+            {"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}},
+            'needs a non-empty "command"',
+        ),
         ({"mcpServers": {"a": {"url": "ftp://x"}}}, "must be an http:// or https:// URL"),
         ({"mcpServers": {"../evil": {"command": "x"}}}, "cannot be used as a folder name"),
     ],
@@ -276,7 +362,9 @@ def test_settings_defaults_without_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert settings.max_samples == 20
 
 
-def test_full_settings_and_merge_into_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_settings_and_merge_into_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "codemode.toml").write_text(FULL_TOML, encoding="utf-8")
     settings = load_settings()
@@ -291,9 +379,14 @@ def test_full_settings_and_merge_into_servers(tmp_path: Path, monkeypatch: pytes
     )
     notes = settings.servers["notes"]
     assert (notes.unwrap, notes.connect_timeout, notes.call_timeout, notes.blocklist) == (
-        "json", 5.0, 7.5, ("delete_everything",),
+        "json",
+        5.0,
+        7.5,
+        ("delete_everything",),
     )
-    path = write_json(tmp_path, {"mcpServers": {"notes": {"command": "x"}, "other": {"command": "y"}}})
+    path = write_json(
+        tmp_path, {"mcpServers": {"notes": {"command": "x"}, "other": {"command": "y"}}}
+    )
     servers = load_config(path, settings)
     assert servers["notes"].unwrap == "json"
     assert servers["notes"].connect_timeout == 5.0
@@ -332,17 +425,20 @@ def test_bad_toml_reports_line_and_column(tmp_path: Path) -> None:
         ("fixtures = 3", "fixtures must be a non-empty string"),
         ('redact = "x"', "redact must be a list"),
         ('redact = ["("]', "invalid regular expression"),
-        ('limits = 3', "limits must be a table"),
+        ("limits = 3", "limits must be a table"),
         ('[limits]\ntimeoutMs = "10s"', ":2: limits.timeoutMs: expected an integer"),
-        ('[limits]\ntypecheck = 1', ":2: limits.typecheck: expected true or false"),
-        ("[limits]\ntimeoutMs = 900000", ":2: limits.timeoutMs: 900000 is out of range; use an integer from 1 to 600000"),
+        ("[limits]\ntypecheck = 1", ":2: limits.typecheck: expected true or false"),
+        (
+            "[limits]\ntimeoutMs = 900000",
+            ":2: limits.timeoutMs: 900000 is out of range; use an integer from 1 to 600000",
+        ),
         ("limits = { maxMemoryBytes = 1 }", ":1: limits.maxMemoryBytes: 1 is out of range"),
         ('[servers.a]\nunwrap = "yes"', 'servers.a.unwrap must be "spec" or "json"'),
         ("[servers.a]\nconnect_timeout = 0", "servers.a.connect_timeout must be a number"),
         ("[servers.a]\ncall_timeout = 999999", "servers.a.call_timeout must be a number"),
         ('[servers.a]\nblocklist = "x"', "servers.a.blocklist must be a list"),
-        ('servers = 1', "servers must be a table"),
-        ('samples = 1', "samples must be an array"),
+        ("servers = 1", "servers must be a table"),
+        ("samples = 1", "samples must be an array"),
         ('[[samples]]\ntool = "t"', "samples[0].server must be a non-empty string"),
         ('[[samples]]\nserver = "s"\ntool = "t"\ninput = 3', "samples[0].input must be an object"),
     ],
@@ -359,8 +455,14 @@ def test_sandbox_max_workers(tmp_path: Path) -> None:
     toml = tmp_path / "codemode.toml"
     toml.write_text("[sandbox]\nmax_workers = 3\n", encoding="utf-8")
     assert load_settings(toml).max_workers == 3
-    for bad, expected in (("max_workers = 0", "positive integer"), ("max_workers = \"4\"", "positive integer"),
-                          ("workers = 4", "sandbox.workers: unknown key in \\[sandbox\\]; did you mean `max_workers`")):
+    for bad, expected in (
+        ("max_workers = 0", "positive integer"),
+        ('max_workers = "4"', "positive integer"),
+        (
+            "workers = 4",
+            "sandbox.workers: unknown key in \\[sandbox\\]; did you mean `max_workers`",
+        ),
+    ):
         toml.write_text(f"[sandbox]\n{bad}\n", encoding="utf-8")
         with pytest.raises(UserError, match=expected):
             load_settings(toml)

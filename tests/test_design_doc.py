@@ -38,7 +38,9 @@ def spans(text: str) -> Iterator[tuple[int, str]]:
 
 
 @cache
-def python_names() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str, frozenset[str]], str]:
+def python_names() -> tuple[
+    frozenset[str], dict[str, frozenset[str]], dict[str, frozenset[str]], str
+]:
     """(every name defined at module or class level, class -> its members, module stem -> its
     top-level names: of the package and its tests; every string constant of the package joined)."""
     names: set[str] = set()
@@ -69,8 +71,12 @@ def python_names() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str,
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and path in package:
                 strings.append(node.value)
         names |= top
-    return (frozenset(names), {k: frozenset(v) for k, v in members.items()},
-            {k: frozenset(v) for k, v in modules.items()}, "\n".join(strings))
+    return (
+        frozenset(names),
+        {k: frozenset(v) for k, v in members.items()},
+        {k: frozenset(v) for k, v in modules.items()},
+        "\n".join(strings),
+    )
 
 
 @cache
@@ -96,7 +102,11 @@ def symbol_exists(span: str) -> bool:
         return True  # an expression of a script (`notes.result`), not a name of the code
     if not rest and span in names:
         return True
-    if rest and "." not in rest and (rest in members.get(head, ()) or rest in modules.get(head, ())):
+    if (
+        rest
+        and "." not in rest
+        and (rest in members.get(head, ()) or rest in modules.get(head, ()))
+    ):
         return True
     if span in js_words():
         return True
@@ -131,7 +141,9 @@ def path_exists(span: str) -> bool:
 
 
 def cli_options() -> set[str]:
-    text = "\n".join(path.read_text(encoding="utf-8") for path in (REPO / "codemode_gen" / "cli").glob("*.py"))
+    text = "\n".join(
+        path.read_text(encoding="utf-8") for path in (REPO / "codemode_gen" / "cli").glob("*.py")
+    )
     return set(re.findall(r'"(--[a-z][a-z0-9-]*)', text)) | {"--help"}
 
 
@@ -158,14 +170,17 @@ def test_every_path_and_symbol_in_design_exists() -> None:
 
 def test_every_path_and_symbol_in_contributing_exists() -> None:
     """CONTRIBUTING.md walks a newcomer through the files to edit: each must be there."""
-    problems = problems_of((REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"), "CONTRIBUTING.md")
+    problems = problems_of(
+        (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"), "CONTRIBUTING.md"
+    )
     assert not problems, "\n".join(problems)
 
 
 def test_the_check_catches_what_drifted_before() -> None:
     """The kinds of claims the old DESIGN.md got wrong fail here."""
     assert problems_of("`runtime/bridge.py` and `runtime/host/bridge.py`") == [
-        "DESIGN.md:1: `runtime/bridge.py` is no path of the repository"]
+        "DESIGN.md:1: `runtime/bridge.py` is no path of the repository"
+    ]
     assert problems_of("`ApprovalGate.decide`, `Sandbox.run`, `CodeMode.from_config`") == []
     assert problems_of("`Bridge.from_config`")  # a method on the wrong class
     assert problems_of("`NoSuchHelper`")
@@ -208,9 +223,11 @@ def test_design_and_contributing_have_no_broken_relative_links() -> None:
     assert broken_links(DESIGN) + broken_links(REPO / "CONTRIBUTING.md") == []
 
 
-@pytest.mark.parametrize("doc", [REPO / "README.md", REPO / "CONTRIBUTING.md",
-                                 *sorted((REPO / "docs").glob("*.md"))],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "doc",
+    [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))],
+    ids=lambda p: p.name,
+)
 def test_links_into_design_resolve(doc: Path) -> None:
     assert broken_links(doc, only_to=DESIGN.resolve()) == []
 

@@ -32,8 +32,12 @@ HIDING = [
 
 def kept_raw(text: str) -> list[str]:
     """The characters of `text` a person could not see or would read as layout."""
-    return [ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
-            or (unicodedata.category(ch) == "Zs" and ch != " ")]
+    return [
+        ch
+        for ch in text
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+        or (unicodedata.category(ch) == "Zs" and ch != " ")
+    ]
 
 
 @pytest.mark.parametrize("ch", HIDING)
@@ -79,15 +83,19 @@ def test_data_block_puts_every_piece_behind_the_gutter_and_never_splits_an_escap
     block = data_block(line, 17)
     pieces = block.split("\n")
     assert all(p.startswith(GUTTER) and len(p) <= len(GUTTER) + 17 for p in pieces)
-    assert "".join(p[len(GUTTER):] for p in pieces) == line
-    assert not any(p.endswith("\\") or p[len(GUTTER):].startswith("u2028") for p in pieces)
+    assert "".join(p[len(GUTTER) :] for p in pieces) == line
+    assert not any(p.endswith("\\") or p[len(GUTTER) :].startswith("u2028") for p in pieces)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(st.recursive(st.text() | st.integers() | st.none(),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                    max_leaves=8))
+@given(
+    st.recursive(
+        st.text() | st.integers() | st.none(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=8,
+    )
+)
 def test_any_value_shows_as_one_line_of_json_without_hidden_characters(value: object) -> None:
     shown = display_json(value, 10_000)
     assert kept_raw(shown) == [] and "\n" not in shown and len(shown.splitlines()) <= 1

@@ -28,11 +28,13 @@ def matches(pattern: str, text: str) -> bool:
         ("^[^]$", "\n", True),  # [^] matches anything
         ("^a{$", "a{", True),  # a brace that is not a quantifier is a literal
         (r"^(?<y>\d)\k<y>$", "77", True),
-        (r"^\u{1F600}$", "\U0001F600", True),
+        (r"^\u{1F600}$", "\U0001f600", True),
         (r"^[\D]$", "x", True),
     ],
 )
-def test_translated_patterns_keep_their_javascript_meaning(pattern: str, text: str, expected: bool) -> None:
+def test_translated_patterns_keep_their_javascript_meaning(
+    pattern: str, text: str, expected: bool
+) -> None:
     assert matches(pattern, text) is expected
 
 

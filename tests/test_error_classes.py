@@ -69,7 +69,10 @@ def test_every_class_the_runtime_names_is_defined_and_exported() -> None:
     assert set(module_exports(source)) == class_names()
     host_js = (REPO / "runtime" / "js" / "host.js").read_text(encoding="utf-8")
     table = re.search(r"const CLASSES = freeze\(\{([^}]*)\}\)", host_js)
-    assert table is not None and {n.strip() for n in table.group(1).split(",") if n.strip()} == class_names()
+    assert (
+        table is not None
+        and {n.strip() for n in table.group(1).split(",") if n.strip()} == class_names()
+    )
     # The classes the host names in its replies and diagnostics.
     named: set[str] = set()
     for path in (REPO / "runtime").rglob("*.py"):

@@ -64,7 +64,9 @@ def test_the_host_collects_everything_once_its_runs_are_done(policy: None) -> No
 
     async def main() -> list[int]:
         with Collections() as seen:
-            task = asyncio.ensure_future(gcpolicy.collect_periodically(lambda: busy[0], every_s=0.05, max_defer_s=60))
+            task = asyncio.ensure_future(
+                gcpolicy.collect_periodically(lambda: busy[0], every_s=0.05, max_defer_s=60)
+            )
             await asyncio.sleep(0.3)
             during = list(seen.generations)
             busy[0] = False
@@ -83,7 +85,9 @@ def test_the_host_collects_everything_once_its_runs_are_done(policy: None) -> No
 def test_a_host_that_is_never_idle_still_collects(policy: None) -> None:
     async def main() -> list[int]:
         with Collections() as seen:
-            task = asyncio.ensure_future(gcpolicy.collect_periodically(lambda: True, every_s=0.05, max_defer_s=0.2))
+            task = asyncio.ensure_future(
+                gcpolicy.collect_periodically(lambda: True, every_s=0.05, max_defer_s=0.2)
+            )
             for _ in range(200):
                 if 2 in seen.generations:
                     break
@@ -100,17 +104,23 @@ def test_s11_a_12_mb_tool_result_goes_through_the_host_without_a_full_collection
     policy: None, tmp_path: Path
 ) -> None:
     """The real path: a 12 MB result from a real server, through the host into QuickJS and back."""
-    config = ServerConfig(id="p", transport="stdio", command=PYTHON, args=(str(PAYLOAD), "stdio"), call_timeout=300.0)
+    config = ServerConfig(
+        id="p", transport="stdio", command=PYTHON, args=(str(PAYLOAD), "stdio"), call_timeout=300.0
+    )
     host = HostThread({"p": config}, tmp_path / "out", tmp_path / "logs")
     try:
-        host.run("import * as p from '@codemode/servers/p';\nawait p.take({});")  # connected and warm
+        host.run(
+            "import * as p from '@codemode/servers/p';\nawait p.take({});"
+        )  # connected and warm
         with Collections() as seen:
             response = host.run(
                 "import * as p from '@codemode/servers/p';\n"
                 "globalThis.__codemode_result__ = (await p.blob({ kib: 12288 })).items.length;",
                 limits={"maxMemoryBytes": 512 * 1024 * 1024, "timeoutMs": 120_000},
             )
-        assert isinstance(response["result"], int) and response["result"] > 50_000, response["diagnostics"]
+        assert isinstance(response["result"], int) and response["result"] > 50_000, response[
+            "diagnostics"
+        ]
         assert 2 not in seen.generations, seen.generations
     finally:
         host.close()

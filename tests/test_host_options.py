@@ -40,7 +40,9 @@ def other_value(f: Field[Any], flag: HostFlag, tmp_path: Path) -> Any:
 
 
 def non_default(tmp_path: Path, command: str | None = None) -> HostOptions:
-    return HostOptions(**{f.name: other_value(f, flag, tmp_path) for f, flag in host_fields(command)})
+    return HostOptions(
+        **{f.name: other_value(f, flag, tmp_path) for f, flag in host_fields(command)}
+    )
 
 
 def test_every_field_is_an_option_of_each_command_that_takes_it() -> None:
@@ -53,28 +55,39 @@ def test_every_field_is_an_option_of_each_command_that_takes_it() -> None:
             assert f.name in params, f"{name} lacks {flag.flag}"
             option = params[f.name]
             assert isinstance(option, click.Option)
-            assert option.opts[0] == flag.flag and set(option.opts + option.secondary_opts) >= {flag.flag, *flag.aliases}
+            assert option.opts[0] == flag.flag and set(option.opts + option.secondary_opts) >= {
+                flag.flag,
+                *flag.aliases,
+            }
             assert option.default == f.default and option.help == flag.help
             taken[name] += 1
         for name, command in COMMANDS.items():  # a command that does not take it has no such flag
             if name not in flag.commands:
-                assert all(flag.flag not in getattr(p, "opts", ()) for p in command.params), (name, flag.flag)
+                assert all(flag.flag not in getattr(p, "opts", ()) for p in command.params), (
+                    name,
+                    flag.flag,
+                )
     assert all(taken.values()), taken
 
 
 def test_print_config_round_trips_every_printed_option(tmp_path: Path) -> None:
     options = non_default(tmp_path, "serve")
     argv = serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000, options)
-    args = argv[argv.index("serve") + 1:]
+    args = argv[argv.index("serve") + 1 :]
     ctx = serve.make_context("serve", list(args))
     parsed = HostOptions(**{f.name: ctx.params[f.name] for f, _ in host_fields("serve")})
     printed = {f.name for f, flag in host_fields("serve") if flag.printed}
-    assert {"approve_all", "trace", "tsc"} <= printed and "state_secret" not in printed  # a secret stays off it
+    assert {
+        "approve_all",
+        "trace",
+        "tsc",
+    } <= printed and "state_secret" not in printed  # a secret stays off it
     for f, flag in host_fields("serve"):
         expected = getattr(options, f.name) if flag.printed else f.default
         assert getattr(parsed, f.name) == expected, f.name
-    assert serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000, HostOptions())[-2:] == [
-        "--config", str(tmp_path / ".mcp.json")]  # the defaults add nothing
+    assert serve_command(tmp_path / ".mcp.json", None, "codemode.run", 16_000, HostOptions())[
+        -2:
+    ] == ["--config", str(tmp_path / ".mcp.json")]  # the defaults add nothing
 
 
 @pytest.fixture
@@ -84,7 +97,9 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_every_codemode_option_reaches_codemode(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_codemode_option_reaches_codemode(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: dict[str, Any] = {}
     init = CodeMode.__init__
 
@@ -106,7 +121,11 @@ def test_every_codemode_option_reaches_codemode(project: Path, monkeypatch: pyte
         assert seen[f.name] == getattr(options, f.name), f.name
     # and they take effect
     assert cm.approval.approve_all and cm.typecheck and cm.trace == options.trace
-    assert cm.max_response_chars == 5000 and cm.skill_saver is not None and cm.max_workers == options.max_workers
+    assert (
+        cm.max_response_chars == 5000
+        and cm.skill_saver is not None
+        and cm.max_workers == options.max_workers
+    )
 
 
 def captured_run(project: Path, monkeypatch: pytest.MonkeyPatch, *flags: str) -> dict[str, Any]:
@@ -118,20 +137,26 @@ def captured_run(project: Path, monkeypatch: pytest.MonkeyPatch, *flags: str) ->
         raise UserError("stopped by the test")
 
     monkeypatch.setattr(CodeMode, "from_config", stop)
-    result = CliRunner().invoke(run, ["--config", str(project / ".mcp.json"), *flags, str(project / "script.js")])
+    result = CliRunner().invoke(
+        run, ["--config", str(project / ".mcp.json"), *flags, str(project / "script.js")]
+    )
     assert "stopped by the test" in str(result.exception), result.output
     return seen
 
 
 @pytest.mark.parametrize("flag", ["--approve-all", "--yes", "-y"])
-def test_both_spellings_approve_all_on_run(project: Path, monkeypatch: pytest.MonkeyPatch, flag: str) -> None:
+def test_both_spellings_approve_all_on_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
     assert captured_run(project, monkeypatch, flag, "--record")["approve_all"] is True
     assert captured_run(project, monkeypatch)["approve_all"] is False
 
 
 @pytest.mark.parametrize("flag", ["--approve-all", "--yes", "-y"])
 def test_both_spellings_approve_all_on_serve(project: Path, flag: str) -> None:
-    result = CliRunner().invoke(serve, ["--config", str(project / ".mcp.json"), flag, "--print-config", "json"])
+    result = CliRunner().invoke(
+        serve, ["--config", str(project / ".mcp.json"), flag, "--print-config", "json"]
+    )
     assert result.exit_code == 0, result.output
     args = json.loads(result.output)["mcpServers"]["codemode"]["args"]
     assert "--approve-all" in args and "--yes" not in args  # printed in the canonical spelling

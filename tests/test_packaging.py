@@ -27,12 +27,29 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     # Build from a copy: an in-tree build/ folder could smuggle stale files into the wheel.
     source = tmp_path_factory.mktemp("src") / "codemode-gen"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "node_modules", "build", "*.egg-info", "__pycache__", ".*_cache"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "node_modules", "build", "*.egg-info", "__pycache__", ".*_cache"
+        ),
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(dist), str(source)],
-        cwd=source, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        cwd=source,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = dist.glob("codemode_gen-*.whl")
@@ -44,15 +61,22 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"codemode_gen"}
-    for expected in ("codemode_gen/generator/__init__.py", "codemode_gen/runtime/__init__.py",
-                     "codemode_gen/templates/__init__.py", "codemode_gen/cli/__init__.py",
-                     "codemode_gen/client/__init__.py", "codemode_gen/client/sessions.py"):
+    for expected in (
+        "codemode_gen/generator/__init__.py",
+        "codemode_gen/runtime/__init__.py",
+        "codemode_gen/templates/__init__.py",
+        "codemode_gen/cli/__init__.py",
+        "codemode_gen/client/__init__.py",
+        "codemode_gen/client/sessions.py",
+    ):
         assert expected in names
     assert any(n.startswith("codemode_gen/templates/") and n.endswith(".j2") for n in names)
     assert any(n.startswith("codemode_gen/runtime/js/") and n.endswith(".js") for n in names)
     assert "codemode_gen/runtime/js/typecheck_server.js" in names  # run by node for type checks
     assert "codemode_gen/runtime/js/typecheck_core.js" in names  # the checker, on node or QuickJS
-    assert "codemode_gen/runtime/sandbox/typecheck_worker.py" in names  # the checker's QuickJS process
+    assert (
+        "codemode_gen/runtime/sandbox/typecheck_worker.py" in names
+    )  # the checker's QuickJS process
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
 
 
@@ -62,37 +86,75 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     env_dir = tmp_path_factory.mktemp("installed") / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # Dependencies come from the test venv; codemode_gen itself only from the wheel.
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return env_dir, site
 
 
 def clean_env(env_dir: Path) -> dict[str, str]:
     """This environment without PYTHONPATH, with the installed venv first on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CODEMODE_PYTHON", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "CODEMODE_PYTHON", "VIRTUAL_ENV")
+    }
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_from_a_fresh_venv(installed: tuple[Path, str], tmp_path: Path) -> None:
+def test_installed_wheel_runs_from_a_fresh_venv(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
     env_dir, site = installed
     py = env_dir / "bin" / "python"
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = clean_env(env_dir)
-    help_ = subprocess.run([env_dir / "bin" / "codemode-gen", "--help"], cwd=work, env=env,
-                           capture_output=True, text=True)
+    help_ = subprocess.run(
+        [env_dir / "bin" / "codemode-gen", "--help"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert help_.returncode == 0, help_.stderr
     assert "Usage: codemode-gen" in help_.stdout
     where = subprocess.run(
-        [py, "-c", "import codemode_gen.generator as g, importlib.util as u;"
-         "print(g.__file__); print(u.find_spec('generator'), u.find_spec('runtime'))"],
-        cwd=work, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+        [
+            py,
+            "-c",
+            "import codemode_gen.generator as g, importlib.util as u;"
+            "print(g.__file__); print(u.find_spec('generator'), u.find_spec('runtime'))",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert where[0].startswith(site) and where[1] == "None None"
 
 
@@ -113,12 +175,20 @@ def test_installed_children_import_the_installed_package_from_a_checkout(
     package: the sandbox worker and the replay servers (and the live demo servers, started as
     ${CODEMODE_PYTHON}) are Python children that must import the installed package anyway."""
     env_dir, _ = installed
-    assert (ROOT / "codemode_gen" / "__init__.py").is_file() and not (ROOT / "codemode_gen" / "runtime").exists()
+    assert (ROOT / "codemode_gen" / "__init__.py").is_file() and not (
+        ROOT / "codemode_gen" / "runtime"
+    ).exists()
     script = tmp_path / "script.js"
     script.write_text(RECORDED_SCRIPT)
     args = ["--replay"] if mode == "--replay" else []
-    proc = subprocess.run([env_dir / "bin" / "codemode-gen", "run", "--no-pretty", *args, str(script)],
-                          cwd=ROOT, env=clean_env(env_dir), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [env_dir / "bin" / "codemode-gen", "run", "--no-pretty", *args, str(script)],
+        cwd=ROOT,
+        env=clean_env(env_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     response = json.loads(proc.stdout)
     assert response["result"] == "string", response
@@ -126,7 +196,9 @@ def test_installed_children_import_the_installed_package_from_a_checkout(
 
 
 @pytest.mark.slow
-def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], tmp_path: Path) -> None:
+def test_installed_wheel_type_checks_without_node(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
     """The README's install alone, no node on PATH, started from a checkout's root: `check` runs
     the compiler on QuickJS in a child that imports the installed package and its JS (the
     pinned TypeScript seeded into the cache, as a first use downloads it: tests/runtime/host/test_tsinstall.py)."""
@@ -138,13 +210,25 @@ def test_installed_wheel_type_checks_without_node(installed: tuple[Path, str], t
     env_dir, _ = installed
     seed_cache(tmp_path / "cache" / f"typescript-{TYPESCRIPT_VERSION}")
     script = tmp_path / "agent.ts"
-    script.write_text('import * as notes from "@codemode/servers/notes";\n'
-                      "const note = await notes.get_note({ id: 2 });\nconsole.log(note.titel);\n")
-    env = {**clean_env(env_dir), "PATH": str(env_dir / "bin"), CACHE_ENV: str(tmp_path / "cache"),
-           REGISTRY_ENV: UNREACHABLE_REGISTRY}
+    script.write_text(
+        'import * as notes from "@codemode/servers/notes";\n'
+        "const note = await notes.get_note({ id: 2 });\nconsole.log(note.titel);\n"
+    )
+    env = {
+        **clean_env(env_dir),
+        "PATH": str(env_dir / "bin"),
+        CACHE_ENV: str(tmp_path / "cache"),
+        REGISTRY_ENV: UNREACHABLE_REGISTRY,
+    }
     assert shutil.which("node", path=env["PATH"]) is None
-    proc = subprocess.run([env_dir / "bin" / "codemode-gen", "check", str(script)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [env_dir / "bin" / "codemode-gen", "check", str(script)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert [(d["code"], d["path"]) for d in json.loads(proc.stdout)] == [("TS4111", "3:18")]
 
@@ -157,13 +241,33 @@ def test_installed_print_config_registers_a_command_a_checkout_cannot_shadow(
     env_dir, _ = installed
     py = env_dir / "bin" / "python"
     env = clean_env(env_dir)
-    printed = subprocess.run([py, "-m", "codemode_gen", "serve", "--config", str(ROOT / ".mcp.json"),
-                              "--print-config", "json"], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run(
+        [
+            py,
+            "-m",
+            "codemode_gen",
+            "serve",
+            "--config",
+            str(ROOT / ".mcp.json"),
+            "--print-config",
+            "json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     entry = json.loads(printed)["mcpServers"]["codemode"]
     assert entry["args"][:3] == ["-P", "-m", "codemode_gen"]
-    shown = subprocess.run([entry["command"], *entry["args"], "--print-prompt"], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [entry["command"], *entry["args"], "--print-prompt"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "@codemode/servers/notes" in shown.stdout
 
@@ -177,12 +281,18 @@ def test_every_python_child_is_started_through_children_py() -> None:
     allowed = {"codemode_gen.children", "codemode_gen.mcp_json"}
     offenders = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
-        for module, path in package_modules().items() if module not in allowed
+        for module, path in package_modules().items()
+        if module not in allowed
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Attribute) and node.attr == "executable"
-        and isinstance(node.value, ast.Name) and node.value.id == "sys"
+        if isinstance(node, ast.Attribute)
+        and node.attr == "executable"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
     ]
-    assert offenders == [], "start Python children with codemode_gen.children.python_module_command: " + ", ".join(offenders)
+    assert offenders == [], (
+        "start Python children with codemode_gen.children.python_module_command: "
+        + ", ".join(offenders)
+    )
 
 
 def test_children_never_get_the_working_directory_on_sys_path(tmp_path: Path) -> None:
@@ -192,5 +302,7 @@ def test_children_never_get_the_working_directory_on_sys_path(tmp_path: Path) ->
     for isolation in ("path", "isolated"):
         argv = python_module_command("site", isolation=isolation)
         code = "import sys, importlib.util as u; print(u.find_spec('shadowed_probe') is None, '' in sys.path)"
-        out = subprocess.run([argv[0], argv[1], "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [argv[0], argv[1], "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
         assert out.stdout.split() == ["True", "False"], (isolation, out.stdout)

@@ -23,8 +23,22 @@ def small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
 def _value(rng: random.Random, depth: int = 0) -> Any:
     roll = rng.random()
     if depth > 5 or roll < 0.3:
-        return rng.choice([0, -7, 2.5, -1e300, 1.5e-7, 123456789012345, None, True, False, "a\"b\\c", "é\u2028\ud83d\ude00",
-                           "x" * rng.randint(0, 900)])
+        return rng.choice(
+            [
+                0,
+                -7,
+                2.5,
+                -1e300,
+                1.5e-7,
+                123456789012345,
+                None,
+                True,
+                False,
+                'a"b\\c',
+                "é\u2028\ud83d\ude00",
+                "x" * rng.randint(0, 900),
+            ]
+        )
     width = rng.randint(0, 40 if depth < 2 else 4)
     if roll < 0.65:
         return [_value(rng, depth + 1) for _ in range(width)]
@@ -41,22 +55,30 @@ def test_chunked_parse_and_encode_equal_json() -> None:
         assert payload.loads(text.encode()) == json.loads(text.encode())
         for ascii_only in (True, False):
             for sort in (True, False):
-                expected = json.dumps(value, ensure_ascii=ascii_only, sort_keys=sort, separators=(",", ":"))
+                expected = json.dumps(
+                    value, ensure_ascii=ascii_only, sort_keys=sort, separators=(",", ":")
+                )
                 assert payload.dumps(value, ensure_ascii=ascii_only, sort_keys=sort) == expected
 
 
 @pytest.mark.usefixtures("small_bounds")
-@pytest.mark.parametrize("damage", [
-    lambda t: t[: len(t) // 2],  # cut short
-    lambda t: t + " x",  # extra data
-    lambda t: t.replace('"k', "k", 1),  # a bare key
-    lambda t: t[:-1] + ",}",  # a trailing comma
-    lambda t: t.replace(", ", " ", 1),  # a missing comma
-    lambda t: t.replace("2.5", "2.", 1),  # a number cut at a window's edge or not
-    lambda t: t.replace("null", "nul", 1),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda t: t[: len(t) // 2],  # cut short
+        lambda t: t + " x",  # extra data
+        lambda t: t.replace('"k', "k", 1),  # a bare key
+        lambda t: t[:-1] + ",}",  # a trailing comma
+        lambda t: t.replace(", ", " ", 1),  # a missing comma
+        lambda t: t.replace("2.5", "2.", 1),  # a number cut at a window's edge or not
+        lambda t: t.replace("null", "nul", 1),
+    ],
+)
 def test_chunked_parse_raises_what_json_raises(damage: Any) -> None:
-    value = {"k0": [{"a": 2.5, "b": None, "c": "y" * 300} for _ in range(30)], "k1": {"x": [1] * 200}}
+    value = {
+        "k0": [{"a": 2.5, "b": None, "c": "y" * 300} for _ in range(30)],
+        "k1": {"x": [1] * 200},
+    }
     text = damage(json.dumps(value))
     with pytest.raises(json.JSONDecodeError) as expected:
         json.loads(text)

@@ -101,7 +101,9 @@ def test_s11_many_values_share_one_budget() -> None:
     # Each match that ran used at least its timeout of the budget (however slow the machine):
     # once the budget was spent the rest were skipped without running.
     timed_out = sum(s.reason == "timeout" for s in report.skipped)
-    assert timed_out <= safe_jsonschema.SESSION_BUDGET_S / safe_jsonschema.MATCH_TIMEOUT_S + 1, timed_out
+    assert timed_out <= safe_jsonschema.SESSION_BUDGET_S / safe_jsonschema.MATCH_TIMEOUT_S + 1, (
+        timed_out
+    )
 
 
 @pytest.mark.timeout(60)
@@ -141,7 +143,9 @@ AGREEING = [
 
 
 @pytest.mark.parametrize(("pattern", "values"), AGREEING)
-def test_normal_patterns_give_the_same_verdicts_and_messages(pattern: str, values: list[str]) -> None:
+def test_normal_patterns_give_the_same_verdicts_and_messages(
+    pattern: str, values: list[str]
+) -> None:
     schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
     for value in values:
         with safe_jsonschema.regex_session() as report:
@@ -156,7 +160,11 @@ def test_non_strings_are_not_pattern_checked() -> None:
 PROPERTY_SCHEMAS: list[dict[str, Any]] = [
     {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
     {"patternProperties": {"^x-": {"type": "integer"}, "^y": {"minimum": 3}}},
-    {"properties": {"id": {}}, "patternProperties": {"^x-": True}, "additionalProperties": {"type": "string"}},
+    {
+        "properties": {"id": {}},
+        "patternProperties": {"^x-": True},
+        "additionalProperties": {"type": "string"},
+    },
     {"patternProperties": {"^x-": {"type": "integer"}}, "unevaluatedProperties": False},
     {"allOf": [{"patternProperties": {"^x-": True}}], "unevaluatedProperties": False},
     {
@@ -164,7 +172,11 @@ PROPERTY_SCHEMAS: list[dict[str, Any]] = [
         "allOf": [{"patternProperties": {"^x-": True}}],
         "unevaluatedProperties": False,
     },
-    {"$schema": "http://json-schema.org/draft-07/schema#", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "patternProperties": {"^x-": {"type": "integer"}},
+        "additionalProperties": False,
+    },
 ]
 PROPERTY_VALUES: list[dict[str, Any]] = [
     {"x-a": 1},
@@ -189,7 +201,10 @@ def test_pattern_properties_additional_and_unevaluated_as_before(schema: dict[st
     "schema",
     [
         {"patternProperties": {REGEX_CATASTROPHIC: {"type": "integer"}}},
-        {"patternProperties": {REGEX_CATASTROPHIC: {"type": "integer"}}, "additionalProperties": False},
+        {
+            "patternProperties": {REGEX_CATASTROPHIC: {"type": "integer"}},
+            "additionalProperties": False,
+        },
         {"patternProperties": {REGEX_CATASTROPHIC: True}, "unevaluatedProperties": False},
         {"propertyNames": {"pattern": REGEX_CATASTROPHIC}},
     ],
@@ -296,7 +311,12 @@ def test_every_regex_keyword_is_replaced(cls: Any) -> None:
     """Guards against a jsonschema upgrade renaming a keyword function: the stock one (Python
     `re`, no timeout) must never survive in a safe class."""
     safe = safe_jsonschema.safe_validator_class(cls)
-    for keyword in ("pattern", "patternProperties", "additionalProperties", "unevaluatedProperties"):
+    for keyword in (
+        "pattern",
+        "patternProperties",
+        "additionalProperties",
+        "unevaluatedProperties",
+    ):
         if keyword in cls.VALIDATORS:
             assert safe.VALIDATORS[keyword] is not cls.VALIDATORS[keyword], keyword
     assert safe.FORMAT_CHECKER.checkers["regex"][0] is not cls.FORMAT_CHECKER.checkers["regex"][0]
@@ -340,7 +360,10 @@ CATASTROPHIC_OUTPUT = {
 def structured(value: Any) -> dict[str, Any]:
     return {
         "input": {},
-        "result": {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value},
+        "result": {
+            "content": [{"type": "text", "text": json.dumps(value)}],
+            "structuredContent": value,
+        },
         "durationMs": 1,
         "recordedAt": "2026-01-01T00:00:00Z",
     }
@@ -355,7 +378,10 @@ def test_s11_drift_check_with_catastrophic_pattern_is_bounded() -> None:
     assert time.monotonic() - started < PROMPT_S
     assert out.source == "declared"
     assert any(d.startswith(f'/name: expected pattern "{RE_CATASTROPHIC}"') for d in out.drift)
-    assert any(d.startswith('/code: expected pattern "^[A-Z]{3}$", got "abc" (sample 1)') for d in out.drift)
+    assert any(
+        d.startswith('/code: expected pattern "^[A-Z]{3}$", got "abc" (sample 1)')
+        for d in out.drift
+    )
     assert not any(d.startswith("/slug") for d in out.drift)
     assert (
         'drift not checked: pattern "^(a|a)*$|^merge$" could not be evaluated within 50 ms (sample 1)'
@@ -364,19 +390,35 @@ def test_s11_drift_check_with_catastrophic_pattern_is_bounded() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_s11_generate_with_catastrophic_output_pattern_finishes_with_a_warning(tmp_path: Path) -> None:
+def test_s11_generate_with_catastrophic_output_pattern_finishes_with_a_warning(
+    tmp_path: Path,
+) -> None:
     schema = json.loads(json.dumps(CATASTROPHIC_OUTPUT).replace("merge", "generate"))
     tools = [{"name": "get", "inputSchema": {"type": "object"}, "outputSchema": schema}]
     calls = {"get": [structured({"name": EVIL, "slug": EVIL, "code": "ABC"})]}
-    server = {"serverInfo": {"name": "evil", "version": "1"}, "capabilities": {"tools": {}},
-              "protocolVersion": "2025-06-18"}
+    server = {
+        "serverInfo": {"name": "evil", "version": "1"},
+        "capabilities": {"tools": {}},
+        "protocolVersion": "2025-06-18",
+    }
     write_server_fixtures(tmp_path / "fixtures", "evil", server, tools, calls)
     out = tmp_path / "out"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "codemode_gen", "generate", "--fixtures", str(tmp_path / "fixtures"),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=90, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "codemode_gen",
+            "generate",
+            "--fixtures",
+            str(tmp_path / "fixtures"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 60
@@ -417,7 +459,10 @@ def test_s11_prepare_arguments_returns_promptly_for_catastrophic_patterns(patter
 
 def test_prepare_arguments_enforces_ecma_named_groups() -> None:
     """Before, `(?<y>…)` made check_schema fail and the whole schema went unenforced."""
-    schema = {"type": "object", "properties": {"d": {"type": "string", "pattern": r"^(?<y>\d{4})$"}}}
+    schema = {
+        "type": "object",
+        "properties": {"d": {"type": "string", "pattern": r"^(?<y>\d{4})$"}},
+    }
     assert prepare_arguments(schema, "t", "t", {"d": "2024"}) == {"d": "2024"}
     with pytest.raises(InputInvalid) as info:
         prepare_arguments(schema, "t", "t", {"d": "24"})

@@ -523,7 +523,9 @@ def test_slow_server_call_shapes_concurrency_and_cancellation() -> None:
 
             started = time.monotonic()
             sleep = {"ms": CONCURRENT_SLEEP_MS}
-            slept = await asyncio.gather(*(raw.call("sleep", sleep) for _ in range(CONCURRENT_CALLS)))
+            slept = await asyncio.gather(
+                *(raw.call("sleep", sleep) for _ in range(CONCURRENT_CALLS))
+            )
             assert time.monotonic() - started < PROMPT_S  # concurrent, not one after the other
             assert all(r["structuredContent"] == {"slept": CONCURRENT_SLEEP_MS} for r in slept)
 

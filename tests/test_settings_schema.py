@@ -38,10 +38,14 @@ CLI = [sys.executable, "-m", "codemode_gen"]
 CLI_TIMEOUT = 90.0
 
 
-def settings_file(tmp_path: Path, text: str, servers: tuple[str, ...] = ("notes", "calendar")) -> Path:
+def settings_file(
+    tmp_path: Path, text: str, servers: tuple[str, ...] = ("notes", "calendar")
+) -> Path:
     """A project: codemode.toml `text`, a .mcp.json with `servers`, the demo's recordings."""
     (tmp_path / "codemode.toml").write_text(text, encoding="utf-8")
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {s: {"command": "x"} for s in servers}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {s: {"command": "x"} for s in servers}})
+    )
     if not (tmp_path / "fixtures").exists():
         shutil.copytree(REPO / "fixtures", tmp_path / "fixtures")
     return tmp_path / ".mcp.json"
@@ -126,7 +130,10 @@ def test_every_key_the_toml_parser_sees_has_a_line(text: str) -> None:
 
 
 def test_dotted_names_and_closest_names() -> None:
-    assert dotted(("servers", "my.server", "approval", "delete_note")) == 'servers."my.server".approval.delete_note'
+    assert (
+        dotted(("servers", "my.server", "approval", "delete_note"))
+        == 'servers."my.server".approval.delete_note'
+    )
     assert dotted(("samples", 0, "tool")) == "samples[0].tool"
     assert closest("timeout_ms", TABLE_KEYS["limits"]) == "timeoutMs"
     assert closest("maxmemory", TABLE_KEYS["limits"]) == "maxMemoryBytes"
@@ -137,14 +144,19 @@ def test_dotted_names_and_closest_names() -> None:
 # --------------------------------------------------------------------------- keys and servers
 
 
-def test_unknown_keys_at_every_level_are_errors_with_lines_and_the_closest_key(tmp_path: Path) -> None:
-    message = refused(tmp_path, (
-        'fixture = "fx"\n'                      # 1
-        "[limits]\ntimeout_ms = 5000\n"          # 3
-        "[sandbox]\nworkers = 2\n"               # 5
-        '[servers.notes]\nunwarp = "json"\n'     # 7
-        '[[samples]]\nserver = "notes"\ntol = "get_note"\n'  # 10
-    ))
+def test_unknown_keys_at_every_level_are_errors_with_lines_and_the_closest_key(
+    tmp_path: Path,
+) -> None:
+    message = refused(
+        tmp_path,
+        (
+            'fixture = "fx"\n'  # 1
+            "[limits]\ntimeout_ms = 5000\n"  # 3
+            "[sandbox]\nworkers = 2\n"  # 5
+            '[servers.notes]\nunwarp = "json"\n'  # 7
+            '[[samples]]\nserver = "notes"\ntol = "get_note"\n'  # 10
+        ),
+    )
     path = tmp_path / "codemode.toml"
     assert message.split("\n") == [
         f"{path}:1: fixture: unknown key in the top level; did you mean `fixtures`?",
@@ -156,7 +168,9 @@ def test_unknown_keys_at_every_level_are_errors_with_lines_and_the_closest_key(t
 
 
 def test_servers_not_in_mcp_json_are_errors(tmp_path: Path) -> None:
-    message = refused(tmp_path, '[servers.note]\nunwrap = "json"\n[[samples]]\nserver = "calender"\ntool = "x"\n')
+    message = refused(
+        tmp_path, '[servers.note]\nunwrap = "json"\n[[samples]]\nserver = "calender"\ntool = "x"\n'
+    )
     path = tmp_path / "codemode.toml"
     assert message.split("\n") == [
         f"{path}:1: servers.note: no server `note` in {tmp_path / '.mcp.json'}; did you mean `notes`?",
@@ -172,18 +186,24 @@ def test_limits_are_held_to_the_bounds_every_run_enforces(tmp_path: Path, key: s
     low, high = LIMIT_RANGES[key]
     for good in (low, high):
         settings = load(tmp_path, f"[limits]\n{key} = {good}\n")
-        assert Limits.from_json(settings.limits).to_json()[key] == good  # what the file takes, a run takes
+        assert (
+            Limits.from_json(settings.limits).to_json()[key] == good
+        )  # what the file takes, a run takes
     for bad in (low - 1, high + 1):
         message = refused(tmp_path, f"[limits]\n{key} = {bad}\n")
-        assert message == (f"{tmp_path / 'codemode.toml'}:2: limits.{key}: {bad} is out of range;"
-                           f" use an integer from {low} to {high}")
+        assert message == (
+            f"{tmp_path / 'codemode.toml'}:2: limits.{key}: {bad} is out of range;"
+            f" use an integer from {low} to {high}"
+        )
 
 
 def test_trace_takes_one_of_its_modes(tmp_path: Path) -> None:
     assert load(tmp_path, '[limits]\ntrace = "none"\n').limits["trace"] == "none"
     message = refused(tmp_path, '[limits]\ntrace = "all"\n')
-    assert message == (f"{tmp_path / 'codemode.toml'}:2: limits.trace: expected one of 'full', 'errors', 'none',"
-                       " got 'all'")
+    assert message == (
+        f"{tmp_path / 'codemode.toml'}:2: limits.trace: expected one of 'full', 'errors', 'none',"
+        " got 'all'"
+    )
 
 
 # --------------------------------------------------------------------------- tool names
@@ -191,8 +211,12 @@ def test_trace_takes_one_of_its_modes(tmp_path: Path) -> None:
 
 def test_tools_by_mcp_name_pass_silently(tmp_path: Path) -> None:
     said: list[str] = []
-    settings = load(tmp_path, '[servers.notes]\nblocklist = ["export-csv"]\n[servers.notes.approval]\n'
-                              '"tasks.add" = "ask"\n', report=said.append)
+    settings = load(
+        tmp_path,
+        '[servers.notes]\nblocklist = ["export-csv"]\n[servers.notes.approval]\n'
+        '"tasks.add" = "ask"\n',
+        report=said.append,
+    )
     assert said == []
     assert settings.servers["notes"].blocklist == ("export-csv",)
     assert dict(settings.servers["notes"].approval) == {"tasks.add": "ask"}
@@ -200,11 +224,15 @@ def test_tools_by_mcp_name_pass_silently(tmp_path: Path) -> None:
 
 def test_tools_by_export_name_apply_to_their_mcp_tool_and_say_so(tmp_path: Path) -> None:
     said: list[str] = []
-    settings = load(tmp_path, (
-        '[servers.notes]\nblocklist = ["export_csv"]\n'          # 2
-        '[servers.notes.approval]\ntasks_add = "deny"\n'         # 4
-        '[[samples]]\nserver = "notes"\ntool = "export_csv"\n'   # 7
-    ), report=said.append)
+    settings = load(
+        tmp_path,
+        (
+            '[servers.notes]\nblocklist = ["export_csv"]\n'  # 2
+            '[servers.notes.approval]\ntasks_add = "deny"\n'  # 4
+            '[[samples]]\nserver = "notes"\ntool = "export_csv"\n'  # 7
+        ),
+        report=said.append,
+    )
     notes = settings.servers["notes"]
     assert notes.blocklist == ("export-csv", "tasks.add")  # deny hides it: under its MCP name
     assert dict(notes.approval) == {"tasks.add": "deny"}
@@ -221,8 +249,11 @@ def test_tools_by_export_name_apply_to_their_mcp_tool_and_say_so(tmp_path: Path)
 
 
 def test_unknown_tools_are_errors_naming_the_closest_name(tmp_path: Path) -> None:
-    message = refused(tmp_path, '[servers.notes]\nblocklist = ["delete_nte"]\n[servers.notes.approval]\n'
-                                'export_cvs = "deny"\n')
+    message = refused(
+        tmp_path,
+        '[servers.notes]\nblocklist = ["delete_nte"]\n[servers.notes.approval]\n'
+        'export_cvs = "deny"\n',
+    )
     path, recording = tmp_path / "codemode.toml", tmp_path / "fixtures" / "notes" / "tools.json"
     assert message.split("\n") == [
         f"{path}:2: servers.notes.blocklist[0]: server `notes` has no tool `delete_nte` (by MCP or export name)"
@@ -233,27 +264,41 @@ def test_unknown_tools_are_errors_naming_the_closest_name(tmp_path: Path) -> Non
 
 
 def test_one_tool_named_twice_in_an_approval_table_is_an_error(tmp_path: Path) -> None:
-    message = refused(tmp_path, '[servers.notes.approval]\n"export-csv" = "allow"\nexport_csv = "deny"\n')
-    assert message.endswith(":3: servers.notes.approval.export_csv: names MCP tool `export-csv` again"
-                            ' (as servers.notes.approval.export-csv does)')
+    message = refused(
+        tmp_path, '[servers.notes.approval]\n"export-csv" = "allow"\nexport_csv = "deny"\n'
+    )
+    assert message.endswith(
+        ":3: servers.notes.approval.export_csv: names MCP tool `export-csv` again"
+        " (as servers.notes.approval.export-csv does)"
+    )
 
 
 def test_tools_of_a_server_not_recorded_yet_cannot_be_checked_and_say_so(tmp_path: Path) -> None:
     said: list[str] = []
-    settings_file(tmp_path, '[servers.crm]\nblocklist = ["drop_all", "wipe"]\n', servers=("notes", "crm"))
+    settings_file(
+        tmp_path, '[servers.crm]\nblocklist = ["drop_all", "wipe"]\n', servers=("notes", "crm")
+    )
     settings = load_project_settings(tmp_path / ".mcp.json", report=said.append)
     assert settings.servers["crm"].blocklist == ("drop_all", "wipe")
-    assert said == [f"warning: {tmp_path / 'codemode.toml'}:2: servers.crm.blocklist[0]: tool names of server"
-                    f" `crm` cannot be checked: it is not recorded yet ({tmp_path / 'fixtures' / 'crm' / 'tools.json'};"
-                    " `codemode-gen record --server crm`)"]
+    assert said == [
+        f"warning: {tmp_path / 'codemode.toml'}:2: servers.crm.blocklist[0]: tool names of server"
+        f" `crm` cannot be checked: it is not recorded yet ({tmp_path / 'fixtures' / 'crm' / 'tools.json'};"
+        " `codemode-gen record --server crm`)"
+    ]
 
 
 def test_record_warns_about_tools_its_recording_lacks_instead_of_refusing(tmp_path: Path) -> None:
     said: list[str] = []
-    settings = load(tmp_path, '[servers.notes]\nblocklist = ["brand_new_tool"]\n', report=said.append,
-                    unknown_tools="warn")
+    settings = load(
+        tmp_path,
+        '[servers.notes]\nblocklist = ["brand_new_tool"]\n',
+        report=said.append,
+        unknown_tools="warn",
+    )
     assert settings.servers["notes"].blocklist == ("brand_new_tool",)
-    assert len(said) == 1 and said[0].startswith("warning: ") and "no tool `brand_new_tool`" in said[0]
+    assert (
+        len(said) == 1 and said[0].startswith("warning: ") and "no tool `brand_new_tool`" in said[0]
+    )
 
 
 def test_the_repository_settings_are_valid() -> None:
@@ -264,24 +309,48 @@ def test_the_repository_settings_are_valid() -> None:
 
 def test_every_command_loads_settings_through_one_checked_door() -> None:
     """Tool names are only checked by generator/project.py: nothing else may read codemode.toml."""
-    allowed = {"codemode_gen.codemode_toml", "codemode_gen.mcp_json", "codemode_gen.generator.project"}
+    allowed = {
+        "codemode_gen.codemode_toml",
+        "codemode_gen.mcp_json",
+        "codemode_gen.generator.project",
+    }
     offenders = [
         f"{path.relative_to(REPO)}:{node.lineno}"
-        for module, path in package_modules().items() if module not in allowed
+        for module, path in package_modules().items()
+        if module not in allowed
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Name | ast.Attribute)
-        and (node.id if isinstance(node, ast.Name) else node.attr) in ("project_settings", "load_settings")
+        and (node.id if isinstance(node, ast.Name) else node.attr)
+        in ("project_settings", "load_settings")
     ]
-    assert offenders == [], "load codemode.toml with generator.project.load_project_settings: " + ", ".join(offenders)
+    assert offenders == [], (
+        "load codemode.toml with generator.project.load_project_settings: " + ", ".join(offenders)
+    )
 
 
 # --------------------------------------------------------------------------- end to end
 
 FILE_TOOLS = [
-    {"name": "delete-file", "description": "Delete a file.", "annotations": {"destructiveHint": True},
-     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-    {"name": "read-file", "description": "Read a file.", "annotations": {"readOnlyHint": True},
-     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {
+        "name": "delete-file",
+        "description": "Delete a file.",
+        "annotations": {"destructiveHint": True},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "read-file",
+        "description": "Read a file.",
+        "annotations": {"readOnlyHint": True},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
 ]
 
 CALL_DELETE = """
@@ -298,42 +367,80 @@ globalThis.__codemode_result__ = {
 
 
 def cli(project: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=project, capture_output=True, text=True, input=stdin,
-                          timeout=CLI_TIMEOUT)
+    return subprocess.run(
+        [*CLI, *args], cwd=project, capture_output=True, text=True, input=stdin, timeout=CLI_TIMEOUT
+    )
 
 
 @pytest.mark.slow
-def test_a_deny_written_by_export_name_hides_the_mcp_tool_even_when_everything_is_approved(tmp_path: Path) -> None:
+def test_a_deny_written_by_export_name_hides_the_mcp_tool_even_when_everything_is_approved(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "tools.json").write_text(json.dumps(FILE_TOOLS))
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"files": {
-        "command": PYTHON, "args": [str(server_script("catalog_server")), "stdio", "--catalog", "tools.json"]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {
+                        "command": PYTHON,
+                        "args": [
+                            str(server_script("catalog_server")),
+                            "stdio",
+                            "--catalog",
+                            "tools.json",
+                        ],
+                    }
+                }
+            }
+        )
+    )
     recorded = cli(tmp_path, "record", "--no-probe")
     assert recorded.returncode == 0, recorded.stderr
     (tmp_path / "codemode.toml").write_text('[servers.files.approval]\ndelete_file = "deny"\n')
     (tmp_path / "script.js").write_text(CALL_DELETE)
     ran = cli(tmp_path, "run", "--no-pretty", "--yes", "script.js")
     response = json.loads(ran.stdout)
-    assert response["result"] == {"exports": ["read_file"], "listed": ["read-file"], "called": "TypeError"}
+    assert response["result"] == {
+        "exports": ["read_file"],
+        "listed": ["read-file"],
+        "called": "TypeError",
+    }
     assert response.get("toolTrace", []) == []  # nothing was sent
-    assert (f"note: {tmp_path / 'codemode.toml'}:2: servers.files.approval.delete_file: `delete_file` is the"
-            " export name of MCP tool `delete-file` of server `files`; it applies to that tool") in ran.stderr
+    assert (
+        f"note: {tmp_path / 'codemode.toml'}:2: servers.files.approval.delete_file: `delete_file` is the"
+        " export name of MCP tool `delete-file` of server `files`; it applies to that tool"
+    ) in ran.stderr
 
 
 BROKEN = "[limits]\ntimeoutMs = 900000\n"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [
-    ["record"], ["record", "--check"], ["generate"], ["generate", "--check"], ["run", "script.js"],
-    ["run", "--replay", "script.js"], ["check", "script.js"], ["replay", "--server", "notes"],
-])
-def test_every_command_refuses_a_broken_file_with_its_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["record"],
+        ["record", "--check"],
+        ["generate"],
+        ["generate", "--check"],
+        ["run", "script.js"],
+        ["run", "--replay", "script.js"],
+        ["check", "script.js"],
+        ["replay", "--server", "notes"],
+    ],
+)
+def test_every_command_refuses_a_broken_file_with_its_line_and_exit_2(
+    tmp_path: Path, args: list[str]
+) -> None:
     settings_file(tmp_path, BROKEN)
     (tmp_path / "script.js").write_text("globalThis.__codemode_result__ = 1;\n")
     shutil.copytree(REPO / "out", tmp_path / "out")
     proc = cli(tmp_path, *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"error: {tmp_path / 'codemode.toml'}:2: limits.timeoutMs: 900000 is out of range" in proc.stderr
+    assert (
+        f"error: {tmp_path / 'codemode.toml'}:2: limits.timeoutMs: 900000 is out of range"
+        in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 
@@ -348,11 +455,15 @@ def test_serve_reports_a_broken_file_instead_of_advertising_it(tmp_path: Path) -
 def test_from_config_refuses_a_broken_file(tmp_path: Path) -> None:
     from codemode_gen.runtime.codemode import CodeMode
 
-    with pytest.raises(UserError, match=r"codemode.toml:2: limits.timeoutMs: 900000 is out of range"):
+    with pytest.raises(
+        UserError, match=r"codemode.toml:2: limits.timeoutMs: 900000 is out of range"
+    ):
         CodeMode.from_config(settings_file(tmp_path, BROKEN))
 
 
-def test_hand_built_settings_with_bad_limits_fail_at_construction_not_every_run(tmp_path: Path) -> None:
+def test_hand_built_settings_with_bad_limits_fail_at_construction_not_every_run(
+    tmp_path: Path,
+) -> None:
     from codemode_gen.config import Settings
     from codemode_gen.runtime.codemode import CodeMode
 
@@ -363,5 +474,7 @@ def test_hand_built_settings_with_bad_limits_fail_at_construction_not_every_run(
 def test_load_settings_alone_checks_keys_and_values(tmp_path: Path) -> None:
     path = tmp_path / "codemode.toml"
     path.write_text("[limits]\ntimeout = 1\n")
-    with pytest.raises(UserError, match=r"codemode.toml:2: limits.timeout: unknown key in \[limits\]"):
+    with pytest.raises(
+        UserError, match=r"codemode.toml:2: limits.timeout: unknown key in \[limits\]"
+    ):
         load_settings(path)

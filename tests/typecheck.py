@@ -61,8 +61,11 @@ def tree_files() -> Iterator[tuple[str, Path]]:
     for top in EXTRA_PACKAGES:
         for path in sorted((REPO / top).rglob("*")):
             rel = path.relative_to(REPO)
-            if (_LINKED.match(path.name) and path.is_file()
-                    and not any(rel.is_relative_to(d) for d in SCRIPT_DIRS)):
+            if (
+                _LINKED.match(path.name)
+                and path.is_file()
+                and not any(rel.is_relative_to(d) for d in SCRIPT_DIRS)
+            ):
                 yield rel.as_posix(), path
     for scripts in SCRIPT_DIRS:
         for path in sorted((REPO / scripts).glob("*.py")):
@@ -93,19 +96,33 @@ def build_tree(root: Path, replace: Mapping[str, str] | None = None) -> dict[str
     return origin
 
 
-def run_mypy(replace: Mapping[str, str] | None = None, *,
-             cache_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_mypy(
+    replace: Mapping[str, str] | None = None, *, cache_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """mypy over the installed layout (package, tests, bench, scripts); stdout names repository
     files. `cache_dir` defaults to the repository's .mypy_cache."""
     with tempfile.TemporaryDirectory(prefix="codemode-typecheck-") as tmp:
         root = Path(tmp)
         origin = build_tree(root, replace)
         proc = subprocess.run(
-            [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
-             "--cache-dir", str(cache_dir or REPO / ".mypy_cache"),
-             "codemode_gen", *EXTRA_PACKAGES, "scripts"],
-            cwd=root, env={**os.environ, "MYPYPATH": str(root / "scripts")},
-            capture_output=True, text=True, timeout=MYPY_TIMEOUT)
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--config-file",
+                str(REPO / "pyproject.toml"),
+                "--cache-dir",
+                str(cache_dir or REPO / ".mypy_cache"),
+                "codemode_gen",
+                *EXTRA_PACKAGES,
+                "scripts",
+            ],
+            cwd=root,
+            env={**os.environ, "MYPYPATH": str(root / "scripts")},
+            capture_output=True,
+            text=True,
+            timeout=MYPY_TIMEOUT,
+        )
 
         proc.stdout = _LOCATION.sub(lambda m: origin.get(m["path"], m["path"]), proc.stdout)
         return proc

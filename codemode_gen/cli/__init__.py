@@ -18,15 +18,42 @@ from codemode_gen.errors import UserError
 
 # name -> (module, short help). Order is the order shown in --help.
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "record": ("record", "Record MCP servers (tools and sample calls) into fixtures/; --check: report drift."),
-    "generate": ("generate", "Generate typed modules, codemode.d.ts and manifest.json from fixtures/ into out/."),
-    "run": ("run", "Run an agent script in a fresh sandbox against the live servers (or --replay recordings)."),
-    "check": ("check", "Type-check an agent script against out/'s declarations (TypeScript compiler)."),
-    "skill": ("skill", "Skills: `skill save NAME SCRIPT` (a script that worked -> skills/NAME.ts), `skill test [NAME]` (--replay)."),
-    "policy": ("policy", "Print every recorded tool's approval policy and why (offline, from codemode.toml and fixtures/)."),
-    "serve": ("serve", "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio or HTTP."),
-    "auth": ("auth", "Log in to OAuth-protected servers (login SERVER, status, logout SERVER); tokens refresh by themselves."),
-    "replay": ("replay", "Serve a server's recordings (fixtures/) as an MCP server over stdio, offline."),
+    "record": (
+        "record",
+        "Record MCP servers (tools and sample calls) into fixtures/; --check: report drift.",
+    ),
+    "generate": (
+        "generate",
+        "Generate typed modules, codemode.d.ts and manifest.json from fixtures/ into out/.",
+    ),
+    "run": (
+        "run",
+        "Run an agent script in a fresh sandbox against the live servers (or --replay recordings).",
+    ),
+    "check": (
+        "check",
+        "Type-check an agent script against out/'s declarations (TypeScript compiler).",
+    ),
+    "skill": (
+        "skill",
+        "Skills: `skill save NAME SCRIPT` (a script that worked -> skills/NAME.ts), `skill test [NAME]` (--replay).",
+    ),
+    "policy": (
+        "policy",
+        "Print every recorded tool's approval policy and why (offline, from codemode.toml and fixtures/).",
+    ),
+    "serve": (
+        "serve",
+        "Serve Code Mode (one tool, codemode.run) as an MCP server over stdio or HTTP.",
+    ),
+    "auth": (
+        "auth",
+        "Log in to OAuth-protected servers (login SERVER, status, logout SERVER); tokens refresh by themselves.",
+    ),
+    "replay": (
+        "replay",
+        "Serve a server's recordings (fixtures/) as an MCP server over stdio, offline.",
+    ),
     "types": ("types", "Print a standalone TypeScript .d.ts for any JSON Schema file."),
 }
 

@@ -34,7 +34,9 @@ def _server(config: Path, server_id: str) -> ServerConfig:
     # Its stderr notes would repeat what the other commands say; its errors stop us, except
     # those of other servers' entries.
     problems: dict[str, UserError] = {}
-    configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)
+    configs = load_config(
+        config, load_project_settings(config, report=lambda line: None), problems=problems
+    )
     if server_id in problems:
         raise problems[server_id]
     found = configs.get(server_id)
@@ -42,7 +44,9 @@ def _server(config: Path, server_id: str) -> ServerConfig:
         remote = [sid for sid, c in configs.items() if c.transport != "stdio"]
         raise UserError(
             f"no server {server_id!r} in {config}",
-            hint=f"servers that can log in: {', '.join(remote)}" if remote else "add an http server with a \"url\" first",
+            hint=f"servers that can log in: {', '.join(remote)}"
+            if remote
+            else 'add an http server with a "url" first',
         )
     return found
 
@@ -56,10 +60,18 @@ def auth() -> None:
 @auth.command("login")
 @config_option
 @click.argument("server_id", metavar="SERVER")
-@click.option("--no-browser", is_flag=True,
-              help="Only print the login URL (a remote shell, or a browser on another machine).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
-              help="How long to wait for the browser's redirect [default: 300].")
+@click.option(
+    "--no-browser",
+    is_flag=True,
+    help="Only print the login URL (a remote shell, or a browser on another machine).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="How long to wait for the browser's redirect [default: 300].",
+)
 def login(config: Path, server_id: str, no_browser: bool, timeout: float | None) -> None:
     """Log in to SERVER (an http/sse server of the MCP config) with OAuth: discovers its
     authorization server, registers a client (or uses oauth.clientId), opens the browser and
@@ -75,7 +87,9 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
         click.echo(text, err=True)
 
     async def go() -> object:
-        return await do_login(server, open_browser=not no_browser, timeout=timeout or LOGIN_TIMEOUT, say=say)
+        return await do_login(
+            server, open_browser=not no_browser, timeout=timeout or LOGIN_TIMEOUT, say=say
+        )
 
     try:
         result = anyio.run(go)
@@ -90,7 +104,11 @@ def login(config: Path, server_id: str, no_browser: bool, timeout: float | None)
     parts = []
     if result.expires_at is not None:
         parts.append(f"token valid for {max(0, int(result.expires_at - time.time()))} s")
-    parts.append("refreshed automatically" if result.refreshable else "no refresh token: log in again when it expires")
+    parts.append(
+        "refreshed automatically"
+        if result.refreshable
+        else "no refresh token: log in again when it expires"
+    )
     if result.scope:
         parts.append(f"scopes: {result.scope}")
     click.echo(f"logged in to {server_id} ({'; '.join(parts)})")
@@ -107,9 +125,11 @@ def status(config: Path) -> None:
     from codemode_gen.mcp_json import load_config
 
     problems: dict[str, UserError] = {}
-    configs = load_config(config, load_project_settings(config, report=lambda line: None), problems=problems)
+    configs = load_config(
+        config, load_project_settings(config, report=lambda line: None), problems=problems
+    )
     if not configs and not problems:
-        raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server first")
+        raise UserError(f'{config}: "mcpServers" is empty', hint="add a server first")
     try:
         store = open_store()
     except TokenStoreError as exc:
@@ -149,7 +169,11 @@ def logout(config: Path, server_id: str) -> None:
     if not result.existed:
         click.echo(f"{server_id}: not logged in (nothing stored)")
         return
-    revoked = f"; revoked at the authorization server: {', '.join(result.revoked)}" if result.revoked else ""
+    revoked = (
+        f"; revoked at the authorization server: {', '.join(result.revoked)}"
+        if result.revoked
+        else ""
+    )
     click.echo(f"logged out of {server_id}{revoked}")
     if result.note:
         click.echo(f"  note: {result.note}")

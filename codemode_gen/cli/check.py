@@ -56,17 +56,36 @@ def render_pretty(diagnostics: list[Diagnostic], script: str) -> str:
 @config_option
 @out_option
 @host_options("check")
-@click.option("--lang", "lang", type=click.Choice(["auto", "ts", "js"]), default=None,
-              help="Check as TypeScript or JavaScript (default: by extension; auto for - and others: "
-                   "TypeScript if the script uses TypeScript syntax).")
-@click.option("--pretty/--no-pretty", default=None,
-              help="Also print `file:line:col` lines for people on stderr (default: on a TTY).")
-@click.option("--install-typescript", "install_only", is_flag=True,
-              help="Only download the pinned TypeScript into the user's cache if it is not there (for images "
-                   "built ahead of use, or before going offline), print where it is, and exit.")
+@click.option(
+    "--lang",
+    "lang",
+    type=click.Choice(["auto", "ts", "js"]),
+    default=None,
+    help="Check as TypeScript or JavaScript (default: by extension; auto for - and others: "
+    "TypeScript if the script uses TypeScript syntax).",
+)
+@click.option(
+    "--pretty/--no-pretty",
+    default=None,
+    help="Also print `file:line:col` lines for people on stderr (default: on a TTY).",
+)
+@click.option(
+    "--install-typescript",
+    "install_only",
+    is_flag=True,
+    help="Only download the pinned TypeScript into the user's cache if it is not there (for images "
+    "built ahead of use, or before going offline), print where it is, and exit.",
+)
 @click.argument("script", required=False)  # none: the project's skills/
-def check(config: Path, out: Path | None, lang: str | None, pretty: bool | None,
-          install_only: bool, script: str | None, options: HostOptions) -> int:
+def check(
+    config: Path,
+    out: Path | None,
+    lang: str | None,
+    pretty: bool | None,
+    install_only: bool,
+    script: str | None,
+    options: HostOptions,
+) -> int:
     """Type-check SCRIPT (a .ts or .js file, or - for stdin) against out/codemode.d.ts (strict);
     without SCRIPT, the project's skills (skills/ beside out/)."""
     tsc = options.tsc
@@ -86,23 +105,35 @@ def check(config: Path, out: Path | None, lang: str | None, pretty: bool | None,
     out_dir = out if out is not None else settings.out_dir
     declarations = out_dir / "codemode.d.ts"
     if not declarations.is_file():
-        raise UserError(f"{declarations}: not found; there is nothing to check against",
-                        hint="run `codemode-gen generate` first, or pass --out to the generated folder")
+        raise UserError(
+            f"{declarations}: not found; there is nothing to check against",
+            hint="run `codemode-gen generate` first, or pass --out to the generated folder",
+        )
     code = read_script(script)
     diagnostics: list[Diagnostic] = asyncio.run(refusals(code))
     if not diagnostics:
         roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
         try:
-            result = check_sync(code, out_dir, lang=lang_of(script, lang), tsc=tsc, roots=roots,
-                                timeout=CHECK_TIMEOUT_S)
+            result = check_sync(
+                code,
+                out_dir,
+                lang=lang_of(script, lang),
+                tsc=tsc,
+                roots=roots,
+                timeout=CHECK_TIMEOUT_S,
+            )
         except UserError:
             raise
         except TimeoutError:
-            raise UserError(f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s") from None
+            raise UserError(
+                f"the type check did not finish within {CHECK_TIMEOUT_S:.0f} s"
+            ) from None
         except Exception as exc:  # the checker process failed: a setup problem, not a type error
-            raise UserError(f"the type check failed: {exc}",
-                            hint="check that the TypeScript it found works (`tsc --version`; a damaged download in "
-                                 "the cache: delete its folder), or pass --tsc PATH to another") from None
+            raise UserError(
+                f"the type check failed: {exc}",
+                hint="check that the TypeScript it found works (`tsc --version`; a damaged download in "
+                "the cache: delete its folder), or pass --tsc PATH to another",
+            ) from None
         diagnostics = to_diagnostics(result)
     click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
     if pretty if pretty is not None else sys.stderr.isatty():
@@ -122,16 +153,31 @@ def _check_skills(config: Path, out: Path | None, tsc: str | None, pretty: bool 
     roots = [Path(os.path.abspath(config)).parent, Path(os.path.abspath(out_dir)).parent]
     skills, result = check_against_out(out_dir, roots=roots, tsc=tsc)
     if not skills:
-        raise UserError(f"missing SCRIPT (and no skills in {Path(os.path.abspath(out_dir)).parent / SKILLS_DIR} to check)",
-                        hint="pass a .js or .ts file, or - to read the script from stdin")
+        raise UserError(
+            f"missing SCRIPT (and no skills in {Path(os.path.abspath(out_dir)).parent / SKILLS_DIR} to check)",
+            hint="pass a .js or .ts file, or - to read the script from stdin",
+        )
     diagnostics: list[Diagnostic] = [
-        {"severity": "error" if d.get("category") == "error" else "warning", "code": ts_code(d.get('code')),
-         "message": str(d.get("message", "")), "file": str(d.get("file", "")), "path": f"{d.get('line', 1)}:{d.get('column', 1)}"}
+        {
+            "severity": "error" if d.get("category") == "error" else "warning",
+            "code": ts_code(d.get("code")),
+            "message": str(d.get("message", "")),
+            "file": str(d.get("file", "")),
+            "path": f"{d.get('line', 1)}:{d.get('column', 1)}",
+        }
         for d in result.diagnostics
     ]
     click.echo(json.dumps(diagnostics, ensure_ascii=False, indent=2))
     if pretty if pretty is not None else sys.stderr.isatty():
-        click.echo("\n".join([*render(result.diagnostics), f"{len(skills)} skill(s), {len(result.errors)} type error(s)"]), err=True)
+        click.echo(
+            "\n".join(
+                [
+                    *render(result.diagnostics),
+                    f"{len(skills)} skill(s), {len(result.errors)} type error(s)",
+                ]
+            ),
+            err=True,
+        )
     return 1 if result.errors else 0
 
 

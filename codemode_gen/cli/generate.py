@@ -126,8 +126,13 @@ def generate(
 
     project_dir = Path(os.path.abspath(out)).parent
     skill_notes: list[str] = []
-    outputs = with_skills(outputs, project_dir, roots=[project_dir, Path(os.path.abspath(config)).parent],
-                          out_dir=Path(out), notes=skill_notes)
+    outputs = with_skills(
+        outputs,
+        project_dir,
+        roots=[project_dir, Path(os.path.abspath(config)).parent],
+        out_dir=Path(out),
+        notes=skill_notes,
+    )
     for note in skill_notes:
         click.echo(f"note: {note}", err=True)
 
@@ -165,7 +170,8 @@ def generate(
     skills: list[Any] = list(outputs.manifest.get("skills", []))  # type: ignore[call-overload]
     click.echo(
         f"wrote {len(outputs.files)} files to {out}/ ({len(servers)} servers, {tools} tools"
-        + (f", {len(skills)} skill{'' if len(skills) == 1 else 's'}" if skills else "") + ")"
+        + (f", {len(skills)} skill{'' if len(skills) == 1 else 's'}" if skills else "")
+        + ")"
     )
     for rel in removed:
         click.echo(f"  removed stale {rel}")
@@ -185,10 +191,14 @@ def generate(
                 click.echo(f"    {origin}: {', '.join(by_origin[origin])}")
         for tool in server["tools"]:
             if tool["output"]["source"] == "none":
-                unknown.append(sample_entry(
-                    server.get("configId", server["serverId"]), tool["toolName"],
-                    tool.get("inputSchema"), tool.get("annotations"),
-                ))
+                unknown.append(
+                    sample_entry(
+                        server.get("configId", server["serverId"]),
+                        tool["toolName"],
+                        tool.get("inputSchema"),
+                        tool.get("annotations"),
+                    )
+                )
     # Which tools will wait for the user's yes, and the lines that decide them (cli/policy.py).
     for line in summary_lines(policy_rows(settings, fixture_sets), settings):
         click.echo(line)

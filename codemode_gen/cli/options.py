@@ -19,17 +19,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Every command finds its project the same way (mcp_json.project_settings): codemode.toml is the
 # one beside --config (else all defaults), and fixtures/ and out/ default to that folder.
 config_option = click.option(
-    "--config", "config", type=click.Path(path_type=Path), default=Path(".mcp.json"), show_default=True,
+    "--config",
+    "config",
+    type=click.Path(path_type=Path),
+    default=Path(".mcp.json"),
+    show_default=True,
     help="MCP server config (.mcp.json / Claude Desktop format); codemode.toml is the one beside it.",
 )
 # `generate` reads no server: its --config only names the project, by the same rule.
 project_config_option = click.option(
-    "--config", "config", type=click.Path(path_type=Path), default=Path(".mcp.json"), show_default=True,
+    "--config",
+    "config",
+    type=click.Path(path_type=Path),
+    default=Path(".mcp.json"),
+    show_default=True,
     help="The project's MCP config: codemode.toml beside it, fixtures/ and out/ in its folder "
-         "(the file itself is not read).",
+    "(the file itself is not read).",
 )
 out_option = click.option(
-    "--out", "out", type=click.Path(path_type=Path), default=None,
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
     help="Generated modules (default: codemode.toml's out, else out/).",
 )
 
@@ -43,8 +54,17 @@ def host_option(name: str, default: Any, flag: HostFlag) -> Callable[[F], F]:
     elif flag.minimum is not None or flag.maximum is not None:
         kind = click.IntRange(flag.minimum, flag.maximum)
     is_flag = isinstance(default, bool)
-    return click.option(flag.flag, *flag.aliases, name, type=kind, default=default, is_flag=is_flag,
-                        metavar=flag.metavar, help=flag.help, show_default=not is_flag and default is not None)
+    return click.option(
+        flag.flag,
+        *flag.aliases,
+        name,
+        type=kind,
+        default=default,
+        is_flag=is_flag,
+        metavar=flag.metavar,
+        help=flag.help,
+        show_default=not is_flag and default is not None,
+    )
 
 
 def host_options(command: str) -> Callable[[F], F]:
@@ -74,9 +94,14 @@ def read_script(script: str) -> str:
     try:
         return Path(script).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{script}: script not found", hint="pass a .js or .ts file, or - to read the script from stdin") from None
+        raise UserError(
+            f"{script}: script not found",
+            hint="pass a .js or .ts file, or - to read the script from stdin",
+        ) from None
     except IsADirectoryError:
-        raise UserError(f"{script}: is a directory, not a script", hint="pass a .js or .ts file") from None
+        raise UserError(
+            f"{script}: is a directory, not a script", hint="pass a .js or .ts file"
+        ) from None
     except UnicodeDecodeError:
         raise UserError(f"{script}: not UTF-8 text", hint="save the script as UTF-8") from None
     except OSError as exc:

@@ -60,10 +60,17 @@ def summary_lines(rows: Sequence[ToolPolicy], settings: Settings | None = None) 
     denied = sum(1 for r in rows if r.policy == "deny")
     if not asking:
         rest = f"{len(rows) - denied} sent at once" + (f", {denied} denied" if denied else "")
-        return [f"approval: no tool asks the user before a call ({rest}; `codemode-gen policy` shows why)"]
+        return [
+            f"approval: no tool asks the user before a call ({rest}; `codemode-gen policy` shows why)"
+        ]
     every = sum(1 for r in asking if r.policy == "ask")
-    when = ("before every call" if every == len(asking) else "once per session" if not every
-            else f"({every} before every call, {len(asking) - every} once per session)")
+    when = (
+        "before every call"
+        if every == len(asking)
+        else "once per session"
+        if not every
+        else f"({every} before every call, {len(asking) - every} once per session)"
+    )
     lines = [
         f"approval: {len(asking)} of {len(rows)} tools ask the user {when}; where nobody can be asked"
         " (`run` without a terminal, a client without elicitation) their calls are denied.",
@@ -77,8 +84,12 @@ def summary_lines(rows: Sequence[ToolPolicy], settings: Settings | None = None) 
             table = header
             lines.append(f"    {_show(header)}]{_table_note(settings, row.config_id)}")
             written = _written_default(settings, row.config_id)
-            if isinstance(written, str):  # `approval = "ask"` under [servers.<id>]: moves into the table
-                lines.append(f'    "*" = "{written}"  # instead of approval = "{written}" under {_show(header.removesuffix(".approval"))}]')
+            if isinstance(
+                written, str
+            ):  # `approval = "ask"` under [servers.<id>]: moves into the table
+                lines.append(
+                    f'    "*" = "{written}"  # instead of approval = "{written}" under {_show(header.removesuffix(".approval"))}]'
+                )
         lines.append(f'    {_show(entry)}  # now "{row.policy}": {_show(row.detail)}')
     more = len(asking) - MAX_SUMMARY_TOOLS
     tail = f"and {more} more: " if more > 0 else ""
@@ -96,8 +107,11 @@ def _written_default(settings: Settings | None, config_id: str) -> object:
 
 def _table_note(settings: Settings | None, config_id: str) -> str:
     """A note after a table header the file has already (TOML takes a table once)."""
-    return "  # already in codemode.toml: add the lines there" if isinstance(
-        _written_default(settings, config_id), dict) else ""
+    return (
+        "  # already in codemode.toml: add the lines there"
+        if isinstance(_written_default(settings, config_id), dict)
+        else ""
+    )
 
 
 def table_lines(rows: Sequence[ToolPolicy], settings_name: str) -> list[str]:
@@ -117,23 +131,49 @@ def table_lines(rows: Sequence[ToolPolicy], settings_name: str) -> list[str]:
     head = ("server", "tool", "policy", "why")
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(3)]
     return [
-        "  ".join(value.ljust(widths[i]) if i < 3 else value for i, value in enumerate(line)).rstrip()
+        "  ".join(
+            value.ljust(widths[i]) if i < 3 else value for i, value in enumerate(line)
+        ).rstrip()
         for line in [head, *body]
     ]
 
 
 @click.command("policy")
 @project_config_option
-@click.option("--settings", "settings_path", type=click.Path(path_type=Path), default=None,
-              help="Project settings [default: the codemode.toml beside --config, if present].")
-@click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
-              help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
-@click.option("--server", "servers", multiple=True, metavar="ID",
-              help="Only this recorded server (repeatable). Default: every recorded server.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print the table as JSON: [{"server", "tool", "policy", "why", "detail", "line"?}].')
-def policy(config: Path, settings_path: Path | None, fixtures_dir: Path | None, servers: tuple[str, ...],
-           as_json: bool) -> int:
+@click.option(
+    "--settings",
+    "settings_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Project settings [default: the codemode.toml beside --config, if present].",
+)
+@click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
+)
+@click.option(
+    "--server",
+    "servers",
+    multiple=True,
+    metavar="ID",
+    help="Only this recorded server (repeatable). Default: every recorded server.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print the table as JSON: [{"server", "tool", "policy", "why", "detail", "line"?}].',
+)
+def policy(
+    config: Path,
+    settings_path: Path | None,
+    fixtures_dir: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> int:
     """Print every recorded tool's approval policy and why (annotation, codemode.toml line, default).
 
     Offline, like `generate`: reads codemode.toml and fixtures/. "ask" tools wait for the user's
@@ -151,12 +191,17 @@ def policy(config: Path, settings_path: Path | None, fixtures_dir: Path | None, 
     recorded = [s.config_id for s in sets]
     for sid in servers:
         if sid not in recorded:
-            raise UserError(f"--server {sid}: not recorded in {fixtures}",
-                            hint=f"recorded servers: {', '.join(recorded)}; record it with `codemode-gen record --server {sid}`")
+            raise UserError(
+                f"--server {sid}: not recorded in {fixtures}",
+                hint=f"recorded servers: {', '.join(recorded)}; record it with `codemode-gen record --server {sid}`",
+            )
     for sid in server_ids(config) or ():
         if sid not in recorded and (not servers or sid in servers):
-            click.echo(f"note: {sid} is configured but not recorded: not in the table"
-                       f" (`codemode-gen record --server {sid}`)", err=True)
+            click.echo(
+                f"note: {sid} is configured but not recorded: not in the table"
+                f" (`codemode-gen record --server {sid}`)",
+                err=True,
+            )
     rows = policy_rows(settings, [s for s in sets if not servers or s.config_id in servers])
     if as_json:
         click.echo(json.dumps([r.to_json() for r in rows], ensure_ascii=False, indent=1))
@@ -165,9 +210,16 @@ def policy(config: Path, settings_path: Path | None, fixtures_dir: Path | None, 
     for line in table_lines(rows, name):
         click.echo(line)
     if any(r.source == "default" for r in rows):
-        click.echo('default: the tool has no annotations that say it only reads or destroys nothing, and "auto"'
-                   " asks before every call of such a tool (docs/config.md says why).")
-    counts = {p: sum(1 for r in rows if r.policy == p) for p in ("allow", "ask", "ask-once", "deny")}
-    click.echo(f"{len(rows)} tools: " + ", ".join(f"{n} {p}" for p, n in counts.items() if n)
-               + '. Change one in codemode.toml: [servers.<id>.approval] <tool> = "allow" | "ask" | "ask-once" | "deny".')
+        click.echo(
+            'default: the tool has no annotations that say it only reads or destroys nothing, and "auto"'
+            " asks before every call of such a tool (docs/config.md says why)."
+        )
+    counts = {
+        p: sum(1 for r in rows if r.policy == p) for p in ("allow", "ask", "ask-once", "deny")
+    }
+    click.echo(
+        f"{len(rows)} tools: "
+        + ", ".join(f"{n} {p}" for p, n in counts.items() if n)
+        + '. Change one in codemode.toml: [servers.<id>.approval] <tool> = "allow" | "ask" | "ask-once" | "deny".'
+    )
     return 0

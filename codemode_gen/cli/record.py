@@ -38,7 +38,9 @@ class _Progress:
 
     def __call__(self, server_id: str, text: str) -> None:
         first = text.splitlines()[0] if text else ""
-        if first.endswith(":") and "; " in first:  # "...; last lines of its stderr:" -> summary has them
+        if (
+            first.endswith(":") and "; " in first
+        ):  # "...; last lines of its stderr:" -> summary has them
             first = first[: first.rindex("; ")] + " (details below)"
         self.lines[server_id] = first
         if not self.live:
@@ -75,20 +77,45 @@ class _Progress:
 
 @click.command("record")
 @config_option
-@click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
-              help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
-@click.option("--server", "servers", multiple=True, metavar="ID",
-              help="Record (or --check) only this server (repeatable). Default: every configured server.")
-@click.option("--samples", "samples_path", type=click.Path(path_type=Path), default=None,
-              help='Sample calls: a JSON list or JSONL of {"server", "tool", "input", "expect"?}.')
-@click.option("--no-probe", is_flag=True,
-              help="Do not call readOnlyHint tools without required arguments automatically.")
-@click.option("--max-samples", type=click.IntRange(min=1), default=None,
-              help="Recorded calls kept per tool [default: codemode.toml `max_samples`, else 20].")
-@click.option("--check", is_flag=True,
-              help="Write nothing: compare the live servers with fixtures/ (tools, schemas, "
-                   "descriptions, result shapes of read-only samples). Exit 0 match, 1 drift, "
-                   "3 could not check (unreachable, failed call), 2 configuration error.")
+@click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Fixtures folder [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
+)
+@click.option(
+    "--server",
+    "servers",
+    multiple=True,
+    metavar="ID",
+    help="Record (or --check) only this server (repeatable). Default: every configured server.",
+)
+@click.option(
+    "--samples",
+    "samples_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help='Sample calls: a JSON list or JSONL of {"server", "tool", "input", "expect"?}.',
+)
+@click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Do not call readOnlyHint tools without required arguments automatically.",
+)
+@click.option(
+    "--max-samples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Recorded calls kept per tool [default: codemode.toml `max_samples`, else 20].",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing: compare the live servers with fixtures/ (tools, schemas, "
+    "descriptions, result shapes of read-only samples). Exit 0 match, 1 drift, "
+    "3 could not check (unreachable, failed call), 2 configuration error.",
+)
 def record(
     config: Path,
     fixtures_dir: Path | None,
@@ -134,7 +161,7 @@ def record(
     settings = load_project_settings(config, fixtures_dir=fixtures_dir, unknown_tools="warn")
     configs = load_config(config, settings)
     if not configs:
-        raise UserError(f"{config}: \"mcpServers\" is empty", hint="add a server to record")
+        raise UserError(f'{config}: "mcpServers" is empty', hint="add a server to record")
     for sid in servers:
         if sid not in configs:
             raise UserError(
@@ -145,9 +172,15 @@ def record(
     target = fixtures_dir if fixtures_dir is not None else settings.fixtures_dir
 
     if check:
-        given = [name for name, value in (
-            ("--samples", samples_path), ("--no-probe", no_probe or None), ("--max-samples", max_samples)
-        ) if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("--samples", samples_path),
+                ("--no-probe", no_probe or None),
+                ("--max-samples", max_samples),
+            )
+            if value is not None
+        ]
         if given:
             raise UserError(
                 f"--check calls no new samples and writes nothing: it takes no {', '.join(given)}",
@@ -273,7 +306,9 @@ def _check(
     if all_servers:
         for sid in recorded_server_ids(target):
             if sid not in configs:
-                out.write(f"note: {target / sid}/ is recorded but not configured in {config}; not checked\n")
+                out.write(
+                    f"note: {target / sid}/ is recorded but not configured in {config}; not checked\n"
+                )
     broken = _skills_broken_by_drift(checks, settings, target)
     for line in broken:
         out.write(f"{line}\n")
@@ -284,7 +319,7 @@ def _check(
         raise CheckFailed(
             f"drift in {', '.join(drifted) or 'the servers'} breaks skills/ ({len(broken) - 1} type error(s))",
             hint="fix the skills against the live tools (record again, `codemode-gen generate`, then the "
-                 "errors above point at the lines), or ask the server's owner about the change",
+            "errors above point at the lines), or ask the server's owner about the change",
         )
     unchecked = sorted(c.server_id for c in checks if c.status in ("unreachable", "incomplete"))
     also = f"; could not check {', '.join(unchecked)}" if unchecked else ""
@@ -315,7 +350,11 @@ def _skills_broken_by_drift(checks: Sequence[Any], settings: Settings, target: P
     from codemode_gen.generator.build import CODEMODE_DTS, build_outputs
     from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
 
-    live = {c.server_id: c.live_tools for c in checks if c.status == "drift" and c.live_tools is not None}
+    live = {
+        c.server_id: c.live_tools
+        for c in checks
+        if c.status == "drift" and c.live_tools is not None
+    }
     project = Path(os.path.abspath(settings.out_dir)).parent
     skills = sk.load_skills(project) if live else []
     if not skills:
@@ -327,14 +366,22 @@ def _skills_broken_by_drift(checks: Sequence[Any], settings: Settings, target: P
         tools = live.get(fixture_set.config_id)
         if tools is not None:
             names = {t.get("name") for t in tools}
-            fixture_set = FixtureSet(fixture_set.config_id, fixture_set.server_json, tools,
-                                     {k: v for k, v in fixture_set.calls.items() if k in names})
+            fixture_set = FixtureSet(
+                fixture_set.config_id,
+                fixture_set.server_json,
+                tools,
+                {k: v for k, v in fixture_set.calls.items() if k in names},
+            )
         sets.append(fixture_set)
-    result = check_skills(skills, build_outputs(sets, settings).files[CODEMODE_DTS], roots=[project])
+    result = check_skills(
+        skills, build_outputs(sets, settings).files[CODEMODE_DTS], roots=[project]
+    )
     if not result.errors:
         return []
-    return ["skills broken by this drift (type-checked against the live tools):",
-            *(f"  {line}" for line in render(result.errors))]
+    return [
+        "skills broken by this drift (type-checked against the live tools):",
+        *(f"  {line}" for line in render(result.errors)),
+    ]
 
 
 def _n(count: int, noun: str) -> str:

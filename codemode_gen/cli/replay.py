@@ -17,10 +17,20 @@ from codemode_gen.cli.options import project_config_option
 
 @click.command("replay")
 @project_config_option
-@click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
-              help="Recorded fixtures [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
-@click.option("--server", "server_id", required=True, metavar="ID",
-              help="The recorded server to replay (its folder in fixtures/, the .mcp.json key).")
+@click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Recorded fixtures [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
+)
+@click.option(
+    "--server",
+    "server_id",
+    required=True,
+    metavar="ID",
+    help="The recorded server to replay (its folder in fixtures/, the .mcp.json key).",
+)
 def replay(config: Path, fixtures_dir: Path | None, server_id: str) -> int:
     """Answer MCP requests from a server's recordings: tools/list from tools.json, tools/call
     with the recorded result of an equal input (else an isError naming the closest ones)."""

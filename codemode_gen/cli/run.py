@@ -59,7 +59,10 @@ def parse_limits(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"--limits: invalid JSON at column {exc.colno}: {exc.msg}", hint=f"for example {example}") from None
+        raise UserError(
+            f"--limits: invalid JSON at column {exc.colno}: {exc.msg}",
+            hint=f"for example {example}",
+        ) from None
     if not isinstance(value, dict):
         raise UserError("--limits must be a JSON object", hint=f"for example {example}")
     from codemode_gen.runtime.limits import Limits, LimitsError
@@ -75,15 +78,25 @@ def render_pretty(response: Response) -> str:
     """A people-readable view of a response (logs, diagnostics, trace, result)."""
     lines: list[str] = []
     for entry in response.get("logs", []):
-        lines.append(f"[{entry.get('timeMs', 0):>6} ms] {entry.get('level', 'log'):5} {entry.get('message', '')}")
+        lines.append(
+            f"[{entry.get('timeMs', 0):>6} ms] {entry.get('level', 'log'):5} {entry.get('message', '')}"
+        )
     for call in response.get("toolTrace", []) or []:
         status = "ok" if call.get("ok") else f"FAILED {call.get('error', '')}"
-        approval = f" [approval: {call['approval']}]" if call.get("approval") not in (None, "allowed") else ""
-        lines.append(f"call {call.get('serverId')}.{call.get('toolName')} {call.get('durationMs')} ms {status}{approval}")
+        approval = (
+            f" [approval: {call['approval']}]"
+            if call.get("approval") not in (None, "allowed")
+            else ""
+        )
+        lines.append(
+            f"call {call.get('serverId')}.{call.get('toolName')} {call.get('durationMs')} ms {status}{approval}"
+        )
     for diag in response.get("diagnostics", []):
         where = f" at {diag['path']}" if diag.get("path") else ""
         cls = f" ({diag['errorClass']})" if diag.get("errorClass") else ""
-        lines.append(f"{diag.get('severity')}: {diag.get('code')}{cls}{where}: {diag.get('message')}")
+        lines.append(
+            f"{diag.get('severity')}: {diag.get('code')}{cls}{where}: {diag.get('message')}"
+        )
         if diag.get("hint"):
             lines.append(f"  hint: {diag['hint']}")
     result = json.dumps(response.get("result"), ensure_ascii=False, indent=2)
@@ -122,8 +135,10 @@ def terminal_approver() -> Approver:
             from codemode_gen.runtime.host.approval_request import ARGUMENTS_HEADING, FOR_RUN
 
             if request.offers_run:
-                question = (f"Allow this call? y = yes, a = all calls of {request.tool_name} in this run,"
-                            " N = no [y/a/N] ")
+                question = (
+                    f"Allow this call? y = yes, a = all calls of {request.tool_name} in this run,"
+                    " N = no [y/a/N] "
+                )
             else:  # ask-once: a yes covers the session, which for `run` is this run
                 question = "Allow this call (and its later calls in this run)? [y/N] "
             _discard_typeahead()
@@ -132,9 +147,10 @@ def terminal_approver() -> Approver:
             width = _terminal_columns() - TERMINAL_MARGIN
             click.echo(
                 f"\napproval needed: {request.config_id}.{request.tool_name}"
-                f" ({describe_annotations(request.annotations)}; policy \"{request.policy}\")\n"
+                f' ({describe_annotations(request.annotations)}; policy "{request.policy}")\n'
                 f"{ARGUMENTS_HEADING}\n{request.arguments_block(width)}\n{question}",
-                err=True, nl=False,
+                err=True,
+                nl=False,
             )
             try:
                 answer = await _read_answer()
@@ -143,7 +159,10 @@ def terminal_approver() -> Approver:
                 raise
             word = answer.strip().lower()
             if request.offers_run and word in ALL_ANSWERS:
-                click.echo(f"approved: every call of {request.config_id}.{request.tool_name} in this run", err=True)
+                click.echo(
+                    f"approved: every call of {request.config_id}.{request.tool_name} in this run",
+                    err=True,
+                )
                 return FOR_RUN
             accepted = word in YES_ANSWERS
             click.echo("approved" if accepted else "denied", err=True)
@@ -158,7 +177,9 @@ def no_terminal_approver() -> Approver:
     from codemode_gen.runtime.host.approval_request import ApprovalUnavailable
 
     async def approve(request: ApprovalRequest) -> bool:
-        raise ApprovalUnavailable("stdin/stderr is not a terminal to ask on; run with --approve-all (or --yes) to approve such calls")
+        raise ApprovalUnavailable(
+            "stdin/stderr is not a terminal to ask on; run with --approve-all (or --yes) to approve such calls"
+        )
 
     return approve
 
@@ -195,6 +216,7 @@ async def _read_answer() -> str:
     try:
         loop.add_reader(fd, readable)
     except (NotImplementedError, ValueError, OSError):  # no reader on this loop: a daemon thread
+
         def read() -> None:
             try:
                 line = sys.stdin.readline(MAX_ANSWER_BYTES)
@@ -210,29 +232,56 @@ async def _read_answer() -> str:
         loop.remove_reader(fd)
 
 
-async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any] | None,
-               capabilities: list[str], *, replay: bool = False, fixtures: Path | None = None,
-               options: HostOptions = HostOptions()) -> Response:
+async def _run(
+    config: Path,
+    out: Path | None,
+    code: str,
+    limits: dict[str, Any] | None,
+    capabilities: list[str],
+    *,
+    replay: bool = False,
+    fixtures: Path | None = None,
+    options: HostOptions = HostOptions(),
+) -> Response:
     from codemode_gen.runtime.codemode import CodeMode
     from codemode_gen.runtime.host import telemetry_serve
 
     # An unreachable collector: one marked line per kind a minute, not one per export retry.
-    telemetry_serve.install_export_notices(lambda line: click.echo(f"codemode-gen run: {line}", err=True))
+    telemetry_serve.install_export_notices(
+        lambda line: click.echo(f"codemode-gen run: {line}", err=True)
+    )
     if not config.is_file():
-        raise UserError(f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json")
-    approver = None if options.approve_all else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
+        raise UserError(
+            f"{config}: MCP server config not found", hint="pass --config PATH to your .mcp.json"
+        )
+    approver = (
+        None
+        if options.approve_all
+        else (terminal_approver() if stdio_is_terminal() else no_terminal_approver())
+    )
     # One run: one sandbox worker (a second would start beside the server and the SDK's import
     # on a cold start, and hold its memory, for nothing).
-    cm = CodeMode.from_config(config, out=out, replay=replay, fixtures=fixtures, approve=approver, max_workers=1,
-                              **options.codemode_kwargs("run"))
+    cm = CodeMode.from_config(
+        config,
+        out=out,
+        replay=replay,
+        fixtures=fixtures,
+        approve=approver,
+        max_workers=1,
+        **options.codemode_kwargs("run"),
+    )
     if replay:
-        _note_unrecorded(list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir)
+        _note_unrecorded(
+            list(cm.configs), fixtures if fixtures is not None else cm.settings.fixtures_dir
+        )
     async with cm:
         # One run, then exit: no full collection in the middle of its payloads (the watchdog
         # runs on this loop), and none needed after (codemode_gen/gcpolicy.py).
         gcpolicy.install()
         try:
-            await cm.prepare_typecheck(limits)  # a TypeScript download happens before the run's time starts
+            await cm.prepare_typecheck(
+                limits
+            )  # a TypeScript download happens before the run's time starts
             response = await cm.run(code, limits=limits, requested_capabilities=capabilities)
             if options.record:  # written after the run already: say what happened
                 for note in cm.take_recording_notes():
@@ -240,16 +289,22 @@ async def _run(config: Path, out: Path | None, code: str, limits: dict[str, Any]
             return response
         except UserError:
             raise
-        except Exception as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
+        except (
+            Exception
+        ) as exc:  # a host bug: still a §3.3 response, one line on stderr, no traceback
             from codemode_gen.runtime.diagnostics import DiagnosticCode, diagnostic
             from codemode_gen.runtime.jsonsafe import clip
             from codemode_gen.runtime.response import not_started
 
             message = clip(f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}", 500)
             click.echo(f"error: {message}", err=True)
-            return not_started(diagnostic(
-                DiagnosticCode.HOST_ERROR, message, hint="retry the run; if it fails again, report it with this message"
-            ))
+            return not_started(
+                diagnostic(
+                    DiagnosticCode.HOST_ERROR,
+                    message,
+                    hint="retry the run; if it fails again, report it with this message",
+                )
+            )
 
 
 def _note_unrecorded(server_ids: list[str], fixtures_dir: Path) -> None:
@@ -269,30 +324,75 @@ def _note_unrecorded(server_ids: list[str], fixtures_dir: Path) -> None:
 @click.command(name="run")
 @config_option
 @out_option
-@click.option("--limits", "limits", default=None, metavar="JSON",
-              help='Run limits, e.g. \'{"timeoutMs": 5000, "maxToolCalls": 20}\'.')
-@click.option("--capability", "capabilities", multiple=True, metavar="ID",
-              help="Server to connect before the script starts (requestedCapabilities); repeatable.")
-@click.option("--pretty/--no-pretty", default=None,
-              help="Also render logs and diagnostics for people on stderr (default: on a TTY).")
-@click.option("--replay", is_flag=True,
-              help="Answer tool calls from the recordings in fixtures/ instead of the live servers (none is started).")
-@click.option("--fixtures", "fixtures_dir", type=click.Path(path_type=Path), default=None,
-              help="With --replay: the recordings [default: codemode.toml `fixtures`, else fixtures/ beside --config].")
+@click.option(
+    "--limits",
+    "limits",
+    default=None,
+    metavar="JSON",
+    help='Run limits, e.g. \'{"timeoutMs": 5000, "maxToolCalls": 20}\'.',
+)
+@click.option(
+    "--capability",
+    "capabilities",
+    multiple=True,
+    metavar="ID",
+    help="Server to connect before the script starts (requestedCapabilities); repeatable.",
+)
+@click.option(
+    "--pretty/--no-pretty",
+    default=None,
+    help="Also render logs and diagnostics for people on stderr (default: on a TTY).",
+)
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="Answer tool calls from the recordings in fixtures/ instead of the live servers (none is started).",
+)
+@click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --replay: the recordings [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
+)
 @host_options("run")
 @click.argument("script")
-def run(config: Path, out: Path | None, limits: str | None, capabilities: tuple[str, ...],
-        pretty: bool | None, replay: bool, fixtures_dir: Path | None, script: str, options: HostOptions) -> int:
+def run(
+    config: Path,
+    out: Path | None,
+    limits: str | None,
+    capabilities: tuple[str, ...],
+    pretty: bool | None,
+    replay: bool,
+    fixtures_dir: Path | None,
+    script: str,
+    options: HostOptions,
+) -> int:
     """Run SCRIPT (a .js or .ts file, or - for stdin) in a fresh sandbox; print the response JSON."""
     if fixtures_dir is not None and not replay:
-        raise UserError("--fixtures only applies with --replay", hint="add --replay to run against the recordings")
+        raise UserError(
+            "--fixtures only applies with --replay",
+            hint="add --replay to run against the recordings",
+        )
     if options.record and replay:
-        raise UserError("--record and --replay exclude each other: replayed calls are recordings already",
-                        hint="drop --replay to record live calls, or --record to replay")
+        raise UserError(
+            "--record and --replay exclude each other: replayed calls are recordings already",
+            hint="drop --replay to record live calls, or --record to replay",
+        )
     parsed = parse_limits(limits)
     code = read_script(script)
-    response = asyncio.run(_run(config, out, code, parsed, list(capabilities), replay=replay, fixtures=fixtures_dir,
-                                options=options))
+    response = asyncio.run(
+        _run(
+            config,
+            out,
+            code,
+            parsed,
+            list(capabilities),
+            replay=replay,
+            fixtures=fixtures_dir,
+            options=options,
+        )
+    )
     from codemode_gen.runtime.jsonsafe import utf8_safe_json
 
     # Every part is UTF-8-safe already; this keeps a lone surrogate from ever crashing stdout.

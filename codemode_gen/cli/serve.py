@@ -63,7 +63,9 @@ def _check_tool_name(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
-def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+def _check_listen(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[str, int] | None:
     if value is None:
         return None
     from codemode_gen.runtime.frontends.http_access import parse_listen
@@ -74,22 +76,30 @@ def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None)
         raise click.BadParameter(str(exc)) from None
 
 
-def _check_host(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+def _check_host(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
     for host in value:
         text = host.strip()
         if not text or any(c.isspace() or c in "/@" for c in text):
-            raise click.BadParameter(f"{host!r}: give a host name as a client sends it in Host, e.g. "
-                                     "codemode.example.com or codemode.example.com:443 (`*` for any)")
+            raise click.BadParameter(
+                f"{host!r}: give a host name as a client sends it in Host, e.g. "
+                "codemode.example.com or codemode.example.com:443 (`*` for any)"
+            )
     return value
 
 
-def _check_origin(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+def _check_origin(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
     from codemode_gen.runtime.frontends.http_access import valid_origin
 
     for origin in value:
         if not valid_origin(origin):
-            raise click.BadParameter(f"{origin!r}: give an origin as a browser sends it, "
-                                     "scheme://host[:port] (e.g. https://app.example.com), or `*` for any")
+            raise click.BadParameter(
+                f"{origin!r}: give an origin as a browser sends it, "
+                "scheme://host[:port] (e.g. https://app.example.com), or `*` for any"
+            )
     return value
 
 
@@ -101,14 +111,25 @@ def self_command() -> list[str]:
     """
     argv0 = sys.argv[0] if sys.argv else ""
     if Path(argv0).name in ("codemode-gen", "codemode-gen.exe"):
-        found = argv0 if (os.sep in argv0 or (os.altsep and os.altsep in argv0)) else shutil.which(argv0)
+        found = (
+            argv0
+            if (os.sep in argv0 or (os.altsep and os.altsep in argv0))
+            else shutil.which(argv0)
+        )
         if found and os.path.isfile(found):
             return [os.path.abspath(found)]
-    return python_module_command("codemode_gen", absolute=True)  # -P: the client's cwd cannot shadow it
+    return python_module_command(
+        "codemode_gen", absolute=True
+    )  # -P: the client's cwd cannot shadow it
 
 
-def serve_command(config: Path, out: Path | None, tool_name: str, prompt_budget: int,
-                  options: HostOptions | None = None) -> list[str]:
+def serve_command(
+    config: Path,
+    out: Path | None,
+    tool_name: str,
+    prompt_budget: int,
+    options: HostOptions | None = None,
+) -> list[str]:
     """The full `serve` command line with absolute paths (options only when not the default)."""
     argv = [*self_command(), "serve", "--config", os.path.abspath(config)]
     if out is not None:
@@ -149,16 +170,31 @@ def client_snippet(client: str, argv: list[str]) -> str:
     return json.dumps({"mcpServers": {SERVER_KEY: entry}}, ensure_ascii=False, indent=2) + "\n"
 
 
-def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget: int, options: HostOptions) -> None:
+def _print_prompt(
+    config: Path, out: Path | None, tool_name: str, prompt_budget: int, options: HostOptions
+) -> None:
     from codemode_gen.runtime.frontends.prompt import prompt_size
     from codemode_gen.runtime.frontends.serve_host import load_host, tool_description
 
-    cm, problem = load_host(config, out, HostOptions(typecheck=options.typecheck, approve_all=options.approve_all,
-                                                     trace=options.trace, max_response_chars=options.max_response_chars))
+    cm, problem = load_host(
+        config,
+        out,
+        HostOptions(
+            typecheck=options.typecheck,
+            approve_all=options.approve_all,
+            trace=options.trace,
+            max_response_chars=options.max_response_chars,
+        ),
+    )
     if problem is not None:
         click.echo(problem.render(), err=True)
-    text = tool_description(cm, problem, tool_name=tool_name, budget=prompt_budget,
-                            on_error=lambda exc: click.echo(exc.render(), err=True))
+    text = tool_description(
+        cm,
+        problem,
+        tool_name=tool_name,
+        budget=prompt_budget,
+        on_error=lambda exc: click.echo(exc.render(), err=True),
+    )
     sys.stdout.write(text)
     sys.stdout.flush()
     size = prompt_size(text)
@@ -171,70 +207,156 @@ def _print_prompt(config: Path, out: Path | None, tool_name: str, prompt_budget:
 @click.command(name="serve")
 @config_option
 @out_option
-@click.option("--tool-name", "tool_name", default=DEFAULT_TOOL_NAME, show_default=True, callback=_check_tool_name,
-              help="Name of the one tool (codemode_run for clients whose model API rejects dots).")
-@click.option("--prompt-budget", "prompt_budget", type=click.IntRange(min=MIN_PROMPT_BUDGET),
-              default=DEFAULT_PROMPT_BUDGET, show_default=True,
-              help="Characters the tool description may use (Claude Code cuts at 16,384).")
-@click.option("--print-prompt", "print_prompt", is_flag=True,
-              help="Print the tool description exactly as served (its size on stderr) and exit.")
-@click.option("--print-config", "print_config", type=click.Choice(CLIENTS), default=None,
-              help="Print the snippet that registers this serve command in a client, and exit.")
+@click.option(
+    "--tool-name",
+    "tool_name",
+    default=DEFAULT_TOOL_NAME,
+    show_default=True,
+    callback=_check_tool_name,
+    help="Name of the one tool (codemode_run for clients whose model API rejects dots).",
+)
+@click.option(
+    "--prompt-budget",
+    "prompt_budget",
+    type=click.IntRange(min=MIN_PROMPT_BUDGET),
+    default=DEFAULT_PROMPT_BUDGET,
+    show_default=True,
+    help="Characters the tool description may use (Claude Code cuts at 16,384).",
+)
+@click.option(
+    "--print-prompt",
+    "print_prompt",
+    is_flag=True,
+    help="Print the tool description exactly as served (its size on stderr) and exit.",
+)
+@click.option(
+    "--print-config",
+    "print_config",
+    type=click.Choice(CLIENTS),
+    default=None,
+    help="Print the snippet that registers this serve command in a client, and exit.",
+)
 @host_options("serve")
-@click.option("--http", "listen", default=None, metavar="HOST:PORT", callback=_check_listen,
-              help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
-                   "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.")
+@click.option(
+    "--http",
+    "listen",
+    default=None,
+    metavar="HOST:PORT",
+    callback=_check_listen,
+    help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (stateless; "
+    "port 0 picks a free one; GET /healthz for load balancers). See docs/deploy.md.",
+)
 # CODEMODE_AUTH_TOKEN is read by serve_http itself, not by click: click takes an empty variable
 # for an unset one, and an empty token must be refused, not mean "no authentication".
-@click.option("--auth-token", "auth_token", default=None, metavar="TOKEN",
-              help="With --http: require `Authorization: Bearer TOKEN` on every request; default: the "
-                   "CODEMODE_AUTH_TOKEN environment variable (prefer it: a command line is visible to "
-                   "other users). An empty token is refused.")
-@click.option("--allow-unauthenticated", "allow_unauthenticated", is_flag=True,
-              help="With --http: serve without a token on a non-loopback address (only behind something "
-                   "that authenticates), or with CODEMODE_AUTH_TOKEN set but empty.")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]", callback=_check_host,
-              help="With --http: also accept requests whose Host header is NAME (e.g. the name a reverse "
-                   "proxy forwards); repeatable; `*` accepts any. On a loopback address only localhost and "
-                   "loopback addresses are accepted otherwise (DNS-rebinding protection).")
-@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN", callback=_check_origin,
-              help="With --http: also accept requests from web pages of ORIGIN (scheme://host[:port]); "
-                   "repeatable; `*` accepts any. Requests with another Origin header are refused.")
-@click.option("--max-connections", "max_connections", type=click.IntRange(min=1), default=None, metavar="N",
-              help="With --http: connections open at once; beyond it the one idle longest is closed "
-                   "(default: half the open-file limit, at most 1024).")
-@click.option("--max-queued-runs", "max_queued_runs", type=click.IntRange(min=0), default=None, metavar="N",
-              help="With --http: runs waiting for a sandbox worker, all clients together (a client may "
-                   "hold a quarter); more are answered 503 with Retry-After (default: 64).")
-@click.option("--public-metrics", "public_metrics", is_flag=True,
-              help="With --http: serve GET /metrics (Prometheus text format) without the bearer token, for a "
-                   "scraper that cannot send one; it shows run counts and tool names, no script or tool data. "
-                   "See docs/observability.md.")
+@click.option(
+    "--auth-token",
+    "auth_token",
+    default=None,
+    metavar="TOKEN",
+    help="With --http: require `Authorization: Bearer TOKEN` on every request; default: the "
+    "CODEMODE_AUTH_TOKEN environment variable (prefer it: a command line is visible to "
+    "other users). An empty token is refused.",
+)
+@click.option(
+    "--allow-unauthenticated",
+    "allow_unauthenticated",
+    is_flag=True,
+    help="With --http: serve without a token on a non-loopback address (only behind something "
+    "that authenticates), or with CODEMODE_AUTH_TOKEN set but empty.",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME[:PORT]",
+    callback=_check_host,
+    help="With --http: also accept requests whose Host header is NAME (e.g. the name a reverse "
+    "proxy forwards); repeatable; `*` accepts any. On a loopback address only localhost and "
+    "loopback addresses are accepted otherwise (DNS-rebinding protection).",
+)
+@click.option(
+    "--allowed-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    callback=_check_origin,
+    help="With --http: also accept requests from web pages of ORIGIN (scheme://host[:port]); "
+    "repeatable; `*` accepts any. Requests with another Origin header are refused.",
+)
+@click.option(
+    "--max-connections",
+    "max_connections",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --http: connections open at once; beyond it the one idle longest is closed "
+    "(default: half the open-file limit, at most 1024).",
+)
+@click.option(
+    "--max-queued-runs",
+    "max_queued_runs",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="With --http: runs waiting for a sandbox worker, all clients together (a client may "
+    "hold a quarter); more are answered 503 with Retry-After (default: 64).",
+)
+@click.option(
+    "--public-metrics",
+    "public_metrics",
+    is_flag=True,
+    help="With --http: serve GET /metrics (Prometheus text format) without the bearer token, for a "
+    "scraper that cannot send one; it shows run counts and tool names, no script or tool data. "
+    "See docs/observability.md.",
+)
 @click.pass_context
-def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, prompt_budget: int,
-          print_prompt: bool, print_config: str | None, listen: tuple[str, int] | None, auth_token: str | None,
-          allow_unauthenticated: bool, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
-          max_connections: int | None, max_queued_runs: int | None, public_metrics: bool,
-          options: HostOptions) -> int:
+def serve(
+    ctx: click.Context,
+    config: Path,
+    out: Path | None,
+    tool_name: str,
+    prompt_budget: int,
+    print_prompt: bool,
+    print_config: str | None,
+    listen: tuple[str, int] | None,
+    auth_token: str | None,
+    allow_unauthenticated: bool,
+    allowed_hosts: tuple[str, ...],
+    allowed_origins: tuple[str, ...],
+    max_connections: int | None,
+    max_queued_runs: int | None,
+    public_metrics: bool,
+    options: HostOptions,
+) -> int:
     """Serve one MCP tool, codemode.run, over stdio or Streamable HTTP (sessions are reused across runs)."""
     from codemode_gen.runtime.frontends.input_required import resolve_state_secret
 
     options = replace(options, state_secret=resolve_state_secret(options.state_secret, os.environ))
     if listen is None:
         # (CODEMODE_AUTH_TOKEN may be set for other reasons; stdio ignores it.)
-        given = {"--auth-token": auth_token is not None, "--allow-unauthenticated": allow_unauthenticated,
-                 "--allowed-host": bool(allowed_hosts), "--allowed-origin": bool(allowed_origins),
-                 "--max-connections": max_connections is not None, "--max-queued-runs": max_queued_runs is not None,
-                 "--public-metrics": public_metrics}
+        given = {
+            "--auth-token": auth_token is not None,
+            "--allow-unauthenticated": allow_unauthenticated,
+            "--allowed-host": bool(allowed_hosts),
+            "--allowed-origin": bool(allowed_origins),
+            "--max-connections": max_connections is not None,
+            "--max-queued-runs": max_queued_runs is not None,
+            "--public-metrics": public_metrics,
+        }
         for flag, present in given.items():
             if present:
                 raise click.UsageError(f"{flag} only applies with --http HOST:PORT")
     elif print_config is not None:
-        raise click.UsageError("--print-config registers a stdio server; for --http, give your client the URL "
-                               "(and the token) instead")
+        raise click.UsageError(
+            "--print-config registers a stdio server; for --http, give your client the URL "
+            "(and the token) instead"
+        )
     if print_config is not None:
         if not config.is_file():
-            click.echo(f"warning: {os.path.abspath(config)} does not exist yet; serve will report it", err=True)
+            click.echo(
+                f"warning: {os.path.abspath(config)} does not exist yet; serve will report it",
+                err=True,
+            )
         argv = serve_command(config, out, tool_name, prompt_budget, options)
         sys.stdout.write(client_snippet(print_config, argv))
         return 0
@@ -249,17 +371,30 @@ def serve(ctx: click.Context, config: Path, out: Path | None, tool_name: str, pr
         )
 
         http = HttpOptions(
-            allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, max_connections=max_connections,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            max_connections=max_connections,
             max_queued_runs=DEFAULT_MAX_QUEUED_RUNS if max_queued_runs is None else max_queued_runs,
             public_metrics=public_metrics,
         )
         # serve_http checks the token and the exposure first, before anything heavy is imported.
-        asyncio.run(serve_http(config, out, listen=listen, auth_token=auth_token,
-                               allow_unauthenticated=allow_unauthenticated, tool_name=tool_name,
-                               prompt_budget=prompt_budget, options=options, http=http))
+        asyncio.run(
+            serve_http(
+                config,
+                out,
+                listen=listen,
+                auth_token=auth_token,
+                allow_unauthenticated=allow_unauthenticated,
+                tool_name=tool_name,
+                prompt_budget=prompt_budget,
+                options=options,
+                http=http,
+            )
+        )
         return 0
     from codemode_gen.runtime.frontends.serve import serve_stdio
 
-    asyncio.run(serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
-                            options=options))
+    asyncio.run(
+        serve_stdio(config, out, tool_name=tool_name, prompt_budget=prompt_budget, options=options)
+    )
     return 0

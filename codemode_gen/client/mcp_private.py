@@ -45,7 +45,9 @@ __all__ = [
 class PrivateName:
     """One private SDK name we use: where it lives, what it must look like, who uses it."""
 
-    def __init__(self, module: str, qualname: str, params: tuple[str, ...] | None, kind: str, used_by: str) -> None:
+    def __init__(
+        self, module: str, qualname: str, params: tuple[str, ...] | None, kind: str, used_by: str
+    ) -> None:
         self.module = module
         self.qualname = qualname
         self.params = params  # parameter names, in order; None for an instance attribute
@@ -59,17 +61,42 @@ class PrivateName:
 _AUTH = "mcp.client.auth"
 _PROVIDER = "client/oauth_provider.py"
 PRIVATE_NAMES: tuple[PrivateName, ...] = (
-    PrivateName("mcp.client.stdio", "_get_executable_command", ("command",), "coroutine", "spawn_server_process"),
-    PrivateName("mcp.client.stdio", "_create_platform_compatible_process",
-                ("command", "args", "env", "errlog", "cwd"), "coroutine", "spawn_server_process"),
+    PrivateName(
+        "mcp.client.stdio",
+        "_get_executable_command",
+        ("command",),
+        "coroutine",
+        "spawn_server_process",
+    ),
+    PrivateName(
+        "mcp.client.stdio",
+        "_create_platform_compatible_process",
+        ("command", "args", "env", "errlog", "cwd"),
+        "coroutine",
+        "spawn_server_process",
+    ),
     PrivateName("mcp.client.stdio", "_drain_stdout", ("process",), "coroutine", "drain_stdout"),
-    PrivateName("mcp.client.stdio", "_stop_server_process", ("process",), "coroutine", "stop_server_process"),
+    PrivateName(
+        "mcp.client.stdio", "_stop_server_process", ("process",), "coroutine", "stop_server_process"
+    ),
     PrivateName(_AUTH, "OAuthClientProvider._initialize", ("self",), "coroutine", _PROVIDER),
-    PrivateName(_AUTH, "OAuthClientProvider._handle_refresh_response", ("self", "response"), "coroutine", _PROVIDER),
-    PrivateName(_AUTH, "OAuthClientProvider._auth_flow", ("self", "request"), "async generator", _PROVIDER),
+    PrivateName(
+        _AUTH,
+        "OAuthClientProvider._handle_refresh_response",
+        ("self", "response"),
+        "coroutine",
+        _PROVIDER,
+    ),
+    PrivateName(
+        _AUTH, "OAuthClientProvider._auth_flow", ("self", "request"), "async generator", _PROVIDER
+    ),
     PrivateName(_AUTH, "OAuthClientProvider._refresh_token", ("self",), "coroutine", _PROVIDER),
-    PrivateName(_AUTH, "OAuthClientProvider._add_auth_header", ("self", "request"), "function", _PROVIDER),
-    PrivateName("mcp.server.session", "ServerSession._connection", None, "attribute", "session_connection"),
+    PrivateName(
+        _AUTH, "OAuthClientProvider._add_auth_header", ("self", "request"), "function", _PROVIDER
+    ),
+    PrivateName(
+        "mcp.server.session", "ServerSession._connection", None, "attribute", "session_connection"
+    ),
 )
 
 

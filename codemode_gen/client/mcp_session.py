@@ -29,7 +29,13 @@ from codemode_gen.client.session_errors import (
 )
 from codemode_gen.config import ServerConfig
 
-__all__ = ["CANCEL_NOTICE_WAIT", "HANDSHAKE_VERSION", "PROTOCOL_HEADER", "McpSession", "cancel_once"]
+__all__ = [
+    "CANCEL_NOTICE_WAIT",
+    "HANDSHAKE_VERSION",
+    "PROTOCOL_HEADER",
+    "McpSession",
+    "cancel_once",
+]
 
 T = TypeVar("T")
 
@@ -94,7 +100,9 @@ class McpSession:
         self._dispatcher = dispatcher
         self._tools: tuple[dict[str, Any], ...] | None = None
         self._auth_failed: Callable[[], int | None] = lambda: None
-        self._auth_problem: Callable[[], Any] = lambda: None  # client/oauth_provider.AuthProblem | None
+        self._auth_problem: Callable[[], Any] = lambda: (
+            None
+        )  # client/oauth_provider.AuthProblem | None
         self._session_lost: Callable[[], bool] = lambda: False
 
     @property
@@ -133,11 +141,13 @@ class McpSession:
                 page = await self._salvage_page(exc, page_no, warnings)
             items = page.get("tools")
             if not isinstance(items, list):
-                raise CallError(None, f"tools/list page {page_no + 1} has no \"tools\" array")
+                raise CallError(None, f'tools/list page {page_no + 1} has no "tools" array')
             for item in items:
                 name = item.get("name") if isinstance(item, dict) else None
                 if not isinstance(name, str) or not name:
-                    warnings.append(f"ignored a tools/list entry without a string name: {str(item)[:120]}")
+                    warnings.append(
+                        f"ignored a tools/list entry without a string name: {str(item)[:120]}"
+                    )
                 elif name in tools:
                     warnings.append(f"tool {name!r} listed twice; kept the first definition")
                 elif len(tools) >= MAX_TOOLS:
@@ -157,7 +167,9 @@ class McpSession:
         self.warnings = warnings
         return [tools[name] for name in sorted(tools)]
 
-    async def _salvage_page(self, exc: BadFrameError, page_no: int, warnings: list[str]) -> dict[str, Any]:
+    async def _salvage_page(
+        self, exc: BadFrameError, page_no: int, warnings: list[str]
+    ) -> dict[str, Any]:
         """A tools/list page nested too deeply: keep every tool, turning the schema (or other
         field) that holds the too-deep part into `{}` (unknown), with a warning per tool."""
         from codemode_gen.client.stdio import MAX_FRAME_DEPTH, MAX_SALVAGE_BYTES, parse_pruned
@@ -165,37 +177,55 @@ class McpSession:
         frame, exc.frame = exc.frame, None
         if frame is None:
             raise BadFrameError(
-                exc.code, f"{exc.message}; the page is larger than {MAX_SALVAGE_BYTES // 2**20} MiB, "
-                "too large to salvage its other tools", kind=exc.kind,
+                exc.code,
+                f"{exc.message}; the page is larger than {MAX_SALVAGE_BYTES // 2**20} MiB, "
+                "too large to salvage its other tools",
+                kind=exc.kind,
             ) from None
         try:
             # a pure-Python walk over every token: off the event loop, so other sessions go on
             message, marker = await anyio.to_thread.run_sync(parse_pruned, frame, MAX_FRAME_DEPTH)
         except ValueError:
-            raise BadFrameError(exc.code, f"{exc.message}; the page is not JSON either", kind=exc.kind) from None
+            raise BadFrameError(
+                exc.code, f"{exc.message}; the page is not JSON either", kind=exc.kind
+            ) from None
         del frame
         result = message.get("result") if isinstance(message, dict) else None
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            raise BadFrameError(exc.code, f"{exc.message}; no tools could be salvaged", kind=exc.kind) from None
+            raise BadFrameError(
+                exc.code, f"{exc.message}; no tools could be salvaged", kind=exc.kind
+            ) from None
         for key in [k for k in result if k != "tools" and _holds(result[k], marker)]:
             del result[key]
-            warnings.append(f"tools/list page {page_no + 1}: dropped its {key!r}, nested too deeply")
+            warnings.append(
+                f"tools/list page {page_no + 1}: dropped its {key!r}, nested too deeply"
+            )
         for tool in result["tools"]:
             if not isinstance(tool, dict) or not _holds(tool, marker):
                 continue
-            typed = [k for k in ("inputSchema", "outputSchema") if k in tool and _holds(tool[k], marker)]
+            typed = [
+                k for k in ("inputSchema", "outputSchema") if k in tool and _holds(tool[k], marker)
+            ]
             dropped = [k for k in tool if k not in typed and _holds(tool[k], marker)]
             for key in typed:
                 tool[key] = {}
             for key in dropped:
                 del tool[key]
             name = tool.get("name")
-            parts = [f"{' and '.join(typed)} nested deeper than {MAX_FRAME_DEPTH} levels: typed as unknown"] if typed else []
+            parts = (
+                [
+                    f"{' and '.join(typed)} nested deeper than {MAX_FRAME_DEPTH} levels: typed as unknown"
+                ]
+                if typed
+                else []
+            )
             parts += [f"dropped {', '.join(dropped)} (nested too deeply)"] if dropped else []
             warnings.append(f"tool {name!r}: {'; '.join(parts)}")
         return result
 
-    async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: Any, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Raw CallToolResult wire JSON (`isError` results are results, not exceptions).
 
         Cancelling the awaiting task abandons the request and sends notifications/cancelled.
@@ -203,14 +233,23 @@ class McpSession:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
-        return await self._request("tools/call", params, timeout if timeout is not None else self.config.call_timeout)
+        return await self._request(
+            "tools/call", params, timeout if timeout is not None else self.config.call_timeout
+        )
 
     async def _request(
-        self, method: str, params: dict[str, Any] | None, timeout: float | None, *, keep_frame: bool = False
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        *,
+        keep_frame: bool = False,
     ) -> dict[str, Any]:
         """One request and its result; cancelling the caller (any number of times) abandons it
         and sends notifications/cancelled once (`cancel_once`)."""
-        return await cancel_once(self._send(method, params, timeout, keep_frame), grace=CANCEL_NOTICE_WAIT)
+        return await cancel_once(
+            self._send(method, params, timeout, keep_frame), grace=CANCEL_NOTICE_WAIT
+        )
 
     async def _send(
         self, method: str, params: dict[str, Any] | None, timeout: float | None, keep_frame: bool
@@ -232,21 +271,37 @@ class McpSession:
                     text = f"cannot send {method} to server '{self.server_id}': {bad.reason}"
                 else:
                     text = f"server '{self.server_id}' answered {method} with {bad.reason}"
-                raise BadFrameError(code, text, kind=bad.kind, frame=bad.text if keep_frame else None) from None
+                raise BadFrameError(
+                    code, text, kind=bad.kind, frame=bad.text if keep_frame else None
+                ) from None
             if code == _REQUEST_TIMEOUT:
-                raise CallTimeout(code, f"{method} to {self.server_id} timed out after {timeout:g}s") from None
+                raise CallTimeout(
+                    code, f"{method} to {self.server_id} timed out after {timeout:g}s"
+                ) from None
             if code == CONNECTION_CLOSED:
                 self.closed = True
-                raise CallError(code, f"connection to {self.server_id} closed (see {self.log_path})") from None
+                raise CallError(
+                    code, f"connection to {self.server_id} closed (see {self.log_path})"
+                ) from None
             if self._session_lost():
                 self.closed = True
-                raise SessionLost(code, f"server '{self.server_id}' no longer knows this session (HTTP 404)") from None
+                raise SessionLost(
+                    code, f"server '{self.server_id}' no longer knows this session (HTTP 404)"
+                ) from None
             status = self._auth_failed()
             if status is not None:
                 problem = self._auth_problem()
-                text = problem.message if problem is not None else f"{self.server_id} rejected the credentials (HTTP {status})"
+                text = (
+                    problem.message
+                    if problem is not None
+                    else f"{self.server_id} rejected the credentials (HTTP {status})"
+                )
                 raise CallAuthError(
-                    code, text, exc.error.data, status=status, hint=problem.hint if problem is not None else None
+                    code,
+                    text,
+                    exc.error.data,
+                    status=status,
+                    hint=problem.hint if problem is not None else None,
                 ) from None
             raise CallError(code, exc.error.message, exc.error.data) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -55,7 +55,11 @@ def _describe_expiry(expires: Any, now: float) -> str:
     if left <= 0:
         return f"expired at {stamp}"
     minutes = int(left // 60)
-    return f"expires at {stamp} (in {minutes} min)" if minutes else f"expires at {stamp} (in {int(left)} s)"
+    return (
+        f"expires at {stamp} (in {minutes} min)"
+        if minutes
+        else f"expires at {stamp} (in {int(left)} s)"
+    )
 
 
 def auth_status(config: ServerConfig, store: TokenStore | None = None) -> ServerAuthStatus:
@@ -64,25 +68,40 @@ def auth_status(config: ServerConfig, store: TokenStore | None = None) -> Server
     if config.transport == "stdio":
         return ServerAuthStatus(sid, "stdio server (no OAuth)")
     if static_authorization(config):
-        return ServerAuthStatus(sid, "static Authorization header (from \"headers\"; no login)")
+        return ServerAuthStatus(sid, 'static Authorization header (from "headers"; no login)')
     try:
         store = store if store is not None else open_store()
         key = store_key(config)
         record = store.load(key)
         where = store.describe(key)
     except TokenStoreError as exc:
-        return ServerAuthStatus(sid, f"unusable login store: {exc.message}", [f"fix: {exc.hint}"], needs_login=True)
+        return ServerAuthStatus(
+            sid, f"unusable login store: {exc.message}", [f"fix: {exc.hint}"], needs_login=True
+        )
     headless = config.oauth is not None and config.oauth.grant_type == "client_credentials"
     label = client_label(config)
     if record is None or not isinstance(record.get("tokens"), dict):
         if headless:
-            return ServerAuthStatus(sid, "client credentials: a token is fetched when needed", [label])
+            return ServerAuthStatus(
+                sid, "client credentials: a token is fetched when needed", [label]
+            )
         refused = record.get("refreshRefused") if record else None
         if refused:
-            return ServerAuthStatus(sid, "login expired (refresh refused)", [f"refused: {refused}", f"run: {login_command(sid)}"], needs_login=True)
+            return ServerAuthStatus(
+                sid,
+                "login expired (refresh refused)",
+                [f"refused: {refused}", f"run: {login_command(sid)}"],
+                needs_login=True,
+            )
         if config.oauth is None:
-            return ServerAuthStatus(sid, "not logged in (no OAuth login stored)", [f"if it needs OAuth, run: {login_command(sid)}"])
-        return ServerAuthStatus(sid, "not logged in", [f"run: {login_command(sid)}"], needs_login=True)
+            return ServerAuthStatus(
+                sid,
+                "not logged in (no OAuth login stored)",
+                [f"if it needs OAuth, run: {login_command(sid)}"],
+            )
+        return ServerAuthStatus(
+            sid, "not logged in", [f"run: {login_command(sid)}"], needs_login=True
+        )
     tokens = record["tokens"]
     now = time.time()
     expires = record.get("expiresAt")
@@ -133,8 +152,12 @@ async def logout(config: ServerConfig) -> LogoutResult:
     oauth = config.oauth
     client_id = client.get("client_id") or (oauth.client_id if oauth else None)
     secret = client.get("client_secret") or (oauth.client_secret if oauth else None)
-    method = client.get("token_endpoint_auth_method") or ("client_secret_basic" if secret else "none")
-    wanted = [(hint, tokens.get(hint)) for hint in ("refresh_token", "access_token") if tokens.get(hint)]
+    method = client.get("token_endpoint_auth_method") or (
+        "client_secret_basic" if secret else "none"
+    )
+    wanted = [
+        (hint, tokens.get(hint)) for hint in ("refresh_token", "access_token") if tokens.get(hint)
+    ]
     if wanted and not isinstance(endpoint, str):
         result.note = "the authorization server offers no token revocation: the tokens were only forgotten here"
     elif wanted:
@@ -157,8 +180,10 @@ async def logout(config: ServerConfig) -> LogoutResult:
                 if response.status_code == 200:
                     result.revoked.append(hint.replace("_", " "))
                 else:
-                    result.note = (f"revocation at {shown_url(endpoint)} answered HTTP {response.status_code}:"
-                                   " the tokens were forgotten here anyway")
+                    result.note = (
+                        f"revocation at {shown_url(endpoint)} answered HTTP {response.status_code}:"
+                        " the tokens were forgotten here anyway"
+                    )
     try:
         await anyio.to_thread.run_sync(store.delete, key)
     except TokenStoreError as exc:

@@ -76,7 +76,9 @@ class _Callback:
 
     def __init__(self) -> None:
         self.expected_state: str | None = None
-        self.result: asyncio.Future[AuthorizationCodeResult] = asyncio.get_running_loop().create_future()
+        self.result: asyncio.Future[AuthorizationCodeResult] = (
+            asyncio.get_running_loop().create_future()
+        )
         self.server: asyncio.Server | None = None
 
     async def start(self, port: int) -> int:
@@ -88,7 +90,8 @@ class _Callback:
             raise LoginError(
                 f"cannot listen for the login redirect on 127.0.0.1:{port}: {exc.strerror}",
                 hint="free that port (oauth.redirectPort), or drop redirectPort to use any free port"
-                if port else "check that this machine allows listening on 127.0.0.1",
+                if port
+                else "check that this machine allows listening on 127.0.0.1",
             ) from None
         return int(self.server.sockets[0].getsockname()[1])
 
@@ -102,7 +105,12 @@ class _Callback:
         try:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CALLBACK_READ_TIMEOUT)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            except (
+                asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError,
+                TimeoutError,
+                ConnectionError,
+            ):
                 return
             line = head.split(b"\r\n", 1)[0].decode("latin-1")
             parts = line.split(" ")
@@ -112,34 +120,51 @@ class _Callback:
                 return
             params = {k: v[0] for k, v in parse_qs(target.query).items()}
             if self.result.done():
-                await self._respond(writer, 409, "This login is already finished; you can close this tab.")
+                await self._respond(
+                    writer, 409, "This login is already finished; you can close this tab."
+                )
                 return
             if self.expected_state is None or params.get("state") != self.expected_state:
-                self.result.set_exception(LoginError(
-                    "the login redirect's state does not match this login's (a stale tab or a forged"
-                    " redirect); nothing was stored",
-                    hint="run `codemode-gen auth login` again and finish it in the browser tab it opens",
-                ))
-                await self._respond(writer, 400, "State mismatch: this redirect does not belong to the login in progress.")
+                self.result.set_exception(
+                    LoginError(
+                        "the login redirect's state does not match this login's (a stale tab or a forged"
+                        " redirect); nothing was stored",
+                        hint="run `codemode-gen auth login` again and finish it in the browser tab it opens",
+                    )
+                )
+                await self._respond(
+                    writer,
+                    400,
+                    "State mismatch: this redirect does not belong to the login in progress.",
+                )
                 return
             if "error" in params:
                 description = params.get("error_description")
-                self.result.set_exception(LoginError(
-                    f"the authorization server refused the login: {params['error']}"
-                    + (f" ({description[:ERROR_BODY_CHARS]})" if description else ""),
-                    hint="log in again and approve the access, or ask the server's operator about your account",
-                ))
+                self.result.set_exception(
+                    LoginError(
+                        f"the authorization server refused the login: {params['error']}"
+                        + (f" ({description[:ERROR_BODY_CHARS]})" if description else ""),
+                        hint="log in again and approve the access, or ask the server's operator about your account",
+                    )
+                )
                 await self._respond(writer, 400, f"Login refused: {params['error']}.")
                 return
             if not params.get("code"):
-                self.result.set_exception(LoginError(
-                    "the login redirect carried no authorization code", hint="run `codemode-gen auth login` again"
-                ))
+                self.result.set_exception(
+                    LoginError(
+                        "the login redirect carried no authorization code",
+                        hint="run `codemode-gen auth login` again",
+                    )
+                )
                 await self._respond(writer, 400, "No authorization code in this redirect.")
                 return
             from mcp.shared.auth import AuthorizationCodeResult
 
-            self.result.set_result(AuthorizationCodeResult(code=params["code"], state=params["state"], iss=params.get("iss")))
+            self.result.set_result(
+                AuthorizationCodeResult(
+                    code=params["code"], state=params["state"], iss=params.get("iss")
+                )
+            )
             await self._respond(writer, 200, "codemode-gen is logged in. You can close this tab.")
         finally:
             with contextlib.suppress(Exception):
@@ -182,12 +207,14 @@ async def login(
 
     sid = config.id
     if config.transport == "stdio":
-        raise LoginError(f"'{sid}' is a stdio server: OAuth is for http and sse servers",
-                         hint="give a stdio server its credentials through \"env\"")
+        raise LoginError(
+            f"'{sid}' is a stdio server: OAuth is for http and sse servers",
+            hint='give a stdio server its credentials through "env"',
+        )
     if static_authorization(config):
         raise LoginError(
             f"'{sid}' is configured with an Authorization header, which is sent instead of any login",
-            hint=f"remove \"Authorization\" from mcpServers.{sid}.headers to log in with OAuth",
+            hint=f'remove "Authorization" from mcpServers.{sid}.headers to log in with OAuth',
         )
     try:
         store = open_store()
@@ -205,7 +232,9 @@ async def login(
         oauth = config.oauth
         port = oauth.redirect_port if oauth is not None and oauth.redirect_port else 0
         reuse = old.get("clientInfo") if old and not (oauth and oauth.client_id) else None
-        registered = urlsplit(reuse["redirect_uris"][0]) if reuse and reuse.get("redirect_uris") else None
+        registered = (
+            urlsplit(reuse["redirect_uris"][0]) if reuse and reuse.get("redirect_uris") else None
+        )
         if not port and registered is not None and registered.port and _port_free(registered.port):
             port = registered.port  # the registered redirect URI still works: no new registration
         port = await callback.start(port)
@@ -215,8 +244,12 @@ async def login(
         storage = Storage(store, key, record, config, persist=False)
 
         async def show(url: str) -> None:
-            callback.expected_state = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}.get("state")
-            say(f"Open this URL in a browser to log in to '{sid}' (waiting up to {timeout:g} s):\n  {url}")
+            callback.expected_state = {
+                k: v[0] for k, v in parse_qs(urlsplit(url).query).items()
+            }.get("state")
+            say(
+                f"Open this URL in a browser to log in to '{sid}' (waiting up to {timeout:g} s):\n  {url}"
+            )
             if open_browser:
                 import webbrowser
 
@@ -236,8 +269,14 @@ async def login(
                     " whose browser can reach this one's 127.0.0.1 (e.g. through ssh -L)",
                 ) from None
 
-        provider = build_provider(config, storage, interactive=True, redirect_uri=redirect_uri,
-                          redirect_handler=show, callback_handler=wait)
+        provider = build_provider(
+            config,
+            storage,
+            interactive=True,
+            redirect_uri=redirect_uri,
+            redirect_handler=show,
+            callback_handler=wait,
+        )
     try:
         status = await _provoke(config, provider)
     except LoginError:
@@ -245,7 +284,10 @@ async def login(
     except httpx2.TransportError as exc:
         raise _unreachable(config, exc) from None
     except MetadataProblem as exc:
-        raise LoginError(str(exc), hint="the server's OAuth setup is broken; ask its operator, or use a token in \"headers\"") from None
+        raise LoginError(
+            str(exc),
+            hint='the server\'s OAuth setup is broken; ask its operator, or use a token in "headers"',
+        ) from None
     except Exception as exc:
         from mcp.client.auth import OAuthFlowError
 
@@ -260,7 +302,11 @@ async def login(
             hint="the account may lack access to this server; check the scopes (oauth.scope) or ask its operator",
         )
     if "tokens" not in storage.record:
-        return LoginResult(sid, store.describe(key), note=f"'{sid}' did not ask for authorization (HTTP {status}): nothing to store")
+        return LoginResult(
+            sid,
+            store.describe(key),
+            note=f"'{sid}' did not ask for authorization (HTTP {status}): nothing to store",
+        )
     storage.persist = True
     try:
         await storage.save()
@@ -269,7 +315,9 @@ async def login(
     tokens = storage.record["tokens"]
     expires = storage.record.get("expiresAt")
     return LoginResult(
-        sid, store.describe(key), scope=tokens.get("scope"),
+        sid,
+        store.describe(key),
+        scope=tokens.get("scope"),
         expires_at=float(expires) if isinstance(expires, int | float) else None,
         refreshable=bool(tokens.get("refresh_token")),
     )
@@ -281,17 +329,28 @@ async def _provoke(config: ServerConfig, provider: Any) -> int:
     import httpx2
 
     headers = {"accept": "application/json, text/event-stream"}
-    async with httpx2.AsyncClient(auth=provider, timeout=LOGIN_HTTP_TIMEOUT, headers=dict(config.headers)) as client:
+    async with httpx2.AsyncClient(
+        auth=provider, timeout=LOGIN_HTTP_TIMEOUT, headers=dict(config.headers)
+    ) as client:
         if config.transport == "sse":
-            async with client.stream("GET", config.url or "", headers={"accept": "text/event-stream"}) as response:
+            async with client.stream(
+                "GET", config.url or "", headers={"accept": "text/event-stream"}
+            ) as response:
                 provider.interactive = False
                 return response.status_code
         initialize = {
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "codemode-gen", "version": "auth-login"}},
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "codemode-gen", "version": "auth-login"},
+            },
         }
-        async with client.stream("POST", config.url or "", json=initialize, headers=headers) as response:
+        async with client.stream(
+            "POST", config.url or "", json=initialize, headers=headers
+        ) as response:
             session = response.headers.get("mcp-session-id")
         # Logged in: whatever follows (the session's DELETE) must never start a second login,
         # even if a short-lived token already expired (it is refreshed, or the DELETE fails).
@@ -309,8 +368,10 @@ def _unreachable(config: ServerConfig, exc: httpx2.TransportError) -> LoginError
         url = config.url or ""
     kind = "timed out" if "Timeout" in type(exc).__name__ else "connection refused or failed"
     if shown_url(url) == shown_url(config.url):
-        return LoginError(f"cannot reach '{config.id}' at {shown_url(url)} ({kind})",
-                          hint="check that the server runs and its url in the MCP config")
+        return LoginError(
+            f"cannot reach '{config.id}' at {shown_url(url)} ({kind})",
+            hint="check that the server runs and its url in the MCP config",
+        )
     return LoginError(
         f"cannot reach the authorization server of '{config.id}' at {shown_url(url)} ({kind})",
         hint="the server's OAuth metadata names this authorization server: check that it runs, or ask the server's operator",
@@ -321,19 +382,28 @@ def _flow_failed(config: ServerConfig, provider: Any, exc: Exception) -> LoginEr
     from mcp.client.auth import OAuthRegistrationError, OAuthTokenError
 
     found = "; ".join(provider.discovery) or "no metadata requests were made"
-    none_found = provider.context.oauth_metadata is None and provider.context.protected_resource_metadata is None
+    none_found = (
+        provider.context.oauth_metadata is None
+        and provider.context.protected_resource_metadata is None
+    )
     if isinstance(exc, OAuthRegistrationError) and none_found:
         return LoginError(
             f"'{config.id}' asks for authorization but publishes no OAuth metadata ({found}),"
             f" and registering a client at its default endpoint failed: {exc}",
-            hint="it may not be an OAuth server: if it takes an API key, put it in \"headers\";"
+            hint='it may not be an OAuth server: if it takes an API key, put it in "headers";'
             " if it has a pre-registered client, set oauth.clientId",
         )
     if isinstance(exc, OAuthRegistrationError):
-        return LoginError(f"client registration with the authorization server of '{config.id}' failed: {exc}",
-                          hint="configure a pre-registered client (oauth.clientId, oauth.clientSecret) if the server does not allow dynamic registration")
+        return LoginError(
+            f"client registration with the authorization server of '{config.id}' failed: {exc}",
+            hint="configure a pre-registered client (oauth.clientId, oauth.clientSecret) if the server does not allow dynamic registration",
+        )
     if isinstance(exc, OAuthTokenError):
-        return LoginError(f"the token request for '{config.id}' failed: {exc}",
-                          hint="run the login again; if it keeps failing, check oauth.clientId/clientSecret in the MCP config")
-    return LoginError(f"OAuth for '{config.id}' failed: {exc} (metadata: {found})",
-                      hint="run the login again; if it keeps failing, the server's OAuth setup may be broken")
+        return LoginError(
+            f"the token request for '{config.id}' failed: {exc}",
+            hint="run the login again; if it keeps failing, check oauth.clientId/clientSecret in the MCP config",
+        )
+    return LoginError(
+        f"OAuth for '{config.id}' failed: {exc} (metadata: {found})",
+        hint="run the login again; if it keeps failing, the server's OAuth setup may be broken",
+    )

@@ -94,7 +94,11 @@ def _error_text(body: bytes) -> str:
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         description = data.get("error_description")
-        return f"{data['error']}: {description}" if isinstance(description, str) and description else data["error"]
+        return (
+            f"{data['error']}: {description}"
+            if isinstance(description, str) and description
+            else data["error"]
+        )
     text = body.decode("utf-8", "replace").strip()
     return text[:ERROR_BODY_CHARS] or "no details"
 
@@ -106,8 +110,14 @@ class _Behaviour:
     context: Any
     _initialized: bool
 
-    def _setup(self, config: ServerConfig, storage: Storage, *, interactive: bool,
-                fixed_client: OAuthClientInformationFull | None = None) -> None:
+    def _setup(
+        self,
+        config: ServerConfig,
+        storage: Storage,
+        *,
+        interactive: bool,
+        fixed_client: OAuthClientInformationFull | None = None,
+    ) -> None:
         self.config = config
         self._storage = storage
         storage.context = self.context
@@ -133,9 +143,13 @@ class _Behaviour:
         expires = record.get("expiresAt")
         if self.context.current_tokens is not None and isinstance(expires, int | float):
             self.context.token_expiry_time = float(expires)
-        self._refusal = record.get("refreshRefused") if isinstance(record.get("refreshRefused"), str) else None
-        for name, model, attr in (("oauthMetadata", OAuthMetadata, "oauth_metadata"),
-                                  ("resourceMetadata", ProtectedResourceMetadata, "protected_resource_metadata")):
+        self._refusal = (
+            record.get("refreshRefused") if isinstance(record.get("refreshRefused"), str) else None
+        )
+        for name, model, attr in (
+            ("oauthMetadata", OAuthMetadata, "oauth_metadata"),
+            ("resourceMetadata", ProtectedResourceMetadata, "protected_resource_metadata"),
+        ):
             raw = record.get(name)
             if isinstance(raw, dict) and getattr(self.context, attr) is None:
                 with contextlib.suppress(ValidationError):
@@ -159,7 +173,9 @@ class _Behaviour:
         if stored is not None and stored.refresh_token not in (None, used):
             self.context.current_tokens = stored
             expires = record.get("expiresAt")
-            self.context.token_expiry_time = float(expires) if isinstance(expires, int | float) else None
+            self.context.token_expiry_time = (
+                float(expires) if isinstance(expires, int | float) else None
+            )
             return True
         reason = f"HTTP {response.status_code}, {_error_text(body)}"
         self._refusal = reason
@@ -183,7 +199,9 @@ class _Behaviour:
             self.context.client_info = client
         self.context.current_tokens = stored
         expires = record.get("expiresAt")
-        self.context.token_expiry_time = float(expires) if isinstance(expires, int | float) else None
+        self.context.token_expiry_time = (
+            float(expires) if isinstance(expires, int | float) else None
+        )
         self._refusal = None
         self.problem = None
         return True
@@ -200,8 +218,16 @@ class _Behaviour:
         if response.status_code != 200 or body is None:
             self.discovery.append(f"{where}: HTTP {response.status_code}")
             return
-        model: Any = ProtectedResourceMetadata if "oauth-protected-resource" in request.url.path else OAuthMetadata
-        what = "protected resource metadata" if model is ProtectedResourceMetadata else "authorization server metadata"
+        model: Any = (
+            ProtectedResourceMetadata
+            if "oauth-protected-resource" in request.url.path
+            else OAuthMetadata
+        )
+        what = (
+            "protected resource metadata"
+            if model is ProtectedResourceMetadata
+            else "authorization server metadata"
+        )
         try:
             model.model_validate_json(body)
         except ValidationError as exc:
@@ -224,10 +250,14 @@ class _Behaviour:
                 f"{self.config.id} published malformed OAuth metadata: " + "; ".join(self.discovery)
             )
 
-    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         inner = super()._auth_flow(request)  # type: ignore[misc]
         last: httpx2.Response | None = None  # the last response to `request` itself
-        latest: httpx2.Response | None = None  # the last response of any request: what httpx returns
+        latest: httpx2.Response | None = (
+            None  # the last response of any request: what httpx returns
+        )
         refreshed = adopted = False
         self.discovery, self._malformed = [], False  # this flow's (bounded: a few lines)
         try:
@@ -237,7 +267,11 @@ class _Behaviour:
                     self._check_outgoing(outgoing)
                     response = latest = yield outgoing
                     if outgoing is not request:
-                        self._note(outgoing, response, await response.aread() if response.status_code == 200 else None)
+                        self._note(
+                            outgoing,
+                            response,
+                            await response.aread() if response.status_code == 200 else None,
+                        )
                     else:
                         last = response
                         if response.status_code == 401 and not self.interactive:
@@ -250,11 +284,18 @@ class _Behaviour:
                                 if await self._handle_refresh_response(latest):
                                     self._add_auth_header(request)  # type: ignore[attr-defined]
                                     response = last = latest = yield request
-                            if response.status_code == 401 and not adopted and await self._adopt_stored():
+                            if (
+                                response.status_code == 401
+                                and not adopted
+                                and await self._adopt_stored()
+                            ):
                                 # `codemode-gen auth login` ran meanwhile (another process): its
                                 # login is taken up here, so a long `serve` needs no restart.
                                 adopted = True
-                                if not self.context.is_token_valid() and self.context.can_refresh_token():
+                                if (
+                                    not self.context.is_token_valid()
+                                    and self.context.can_refresh_token()
+                                ):
                                     latest = yield await self._refresh_token()  # type: ignore[attr-defined]
                                     await self._handle_refresh_response(latest)
                                 self._add_auth_header(request)  # type: ignore[attr-defined]
@@ -303,7 +344,10 @@ class _Behaviour:
             )
         hint = f"run `{command}` in a terminal, then retry; the script cannot fix this"
         if isinstance(exc, MetadataProblem):
-            return AuthProblem(str(exc), f"the server's OAuth setup is broken; ask its operator, or use a token in \"headers\" ({hint})")
+            return AuthProblem(
+                str(exc),
+                f'the server\'s OAuth setup is broken; ask its operator, or use a token in "headers" ({hint})',
+            )
         if self._refusal is not None:
             return AuthProblem(
                 f"the login of '{sid}' expired and the authorization server refused to refresh it"
@@ -312,7 +356,9 @@ class _Behaviour:
             )
         if self.context.current_tokens is None and not isinstance(exc, _NeedsPerson | type(None)):
             return AuthProblem(f"OAuth for '{sid}' failed ({exc}); log in again: {command}", hint)
-        if self.context.current_tokens is None or (exc is None and not self.context.can_refresh_token()):
+        if self.context.current_tokens is None or (
+            exc is None and not self.context.can_refresh_token()
+        ):
             return AuthProblem(f"'{sid}' needs an OAuth login (HTTP 401); log in: {command}", hint)
         return AuthProblem(
             f"'{sid}' rejected its OAuth token and it could not be renewed without you; log in again: {command}",
@@ -323,7 +369,9 @@ class _Behaviour:
         status, self._rejected = self._rejected, None
         return status
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super().async_auth_flow(request)  # type: ignore[misc]
         try:
             outgoing = await flow.__anext__()
@@ -342,7 +390,15 @@ def _is_flow_failure(exc: BaseException) -> bool:
     from mcp.client.auth import OAuthFlowError
     from pydantic import ValidationError
 
-    return isinstance(exc, _NeedsPerson | MetadataProblem | OAuthFlowError | TokenStoreError | ValidationError | ValueError)
+    return isinstance(
+        exc,
+        _NeedsPerson
+        | MetadataProblem
+        | OAuthFlowError
+        | TokenStoreError
+        | ValidationError
+        | ValueError,
+    )
 
 
 def _provider_classes() -> dict[str, type]:
@@ -362,7 +418,11 @@ def _provider_classes() -> dict[str, type]:
     class PrivateKeyJWT(_Behaviour, PrivateKeyJWTOAuthProvider):
         pass
 
-    return {"interactive": Interactive, "client_credentials": ClientCredentials, "private_key_jwt": PrivateKeyJWT}
+    return {
+        "interactive": Interactive,
+        "client_credentials": ClientCredentials,
+        "private_key_jwt": PrivateKeyJWT,
+    }
 
 
 _CLASSES: dict[str, type] = {}
@@ -418,19 +478,32 @@ def build_provider(
                 from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
 
                 assertion = SignedJWTParameters(
-                    issuer=oauth.client_id, subject=oauth.client_id, signing_key=_private_key(config),
+                    issuer=oauth.client_id,
+                    subject=oauth.client_id,
+                    signing_key=_private_key(config),
                     signing_algorithm=oauth.signing_algorithm,
                 ).create_assertion_provider()
                 provider = classes["private_key_jwt"](
-                    url, storage, oauth.client_id, assertion, scope=oauth.scope, issuer=issuer,
+                    url,
+                    storage,
+                    oauth.client_id,
+                    assertion,
+                    scope=oauth.scope,
+                    issuer=issuer,
                 )
             else:
                 assert oauth.client_secret is not None
                 method = oauth.token_endpoint_auth_method
                 provider = classes["client_credentials"](
-                    url, storage, oauth.client_id, oauth.client_secret,
-                    token_endpoint_auth_method=method if method in ("client_secret_basic", "client_secret_post") else "client_secret_basic",
-                    scope=oauth.scope, issuer=issuer,
+                    url,
+                    storage,
+                    oauth.client_id,
+                    oauth.client_secret,
+                    token_endpoint_auth_method=method
+                    if method in ("client_secret_basic", "client_secret_post")
+                    else "client_secret_basic",
+                    scope=oauth.scope,
+                    issuer=issuer,
                 )
         provider._setup(config, storage, interactive=interactive)
         return provider
@@ -449,18 +522,28 @@ def build_provider(
         client_name="codemode-gen",
         scope=oauth.scope if oauth is not None else None,
         # one of mcp_json.py's _OAUTH_AUTH_METHODS, all of which the SDK knows
-        token_endpoint_auth_method=cast(Any, oauth.token_endpoint_auth_method if oauth is not None else None),
+        token_endpoint_auth_method=cast(
+            Any, oauth.token_endpoint_auth_method if oauth is not None else None
+        ),
     )
     fixed = None
     if oauth is not None and oauth.client_id:
-        method = oauth.token_endpoint_auth_method or ("client_secret_basic" if oauth.client_secret else "none")
+        method = oauth.token_endpoint_auth_method or (
+            "client_secret_basic" if oauth.client_secret else "none"
+        )
         fixed = OAuthClientInformationFull(
-            client_id=oauth.client_id, client_secret=oauth.client_secret, redirect_uris=[AnyUrl(redirect)],
-            grant_types=["authorization_code", "refresh_token"], response_types=["code"],
-            token_endpoint_auth_method=method, scope=oauth.scope,
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            redirect_uris=[AnyUrl(redirect)],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method=method,
+            scope=oauth.scope,
         )
     provider = classes["interactive"](
-        url, metadata, storage,
+        url,
+        metadata,
+        storage,
         redirect_handler=redirect_handler if interactive else no_person,
         callback_handler=callback_handler if interactive else no_callback,
         client_metadata_url=oauth.client_metadata_url if oauth is not None else None,

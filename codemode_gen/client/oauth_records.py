@@ -81,7 +81,11 @@ def _client_key(config: ServerConfig) -> str:
 
 def client_label(config: ServerConfig) -> str:
     oauth = config.oauth
-    if oauth is None or (oauth.grant_type == "authorization_code" and not oauth.client_id and not oauth.client_metadata_url):
+    if oauth is None or (
+        oauth.grant_type == "authorization_code"
+        and not oauth.client_id
+        and not oauth.client_metadata_url
+    ):
         return "dynamically registered client"
     if oauth.grant_type == "client_credentials":
         how = "private-key JWT" if oauth.private_key or oauth.private_key_file else "client secret"
@@ -94,7 +98,9 @@ def client_label(config: ServerConfig) -> str:
 def store_key(config: ServerConfig) -> str:
     """The login's key: server URL (scheme and host lower-cased, no fragment) and client."""
     parts = urlsplit(config.url or "")
-    url = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query, ""))
+    url = urlunsplit(
+        (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query, "")
+    )
     return f"{url}#{_client_key(config)}"
 
 
@@ -146,14 +152,25 @@ def scrub(text: str, config: ServerConfig) -> str:
 
 
 def new_record(config: ServerConfig) -> dict[str, Any]:
-    return {"version": RECORD_VERSION, "serverUrl": shown_url(config.url), "client": client_label(config)}
+    return {
+        "version": RECORD_VERSION,
+        "serverUrl": shown_url(config.url),
+        "client": client_label(config),
+    }
 
 
 class Storage:
     """The SDK's `TokenStorage` over one store record, plus what the SDK does not persist."""
 
-    def __init__(self, store: TokenStore, key: str, record: dict[str, Any] | None, config: ServerConfig,
-                 *, persist: bool = True) -> None:
+    def __init__(
+        self,
+        store: TokenStore,
+        key: str,
+        record: dict[str, Any] | None,
+        config: ServerConfig,
+        *,
+        persist: bool = True,
+    ) -> None:
         self.store = store
         self.key = key
         self.record = record if record is not None else new_record(config)
@@ -192,12 +209,16 @@ class Storage:
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self.record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
-        self.record["expiresAt"] = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
+        self.record["expiresAt"] = (
+            time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
+        )
         self.record.pop("refreshRefused", None)
         context = self.context
         if context is not None:
-            for name, value in (("oauthMetadata", context.oauth_metadata),
-                                ("resourceMetadata", context.protected_resource_metadata)):
+            for name, value in (
+                ("oauthMetadata", context.oauth_metadata),
+                ("resourceMetadata", context.protected_resource_metadata),
+            ):
                 if value is not None:
                     self.record[name] = value.model_dump(mode="json", exclude_none=True)
             if context.auth_server_url:
@@ -225,10 +246,12 @@ class Storage:
         another process has stored newer ones meanwhile."""
         await self.reload()
         stored = self.record.get("tokens") or {}
-        if used_refresh_token is not None and stored.get("refresh_token") not in (None, used_refresh_token):
+        if used_refresh_token is not None and stored.get("refresh_token") not in (
+            None,
+            used_refresh_token,
+        ):
             return
         self.record.pop("tokens", None)
         self.record.pop("expiresAt", None)
         self.record["refreshRefused"] = refused
         await self.save()
-

@@ -53,8 +53,15 @@ class AuthError(ConnectError):
     """The server rejected our credentials (HTTP 401/403) while connecting; `hint` is the one fix
     (a config line, or `codemode-gen auth login ID`), None for the generic one."""
 
-    def __init__(self, server_id: str, reason: str, *, status: int, log_path: Path | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(
+        self,
+        server_id: str,
+        reason: str,
+        *,
+        status: int,
+        log_path: Path | None = None,
+        hint: str | None = None,
+    ) -> None:
         super().__init__(server_id, reason, log_path=log_path)
         self.status = status
         self.hint = hint
@@ -86,7 +93,9 @@ class BadFrameError(CallError):
     JSON, not a JSON-RPC response), or the request itself could not be serialised. Only this
     request failed; the session goes on. `kind` is one of the `stdio.BadFrame` kinds."""
 
-    def __init__(self, code: int | None, message: str, *, kind: str, frame: str | None = None) -> None:
+    def __init__(
+        self, code: int | None, message: str, *, kind: str, frame: str | None = None
+    ) -> None:
         super().__init__(code, message)
         self.kind = kind
         self.frame = frame  # the frame's text, kept only for salvaging a too-deep tools/list page
@@ -96,8 +105,15 @@ class CallAuthError(CallError):
     """An established connection's request was answered HTTP 401/403 (credentials revoked or
     expired, and an OAuth login that cannot be renewed without a person); `hint` as AuthError's."""
 
-    def __init__(self, code: int | None, message: str, data: Any = None, *, status: int,
-                 hint: str | None = None) -> None:
+    def __init__(
+        self,
+        code: int | None,
+        message: str,
+        data: Any = None,
+        *,
+        status: int,
+        hint: str | None = None,
+    ) -> None:
         super().__init__(code, message, data)
         self.status = status
         self.hint = hint
@@ -143,7 +159,9 @@ def _auth_server_url(leaf: BaseException, config: ServerConfig) -> str | None:
     return _shown_url(str(request.url))
 
 
-def _auth_error(config: ServerConfig, where: str | None, status: int, probe: HttpProbe, log_path: Path) -> AuthError:
+def _auth_error(
+    config: ServerConfig, where: str | None, status: int, probe: HttpProbe, log_path: Path
+) -> AuthError:
     """The AuthError of a connection refused with 401/403, with the one fix that applies."""
     from codemode_gen.client.oauth_records import login_command, static_authorization
 
@@ -152,16 +170,20 @@ def _auth_error(config: ServerConfig, where: str | None, status: int, probe: Htt
     if problem is not None:
         return AuthError(sid, problem.message, status=status, log_path=log_path, hint=problem.hint)
     challenge = (probe.challenge or "").lower()
-    if status == 401 and not static_authorization(config) and (
-        "resource_metadata" in challenge or challenge.startswith("bearer")
+    if (
+        status == 401
+        and not static_authorization(config)
+        and ("resource_metadata" in challenge or challenge.startswith("bearer"))
     ):
         command = login_command(sid)
         if "resource_metadata" in challenge:  # an MCP OAuth server says so (RFC 9728)
             text = f"{where} requires an OAuth login (HTTP 401); log in: {command}"
             hint = f"run `{command}` in a terminal, then retry; the script cannot fix this"
         else:
-            text = (f"{where} requires authorization (HTTP 401): if it uses OAuth, log in with `{command}`;"
-                    " if it takes an API key or token, put it in \"headers\"")
+            text = (
+                f"{where} requires authorization (HTTP 401): if it uses OAuth, log in with `{command}`;"
+                ' if it takes an API key or token, put it in "headers"'
+            )
             hint = f"run `{command}`, or set an Authorization header for '{sid}' in the MCP config"
         return AuthError(sid, text, status=status, log_path=log_path, hint=hint)
     return AuthError(
@@ -188,11 +210,16 @@ def _stderr_tail(log_path: Path, offset: int) -> str:
             lines = [ln.rstrip() for ln in fh.read().splitlines() if ln.strip()]
     except OSError:
         return ""
-    tail = [ln if len(ln) <= STDERR_TAIL_LINE_CHARS else ln[:STDERR_TAIL_LINE_CHARS] + "…" for ln in lines[-STDERR_TAIL_LINES:]]
+    tail = [
+        ln if len(ln) <= STDERR_TAIL_LINE_CHARS else ln[:STDERR_TAIL_LINE_CHARS] + "…"
+        for ln in lines[-STDERR_TAIL_LINES:]
+    ]
     return "\n    ".join(tail)
 
 
-def flatten_connect_error(exc: BaseException, config: ServerConfig, probe: HttpProbe, log_path: Path, offset: int) -> ConnectError:
+def flatten_connect_error(
+    exc: BaseException, config: ServerConfig, probe: HttpProbe, log_path: Path, offset: int
+) -> ConnectError:
     """Turn whatever the SDK raised (usually nested ExceptionGroups) into one readable error."""
     import httpx2
     from mcp.shared.exceptions import MCPError
@@ -203,7 +230,11 @@ def flatten_connect_error(exc: BaseException, config: ServerConfig, probe: HttpP
 
     def with_tail(reason: str) -> str:
         tail = _stderr_tail(log_path, offset)
-        return f"{reason}; last lines of its stderr:\n    {tail}" if tail else f"{reason} (no stderr output; log: {log_path})"
+        return (
+            f"{reason}; last lines of its stderr:\n    {tail}"
+            if tail
+            else f"{reason} (no stderr output; log: {log_path})"
+        )
 
     status = probe.take()
     for leaf in leaves:
@@ -218,52 +249,81 @@ def flatten_connect_error(exc: BaseException, config: ServerConfig, probe: HttpP
         if isinstance(leaf, FileNotFoundError):
             return ConnectError(sid, f"command not found: {config.command}", log_path=log_path)
         if isinstance(leaf, PermissionError):
-            return ConnectError(sid, f"permission denied starting {config.command}", log_path=log_path)
+            return ConnectError(
+                sid, f"permission denied starting {config.command}", log_path=log_path
+            )
     for leaf in leaves:
         elsewhere = _auth_server_url(leaf, config)
         if elsewhere is not None:  # an OAuth request (refresh, discovery) to another host
-            kind = "timed out" if isinstance(leaf, httpx2.TimeoutException) else f"connection failed: {type(leaf).__name__}"
+            kind = (
+                "timed out"
+                if isinstance(leaf, httpx2.TimeoutException)
+                else f"connection failed: {type(leaf).__name__}"
+            )
             return ConnectError(
-                sid, f"cannot reach the authorization server of {sid} at {elsewhere} ({kind});"
-                " its OAuth token cannot be renewed until it answers", log_path=log_path,
+                sid,
+                f"cannot reach the authorization server of {sid} at {elsewhere} ({kind});"
+                " its OAuth token cannot be renewed until it answers",
+                log_path=log_path,
             )
     for leaf in leaves:
         if isinstance(leaf, httpx2.ConnectTimeout | httpx2.PoolTimeout):
             return ConnectError(sid, f"timed out connecting to {where}", log_path=log_path)
         if isinstance(leaf, httpx2.ConnectError):
-            return ConnectError(sid, f"connection refused: {where} ({_scrub_urls(str(leaf))})", log_path=log_path)
+            return ConnectError(
+                sid, f"connection refused: {where} ({_scrub_urls(str(leaf))})", log_path=log_path
+            )
         if isinstance(leaf, httpx2.HTTPStatusError):
             return ConnectError(
-                sid, f"{where} answered HTTP {leaf.response.status_code}; is this the MCP endpoint?", log_path=log_path
+                sid,
+                f"{where} answered HTTP {leaf.response.status_code}; is this the MCP endpoint?",
+                log_path=log_path,
             )
         if isinstance(leaf, httpx2.TimeoutException):
             return ConnectError(sid, f"timed out talking to {where}", log_path=log_path)
         if isinstance(leaf, httpx2.HTTPError):
-            return ConnectError(sid, f"HTTP error talking to {where}: {_scrub_urls(str(leaf))}", log_path=log_path)
+            return ConnectError(
+                sid, f"HTTP error talking to {where}: {_scrub_urls(str(leaf))}", log_path=log_path
+            )
     for leaf in leaves:
         if isinstance(leaf, TimeoutError):
             reason = str(leaf) or f"timed out after {config.connect_timeout:g}s"
-            return ConnectError(sid, with_tail(reason) if config.transport == "stdio" else reason, log_path=log_path)
+            return ConnectError(
+                sid, with_tail(reason) if config.transport == "stdio" else reason, log_path=log_path
+            )
     for leaf in leaves:
         if isinstance(leaf, MCPError):
             from codemode_gen.client.stdio import BadFrame
 
             if isinstance(leaf.error.data, BadFrame):
-                return ConnectError(sid, f"the server answered initialize with {leaf.error.data.reason}", log_path=log_path)
+                return ConnectError(
+                    sid,
+                    f"the server answered initialize with {leaf.error.data.reason}",
+                    log_path=log_path,
+                )
             if leaf.error.code == CONNECTION_CLOSED:
                 if config.transport == "stdio":
-                    return ConnectError(sid, with_tail("server exited during startup"), log_path=log_path)
-                return ConnectError(sid, f"{where} closed the connection during startup", log_path=log_path)
+                    return ConnectError(
+                        sid, with_tail("server exited during startup"), log_path=log_path
+                    )
+                return ConnectError(
+                    sid, f"{where} closed the connection during startup", log_path=log_path
+                )
             if probe.error_status is not None:
                 return ConnectError(
-                    sid, f"{where} answered HTTP {probe.error_status} to initialize; is this the MCP endpoint?",
+                    sid,
+                    f"{where} answered HTTP {probe.error_status} to initialize; is this the MCP endpoint?",
                     log_path=log_path,
                 )
             return ConnectError(
-                sid, f"initialize failed: {leaf.error.message} (code {leaf.error.code})", log_path=log_path
+                sid,
+                f"initialize failed: {leaf.error.message} (code {leaf.error.code})",
+                log_path=log_path,
             )
     for leaf in leaves:
         if isinstance(leaf, CallError):
             return ConnectError(sid, f"tools/list failed: {leaf}", log_path=log_path)
     first = leaves[0] if leaves else exc
-    return ConnectError(sid, f"{type(first).__name__}: {_scrub_urls(str(first))}", log_path=log_path)
+    return ConnectError(
+        sid, f"{type(first).__name__}: {_scrub_urls(str(first))}", log_path=log_path
+    )

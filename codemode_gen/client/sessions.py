@@ -89,7 +89,11 @@ _METHOD_NOT_FOUND = -32601
 
 def default_log_dir() -> Path:
     """Server stderr logs land here unless the caller chooses a folder (not the fixtures)."""
-    return Path(tempfile.gettempdir()) / f"codemode-gen-{os.getuid() if hasattr(os, 'getuid') else 'user'}" / "logs"
+    return (
+        Path(tempfile.gettempdir())
+        / f"codemode-gen-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+        / "logs"
+    )
 
 
 @dataclass
@@ -120,7 +124,10 @@ class SessionManager:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         assert self._tg is not None
         try:
@@ -140,15 +147,21 @@ class SessionManager:
     async def get(self, server_id: str) -> McpSession:
         """The live session for `server_id`, connecting (or reconnecting) on first use."""
         if self._tg is None or self._closed:
-            raise ConnectError(server_id, "session manager is not open (use `async with SessionManager(...)`)")
+            raise ConnectError(
+                server_id, "session manager is not open (use `async with SessionManager(...)`)"
+            )
         config = self.configs.get(server_id)
         if config is None:
             known = ", ".join(sorted(self.configs)) or "none"
-            raise ConnectError(server_id, f"no server {server_id!r} in the configuration (known: {known})")
+            raise ConnectError(
+                server_id, f"no server {server_id!r} in the configuration (known: {known})"
+            )
         async with self._lock:
             slot = self._slots.get(server_id)
-            stale = slot is not None and slot.ready.is_set() and (
-                slot.error is not None or (slot.session is not None and slot.session.closed)
+            stale = (
+                slot is not None
+                and slot.ready.is_set()
+                and (slot.error is not None or (slot.session is not None and slot.session.closed))
             )
             if slot is None or stale:
                 if slot is not None:
@@ -181,11 +194,15 @@ class SessionManager:
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally, outlives a with
-            log.write(f"--- codemode-gen: connecting to {config.id} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+            log.write(
+                f"--- codemode-gen: connecting to {config.id} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
+            )
             log.flush()
             start_offset = log.tell()
         except OSError as exc:
-            slot.error = ConnectError(config.id, f"cannot write the server log {log_path}: {exc.strerror}")
+            slot.error = ConnectError(
+                config.id, f"cannot write the server log {log_path}: {exc.strerror}"
+            )
             slot.ready.set()
             slot.done.set()
             return
@@ -193,7 +210,9 @@ class SessionManager:
         phase = ["starting"]
         try:
             async with anyio.create_task_group() as watchers:
-                with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
+                with anyio.CancelScope(
+                    deadline=anyio.current_time() + config.connect_timeout
+                ) as scope:
 
                     async def abort_connect_on_close() -> None:
                         await slot.closing.wait()
@@ -214,7 +233,9 @@ class SessionManager:
             if slot.session is not None:
                 slot.session.closed = True
             elif slot.error is None:  # cancelled while connecting (manager closing)
-                slot.error = ConnectError(config.id, "connection attempt cancelled", log_path=log_path)
+                slot.error = ConnectError(
+                    config.id, "connection attempt cancelled", log_path=log_path
+                )
             with contextlib.suppress(OSError):
                 log.close()
             slot.ready.set()
@@ -245,14 +266,18 @@ class SessionManager:
         async with contextlib.AsyncExitStack() as stack:
             phase[0] = "connecting" if config.transport != "stdio" else "starting the server"
             try:
-                read, write = await stack.enter_async_context(open_transport(config, log, probe, early))
+                read, write = await stack.enter_async_context(
+                    open_transport(config, log, probe, early)
+                )
             except BaseException:
                 if early is not None and early.returncode is None:
                     await discard_early(early)
                 raise
             holder: list[McpSession] = []
 
-            async def on_request(dctx: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+            async def on_request(
+                dctx: Any, method: str, params: Mapping[str, Any] | None
+            ) -> dict[str, Any]:
                 from mcp.shared.exceptions import MCPError
 
                 if method == "ping":
@@ -272,7 +297,9 @@ class SessionManager:
 
             dispatcher = JSONRPCDispatcher(read, write, on_stream_exception=on_stream_exception)
 
-            async def run_dispatcher(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            async def run_dispatcher(
+                *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+            ) -> None:
                 try:
                     await dispatcher.run(on_request, on_notify, task_status=task_status)
                 finally:
@@ -307,7 +334,9 @@ class SessionManager:
             }
             if init.get("instructions") is not None:
                 server_json["instructions"] = init["instructions"]
-            await dispatcher.notify("notifications/initialized", None, {"headers": {PROTOCOL_HEADER: version}})
+            await dispatcher.notify(
+                "notifications/initialized", None, {"headers": {PROTOCOL_HEADER: version}}
+            )
             session = McpSession(config, dispatcher, server_json, log_path)
             session._auth_failed = probe.take
             session._session_lost = probe.take_lost

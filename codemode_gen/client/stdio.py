@@ -121,6 +121,8 @@ _SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPES = re.compile(
     r"(\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 )
+
+
 def _replace_lone_surrogates(text: str) -> str:
     if not _SURROGATE_HINT.search(text):
         return text
@@ -190,10 +192,23 @@ def parse_pruned(text: str, limit: int = MAX_FRAME_DEPTH) -> tuple[Any, str]:
 _WS = r"[ \t\r\n]*"
 _OPEN = re.compile(_WS + r"\{")
 _MEMBER_KEY = re.compile(_WS + r'"((?:[^"\\]|\\.)*)"' + _WS + ":" + _WS, re.S)
-_SCALAR = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null', re.S)
+_SCALAR = re.compile(
+    r'"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null', re.S
+)
 _MEMBER_END = re.compile(_WS + r"([,}])")
 _TAIL_ID = re.compile(
-    "," + _WS + r'"id"' + _WS + ":" + _WS + r'(-?[0-9]+|"(?:[^"\\]|\\.)*")' + _WS + r"\}" + _WS + r"\Z", re.S
+    ","
+    + _WS
+    + r'"id"'
+    + _WS
+    + ":"
+    + _WS
+    + r'(-?[0-9]+|"(?:[^"\\]|\\.)*")'
+    + _WS
+    + r"\}"
+    + _WS
+    + r"\Z",
+    re.S,
 )
 
 
@@ -335,13 +350,21 @@ class FrameDecoder:
         try:
             value = _loads(text, line)
         except _NonJsonNumber as exc:
-            return self._bad(BadFrame("not-json", f"a non-JSON number ({exc})"), *self._peek(text), text)
+            return self._bad(
+                BadFrame("not-json", f"a non-JSON number ({exc})"), *self._peek(text), text
+            )
         except RecursionError:  # pragma: no cover - the depth scan comes first
             reason = f"JSON nested deeper than {MAX_FRAME_DEPTH} levels"
             return self._bad(BadFrame("too-deep", reason), *self._peek(text), text)
         except ValueError as exc:
-            detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)[:120]
-            return self._bad(BadFrame("not-json", f"a line that is not JSON ({detail})"), *self._peek(text), text)
+            detail = (
+                f"{exc.msg}, column {exc.colno}"
+                if isinstance(exc, json.JSONDecodeError)
+                else str(exc)[:120]
+            )
+            return self._bad(
+                BadFrame("not-json", f"a line that is not JSON ({detail})"), *self._peek(text), text
+            )
         return self._message(value, text)
 
     def _peek(self, text: str) -> tuple[bool, int | str | None]:
@@ -349,8 +372,14 @@ class FrameDecoder:
 
     def _message(self, value: Any, text: str) -> Any:
         if not isinstance(value, dict):
-            return self._bad(BadFrame("invalid", f"a JSON {json_type(value, integer=False)}, not a JSON-RPC message"),
-                             False, None, text)
+            return self._bad(
+                BadFrame(
+                    "invalid", f"a JSON {json_type(value, integer=False)}, not a JSON-RPC message"
+                ),
+                False,
+                None,
+                text,
+            )
         is_response = "method" not in value
         rid = _as_request_id(value.get("id")) if is_response else None
         reason = None
@@ -370,7 +399,9 @@ class FrameDecoder:
                 if "result" in value:
                     reason = "a result without a usable id"
                 else:  # valid JSON-RPC (the server could not read a request), but nobody waits for it
-                    self.log(f"[codemode-gen] the server sent an error without a request id: {text[:_LOG_PREVIEW_CHARS]!r}")
+                    self.log(
+                        f"[codemode-gen] the server sent an error without a request id: {text[:_LOG_PREVIEW_CHARS]!r}"
+                    )
                     return None
         if reason is None:
             try:
@@ -384,7 +415,9 @@ class FrameDecoder:
     def _bad(self, bad: BadFrame, is_response: bool, rid: int | str | None, text: str) -> Any:
         preview = text[:_LOG_PREVIEW_CHARS] + ("…" if len(text) > _LOG_PREVIEW_CHARS else "")
         if is_response and rid is not None:
-            self.log(f"[codemode-gen] the answer to request {rid!r} was {bad.reason} (passed to that request): {preview!r}")
+            self.log(
+                f"[codemode-gen] the answer to request {rid!r} was {bad.reason} (passed to that request): {preview!r}"
+            )
             error = ErrorData(code=BAD_FRAME_CODE, message=bad.reason, data=bad)
             return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=error))
         self.log(f"[codemode-gen] skipped {bad.reason} (no request id to fail): {preview!r}")
@@ -400,7 +433,11 @@ def _error_shape_ok(error: Any) -> bool:
     if not isinstance(error, dict):
         return False
     code = error.get("code")
-    return isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)
+    return (
+        isinstance(code, int)
+        and not isinstance(code, bool)
+        and isinstance(error.get("message"), str)
+    )
 
 
 # --------------------------------------------------------------------------- transport
@@ -421,7 +458,9 @@ async def stdio_transport(
     if process is None:
         process = await spawn_server_process(params, errlog=errlog)
     # No awaits until the task group is entered (a cancellation here would leak the process).
-    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](
+        0
+    )
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
     decoder = FrameDecoder(log)
     shutting_down = False
@@ -449,7 +488,9 @@ async def stdio_transport(
                                 return
                     last = decoder.decode(framer.take())  # a final line without a newline
                     if last is not None:
-                        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        with contextlib.suppress(
+                            anyio.ClosedResourceError, anyio.BrokenResourceError
+                        ):
                             await read_stream_writer.send(last)
                 finally:
                     await drain_stdout(process)
@@ -457,7 +498,9 @@ async def stdio_transport(
             pass  # our own shutdown closed stdout under the read
         except (anyio.BrokenResourceError, ConnectionError) as exc:
             if not shutting_down:
-                log(f"[codemode-gen] reading the server's stdout failed: {type(exc).__name__}: {exc}")
+                log(
+                    f"[codemode-gen] reading the server's stdout failed: {type(exc).__name__}: {exc}"
+                )
 
     async def stdin_writer() -> None:
         assert process.stdin, "the server process is spawned with pipes"
@@ -470,11 +513,17 @@ async def stdio_transport(
                         data = (text + "\n").encode("utf-8")
                     except Exception as exc:  # pydantic serialisation errors vary in type
                         detail = str(exc).removeprefix("Error serializing to JSON: ")[:200]
-                        bad = BadFrame("unsendable", f"a message that cannot be serialised as JSON ({detail})")
+                        bad = BadFrame(
+                            "unsendable", f"a message that cannot be serialised as JSON ({detail})"
+                        )
                         if isinstance(message, JSONRPCRequest):
                             error = ErrorData(code=BAD_FRAME_CODE, message=bad.reason, data=bad)
-                            reply = SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
-                            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            reply = SessionMessage(
+                                JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+                            )
+                            with contextlib.suppress(
+                                anyio.ClosedResourceError, anyio.BrokenResourceError
+                            ):
                                 await read_stream_writer.send(reply)
                         else:
                             log(f"[codemode-gen] did not send {bad.reason}")

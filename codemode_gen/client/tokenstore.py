@@ -91,7 +91,10 @@ def _decode(text: str | bytes, where: str) -> dict[str, Any]:
             hint="log in again with `codemode-gen auth login ID` (it replaces the record)",
         ) from None
     if not isinstance(record, dict):
-        raise TokenStoreError(f"{where}: the stored login is not a JSON object", hint="log in again with `codemode-gen auth login ID`")
+        raise TokenStoreError(
+            f"{where}: the stored login is not a JSON object",
+            hint="log in again with `codemode-gen auth login ID`",
+        )
     return record
 
 
@@ -146,7 +149,10 @@ class FileStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise TokenStoreError(f"{self.folder}: cannot read the login folder: {exc.strerror}", hint=f"check {self.folder}") from None
+            raise TokenStoreError(
+                f"{self.folder}: cannot read the login folder: {exc.strerror}",
+                hint=f"check {self.folder}",
+            ) from None
         self._check_private(self.folder, folder_info, folder=True)
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -160,11 +166,16 @@ class FileStore:
         with os.fdopen(fd, "rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):
-                raise TokenStoreError(f"{path}: not a regular file", hint=f"remove it (rm {path}) and log in again")
+                raise TokenStoreError(
+                    f"{path}: not a regular file", hint=f"remove it (rm {path}) and log in again"
+                )
             self._check_private(path, info, folder=False)
             data = fh.read(MAX_RECORD_BYTES + 1)
         if len(data) > MAX_RECORD_BYTES:
-            raise TokenStoreError(f"{path}: larger than {MAX_RECORD_BYTES} bytes: not a token file", hint=f"remove it (rm {path}) and log in again")
+            raise TokenStoreError(
+                f"{path}: larger than {MAX_RECORD_BYTES} bytes: not a token file",
+                hint=f"remove it (rm {path}) and log in again",
+            )
         return _decode(data, str(path))
 
     def save(self, key: str, record: dict[str, Any]) -> None:
@@ -174,7 +185,9 @@ class FileStore:
             self._check_private(self.folder, os.stat(self.folder), folder=True)
             text = json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
             tmp = self.folder / f".{path.name}.{os.getpid()}.{_digest(str(id(record)))[:8]}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+            )
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(text)
@@ -197,7 +210,10 @@ class FileStore:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise TokenStoreError(f"{self.path(key)}: cannot remove the token file: {exc.strerror}", hint=f"remove it by hand: rm {self.path(key)}") from None
+            raise TokenStoreError(
+                f"{self.path(key)}: cannot remove the token file: {exc.strerror}",
+                hint=f"remove it by hand: rm {self.path(key)}",
+            ) from None
         return True
 
 
@@ -211,7 +227,9 @@ class KeyringStore:
         return f"oauth:{_digest(key)[:40]}"
 
     def describe(self, key: str) -> str:
-        return f"the OS keyring ({type(self.backend).__name__}, {KEYRING_SERVICE}/{self._name(key)})"
+        return (
+            f"the OS keyring ({type(self.backend).__name__}, {KEYRING_SERVICE}/{self._name(key)})"
+        )
 
     def _failed(self, action: str, exc: Exception) -> TokenStoreError:
         return TokenStoreError(
@@ -227,12 +245,19 @@ class KeyringStore:
         if text is None:
             return None
         if len(text) > MAX_RECORD_BYTES:
-            raise TokenStoreError("the keyring entry is too large to be a login", hint="log in again with `codemode-gen auth login ID`")
+            raise TokenStoreError(
+                "the keyring entry is too large to be a login",
+                hint="log in again with `codemode-gen auth login ID`",
+            )
         return _decode(text, self.describe(key))
 
     def save(self, key: str, record: dict[str, Any]) -> None:
         try:
-            self.backend.set_password(KEYRING_SERVICE, self._name(key), json.dumps(record, ensure_ascii=False, sort_keys=True))
+            self.backend.set_password(
+                KEYRING_SERVICE,
+                self._name(key),
+                json.dumps(record, ensure_ascii=False, sort_keys=True),
+            )
         except Exception as exc:
             raise self._failed("store", exc) from None
 
@@ -320,7 +345,9 @@ def usable_keyring() -> Any | None:
     except (KeyringError, RuntimeError, ValueError):
         return None
     module = type(backend).__module__
-    if getattr(backend, "priority", 0) <= 0 or module.startswith(("keyring.backends.fail", "keyring.backends.null")):
+    if getattr(backend, "priority", 0) <= 0 or module.startswith(
+        ("keyring.backends.fail", "keyring.backends.null")
+    ):
         return None
     return backend
 

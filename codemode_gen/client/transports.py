@@ -39,7 +39,9 @@ __all__ = [
 # Idle time after which an HTTP response stream (SSE GET stream, long tool call) is dropped
 # by httpx; bounds a half-open TCP connection. Calls have their own, shorter call_timeout.
 HTTP_READ_TIMEOUT = 600.0
-_SESSION_HEADER = "mcp-session-id"  # Streamable HTTP's session id; a 404 to it means the session is gone
+_SESSION_HEADER = (
+    "mcp-session-id"  # Streamable HTTP's session id; a 404 to it means the session is gone
+)
 
 
 class ConnectFailure(Exception):
@@ -123,8 +125,11 @@ INHERITED_ENV_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 def _server_env(config: ServerConfig) -> dict[str, str]:
     """The SDK passes only a safe whitelist (HOME, PATH, ...) plus the configured env; a
     server should not see our secrets by accident. PATH is in the whitelist."""
-    env = {key: value for key in INHERITED_ENV_VARS
-           if (value := os.environ.get(key)) is not None and not value.startswith("()")}
+    env = {
+        key: value
+        for key in INHERITED_ENV_VARS
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
     env |= dict(config.env)
     env.setdefault("PATH", os.environ.get("PATH", os.defpath))
     return env
@@ -140,7 +145,11 @@ async def spawn_early(config: ServerConfig, log: IO[str]) -> anyio.abc.Process |
     try:
         _resolve_command(config, env)
         return await anyio.open_process(
-            [config.command or "", *config.args], env=env, stderr=log, cwd=config.cwd, start_new_session=True
+            [config.command or "", *config.args],
+            env=env,
+            stderr=log,
+            cwd=config.cwd,
+            start_new_session=True,
         )
     except (ConnectFailure, OSError):
         return None
@@ -170,10 +179,13 @@ async def open_transport(
         params = StdioServerParameters(
             command=config.command or "", args=list(config.args), env=env, cwd=config.cwd
         )
+
         def log_server_line(text: str) -> None:
             log_line(log, text)
 
-        async with stdio_transport(params, errlog=cast(TextIO, log), log=log_server_line, process=process) as streams:
+        async with stdio_transport(
+            params, errlog=cast(TextIO, log), log=log_server_line, process=process
+        ) as streams:
             yield streams[0], streams[1]
         return
 
@@ -187,13 +199,17 @@ async def open_transport(
     except TokenStoreError as exc:
         raise ConnectFailure(f"{exc.message}; fix: {exc.hint}") from None
     probe.oauth = auth
-    timeout = httpx2.Timeout(config.connect_timeout, read=max(HTTP_READ_TIMEOUT, config.call_timeout + 5))
+    timeout = httpx2.Timeout(
+        config.connect_timeout, read=max(HTTP_READ_TIMEOUT, config.call_timeout + 5)
+    )
     hooks = {"response": [probe.hook]}
     if config.transport == "http":
         from mcp.client.streamable_http import streamable_http_client
 
         async with (
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, event_hooks=hooks, auth=auth) as client,
+            httpx2.AsyncClient(
+                headers=dict(config.headers), timeout=timeout, event_hooks=hooks, auth=auth
+            ) as client,
             streamable_http_client(config.url or "", http_client=client) as streams,
         ):
             yield streams[0], streams[1]
@@ -201,7 +217,9 @@ async def open_transport(
 
     from mcp.client.sse import sse_client
 
-    def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+    def factory(
+        headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:
         return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks=hooks)
 
     async with sse_client(

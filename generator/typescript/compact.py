@@ -26,7 +26,13 @@ from codemode_gen.generator.typescript.printer import (
 )
 
 __all__ = [
-    "MAX_NOTE_CHARS", "MAX_SUMMARY_CHARS", "compact_note", "cut", "first_sentence", "one_line", "print_compact",
+    "MAX_NOTE_CHARS",
+    "MAX_SUMMARY_CHARS",
+    "compact_note",
+    "cut",
+    "first_sentence",
+    "one_line",
+    "print_compact",
 ]
 
 # Longest `//` note after one property: a field's meaning in a phrase, not its documentation
@@ -45,10 +51,20 @@ MAX_ONE_LINE_CHARS = 100
 
 # A sentence ends at ". " before anything but a lower-case word ("e.g. 2026" and "i.e. the"
 # do not end one), or at a blank line.
-_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=[.!?])\s+(?=[^a-z\s])|\n\s*\n")
+_SENTENCE_END = re.compile(
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=[.!?])\s+(?=[^a-z\s])|\n\s*\n"
+)
 _SPACES = re.compile(r"\s+")
 # Doc-line prefixes written by docs.schema_doc that are not a field's meaning.
-_NOT_MEANING = (CONSTRAINTS_LABEL, "@default ", "@example ", "@deprecated", "Read-only.", "Write-only.", "Warning:")
+_NOT_MEANING = (
+    CONSTRAINTS_LABEL,
+    "@default ",
+    "@example ",
+    "@deprecated",
+    "Read-only.",
+    "Write-only.",
+    "Warning:",
+)
 
 
 def one_line(text: str) -> str:
@@ -81,9 +97,9 @@ def compact_note(doc: Sequence[str], *, limit: int = MAX_NOTE_CHARS) -> str:
     extras: list[str] = []
     for line in doc:
         if line.startswith(CONSTRAINTS_LABEL):
-            extras.append(_constraints(line[len(CONSTRAINTS_LABEL):].rstrip(".")))
+            extras.append(_constraints(line[len(CONSTRAINTS_LABEL) :].rstrip(".")))
         elif line.startswith("@default "):
-            extras.append("default " + cut(one_line(line[len("@default "):]), MAX_DEFAULT_CHARS))
+            extras.append("default " + cut(one_line(line[len("@default ") :]), MAX_DEFAULT_CHARS))
         elif line.startswith("@deprecated"):
             extras.append("deprecated")
         elif not meaning and not line.startswith(_NOT_MEANING):
@@ -142,8 +158,13 @@ class _Printer:
             return self.wrap(node.element, level, depth, postfix=True) + "[]"
         if kind is t.Tuple:
             assert isinstance(node, t.Tuple)
-            parts = [self.wrap(e, level, depth, postfix=True) for e in node.elements[: node.required]]
-            parts += [self.wrap(e, level, depth, postfix=True) + "?" for e in node.elements[node.required:]]
+            parts = [
+                self.wrap(e, level, depth, postfix=True) for e in node.elements[: node.required]
+            ]
+            parts += [
+                self.wrap(e, level, depth, postfix=True) + "?"
+                for e in node.elements[node.required :]
+            ]
             if node.rest is not None:
                 parts.append("..." + self.wrap(node.rest, level, depth, postfix=True) + "[]")
             return "[" + ", ".join(parts) + "]"
@@ -152,7 +173,9 @@ class _Printer:
             return self.object(node, level, depth)
         if kind is t.Union:
             assert isinstance(node, t.Union)
-            return " | ".join(self.wrap(m, level, depth, postfix=False, in_union=True) for m in node.members)
+            return " | ".join(
+                self.wrap(m, level, depth, postfix=False, in_union=True) for m in node.members
+            )
         if kind is t.Intersection:
             assert isinstance(node, t.Intersection)
             return " & ".join(self.wrap(m, level, depth, postfix=False) for m in node.members)
@@ -165,10 +188,14 @@ class _Printer:
             seen += 1
         return node
 
-    def wrap(self, node: t.TypeNode, level: int, depth: int, *, postfix: bool, in_union: bool = False) -> str:
+    def wrap(
+        self, node: t.TypeNode, level: int, depth: int, *, postfix: bool, in_union: bool = False
+    ) -> str:
         text = self.type(node, level, depth + 1)
         shown = self.resolved(node)
-        needs = isinstance(shown, t.Union) or (isinstance(shown, t.Intersection) and (postfix or in_union))
+        needs = isinstance(shown, t.Union) or (
+            isinstance(shown, t.Intersection) and (postfix or in_union)
+        )
         if postfix and isinstance(shown, t.Literal) and text.startswith("-"):
             needs = True
         return f"({text})" if needs else text
@@ -183,7 +210,9 @@ class _Printer:
         for prop in node.properties:
             ro = "readonly " if prop.readonly else ""
             opt = "?" if prop.optional else ""
-            members.append(f"{ro}{property_key(prop.name)}{opt}: {self.type(prop.type, inner, depth + 1)}")
+            members.append(
+                f"{ro}{property_key(prop.name)}{opt}: {self.type(prop.type, inner, depth + 1)}"
+            )
         for key, typ in node.patterns:
             members.append(f"[k: {template_key(key)}]: {self.type(typ, inner, depth + 1)}")
         if node.index is not None:

@@ -76,7 +76,6 @@ def _replace_refs(node: t.TypeNode, names: set[str]) -> t.TypeNode:
     return node
 
 
-
 def break_direct_cycles(asts: dict[str, t.TypeNode]) -> list[tuple[str, set[str]]]:
     """Replace every reference that closes a cycle through unions/intersections only (TS
     rejects such aliases) with `unknown`, in `asts` itself. Returns each changed declaration

@@ -21,7 +21,9 @@ from codemode_gen.generator.typescript.shapes import MAX_DEPTH
 T = TypeVar("T")
 
 
-def in_place(n: dict[str, Any], ptr: str, resolver: Resolver | None) -> list[tuple[Any, str]] | None:
+def in_place(
+    n: dict[str, Any], ptr: str, resolver: Resolver | None
+) -> list[tuple[Any, str]] | None:
     """Subschemas applied to the same instance (None when a $ref cannot be followed)."""
     subs: list[tuple[Any, str]] = []
     for key in ("allOf", "anyOf", "oneOf"):

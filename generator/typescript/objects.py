@@ -65,7 +65,9 @@ class ObjectKeywords(TranslationState):
             return branches
         out = []
         for i, (sub, branch) in enumerate(zip(n["oneOf"], branches, strict=True)):
-            names = evaluated_names(sub, join_pointer(ptr, "oneOf", i), set(), self.draft, self.resolver)
+            names = evaluated_names(
+                sub, join_pointer(ptr, "oneOf", i), set(), self.draft, self.resolver
+            )
             if names is None or "object" not in branch:
                 out.append(branch)
                 continue

@@ -116,7 +116,6 @@ def finish_patterns(
     return tuple(out)
 
 
-
 def undecided_reason(pattern: str, report: safe_jsonschema.RegexReport | None) -> str:
     """Why `safe_jsonschema.search(pattern, …)` gave no verdict in the session of `report`
     (`could not be evaluated within 50 ms`, …), without quoting the server-written pattern."""
@@ -139,7 +138,9 @@ class PatternTypes:
     exact: list[tuple[str, t.TypeNode]] = field(default_factory=list)  # `^name$`: one name
     templates: list[tuple[t.TemplateKey, t.TypeNode]] = field(default_factory=list)  # `^x-`
     match_all: list[t.TypeNode] = field(default_factory=list)  # such as "a*": every name
-    regexes: list[tuple[str, str, t.TypeNode]] = field(default_factory=list)  # (pattern, pointer, type)
+    regexes: list[tuple[str, str, t.TypeNode]] = field(
+        default_factory=list
+    )  # (pattern, pointer, type)
 
     def add(self, pattern: str, ptr: str, typ: t.TypeNode) -> None:
         lit = literal_pattern(pattern)
@@ -157,7 +158,10 @@ class PatternTypes:
 
     def matching(self, name: str) -> tuple[list[t.TypeNode], list[t.TypeNode]]:
         """(types of the patterns that match `name`, of those that may: unknown)."""
-        out = [*self.match_all, *(typ for key, typ in self.templates if template_matches(key, name))]
+        out = [
+            *self.match_all,
+            *(typ for key, typ in self.templates if template_matches(key, name)),
+        ]
         out += [typ for lit, typ in self.exact if lit == name]
         maybe: list[t.TypeNode] = []
         for pat, pat_ptr, typ in self.regexes:
@@ -168,7 +172,9 @@ class PatternTypes:
                 maybe.append(typ)
         return out, maybe
 
-    def object_type(self, members: list[t.Property], ap: Any, ap_type: t.TypeNode | None) -> t.Object:
+    def object_type(
+        self, members: list[t.Property], ap: Any, ap_type: t.TypeNode | None
+    ) -> t.Object:
         """The object type of `members` under these patterns and `additionalProperties` `ap`
         (True, False, or a schema typed `ap_type`): its index and template signatures."""
         match_all, templates = self.match_all, self.templates

@@ -133,7 +133,9 @@ def _join(texts: Sequence[str]) -> str:
     prose = [t for t in texts if not t.startswith("@")]
     tags = [t for t in texts if t.startswith("@")]
     prose = [
-        t if t.rstrip(")]\"'").endswith((".", "!", "?", ":", ";")) or i == len(prose) - 1 else t + "."
+        t
+        if t.rstrip(")]\"'").endswith((".", "!", "?", ":", ";")) or i == len(prose) - 1
+        else t + "."
         for i, t in enumerate(prose)
     ]
     return " ".join(prose + tags)

@@ -213,11 +213,7 @@ def tuple_type(
     if rest is not None and len(elems) < min_items <= MAX_TUPLE_EXPANSION:
         elems += [rest] * (min_items - len(elems))
         required = min_items
-    if (
-        rest is not None
-        and max_items is not None
-        and len(elems) < max_items <= MAX_TUPLE_EXPANSION
-    ):
+    if rest is not None and max_items is not None and len(elems) < max_items <= MAX_TUPLE_EXPANSION:
         elems += [rest] * (max_items - len(elems))
         rest = None
     # A required slot typed never, or an optional one followed by more: keep TS honest.
@@ -368,4 +364,3 @@ def limit_items(node: t.TypeNode | None, count: int, rest: t.TypeNode | None) ->
     if not elems and new_tail is not None:
         return t.Array(new_tail)
     return t.Tuple(tuple(elems), required, new_tail)
-

@@ -69,7 +69,13 @@ _OBJECT_KEYS = (
 _ARRAY_KEYS = ("prefixItems", "items", "minItems", "maxItems", "unevaluatedItems", "contains")
 
 _ARRAY_LEAF_KEYS = LEAF_KEYS | {"items", "uniqueItems"}
-_LEAF_KINDS = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "null": "null"}
+_LEAF_KINDS = {
+    "string": "string",
+    "number": "number",
+    "integer": "number",
+    "boolean": "boolean",
+    "null": "null",
+}
 
 
 def _whole_kinds(sub: Any) -> set[str] | None:
@@ -126,7 +132,9 @@ class Translator(ObjectKeywords, ArrayKeywords, RefDeclarations):
     def _break_direct_cycles(self, asts: dict[str, t.TypeNode], docs: dict[str, list[str]]) -> None:
         """TS rejects aliases that reach themselves through unions/intersections only."""
         for name, bad in break_direct_cycles(asts):
-            msg = f"recursive $ref to {', '.join(sorted(bad))} without an object or array in between"
+            msg = (
+                f"recursive $ref to {', '.join(sorted(bad))} without an object or array in between"
+            )
             self.warnings.append(
                 f"#{self.pointer_of.get(name, '')}: {msg} cannot be represented; emitted unknown"
             )

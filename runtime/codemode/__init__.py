@@ -94,8 +94,10 @@ class CodeMode:
             # the Python API and `run` keep the whole response by default.
             Limits(trace=trace, maxResponseChars=max_response_chars)
         except LimitsError as exc:
-            raise UserError(f"{self.settings.path or 'Settings.limits'}: {exc}",
-                            hint="use values within the ranges every run accepts (docs/config.md)") from None
+            raise UserError(
+                f"{self.settings.path or 'Settings.limits'}: {exc}",
+                hint="use values within the ranges every run accepts (docs/config.md)",
+            ) from None
         self.trace: TraceMode = trace
         self.max_response_chars = max_response_chars
         self.log_dir = log_dir
@@ -104,42 +106,71 @@ class CodeMode:
         self._offload: Offload | None = None
         # serve --skills-writable: runs may propose a skill (`saveSkill` of @codemode/skills),
         # written to skills/ beside out/ only once a person approves it (runtime/host/bridge.py).
-        self.skill_saver = SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
+        self.skill_saver = (
+            SkillSaver(Path(os.path.abspath(self.out_dir)).parent) if skills_writable else None
+        )
         # Type checking: `typecheck` is the default of limits.typecheck (serve --typecheck); tsc
         # is looked for from `project_dir` (default: out/'s folder) up.
         self.typecheck = typecheck
         self.tsc = tsc
         self.project_dir = Path(project_dir) if project_dir is not None else self.out_dir.parent
-        self._typechecks = TypeCheckService(self.out_dir, default=typecheck, tsc=tsc, project_dir=self.project_dir)
+        self._typechecks = TypeCheckService(
+            self.out_dir, default=typecheck, tsc=tsc, project_dir=self.project_dir
+        )
         # Approval of tool calls (runtime/host/approval.py): `approve` asks a person when a tool's
         # policy says "ask"/"ask-once" (a run may bring its own); without one such calls are
         # denied (fail closed) unless `approve_all`. Ask-once accepts last as long as this host.
         self.approval = ApprovalGate(
-            approve=approve, approve_all=approve_all, project_default=self.settings.approval,
+            approve=approve,
+            approve_all=approve_all,
+            project_default=self.settings.approval,
             redact_patterns=self.settings.redact_patterns,
         )
         # Traces and metrics of the runs (runtime/host/telemetry.py): codemode.toml's [telemetry] and
         # the OTEL_* environment decide, unless the caller brings its own.
-        self.telemetry = telemetry if telemetry is not None else Telemetry.from_settings(self.settings)
+        self.telemetry = (
+            telemetry if telemetry is not None else Telemetry.from_settings(self.settings)
+        )
         self._out = OutCache(self.out_dir, self.configs)
         self._builder = Builder(self.configs, self.settings)
         self._connections = ConnectionManager(
-            self.configs, log_dir=log_dir, telemetry=self.telemetry,
+            self.configs,
+            log_dir=log_dir,
+            telemetry=self.telemetry,
             on_connected=lambda cid, live: self._builder.build({cid: live}, {}),
         )
         # Live calls teach output types to later runs; with `record` (True: the settings'
         # fixtures dir, or a folder) they are also written to fixtures/.
-        self._learning = LearningSink(self.configs, self.settings, record=record, builder=self._builder,
-                                      lives=self._connections.snapshots)
+        self._learning = LearningSink(
+            self.configs,
+            self.settings,
+            record=record,
+            builder=self._builder,
+            lives=self._connections.snapshots,
+        )
         self._catalogs = RunCatalogs(
-            self.configs, self.out_dir, out=self._out, builder=self._builder, connections=self._connections,
-            learning=self._learning, approval=self.approval, skills_writable=self.skill_saver is not None,
+            self.configs,
+            self.out_dir,
+            out=self._out,
+            builder=self._builder,
+            connections=self._connections,
+            learning=self._learning,
+            approval=self.approval,
+            skills_writable=self.skill_saver is not None,
         )
         self._runner = RunPath(
-            self.configs, self.settings, trace=trace, max_response_chars=max_response_chars,
-            catalogs=self._catalogs, typechecks=self._typechecks, learning=self._learning,
-            approval=self.approval, skill_saver=self.skill_saver, connector=self._connections,
-            capability_ids=self.capability_ids, telemetry=self.telemetry,
+            self.configs,
+            self.settings,
+            trace=trace,
+            max_response_chars=max_response_chars,
+            catalogs=self._catalogs,
+            typechecks=self._typechecks,
+            learning=self._learning,
+            approval=self.approval,
+            skill_saver=self.skill_saver,
+            connector=self._connections,
+            capability_ids=self.capability_ids,
+            telemetry=self.telemetry,
         )
         self._register_gauges()
 
@@ -179,21 +210,41 @@ class CodeMode:
             loaded = settings
         else:
             # Tool names are checked against the recordings these runs use (notes on stderr).
-            recordings = fixtures if fixtures is not None else record if isinstance(record, Path) else None
-            loaded = load_project_settings(config_path, Path(settings) if settings is not None else None,
-                                           fixtures_dir=Path(recordings) if recordings is not None else None)
+            recordings = (
+                fixtures if fixtures is not None else record if isinstance(record, Path) else None
+            )
+            loaded = load_project_settings(
+                config_path,
+                Path(settings) if settings is not None else None,
+                fixtures_dir=Path(recordings) if recordings is not None else None,
+            )
         if replay and record is not False:
-            raise UserError("replay and record exclude each other: replayed calls are recordings already")
+            raise UserError(
+                "replay and record exclude each other: replayed calls are recordings already"
+            )
         if replay:
-            configs = replay_configs(load_config(config_path, loaded, environ=ReplayEnviron()),
-                                     Path(fixtures) if fixtures is not None else loaded.fixtures_dir)
+            configs = replay_configs(
+                load_config(config_path, loaded, environ=ReplayEnviron()),
+                Path(fixtures) if fixtures is not None else loaded.fixtures_dir,
+            )
         else:
             configs = load_config(config_path, loaded)
-        return cls(configs, out_dir=Path(out) if out is not None else loaded.out_dir, settings=loaded,
-                   typecheck=typecheck, tsc=tsc, project_dir=Path(os.path.abspath(config_path)).parent,
-                   max_workers=max_workers, record=record, approve=approve, approve_all=approve_all,
-                   trace=trace, max_response_chars=max_response_chars, telemetry=telemetry,
-                   skills_writable=skills_writable)
+        return cls(
+            configs,
+            out_dir=Path(out) if out is not None else loaded.out_dir,
+            settings=loaded,
+            typecheck=typecheck,
+            tsc=tsc,
+            project_dir=Path(os.path.abspath(config_path)).parent,
+            max_workers=max_workers,
+            record=record,
+            approve=approve,
+            approve_all=approve_all,
+            trace=trace,
+            max_response_chars=max_response_chars,
+            telemetry=telemetry,
+            skills_writable=skills_writable,
+        )
 
     def _register_gauges(self) -> None:
         """What the metrics' gauges read from this host when scraped (weakly: the metrics do
@@ -201,7 +252,9 @@ class CodeMode:
         metrics, ref = self.telemetry.metrics, weakref.ref(self)
         key = f"codemode-{id(self)}"
 
-        def read(pick: Callable[[CodeMode], list[tuple[tuple[str, ...], float]]]) -> Callable[[], Any]:
+        def read(
+            pick: Callable[[CodeMode], list[tuple[tuple[str, ...], float]]],
+        ) -> Callable[[], Any]:
             def source() -> list[tuple[tuple[str, ...], float]]:
                 cm = ref()
                 return pick(cm) if cm is not None else []
@@ -212,12 +265,21 @@ class CodeMode:
             return cm._sandbox.pool if cm._sandbox is not None else None
 
         metrics.runs_in_progress.sources[key] = read(lambda cm: [((), cm.runs_in_progress)])
-        metrics.workers.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [
-            (("busy",), p.busy), (("idle",), p.idle)])
-        metrics.workers_max.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [((), p.max_workers)])
-        metrics.runs_queued.sources[key] = read(lambda cm: [] if (p := pool(cm)) is None else [(("worker",), p.waiting)])
-        metrics.upstream_sessions.sources[key] = read(lambda cm: [
-            ((cid,), 0 if session.closed else 1) for cid, session in sorted(cm._connections.connected.items())])
+        metrics.workers.sources[key] = read(
+            lambda cm: [] if (p := pool(cm)) is None else [(("busy",), p.busy), (("idle",), p.idle)]
+        )
+        metrics.workers_max.sources[key] = read(
+            lambda cm: [] if (p := pool(cm)) is None else [((), p.max_workers)]
+        )
+        metrics.runs_queued.sources[key] = read(
+            lambda cm: [] if (p := pool(cm)) is None else [(("worker",), p.waiting)]
+        )
+        metrics.upstream_sessions.sources[key] = read(
+            lambda cm: [
+                ((cid,), 0 if session.closed else 1)
+                for cid, session in sorted(cm._connections.connected.items())
+            ]
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,7 +287,9 @@ class CodeMode:
         stack = AsyncExitStack()
         try:
             await self._connections.open(stack)
-            max_workers = self.max_workers if self.max_workers is not None else self.settings.max_workers
+            max_workers = (
+                self.max_workers if self.max_workers is not None else self.settings.max_workers
+            )
             sandbox = Sandbox(max_workers=max_workers)
             stack.push_async_callback(sandbox.aclose)
             # Workers start in the background: the first run waits for one only if it comes
@@ -246,7 +310,10 @@ class CodeMode:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         stack, self._stack = self._stack, None
         await self._connections.cancel_background()
@@ -274,7 +341,9 @@ class CodeMode:
         after it is; starting early (`serve` does at start-up) makes that the first run. The
         tasks end with the server's LiveServer or its ConnectError.
         """
-        return self._connections.connect_in_background(self._out.views(self._out.manifest()).covered)
+        return self._connections.connect_in_background(
+            self._out.views(self._out.manifest()).covered
+        )
 
     async def wait_background(self, timeout: float | None = None) -> None:
         """Wait (at most `timeout` seconds) until the background connections have settled."""
@@ -318,16 +387,26 @@ class CodeMode:
         calls that need approval are asked through it. When it ends that way,
         `resumable.suspension` is set and the response returned is only a placeholder.
         """
-        return await self._runner.run(self._sandbox, self._offload, code, limits, requested_capabilities,
-                                      progress=progress, gate=(approve, approval_session), started=started,
-                                      resumable=resumable)
+        return await self._runner.run(
+            self._sandbox,
+            self._offload,
+            code,
+            limits,
+            requested_capabilities,
+            progress=progress,
+            gate=(approve, approval_session),
+            started=started,
+            resumable=resumable,
+        )
 
     @property
     def runs_in_progress(self) -> int:
         """Runs started and not answered yet (their payloads are alive: codemode_gen/gcpolicy.py)."""
         return self._runner.in_progress
 
-    async def prepare(self, code: str, requested: list[str], budget_s: float | None = None) -> Catalog:
+    async def prepare(
+        self, code: str, requested: list[str], budget_s: float | None = None
+    ) -> Catalog:
         """This run's catalog: connect what the run needs, snapshot live tools, load modules.
 
         Only the servers the script names (static imports, `requestedCapabilities`) and open

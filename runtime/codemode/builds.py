@@ -41,7 +41,9 @@ class Builder:
         self.settings = settings
         self._builds: dict[str, BuiltModule] = {}  # by build key (config id, live server and tools)
         self.entries: dict[str, ServerEntry] = {}  # configId -> its in-memory manifest entry
-        self._learned_builds: dict[tuple[str, int, int], dict[str, Any]] = {}  # (cid, id(live), version)
+        self._learned_builds: dict[
+            tuple[str, int, int], dict[str, Any]
+        ] = {}  # (cid, id(live), version)
 
     def build_settings(self) -> Settings:
         """The settings an in-memory build uses: each configured server's own unwrap mode and
@@ -66,7 +68,9 @@ class Builder:
         from codemode_gen.generator.build import build_outputs
 
         result: dict[str, BuiltModule] = {}
-        pending: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # config id -> (build key, its tools)
+        pending: dict[
+            str, tuple[str, list[dict[str, Any]]]
+        ] = {}  # config id -> (build key, its tools)
         for cid, live in lives.items():
             tools = self.listed_tools(cid, live) + list(ghosts.get(cid, []))
             key = json.dumps([cid, live.server_json, tools], sort_keys=True, default=str)
@@ -94,7 +98,12 @@ class Builder:
         return result
 
     def learned_entry(
-        self, config_id: str, server_id: str, live: LiveServer, learned: Mapping[str, Learned], version: int
+        self,
+        config_id: str,
+        server_id: str,
+        live: LiveServer,
+        learned: Mapping[str, Learned],
+        version: int,
     ) -> dict[str, Any] | None:
         """The manifest entry `generate` would write for this server with the learned calls
         recorded: its inferred output types and declarations (built in memory, once per learned
@@ -105,16 +114,26 @@ class Builder:
             return entry
         from codemode_gen.generator.build import build_outputs
 
-        examples = {name: [got.example_call()] for name, got in learned.items() if got.example is not None}
-        fixtures = fixture_set(config_id, live, self.listed_tools(config_id, live), copy.deepcopy(examples))
+        examples = {
+            name: [got.example_call()] for name, got in learned.items() if got.example is not None
+        }
+        fixtures = fixture_set(
+            config_id, live, self.listed_tools(config_id, live), copy.deepcopy(examples)
+        )
         inferences = {name: got.inference for name, got in learned.items()}
         try:
-            outputs = build_outputs([fixtures], self.build_settings(), module_paths={config_id: server_id},
-                                    inferences={config_id: inferences})
+            outputs = build_outputs(
+                [fixtures],
+                self.build_settings(),
+                module_paths={config_id: server_id},
+                inferences={config_id: inferences},
+            )
         except UserError as exc:
             log.info("learning %s: in-memory build failed: %s", config_id, exc.message)
             return None
-        found = next((dict(e) for e in outputs.manifest["servers"] if e.get("configId") == config_id), None)
+        found = next(
+            (dict(e) for e in outputs.manifest["servers"] if e.get("configId") == config_id), None
+        )
         if len(self._learned_builds) >= MAX_BUILD_CACHE:
             self._learned_builds.clear()
         if found is not None:
@@ -123,7 +142,10 @@ class Builder:
 
 
 def fixture_set(
-    config_id: str, live: LiveServer, tools: list[dict[str, Any]], calls: dict[str, list[dict[str, Any]]]
+    config_id: str,
+    live: LiveServer,
+    tools: list[dict[str, Any]],
+    calls: dict[str, list[dict[str, Any]]],
 ) -> FixtureSet:
     """The generator's input for an in-memory build of one server. The live tools and server
     info are the session's shared snapshot: the generator gets copies."""

@@ -76,10 +76,17 @@ class RunCatalogs:
         self._learning = learning
         self._approval = approval
         self._skills_writable = skills_writable
-        self._catalogs: OrderedDict[tuple[Any, ...], Prepared] = OrderedDict()  # by what decides them
+        self._catalogs: OrderedDict[tuple[Any, ...], Prepared] = (
+            OrderedDict()
+        )  # by what decides them
 
     async def prepare(
-        self, code: str, requested: list[str], budget_s: float | None, *, lazy_budget_s: float | None = None
+        self,
+        code: str,
+        requested: list[str],
+        budget_s: float | None,
+        *,
+        lazy_budget_s: float | None = None,
     ) -> Prepared:
         """This run's catalog, reusing the last one built from the same inputs. Servers out/ has
         a module for are waited for at most `lazy_budget_s` (they can connect at their first
@@ -96,14 +103,18 @@ class RunCatalogs:
         # the script's own (README "Skills"); read again whenever out/'s manifest is (a skill is source, §1.4).
         skills = self._out.skills(manifest)
         used = imported_skill_code(code, skills) if skills else ""
-        selection = select_servers(code + "\n" + used if used else code, requested, self.configs, out.paths, refresh)
+        selection = select_servers(
+            code + "\n" + used if used else code, requested, self.configs, out.paths, refresh
+        )
         found = await connections.connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
             tuple(requested),
             tuple(sorted(selection.wanted.items())),
             tuple(sorted((cid, id(live)) for cid, live in found.lives.items())),
-            tuple(sorted((cid, f.reason, f.auth, f.hint or "") for cid, f in found.failures.items())),
+            tuple(
+                sorted((cid, f.reason, f.auth, f.hint or "") for cid, f in found.failures.items())
+            ),
             tuple(sorted(found.pending.items())),
             self._learning.learner.version,
         )
@@ -144,7 +155,9 @@ class RunCatalogs:
         if selection.diagnostics:
             return False
         return all(connections.current_live(cid) is not None for cid in selection.wanted) and all(
-            connections.current_live(cid) is not None for cid in self.configs if cid not in out.covered
+            connections.current_live(cid) is not None
+            for cid in self.configs
+            if cid not in out.covered
         )
 
 

@@ -46,14 +46,18 @@ class ConnectionManager:
         self._on_connected = on_connected
         self._sessions: SessionManager | None = None
         self.connected: dict[str, McpSession] = {}
-        self._lives: dict[str, tuple[McpSession, LiveServer]] = {}  # configId -> (session, its snapshot)
+        self._lives: dict[
+            str, tuple[McpSession, LiveServer]
+        ] = {}  # configId -> (session, its snapshot)
         # configId -> connection of a server out/ lacks, started ahead of need (never awaited by
         # a run that does not name the server, so a hanging server delays nothing)
         self._background: dict[str, asyncio.Task[LiveServer]] = {}
 
     async def open(self, stack: AsyncExitStack) -> None:
         """Start the session manager; `stack` closes it (every session) with the host."""
-        self._sessions = await stack.enter_async_context(SessionManager(self.configs, log_dir=self.log_dir))
+        self._sessions = await stack.enter_async_context(
+            SessionManager(self.configs, log_dir=self.log_dir)
+        )
 
     async def cancel_background(self) -> None:
         """Cancel the background connections (the host is closing)."""
@@ -112,8 +116,9 @@ class ConnectionManager:
         task = self._background.get(config_id)
         if task is None:
             # Not the run's (it may outlive it): no span of the run that happens to start it.
-            task = asyncio.get_running_loop().create_task(self._connect_and_build(config_id),
-                                                          context=telemetry.detached_context())
+            task = asyncio.get_running_loop().create_task(
+                self._connect_and_build(config_id), context=telemetry.detached_context()
+            )
             task.add_done_callback(retrieve)
             self._background[config_id] = task
         return task
@@ -146,7 +151,11 @@ class ConnectionManager:
         return self.current_live(config_id) is None
 
     async def connect(
-        self, wanted: Iterable[str], covered: set[str], budget_s: float | None, lazy_budget_s: float | None = None
+        self,
+        wanted: Iterable[str],
+        covered: set[str],
+        budget_s: float | None,
+        lazy_budget_s: float | None = None,
     ) -> Connections:
         """Connect `wanted` concurrently (waiting at most `budget_s`; at most `lazy_budget_s` for
         those out/ covers), take the current snapshot of every other open session, and start or
@@ -154,7 +163,11 @@ class ConnectionManager:
         tasks = {cid: asyncio.ensure_future(self.live(cid)) for cid in wanted}
         if tasks:
             start = time.monotonic()
-            first = budget_s if lazy_budget_s is None else min(lazy_budget_s, budget_s if budget_s is not None else lazy_budget_s)
+            first = (
+                budget_s
+                if lazy_budget_s is None
+                else min(lazy_budget_s, budget_s if budget_s is not None else lazy_budget_s)
+            )
             await asyncio.wait(tasks.values(), timeout=first)
             needed = [t for cid, t in tasks.items() if cid not in covered and not t.done()]
             if needed and first != budget_s:
@@ -202,8 +215,11 @@ class ConnectionManager:
     def _failure(self, config_id: str, exc: Exception) -> Failure:
         """A failed connection: reported by this run; the next use connects afresh."""
         self.connected.pop(config_id, None)
-        return Failure(str(getattr(exc, "reason", None) or exc), auth=isinstance(exc, AuthError),
-                       hint=exc.hint if isinstance(exc, AuthError) else None)
+        return Failure(
+            str(getattr(exc, "reason", None) or exc),
+            auth=isinstance(exc, AuthError),
+            hint=exc.hint if isinstance(exc, AuthError) else None,
+        )
 
 
 async def cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

@@ -64,7 +64,9 @@ class LearningSink:
         self._observing: set[asyncio.Future[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._learning: set[tuple[str, str]] = set()
-        self._flushing: asyncio.Task[list[str]] | None = None  # a flush past MAX_PENDING_RECORD_BYTES
+        self._flushing: asyncio.Task[list[str]] | None = (
+            None  # a flush past MAX_PENDING_RECORD_BYTES
+        )
 
     async def aclose(self) -> None:
         """Finish the observations under way and write what was recorded."""
@@ -79,8 +81,14 @@ class LearningSink:
             self._observer = None
 
     async def on_result(
-        self, run: Hashable, observed: list[asyncio.Future[None]],
-        config_id: str, tool: ToolView, arguments: Any, result: dict[str, Any], duration_ms: int,
+        self,
+        run: Hashable,
+        observed: list[asyncio.Future[None]],
+        config_id: str,
+        tool: ToolView,
+        arguments: Any,
+        result: dict[str, Any],
+        duration_ms: int,
     ) -> None:
         """Every successful live call (the bridge's hook): merged into the tool's learned type,
         and a line for fixtures/ when recording. Both walk the result, so they run in the
@@ -102,7 +110,16 @@ class LearningSink:
             self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
         mode = self.configs[config_id].unwrap
         job = asyncio.get_running_loop().run_in_executor(
-            self._observer, self._observe, run, config_id, mode, tool.tool_name, learn, arguments, result, duration_ms
+            self._observer,
+            self._observe,
+            run,
+            config_id,
+            mode,
+            tool.tool_name,
+            learn,
+            arguments,
+            result,
+            duration_ms,
         )
         observed.append(job)
         self._observing.add(job)
@@ -113,16 +130,25 @@ class LearningSink:
             if learn:
                 self._learning.discard(key)
             recorder = self.recorder
-            if recorder is not None and recorder.pending_bytes > MAX_PENDING_RECORD_BYTES and (
-                self._flushing is None or self._flushing.done()
+            if (
+                recorder is not None
+                and recorder.pending_bytes > MAX_PENDING_RECORD_BYTES
+                and (self._flushing is None or self._flushing.done())
             ):  # too much waiting for the run's end: write it now
                 self._flushing = asyncio.ensure_future(self.flush())
 
         job.add_done_callback(done)
 
     def _observe(
-        self, run: Hashable, config_id: str, mode: Any, tool_name: str, learn: bool,
-        arguments: Any, result: dict[str, Any], duration_ms: int,
+        self,
+        run: Hashable,
+        config_id: str,
+        mode: Any,
+        tool_name: str,
+        learn: bool,
+        arguments: Any,
+        result: dict[str, Any],
+        duration_ms: int,
     ) -> None:
         """In the observation thread: learning and recording never fail a call or a run."""
         try:
@@ -131,8 +157,13 @@ class LearningSink:
             if self.recorder is not None:
                 self.recorder.add(config_id, tool_name, arguments, result, duration_ms, run)
         except Exception as exc:
-            log.warning("learning from %s.%s failed: %s: %s", config_id, tool_name, type(exc).__name__,
-                        jsonsafe.clip(str(exc), 300))
+            log.warning(
+                "learning from %s.%s failed: %s: %s",
+                config_id,
+                tool_name,
+                type(exc).__name__,
+                jsonsafe.clip(str(exc), 300),
+            )
 
     async def flush(self, run: Hashable = None) -> list[str]:
         """Write the calls recorded so far (after each run: never on a call's path; a no-op
@@ -144,8 +175,11 @@ class LearningSink:
         notes = self.recorder.take_notes()
         self._notes.extend(notes)
         for note in notes:
-            (log.warning if "not recorded" in note or "not written" in note or "dropped" in note else log.info)(
-                "record: %s", note)
+            (
+                log.warning
+                if "not recorded" in note or "not written" in note or "dropped" in note
+                else log.info
+            )("record: %s", note)
         return failures
 
     def take_notes(self) -> list[str]:
@@ -167,7 +201,9 @@ class LearningSink:
             if view is None or live is None or view.unavailable is not None:
                 continue
             learned = self.learner.learned(config_id)
-            entry = self._builder.learned_entry(config_id, view.server_id, live, learned, self.learner.version)
+            entry = self._builder.learned_entry(
+                config_id, view.server_id, live, learned, self.learner.version
+            )
             built = {t.get("toolName"): t for t in entry.get("tools", [])} if entry else {}
             tools = dict(view.tools)
             for name, got in learned.items():
@@ -178,12 +214,18 @@ class LearningSink:
                 if not isinstance(output, Mapping) or output.get("source") != "inferred":
                     continue
                 declaration = output_tool.get("declaration")
-                if isinstance(declaration, str) and output_tool.get("exportName") == tool.export_name:
+                if (
+                    isinstance(declaration, str)
+                    and output_tool.get("exportName") == tool.export_name
+                ):
                     declaration = f"{learned_note(got.calls, got.stopped)}\n{declaration}"
                 else:
                     declaration = tool.declaration
                 tools[name] = replace(
-                    tool, output_schema=output_tool.get("outputSchema"), declaration=declaration,
-                    learned_calls=got.calls, learning_stopped=got.stopped,
+                    tool,
+                    output_schema=output_tool.get("outputSchema"),
+                    declaration=declaration,
+                    learned_calls=got.calls,
+                    learning_stopped=got.stopped,
                 )
             view.tools = tools

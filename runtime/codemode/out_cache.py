@@ -61,7 +61,9 @@ class OutCache:
         if cached is not None and cached.manifest is manifest:
             return cached
         views = manifest_views(manifest, self.out_dir, self.configs)
-        self._out = OutViews(manifest, module_paths_for(manifest, self.configs), views, covered(views))
+        self._out = OutViews(
+            manifest, module_paths_for(manifest, self.configs), views, covered(views)
+        )
         return self._out
 
     def skills(self, manifest: Manifest | None) -> dict[str, str]:
@@ -79,7 +81,9 @@ class OutCache:
         deferral)."""
         manifest = self.manifest()
         paths = module_paths_for(manifest, self.configs)
-        by_config = {s["configId"]: s for s in manifest["servers"] if "configId" in s} if manifest else {}
+        by_config = (
+            {s["configId"]: s for s in manifest["servers"] if "configId" in s} if manifest else {}
+        )
         out: list[Mapping[str, Any]] = []
         for cid, sid in paths.items():
             if cid not in self.configs:

@@ -105,13 +105,37 @@ class RunPath:
         """`CodeMode.run` (whose docstring says what each argument means)."""
         self.in_progress += 1
         try:
-            with self._telemetry.run(code, started) as traced:  # its span and metrics (runtime/host/telemetry.py)
+            with self._telemetry.run(
+                code, started
+            ) as traced:  # its span and metrics (runtime/host/telemetry.py)
                 if progress is None:
-                    return traced.finish(await self._run(sandbox, offload, code, limits, requested_capabilities,
-                                                         None, gate, started, resumable))
+                    return traced.finish(
+                        await self._run(
+                            sandbox,
+                            offload,
+                            code,
+                            limits,
+                            requested_capabilities,
+                            None,
+                            gate,
+                            started,
+                            resumable,
+                        )
+                    )
                 async with ProgressReporter(progress) as reporter:
-                    return traced.finish(await self._run(sandbox, offload, code, limits, requested_capabilities,
-                                                         reporter, gate, started, resumable))
+                    return traced.finish(
+                        await self._run(
+                            sandbox,
+                            offload,
+                            code,
+                            limits,
+                            requested_capabilities,
+                            reporter,
+                            gate,
+                            started,
+                            resumable,
+                        )
+                    )
         finally:
             self.in_progress -= 1
 
@@ -136,11 +160,14 @@ class RunPath:
         try:
             run_limits = Limits.from_json({**dict(self.settings.limits), **dict(limits or {})})
         except LimitsError as exc:
-            return resp.not_started(diag.diagnostic(
-                diag.DiagnosticCode.INVALID_LIMITS, str(exc),
-                hint="send limits as non-negative integers within the documented ranges, or omit them",
-                path=f"/limits/{exc.key}",
-            ))
+            return resp.not_started(
+                diag.diagnostic(
+                    diag.DiagnosticCode.INVALID_LIMITS,
+                    str(exc),
+                    hint="send limits as non-negative integers within the documented ranges, or omit them",
+                    path=f"/limits/{exc.key}",
+                )
+            )
         telemetry.note_limits(run_limits)
         # The deadline is the caller's (§3.2.4): one instant, fixed now, that connecting, waiting
         # for a worker and the script itself all count against; messages name timeoutMs as given.
@@ -163,12 +190,18 @@ class RunPath:
         # saves something, a connection to wait for; TypeScript also keeps it (a script the
         # TypeScript grammar misread runs as written, `runnable`).
         requested_capabilities = list(requested_capabilities or [])
-        checked_by_run = (not erased.diagnostics and erased.code is code and resumable is None
-                          and self._catalogs.nothing_to_connect(code, requested_capabilities))
+        checked_by_run = (
+            not erased.diagnostics
+            and erased.code is code
+            and resumable is None
+            and self._catalogs.nothing_to_connect(code, requested_capabilities)
+        )
         if checked_by_run:
             script = code
         else:
-            script, refused = await runnable(code, lambda text: sandbox.check_syntax(text, deadline=deadline), erased)
+            script, refused = await runnable(
+                code, lambda text: sandbox.check_syntax(text, deadline=deadline), erased
+            )
             if refused:
                 return resp.not_started(*refused)
         # Type check (limits.typecheck, serve --typecheck) of the agent's own source, while the
@@ -177,16 +210,21 @@ class RunPath:
         # Connecting is not counted in the script's timeoutMs (CONNECT_WAIT_SHARE).
         wait_s = run_limits.timeoutMs / 1000 * CONNECT_WAIT_SHARE
         connecting = time.monotonic()
-        prepared = await self._catalogs.prepare(script, list(requested_capabilities or []),
-                                                deadline - connecting, lazy_budget_s=wait_s)
+        prepared = await self._catalogs.prepare(
+            script, list(requested_capabilities or []), deadline - connecting, lazy_budget_s=wait_s
+        )
         catalog = prepared.for_run()
         waited = time.monotonic() - connecting
         deadline += min(waited, wait_s)
         if typecheck is not None:
             catalog.diagnostics[:0] = typecheck_notes(await typecheck, limits)
         if time.monotonic() >= deadline:  # connecting (beyond the wait not counted) used it all
-            return resp.not_started(*catalog.diagnostics, diag.prepare_limit(
-                run_limits.timeoutMs, round((time.monotonic() - started) * 1000)))
+            return resp.not_started(
+                *catalog.diagnostics,
+                diag.prepare_limit(
+                    run_limits.timeoutMs, round((time.monotonic() - started) * 1000)
+                ),
+            )
         observed: list[asyncio.Future[None]] = []  # this run's learning and recording work
         run_token = object()  # whose recorded calls are whose (their failures are its diagnostics)
         bridge = Bridge(
@@ -211,8 +249,19 @@ class RunPath:
             # It may end to ask through input_required: its span and metrics say so, not "ok".
             telemetry.pause_when(lambda: resumable.suspension is not None)
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
-        sandboxed = await telemetry.traced(bridge.serve(sandbox.run(
-            script, modules, bridge.host_call, run_limits, deadline=deadline, hooks=resumable)), telemetry.SPAN_EXECUTE)
+        sandboxed = await telemetry.traced(
+            bridge.serve(
+                sandbox.run(
+                    script,
+                    modules,
+                    bridge.host_call,
+                    run_limits,
+                    deadline=deadline,
+                    hooks=resumable,
+                )
+            ),
+            telemetry.SPAN_EXECUTE,
+        )
         # The run's results are learned and recorded before it answers: the next run sees the
         # types, and its calls are in fixtures/ (or it says why not).
         if observed:
@@ -225,14 +274,18 @@ class RunPath:
         if resumable is not None:
             diagnostics = [*diagnostics, *resumable.diagnostics(diagnostics)]
         if bridge.connecting:  # the script ran out of time waiting for a server to connect
-            diagnostics = [diag.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics]
+            diagnostics = [
+                diag.waiting_for_connect(d, sorted(bridge.connecting)) for d in diagnostics
+            ]
         if hints.needs_explaining(diagnostics):  # a failed run only: off the event loop (a parse)
             diagnostics = await asyncio.to_thread(hints.explain, diagnostics, code, script, catalog)
         recording: list[diag.Diagnostic] = []
         if self._learning.recorder is not None:
             recording = [
                 diag.diagnostic(
-                    diag.DiagnosticCode.RECORDING_FAILED, note, severity="warning",
+                    diag.DiagnosticCode.RECORDING_FAILED,
+                    note,
+                    severity="warning",
                     hint="the calls themselves succeeded; fix what the message names (fixtures/ writable,"
                     " the tool recorded with `codemode-gen record`) and run the script again to record them",
                 )
@@ -244,28 +297,43 @@ class RunPath:
             catalog.diagnostics[:] = [d for d in catalog.diagnostics if not is_slow_connect(d)]
         if spent_ms >= CONNECT_NOTICE_MS and timed_out:
             # Only when it explains something: the run ran out of time after a slow connect.
-            uncounted = "not counted" if waited <= wait_s else f"{round(wait_s * 1000)} ms of it not counted"
-            catalog.diagnostics.append(diag.diagnostic(
-                diag.DiagnosticCode.CONNECT_TIME,
-                f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
-                f"timeoutMs ({run_limits.timeoutMs} ms)",
-                severity="info",
-                hint="run it again: the servers stay connected, so the next run has its whole timeoutMs "
-                "for the script (or raise limits.timeoutMs)",
-            ))
+            uncounted = (
+                "not counted"
+                if waited <= wait_s
+                else f"{round(wait_s * 1000)} ms of it not counted"
+            )
+            catalog.diagnostics.append(
+                diag.diagnostic(
+                    diag.DiagnosticCode.CONNECT_TIME,
+                    f"connecting servers took {spent_ms} ms before the script started, {uncounted} in its "
+                    f"timeoutMs ({run_limits.timeoutMs} ms)",
+                    severity="info",
+                    hint="run it again: the servers stay connected, so the next run has its whole timeoutMs "
+                    "for the script (or raise limits.timeoutMs)",
+                )
+            )
         ended = diagnostics
         mode = run_limits.trace or self.trace
         tool_trace, tool_summary = tooltrace.shape_trace(bridge.trace, bridge.counts, mode)
         return await resp.build_response_async(
             sandboxed.get("logs", []),
             sandboxed.get("result"),
-            [*catalog.diagnostics, *ended, *bridge.diagnostics(full_trace=mode == "full"), *recording],
+            [
+                *catalog.diagnostics,
+                *ended,
+                *bridge.diagnostics(full_trace=mode == "full"),
+                *recording,
+            ],
             tool_trace,
             tool_summary=tool_summary,
-            max_chars=run_limits.maxResponseChars if run_limits.maxResponseChars is not None else self.max_response_chars,
+            max_chars=run_limits.maxResponseChars
+            if run_limits.maxResponseChars is not None
+            else self.max_response_chars,
         )
 
-    def _start_typecheck(self, code: str, limits: Limits, deadline: float) -> asyncio.Task[list[diag.Diagnostic]] | None:
+    def _start_typecheck(
+        self, code: str, limits: Limits, deadline: float
+    ) -> asyncio.Task[list[diag.Diagnostic]] | None:
         """This run's type check (None when off), told which modules codemode.d.ts lacks."""
         if not self._typechecks.wanted(limits):
             return None
@@ -274,7 +342,9 @@ class RunPath:
             modules = {module_specifier(sid) for sid in self._capability_ids().values()}
         except UserError:  # an unreadable out/: prepare() reports it
             modules = set()
-        if self._skill_saver is not None:  # @codemode/skills (saveSkill) is not in codemode.d.ts: unchecked
+        if (
+            self._skill_saver is not None
+        ):  # @codemode/skills (saveSkill) is not in codemode.d.ts: unchecked
             modules.add(SKILLS_MODULE)
         return self._typechecks.start(code, limits, deadline, modules)
 
@@ -283,13 +353,22 @@ class RunPath:
         waited for the answer are denied, the earlier calls are in the trace."""
         waiting = resumable.expired_trace()
         timeout = diag.timeout_limit(limits.timeoutMs)
-        timeout["message"] = (f"{timeout['message']} while waiting for the user's answer to the approval "
-                              "request: the calls that waited were not sent")
+        timeout["message"] = (
+            f"{timeout['message']} while waiting for the user's answer to the approval "
+            "request: the calls that waited were not sent"
+        )
         mode = limits.trace or self.trace
         tool_trace, tool_summary = tooltrace.shape_trace(waiting, counts(waiting), mode)
-        return resp.build_response([], None, [timeout], tool_trace, tool_summary=tool_summary,
-                                   max_chars=limits.maxResponseChars if limits.maxResponseChars is not None
-                                   else self.max_response_chars)
+        return resp.build_response(
+            [],
+            None,
+            [timeout],
+            tool_trace,
+            tool_summary=tool_summary,
+            max_chars=limits.maxResponseChars
+            if limits.maxResponseChars is not None
+            else self.max_response_chars,
+        )
 
 
 async def erase(offload: Offload | None, code: str, deadline: float) -> Erased | None:

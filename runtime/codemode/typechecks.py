@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 class TypeCheckService:
     """When runs are type-checked, and the one checker that does it."""
 
-    def __init__(self, out_dir: Path, *, default: bool, tsc: str | Path | None, project_dir: Path) -> None:
+    def __init__(
+        self, out_dir: Path, *, default: bool, tsc: str | Path | None, project_dir: Path
+    ) -> None:
         """`default`: the default of limits.typecheck (serve --typecheck); tsc is looked for
         from `project_dir` (and out/'s folder) up."""
         self.out_dir = out_dir
@@ -40,7 +42,9 @@ class TypeCheckService:
     def checker(self) -> TypeChecker:
         """The one type-check server of this host (started on first use, reused by every run)."""
         if self._checker is None:
-            self._checker = TypeChecker(self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent))
+            self._checker = TypeChecker(
+                self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent)
+            )
         return self._checker
 
     def warm(self) -> None:
@@ -51,7 +55,9 @@ class TypeCheckService:
     def wanted(self, limits: Limits) -> bool:
         return self.default if limits.typecheck is None else limits.typecheck
 
-    async def prepare(self, host_limits: Mapping[str, Any], limits: Mapping[str, Any] | None = None) -> None:
+    async def prepare(
+        self, host_limits: Mapping[str, Any], limits: Mapping[str, Any] | None = None
+    ) -> None:
         """If a run with `limits` (over the host's `host_limits`) is type-checked and no
         TypeScript is found, download the pinned one now (runtime/host/tsinstall.py, a line on
         stderr). A failure is not raised: the run reports it (TYPECHECK_UNAVAILABLE)."""
@@ -64,15 +70,21 @@ class TypeCheckService:
         with contextlib.suppress(Exception):
             await self.checker().install()
 
-    def start(self, code: str, limits: Limits, deadline: float,
-              modules: set[str]) -> asyncio.Task[list[Diagnostic]] | None:
+    def start(
+        self, code: str, limits: Limits, deadline: float, modules: set[str]
+    ) -> asyncio.Task[list[Diagnostic]] | None:
         """This run's type check (None when off): warnings, or an info line when it was skipped.
         `modules`: the specifiers a script may import that codemode.d.ts does not declare."""
         if not self.wanted(limits):
             return None
-        return self._track(asyncio.ensure_future(telemetry.traced(
-            run_diagnostics(self.checker(), code, deadline=deadline, modules=modules), telemetry.SPAN_TYPECHECK
-        )))
+        return self._track(
+            asyncio.ensure_future(
+                telemetry.traced(
+                    run_diagnostics(self.checker(), code, deadline=deadline, modules=modules),
+                    telemetry.SPAN_TYPECHECK,
+                )
+            )
+        )
 
     def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
         """Keep a check until it ends (a run that failed before awaiting it leaves it to aclose)."""

@@ -92,7 +92,10 @@ class Admission:
             return True
         if self._queued >= self.max_queued:
             self._forget(client, record)
-            raise QueueFull(f"{self._queued} runs are already waiting (at most {self.max_queued})", per_client=False)
+            raise QueueFull(
+                f"{self._queued} runs are already waiting (at most {self.max_queued})",
+                per_client=False,
+            )
         if len(record.waiters) >= self.max_queued_per_client:
             self._forget(client, record)
             raise QueueFull(
@@ -135,7 +138,11 @@ class Admission:
 
     def _hand_over(self) -> None:
         while self._running < self.slots and self._queued:
-            waiting = [(c.last_served, self._arrived[c.waiters[0]], key) for key, c in self._clients.items() if c.waiters]
+            waiting = [
+                (c.last_served, self._arrived[c.waiters[0]], key)
+                for key, c in self._clients.items()
+                if c.waiters
+            ]
             if not waiting:
                 return
             _, _, key = min(waiting, key=lambda w: (w[0], w[1]))

@@ -19,8 +19,14 @@ from codemode_gen.errors import UserError
 from codemode_gen.runtime.jsonsafe import safe_name
 
 __all__ = [
-    "TOKEN_ENV", "HostGuard", "check_exposure", "is_loopback", "is_loopback_address", "parse_listen",
-    "resolve_token", "valid_origin",
+    "TOKEN_ENV",
+    "HostGuard",
+    "check_exposure",
+    "is_loopback",
+    "is_loopback_address",
+    "parse_listen",
+    "resolve_token",
+    "valid_origin",
 ]
 
 # The environment variable that carries the bearer token (keeps it out of `ps` and shell history).
@@ -44,11 +50,15 @@ def parse_listen(value: str) -> tuple[str, int]:
     else:
         host, sep, port_text = text.rpartition(":")
         if not sep or not host:
-            raise ValueError(f"{value!r}: expected HOST:PORT, e.g. 127.0.0.1:8000 (port 0 picks a free one)")
+            raise ValueError(
+                f"{value!r}: expected HOST:PORT, e.g. 127.0.0.1:8000 (port 0 picks a free one)"
+            )
         if ":" in host:
             raise ValueError(f"{value!r}: write an IPv6 address as [ADDRESS]:PORT")
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{value!r}: the port must be a number from 0 to 65535 (0 picks a free one)")
+        raise ValueError(
+            f"{value!r}: the port must be a number from 0 to 65535 (0 picks a free one)"
+        )
     return host, int(port_text)
 
 
@@ -56,7 +66,9 @@ def is_loopback_address(text: str) -> bool:
     """Whether `text` is an IP address of this machine's loopback interface: 127.0.0.0/8, ::1,
     or either written as an IPv4-mapped IPv6 address (::ffff:127.0.0.2)."""
     try:
-        address = ipaddress.ip_address(text.split("%", 1)[0])  # an IPv6 zone (%lo) names no other host
+        address = ipaddress.ip_address(
+            text.split("%", 1)[0]
+        )  # an IPv6 zone (%lo) names no other host
     except ValueError:
         return False
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -74,7 +86,9 @@ def is_loopback(host: str) -> bool:
     return name == "localhost" or is_loopback_address(name)
 
 
-def resolve_token(option: str | None, environ: Mapping[str, str], allow_unauthenticated: bool) -> str | None:
+def resolve_token(
+    option: str | None, environ: Mapping[str, str], allow_unauthenticated: bool
+) -> str | None:
     """The bearer token: `--auth-token`, else CODEMODE_AUTH_TOKEN; None when neither is set.
 
     One rule for every source. A token that is set but empty or blank would turn authentication
@@ -92,8 +106,8 @@ def resolve_token(option: str | None, environ: Mapping[str, str], allow_unauthen
         raise UserError(
             f"{source} is set but empty: serve --http would run without authentication",
             hint=f"set {TOKEN_ENV} to a secret clients send as `Authorization: Bearer <token>` (e.g. "
-                 f"`export {TOKEN_ENV}=$(openssl rand -hex 32)`), or unset it and pass "
-                 "--allow-unauthenticated if serving without a token is what you mean",
+            f"`export {TOKEN_ENV}=$(openssl rand -hex 32)`), or unset it and pass "
+            "--allow-unauthenticated if serving without a token is what you mean",
         )
     if not TOKEN_RE.match(value):
         raise UserError(
@@ -104,7 +118,9 @@ def resolve_token(option: str | None, environ: Mapping[str, str], allow_unauthen
     return value
 
 
-def check_exposure(bound: str, token: str | None, allow_unauthenticated: bool, *, shown: str | None = None) -> None:
+def check_exposure(
+    bound: str, token: str | None, allow_unauthenticated: bool, *, shown: str | None = None
+) -> None:
     """Refuse to serve beyond this machine without a token: whoever reaches the port could run
     code against the upstream servers with this instance's credentials (§11). `bound` is the
     address the listening socket gets (a name is judged by what it resolves to), `shown` the
@@ -115,8 +131,8 @@ def check_exposure(bound: str, token: str | None, allow_unauthenticated: bool, *
             f"refusing to listen on {where} without authentication: anyone who can reach it could run "
             "code against your MCP servers with this instance's credentials",
             hint=f"set {TOKEN_ENV} (or --auth-token) to a secret clients send as `Authorization: Bearer "
-                 "<token>`, bind to 127.0.0.1, or pass --allow-unauthenticated if something in front of it "
-                 "authenticates",
+            "<token>`, bind to 127.0.0.1, or pass --allow-unauthenticated if something in front of it "
+            "authenticates",
         )
 
 
@@ -164,7 +180,9 @@ class HostGuard:
     an `--allowed-origin`. A request without `Host` cannot come from a browser and passes.
     """
 
-    def __init__(self, loopback: bool, allowed_hosts: Iterable[str] = (), allowed_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self, loopback: bool, allowed_hosts: Iterable[str] = (), allowed_origins: Iterable[str] = ()
+    ) -> None:
         self.loopback = loopback
         self.any_host = any(h.strip() == "*" for h in allowed_hosts)
         self.hosts = {_split_host(h) for h in allowed_hosts if h.strip() != "*"}
@@ -197,20 +215,27 @@ class HostGuard:
             if name == b"host" and not self.host_allowed(raw.decode("latin-1")):
                 shown = safe_name(raw.decode("latin-1"), MAX_SHOWN_HEADER_CHARS)
                 hint_name = safe_name(_split_host(raw.decode("latin-1"))[0], MAX_SHOWN_HEADER_CHARS)
-                return 421, "misdirected_request", (
-                    f"Host {shown!r} is not accepted: this server listens on a loopback address and answers "
-                    "only requests for localhost or a loopback address (DNS-rebinding protection); if a proxy "
-                    f"forwards this name, start serve with --allowed-host {hint_name}"
-                    if self.loopback else
-                    f"Host {shown!r} is not one of the --allowed-host names this server was started with; "
-                    f"add --allowed-host {hint_name} if it should be"
+                return (
+                    421,
+                    "misdirected_request",
+                    (
+                        f"Host {shown!r} is not accepted: this server listens on a loopback address and answers "
+                        "only requests for localhost or a loopback address (DNS-rebinding protection); if a proxy "
+                        f"forwards this name, start serve with --allowed-host {hint_name}"
+                        if self.loopback
+                        else f"Host {shown!r} is not one of the --allowed-host names this server was started with; "
+                        f"add --allowed-host {hint_name} if it should be"
+                    ),
                 )
             if name == b"origin" and not self.origin_allowed(raw.decode("latin-1")):
                 shown = safe_name(raw.decode("latin-1"), MAX_SHOWN_HEADER_CHARS)
-                return 403, "forbidden_origin", (
-                    f"Origin {shown!r} is not accepted: a web page from another site may not call this "
-                    "server (MCP transport security); if a page of that origin is a client you trust, "
-                    f"start serve with --allowed-origin {shown}"
+                return (
+                    403,
+                    "forbidden_origin",
+                    (
+                        f"Origin {shown!r} is not accepted: a web page from another site may not call this "
+                        "server (MCP transport security); if a page of that origin is a client you trust, "
+                        f"start serve with --allowed-origin {shown}"
+                    ),
                 )
         return None
-

@@ -27,7 +27,10 @@ from collections import OrderedDict
 from typing import Any
 
 __all__ = [
-    "DEFAULT_MAX_CONNECTIONS", "HEADER_TIMEOUT_S", "ConnectionLimits", "connection_protocol",
+    "DEFAULT_MAX_CONNECTIONS",
+    "HEADER_TIMEOUT_S",
+    "ConnectionLimits",
+    "connection_protocol",
     "default_max_connections",
 ]
 
@@ -60,8 +63,9 @@ def default_max_connections() -> int:
 class ConnectionLimits:
     """The open connections of one server, idle ones in the order they became idle."""
 
-    def __init__(self, max_connections: int, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 log: Any = None) -> None:
+    def __init__(
+        self, max_connections: int, header_timeout_s: float = HEADER_TIMEOUT_S, log: Any = None
+    ) -> None:
         self.max_connections = max(1, max_connections)
         self.header_timeout_s = header_timeout_s
         self.open: set[Any] = set()
@@ -81,12 +85,16 @@ class ConnectionLimits:
             if oldest is None:
                 self.gone(conn)
                 self.refused += 1
-                self._say(f"refused a connection: all {self.max_connections} connections are busy with "
-                          "requests (serve --max-connections raises the cap)")
+                self._say(
+                    f"refused a connection: all {self.max_connections} connections are busy with "
+                    "requests (serve --max-connections raises the cap)"
+                )
                 return False
             self.evicted += 1
-            self._say(f"{self.max_connections} connections open: closing the ones idle longest "
-                      "(serve --max-connections raises the cap)")
+            self._say(
+                f"{self.max_connections} connections open: closing the ones idle longest "
+                "(serve --max-connections raises the cap)"
+            )
             oldest.close_idle()
         return True
 
@@ -110,12 +118,17 @@ class ConnectionLimits:
 
 
 def _refusal() -> bytes:
-    body = json.dumps({
-        "error": "too_many_connections",
-        "error_description": "the server has too many connections open, each busy with a request; retry later",
-    }).encode("utf-8")
-    return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-            b"retry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (RETRY_AFTER_S, len(body), body))
+    body = json.dumps(
+        {
+            "error": "too_many_connections",
+            "error_description": "the server has too many connections open, each busy with a request; retry later",
+        }
+    ).encode("utf-8")
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"retry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+        % (RETRY_AFTER_S, len(body), body)
+    )
 
 
 def connection_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:

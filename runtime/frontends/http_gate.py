@@ -37,7 +37,14 @@ if TYPE_CHECKING:
     from codemode_gen.runtime.frontends.serve_host import ServeHost
     from codemode_gen.runtime.host.metrics import Metrics
 
-__all__ = ["HEALTH_PATH", "MAX_PENDING_BYTES", "MAX_REQUEST_BYTES", "MCP_PATH", "METRICS_PATH", "Gate"]
+__all__ = [
+    "HEALTH_PATH",
+    "MAX_PENDING_BYTES",
+    "MAX_REQUEST_BYTES",
+    "MCP_PATH",
+    "METRICS_PATH",
+    "Gate",
+]
 
 MIB = 1024 * 1024
 # Where the MCP endpoint and the load balancer's health check live.
@@ -101,9 +108,17 @@ _GONE = Ticket(0.0, 0, 0, expired=True)
 class _Refused(Exception):
     """A request answered with an error before it reached the SDK."""
 
-    def __init__(self, status: int, code: int, message: str, *, retry: bool = False, close: bool = False) -> None:
+    def __init__(
+        self, status: int, code: int, message: str, *, retry: bool = False, close: bool = False
+    ) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.retry, self.close = status, code, message, retry, close
+        self.status, self.code, self.message, self.retry, self.close = (
+            status,
+            code,
+            message,
+            retry,
+            close,
+        )
 
 
 class _Held:
@@ -116,19 +131,33 @@ class _Held:
 
     def grow(self, total: int) -> None:
         if total > MAX_REQUEST_BYTES:
-            raise _Refused(413, INVALID_REQUEST, (
-                f"the request body is over {MAX_REQUEST_BYTES // MIB} MiB: send a shorter script (split the "
-                "work into several runs, or fetch large data with tool calls instead of inlining it)"
-            ), close=True)
+            raise _Refused(
+                413,
+                INVALID_REQUEST,
+                (
+                    f"the request body is over {MAX_REQUEST_BYTES // MIB} MiB: send a shorter script (split the "
+                    "work into several runs, or fetch large data with tool calls instead of inlining it)"
+                ),
+                close=True,
+            )
         if self.gate.pending - self.bytes + total > MAX_PENDING_BYTES:
-            self.gate.notices.say("pending", (
-                f"refused a request: {MAX_PENDING_BYTES // MIB} MiB of requests are already waiting to run "
-                "(serve --max-queued-runs bounds how many runs wait)"
-            ))
-            raise _Refused(503, SERVER_BUSY, (
-                f"the server is busy: {MAX_PENDING_BYTES // MIB} MiB of requests are waiting to run; "
-                f"retry in {RETRY_AFTER_S} s"
-            ), retry=True, close=True)
+            self.gate.notices.say(
+                "pending",
+                (
+                    f"refused a request: {MAX_PENDING_BYTES // MIB} MiB of requests are already waiting to run "
+                    "(serve --max-queued-runs bounds how many runs wait)"
+                ),
+            )
+            raise _Refused(
+                503,
+                SERVER_BUSY,
+                (
+                    f"the server is busy: {MAX_PENDING_BYTES // MIB} MiB of requests are waiting to run; "
+                    f"retry in {RETRY_AFTER_S} s"
+                ),
+                retry=True,
+                close=True,
+            )
         self.gate.pending += total - self.bytes
         self.bytes = total
 
@@ -144,8 +173,17 @@ class Gate:
     bytes held), its JSON-RPC envelope looked at off the loop when it is large, and a
     `codemode.run` call waits for admission (runtime/frontends/admission.py) holding only its body."""
 
-    def __init__(self, app: Any, host: ServeHost, token: str | None, guard: HostGuard, admission: Admission,
-                 offload: Offload, *, public_metrics: bool = False) -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: ServeHost,
+        token: str | None,
+        guard: HostGuard,
+        admission: Admission,
+        offload: Offload,
+        *,
+        public_metrics: bool = False,
+    ) -> None:
         self.app = app
         self.public_metrics = public_metrics
         self._metrics: Metrics | None = None
@@ -164,7 +202,9 @@ class Gate:
         refusal = self.guard.refusal(scope["headers"])
         if refusal is not None:
             status, error, description = refusal
-            self.notices.say(f"{error}:{description}", f"refused a request: {description}", dynamic=True)
+            self.notices.say(
+                f"{error}:{description}", f"refused a request: {description}", dynamic=True
+            )
             await _send_json(send, status, {"error": error, "error_description": description}, [])
             return
         if scope["path"] == HEALTH_PATH:
@@ -185,9 +225,15 @@ class Gate:
         if scope["path"] == MCP_PATH and scope["method"] == "GET":
             # Stateless: the server has nothing to say outside a request, so it offers no SSE
             # stream (MCP transport spec: then 405), and no GET holds a connection forever.
-            await _send_json(send, 405, {"error": "method not allowed",
-                                         "error_description": "POST JSON-RPC requests to this endpoint"},
-                             [(b"allow", b"POST, DELETE")])
+            await _send_json(
+                send,
+                405,
+                {
+                    "error": "method not allowed",
+                    "error_description": "POST JSON-RPC requests to this endpoint",
+                },
+                [(b"allow", b"POST, DELETE")],
+            )
             return
         if scope["path"] == MCP_PATH and scope["method"] == "POST":
             await self._post(scope, receive, send)
@@ -261,9 +307,12 @@ class Gate:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            raise _Refused(408, INVALID_REQUEST, (
-                f"the request body did not arrive within {BODY_TIMEOUT_S:g} s"
-            ), close=True) from None
+            raise _Refused(
+                408,
+                INVALID_REQUEST,
+                (f"the request body did not arrive within {BODY_TIMEOUT_S:g} s"),
+                close=True,
+            ) from None
         if size < len(body):  # shorter than its Content-Length said
             del body[size:]
         return body
@@ -277,26 +326,41 @@ class Gate:
             try:
                 envelope = envelope_of(pydantic_core.from_json(body))
             except ValueError as exc:
-                raise _Refused(400, PARSE_ERROR, f"the request is not JSON: {safe_name(str(exc), 200)}") from None
+                raise _Refused(
+                    400, PARSE_ERROR, f"the request is not JSON: {safe_name(str(exc), 200)}"
+                ) from None
         else:
             try:
                 found = await self.offload.envelope(body, time.monotonic() + ENVELOPE_TIMEOUT_S)
             except TimeoutError:  # the helper is busy with others, or this one parses that slowly
-                raise _Refused(503, SERVER_BUSY, (
-                    f"the server could not read the request within {ENVELOPE_TIMEOUT_S:g} s; retry in {RETRY_AFTER_S} s"
-                ), retry=True) from None
+                raise _Refused(
+                    503,
+                    SERVER_BUSY,
+                    (
+                        f"the server could not read the request within {ENVELOPE_TIMEOUT_S:g} s; retry in {RETRY_AFTER_S} s"
+                    ),
+                    retry=True,
+                ) from None
             except OffloadFailed as exc:
                 self.notices.say("offload", f"cannot look at a request in a helper process: {exc}")
-                raise _Refused(503, SERVER_BUSY, f"the server could not read the request; retry in {RETRY_AFTER_S} s",
-                               retry=True) from None
+                raise _Refused(
+                    503,
+                    SERVER_BUSY,
+                    f"the server could not read the request; retry in {RETRY_AFTER_S} s",
+                    retry=True,
+                ) from None
             if found is None:
                 raise _Refused(400, PARSE_ERROR, "the request is not JSON")
             envelope = found
         if envelope.values > MAX_JSON_VALUES:
-            raise _Refused(400, INVALID_REQUEST, (
-                f"the request holds over {MAX_JSON_VALUES} JSON values; a codemode.run request is an object "
-                "with `code` (one string), `limits` and `requestedCapabilities`"
-            ))
+            raise _Refused(
+                400,
+                INVALID_REQUEST,
+                (
+                    f"the request holds over {MAX_JSON_VALUES} JSON values; a codemode.run request is an object "
+                    "with `code` (one string), `limits` and `requestedCapabilities`"
+                ),
+            )
         return envelope
 
     async def _admit(self, client: str, envelope: Envelope, receive: Any) -> Ticket | None:
@@ -308,36 +372,57 @@ class Gate:
         if timeout_ms is None:
             return None
         queued_at = time.monotonic()
-        waiting = asyncio.ensure_future(self.admission.acquire(client, queued_at + timeout_ms / 1000))
+        waiting = asyncio.ensure_future(
+            self.admission.acquire(client, queued_at + timeout_ms / 1000)
+        )
         try:
             gone = await _unless_disconnected(waiting, receive)
         except BaseException:
             gone = True  # this request is being cancelled (shutdown): as good as gone
             raise
         finally:
-            if gone and waiting.done() and not waiting.cancelled() and waiting.exception() is None \
-                    and waiting.result():
+            if (
+                gone
+                and waiting.done()
+                and not waiting.cancelled()
+                and waiting.exception() is None
+                and waiting.result()
+            ):
                 self.admission.release(client)  # it got a slot just before: the slot goes on
         if gone:
             return _GONE
         try:
             admitted = waiting.result()
         except QueueFull as exc:
-            self.notices.say("queue", f"refused a run: the queue is full ({exc.message}; serve --max-queued-runs "
-                             "raises the cap)")
-            raise _Refused(503, SERVER_BUSY, (
-                f"the server is busy: {exc.message}; retry in {RETRY_AFTER_S} s"
-                + (" (or wait for your own runs to finish first)" if exc.per_client else "")
-            ), retry=True) from None
+            self.notices.say(
+                "queue",
+                f"refused a run: the queue is full ({exc.message}; serve --max-queued-runs "
+                "raises the cap)",
+            )
+            raise _Refused(
+                503,
+                SERVER_BUSY,
+                (
+                    f"the server is busy: {exc.message}; retry in {RETRY_AFTER_S} s"
+                    + (" (or wait for your own runs to finish first)" if exc.per_client else "")
+                ),
+                retry=True,
+            ) from None
         return Ticket(queued_at, timeout_ms, self.admission.slots, expired=not admitted)
 
     async def _refuse(self, send: Any, refused: _Refused, request_id: Any) -> None:
         headers: list[tuple[bytes, bytes]] = []
         if refused.retry:
             headers.append((b"retry-after", str(RETRY_AFTER_S).encode("ascii")))
-        if refused.close:  # the rest of the body is not read: the connection cannot carry another request
+        if (
+            refused.close
+        ):  # the rest of the body is not read: the connection cannot carry another request
             headers.append((b"connection", b"close"))
-        body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": refused.code, "message": refused.message}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": refused.code, "message": refused.message},
+        }
         with contextlib.suppress(OSError, RuntimeError):
             await _send_json(send, refused.status, body, headers)
 
@@ -363,9 +448,13 @@ class Gate:
             from codemode_gen.runtime.host.metrics import Metrics
 
             cm = self.host.codemode()
-            self._metrics = cm.telemetry.metrics if cm is not None else Metrics()  # a broken config: none recorded
+            self._metrics = (
+                cm.telemetry.metrics if cm is not None else Metrics()
+            )  # a broken config: none recorded
             admission = self.admission
-            self._metrics.runs_queued.sources["admission"] = lambda: [(("admission",), admission.queued)]
+            self._metrics.runs_queued.sources["admission"] = lambda: [
+                (("admission",), admission.queued)
+            ]
         return self._metrics
 
     async def _serve_metrics(self, scope: dict[str, Any], send: Any) -> None:
@@ -373,13 +462,20 @@ class Gate:
             await _send_json(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, HEAD")])
             return
         data = self.metrics().exposition().encode("utf-8")
-        await send({
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", METRICS_CONTENT_TYPE), (b"content-length", str(len(data)).encode()),
-                        (b"cache-control", b"no-store")],
-        })
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else data})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", METRICS_CONTENT_TYPE),
+                    (b"content-length", str(len(data)).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send(
+            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else data}
+        )
 
     async def _health(self, scope: dict[str, Any], send: Any) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -447,14 +543,25 @@ def _replay(holder: list[bytearray], receive: Any) -> Any:
     return replay
 
 
-async def _send_json(send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]],
-                     *, head: bool = False) -> None:
+async def _send_json(
+    send: Any,
+    status: int,
+    body: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    head: bool = False,
+) -> None:
     data = json.dumps(body).encode("utf-8")
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                    (b"cache-control", b"no-store"), *headers],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                (b"cache-control", b"no-store"),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b"" if head else data})
-

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     import mcp_types as types
 
     from codemode_gen.runtime.host.approval_request import Answer, ApprovalRequest, Unusable
-    from codemode_gen.runtime.host.resume import Resumable, RunState, Suspension
+    from codemode_gen.runtime.host.resume import Resumable, Suspension
+    from codemode_gen.runtime.host.resume_state import RunState
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -90,7 +91,7 @@ def resolve_state_secret(option: str | None, environ: Mapping[str, str]) -> str 
             f"{source} is shorter than {MIN_SECRET_CHARS} characters: too weak to seal the state of runs that "
             "wait for approval",
             hint=f"use a random secret of at least {MIN_SECRET_CHARS} characters, e.g. "
-                 f"`export {STATE_SECRET_ENV}=$(openssl rand -hex 32)`, the same on every instance",
+            f"`export {STATE_SECRET_ENV}=$(openssl rand -hex 32)`, the same on every instance",
         )
     return value.strip()
 
@@ -102,7 +103,9 @@ class StateSealer:
         from mcp.server.request_state import AESGCMRequestStateCodec
 
         self.shared = secret is not None
-        self._codec = AESGCMRequestStateCodec([secret.encode("utf-8") if secret is not None else os.urandom(32)])
+        self._codec = AESGCMRequestStateCodec(
+            [secret.encode("utf-8") if secret is not None else os.urandom(32)]
+        )
         self._used: OrderedDict[str, None] = OrderedDict()
 
     def seal(self, data: bytes) -> str:
@@ -114,31 +117,39 @@ class StateSealer:
         or is not a state of this version."""
         from mcp.server.request_state import InvalidRequestState
 
-        from codemode_gen.runtime.host.resume import StateError, decode_state
+        from codemode_gen.runtime.host.resume_state import StateError, decode_state
 
         if not isinstance(token, str):
-            raise StateRejected("the requestState is not a string: it was not made by this server",
-                                "send requestState back exactly as it came, or run the script again")
+            raise StateRejected(
+                "the requestState is not a string: it was not made by this server",
+                "send requestState back exactly as it came, or run the script again",
+            )
         try:
             data = self._codec.unseal(token)
         except InvalidRequestState as exc:
             if str(exc) == "unknown key":
-                where = ("another serve instance or an earlier process with another --state-secret"
-                         if self.shared else
-                         "another serve process (another instance behind a load balancer, or this one before a "
-                         "restart): this instance has no --state-secret and seals with a random key of its own")
+                where = (
+                    "another serve instance or an earlier process with another --state-secret"
+                    if self.shared
+                    else "another serve process (another instance behind a load balancer, or this one before a "
+                    "restart): this instance has no --state-secret and seals with a random key of its own"
+                )
                 raise StateRejected(
                     f"the requestState of this approval was sealed with another key than this instance's: it comes "
-                    f"from {where}. Nothing was run", SECRET_HINT) from None
+                    f"from {where}. Nothing was run",
+                    SECRET_HINT,
+                ) from None
             raise StateRejected(
                 "the requestState of this approval was altered or damaged (it fails authentication): nothing was run",
-                "send requestState back exactly as it came; run the script again to be asked again") from None
+                "send requestState back exactly as it came; run the script again to be asked again",
+            ) from None
         try:
             return decode_state(data)
         except StateError:
             raise StateRejected(
                 "the requestState of this approval was made by another version of codemode-gen: nothing was run",
-                "run the script again (every instance should run the same version)") from None
+                "run the script again (every instance should run the same version)",
+            ) from None
 
     def use(self, state: RunState) -> None:
         """Mark `state` used (a retry runs it); StateRejected when it was used already here."""
@@ -146,7 +157,8 @@ class StateSealer:
             raise StateRejected(
                 "this requestState was used already: the answers it carried were acted on by an earlier retry, "
                 "and acting again could send an approved call twice. Nothing was run",
-                "retry with the requestState of the latest result, or run the script again")
+                "retry with the requestState of the latest result, or run the script again",
+            )
         self._used[state.nonce] = None
         while len(self._used) > MAX_REMEMBERED_STATES:
             self._used.popitem(last=False)
@@ -166,12 +178,8 @@ def resumable_call(
     refusing its requestState. `answer` turns one input response into True (accept), FOR_RUN
     (accept with the form's box ticked), False (decline, cancel) or why it cannot be used (Unusable); `cannot_ask`: why a call without an answer may
     not wait for one (None: it may)."""
-    from codemode_gen.runtime.host.resume import (
-        ASK_KEY_PREFIX,
-        MAX_ANSWERS,
-        Resumable,
-        arguments_digest,
-    )
+    from codemode_gen.runtime.host.resume import ASK_KEY_PREFIX, MAX_ANSWERS, Resumable
+    from codemode_gen.runtime.host.resume_state import arguments_digest
 
     args = arguments_digest(dict(arguments or {}))
     prior: RunState | None = None
@@ -183,16 +191,23 @@ def resumable_call(
                 raise StateRejected(
                     "the requestState belongs to another codemode.run call (its code, limits or "
                     "requestedCapabilities differ): nothing was run",
-                    "retry with exactly the arguments of the call that returned this requestState")
+                    "retry with exactly the arguments of the call that returned this requestState",
+                )
             sealer.use(prior)
         except StateRejected as exc:
-            return resp.not_started(diag.diagnostic(diag.DiagnosticCode.APPROVAL_STATE_REJECTED, exc.message, hint=exc.hint))
+            return resp.not_started(
+                diag.diagnostic(
+                    diag.DiagnosticCode.APPROVAL_STATE_REJECTED, exc.message, hint=exc.hint
+                )
+            )
         waiting = {f"{ASK_KEY_PREFIX}{ask.seq}": ask.seq for ask in prior.pending}
         for key, value in list((input_responses or {}).items())[:MAX_ANSWERS]:
             seq = waiting.get(key)
             if seq is not None:
                 answers[seq] = answer(value)
-    return Resumable(tool=name, args=args, seal=sealer.seal, prior=prior, answers=answers, cannot_ask=cannot_ask)
+    return Resumable(
+        tool=name, args=args, seal=sealer.seal, prior=prior, answers=answers, cannot_ask=cannot_ask
+    )
 
 
 def input_required_result(
@@ -206,5 +221,6 @@ def input_required_result(
     for key, request in suspension.asks:
         message, schema = form(request)
         requests[key] = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
     return types.InputRequiredResult(input_requests=requests, request_state=suspension.token)

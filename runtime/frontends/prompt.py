@@ -64,8 +64,17 @@ if TYPE_CHECKING:
 # The tool name and budget defaults live in a light module the CLI imports for its option
 # defaults (runtime/frontends/prompt_defaults.py); re-exported here, where they are used.
 __all__ = [
-    "DEFAULT_PROMPT_BUDGET", "DEFAULT_TOOL_NAME", "MIN_PROMPT_BUDGET", "PromptLayout", "approval_policies",
-    "layout_prompt", "prompt_size", "render_prompt", "server_block", "skills_section", "system_prompt",
+    "DEFAULT_PROMPT_BUDGET",
+    "DEFAULT_TOOL_NAME",
+    "MIN_PROMPT_BUDGET",
+    "PromptLayout",
+    "approval_policies",
+    "layout_prompt",
+    "prompt_size",
+    "render_prompt",
+    "server_block",
+    "skills_section",
+    "system_prompt",
 ]
 
 # The share of the budget (percent) the skills section may take: the servers' declarations keep
@@ -75,11 +84,17 @@ MAX_SKILLS_SHARE = 20
 MAX_SKILL_SUMMARY_CHARS = 120
 
 
-def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: int = DEFAULT_PROMPT_BUDGET) -> str:
+def system_prompt(
+    cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: int = DEFAULT_PROMPT_BUDGET
+) -> str:
     """The description `serve` gives its one tool, from `cm`'s out/ and in-memory modules."""
     paths = cm.capability_ids()
-    json_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths)
-    unbox_servers = sorted(paths[cid] for cid, cfg in cm.configs.items() if cfg.unbox and cid in paths)
+    json_servers = sorted(
+        paths[cid] for cid, cfg in cm.configs.items() if cfg.unwrap == "json" and cid in paths
+    )
+    unbox_servers = sorted(
+        paths[cid] for cid, cfg in cm.configs.items() if cfg.unbox and cid in paths
+    )
     servers = cm.prompt_servers()
     return render_prompt(
         servers,
@@ -87,14 +102,20 @@ def system_prompt(cm: CodeMode, *, tool_name: str = DEFAULT_TOOL_NAME, budget: i
         budget=budget,
         json_servers=json_servers,
         unbox_servers=unbox_servers,
-        host_limits={"trace": cm.trace, "maxResponseChars": cm.max_response_chars, **dict(cm.settings.limits),
-                     **({"typecheck": True} if cm.typecheck else {})},
+        host_limits={
+            "trace": cm.trace,
+            "maxResponseChars": cm.max_response_chars,
+            **dict(cm.settings.limits),
+            **({"typecheck": True} if cm.typecheck else {}),
+        },
         approvals=approval_policies(cm, servers),
         skills=cm.skill_entries(),
     )
 
 
-def approval_policies(cm: CodeMode, servers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def approval_policies(
+    cm: CodeMode, servers: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, str]]:
     """server id → tool name → approval policy of the tools not simply sent ("ask", "ask-once",
     "deny"), as `cm`'s approval gate decides them; a blocklisted tool out/ still has (generated
     before the blocklist said so) counts as "deny". A host that approves everything
@@ -110,8 +131,13 @@ def approval_policies(cm: CodeMode, servers: Sequence[Mapping[str, Any]]) -> dic
         for tool in server_tools(server):
             name = str(tool.get("toolName"))
             annotations = tool.get("annotations")
-            policy = "deny" if name in blocked else cm.approval.policy(
-                config, name, annotations if isinstance(annotations, Mapping) else None)
+            policy = (
+                "deny"
+                if name in blocked
+                else cm.approval.policy(
+                    config, name, annotations if isinstance(annotations, Mapping) else None
+                )
+            )
             if policy == "deny" or (policy != "allow" and not approve_all):
                 policies[name] = policy
         if policies:
@@ -154,8 +180,14 @@ def render_prompt(
     entries (manifest `skills`), listed after the servers (`skills_section`).
     """
     return layout_prompt(
-        servers, tool_name=tool_name, budget=budget, json_servers=json_servers, unbox_servers=unbox_servers,
-        host_limits=host_limits, approvals=approvals, skills=skills,
+        servers,
+        tool_name=tool_name,
+        budget=budget,
+        json_servers=json_servers,
+        unbox_servers=unbox_servers,
+        host_limits=host_limits,
+        approvals=approvals,
+        skills=skills,
     ).text
 
 
@@ -173,10 +205,19 @@ def layout_prompt(
     """`render_prompt`, with the level each tool was rendered at."""
     budget = max(budget, MIN_PROMPT_BUDGET)
     # The servers' part keeps at least MIN_PROMPT_BUDGET (a smaller budget leaves skills to discovery).
-    section = skills_section(skills, min(budget * MAX_SKILLS_SHARE // 100, budget - MIN_PROMPT_BUDGET))
+    section = skills_section(
+        skills, min(budget * MAX_SKILLS_SHARE // 100, budget - MIN_PROMPT_BUDGET)
+    )
     if section:
-        inner = layout_prompt(servers, tool_name=tool_name, budget=budget - len(section), json_servers=json_servers,
-                              unbox_servers=unbox_servers, host_limits=host_limits, approvals=approvals)
+        inner = layout_prompt(
+            servers,
+            tool_name=tool_name,
+            budget=budget - len(section),
+            json_servers=json_servers,
+            unbox_servers=unbox_servers,
+            host_limits=host_limits,
+            approvals=approvals,
+        )
         return PromptLayout(inner.text + section, inner.levels, inner.computed + len(section))
     if approvals:
         servers = [_with_approvals(s, approvals.get(str(s.get("serverId"))) or {}) for s in servers]
@@ -188,11 +229,16 @@ def layout_prompt(
         layout.climb(budget)
         text = layout.render()
         if len(text) <= budget:  # always, as the lengths are exact (tests check `computed`)
-            return PromptLayout(text, {(s.server_id, t.export): t.level for s in layout.servers for t in s.tools},
-                                layout.total)
+            return PromptLayout(
+                text,
+                {(s.server_id, t.export): t.level for s in layout.servers for t in s.tools},
+                layout.total,
+            )
     # not even a line per server: cut the list, count the rest
     text = rules.text(()) + cut_server_list(servers, budget - len(rules.text(())))
-    return PromptLayout(text, {(s.server_id, t.export): OMITTED for s in layout.servers for t in s.tools}, len(text))
+    return PromptLayout(
+        text, {(s.server_id, t.export): OMITTED for s in layout.servers for t in s.tools}, len(text)
+    )
 
 
 def server_block(server: Mapping[str, Any], level: int = FULL) -> str:
@@ -203,7 +249,6 @@ def server_block(server: Mapping[str, Any], level: int = FULL) -> str:
     for tool in state.tools:
         layout.set_level(tool, min(level, tool.top))
     return state.block()
-
 
 
 # ---------------------------------------------------------------------------------- skills
@@ -222,9 +267,15 @@ def skills_section(skills: Sequence[Mapping[str, Any]], room: int) -> str:
     for skill in skills:
         name, spec = str(skill.get("name")), str(skill.get("specifier"))
         function = str(skill.get("function") or name)
-        signature = one_line(str(skill.get("signature") or f"function {function}(input): Promise<unknown>;"))
+        signature = one_line(
+            str(skill.get("signature") or f"function {function}(input): Promise<unknown>;")
+        )
         about = cut(first_sentence(str(skill.get("description") or "")), MAX_SKILL_SUMMARY_CHARS)
-        full.append(f'- `import {{ {function} }} from "{spec}"`: {signature}' + (f" // {about}" if about else "") + "\n")
+        full.append(
+            f'- `import {{ {function} }} from "{spec}"`: {signature}'
+            + (f" // {about}" if about else "")
+            + "\n"
+        )
         names.append(f'- `import {{ {function} }} from "{spec}"`\n')
     lines: list[str] = []
     used = len(_SKILLS_HEAD) + 1
@@ -262,7 +313,6 @@ def _with_approvals(server: Mapping[str, Any], policies: Mapping[str, str]) -> M
         tag = APPROVAL_TAGS.get(policy or "")  # the tags discovery's declarations carry too
         tools.append({**tool, TAG_KEY: tag} if tag is not None else tool)
     return {**server, "tools": tools}
-
 
 
 def prompt_size(text: str) -> dict[str, int]:

@@ -33,7 +33,15 @@ from codemode_gen.runtime.frontends.prompt_rules import (
 )
 
 __all__ = [
-    "DESCRIBED", "EXAMPLE", "FULL", "LEVEL_NAMES", "NAME", "OMITTED", "SIGNATURE", "Layout", "cut_server_list",
+    "DESCRIBED",
+    "EXAMPLE",
+    "FULL",
+    "LEVEL_NAMES",
+    "NAME",
+    "OMITTED",
+    "SIGNATURE",
+    "Layout",
+    "cut_server_list",
 ]
 
 # The ladder of one tool (see the module docstring), lowest first.
@@ -44,7 +52,11 @@ DESCRIBED = 3  # with its doc comment: the description's first sentence and its 
 EXAMPLE = 4  # with a recorded example after the doc comment
 FULL = 5  # with a note per input field
 LEVEL_NAMES = {
-    OMITTED: "omitted", NAME: "name", SIGNATURE: "signature", DESCRIBED: "described", EXAMPLE: "example",
+    OMITTED: "omitted",
+    NAME: "name",
+    SIGNATURE: "signature",
+    DESCRIBED: "described",
+    EXAMPLE: "example",
     FULL: "full",
 }
 
@@ -99,7 +111,19 @@ class _Tool:
         name = export + (f" {tag}" if tag else "")
         if not isinstance(parts, Mapping) or not isinstance(parts.get("signature"), str):
             # an out/ from an older generator: names only
-            return cls(export, order, name, NAME, {}, (), tuple(map(tag_kind, approval)), (), False, False, entry)
+            return cls(
+                export,
+                order,
+                name,
+                NAME,
+                {},
+                (),
+                tuple(map(tag_kind, approval)),
+                (),
+                False,
+                False,
+                entry,
+            )
         summary = str(parts.get("summary") or "")
         tags = tuple(str(t) for t in parts.get("tags") or ())
         plain = str(parts["signature"])
@@ -115,11 +139,24 @@ class _Tool:
             DESCRIBED: described,
             # a tool with nothing to add at a step takes it at no cost
             EXAMPLE: doc_line + example_line + INDENT + plain + "\n" if example else described,
-            FULL: doc_line + example_line + INDENT + noted + "\n" if doc or example else INDENT + noted + "\n",
+            FULL: doc_line + example_line + INDENT + noted + "\n"
+            if doc or example
+            else INDENT + noted + "\n",
         }
         types = tuple(t for t in parts.get("types") or () if t in type_names)
         kinds = tuple(map(tag_kind, tags)), tuple(map(tag_kind, approval))
-        return cls(export, order, name, FULL, texts, *kinds, types, bool(summary or tags), bool(example), entry)
+        return cls(
+            export,
+            order,
+            name,
+            FULL,
+            texts,
+            *kinds,
+            types,
+            bool(summary or tags),
+            bool(example),
+            entry,
+        )
 
     def shown_tags(self, level: int) -> tuple[str, ...]:
         if level >= DESCRIBED:
@@ -188,7 +225,9 @@ class _Server:
             return f'- {self.server_id}: not generated yet; call listTools("{self.server_id}")'
         summary = _summary(self.entry, MAX_SERVER_SUMMARY_CHARS)
         count = len(server_tools(self.entry))
-        return f"- {self.server_id} ({count} tool{'s' * (count != 1)})" + (f" — {summary}" if summary else "")
+        return f"- {self.server_id} ({count} tool{'s' * (count != 1)})" + (
+            f" — {summary}" if summary else ""
+        )
 
     def line(self) -> str:
         return self.line_head + (f": {self.names_text()}" if self.named else "") + "\n"
@@ -197,7 +236,9 @@ class _Server:
 class Layout:
     """Every tool's step and the exact length of the whole text at those steps."""
 
-    def __init__(self, servers: Sequence[Mapping[str, Any]], example: Example, rules: Rules) -> None:
+    def __init__(
+        self, servers: Sequence[Mapping[str, Any]], example: Example, rules: Rules
+    ) -> None:
         self.example = example
         self.rules = rules
         self.servers: list[_Server] = []
@@ -208,7 +249,9 @@ class Layout:
             type_texts = {
                 str(t["name"]): INDENT + str(t["text"]) + "\n"
                 for t in (named_types if isinstance(named_types, list) else ())
-                if isinstance(t, Mapping) and isinstance(t.get("name"), str) and isinstance(t.get("text"), str)
+                if isinstance(t, Mapping)
+                and isinstance(t.get("name"), str)
+                and isinstance(t.get("text"), str)
             }
             tools = []
             for tool in server_tools(entry):
@@ -216,12 +259,17 @@ class Layout:
                 order += 1
             sid = str(entry.get("serverId"))
             summary, instructions = _summary(entry, MAX_SERVER_SUMMARY_CHARS), _instructions(entry)
-            self.servers.append(_Server(
-                entry, sid, tools, type_texts,
-                f"// {sid}: {summary}\n" if summary else "",
-                f"// {sid}: {instructions}\n" if instructions else "",
-                omitted=len(tools),
-            ))
+            self.servers.append(
+                _Server(
+                    entry,
+                    sid,
+                    tools,
+                    type_texts,
+                    f"// {sid}: {summary}\n" if summary else "",
+                    f"// {sid}: {instructions}\n" if instructions else "",
+                    omitted=len(tools),
+                )
+            )
         self.owner = {id(t): s for s in self.servers for t in s.tools}
         self.tags: Counter[str] = Counter()  # kinds of the tags shown (`tag_kind`)
         self.counts: Counter[int] = Counter({OMITTED: sum(len(s.tools) for s in self.servers)})
@@ -235,7 +283,8 @@ class Layout:
     def _total(self) -> int:
         listed = len(self.servers) - self.declared_servers
         heads = (len(_DECLARED_HEAD) + len(_DECLARED_TAIL) if self.declared_servers else 0) + (
-            len(_OTHER_HEAD if self.declared_servers else _LIST_HEAD) if listed else 0)
+            len(_OTHER_HEAD if self.declared_servers else _LIST_HEAD) if listed else 0
+        )
         return self.rules.length(self.tags) + heads + self.server_chars + len(self.hint())
 
     def hint(self) -> str:
@@ -265,7 +314,9 @@ class Layout:
         self.tags.update(tool.shown_tags(level))
         self.counts[old] -= 1
         self.counts[level] += 1
-        self.undescribed += (level == SIGNATURE and tool.has_doc) - (old == SIGNATURE and tool.has_doc)
+        self.undescribed += (level == SIGNATURE and tool.has_doc) - (
+            old == SIGNATURE and tool.has_doc
+        )
         if old >= SIGNATURE:
             server.declared -= 1
             server.declared_chars -= len(tool.texts[old])
@@ -308,9 +359,13 @@ class Layout:
         self._pass(tools, NAME, SIGNATURE, budget, lambda t: (self._alone(t), t.order))
         self._pass(tools, SIGNATURE, DESCRIBED, budget, lambda t: (-t.need, t.order))
         examples = [t for t in tools if t.has_example]
-        self._pass(examples, DESCRIBED, EXAMPLE, budget, lambda t: (not t.vague_output, -t.need, t.order))
+        self._pass(
+            examples, DESCRIBED, EXAMPLE, budget, lambda t: (not t.vague_output, -t.need, t.order)
+        )
         # field notes: a tool without an example goes from its doc comment straight to them
-        ready = [t for t in tools if t.level == EXAMPLE or (t.level == DESCRIBED and not t.has_example)]
+        ready = [
+            t for t in tools if t.level == EXAMPLE or (t.level == DESCRIBED and not t.has_example)
+        ]
         for tool in sorted(ready, key=lambda t: (-t.need, t.order)):
             if tool.top >= FULL:
                 self._try(tool, FULL, budget)
@@ -327,7 +382,14 @@ class Layout:
         types = self.owner[id(tool)].type_texts
         return len(tool.texts[SIGNATURE]) + sum(len(types[name]) for name in tool.types)
 
-    def _pass(self, tools: Iterable[_Tool], start: int, step: int, budget: int, key: Callable[[_Tool], Any]) -> None:
+    def _pass(
+        self,
+        tools: Iterable[_Tool],
+        start: int,
+        step: int,
+        budget: int,
+        key: Callable[[_Tool], Any],
+    ) -> None:
         for tool in sorted((t for t in tools if t.level == start and t.top >= step), key=key):
             self._try(tool, step, budget)
 
@@ -348,7 +410,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
-
 def _summary(server: Mapping[str, Any], limit: int) -> str:
     text = server.get("description")
     return first_sentence(text, limit) if isinstance(text, str) else ""
@@ -361,11 +422,10 @@ def _instructions(server: Mapping[str, Any]) -> str:
     return cut(one_line(text), MAX_INSTRUCTIONS_CHARS)
 
 
-
 def cut_server_list(servers: Sequence[Mapping[str, Any]], room: int) -> str:
     """The last step: as many server lines as fit, then how to list the rest."""
     head = f"Servers (module `{module_specifier('<id>')}`)\n"
-    tail_template = "… and {n} more servers: call listServers() from \"@codemode/discovery\", then searchTools(\"what you need\", {{ detail: \"full\" }}) for declarations.\n"
+    tail_template = '… and {n} more servers: call listServers() from "@codemode/discovery", then searchTools("what you need", {{ detail: "full" }}) for declarations.\n'
     lines: list[str] = []
     used = len(head) + MORE_LINE_RESERVE
     for server in servers:
@@ -376,4 +436,3 @@ def cut_server_list(servers: Sequence[Mapping[str, Any]], room: int) -> str:
         used += len(line)
     rest = len(servers) - len(lines)
     return head + "".join(lines) + (tail_template.format(n=rest) if rest else "")
-

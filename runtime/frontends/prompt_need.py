@@ -21,17 +21,84 @@ __all__ = ["COMMON_WORDS", "GENERIC_WORDS", "need", "output_text"]
 
 # `need`: words that name no particular thing. A tool named only by them (`run`, `query`,
 # `get_data`) says nothing of what it does without its description.
-GENERIC_WORDS = frozenset(map(stem, (
-    "action", "api", "call", "command", "data", "do", "exec", "execute", "fetch", "get", "handle", "info",
-    "invoke", "item", "list", "operation", "perform", "process", "query", "read", "request", "run", "send",
-    "set", "tool", "update", "write",
-)))
+GENERIC_WORDS = frozenset(
+    map(
+        stem,
+        (
+            "action",
+            "api",
+            "call",
+            "command",
+            "data",
+            "do",
+            "exec",
+            "execute",
+            "fetch",
+            "get",
+            "handle",
+            "info",
+            "invoke",
+            "item",
+            "list",
+            "operation",
+            "perform",
+            "process",
+            "query",
+            "read",
+            "request",
+            "run",
+            "send",
+            "set",
+            "tool",
+            "update",
+            "write",
+        ),
+    )
+)
 # `need`: summary words too common to say anything a name does not.
-COMMON_WORDS = frozenset(map(stem, (
-    "a", "all", "an", "and", "any", "are", "as", "at", "be", "by", "can", "for", "from", "given", "if", "in",
-    "into", "is", "it", "its", "of", "on", "one", "or", "our", "that", "the", "this", "to", "use", "when",
-    "which", "will", "with", "you", "your",
-)))
+COMMON_WORDS = frozenset(
+    map(
+        stem,
+        (
+            "a",
+            "all",
+            "an",
+            "and",
+            "any",
+            "are",
+            "as",
+            "at",
+            "be",
+            "by",
+            "can",
+            "for",
+            "from",
+            "given",
+            "if",
+            "in",
+            "into",
+            "is",
+            "it",
+            "its",
+            "of",
+            "on",
+            "one",
+            "or",
+            "our",
+            "that",
+            "the",
+            "this",
+            "to",
+            "use",
+            "when",
+            "which",
+            "will",
+            "with",
+            "you",
+            "your",
+        ),
+    )
+)
 
 
 def need(tool: Mapping[str, Any]) -> int:

@@ -51,7 +51,11 @@ class Example:
                 if first is None:
                     first = (str(server.get("serverId")), str(tool.get("exportName")))
                 if _callable_unasked(tool):
-                    return cls(str(server.get("serverId")), str(tool.get("exportName")), str(tool.get("exportName")))
+                    return cls(
+                        str(server.get("serverId")),
+                        str(tool.get("exportName")),
+                        str(tool.get("exportName")),
+                    )
         if first is not None:
             return cls(first[0], first[1], None)
         return cls(str(servers[0].get("serverId")) if servers else "notes", "some_tool", None)
@@ -67,8 +71,10 @@ class Example:
         if self.call is not None:
             code = f'import * as {self.alias} from "{spec}"; await {self.alias}.{self.call}({{}})'
             return f"- `{code}`: a tool takes one input object (none: `()`)."
-        return (f'- `import * as {self.alias} from "{spec}"`, then `await` a tool with one input object'
-                " (none: `()`).")
+        return (
+            f'- `import * as {self.alias} from "{spec}"`, then `await` a tool with one input object'
+            " (none: `()`)."
+        )
 
     @cached_property
     def fetch_hint(self) -> str:
@@ -90,9 +96,12 @@ def _callable_unasked(tool: Mapping[str, Any]) -> bool:
     annotations = tool.get("annotations")
     schema = tool.get("inputSchema")
     return (
-        isinstance(annotations, Mapping) and annotations.get("readOnlyHint") is True
+        isinstance(annotations, Mapping)
+        and annotations.get("readOnlyHint") is True
         and TAG_KEY not in tool
-        and isinstance(schema, Mapping) and schema.get("type") == "object" and not schema.get("required")
+        and isinstance(schema, Mapping)
+        and schema.get("type") == "object"
+        and not schema.get("required")
     )
 
 
@@ -128,6 +137,7 @@ def _limits_line(host_limits: Mapping[str, Any]) -> str:
         ("maxToolCalls", limit_defaults.DEFAULT_MAX_TOOL_CALLS),
         ("maxConcurrentCalls", limit_defaults.DEFAULT_MAX_CONCURRENT_CALLS),
     ]
+
     def short(n: int) -> str:  # 1073741824 -> 2^30, 600000 -> 6e5: the prompt's budget is tight
         if n >= 1 << 16 and n & (n - 1) == 0:
             return f"2^{n.bit_length() - 1}"
@@ -164,7 +174,9 @@ def rules_for(
     head = [
         f"Runs a JavaScript or TypeScript ES module in a fresh QuickJS sandbox where MCP servers are modules of async functions: one script calls many tools, returns only what matters (Code Mode spec {SPEC_VERSION}; tool `{tool_name}`).",
         # Servers and how to discover them come first: some clients cut descriptions short.
-        "Servers: " + _id_list(ids) + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `(await searchTools("words", { detail: "full" })).results` ranks tools: `{serverId, toolName, exportName, declaration, …}`.',
+        "Servers: "
+        + _id_list(ids)
+        + '. Declarations below; in any run, `import { listServers, listTools, getTool, searchTools } from "@codemode/discovery"`: `(await searchTools("words", { detail: "full" })).results` ranks tools: `{serverId, toolName, exportName, declaration, …}`.',
         "",
         "Rules",
         example.calling_rule() + " Top-level await works. Nothing persists between runs.",
@@ -178,12 +190,14 @@ def rules_for(
     tail = []
     if json_servers:
         tail.append(
-            "- Deviation: for " + ", ".join(f"`{s}`" for s in json_servers)
+            "- Deviation: for "
+            + ", ".join(f"`{s}`" for s in json_servers)
             + " a single text block holding valid JSON is returned parsed."
         )
     if unbox_servers:
         tail.append(
-            "- Deviation: for " + ", ".join(f"`{s}`" for s in unbox_servers)
+            "- Deviation: for "
+            + ", ".join(f"`{s}`" for s in unbox_servers)
             + " a value the server boxes in a one-field object (`@unboxed <field>` tools) is returned as that field's value."
         )
     return Rules("\n".join(head), tuple(tail))
@@ -192,7 +206,12 @@ def rules_for(
 def tag_kind(tag: str) -> str:
     if tag.startswith(_UNBOXED + " "):
         return _UNBOXED
-    if tag in _HINTS_TRUE or tag in _HINTS_FALSE or tag in APPROVAL_TAGS.values() or tag == "@inferred":
+    if (
+        tag in _HINTS_TRUE
+        or tag in _HINTS_FALSE
+        or tag in APPROVAL_TAGS.values()
+        or tag == "@inferred"
+    ):
         return tag
     return _OTHER_ANNOTATION
 
@@ -204,7 +223,9 @@ def _tags_rule(kinds: Collection[str]) -> str:
     false = [f"`{t}`" for t in _HINTS_FALSE if t in kinds]
     parts = []
     if true:
-        parts.append(" ".join(true) + " are MCP hints" + (f" ({' '.join(false)}: false)" if false else ""))
+        parts.append(
+            " ".join(true) + " are MCP hints" + (f" ({' '.join(false)}: false)" if false else "")
+        )
     elif false:
         parts.append(" ".join(false) + ": MCP hints, false")
     if _OTHER_ANNOTATION in kinds:
@@ -216,10 +237,14 @@ def _tags_rule(kinds: Collection[str]) -> str:
     # (or one answer for the rest of the run covers them) instead of coming one by one.
     if ask in kinds:
         first = f" (`{once}`: the first per session)" if once in kinds else ""
-        parts.append(f"`{ask}` calls wait for the user's OK{first}, within timeoutMs: batch them in one Promise.all")
+        parts.append(
+            f"`{ask}` calls wait for the user's OK{first}, within timeoutMs: batch them in one Promise.all"
+        )
     elif once in kinds:
-        parts.append(f"`{once}`: a tool's first call per session waits for the user's OK (within timeoutMs): "
-                     "batch them in one Promise.all")
+        parts.append(
+            f"`{once}`: a tool's first call per session waits for the user's OK (within timeoutMs): "
+            "batch them in one Promise.all"
+        )
     return "- Tags: " + "; ".join(parts) + "." if parts else ""
 
 
@@ -237,7 +262,10 @@ def _id_list(ids: Sequence[str]) -> str:
     for sid in ids:
         used += len(sid) + 4
         if used > MAX_CAPABILITY_IDS_CHARS:
-            return ", ".join(shown) + f" and {len(ids) - len(shown)} more (listServers() lists them all)"
+            return (
+                ", ".join(shown)
+                + f" and {len(ids) - len(shown)} more (listServers() lists them all)"
+            )
         shown.append(sid)
     return ", ".join(shown) or "(none configured)"
 

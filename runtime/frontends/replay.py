@@ -143,7 +143,9 @@ def _overlap(arguments: Any, recorded: Any) -> tuple[int, int]:
     return same, shared
 
 
-def closest_recordings(arguments: Any, recordings: list[Recording], limit: int = MAX_CLOSEST) -> list[Recording]:
+def closest_recordings(
+    arguments: Any, recordings: list[Recording], limit: int = MAX_CLOSEST
+) -> list[Recording]:
     """The `limit` recordings closest to `arguments`, closest first: most top-level keys with an
     equal value, then most top-level keys in common, then the smallest edit distance of the
     canonical JSON (first MAX_DISTANCE_CHARS characters), then the earliest line.
@@ -181,12 +183,18 @@ class Replay:
     # tool name -> canonical input -> recording (the last line of an input wins)
     recordings: dict[str, dict[str, Recording]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # start-up notes for stderr
-    told_truncated: set[tuple[str, str]] = field(default_factory=set, repr=False)  # (tool, input) noted once
+    told_truncated: set[tuple[str, str]] = field(
+        default_factory=set, repr=False
+    )  # (tool, input) noted once
 
     @classmethod
     def from_fixture_set(cls, fixture_set: FixtureSet) -> Replay:
         # what can be sent: lone surrogates as U+FFFD (see the module docstring)
-        recorded = {"server": fixture_set.server_json, "tools": fixture_set.tools, "calls": fixture_set.calls}
+        recorded = {
+            "server": fixture_set.server_json,
+            "tools": fixture_set.tools,
+            "calls": fixture_set.calls,
+        }
         sendable = without_lone_surrogates(recorded)
         recordings: dict[str, dict[str, Recording]] = {}
         for tool, lines in sendable["calls"].items():
@@ -227,7 +235,11 @@ class Replay:
         if not any(t["name"] == tool for t in self.tools):
             names = [t["name"] for t in self.tools]
             shown = ", ".join(_shown(name, 80) for name in names[:MAX_TOOL_NAMES_SHOWN])
-            more = f" and {len(names) - MAX_TOOL_NAMES_SHOWN} more" if len(names) > MAX_TOOL_NAMES_SHOWN else ""
+            more = (
+                f" and {len(names) - MAX_TOOL_NAMES_SHOWN} more"
+                if len(names) > MAX_TOOL_NAMES_SHOWN
+                else ""
+            )
             return _error(
                 f"replay of '{self.server_id}': the recording has no tool {_shown(repr(tool), 80)} "
                 f"(recorded tools: {shown or 'none'}{more})"
@@ -246,15 +258,21 @@ class Replay:
         if found is not None:
             if found.truncated and (tool, key) not in self.told_truncated:
                 self.told_truncated.add((tool, key))
-                _log(f"{tool} {_shown(key, 120)}: replaying a result record cut to max_result_bytes "
-                     "(its long strings end in the cut marker)")
+                _log(
+                    f"{tool} {_shown(key, 120)}: replaying a result record cut to max_result_bytes "
+                    "(its long strings end in the cut marker)"
+                )
             return copy.deepcopy(found.result)
         lines = [
             f"replay of '{self.server_id}': no recorded call of {_shown(repr(tool), 80)} has this input: {_shown(key)}",
             f"closest recorded inputs ({min(len(by_key), MAX_CLOSEST)} of {len(by_key)}):",
         ]
         for recording in self.closest(tool, args):
-            note = " (redacted when recorded: matches only this exact text)" if recording.redacted else ""
+            note = (
+                " (redacted when recorded: matches only this exact text)"
+                if recording.redacted
+                else ""
+            )
             lines.append(f"  {_shown(recording.key)}{note}")
         lines.append(
             f"Replay answers only recorded inputs (same JSON, key order aside). Send one of these, or record "
@@ -278,7 +296,12 @@ def has_recording(fixtures_dir: Path, server_id: str) -> bool:
 def load_replay(fixtures_dir: Path, server_id: str) -> Replay:
     """The replay of `server_id` from `fixtures_dir`; every problem is a UserError naming the
     folder or file and the fix (the CLI exits 2 with it before serving)."""
-    if not server_id or server_id in (".", "..") or any(c in server_id for c in "/\\\0") or server_id.startswith("."):
+    if (
+        not server_id
+        or server_id in (".", "..")
+        or any(c in server_id for c in "/\\\0")
+        or server_id.startswith(".")
+    ):
         raise UserError(
             f"--server {server_id!r}: not a server id",
             hint="pass the .mcp.json key of a recorded server, e.g. --server notes",
@@ -310,12 +333,18 @@ def _server_identity(replay: Replay) -> dict[str, Any]:
 
     info = replay.server_json.get("serverInfo")
     info = dict(info) if isinstance(info, dict) else {}
-    info["name"] = info.get("name") if isinstance(info.get("name"), str) and info.get("name") else replay.server_id
+    info["name"] = (
+        info.get("name")
+        if isinstance(info.get("name"), str) and info.get("name")
+        else replay.server_id
+    )
     info["version"] = info.get("version") if isinstance(info.get("version"), str) else ""
     try:
         impl = types.Implementation.model_validate(info, by_name=False)
     except ValidationError:
-        replay.notes.append("the recorded serverInfo has fields the MCP SDK refuses; serving its name and version only")
+        replay.notes.append(
+            "the recorded serverInfo has fields the MCP SDK refuses; serving its name and version only"
+        )
         impl = types.Implementation(name=info["name"], version=info["version"])
     instructions = replay.server_json.get("instructions")
     return {
@@ -338,12 +367,17 @@ def _sendable(method: str, version: str, data: dict[str, Any]) -> str | None:
 
     model = types.ListToolsResult if method == "tools/list" else types.CallToolResult
     try:
-        dumped = model.model_validate(data, by_name=False).model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped = model.model_validate(data, by_name=False).model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
         serialize_server_result(method, version, dumped)
     except ValidationError as exc:
         first = exc.errors()[0]
         return f"{'/'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}"
-    except (KeyError, ValueError) as exc:  # a version the SDK does not know: it answers the error itself
+    except (
+        KeyError,
+        ValueError,
+    ) as exc:  # a version the SDK does not know: it answers the error itself
         return f"protocol {version}: {exc}"
     return None
 
@@ -376,10 +410,18 @@ def build_server(replay: Replay) -> Server[Any]:
                 if problem is None:
                     kept.append(tool)
                 else:
-                    era = "to 2026-07-28 clients" if version in MODERN_PROTOCOL_VERSIONS else "verbatim only"
-                    _log(f"tool {_shown(repr(tool['name']), 80)} breaks the MCP schema of protocol {version}"
-                         f" ({problem}): served {era}")
-            tool_lists[version] = types.ListToolsResult.model_validate({"tools": kept}, by_name=False)
+                    era = (
+                        "to 2026-07-28 clients"
+                        if version in MODERN_PROTOCOL_VERSIONS
+                        else "verbatim only"
+                    )
+                    _log(
+                        f"tool {_shown(repr(tool['name']), 80)} breaks the MCP schema of protocol {version}"
+                        f" ({problem}): served {era}"
+                    )
+            tool_lists[version] = types.ListToolsResult.model_validate(
+                {"tools": kept}, by_name=False
+            )
         return tool_lists[version].model_copy(deep=True)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -393,14 +435,21 @@ def build_server(replay: Replay) -> Server[Any]:
         if problem is None:
             return types.CallToolResult.model_validate(result, by_name=False)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            _log(f"{params.name}: the recorded result breaks the MCP schema of protocol {ctx.protocol_version} ({problem})")
+            _log(
+                f"{params.name}: the recorded result breaks the MCP schema of protocol {ctx.protocol_version} ({problem})"
+            )
         # what the SDK sends in its place: a handshake-era session gets the recording instead
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=(
-                f"replay of '{replay.server_id}': the recorded result of {_shown(repr(params.name), 80)} for this "
-                f"input breaks the MCP schema of protocol {ctx.protocol_version} ({problem}), so it is only replayed "
-                "to handshake-era clients (protocol 2025-11-25 and before)"
-            ))],
+            content=[
+                types.TextContent(
+                    type="text",
+                    text=(
+                        f"replay of '{replay.server_id}': the recorded result of {_shown(repr(params.name), 80)} for this "
+                        f"input breaks the MCP schema of protocol {ctx.protocol_version} ({problem}), so it is only replayed "
+                        "to handshake-era clients (protocol 2025-11-25 and before)"
+                    ),
+                )
+            ],
             is_error=True,
         )
 
@@ -417,7 +466,9 @@ def build_server(replay: Replay) -> Server[Any]:
             if ctx.request_id is not None:
                 answers.pop(ctx.request_id, None)
 
-    server: Server[Any] = Server(**_server_identity(replay), on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(
+        **_server_identity(replay), on_list_tools=list_tools, on_call_tool=call_tool
+    )
     server.middleware.append(verbatim)
     return server
 
@@ -430,7 +481,9 @@ async def serve_stdio(replay: Replay) -> None:
     server = build_server(replay)
     for note in replay.notes:
         _log(note)
-    _log(f"serving '{replay.server_id}': {len(replay.tools)} tools, {replay.calls_count} recorded inputs")
+    _log(
+        f"serving '{replay.server_id}': {len(replay.tools)} tools, {replay.calls_count} recorded inputs"
+    )
     async with stdio_server() as (read, write):
         # No listChanged: a recording never changes while it is served.
         await server.run(read, write, server.create_initialization_options(NotificationOptions()))

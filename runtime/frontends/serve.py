@@ -111,18 +111,37 @@ TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "code": {"type": "string", "description": "JavaScript or TypeScript ES module source (top-level await allowed)."},
+        "code": {
+            "type": "string",
+            "description": "JavaScript or TypeScript ES module source (top-level await allowed).",
+        },
         "limits": {
             "type": "object",
             "description": "Optional execution limits; unknown keys are ignored.",
             "properties": {
-                **{key: {"type": "integer", "minimum": 0}
-                   for key in ("timeoutMs", "maxMemoryBytes", "maxLogBytes", "maxToolCalls", "maxConcurrentCalls")},
-                "maxResponseChars": {"type": "integer", "minimum": MIN_RESPONSE_CHARS,
-                                     "description": "Characters of result and logs returned; past it both are cut."},
-                "typecheck": {"type": "boolean", "description": "Type-check the script first (type errors come back as warnings)."},
-                "trace": {"enum": list(TRACE_MODES),
-                          "description": "toolTrace lists every call, only failed ones (plus toolSummary), or none."},
+                **{
+                    key: {"type": "integer", "minimum": 0}
+                    for key in (
+                        "timeoutMs",
+                        "maxMemoryBytes",
+                        "maxLogBytes",
+                        "maxToolCalls",
+                        "maxConcurrentCalls",
+                    )
+                },
+                "maxResponseChars": {
+                    "type": "integer",
+                    "minimum": MIN_RESPONSE_CHARS,
+                    "description": "Characters of result and logs returned; past it both are cut.",
+                },
+                "typecheck": {
+                    "type": "boolean",
+                    "description": "Type-check the script first (type errors come back as warnings).",
+                },
+                "trace": {
+                    "enum": list(TRACE_MODES),
+                    "description": "toolTrace lists every call, only failed ones (plus toolSummary), or none.",
+                },
             },
         },
         "requestedCapabilities": {
@@ -139,14 +158,26 @@ INPUT_SCHEMA: dict[str, Any] = {
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "logs": {"type": "array", "items": {"type": "object"}, "description": "console.* output, captured."},
+        "logs": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "console.* output, captured.",
+        },
         "result": {"description": "The value of globalThis.__codemode_result__ (JSON), else null."},
         "diagnostics": {
-            "type": "array", "items": {"type": "object"},
+            "type": "array",
+            "items": {"type": "object"},
             "description": "Errors (script errors included) and warnings: {severity, code, message, hint?, path?}.",
         },
-        "toolTrace": {"type": "array", "items": {"type": "object"}, "description": "The script's tool calls."},
-        "toolSummary": {"type": "object", "description": "Calls per tool and failures, when toolTrace lists only failed calls."},
+        "toolTrace": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "The script's tool calls.",
+        },
+        "toolSummary": {
+            "type": "object",
+            "description": "Calls per tool and failures, when toolTrace lists only failed calls.",
+        },
     },
     "required": ["logs", "result", "diagnostics"],
 }
@@ -179,22 +210,33 @@ async def handle_run(
         isinstance(args["requestedCapabilities"], list)
         and all(isinstance(c, str) for c in args["requestedCapabilities"])
     ):
-        problem = ("/requestedCapabilities", "`requestedCapabilities` must be an array of server ids")
+        problem = (
+            "/requestedCapabilities",
+            "`requestedCapabilities` must be an array of server ids",
+        )
     if problem is not None:
-        return not_started(diagnostic(
-            DiagnosticCode.INVALID_REQUEST, problem[1],
-            hint="send {\"code\": \"<JavaScript>\"} with optional limits and requestedCapabilities",
-            path=problem[0],
-        ))
+        return not_started(
+            diagnostic(
+                DiagnosticCode.INVALID_REQUEST,
+                problem[1],
+                hint='send {"code": "<JavaScript>"} with optional limits and requestedCapabilities',
+                path=problem[0],
+            )
+        )
     assert isinstance(code, str)
-    response = await cm.run(code, limits=args.get("limits"), requested_capabilities=args.get("requestedCapabilities"),
-                            progress=progress, approve=approve, approval_session=approval_session, started=started,
-                            resumable=resumable)
+    response = await cm.run(
+        code,
+        limits=args.get("limits"),
+        requested_capabilities=args.get("requestedCapabilities"),
+        progress=progress,
+        approve=approve,
+        approval_session=approval_session,
+        started=started,
+        resumable=resumable,
+    )
     for note in cm.take_recording_notes():  # serve --record: what was written, or why not
         log_line(f"record: {note}")
     return response
-
-
 
 
 def _ticket(ctx: Any) -> Ticket | None:
@@ -220,14 +262,19 @@ def response_text(response: Response) -> tuple[Response, str]:
             log_line("tools/call: response had lone surrogates; replaced")
             response = utf8_safe_json(response)
             text = payload.dumps(response, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError, RecursionError) as exc:  # a bug upstream of us: still a §3.3 answer
+    except (
+        TypeError,
+        ValueError,
+        RecursionError,
+    ) as exc:  # a bug upstream of us: still a §3.3 answer
         log_line(f"tools/call: response is not JSON: {type(exc).__name__}: {exc}")
-        response = error_response(DiagnosticCode.HOST_ERROR, f"the run's response could not be serialized: {exc}",
-                                  "retry the run; if it fails again, report it with the server's stderr log")
+        response = error_response(
+            DiagnosticCode.HOST_ERROR,
+            f"the run's response could not be serialized: {exc}",
+            "retry the run; if it fails again, report it with the server's stderr log",
+        )
         text = json.dumps(response, ensure_ascii=False, sort_keys=True)
     return response, text
-
-
 
 
 def build_server(host: ServeHost) -> Server[Any]:
@@ -257,26 +304,49 @@ def build_server(host: ServeHost) -> Server[Any]:
         ticket: Ticket | None = None,
         resumable: Resumable | None = None,
     ) -> Response:
-        if ticket is not None and ticket.expired and not (resumable is not None and resumable.prior is not None):
+        if (
+            ticket is not None
+            and ticket.expired
+            and not (resumable is not None and resumable.prior is not None)
+        ):
             host.expired(ticket)  # counted in the metrics as a run that timed out
-            return not_started(worker_limit(ticket.timeout_ms, ticket.slots))  # serve --http queued it too long
+            return not_started(
+                worker_limit(ticket.timeout_ms, ticket.slots)
+            )  # serve --http queued it too long
         cm = await host.ready()
         if cm is None:
             problem = host.problem
             if problem is None:
-                return error_response(DiagnosticCode.HOST_ERROR, "codemode-gen serve is shutting down",
-                                      "retry the run once the server is back")
-            return error_response(DiagnosticCode.CONFIG_ERROR, problem.message, restart_hint(problem))
+                return error_response(
+                    DiagnosticCode.HOST_ERROR,
+                    "codemode-gen serve is shutting down",
+                    "retry the run once the server is back",
+                )
+            return error_response(
+                DiagnosticCode.CONFIG_ERROR, problem.message, restart_hint(problem)
+            )
         try:
-            return await handle_run(cm, arguments, progress=progress, approve=approve, approval_session=session_key,
-                                    started=None if ticket is None else ticket.queued_at, resumable=resumable)
+            return await handle_run(
+                cm,
+                arguments,
+                progress=progress,
+                approve=approve,
+                approval_session=session_key,
+                started=None if ticket is None else ticket.queued_at,
+                resumable=resumable,
+            )
         except UserError as exc:
             host.report(exc)
-            return error_response(DiagnosticCode.CONFIG_ERROR, exc.message, exc.hint or "fix the file it names, then retry")
+            return error_response(
+                DiagnosticCode.CONFIG_ERROR,
+                exc.message,
+                exc.hint or "fix the file it names, then retry",
+            )
         except Exception as exc:
             log_line(f"tools/call: unexpected {type(exc).__name__}: {exc}")
             return error_response(
-                DiagnosticCode.HOST_ERROR, f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}",
+                DiagnosticCode.HOST_ERROR,
+                f"codemode-gen failed unexpectedly: {type(exc).__name__}: {exc}",
                 "retry the run; if it fails again, report it with the server's stderr log",
             )
 
@@ -287,19 +357,32 @@ def build_server(host: ServeHost) -> Server[Any]:
         host.start()  # a 2026-07-28 client sends no notifications/initialized
         session = getattr(ctx, "session", None)
         if host.announce and session is not None and not any(s is session for s in host.listeners):
-            host.listeners[:] = [session]  # one stdio connection: the latest request's proxy will do
-        return types.ListToolsResult(tools=[types.Tool(
-            name=tool_name,
-            title="Run Code Mode JavaScript",
-            description=host.describe(),
-            input_schema=INPUT_SCHEMA,
-            output_schema=OUTPUT_SCHEMA,
-        )])
+            host.listeners[:] = [
+                session
+            ]  # one stdio connection: the latest request's proxy will do
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool_name,
+                    title="Run Code Mode JavaScript",
+                    description=host.describe(),
+                    input_schema=INPUT_SCHEMA,
+                    output_schema=OUTPUT_SCHEMA,
+                )
+            ]
+        )
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != tool_name:
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=f"unknown tool {params.name!r}; the only tool is {tool_name}")],
+                content=[
+                    types.TextContent(
+                        type="text",
+                        text=f"unknown tool {params.name!r}; the only tool is {tool_name}",
+                    )
+                ],
                 is_error=True,
             )
         # A progressToken in the request's _meta asks for progress while the run lasts: the SDK's
@@ -312,16 +395,23 @@ def build_server(host: ServeHost) -> Server[Any]:
         session = getattr(ctx, "session", None)
         asked = (getattr(ctx, "meta", None) or {}).get("progress_token") is not None
         resumable = None
-        if is_modern(session) and (params.request_state is not None or (
-                elicits_forms(session) and not host.options.approve_all)):
+        if is_modern(session) and (
+            params.request_state is not None
+            or (elicits_forms(session) and not host.options.approve_all)
+        ):
             from codemode_gen.runtime.frontends.input_required import (
                 input_required_result,
                 resumable_call,
             )
 
             made = resumable_call(
-                params.name, params.arguments, params.request_state, params.input_responses, host.sealer(),
-                answer=approval_answer, cannot_ask=None if elicits_forms(session) else NO_ELICITATION,
+                params.name,
+                params.arguments,
+                params.request_state,
+                params.input_responses,
+                host.sealer(),
+                answer=approval_answer,
+                cannot_ask=None if elicits_forms(session) else NO_ELICITATION,
             )
             if isinstance(made, dict):
                 return _tool_result(made)
@@ -342,7 +432,9 @@ def build_server(host: ServeHost) -> Server[Any]:
         # Encoding walks the whole response: a large one (a 12 MB result) off the event loop.
         if payload.is_large(response):
             response, text = await payload.offload(response_text, response)
-            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=response)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], structured_content=response
+            )
         return _tool_result(response)
 
     def _tool_result(response: Response) -> types.CallToolResult:
@@ -359,7 +451,9 @@ def build_server(host: ServeHost) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    server.add_notification_handler(
+        "notifications/initialized", types.NotificationParams, initialized
+    )
     return server
 
 
@@ -375,8 +469,17 @@ async def serve_stdio(
     from mcp.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
-    telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
-    host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget, options=options, announce=True)
+    telemetry_serve.install_log_handler(
+        log_line
+    )  # warnings of the runtime as serve's lines, with trace ids
+    host = ServeHost(
+        config,
+        out,
+        tool_name=tool_name,
+        prompt_budget=prompt_budget,
+        options=options,
+        announce=True,
+    )
     host.check()
     server = build_server(host)
 
@@ -393,7 +496,9 @@ async def serve_stdio(
         if not shutting_down and main is not None:
             main.cancel()
 
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread / Windows
+    with contextlib.suppress(
+        NotImplementedError, RuntimeError, ValueError
+    ):  # not main thread / Windows
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         try:
@@ -403,8 +508,9 @@ async def serve_stdio(
         finally:
             shutting_down = True
             await host.aclose()
-            await asyncio.to_thread(otel_setup.shutdown)  # the last runs' spans, before the process ends
+            await asyncio.to_thread(
+                otel_setup.shutdown
+            )  # the last runs' spans, before the process ends
     except asyncio.CancelledError:
         if not terminated:
             raise
-

@@ -45,7 +45,9 @@ __all__ = [
 # with no properties; an "ask" tool's form (`approval_form`) adds one boolean, FOR_RUN_FIELD:
 # accepted with it true, the tool's further calls in this run go through unasked (approval.FOR_RUN).
 APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-APPROVAL_ACTIONS = "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+APPROVAL_ACTIONS = (
+    "Accept to let this one call run; decline to refuse it (the script is told and goes on)."
+)
 FOR_RUN_FIELD = "allowForRun"
 APPROVAL_ACTIONS_FOR_RUN = (
     "Accept to let this call run (tick the box to let its further calls in this run through too);"
@@ -66,7 +68,10 @@ def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
         "description": "Unticked: only this call.",
         "default": False,
     }
-    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {"type": "object", "properties": {FOR_RUN_FIELD: field}}
+    return request.describe(APPROVAL_ACTIONS_FOR_RUN), {
+        "type": "object",
+        "properties": {FOR_RUN_FIELD: field},
+    }
 
 
 def form_answer(action: str, content: Mapping[str, Any] | None) -> Answer:
@@ -91,7 +96,9 @@ def approval_answer(result: Any) -> Answer | Unusable:
         action, content = getattr(result, "action", None), getattr(result, "content", None)
     if action in ("accept", "decline", "cancel"):
         return form_answer(action, content if isinstance(content, Mapping) else None)
-    return Unusable("the MCP client's response to the approval request was not an elicitation result")
+    return Unusable(
+        "the MCP client's response to the approval request was not an elicitation result"
+    )
 
 
 def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
@@ -120,7 +127,9 @@ def elicitation_approver(session: Any, request_id: Any = None) -> Approver:
         except NoBackChannelError:
             raise ApprovalUnavailable(_no_channel(session)) from None
         except MCPError as exc:  # e.g. a client that declared elicitation and then refused it
-            raise ApprovalUnavailable(f"the MCP client could not ask the user: {safe_name(exc.message, 300)}") from None
+            raise ApprovalUnavailable(
+                f"the MCP client could not ask the user: {safe_name(exc.message, 300)}"
+            ) from None
         answer = approval_answer(result)
         if isinstance(answer, Unusable):
             raise ApprovalUnavailable(answer)
@@ -158,4 +167,6 @@ def elicits_forms(session: Any) -> bool:
     elicitation = getattr(getattr(session, "client_capabilities", None), "elicitation", None)
     if elicitation is None:
         return False
-    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+    return (
+        getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+    )

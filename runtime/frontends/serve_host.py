@@ -50,7 +50,9 @@ def log_line(text: str) -> None:
     run ends with its trace id (runtime/host/telemetry_serve.py), which leads to the run's trace."""
     line = safe_name(" ".join(text.split()), MAX_LOG_LINE_CHARS - 1)
     with contextlib.suppress(OSError, ValueError):
-        print(f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True)
+        print(
+            f"codemode-gen serve: {line}{telemetry_serve.log_suffix()}", file=sys.stderr, flush=True
+        )
 
 
 def load_host(
@@ -156,14 +158,18 @@ class ServeHost:
         self.options = options
         self.announce = announce
         self.problem: UserError | None = None  # set: every run is a CONFIG_ERROR saying it
-        self.listeners: list[Any] = []  # the client session(s) that listed tools: told when the list changes
+        self.listeners: list[
+            Any
+        ] = []  # the client session(s) that listed tools: told when the list changes
         self._cm: CodeMode | None = None
         self._entered: CodeMode | None = None  # the CodeMode while it is entered (runs go to it)
         self._task: asyncio.Task[None] | None = None  # holds the CodeMode entered (anyio: one task)
         self._ready = asyncio.Event()  # entered, or failed to: ready() returns
         self._stop = asyncio.Event()
         self._closing = False
-        self._reported: set[str] = set()  # configuration errors already on stderr (once each, not per request)
+        self._reported: set[str] = (
+            set()
+        )  # configuration errors already on stderr (once each, not per request)
         self._sealer: StateSealer | None = None
 
     # ------------------------------------------------------------------ start-up
@@ -227,11 +233,17 @@ class ServeHost:
                     background = []
                 self._entered = cm
                 self._ready.set()
-                announcer = asyncio.ensure_future(self._announce(background)) if self.announce and background else None
+                announcer = (
+                    asyncio.ensure_future(self._announce(background))
+                    if self.announce and background
+                    else None
+                )
                 # A long-running host: no automatic full collection in the middle of a run's
                 # payload; the host collects between runs (codemode_gen/gcpolicy.py).
                 gcpolicy.install()
-                collector = asyncio.ensure_future(gcpolicy.collect_periodically(lambda: cm.runs_in_progress > 0))
+                collector = asyncio.ensure_future(
+                    gcpolicy.collect_periodically(lambda: cm.runs_in_progress > 0)
+                )
                 try:
                     await self._stop.wait()
                 finally:
@@ -332,11 +344,16 @@ class ServeHost:
     def describe(self) -> str:
         """The tool's description; never waits (no sandbox, no upstream server)."""
         try:
-            return tool_description(self.codemode(), self.problem, tool_name=self.tool_name,
-                                    budget=self.prompt_budget, on_error=self.report)
+            return tool_description(
+                self.codemode(),
+                self.problem,
+                tool_name=self.tool_name,
+                budget=self.prompt_budget,
+                on_error=self.report,
+            )
         except Exception as exc:  # a bug: still answer, with the reason on stderr
             log_line(f"tools/list: unexpected {type(exc).__name__}: {exc}")
             return (
                 f"Code Mode: the description could not be built ({type(exc).__name__}: {exc}). "
-                f"`{self.tool_name}` calls may still work: send {{\"code\": \"<JavaScript ES module>\"}}.\n"
+                f'`{self.tool_name}` calls may still work: send {{"code": "<JavaScript ES module>"}}.\n'
             )

@@ -95,13 +95,14 @@ class HttpOptions:
     public_metrics: bool = False
 
 
-
 def _resolve(host: str, port: int) -> tuple[Any, ...]:
     """What `host:port` binds to: (family, type, proto, canonname, address)."""
     try:
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     except (OSError, IndexError) as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc}", hint="pass an address of this machine") from None
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc}", hint="pass an address of this machine"
+        ) from None
 
 
 def _bind(resolved: tuple[Any, ...], host: str, port: int) -> socket.socket:
@@ -110,14 +111,18 @@ def _bind(resolved: tuple[Any, ...], host: str, port: int) -> socket.socket:
     try:
         sock = socket.socket(family, kind, proto)
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc}", hint="pass an address of this machine") from None
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc}", hint="pass an address of this machine"
+        ) from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                        hint="pick another port (0 picks a free one)") from None
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="pick another port (0 picks a free one)",
+        ) from None
     return sock
 
 
@@ -145,7 +150,9 @@ async def serve_http(
     as given; CODEMODE_AUTH_TOKEN is read from `environ` (default: the process's)."""
     bind_host, port = listen
     http = http or HttpOptions()
-    token = resolve_token(auth_token, os.environ if environ is None else environ, allow_unauthenticated)
+    token = resolve_token(
+        auth_token, os.environ if environ is None else environ, allow_unauthenticated
+    )
     resolved = _resolve(bind_host, port)
     bound = str(resolved[4][0])
     check_exposure(bound, token, allow_unauthenticated, shown=bind_host)
@@ -165,20 +172,31 @@ async def serve_http(
     from codemode_gen.runtime.frontends.serve import build_server
     from codemode_gen.runtime.frontends.serve_host import ServeHost, log_line
 
-    telemetry_serve.install_log_handler(log_line)  # warnings of the runtime as serve's lines, with trace ids
+    telemetry_serve.install_log_handler(
+        log_line
+    )  # warnings of the runtime as serve's lines, with trace ids
     if token is None:
         log_line(
             f"no bearer token ({TOKEN_ENV} unset): anyone who can reach {bind_host} can run scripts"
-            + (" (only programs on this machine: it is a loopback address)" if loopback
-               else " (--allow-unauthenticated: something in front must authenticate)")
+            + (
+                " (only programs on this machine: it is a loopback address)"
+                if loopback
+                else " (--allow-unauthenticated: something in front must authenticate)"
+            )
         )
     if (options or HostOptions()).state_secret is None:
         log_line(
             "no --state-secret (CODEMODE_STATE_SECRET unset): a run that waits for an MCP 2026-07-28 client's "
             "approval resumes only in this process; behind a load balancer give every instance the same secret"
         )
-    host = ServeHost(config, out, tool_name=tool_name, prompt_budget=prompt_budget,
-                     options=options or HostOptions(), announce=False)
+    host = ServeHost(
+        config,
+        out,
+        tool_name=tool_name,
+        prompt_budget=prompt_budget,
+        options=options or HostOptions(),
+        announce=False,
+    )
     host.check()
     server = build_server(host)
     app = server.streamable_http_app(
@@ -198,7 +216,8 @@ async def serve_http(
     )
     offload = Offload(1)  # large requests' JSON is parsed there (one at a time; started on need)
     connections = ConnectionLimits(
-        http.max_connections if http.max_connections is not None else default_max_connections(), log=log_line,
+        http.max_connections if http.max_connections is not None else default_max_connections(),
+        log=log_line,
     )
 
     class Listener(uvicorn.Server):
@@ -218,16 +237,18 @@ async def serve_http(
     gate.metrics()  # the admission queue's gauge from the start
     if http.public_metrics:
         log_line(f"GET {METRICS_PATH} is served without the bearer token (--public-metrics)")
-    listener = Listener(uvicorn.Config(
-        gate,
-        http=connection_protocol(connections),
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        ws="none",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        timeout_keep_alive=KEEP_ALIVE_S,
-    ))
+    listener = Listener(
+        uvicorn.Config(
+            gate,
+            http=connection_protocol(connections),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            ws="none",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
+    )
 
     def on_signal() -> None:
         if listener.should_exit:  # a second signal: stop waiting for the runs in flight
@@ -237,7 +258,9 @@ async def serve_http(
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread / Windows
+        with contextlib.suppress(
+            NotImplementedError, RuntimeError, ValueError
+        ):  # not main thread / Windows
             loop.add_signal_handler(sig, on_signal)
             handled.append(sig)
     # An instance behind a load balancer warms at once (/healthz turns 200 when it is ready).
@@ -247,7 +270,9 @@ async def serve_http(
     finally:
         await host.aclose()
         await offload.aclose()
-        await asyncio.to_thread(otel_setup.shutdown)  # the last runs' spans, before the process ends
+        await asyncio.to_thread(
+            otel_setup.shutdown
+        )  # the last runs' spans, before the process ends
         for sig in handled:
             loop.remove_signal_handler(sig)
         sock.close()

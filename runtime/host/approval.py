@@ -102,7 +102,6 @@ class ApprovalOutcome:
         return self.decision != "denied"
 
 
-
 # --------------------------------------------------------------------------- the gate
 
 
@@ -134,7 +133,9 @@ class ApprovalGate:
         self._locks: dict[tuple[Hashable, str, str], tuple[asyncio.Lock, int]] = {}
         self._redactors: dict[str, tuple[ServerConfig, Redactor]] = {}
 
-    def policy(self, config: ServerConfig, tool_name: str, annotations: Mapping[str, Any] | None) -> Policy:
+    def policy(
+        self, config: ServerConfig, tool_name: str, annotations: Mapping[str, Any] | None
+    ) -> Policy:
         return tool_policy(config, tool_name, annotations, self.project_default)
 
     def remembered(self, config_id: str, tool_name: str, session: Hashable = None) -> bool:
@@ -217,10 +218,14 @@ class ApprovalGate:
             return ApprovalOutcome("approved", policy)
         approver = approve if approve is not None else self.approve
         if approver is None:
-            return ApprovalOutcome("denied", policy, "unavailable", "no approver was given to this host")
+            return ApprovalOutcome(
+                "denied", policy, "unavailable", "no approver was given to this host"
+            )
         # Redacting and showing the arguments walks them: large ones off the event loop.
         if payload.is_large(arguments):
-            request = await payload.offload(self.request, server_id, config, tool_name, arguments, annotations, policy)
+            request = await payload.offload(
+                self.request, server_id, config, tool_name, arguments, annotations, policy
+            )
         else:
             request = self.request(server_id, config, tool_name, arguments, annotations, policy)
         try:
@@ -259,9 +264,16 @@ class ApprovalGate:
             except ApprovalUnavailable as exc:
                 return ApprovalOutcome("denied", policy, "unavailable", str(exc) or None)
             except Exception as exc:  # an approver that fails says no
-                log.warning("approver failed for %s.%s: %s: %s", request.config_id, request.tool_name,
-                            type(exc).__name__, jsonsafe.clip(str(exc), 300))
-                return ApprovalOutcome("denied", policy, "error", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 300))
+                log.warning(
+                    "approver failed for %s.%s: %s: %s",
+                    request.config_id,
+                    request.tool_name,
+                    type(exc).__name__,
+                    jsonsafe.clip(str(exc), 300),
+                )
+                return ApprovalOutcome(
+                    "denied", policy, "error", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 300)
+                )
             # Only True and FOR_RUN approve: a truthy "yes" or 1 from a careless callback is no.
             for_run = isinstance(accepted, str) and accepted == FOR_RUN
             if accepted is not True and not for_run:
@@ -315,7 +327,9 @@ async def _within(deadline: float | None, awaitable: Awaitable[ApprovalOutcome])
     return await asyncio.wait_for(awaitable, remaining)
 
 
-def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, tool_name: str) -> tuple[str, str]:
+def denial_message(
+    outcome: ApprovalOutcome, server_id: str, config_id: str, tool_name: str
+) -> tuple[str, str]:
     """The ToolCallError message and hint of a denied call (for the script and the agent):
     what happened, and what the user can change: the codemode.toml line that allows the tool
     and, where nobody could be asked, the host options that approve without asking."""
@@ -328,14 +342,17 @@ def denial_message(outcome: ApprovalOutcome, server_id: str, config_id: str, too
         "policy": "the host's approval policy denies it",
         "error": "asking for approval failed" + (f": {outcome.detail}" if outcome.detail else ""),
     }.get(outcome.reason or "", "it was not approved")
-    message = f"{where} was not called: {why} (approval policy \"{outcome.policy}\")"
+    message = f'{where} was not called: {why} (approval policy "{outcome.policy}")'
     line = toml_line(config_id, tool_name, "allow")
     change = {
         "declined": f"If such calls are fine, the user can allow them in codemode.toml: {line}",
         "timeout": f"A run with a larger limits.timeoutMs gives the user longer to answer; codemode.toml can allow"
         f" it: {line}",
         "policy": f"Only the user can allow it, in codemode.toml: {line}",
-    }.get(outcome.reason or "", f"The user can allow it in codemode.toml ({line}), or start the host with"
-          " serve --approve-all / run --yes to approve such calls without asking")
+    }.get(
+        outcome.reason or "",
+        f"The user can allow it in codemode.toml ({line}), or start the host with"
+        " serve --approve-all / run --yes to approve such calls without asking",
+    )
     hint = f"do not retry this call in this run; continue without it or tell the user what it would do. {change}"
     return message, hint

@@ -72,7 +72,7 @@ PolicySource = Literal["annotation", "config", "default"]
 
 
 def policy_from_annotations(annotations: Mapping[str, Any] | None) -> Policy:
-    """"auto": allow read-only tools and tools that say they destroy nothing; ask the rest.
+    """ "auto": allow read-only tools and tools that say they destroy nothing; ask the rest.
 
     Only literal booleans count: a server sending `"readOnlyHint": "true"` is not trusted with
     the lenient reading."""
@@ -125,8 +125,13 @@ class ToolPolicy:
     line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"server": self.config_id, "tool": self.tool_name, "policy": self.policy,
-                               "why": self.source, "detail": self.detail}
+        out: dict[str, Any] = {
+            "server": self.config_id,
+            "tool": self.tool_name,
+            "policy": self.policy,
+            "why": self.source,
+            "detail": self.detail,
+        }
         if self.line is not None:
             out["line"] = self.line
         return out
@@ -149,34 +154,64 @@ def explain_policy(
     server = server if server is not None else ServerSettings()
 
     def config(setting: str, text: str, *keys: str) -> ToolPolicy:
-        return ToolPolicy(config_id, tool_name, _resolved(setting, annotations), "config", text,
-                          source.line(keys) if source is not None else None)
+        return ToolPolicy(
+            config_id,
+            tool_name,
+            _resolved(setting, annotations),
+            "config",
+            text,
+            source.line(keys) if source is not None else None,
+        )
 
     table = f"[servers.{_toml_key(config_id)}]"
     own = server.approval.get(tool_name)
     if tool_name in server.blocklist and own != "deny":
         return config("deny", f"{table} blocklist", "servers", config_id, "blocklist")
     if own is not None and own != "auto":
-        return config(own, toml_line(config_id, tool_name, own), "servers", config_id, "approval", tool_name)
+        return config(
+            own, toml_line(config_id, tool_name, own), "servers", config_id, "approval", tool_name
+        )
     if own is None and server.approval_default not in (None, "auto"):
         default = str(server.approval_default)
         written = _server_entry(source, config_id)
         if isinstance(written, Mapping):
-            return config(default, f"[servers.{_toml_key(config_id)}.approval] \"*\" = \"{default}\"",
-                          "servers", config_id, "approval", "*")
-        return config(default, f"{table} approval = \"{default}\"", "servers", config_id, "approval")
+            return config(
+                default,
+                f'[servers.{_toml_key(config_id)}.approval] "*" = "{default}"',
+                "servers",
+                config_id,
+                "approval",
+                "*",
+            )
+        return config(default, f'{table} approval = "{default}"', "servers", config_id, "approval")
     if own is None and server.approval_default is None and project_default != "auto":
-        return config(project_default, f"approval = \"{project_default}\"", "approval")
+        return config(project_default, f'approval = "{project_default}"', "approval")
     policy = policy_from_annotations(annotations)
     hints = annotations if isinstance(annotations, Mapping) else {}
-    for key, value in (("readOnlyHint", True), ("destructiveHint", False), ("destructiveHint", True)):
+    for key, value in (
+        ("readOnlyHint", True),
+        ("destructiveHint", False),
+        ("destructiveHint", True),
+    ):
         if hints.get(key) is value:
-            return ToolPolicy(config_id, tool_name, policy, "annotation", f"{key}: {str(value).lower()}")
+            return ToolPolicy(
+                config_id, tool_name, policy, "annotation", f"{key}: {str(value).lower()}"
+            )
     if hints.get("readOnlyHint") is False:
-        return ToolPolicy(config_id, tool_name, policy, "annotation",
-                          "readOnlyHint: false, no destructiveHint (MCP reads it as true)")
-    return ToolPolicy(config_id, tool_name, policy, "default",
-                      "no annotations" if not hints else "annotations say nothing of reads or destruction")
+        return ToolPolicy(
+            config_id,
+            tool_name,
+            policy,
+            "annotation",
+            "readOnlyHint: false, no destructiveHint (MCP reads it as true)",
+        )
+    return ToolPolicy(
+        config_id,
+        tool_name,
+        policy,
+        "default",
+        "no annotations" if not hints else "annotations say nothing of reads or destruction",
+    )
 
 
 def _server_entry(source: SettingsSource | None, config_id: str) -> Any:
@@ -194,18 +229,27 @@ def policy_table(
     rows = []
     for config_id, tools in sorted(servers, key=lambda s: s[0]):
         server = settings.servers.get(config_id)
-        for tool in sorted((t for t in tools if isinstance(t.get("name"), str)), key=lambda t: str(t["name"])):
+        for tool in sorted(
+            (t for t in tools if isinstance(t.get("name"), str)), key=lambda t: str(t["name"])
+        ):
             annotations = tool.get("annotations")
-            rows.append(explain_policy(config_id, server, settings.approval, str(tool["name"]),
-                                       annotations if isinstance(annotations, Mapping) else None,
-                                       source=settings.source))
+            rows.append(
+                explain_policy(
+                    config_id,
+                    server,
+                    settings.approval,
+                    str(tool["name"]),
+                    annotations if isinstance(annotations, Mapping) else None,
+                    source=settings.source,
+                )
+            )
     return rows
 
 
 def toml_line(config_id: str, tool_name: str, setting: ApprovalSetting) -> str:
     """The codemode.toml table header and entry (one line, as in a hint) that give one tool
     `setting`, keys quoted where TOML needs it."""
-    return f"[servers.{_toml_key(config_id)}.approval] {_toml_key(tool_name)} = \"{setting}\""
+    return f'[servers.{_toml_key(config_id)}.approval] {_toml_key(tool_name)} = "{setting}"'
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")

@@ -82,7 +82,11 @@ class ApprovalRequest:
     def describe(self, question: str = "", *, width: int = ELICITATION_DATA_WIDTH) -> str:
         """The message for a person: the host's words (who wants to call what; `question`),
         then the arguments set off as data, last (`arguments_block`)."""
-        once = " (ask-once: a yes approves this tool for the rest of the session)" if self.policy == "ask-once" else ""
+        once = (
+            " (ask-once: a yes approves this tool for the rest of the session)"
+            if self.policy == "ask-once"
+            else ""
+        )
         flags = describe_annotations(self.annotations)
         return (
             f"A script wants to call tool {display_string(self.tool_name)} of server"

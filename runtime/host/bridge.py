@@ -125,7 +125,8 @@ class Bridge:
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_call_done: Callable[[str, str], None] | None = None,
-        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]] | None = None,
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]]
+        | None = None,
         approval: ApprovalGate | None = None,
         approve: Approver | None = None,
         approval_session: Hashable = None,
@@ -163,7 +164,9 @@ class Bridge:
         self.approval_session = approval_session
         # (config id, tool name) a person approved for the rest of this run (approval.FOR_RUN);
         # a resumable run's is its journal's (kept in its sealed state across rounds/instances)
-        self.approved_for_run: set[tuple[str, str]] = journal.approved_for_run if journal is not None else set()
+        self.approved_for_run: set[tuple[str, str]] = (
+            journal.approved_for_run if journal is not None else set()
+        )
         # Told an ad-hoc progress message (the run's reporter's `note`): must not block or raise.
         self._on_note = on_note
         # codemode.toml's `redact` regexes: with each server's own secrets, redacted from the
@@ -171,8 +174,9 @@ class Bridge:
         self.redact_patterns = tuple(redact_patterns)
         # Sends the calls to their servers (runtime/host/upstream.py), `on_result` told of each
         # successful one.
-        self.upstream = Upstream(connector, configs, self.log, on_result=on_result,
-                                 redact_patterns=self.redact_patterns)
+        self.upstream = Upstream(
+            connector, configs, self.log, on_result=on_result, redact_patterns=self.redact_patterns
+        )
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -204,7 +208,9 @@ class Bridge:
         journal = self.journal
         if journal is None:
             return (await self._serve_call(seq, request))[0]
-        logged = await journal.enter(seq, request if isinstance(request, dict) else {"request": str(request)})
+        logged = await journal.enter(
+            seq, request if isinstance(request, dict) else {"request": str(request)}
+        )
         if logged is not None:
             return self._replayed(logged.reply, logged.entry)
         reply, entry = await self._serve_call(seq, request)
@@ -219,7 +225,9 @@ class Bridge:
         reply: HostReply = json.loads(reply_text)
         return reply
 
-    async def _serve_call(self, seq: int, request: dict[str, Any]) -> tuple[HostReply, TraceEntry | None]:
+    async def _serve_call(
+        self, seq: int, request: dict[str, Any]
+    ) -> tuple[HostReply, TraceEntry | None]:
         """`host_call` itself: the reply and the call's trace entry (None: the call made none)."""
         if not isinstance(request, dict) or request.get("op") != "call":
             op = request.get("op") if isinstance(request, dict) else request
@@ -236,7 +244,11 @@ class Bridge:
         shown_server, shown_tool = jsonsafe.safe_name(server_id), jsonsafe.safe_name(tool_name)
         if self._closed:  # a call that raced the end of the run is never dispatched
             return error_reply(
-                "ToolCallError", "the run has ended", "nothing to do", serverId=shown_server, toolName=shown_tool
+                "ToolCallError",
+                "the run has ended",
+                "nothing to do",
+                serverId=shown_server,
+                toolName=shown_tool,
             ), None
         self.calls += 1
         if self.max_tool_calls is not None and self.calls > self.max_tool_calls:
@@ -250,19 +262,42 @@ class Bridge:
         # What the approval gate decided for this call; "pending" while a person is asked.
         gate: dict[str, str] = {}
         try:
-            reply = await telemetry_calls.traced_call(self._call(seq, server_id, tool_name, request, gate), shown_server,
-                                                shown_tool, gate, request, lambda text: self.redact_text(server_id, text))
-        except asyncio.CancelledError:  # the run ended (timeout, limit) while the call was in flight
+            reply = await telemetry_calls.traced_call(
+                self._call(seq, server_id, tool_name, request, gate),
+                shown_server,
+                shown_tool,
+                gate,
+                request,
+                lambda text: self.redact_text(server_id, text),
+            )
+        except (
+            asyncio.CancelledError
+        ):  # the run ended (timeout, limit) while the call was in flight
             if gate.get("approval") == "pending":  # never sent: the run ended before an answer
-                self._record(shown_server, shown_tool, started,
-                             "ToolCallError: the run ended while waiting for approval", approval="denied")
+                self._record(
+                    shown_server,
+                    shown_tool,
+                    started,
+                    "ToolCallError: the run ended while waiting for approval",
+                    approval="denied",
+                )
             else:
-                self._record(shown_server, shown_tool, started, "ToolCallError: cancelled when the run ended",
-                             approval=gate.get("approval"))
+                self._record(
+                    shown_server,
+                    shown_tool,
+                    started,
+                    "ToolCallError: cancelled when the run ended",
+                    approval=gate.get("approval"),
+                )
             raise
         error = reply.get("error") if not reply.get("ok") else None
-        entry = self._record(shown_server, shown_tool, started, error.get("_summary") if error else None,
-                             approval=gate.get("approval"))
+        entry = self._record(
+            shown_server,
+            shown_tool,
+            started,
+            error.get("_summary") if error else None,
+            approval=gate.get("approval"),
+        )
         if error:
             error.pop("_summary", None)
         if self._on_call_done is not None:
@@ -296,7 +331,13 @@ class Bridge:
         return self.log.diagnostics(full_trace=full_trace)
 
     def _record(
-        self, server_id: str, tool_name: str, started: float | None, error: str | None, *, approval: str | None = None
+        self,
+        server_id: str,
+        tool_name: str,
+        started: float | None,
+        error: str | None,
+        *,
+        approval: str | None = None,
     ) -> TraceEntry:
         duration = 0 if started is None else max(0, round((self._clock() - started) * 1000))
         return self.log.record(server_id, tool_name, duration, error, approval=approval)
@@ -307,19 +348,42 @@ class Bridge:
         """`text` with the secrets of the server `server_id` names and codemode.toml's `redact`
         patterns replaced (tool inputs and outputs telemetry records when told to)."""
         view = self.catalog.servers.get(server_id)
-        config = self.configs.get(view.config_id) if view is not None and view.config_id is not None else None
-        redactor = Redactor.for_server(config, self.redact_patterns) if config is not None else Redactor(
-            None, self.redact_patterns)
+        config = (
+            self.configs.get(view.config_id)
+            if view is not None and view.config_id is not None
+            else None
+        )
+        redactor = (
+            Redactor.for_server(config, self.redact_patterns)
+            if config is not None
+            else Redactor(None, self.redact_patterns)
+        )
         return redactor.text(text) if redactor else text
 
     async def _call(
-        self, seq: int, server_id: str, tool_name: str, request: dict[str, Any], gate: dict[str, str]
+        self,
+        seq: int,
+        server_id: str,
+        tool_name: str,
+        request: dict[str, Any],
+        gate: dict[str, str],
     ) -> HostReply:
-        if server_id == SKILLS_HOST_ID and self.skill_writer is not None and server_id not in self.catalog.servers:
+        if (
+            server_id == SKILLS_HOST_ID
+            and self.skill_writer is not None
+            and server_id not in self.catalog.servers
+        ):
             approve = self.journal.approver_for(seq) if self.journal is not None else self.approve
             return await save_skill(
-                self.skill_writer, self.approval, tool_name, request, gate, approve=approve,
-                session=self.approval_session, deadline=self.deadline, on_wait=self._waiting,
+                self.skill_writer,
+                self.approval,
+                tool_name,
+                request,
+                gate,
+                approve=approve,
+                session=self.approval_session,
+                deadline=self.deadline,
+                on_wait=self._waiting,
             )
         view = self.catalog.servers.get(server_id)
         if view is None or view.config_id is None:
@@ -337,7 +401,11 @@ class Bridge:
                 raise rejected_input(tool.input_schema, tool_name, tool.export_name, rejected)
             if "input" in request:
                 arguments = await prepare_arguments_async(
-                    tool.input_schema, tool_name, tool.export_name, request["input"], deadline=self.deadline
+                    tool.input_schema,
+                    tool_name,
+                    tool.export_name,
+                    request["input"],
+                    deadline=self.deadline,
                 )
             else:
                 arguments = prepare_arguments(tool.input_schema, tool_name, tool.export_name)
@@ -350,13 +418,18 @@ class Bridge:
                     exc.hint,
                 )
             error["serverId"] = view.server_id
-            error["_summary"] = f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
+            error["_summary"] = (
+                f"SchemaValidationError at {exc.path or '(root)'}: expected {exc.expected}"
+            )
             return {"ok": False, "error": error}
         if self.deadline is not None and time.monotonic() >= self.deadline:
             # Validation (or connecting) used up the run's time: the run is ending, send nothing.
             return error_reply(
-                "ToolCallError", f"{view.server_id}.{jsonsafe.safe_name(tool_name)} was not sent: the run's timeoutMs ran out",
-                "do less per run or raise limits.timeoutMs", serverId=view.server_id, toolName=jsonsafe.safe_name(tool_name),
+                "ToolCallError",
+                f"{view.server_id}.{jsonsafe.safe_name(tool_name)} was not sent: the run's timeoutMs ran out",
+                "do less per run or raise limits.timeoutMs",
+                serverId=view.server_id,
+                toolName=jsonsafe.safe_name(tool_name),
                 _summary="ToolCallError: not sent, the run's time ran out",
             )
         if self.approval is not None:
@@ -366,7 +439,13 @@ class Bridge:
         return await self.upstream.dispatch(view, config, tool_name, arguments, tool)
 
     async def _approve(
-        self, seq: int, view: ServerView, config: ServerConfig, tool_name: str, arguments: Any, tool: ToolView,
+        self,
+        seq: int,
+        view: ServerView,
+        config: ServerConfig,
+        tool_name: str,
+        arguments: Any,
+        tool: ToolView,
         gate: dict[str, str],
     ) -> HostReply | None:
         """Consult the approval gate; None when the call may be sent, else the reply that says
@@ -379,9 +458,16 @@ class Bridge:
         approved_before = key in self.approved_for_run
         outcome = await telemetry_calls.traced_approval(
             self.approval.decide(
-                server_id=view.server_id, config=config, tool_name=tool_name, arguments=arguments,
-                annotations=tool.annotations, approve=approve, session=self.approval_session,
-                run=self.approved_for_run, deadline=self.deadline, on_wait=self._waiting,
+                server_id=view.server_id,
+                config=config,
+                tool_name=tool_name,
+                arguments=arguments,
+                annotations=tool.annotations,
+                approve=approve,
+                session=self.approval_session,
+                run=self.approved_for_run,
+                deadline=self.deadline,
+                on_wait=self._waiting,
             ),
             # The person's answer covered the rest of the run (approval.FOR_RUN): the wait's span says so.
             for_run=lambda: not approved_before and key in self.approved_for_run,
@@ -391,8 +477,13 @@ class Bridge:
             return None
         message, hint = denial_message(outcome, view.server_id, config.id, tool_name)
         return error_reply(
-            "ToolCallError", message, hint, serverId=view.server_id, toolName=jsonsafe.safe_name(tool_name),
-            code=DENIED_CODE, _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})",
+            "ToolCallError",
+            message,
+            hint,
+            serverId=view.server_id,
+            toolName=jsonsafe.safe_name(tool_name),
+            code=DENIED_CODE,
+            _summary=f"ToolCallError: {DENIED_CODE} ({outcome.reason})",
         )
 
     def _waiting(self, request: ApprovalRequest) -> None:
@@ -400,5 +491,6 @@ class Bridge:
         logs and ignores an exception from here: progress never fails a call)."""
         telemetry_calls.approval_asked()  # the call's approval wait begins (runtime/host/telemetry_calls.py)
         if self._on_note is not None:
-            self._on_note(f"waiting for the user's approval of {request.server_id}.{request.tool_name}")
-
+            self._on_note(
+                f"waiting for the user's approval of {request.server_id}.{request.tool_name}"
+            )

@@ -74,7 +74,9 @@ def examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[s
         content = result.get("content") if isinstance(result.get("content"), list) else []
         return "error", (clip_server_text(text), content)
     value = unwrap_result(result, mode)
-    parsed_text = mode == "json" and value is not result and value is not result.get("structuredContent")
+    parsed_text = (
+        mode == "json" and value is not result and value is not result.get("structuredContent")
+    )
     if parsed_text and jsonsafe.json_depth_exceeds(value, MAX_JSON_DEPTH):
         return "deep", None
     mismatch = False
@@ -100,14 +102,22 @@ def server_not_found(server_id: str, view: ServerView | None, known: list[str]) 
         )
     # The summary names the kind, not the server again: serverId is beside it in the entry.
     kind = "not configured" if view is not None else "no such server"
-    return error_reply("ServerNotFoundError", message, hint, serverId=shown,
-                  _summary=f"ServerNotFoundError: {kind}")
+    return error_reply(
+        "ServerNotFoundError",
+        message,
+        hint,
+        serverId=shown,
+        _summary=f"ServerNotFoundError: {kind}",
+    )
+
 
 def tool_not_found(view: ServerView, tool_name: str, *, blocked: bool) -> HostReply:
     """The reply to a call of a tool the server does not have (or the host blocks)."""
     shown = jsonsafe.safe_name(tool_name)
     if blocked:
-        message = f"tool '{shown}' of server '{view.server_id}' is blocked by the host's configuration"
+        message = (
+            f"tool '{shown}' of server '{view.server_id}' is blocked by the host's configuration"
+        )
         hint = "do this another way: the host does not allow this tool"
     else:
         message = f"server '{view.server_id}' has no tool '{shown}'"
@@ -118,5 +128,11 @@ def tool_not_found(view: ServerView, tool_name: str, *, blocked: bool) -> HostRe
             else f"call listTools('{view.server_id}') from @codemode/discovery to see its tools"
         )
     kind = "blocked by the host's configuration" if blocked else "no such tool"
-    return error_reply("ToolNotFoundError", message, hint, serverId=view.server_id, toolName=shown,
-                  _summary=f"ToolNotFoundError: {kind}")
+    return error_reply(
+        "ToolNotFoundError",
+        message,
+        hint,
+        serverId=view.server_id,
+        toolName=shown,
+        _summary=f"ToolNotFoundError: {kind}",
+    )

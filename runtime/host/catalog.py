@@ -75,7 +75,9 @@ APPROVAL_NOTES = {
 
 def shown_policy(config: ServerConfig, tool_name: str, annotations: Any) -> str | None:
     """A tool's approval policy as discovery shows it: None for "allow" (nothing to say)."""
-    policy = tool_policy(config, tool_name, annotations if isinstance(annotations, Mapping) else None)
+    policy = tool_policy(
+        config, tool_name, annotations if isinstance(annotations, Mapping) else None
+    )
     return None if policy == "allow" else policy
 
 
@@ -85,7 +87,9 @@ def tag_declaration(declaration: str, tag: str) -> str:
     Lines before the doc (a learned-type note, runtime/host/learn.py) stay where they are, and so do
     the `// e.g. …` example lines between the doc and the function (generator/examples.py)."""
     lines = declaration.split("\n")
-    at = next((i for i, line in enumerate(lines) if line.startswith(("export function ", "function "))), 0)
+    at = next(
+        (i for i, line in enumerate(lines) if line.startswith(("export function ", "function "))), 0
+    )
     doc_at = at - 1
     while doc_at >= 0 and lines[doc_at].startswith("// e.g. "):
         doc_at -= 1
@@ -118,7 +122,9 @@ class ToolView:
     declaration: str | None = None
     # What the server itself declared, to tell whether out/ was generated from this very tool.
     declared_output_schema: Any = None
-    title: str | None = None  # MCP title (or annotations.title): searched, not shown (§4.2.3 has none)
+    title: str | None = (
+        None  # MCP title (or annotations.title): searched, not shown (§4.2.3 has none)
+    )
     # The declared outputSchema boxes the value (x-dedalus-box, FastMCP's wrapping), and whether
     # the bridge returns the inner value (the server's `unbox = true`).
     box: Box | None = None
@@ -152,8 +158,11 @@ class ToolView:
             out["boxed"] = {"field": self.box.field, "unboxed": self.unboxed}
         if self.declaration is not None:
             tag = APPROVAL_TAGS.get(self.approval or "")
-            out["declaration"] = (tag_declaration(self.declaration, f"{tag} {APPROVAL_NOTES[str(self.approval)]}")
-                                  if tag else self.declaration)
+            out["declaration"] = (
+                tag_declaration(self.declaration, f"{tag} {APPROVAL_NOTES[str(self.approval)]}")
+                if tag
+                else self.declaration
+            )
         if self.approval is not None:
             out["approval"] = self.approval
         if self.learned_calls:
@@ -181,7 +190,9 @@ class ServerView:
     live: bool = False  # tools come from the live tools/list (else from out/ until first use)
     unavailable: str | None = None  # why the server could not be connected, when known
     auth_failed: bool = False  # the server rejected our credentials (AuthenticationError on use)
-    auth_hint: str | None = None  # its fix when the client layer knows it (`codemode-gen auth login ID`)
+    auth_hint: str | None = (
+        None  # its fix when the client layer knows it (`codemode-gen auth login ID`)
+    )
     module_source: str | None = None  # ES module text of @codemode/servers/<server_id>
 
     def info(self) -> dict[str, Any]:
@@ -209,7 +220,9 @@ class Catalog:
     def visible(self) -> list[ServerView]:
         """Servers discovery lists: configured and not known to be unavailable (§3.2.3)."""
         return [
-            v for _, v in sorted(self.servers.items()) if v.config_id is not None and v.unavailable is None
+            v
+            for _, v in sorted(self.servers.items())
+            if v.config_id is not None and v.unavailable is None
         ]
 
     def modules(self) -> dict[str, str]:
@@ -249,7 +262,10 @@ def _tool_from_manifest(entry: ToolEntry, unbox: bool = False) -> ToolView:
         output_schema = inner_schema(declared, box) if unbox else declared
     declaration = _text(entry.get("declaration"))
     recorded = output.get("box") if isinstance(output, Mapping) else None
-    if box is not None and (isinstance(recorded, Mapping) and recorded.get("unboxed") is True) != unbox:
+    if (
+        box is not None
+        and (isinstance(recorded, Mapping) and recorded.get("unboxed") is True) != unbox
+    ):
         declaration = None  # generated for the other `unbox` setting: it would type the wrong value
     return ToolView(
         tool_name=str(entry.get("toolName", "")),
@@ -324,7 +340,9 @@ def tools_from_live(
             annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
             input_schema=tool.get("inputSchema"),
             output_schema=output_schema,
-            declaration=prior.declaration if prior is not None and _same_source(tool, prior) else None,
+            declaration=prior.declaration
+            if prior is not None and _same_source(tool, prior)
+            else None,
             declared_output_schema=tool.get("outputSchema"),
             title=_title(tool.get("title"), annotations),
             box=box,
@@ -344,7 +362,9 @@ def live_tools(
     return views
 
 
-def lost_declarations(out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> bool:
+def lost_declarations(
+    out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]
+) -> bool:
     """Whether out/ declared a tool whose live definition changed (its declaration was dropped)."""
     return any(
         view.declaration is None and name in out_tools and out_tools[name].declaration is not None
@@ -352,7 +372,9 @@ def lost_declarations(out_tools: Mapping[str, ToolView], live_tools: Mapping[str
     )
 
 
-def adopt_built(tools: Mapping[str, ToolView], entry: Mapping[str, Any], *, export_names: bool) -> None:
+def adopt_built(
+    tools: Mapping[str, ToolView], entry: Mapping[str, Any], *, export_names: bool
+) -> None:
     """Take what an in-memory build says about these tools.
 
     `export_names=True` when the built module is the one the run imports: its export names win.
@@ -374,10 +396,14 @@ def adopt_built(tools: Mapping[str, ToolView], entry: Mapping[str, Any], *, expo
 def _names(names: Iterable[str]) -> str:
     items = sorted(names)
     shown = ", ".join(items[:MAX_NAMES_IN_WARNING])
-    return shown + (f" (+{len(items) - MAX_NAMES_IN_WARNING} more)" if len(items) > MAX_NAMES_IN_WARNING else "")
+    return shown + (
+        f" (+{len(items) - MAX_NAMES_IN_WARNING} more)" if len(items) > MAX_NAMES_IN_WARNING else ""
+    )
 
 
-def stale_message(config_id: str, out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]) -> str | None:
+def stale_message(
+    config_id: str, out_tools: Mapping[str, ToolView], live_tools: Mapping[str, ToolView]
+) -> str | None:
     """Describe how out/ differs from the live server, or None when they agree."""
     added = set(live_tools) - set(out_tools)
     removed = set(out_tools) - set(live_tools)
@@ -414,12 +440,18 @@ def manifest_views(
     return views
 
 
-def _server_from_manifest(entry: ServerEntry, out_dir: Path, configs: Mapping[str, ServerConfig]) -> ServerView:
+def _server_from_manifest(
+    entry: ServerEntry, out_dir: Path, configs: Mapping[str, ServerConfig]
+) -> ServerView:
     config_id = entry.get("configId")
     config = configs.get(config_id) if config_id is not None else None
     blocked = set(config.blocklist) if config is not None else set()
     unbox = config.unbox if config is not None else entry.get("unbox") is True
-    tools = {t["toolName"]: _tool_from_manifest(t, unbox) for t in entry["tools"] if t["toolName"] not in blocked}
+    tools = {
+        t["toolName"]: _tool_from_manifest(t, unbox)
+        for t in entry["tools"]
+        if t["toolName"] not in blocked
+    }
     if config is not None:
         for name, view in tools.items():
             view.approval = shown_policy(config, name, view.annotations)
@@ -439,7 +471,9 @@ def _server_from_manifest(entry: ServerEntry, out_dir: Path, configs: Mapping[st
     )
 
 
-def module_paths_for(manifest: Manifest | None, configs: Mapping[str, ServerConfig]) -> dict[str, str]:
+def module_paths_for(
+    manifest: Manifest | None, configs: Mapping[str, ServerConfig]
+) -> dict[str, str]:
     """configId → module path: out/'s choice where it has one, §5.0.1 otherwise."""
     paths: dict[str, str] = {}
     if manifest is not None:

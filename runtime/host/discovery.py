@@ -66,11 +66,18 @@ _CVC_END = frozenset("bcdfghjklmnpqrstvz")  # consonants a short (c)vc stem that
 
 @lru_cache(maxsize=1)
 def _template() -> str:
-    return resources.files("codemode_gen.runtime").joinpath("js/discovery.js").read_text(encoding="utf-8")
+    return (
+        resources.files("codemode_gen.runtime")
+        .joinpath("js/discovery.js")
+        .read_text(encoding="utf-8")
+    )
 
 
 def discovery_data(
-    catalog: Catalog, *, copy_values: bool = True, skills: Sequence[Mapping[str, Any]] = (),
+    catalog: Catalog,
+    *,
+    copy_values: bool = True,
+    skills: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON the module serves: visible servers with their full tool definitions, and the
     search index of each (`search`, aligned with `servers`; the module keeps it private).
@@ -97,7 +104,12 @@ def discovery_data(
 
 def discovery_module(catalog: Catalog, skills: Sequence[Mapping[str, Any]] = ()) -> str:
     """ES module text; the data is a JSON string literal, so no server text is ever code."""
-    text = json.dumps(discovery_data(catalog, copy_values=False, skills=skills), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        discovery_data(catalog, copy_values=False, skills=skills),
+        ensure_ascii=True,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     # A second dumps makes a JS string literal; ensure_ascii also escapes U+2028/2029.
     return _template().replace(_PLACEHOLDER, json.dumps(text, ensure_ascii=True), 1)
 

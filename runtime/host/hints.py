@@ -57,7 +57,9 @@ MAX_SCRIPT_CHARS = 100_000
 
 _ERROR_LINE = re.compile(r"^Uncaught (?P<name>[A-Za-z]*Error): (?P<message>.*)$")
 _READ = re.compile(r"^cannot (?:read|set) property '(?P<prop>[^']*)' of (?P<what>undefined|null)$")
-_READ_V8 = re.compile(r"^Cannot (?:read|set) properties of (?P<what>undefined|null) \((?:reading|setting) '(?P<prop>[^']*)'\)$")
+_READ_V8 = re.compile(
+    r"^Cannot (?:read|set) properties of (?P<what>undefined|null) \((?:reading|setting) '(?P<prop>[^']*)'\)$"
+)
 _NOT_FUNCTION = re.compile(r"^(?:.* )?is not a function$|^not a function$")
 _NOT_ITERABLE = re.compile(r"not iterable")
 _NOT_DEFINED = re.compile(r"^'?(?P<name>[A-Za-z_$][\w$]*)'? is not defined$")
@@ -66,7 +68,9 @@ _NOT_DEFINED = re.compile(r"^'?(?P<name>[A-Za-z_$][\w$]*)'? is not defined$")
 def needs_explaining(diagnostics: Iterable[Mapping[str, Any]]) -> bool:
     """Whether `explain` has anything to look at (a run that did not fail this way: no)."""
     return any(
-        d.get("code") == diag.DiagnosticCode.UNCAUGHT_EXCEPTION and d.get("severity") == "error" and not d.get("errorClass")
+        d.get("code") == diag.DiagnosticCode.UNCAUGHT_EXCEPTION
+        and d.get("severity") == "error"
+        and not d.get("errorClass")
         for d in diagnostics
     )
 
@@ -79,7 +83,11 @@ def explain(
     TypeScript types erased: same positions); `catalog` is the run's."""
     out = list(diagnostics)
     for i, d in enumerate(out):
-        if d.get("code") != diag.DiagnosticCode.UNCAUGHT_EXCEPTION or d.get("severity") != "error" or d.get("errorClass"):
+        if (
+            d.get("code") != diag.DiagnosticCode.UNCAUGHT_EXCEPTION
+            or d.get("severity") != "error"
+            or d.get("errorClass")
+        ):
             continue
         try:
             better = _explain(d, code, script, catalog)
@@ -91,11 +99,17 @@ def explain(
     return out
 
 
-def _explain(d: diag.Diagnostic, code: str, script: str, catalog: Catalog) -> diag.Diagnostic | None:
+def _explain(
+    d: diag.Diagnostic, code: str, script: str, catalog: Catalog
+) -> diag.Diagnostic | None:
     message = str(d.get("message") or "")
     first, _, frames = message.partition("\n")
     m = _ERROR_LINE.match(first)
-    if m is None or len(script) > MAX_SCRIPT_CHARS or (len(code) != len(script) and not _same_bytes(code, script)):
+    if (
+        m is None
+        or len(script) > MAX_SCRIPT_CHARS
+        or (len(code) != len(script) and not _same_bytes(code, script))
+    ):
         return None
     name, text = m.group("name"), m.group("message")
     where = _position(d.get("path"))
@@ -117,14 +131,18 @@ def _explain(d: diag.Diagnostic, code: str, script: str, catalog: Catalog) -> di
     if fix is None:
         return None
     better = d.copy()
-    better["message"] = jsonsafe.clip(f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), MAX_DIAGNOSTIC_CHARS)
+    better["message"] = jsonsafe.clip(
+        f"{first} — {fix.why}" + (f"\n{frames}" if frames else ""), MAX_DIAGNOSTIC_CHARS
+    )
     better["hint"] = jsonsafe.clip(fix.hint, MAX_DIAGNOSTIC_CHARS)
     return better
 
 
 def _same_bytes(code: str, script: str) -> bool:
     """Whether the source and what ran have the same UTF-8 length (erasing keeps it)."""
-    return len(code.encode("utf-8", "surrogatepass")) == len(script.encode("utf-8", "surrogatepass"))
+    return len(code.encode("utf-8", "surrogatepass")) == len(
+        script.encode("utf-8", "surrogatepass")
+    )
 
 
 def _position(path: Any) -> tuple[int, int] | None:

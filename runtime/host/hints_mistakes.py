@@ -38,10 +38,20 @@ from codemode_gen.runtime.host.hints_script import (
 MAX_FIELDS_LISTED = 12
 
 #: Expressions that `.field` can follow without parentheses.
-_PRIMARY = frozenset({
-    "identifier", "member_expression", "subscript_expression", "call_expression", "parenthesized_expression",
-    "this", "array", "object", "string", "template_string",
-})
+_PRIMARY = frozenset(
+    {
+        "identifier",
+        "member_expression",
+        "subscript_expression",
+        "call_expression",
+        "parenthesized_expression",
+        "this",
+        "array",
+        "object",
+        "string",
+        "template_string",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,6 @@ class Fix:
     hint: str
 
 
-
 class Analysis(ScriptModel):
     """The script model asked about one engine error: `None` when no known mistake explains it."""
 
@@ -61,7 +70,9 @@ class Analysis(ScriptModel):
     def undefined_property(self, prop: str, what: str, where: tuple[int, int] | None) -> Fix | None:
         """`X.prop` failed because X is undefined/null: why is X so?"""
         self._prepare()
-        for node in self._candidates(where, ("member_expression", "subscript_expression"), chain=True):
+        for node in self._candidates(
+            where, ("member_expression", "subscript_expression"), chain=True
+        ):
             if node.type == "member_expression":
                 name = node.child_by_field_name("property")
                 if name is None or self._node_text(name, self._src) != prop:
@@ -121,15 +132,22 @@ class Analysis(ScriptModel):
                     f"{name} is not imported; the server's functions are in the module '{spec}'",
                     f"import the module first: import * as {name} from '{spec}'",
                 )
-        exact = [(spec, tool) for spec, server in sorted(self._modules.items())
-                 if (tool := tool_by_export(server, name)) is not None]
+        exact = [
+            (spec, tool)
+            for spec, server in sorted(self._modules.items())
+            if (tool := tool_by_export(server, name)) is not None
+        ]
         if exact:
             spec, tool = exact[0]
             return Fix(
                 f"{name} is a function of '{spec}' that the script did not import",
                 f"import it first: import {{ {tool.export_name} }} from '{spec}'",
             )
-        pool = {tool.export_name: spec for spec, server in sorted(self._modules.items()) for tool in server.tools.values()}
+        pool = {
+            tool.export_name: spec
+            for spec, server in sorted(self._modules.items())
+            for tool in server.tools.values()
+        }
         close = near_miss.closest_names(name, pool)
         if close:
             return Fix(
@@ -143,7 +161,10 @@ class Analysis(ScriptModel):
         self._prepare()
         for node in self._candidates(where, ("call_expression",), chain=True):
             callee = node.child_by_field_name("function")
-            if callee is None or self._node_text(callee, self._src).replace(" ", "") != "JSON.parse":
+            if (
+                callee is None
+                or self._node_text(callee, self._src).replace(" ", "") != "JSON.parse"
+            ):
                 continue
             args = node.child_by_field_name("arguments")
             arg = args.named_children[0] if args is not None and args.named_children else None
@@ -188,7 +209,9 @@ class Analysis(ScriptModel):
                 f"await the call: {self._rewrite(failing, parent.node, f'(await {base})', got.node)}",
             )
         if parent.kind == "namespace":
-            exports = sorted(t.export_name for t in parent.server.tools.values()) if parent.server else []
+            exports = (
+                sorted(t.export_name for t in parent.server.tools.values()) if parent.server else []
+            )
             close = near_miss.closest_names(str(prop), exports)
             module = parent.module or "the module"
             if close:
@@ -209,7 +232,11 @@ class Analysis(ScriptModel):
             if json_text(schema):
                 inner = resolve(schema.get("contentSchema"), schema.get("contentSchema"))
                 fields = properties(inner)
-                note = f" (its JSON has the fields {self._fields(inner, inner)})" if fields and prop not in fields else ""
+                note = (
+                    f" (its JSON has the fields {self._fields(inner, inner)})"
+                    if fields and prop not in fields
+                    else ""
+                )
                 return Fix(
                     f"{base} is a string: {self._source_of(parent)} returns JSON text (as recorded), not "
                     f"{'an array' if schema_kind(inner) == 'array' else 'an object'}",
@@ -266,10 +293,13 @@ class Analysis(ScriptModel):
     def _absent(self, got: Val, failing: Any, prop: str, what: str) -> Fix | None:
         """`got` is an optional (or nullable) field and was absent (or null) at run time."""
         text = self._snippet(got.node) if got.node is not None else "the field"
-        parent_type = self._type_name(Val("value", origin=got.origin, schema=None, path=got.path[:-1]))
+        parent_type = self._type_name(
+            Val("value", origin=got.origin, schema=None, path=got.path[:-1])
+        )
         return Fix(
             f"{text} is {what} here: .{got.path[-1]} may be absent or null in {parent_type}",
-            f"check it before use: {self._rewrite(failing, got.node, f'{text}?')}" if got.node is not None
+            f"check it before use: {self._rewrite(failing, got.node, f'{text}?')}"
+            if got.node is not None
             else f"check the field before reading '{prop}' from it",
         )
 
@@ -278,7 +308,10 @@ class Analysis(ScriptModel):
         operand = self._operand(node)
         if got.kind == "promise":
             call = got.origin.call if got.origin is not None else "the call"
-            return Fix(f"{text} is a Promise: {call} was not awaited", f"await it: {self._rewrite(node, node, f'(await {text})')}")
+            return Fix(
+                f"{text} is a Promise: {call} was not awaited",
+                f"await it: {self._rewrite(node, node, f'(await {text})')}",
+            )
         if got.origin is None:
             return None
         schema = resolve(got.schema, got.root)
@@ -290,7 +323,9 @@ class Analysis(ScriptModel):
                 f"{text} is the object {got.origin.call} resolves to, {got.origin.returns}, not a list: its value is boxed in .{box.field}",
                 f"use .{box.field}: {self._rewrite(node, node, f'{operand}.{box.field}')}",
             )
-        lists = [k for k, v in properties(schema).items() if schema_kind(resolve(v, got.root)) == "array"]
+        lists = [
+            k for k, v in properties(schema).items() if schema_kind(resolve(v, got.root)) == "array"
+        ]
         if len(lists) == 1:
             return Fix(
                 f"{text} is an object ({shape(schema, got.root)}), not a list: the list is in .{lists[0]}",
@@ -315,11 +350,19 @@ class Analysis(ScriptModel):
         (Note)`, `the field .byTag of notes.stats()`: where a value of a tool's result is."""
         if val.origin is None:
             return "the value"
-        schema = val.schema if val.schema is not None else schema_at(val.origin.tool.output_schema, val.path)
+        schema = (
+            val.schema
+            if val.schema is not None
+            else schema_at(val.origin.tool.output_schema, val.path)
+        )
         title = schema.get("title") if isinstance(schema, Mapping) else None
         resolved = resolve(schema, val.origin.tool.output_schema)
         title = title or (resolved.get("title") if isinstance(resolved, Mapping) else None)
-        named = f" ({title})" if isinstance(title, str) and re.fullmatch(r"[A-Z]\w{0,40}", title) else ""
+        named = (
+            f" ({title})"
+            if isinstance(title, str) and re.fullmatch(r"[A-Z]\w{0,40}", title)
+            else ""
+        )
         path = val.path
         if not path:
             return f"the result of {val.origin.call}{named}"
@@ -330,7 +373,15 @@ class Analysis(ScriptModel):
     def _fields(self, schema: Any, root: Any) -> str:
         props = sorted(properties(resolve(schema, root)))
         shown = ", ".join(props[:MAX_FIELDS_LISTED])
-        return shown + (f" and {len(props) - MAX_FIELDS_LISTED} more" if len(props) > MAX_FIELDS_LISTED else "") or "none"
+        return (
+            shown
+            + (
+                f" and {len(props) - MAX_FIELDS_LISTED} more"
+                if len(props) > MAX_FIELDS_LISTED
+                else ""
+            )
+            or "none"
+        )
 
     def _operand(self, node: Any) -> str:
         """The snippet of `node`, in parentheses unless it binds tighter than `.x` (`(await f()).x`)."""
@@ -353,9 +404,11 @@ class Analysis(ScriptModel):
             whole = context if context is not None and inside(part, context) else None
         if part is None or whole is None:
             return cut(replacement)
-        before = self._text[whole.start_byte:part.start_byte].decode("utf-8", "replace")
-        after = self._text[part.end_byte:whole.end_byte].decode("utf-8", "replace")
-        if replacement.endswith("?") and after.startswith("!"):  # TypeScript's `x!.y` becomes `x?.y`
+        before = self._text[whole.start_byte : part.start_byte].decode("utf-8", "replace")
+        after = self._text[part.end_byte : whole.end_byte].decode("utf-8", "replace")
+        if replacement.endswith("?") and after.startswith(
+            "!"
+        ):  # TypeScript's `x!.y` becomes `x?.y`
             after = after[1:]
         return cut(" ".join(f"{before}{replacement}{after}".split()))
 
@@ -366,5 +419,3 @@ def _path_text(path: Sequence[str | int]) -> str:
 
 def _article(kind: str) -> str:
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
-
-

@@ -36,7 +36,9 @@ def resolve(schema: Any, root: Any) -> Mapping[str, Any]:
         for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if isinstance(options, list):
-                real = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+                real = [
+                    o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")
+                ]
                 if len(real) == 1:
                     schema = real[0]
                     break
@@ -72,7 +74,9 @@ def nullable(schema: Any) -> bool:
         return True
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
-        if isinstance(options, list) and any(isinstance(o, Mapping) and o.get("type") == "null" for o in options):
+        if isinstance(options, list) and any(
+            isinstance(o, Mapping) and o.get("type") == "null" for o in options
+        ):
             return True
     return False
 
@@ -80,7 +84,10 @@ def nullable(schema: Any) -> bool:
 def json_text(schema: Mapping[str, Any]) -> bool:
     """A string result whose recordings were JSON (generator/infer.py marks it so)."""
     media = schema.get("contentMediaType")
-    return isinstance(media, str) and media.split(";")[0].strip().lower() in ("application/json", "text/json")
+    return isinstance(media, str) and media.split(";")[0].strip().lower() in (
+        "application/json",
+        "text/json",
+    )
 
 
 def schema_at(schema: Any, path: Iterable[str | int]) -> Any:
@@ -105,7 +112,9 @@ def shape(schema: Any, root: Any, depth: int = 0) -> str:
         props = sorted(properties(resolved))
         if depth >= 2 or not props:
             return "object"
-        shown = ", ".join(f"{p}: {shape(properties(resolved)[p], root, depth + 1)}" for p in props[:4])
+        shown = ", ".join(
+            f"{p}: {shape(properties(resolved)[p], root, depth + 1)}" for p in props[:4]
+        )
         return "{ " + shown + (", …" if len(props) > 4 else "") + " }"
     return kind or "unknown"
 

@@ -37,30 +37,118 @@ MAX_BINDING_HOPS = 16
 MAX_CANDIDATES = 200
 
 #: Methods a value of each kind has, so that calling one is never reported as a mistake.
-ARRAY_METHODS = frozenset({
-    "at", "concat", "copyWithin", "entries", "every", "fill", "filter", "find", "findIndex", "findLast",
-    "findLastIndex", "flat", "flatMap", "forEach", "includes", "indexOf", "join", "keys", "lastIndexOf",
-    "map", "pop", "push", "reduce", "reduceRight", "reverse", "shift", "slice", "some", "sort", "splice",
-    "toLocaleString", "toReversed", "toSorted", "toSpliced", "toString", "unshift", "values", "with",
-    "length",
-})
-STRING_METHODS = frozenset({
-    "at", "charAt", "charCodeAt", "codePointAt", "concat", "endsWith", "includes", "indexOf", "isWellFormed",
-    "lastIndexOf", "localeCompare", "match", "matchAll", "normalize", "padEnd", "padStart", "repeat",
-    "replace", "replaceAll", "search", "slice", "split", "startsWith", "substring", "substr", "toLocaleLowerCase",
-    "toLocaleUpperCase", "toLowerCase", "toString", "toUpperCase", "toWellFormed", "trim", "trimEnd",
-    "trimStart", "valueOf", "length",
-})
-OBJECT_METHODS = frozenset({
-    "constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString", "toString",
-    "valueOf", "toJSON",
-})
+ARRAY_METHODS = frozenset(
+    {
+        "at",
+        "concat",
+        "copyWithin",
+        "entries",
+        "every",
+        "fill",
+        "filter",
+        "find",
+        "findIndex",
+        "findLast",
+        "findLastIndex",
+        "flat",
+        "flatMap",
+        "forEach",
+        "includes",
+        "indexOf",
+        "join",
+        "keys",
+        "lastIndexOf",
+        "map",
+        "pop",
+        "push",
+        "reduce",
+        "reduceRight",
+        "reverse",
+        "shift",
+        "slice",
+        "some",
+        "sort",
+        "splice",
+        "toLocaleString",
+        "toReversed",
+        "toSorted",
+        "toSpliced",
+        "toString",
+        "unshift",
+        "values",
+        "with",
+        "length",
+    }
+)
+STRING_METHODS = frozenset(
+    {
+        "at",
+        "charAt",
+        "charCodeAt",
+        "codePointAt",
+        "concat",
+        "endsWith",
+        "includes",
+        "indexOf",
+        "isWellFormed",
+        "lastIndexOf",
+        "localeCompare",
+        "match",
+        "matchAll",
+        "normalize",
+        "padEnd",
+        "padStart",
+        "repeat",
+        "replace",
+        "replaceAll",
+        "search",
+        "slice",
+        "split",
+        "startsWith",
+        "substring",
+        "substr",
+        "toLocaleLowerCase",
+        "toLocaleUpperCase",
+        "toLowerCase",
+        "toString",
+        "toUpperCase",
+        "toWellFormed",
+        "trim",
+        "trimEnd",
+        "trimStart",
+        "valueOf",
+        "length",
+    }
+)
+OBJECT_METHODS = frozenset(
+    {
+        "constructor",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+        "toJSON",
+    }
+)
 PROMISE_METHODS = frozenset({"then", "catch", "finally"})
 #: Array methods whose callback gets an item as the given parameters (reduce: the second).
 CALLBACK_ITEM_PARAMS: Mapping[str, tuple[int, ...]] = {
-    "map": (0,), "filter": (0,), "forEach": (0,), "find": (0,), "findIndex": (0,), "findLast": (0,),
-    "findLastIndex": (0,), "some": (0,), "every": (0,), "flatMap": (0,), "reduce": (1,),
-    "reduceRight": (1,), "sort": (0, 1), "toSorted": (0, 1),
+    "map": (0,),
+    "filter": (0,),
+    "forEach": (0,),
+    "find": (0,),
+    "findIndex": (0,),
+    "findLast": (0,),
+    "findLastIndex": (0,),
+    "some": (0,),
+    "every": (0,),
+    "flatMap": (0,),
+    "reduce": (1,),
+    "reduceRight": (1,),
+    "sort": (0, 1),
+    "toSorted": (0, 1),
 }
 
 
@@ -118,7 +206,6 @@ class _Binding:
     value: Val | None = None  # imports: known without evaluating anything
 
 
-
 @dataclass
 class ScriptModel:
     """The script's parse and binding table (built on first use) and its evaluation."""
@@ -164,7 +251,11 @@ class ScriptModel:
                 self._bind(left, _Binding(left.start_byte, right))
         elif kind in ("for_in_statement", "for_of_statement"):
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is not None and right is not None and any(c.type == "of" for c in node.children):
+            if (
+                left is not None
+                and right is not None
+                and any(c.type == "of" for c in node.children)
+            ):
                 self._bind_pattern(left, right, (("item", None),))
         elif kind in ("arrow_function", "function_expression", "function"):
             self._index_callback(node)
@@ -201,7 +292,12 @@ class ScriptModel:
         """Parameters of a callback given to an array method (`xs.map(n => n.title)`): items."""
         args = fn.parent
         call = args.parent if args is not None else None
-        if args is None or call is None or args.type != "arguments" or call.type != "call_expression":
+        if (
+            args is None
+            or call is None
+            or args.type != "arguments"
+            or call.type != "call_expression"
+        ):
             return
         if args.named_children[:1] != [fn]:
             return
@@ -209,7 +305,9 @@ class ScriptModel:
         if callee is None or callee.type != "member_expression":
             return
         prop = callee.child_by_field_name("property")
-        items = CALLBACK_ITEM_PARAMS.get(self._node_text(prop, self._src) if prop is not None else "")
+        items = CALLBACK_ITEM_PARAMS.get(
+            self._node_text(prop, self._src) if prop is not None else ""
+        )
         target = callee.child_by_field_name("object")
         if items is None or target is None:
             return
@@ -223,7 +321,9 @@ class ScriptModel:
             if i < len(params) and params[i] is not None:
                 self._bind_pattern(params[i], target, (("item", None),))
 
-    def _bind_pattern(self, pattern: Any, source: Any, accesses: tuple[tuple[str, Any], ...]) -> None:
+    def _bind_pattern(
+        self, pattern: Any, source: Any, accesses: tuple[tuple[str, Any], ...]
+    ) -> None:
         kind = pattern.type
         if kind in ("identifier", "shorthand_property_identifier_pattern"):
             self._bind(pattern, _Binding(pattern.start_byte, source, accesses))
@@ -234,11 +334,18 @@ class ScriptModel:
             for element in pattern.named_children:
                 if element.type == "shorthand_property_identifier_pattern":
                     name = self._node_text(element, self._src)
-                    self._bind(element, _Binding(element.start_byte, source, (*accesses, ("prop", name))))
+                    self._bind(
+                        element, _Binding(element.start_byte, source, (*accesses, ("prop", name)))
+                    )
                 elif element.type == "pair_pattern":
-                    key, value = element.child_by_field_name("key"), element.child_by_field_name("value")
+                    key, value = (
+                        element.child_by_field_name("key"),
+                        element.child_by_field_name("value"),
+                    )
                     if key is not None and value is not None:
-                        self._bind_pattern(value, source, (*accesses, ("prop", key_text(self._src, key))))
+                        self._bind_pattern(
+                            value, source, (*accesses, ("prop", key_text(self._src, key)))
+                        )
                 elif element.type == "object_assignment_pattern":
                     left = element.child_by_field_name("left")
                     if left is not None:
@@ -273,7 +380,9 @@ class ScriptModel:
         if kind == "member_expression":
             obj = self.value(node.child_by_field_name("object"), hops)
             prop = node.child_by_field_name("property")
-            return self.member(obj, self._node_text(prop, self._src) if prop is not None else "", node)
+            return self.member(
+                obj, self._node_text(prop, self._src) if prop is not None else "", node
+            )
         if kind == "subscript_expression":
             obj = self.value(node.child_by_field_name("object"), hops)
             return self.member(obj, index_value(self._src, node.child_by_field_name("index")), node)
@@ -298,7 +407,9 @@ class ScriptModel:
 
     def _identifier(self, node: Any, hops: int) -> Val:
         name = self._node_text(node, self._src)
-        found = [b for b in self._bindings.get(name, ()) if b.at < node.start_byte or b.value is not None]
+        found = [
+            b for b in self._bindings.get(name, ()) if b.at < node.start_byte or b.value is not None
+        ]
         if not found:
             return at_node(UNKNOWN, node)
         binding = max(found, key=lambda b: b.at if b.value is None else -1)
@@ -350,12 +461,26 @@ class ScriptModel:
                 listed = schema.get("required")
                 required: list[Any] = listed if isinstance(listed, list) else []
                 optional = key not in required or nullable(resolve(sub, obj.root))
-                return Val("value", node=node, origin=obj.origin, schema=sub, root=obj.root,
-                            path=(*obj.path, prop), optional=optional)
+                return Val(
+                    "value",
+                    node=node,
+                    origin=obj.origin,
+                    schema=sub,
+                    root=obj.root,
+                    path=(*obj.path, prop),
+                    optional=optional,
+                )
             extra = schema.get("additionalProperties")
             if isinstance(extra, Mapping) and extra:
-                return Val("value", node=node, origin=obj.origin, schema=extra, root=obj.root,
-                            path=(*obj.path, prop), optional=True)
+                return Val(
+                    "value",
+                    node=node,
+                    origin=obj.origin,
+                    schema=extra,
+                    root=obj.root,
+                    path=(*obj.path, prop),
+                    optional=True,
+                )
             if not props or "patternProperties" in schema or key in OBJECT_METHODS:
                 return at_node(UNKNOWN, node)
             return Val("missing", node=node, parent=obj, prop=prop)
@@ -368,12 +493,20 @@ class ScriptModel:
         schema = resolve(obj.schema, obj.root)
         if schema_kind(schema) != "array" or not isinstance(schema.get("items"), Mapping):
             return UNKNOWN
-        return Val("value", origin=obj.origin, schema=schema["items"], root=obj.root, path=(*obj.path, 0))
+        return Val(
+            "value", origin=obj.origin, schema=schema["items"], root=obj.root, path=(*obj.path, 0)
+        )
 
     # ---- where the error is ------------------------------------------------------------------
 
-    def _candidates(self, where: tuple[int, int] | None, kinds: tuple[str, ...], *, chain: bool,
-                    anchor: str | None = None) -> list[Any]:
+    def _candidates(
+        self,
+        where: tuple[int, int] | None,
+        kinds: tuple[str, ...],
+        *,
+        chain: bool,
+        anchor: str | None = None,
+    ) -> list[Any]:
         """Nodes of `kinds` the error may be about: those at the reported position first (the
         engine reports a member chain at its start, a call at its `(`; innermost first when
         `chain`: `a.b.c` fails at `.b` before `.c` is read), then the others on its line."""
@@ -406,7 +539,9 @@ class ScriptModel:
                 name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
                 if name is not None and value is not None and name.type == "array_pattern":
                     yield value
-            elif kind in ("for_in_statement", "for_of_statement") and any(c.type == "of" for c in node.children):
+            elif kind in ("for_in_statement", "for_of_statement") and any(
+                c.type == "of" for c in node.children
+            ):
                 right = node.child_by_field_name("right")
                 if right is not None:
                     yield right
@@ -414,7 +549,7 @@ class ScriptModel:
                 yield node.named_children[0]
 
     def _node_text(self, node: Any, src: bytes) -> str:
-        return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 # --------------------------------------------------------------------------------- small helpers
@@ -444,22 +579,20 @@ def tool_by_export(server: ServerView, export: str) -> ToolView | None:
 def string_value(src: bytes, node: Any) -> str | None:
     if node is None or node.type != "string":
         return None
-    return src[node.start_byte + 1:node.end_byte - 1].decode("utf-8", "replace")
+    return src[node.start_byte + 1 : node.end_byte - 1].decode("utf-8", "replace")
 
 
 def key_text(src: bytes, node: Any) -> str:
-    text = src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    text = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
     return text[1:-1] if node.type == "string" else text
 
 
 def index_value(src: bytes, node: Any) -> str | int | None:
     if node is None:
         return None
-    text = src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    text = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
     if node.type == "number" and text.isdecimal():
         return int(text)
     if node.type == "string":
         return text[1:-1]
     return None
-
-

@@ -104,7 +104,10 @@ class Learned:
     def example_call(self) -> dict[str, Any]:
         """A calls-file line of the example (generator/examples.py chooses from calls lines):
         its input, and its result when one was small enough to keep (else `{}`: no example)."""
-        return {"input": self.example, "result": self.example_result if self.example_result is not None else {}}
+        return {
+            "input": self.example,
+            "result": self.example_result if self.example_result is not None else {},
+        }
 
 
 @dataclass
@@ -133,7 +136,9 @@ class Learner:
         (declared or inferred from recordings), or only one learned here."""
         return tool.output_schema is None or tool.learned_calls > 0
 
-    def observe(self, config_id: str, tool_name: str, mode: UnwrapMode, arguments: Any, result: Any) -> None:
+    def observe(
+        self, config_id: str, tool_name: str, mode: UnwrapMode, arguments: Any, result: Any
+    ) -> None:
         """Merge a successful call's wire result (before unwrapping, as `record` stores it)."""
         if not isinstance(result, dict) or result.get("isError") is True:
             return
@@ -152,13 +157,18 @@ class Learner:
         inference = merged.inference()
         # The merge's own state, not only the type: a map of ever new keys stays a small type
         # while the merge behind it keeps every key (infer.MergedSamples.state_bytes).
-        size = max(len(json.dumps(inference.schema, separators=(",", ":"), default=str)), merged.state_bytes())
+        size = max(
+            len(json.dumps(inference.schema, separators=(",", ":"), default=str)),
+            merged.state_bytes(),
+        )
         old_size = state.size if state is not None else 0
         stopped = None
         if size > MAX_LEARNED_SCHEMA_BYTES:
             stopped = f"its type grew past {MAX_LEARNED_SCHEMA_BYTES // 1024} KiB (results of ever new shapes)"
         elif self._bytes - old_size + size > MAX_LEARNED_BYTES:
-            stopped = f"the session's learned types reached {MAX_LEARNED_BYTES // (1024 * 1024)} MiB"
+            stopped = (
+                f"the session's learned types reached {MAX_LEARNED_BYTES // (1024 * 1024)} MiB"
+            )
         if stopped is not None:
             if state is not None:
                 state.learned = replace(state.learned, stopped=stopped)
@@ -168,7 +178,10 @@ class Learner:
         example_result = state.learned.example_result if state is not None else None
         if example_result is None and _small_json(result, MAX_EXAMPLE_RESULT_BYTES):
             # input and result of one call, so that the example is true as a whole
-            example, example_result = (copy.deepcopy(arguments) if _small_json(arguments) else None), copy.deepcopy(result)
+            example, example_result = (
+                (copy.deepcopy(arguments) if _small_json(arguments) else None),
+                copy.deepcopy(result),
+            )
         elif example is None and _small_json(arguments):
             example = copy.deepcopy(arguments)
         before = state.learned.calls if state is not None else 0
@@ -186,7 +199,9 @@ class Learner:
 
     def learned(self, config_id: str) -> dict[str, Learned]:
         """The tools learned for one server, by tool name."""
-        return {name: state.learned for name, state in sorted(self._tools.get(config_id, {}).items())}
+        return {
+            name: state.learned for name, state in sorted(self._tools.get(config_id, {}).items())
+        }
 
     def servers(self) -> list[str]:
         return sorted(cid for cid, tools in self._tools.items() if tools)
@@ -224,7 +239,9 @@ class LiveRecorder:
     thread-safe: pending calls are shared under a mutex, and a flush holds the fixtures
     folder's lock from reading a recording to writing it back."""
 
-    def __init__(self, fixtures_dir: Path, settings: Settings, configs: Mapping[str, ServerConfig]) -> None:
+    def __init__(
+        self, fixtures_dir: Path, settings: Settings, configs: Mapping[str, ServerConfig]
+    ) -> None:
         # Before any server starts: a path that cannot be written would lose every call of the
         # session, one note per run (UserError, like `record`).
         check_fixtures_dir(Path(fixtures_dir))
@@ -243,28 +260,45 @@ class LiveRecorder:
     def pending_bytes(self) -> int:
         return self._pending_bytes
 
-    def add(self, config_id: str, tool_name: str, arguments: Any, result: Any, duration_ms: int,
-            run: Hashable = None) -> None:
+    def add(
+        self,
+        config_id: str,
+        tool_name: str,
+        arguments: Any,
+        result: Any,
+        duration_ms: int,
+        run: Hashable = None,
+    ) -> None:
         config = self.configs.get(config_id)
         if config is None or not isinstance(result, dict) or result.get("isError") is True:
             return
         with self._mutex:
             redactor = self._redactors.get(config_id)
             if redactor is None:
-                redactor = self._redactors[config_id] = Redactor.for_server(config, self.settings.redact_patterns)
-        record, problem = recorded_call(arguments, result, duration_ms, redactor, self.settings.max_result_bytes)
+                redactor = self._redactors[config_id] = Redactor.for_server(
+                    config, self.settings.redact_patterns
+                )
+        record, problem = recorded_call(
+            arguments, result, duration_ms, redactor, self.settings.max_result_bytes
+        )
         if record is not None:
             record[LIVE_FIELD] = True  # learned in a session: `generate` says so (coverage)
         where = f"{config_id}.{shown(tool_name)}"
         size = 0
         if record is not None:
             try:
-                size = len(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str))
+                size = len(
+                    json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+                )
             except (TypeError, ValueError, RecursionError):
                 record, problem = None, "the result cannot be written as JSON"
         with self._mutex:
             if record is None:
-                self._fail(run, f"{where}:unrecordable", self._redact(config_id, f"{where}: call not recorded: {problem}"))
+                self._fail(
+                    run,
+                    f"{where}:unrecordable",
+                    self._redact(config_id, f"{where}: call not recorded: {problem}"),
+                )
                 return
             if problem is not None:
                 self._notes.append(self._redact(config_id, f"{where}: {problem}"))
@@ -296,12 +330,16 @@ class LiveRecorder:
                         self._requeue(config_id, batch)
                         if not isinstance(exc, UserError | OSError):
                             raise
-                        self._failed_flush(config_id, exc.message if isinstance(exc, UserError) else str(exc))
+                        self._failed_flush(
+                            config_id, exc.message if isinstance(exc, UserError) else str(exc)
+                        )
         except (UserError, OSError) as exc:  # the folder cannot be locked (or created)
             with self._mutex:
                 waiting = sorted(self._pending)
             for config_id in waiting:
-                self._failed_flush(config_id, exc.message if isinstance(exc, UserError) else str(exc))
+                self._failed_flush(
+                    config_id, exc.message if isinstance(exc, UserError) else str(exc)
+                )
         with self._mutex:
             failures = self._failures.pop(run, {})
         return list(failures.values())
@@ -326,21 +364,29 @@ class LiveRecorder:
             while self._pending_bytes > MAX_PENDING_RECORD_BYTES and queue:
                 dropped = queue.pop(0)
                 self._pending_bytes -= dropped.size
-                self._fail(dropped.run, f"{config_id}:dropped",
-                           f"{config_id}: recorded calls dropped: fixtures/ could not be written and more than"
-                           f" {MAX_PENDING_RECORD_BYTES // (1024 * 1024)} MiB of calls were waiting")
+                self._fail(
+                    dropped.run,
+                    f"{config_id}:dropped",
+                    f"{config_id}: recorded calls dropped: fixtures/ could not be written and more than"
+                    f" {MAX_PENDING_RECORD_BYTES // (1024 * 1024)} MiB of calls were waiting",
+                )
             if not queue:
                 del self._pending[config_id]
 
     def _failed_flush(self, config_id: str, reason: str) -> None:
         with self._mutex:
             waiting = self._pending.get(config_id, [])
-            note = self._redact(config_id, f"{config_id}: {len(waiting)} recorded call(s) not written to"
-                                f" {self.fixtures_dir}: {reason} (kept; the next run's flush retries)")
+            note = self._redact(
+                config_id,
+                f"{config_id}: {len(waiting)} recorded call(s) not written to"
+                f" {self.fixtures_dir}: {reason} (kept; the next run's flush retries)",
+            )
             for run in {r.run for r in waiting}:
                 self._fail(run, f"{config_id}:write", note)
             if not waiting:
-                self._notes.append(self._redact(config_id, f"{config_id}: recorded calls not written: {reason}"))
+                self._notes.append(
+                    self._redact(config_id, f"{config_id}: recorded calls not written: {reason}")
+                )
 
     def _write(self, config_id: str, batch: list[_Record], live: LiveServer | None) -> None:
         server_dir = self.fixtures_dir / config_id
@@ -365,10 +411,16 @@ class LiveRecorder:
         new: dict[str, list[dict[str, Any]]] = {}
         for record in batch:
             if record.tool not in listed:
-                note = (f"{config_id}.{shown(record.tool)}: not in {server_dir}/tools.json, call not recorded"
-                        " (run `codemode-gen record` to add the tool)")
+                note = (
+                    f"{config_id}.{shown(record.tool)}: not in {server_dir}/tools.json, call not recorded"
+                    " (run `codemode-gen record` to add the tool)"
+                )
                 with self._mutex:
-                    self._fail(record.run, f"{config_id}.{record.tool}:unlisted", self._redact(config_id, note))
+                    self._fail(
+                        record.run,
+                        f"{config_id}.{record.tool}:unlisted",
+                        self._redact(config_id, note),
+                    )
                 continue
             new.setdefault(record.tool, []).append(record.line)
         for name, records in new.items():

@@ -19,7 +19,15 @@ from typing import Any
 
 from codemode_gen import __version__
 
-__all__ = ["MAX_LABEL_SETS", "OTHER_LABEL", "UNKNOWN_LABEL", "Counter", "Gauge", "Histogram", "Metrics"]
+__all__ = [
+    "MAX_LABEL_SETS",
+    "OTHER_LABEL",
+    "UNKNOWN_LABEL",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "Metrics",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +43,40 @@ OTHER_LABEL = "(other)"
 UNKNOWN_LABEL = "(unknown)"
 # Histogram buckets (seconds): runs from a millisecond to the hard maximum timeoutMs; queue
 # waits and tool calls from a fraction of a millisecond to a minute.
-RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-WAIT_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+RUN_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
+WAIT_BUCKETS = (
+    0.0005,
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 
 
 def _escape(value: str) -> str:
@@ -66,7 +106,9 @@ class _Family:
 
     kind = ""
 
-    def __init__(self, name: str, help_text: str, labelnames: tuple[str, ...], otel_name: str, unit: str) -> None:
+    def __init__(
+        self, name: str, help_text: str, labelnames: tuple[str, ...], otel_name: str, unit: str
+    ) -> None:
         self.name = name
         self.help = help_text
         self.labelnames = labelnames
@@ -74,7 +116,9 @@ class _Family:
         self.unit = unit
         self.mirror: Any = None  # the OpenTelemetry instrument it is also recorded into
 
-    def _key(self, store: Mapping[tuple[str, ...], Any], values: tuple[str, ...]) -> tuple[str, ...]:
+    def _key(
+        self, store: Mapping[tuple[str, ...], Any], values: tuple[str, ...]
+    ) -> tuple[str, ...]:
         if values in store or len(store) < MAX_LABEL_SETS:
             return values
         return tuple(OTHER_LABEL for _ in values)
@@ -107,7 +151,9 @@ class Histogram(_Family):
     def __init__(self, *args: Any, buckets: tuple[float, ...]) -> None:
         super().__init__(*args)
         self.buckets = buckets
-        self.values: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}  # (counts per bucket + inf, [sum])
+        self.values: dict[
+            tuple[str, ...], tuple[list[int], list[float]]
+        ] = {}  # (counts per bucket + inf, [sum])
 
     def observe(self, value: float, *labels: str) -> None:
         key = self._key(self.values, labels)
@@ -150,7 +196,9 @@ class Gauge(_Family):
                 for values, value in source():
                     if values in out or len(out) < MAX_LABEL_SETS:
                         out[values] = out.get(values, 0.0) + float(value)
-            except Exception as exc:  # a gauge that cannot be read is left out, never a failed scrape
+            except (
+                Exception
+            ) as exc:  # a gauge that cannot be read is left out, never a failed scrape
                 log.debug("gauge %s: %s: %s", self.name, type(exc).__name__, exc)
         return sorted(out.items())
 
@@ -171,41 +219,89 @@ class Metrics:
         def counter(name: str, help_text: str, labels: tuple[str, ...], otel_name: str) -> Counter:
             return self._add(Counter(name, help_text, labels, otel_name, "1"))
 
-        def histogram(name: str, help_text: str, labels: tuple[str, ...], otel_name: str,
-                      buckets: tuple[float, ...]) -> Histogram:
+        def histogram(
+            name: str,
+            help_text: str,
+            labels: tuple[str, ...],
+            otel_name: str,
+            buckets: tuple[float, ...],
+        ) -> Histogram:
             return self._add(Histogram(name, help_text, labels, otel_name, "s", buckets=buckets))
 
         def gauge(name: str, help_text: str, labels: tuple[str, ...], otel_name: str) -> Gauge:
             return self._add(Gauge(name, help_text, labels, otel_name, "1"))
 
         self._families: dict[str, _Family] = {}
-        self.runs = counter("codemode_runs_total", "Runs answered, by outcome (ok, error, timeout, limit, "
-                            "cancelled, host_error).", ("outcome",), "codemode.runs")
-        self.run_duration = histogram("codemode_run_duration_seconds", "Time from a run's start (its arrival, "
-                                      "queue included) to its answer.", ("outcome",), "codemode.run.duration",
-                                      RUN_BUCKETS)
-        self.queue_wait = histogram("codemode_queue_wait_seconds", "Time runs waited: for admission (serve "
-                                    "--http's run slots) or for a sandbox worker.", ("queue",),
-                                    "codemode.queue.wait", WAIT_BUCKETS)
-        self.tool_calls = counter("codemode_tool_calls_total", "Tool calls scripts made, by server, tool and "
-                                  "outcome (ok, error, denied, timeout, cancelled).", ("server", "tool", "outcome"),
-                                  "codemode.tool_calls")
-        self.tool_call_duration = histogram("codemode_tool_call_duration_seconds", "Time of each tool call, "
-                                            "approval and upstream together, by server.", ("server",),
-                                            "codemode.tool_call.duration", WAIT_BUCKETS)
-        self.approvals = counter("codemode_approval_decisions_total", "Approval decisions on tool calls (allowed, "
-                                 "approved, approved-for-session, denied).", ("decision",),
-                                 "codemode.approval.decisions")
-        self.runs_in_progress = gauge("codemode_runs_in_progress", "Runs started and not answered yet.", (),
-                                      "codemode.runs.in_progress")
-        self.runs_queued = gauge("codemode_runs_queued", "Runs waiting: for admission (serve --http) or for a "
-                                 "sandbox worker.", ("queue",), "codemode.runs.queued")
-        self.workers = gauge("codemode_workers", "Sandbox worker processes: busy with a run, or idle and ready.",
-                             ("state",), "codemode.workers")
-        self.workers_max = gauge("codemode_workers_max", "The most sandbox workers running at once "
-                                 "([sandbox] max_workers, --max-workers).", (), "codemode.workers.max")
-        self.upstream_sessions = gauge("codemode_upstream_sessions", "Open sessions to upstream MCP servers, by "
-                                       "server (config id).", ("server",), "codemode.upstream.sessions")
+        self.runs = counter(
+            "codemode_runs_total",
+            "Runs answered, by outcome (ok, error, timeout, limit, cancelled, host_error).",
+            ("outcome",),
+            "codemode.runs",
+        )
+        self.run_duration = histogram(
+            "codemode_run_duration_seconds",
+            "Time from a run's start (its arrival, queue included) to its answer.",
+            ("outcome",),
+            "codemode.run.duration",
+            RUN_BUCKETS,
+        )
+        self.queue_wait = histogram(
+            "codemode_queue_wait_seconds",
+            "Time runs waited: for admission (serve --http's run slots) or for a sandbox worker.",
+            ("queue",),
+            "codemode.queue.wait",
+            WAIT_BUCKETS,
+        )
+        self.tool_calls = counter(
+            "codemode_tool_calls_total",
+            "Tool calls scripts made, by server, tool and "
+            "outcome (ok, error, denied, timeout, cancelled).",
+            ("server", "tool", "outcome"),
+            "codemode.tool_calls",
+        )
+        self.tool_call_duration = histogram(
+            "codemode_tool_call_duration_seconds",
+            "Time of each tool call, approval and upstream together, by server.",
+            ("server",),
+            "codemode.tool_call.duration",
+            WAIT_BUCKETS,
+        )
+        self.approvals = counter(
+            "codemode_approval_decisions_total",
+            "Approval decisions on tool calls (allowed, approved, approved-for-session, denied).",
+            ("decision",),
+            "codemode.approval.decisions",
+        )
+        self.runs_in_progress = gauge(
+            "codemode_runs_in_progress",
+            "Runs started and not answered yet.",
+            (),
+            "codemode.runs.in_progress",
+        )
+        self.runs_queued = gauge(
+            "codemode_runs_queued",
+            "Runs waiting: for admission (serve --http) or for a sandbox worker.",
+            ("queue",),
+            "codemode.runs.queued",
+        )
+        self.workers = gauge(
+            "codemode_workers",
+            "Sandbox worker processes: busy with a run, or idle and ready.",
+            ("state",),
+            "codemode.workers",
+        )
+        self.workers_max = gauge(
+            "codemode_workers_max",
+            "The most sandbox workers running at once ([sandbox] max_workers, --max-workers).",
+            (),
+            "codemode.workers.max",
+        )
+        self.upstream_sessions = gauge(
+            "codemode_upstream_sessions",
+            "Open sessions to upstream MCP servers, by server (config id).",
+            ("server",),
+            "codemode.upstream.sessions",
+        )
         self._mirrored = False
 
     def _add(self, family: Any) -> Any:
@@ -234,15 +330,26 @@ class Metrics:
         meter = meter_provider.get_meter(SCOPE_NAME, __version__)
         for family in self._families.values():
             if isinstance(family, Counter):
-                family.mirror = meter.create_counter(family.otel_name, unit=family.unit, description=family.help)
+                family.mirror = meter.create_counter(
+                    family.otel_name, unit=family.unit, description=family.help
+                )
             elif isinstance(family, Histogram):
                 family.mirror = meter.create_histogram(
-                    family.otel_name, unit=family.unit, description=family.help,
+                    family.otel_name,
+                    unit=family.unit,
+                    description=family.help,
                     explicit_bucket_boundaries_advisory=list(family.buckets),
                 )
             elif isinstance(family, Gauge):
-                def observe(options: CallbackOptions, gauge: Gauge = family) -> Iterable[Observation]:
-                    return [Observation(value, gauge._attributes(values)) for values, value in gauge.read()]
 
-                meter.create_observable_gauge(family.otel_name, callbacks=[observe], unit=family.unit,
-                                              description=family.help)
+                def observe(
+                    options: CallbackOptions, gauge: Gauge = family
+                ) -> Iterable[Observation]:
+                    return [
+                        Observation(value, gauge._attributes(values))
+                        for values, value in gauge.read()
+                    ]
+
+                meter.create_observable_gauge(
+                    family.otel_name, callbacks=[observe], unit=family.unit, description=family.help
+                )

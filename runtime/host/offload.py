@@ -42,7 +42,12 @@ if TYPE_CHECKING:
     from codemode_gen.runtime.host.tsinput import Erased
 
 __all__ = [
-    "MAX_JSON_VALUES", "Envelope", "Offload", "OffloadFailed", "count_json_values", "envelope_of",
+    "MAX_JSON_VALUES",
+    "Envelope",
+    "Offload",
+    "OffloadFailed",
+    "count_json_values",
+    "envelope_of",
     "structure_bound",
 ]
 
@@ -109,8 +114,15 @@ class Envelope:
     values: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "id": self.id, "tool": self.tool, "limits": self.limits,
-                "limitsValid": self.limits_valid, "codeChars": self.code_chars, "values": self.values}
+        return {
+            "method": self.method,
+            "id": self.id,
+            "tool": self.tool,
+            "limits": self.limits,
+            "limitsValid": self.limits_valid,
+            "codeChars": self.code_chars,
+            "values": self.values,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Envelope:
@@ -229,7 +241,10 @@ def main() -> None:
             meta, data = _OPS[header["op"]](payload)
             reply = {"ok": True, **meta, "size": len(data)}
         except Exception as exc:  # a bug in an operation: the host says so, the helper goes on
-            reply, data = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500], "size": 0}, b""
+            reply, data = (
+                {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500], "size": 0},
+                b"",
+            )
         stdout.write(json.dumps(reply, ensure_ascii=True).encode("ascii") + b"\n")
         stdout.write(data)
         stdout.flush()
@@ -249,8 +264,10 @@ class _Helper:
 
         proc = await asyncio.create_subprocess_exec(
             *python_module_command("codemode_gen.runtime.host.offload", isolation="isolated"),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            limit=MAX_HEADER_BYTES, start_new_session=True,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=MAX_HEADER_BYTES,
+            start_new_session=True,
         )
         helper = cls(proc)
         try:
@@ -278,7 +295,12 @@ class _Helper:
                 raise OffloadFailed(f"the helper exited (code {self.proc.returncode})")
             reply = json.loads(line)
             data = await self.proc.stdout.readexactly(int(reply.get("size", 0)))
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.LimitOverrunError) as exc:
+        except (
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            ValueError,
+            asyncio.LimitOverrunError,
+        ) as exc:
             raise OffloadFailed(f"the helper broke off: {type(exc).__name__}: {exc}") from None
         if not reply.get("ok"):
             raise OffloadFailed(str(reply.get("error") or "the helper failed"))
@@ -338,7 +360,9 @@ class Offload:
         from codemode_gen.runtime.host.tsinput import Erased
 
         meta, data = await self.request("erase", code.encode("utf-8", "surrogatepass"), deadline)
-        diagnostics = tuple(cast("Diagnostic", d) for d in meta.get("diagnostics") or () if isinstance(d, dict))
+        diagnostics = tuple(
+            cast("Diagnostic", d) for d in meta.get("diagnostics") or () if isinstance(d, dict)
+        )
         if meta.get("same"):
             return Erased(code, diagnostics)
         return Erased(data.decode("utf-8", "surrogatepass"), diagnostics)
@@ -350,7 +374,9 @@ class Offload:
             return None
         return Envelope.from_json(meta.get("envelope") or {})
 
-    async def request(self, op: str, payload: bytes | bytearray, deadline: float | None) -> tuple[dict[str, Any], bytes]:
+    async def request(
+        self, op: str, payload: bytes | bytearray, deadline: float | None
+    ) -> tuple[dict[str, Any], bytes]:
         if self._closed:
             raise OffloadFailed("the offload helpers are shut down")
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -455,7 +481,13 @@ class Offload:
     async def _trim(self) -> None:
         """Stop helpers idle beyond `warm` for IDLE_HELPER_TTL_S (the longest idle first)."""
         try:
-            await trim_idle(self._idle, self.warm, IDLE_HELPER_TTL_S, closed=lambda: self._closed, stop=self._stop)
+            await trim_idle(
+                self._idle,
+                self.warm,
+                IDLE_HELPER_TTL_S,
+                closed=lambda: self._closed,
+                stop=self._stop,
+            )
         finally:
             self._trimmer = None
 

@@ -56,7 +56,11 @@ def resolve(settings: TelemetrySettings, environ: Mapping[str, str]) -> Resolved
     OTEL_TRACES_EXPORTER names an exporter; OTEL_TRACES_EXPORTER=none and OTEL_SDK_DISABLED=true
     turn it off whatever the file says (the environment is the deployment's word). Metrics alike,
     with OTEL_METRICS_EXPORTER and OTEL_EXPORTER_OTLP_METRICS_ENDPOINT."""
-    service = environ.get("OTEL_SERVICE_NAME", "").strip() or settings.service_name or DEFAULT_SERVICE_NAME
+    service = (
+        environ.get("OTEL_SERVICE_NAME", "").strip()
+        or settings.service_name
+        or DEFAULT_SERVICE_NAME
+    )
     if _env_flag(environ, "OTEL_SDK_DISABLED"):
         return Resolved(False, False, "none", "none", None, service, settings.record_content)
     any_endpoint = bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or settings.endpoint)
@@ -73,8 +77,15 @@ def resolve(settings: TelemetrySettings, environ: Mapping[str, str]) -> Resolved
 
     traces, traces_exporter = decide("TRACES", settings.traces)
     metrics, metrics_exporter = decide("METRICS", settings.metrics)
-    return Resolved(traces, metrics, traces_exporter, metrics_exporter, settings.endpoint, service,
-                    settings.record_content)
+    return Resolved(
+        traces,
+        metrics,
+        traces_exporter,
+        metrics_exporter,
+        settings.endpoint,
+        service,
+        settings.record_content,
+    )
 
 
 # The providers this process set up (one per process, as OpenTelemetry's globals are): keyed by
@@ -98,9 +109,11 @@ def _warn_once(message: str) -> None:
 
 
 def _sdk_missing(what: str) -> None:
-    _warn_once(f"telemetry: {what} is configured but the OpenTelemetry SDK is not installed, so none is "
-               "made; install it with `pip install 'codemode-gen[otel]'` (or unset the OTEL_* variables / "
-               "[telemetry] in codemode.toml)")
+    _warn_once(
+        f"telemetry: {what} is configured but the OpenTelemetry SDK is not installed, so none is "
+        "made; install it with `pip install 'codemode-gen[otel]'` (or unset the OTEL_* variables / "
+        "[telemetry] in codemode.toml)"
+    )
 
 
 def _global_provider(kind: str) -> Any | None:
@@ -110,13 +123,19 @@ def _global_provider(kind: str) -> Any | None:
         from opentelemetry import trace
 
         provider: Any = trace.get_tracer_provider()
-        return None if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider) else provider
+        return (
+            None
+            if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+            else provider
+        )
     from opentelemetry import metrics
 
     meter_provider: Any = metrics.get_meter_provider()
     proxy = getattr(metrics, "_internal", None)
     proxy_type = getattr(proxy, "_ProxyMeterProvider", None) if proxy is not None else None
-    if isinstance(meter_provider, metrics.NoOpMeterProvider) or (proxy_type is not None and isinstance(meter_provider, proxy_type)):
+    if isinstance(meter_provider, metrics.NoOpMeterProvider) or (
+        proxy_type is not None and isinstance(meter_provider, proxy_type)
+    ):
         return None
     return meter_provider
 
@@ -126,15 +145,24 @@ def _signal_endpoint(resolved: Resolved, signal: str, environ: Mapping[str, str]
     environment does not (the exporters read the environment themselves)."""
     if resolved.endpoint is None:
         return None
-    if environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or environ.get(
-            f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip():
+    if (
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        or environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
+    ):
         return None
     return f"{resolved.endpoint}/v1/{signal}"
 
 
 def _grpc_wanted(environ: Mapping[str, str], signal: str) -> bool:
-    protocol = (environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL") or
-                environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
+    protocol = (
+        (
+            environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+            or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf"
+        )
+        .strip()
+        .lower()
+    )
     return protocol == "grpc"
 
 
@@ -143,10 +171,14 @@ def _grpc_exporter(module: str, name: str) -> Any | None:
     import importlib
 
     try:
-        return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}"), name)()
+        return getattr(
+            importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}"), name
+        )()
     except ImportError:
-        _warn_once("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
-                   "(pip install it), or use http/protobuf (port 4318); sending over http/protobuf instead")
+        _warn_once(
+            "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
+            "(pip install it), or use http/protobuf (port 4318); sending over http/protobuf instead"
+        )
         return None
 
 
@@ -160,8 +192,10 @@ def _span_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | None
 
         return ConsoleSpanExporter(out=sys.stderr)  # stdout is serve's protocol
     if resolved.traces_exporter != "otlp":
-        _warn_once(f"telemetry: traces exporter {resolved.traces_exporter!r} is not supported (otlp, console, "
-                   "none); spans are made but not exported")
+        _warn_once(
+            f"telemetry: traces exporter {resolved.traces_exporter!r} is not supported (otlp, console, "
+            "none); spans are made but not exported"
+        )
         return None
     if _grpc_wanted(environ, "traces"):
         grpc = _grpc_exporter("trace_exporter", "OTLPSpanExporter")
@@ -183,8 +217,10 @@ def _metric_exporter(resolved: Resolved, environ: Mapping[str, str]) -> Any | No
 
         return ConsoleMetricExporter(out=sys.stderr)
     if resolved.metrics_exporter != "otlp":
-        _warn_once(f"telemetry: metrics exporter {resolved.metrics_exporter!r} is not supported (otlp, console, "
-                   "none); metrics are not exported")
+        _warn_once(
+            f"telemetry: metrics exporter {resolved.metrics_exporter!r} is not supported (otlp, console, "
+            "none); metrics are not exported"
+        )
         return None
     if _grpc_wanted(environ, "metrics"):
         grpc = _grpc_exporter("metric_exporter", "OTLPMetricExporter")
@@ -211,8 +247,12 @@ def _providers(resolved: Resolved, environ: Mapping[str, str]) -> tuple[Any, Any
     need_metrics = resolved.metrics and meters is None
     if not need_traces and not need_metrics:
         return traces, meters
-    key = (resolved.traces_exporter if need_traces else None, resolved.metrics_exporter if need_metrics else None,
-           resolved.endpoint, resolved.service_name)
+    key = (
+        resolved.traces_exporter if need_traces else None,
+        resolved.metrics_exporter if need_metrics else None,
+        resolved.endpoint,
+        resolved.service_name,
+    )
     with _PROCESS_LOCK:
         made = _PROCESS.get(key)
         if made is None:
@@ -221,21 +261,27 @@ def _providers(resolved: Resolved, environ: Mapping[str, str]) -> tuple[Any, Any
     return traces if traces is not None else made[0], meters if meters is not None else made[1]
 
 
-def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool, metrics: bool) -> tuple[Any, Any]:
+def _make_providers(
+    resolved: Resolved, environ: Mapping[str, str], traces: bool, metrics: bool
+) -> tuple[Any, Any]:
     try:
         from opentelemetry.sdk.resources import Resource
     except ImportError:
         _sdk_missing("tracing" if traces else "metrics export")
         return None, None
     # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME itself.
-    resource = Resource.create({"service.name": resolved.service_name, "service.version": __version__})
+    resource = Resource.create(
+        {"service.name": resolved.service_name, "service.version": __version__}
+    )
     tracer_provider = meter_provider = None
     try:
         if traces:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # `shutdown` is ours
+            tracer_provider = TracerProvider(
+                resource=resource, shutdown_on_exit=False
+            )  # `shutdown` is ours
             span_exporter = _span_exporter(resolved, environ)
             if span_exporter is not None:
                 tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
@@ -245,8 +291,14 @@ def _make_providers(resolved: Resolved, environ: Mapping[str, str], traces: bool
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
             metric_exporter = _metric_exporter(resolved, environ)
-            readers = [PeriodicExportingMetricReader(metric_exporter)] if metric_exporter is not None else []
-            meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+            readers = (
+                [PeriodicExportingMetricReader(metric_exporter)]
+                if metric_exporter is not None
+                else []
+            )
+            meter_provider = MeterProvider(
+                metric_readers=readers, resource=resource, shutdown_on_exit=False
+            )
             if metric_exporter is not None:
                 _EXPORTERS.append(metric_exporter)
     except ImportError as exc:

@@ -92,7 +92,10 @@ class ProgressReporter:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.stop()
 
@@ -114,7 +117,9 @@ class ProgressReporter:
         # until it is done (the flag ends its loop at the next turn in any case).
         while not task.done():
             task.cancel()
-            await asyncio.wait([task], timeout=STOP_POLL_S)  # raises only if this caller is cancelled
+            await asyncio.wait(
+                [task], timeout=STOP_POLL_S
+            )  # raises only if this caller is cancelled
 
     def call_done(self, server_id: str, tool_name: str) -> None:
         """A tool call finished (whatever its outcome): say so soon."""
@@ -150,7 +155,9 @@ class ProgressReporter:
             last_sent = self._clock()
 
     async def _emit(self, message: str) -> None:
-        progress = max(round(self._clock() - self._started, 3), round(self._last_progress + PROGRESS_STEP, 3))
+        progress = max(
+            round(self._clock() - self._started, 3), round(self._last_progress + PROGRESS_STEP, 3)
+        )
         self._last_progress = progress
         try:
             async with asyncio.timeout(self.send_timeout):

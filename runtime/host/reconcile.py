@@ -133,13 +133,17 @@ class Plan:
         views = dict(self.views)
         for cid in self.build:
             module = built[cid]
-            if module.server_id != self.paths[cid]:  # §5.0.1 collision the subset build could not see
-                catalog.diagnostics.append(diagnostic(
-                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
-                    f"server '{cid}' cannot be loaded: its module path collides with another server",
-                    severity="warning",
-                    hint="run `codemode-gen record` then `codemode-gen generate` so out/ assigns unique paths",
-                ))
+            if (
+                module.server_id != self.paths[cid]
+            ):  # §5.0.1 collision the subset build could not see
+                catalog.diagnostics.append(
+                    diagnostic(
+                        DiagnosticCode.CAPABILITY_UNAVAILABLE,
+                        f"server '{cid}' cannot be loaded: its module path collides with another server",
+                        severity="warning",
+                        hint="run `codemode-gen record` then `codemode-gen generate` so out/ assigns unique paths",
+                    )
+                )
                 continue
             old = views.get(self.paths[cid])
             if old is not None and old.config_id == cid:
@@ -151,9 +155,13 @@ class Plan:
                 module_source=module.source,
             )
             apply_live(view, self.lives[cid], self.live_views[cid])
-            adopt_built(view.tools, module.entry, export_names=True)  # the names the built module exports
+            adopt_built(
+                view.tools, module.entry, export_names=True
+            )  # the names the built module exports
             views[module.server_id] = view
-        for cid in self.redeclare:  # declarations of the live definitions, from the same (cached) build
+        for (
+            cid
+        ) in self.redeclare:  # declarations of the live definitions, from the same (cached) build
             adopt_built(views[self.paths[cid]].tools, rebuilt[cid].entry, export_names=False)
         catalog.servers = dict(sorted(views.items()))
         return catalog
@@ -176,12 +184,14 @@ def select_servers(
         cid = cap if cap in configs else by_path.get(cap)
         if cid is None:
             known = ", ".join(sorted(paths.values())) or "none"
-            diagnostics.append(diagnostic(
-                DiagnosticCode.CAPABILITY_UNAVAILABLE,
-                f"requested capability '{cap}' is not a configured server (available: {known})",
-                severity="warning",
-                hint="request one of the available server ids, or do without it",
-            ))
+            diagnostics.append(
+                diagnostic(
+                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
+                    f"requested capability '{cap}' is not a configured server (available: {known})",
+                    severity="warning",
+                    hint="request one of the available server ids, or do without it",
+                )
+            )
         else:
             wanted[cid] = "requested"
     for path in IMPORT_RE.findall(code):
@@ -200,7 +210,10 @@ SLOW_CONNECT = "did not finish connecting before the script started"
 
 def is_slow_connect(d: Mapping[str, Any]) -> bool:
     """Whether `d` is the warning above (a host diagnostic, never the script's text)."""
-    return d.get("code") == DiagnosticCode.CAPABILITY_UNAVAILABLE and SLOW_CONNECT in str(d.get("message", ""))
+    return d.get("code") == DiagnosticCode.CAPABILITY_UNAVAILABLE and SLOW_CONNECT in str(
+        d.get("message", "")
+    )
+
 
 def reconcile(
     configs: Mapping[str, ServerConfig],
@@ -220,22 +233,26 @@ def reconcile(
     diagnostics = list(selection.diagnostics)
     for cid, why in connections.pending.items():
         if why == "timeout":
-            diagnostics.append(diagnostic(
-                DiagnosticCode.CAPABILITY_UNAVAILABLE,
-                f"server '{paths[cid]}' {SLOW_CONNECT} (the host waits a fifth of timeoutMs); the "
-                "script's first call to it waits for the connection",
-                severity="warning" if selection.named(cid) else "info",
-                hint="run it again (the server stays connected, so the next run has its whole timeoutMs); "
-                "if it keeps happening, check the server's start-up (connect_timeout in codemode.toml)",
-            ))
+            diagnostics.append(
+                diagnostic(
+                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
+                    f"server '{paths[cid]}' {SLOW_CONNECT} (the host waits a fifth of timeoutMs); the "
+                    "script's first call to it waits for the connection",
+                    severity="warning" if selection.named(cid) else "info",
+                    hint="run it again (the server stays connected, so the next run has its whole timeoutMs); "
+                    "if it keeps happening, check the server's start-up (connect_timeout in codemode.toml)",
+                )
+            )
         else:
-            diagnostics.append(diagnostic(
-                DiagnosticCode.CAPABILITY_UNAVAILABLE,
-                f"server '{paths[cid]}' is still connecting in the background; this run does not include it",
-                severity="info",
-                hint="import it statically or list it in requestedCapabilities to wait for it; "
-                "later runs include it once it is connected",
-            ))
+            diagnostics.append(
+                diagnostic(
+                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
+                    f"server '{paths[cid]}' is still connecting in the background; this run does not include it",
+                    severity="info",
+                    hint="import it statically or list it in requestedCapabilities to wait for it; "
+                    "later runs include it once it is connected",
+                )
+            )
 
     build: dict[str, list[dict[str, Any]]] = {}
     live_views: dict[str, dict[str, ToolView]] = {}
@@ -253,14 +270,23 @@ def reconcile(
             view.unavailable = failure.reason
             view.auth_failed = failure.auth
             view.auth_hint = failure.hint
-            diagnostics.append(diagnostic(
-                DiagnosticCode.CAPABILITY_UNAVAILABLE,
-                f"server '{sid}' is unavailable: {failure.reason}",
-                severity="warning" if selection.named(cid) else "info",
-                hint=(f"calls to '{sid}' will throw; {failure.hint}" if failure.hint
-                      else f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config")
-                + (" (its module cannot be imported: out/ has none)" if view.module_source is None else ""),
-            ))
+            diagnostics.append(
+                diagnostic(
+                    DiagnosticCode.CAPABILITY_UNAVAILABLE,
+                    f"server '{sid}' is unavailable: {failure.reason}",
+                    severity="warning" if selection.named(cid) else "info",
+                    hint=(
+                        f"calls to '{sid}' will throw; {failure.hint}"
+                        if failure.hint
+                        else f"calls to '{sid}' will throw; fix its entry '{cid}' in the MCP config"
+                    )
+                    + (
+                        " (its module cannot be imported: out/ has none)"
+                        if view.module_source is None
+                        else ""
+                    ),
+                )
+            )
             continue
         live = connections.lives.get(cid)
         if live is None:
@@ -268,16 +294,20 @@ def reconcile(
         tools = live_tools(live, config, view.tools if view else None)
         if view is None or view.module_source is None:
             build[cid], live_views[cid] = [], tools
-            diagnostics.append(diagnostic(
-                DiagnosticCode.MODULE_BUILT_IN_MEMORY,
-                f"server '{cid}' has no module in {out_dir}/; built it in memory from the live tool list",
-                severity="info",
-                hint="run `codemode-gen record` then `codemode-gen generate` for typed, committed bindings",
-            ))
+            diagnostics.append(
+                diagnostic(
+                    DiagnosticCode.MODULE_BUILT_IN_MEMORY,
+                    f"server '{cid}' has no module in {out_dir}/; built it in memory from the live tool list",
+                    severity="info",
+                    hint="run `codemode-gen record` then `codemode-gen generate` for typed, committed bindings",
+                )
+            )
             continue
         stale = stale_message(cid, view.tools, tools)
         if stale:
-            diagnostics.append(diagnostic(DiagnosticCode.STALE_OUT, stale, severity="warning", hint=REFRESH_HINT))
+            diagnostics.append(
+                diagnostic(DiagnosticCode.STALE_OUT, stale, severity="warning", hint=REFRESH_HINT)
+            )
             if set(tools) != set(view.tools):
                 # Bindings for the live tools, plus the out/ tools that are gone so that a
                 # script importing one still loads and gets ToolNotFoundError on the call.
@@ -312,7 +342,9 @@ def apply_live(view: ServerView, live: LiveServer, tools: dict[str, ToolView]) -
     say about the server itself."""
     info = live.server_json.get("serverInfo")
     info = info if isinstance(info, Mapping) else {}
-    if isinstance(info.get("name"), str) and (not view.server_name or view.server_name == view.config_id):
+    if isinstance(info.get("name"), str) and (
+        not view.server_name or view.server_name == view.config_id
+    ):
         view.server_name = info["name"]
     if view.version is None and isinstance(info.get("version"), str):
         view.version = info["version"]

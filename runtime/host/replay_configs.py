@@ -56,7 +56,9 @@ def replay_config(config: ServerConfig, fixtures_dir: Path) -> ServerConfig:
     # the way it does here (PYTHONPATH for a checkout that is not installed).
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     # -P: the cwd (often the checkout's root) must not shadow the installed package.
-    command = python_module_command("codemode_gen", "replay", "--fixtures", str(folder), "--server", config.id)
+    command = python_module_command(
+        "codemode_gen", "replay", "--fixtures", str(folder), "--server", config.id
+    )
     return replace(
         config,
         transport="stdio",
@@ -71,7 +73,9 @@ def replay_config(config: ServerConfig, fixtures_dir: Path) -> ServerConfig:
     )
 
 
-def replay_configs(configs: Mapping[str, ServerConfig], fixtures_dir: Path) -> dict[str, ServerConfig]:
+def replay_configs(
+    configs: Mapping[str, ServerConfig], fixtures_dir: Path
+) -> dict[str, ServerConfig]:
     """Every configured server replaced by a replay of its recording in `fixtures_dir`
     (`replay_config`); no configured server is ever started. A missing fixtures folder is a
     UserError: there is nothing to replay."""

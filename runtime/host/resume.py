@@ -36,12 +36,9 @@ the user's answer is part of it, and a retry after it gets the timeout (nothing 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -56,6 +53,14 @@ from codemode_gen.runtime.host.approval_request import (
     Approver,
     Unusable,
 )
+from codemode_gen.runtime.host.resume_state import (
+    LoggedCall,
+    PendingAsk,
+    RunState,
+    call_ident,
+    encode_state,
+    urlsafe_b64,
+)
 from codemode_gen.runtime.limits import RunStopped
 from codemode_gen.runtime.response import TraceEntry
 from codemode_gen.runtime.sandbox.protocol import HostReply
@@ -66,12 +71,7 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_STATE_CHARS",
     "Resumable",
-    "RunState",
-    "StateError",
     "Suspension",
-    "arguments_digest",
-    "decode_state",
-    "encode_state",
 ]
 
 # Bounds the sealed requestState (characters): the client holds it and sends it back with the
@@ -79,9 +79,6 @@ __all__ = [
 # script in it. Results of the calls made before the ask make it up (compressed); a run whose
 # state would be bigger cannot wait for an answer: its asks are denied, naming this limit.
 MAX_STATE_CHARS = 512 * 1024
-# Bounds the state once unsealed and decompressed (it was sealed by us, so this only bounds the
-# memory a bug could make one retry take).
-MAX_STATE_JSON_BYTES = 32 * 1024 * 1024
 # Bounds the input_required rounds of one run: each round runs the script again from its start,
 # replaying every earlier call, so a script asking one call at a time in a loop would cost
 # rounds x calls; past it the run's further asks are denied (the MCP SDK's client stops after 10
@@ -92,8 +89,6 @@ MAX_ANSWERS = 1024
 # Bounds the event-loop turns a paused run waits for the calls its worker made before pausing to
 # reach the host (their messages are read; their tasks start within a turn or two).
 MAX_ARRIVAL_TURNS = 100
-#: The version of RunState's wire form: a state of another version is refused, not guessed at.
-STATE_VERSION = 1
 #: The keys of the elicitations an input_required result asks (then of the retry's answers).
 ASK_KEY_PREFIX = "approve-"
 DIVERGED_HINT = (
@@ -102,151 +97,6 @@ DIVERGED_HINT = (
     "something that changed, e.g. the servers' tools, or on garbage collection through WeakRef or "
     "FinalizationRegistry). Nothing more was sent; run it again from the start"
 )
-
-
-class StateError(ValueError):
-    """A state that cannot be used (malformed, another version)."""
-
-
-@dataclass(frozen=True)
-class LoggedCall:
-    """A call the script made and the reply it got (the JSON text the sandbox got), with its
-    trace entry: replayed, never sent again."""
-
-    seq: int
-    ident: str
-    reply: str
-    entry: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class PendingAsk:
-    """A call that waits for the user's answer (asked as `ASK_KEY_PREFIX` + seq), with the names
-    its trace entry shows."""
-
-    seq: int
-    ident: str
-    server: str
-    tool: str
-
-
-@dataclass
-class RunState:
-    """Everything a retry needs to resume a run, sealed into requestState.
-
-    `tool` and `args` bind it to the codemode.run call that made it (the retry must be the same
-    call); `deadline` is when the run's timeoutMs ends (Unix seconds); `nonce` tells one state
-    from another (a state is used once per instance); `journal` is the worker's (events,
-    clock, seed, clockBase); `issued` the calls the script had made; `for_run` the (config id,
-    tool name) approved for the rest of the run (approval.FOR_RUN): a resumed run, on any
-    instance, does not ask about them again."""
-
-    tool: str
-    args: str
-    deadline: float
-    nonce: str
-    round: int
-    issued: int
-    calls: list[LoggedCall]
-    pending: list[PendingAsk]
-    journal: dict[str, Any]
-    for_run: list[tuple[str, str]]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "v": STATE_VERSION, "tool": self.tool, "args": self.args, "deadline": self.deadline,
-            "nonce": self.nonce, "round": self.round, "issued": self.issued,
-            "calls": [[c.seq, c.ident, c.reply, c.entry] for c in self.calls],
-            "pending": [[p.seq, p.ident, p.server, p.tool] for p in self.pending],
-            "journal": self.journal,
-            "forRun": [list(key) for key in self.for_run],
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> RunState:
-        try:
-            if not isinstance(value, dict) or value.get("v") != STATE_VERSION:
-                raise StateError("another version")
-            calls = [LoggedCall(_int(c[0]), _str(c[1]), _str(c[2]), _dict(c[3])) for c in _list(value["calls"])]
-            pending = [PendingAsk(_int(p[0]), _str(p[1]), _str(p[2]), _str(p[3])) for p in _list(value["pending"])]
-            journal = _dict(value["journal"])
-            events, clock = _list(journal.get("events")), _list(journal.get("clock"))
-            if not all(isinstance(e, int) and not isinstance(e, bool) for e in events):
-                raise StateError("journal events")
-            if not all(isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r) for r in clock):
-                raise StateError("journal clock")
-            for_run = [(_str(k[0]), _str(k[1])) for k in _list(value["forRun"])]
-            deadline = value["deadline"]
-            if not isinstance(deadline, int | float) or isinstance(deadline, bool):
-                raise StateError("deadline")
-            return cls(tool=_str(value["tool"]), args=_str(value["args"]), deadline=float(deadline),
-                       nonce=_str(value["nonce"]), round=_int(value["round"]), issued=_int(value["issued"]),
-                       calls=calls, pending=pending, journal=journal, for_run=for_run)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise StateError(f"malformed: {type(exc).__name__}") from None
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise StateError("not an integer")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise StateError("not a string")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise StateError("not a list")
-    return value
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise StateError("not an object")
-    return value
-
-
-def encode_state(state: RunState) -> bytes:
-    """The state as compressed JSON (what is sealed)."""
-    text = json.dumps(state.to_json(), ensure_ascii=True, separators=(",", ":"))
-    return zlib.compress(text.encode("ascii"), 6)
-
-
-def decode_state(data: bytes) -> RunState:
-    """`encode_state`'s inverse; StateError for anything else (decompressed size bounded)."""
-    inflater = zlib.decompressobj()
-    try:
-        text = inflater.decompress(data, MAX_STATE_JSON_BYTES)
-    except zlib.error:
-        raise StateError("not compressed JSON") from None
-    if inflater.unconsumed_tail:
-        raise StateError("too large")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise StateError("not JSON") from None
-    return RunState.from_json(value)
-
-
-def arguments_digest(arguments: Any) -> str:
-    """What binds a state to the codemode.run call that made it: its arguments, canonical."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
-    return _b64(hashlib.sha256(text.encode("ascii")).digest()[:24])
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
-
-
-def _ident(request: Mapping[str, Any]) -> str:
-    """A call as the script made it (server, tool, input): digest of its canonical JSON."""
-    body = {k: v for k, v in request.items() if k != "op"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
-    return _b64(hashlib.sha256(text.encode("ascii")).digest()[:24])
 
 
 @dataclass(frozen=True)
@@ -292,12 +142,16 @@ class Resumable:
         self.seal = seal
         self.prior = prior
         self.answers: dict[int, Answer | Unusable] = dict(answers or {})
-        self.approved_for_run: set[tuple[str, str]] = set(prior.for_run) if prior is not None else set()
+        self.approved_for_run: set[tuple[str, str]] = (
+            set(prior.for_run) if prior is not None else set()
+        )
         self.cannot_ask = cannot_ask
         self.suspension: Suspension | None = None
         self._replayed = {c.seq: c for c in prior.calls} if prior is not None else {}
         self._pending = {p.seq: p for p in prior.pending} if prior is not None else {}
-        self._calls: dict[int, LoggedCall] = dict(self._replayed)  # every answered call, for the state
+        self._calls: dict[int, LoggedCall] = dict(
+            self._replayed
+        )  # every answered call, for the state
         self._idents: dict[int, str] = {}  # live calls' digests
         self._open: set[int] = set()  # calls the host has and has not answered
         self._parked: dict[int, _Parked] = {}  # ... of which these wait for an answer
@@ -308,7 +162,9 @@ class Resumable:
         self._pausing = False
         self._unresumable: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._changes = 0  # calls entered, answered or parked: a pause decided on older news is redone
+        self._changes = (
+            0  # calls entered, answered or parked: a pause decided on older news is redone
+        )
 
     # ------------------------------------------------------------------ timing
 
@@ -332,8 +188,11 @@ class Resumable:
         fields: dict[str, Any] = {"journal": True}
         if self.prior is not None:
             journal = self.prior.journal
-            fields.update(seed=journal.get("seed"), clockBase=journal.get("clockBase"),
-                          replay={"events": journal.get("events", []), "clock": journal.get("clock", [])})
+            fields.update(
+                seed=journal.get("seed"),
+                clockBase=journal.get("clockBase"),
+                replay={"events": journal.get("events", []), "clock": journal.get("clock", [])},
+            )
         return fields
 
     def started(self, handle: RunHandle) -> None:
@@ -359,19 +218,31 @@ class Resumable:
         self._entered.add(seq)
         self._open.add(seq)  # busy from here: no state is made while its digest is computed
         try:
-            ident = await payload.offload(_ident, request) if payload.is_large(request) else _ident(request)
+            ident = (
+                await payload.offload(call_ident, request)
+                if payload.is_large(request)
+                else call_ident(request)
+            )
         except BaseException:
             self._open.discard(seq)
             raise
         logged = self._replayed.get(seq)
         pending = self._pending.get(seq)
-        expected = logged.ident if logged is not None else pending.ident if pending is not None else None
+        expected = (
+            logged.ident if logged is not None else pending.ident if pending is not None else None
+        )
         if expected is None and self.prior is not None and seq <= self.prior.issued:
             expected = "?"  # made then, but neither answered nor waiting: not this script's run
         if expected is not None and expected != ident:
             self._open.discard(seq)
-            raise RunStopped([_diverged(f"call #{seq} of the resumed script is not the call #{seq} of the "
-                                        "earlier round (another tool or other input)")])
+            raise RunStopped(
+                [
+                    _diverged(
+                        f"call #{seq} of the resumed script is not the call #{seq} of the "
+                        "earlier round (another tool or other input)"
+                    )
+                ]
+            )
         if logged is not None:
             self._open.discard(seq)
             self._check()
@@ -427,26 +298,47 @@ class Resumable:
         if self.prior is None or self.suspension is not None:
             return []
         missing = (set(self._replayed) | set(self._pending)) - self._entered
-        if not missing or any(d.get("code") in (diag.DiagnosticCode.SANDBOX_LIMIT, diag.DiagnosticCode.RESUME_DIVERGED) for d in ended):
+        if not missing or any(
+            d.get("code")
+            in (diag.DiagnosticCode.SANDBOX_LIMIT, diag.DiagnosticCode.RESUME_DIVERGED)
+            for d in ended
+        ):
             return []
-        return [_diverged(f"the resumed script ended without making {len(missing)} of the calls the earlier "
-                          f"round made (the first: #{min(missing)})")]
+        return [
+            _diverged(
+                f"the resumed script ended without making {len(missing)} of the calls the earlier "
+                f"round made (the first: #{min(missing)})"
+            )
+        ]
 
     def expired_trace(self) -> list[TraceEntry]:
         """A late retry's toolTrace: the calls made, then the ones that waited, denied."""
         assert self.prior is not None
         entries = [cast(TraceEntry, dict(c.entry)) for c in self.prior.calls]
         for ask in self.prior.pending:
-            entries.append({"serverId": ask.server, "toolName": ask.tool, "durationMs": 0, "ok": False,
-                            "error": "ToolCallError: APPROVAL_DENIED (timeout)", "approval": "denied"})
+            entries.append(
+                {
+                    "serverId": ask.server,
+                    "toolName": ask.tool,
+                    "durationMs": 0,
+                    "ok": False,
+                    "error": "ToolCallError: APPROVAL_DENIED (timeout)",
+                    "approval": "denied",
+                }
+            )
         return entries
 
     # ------------------------------------------------------------------ pausing
 
     def _check(self) -> None:
         """Pause the worker when every call the host has is answered or waits for an answer."""
-        if (self._parked and not self._pausing and self.suspension is None and self._handle is not None
-                and self._quiescent()):
+        if (
+            self._parked
+            and not self._pausing
+            and self.suspension is None
+            and self._handle is not None
+            and self._quiescent()
+        ):
             self._pausing = True
             self._handle.pause()
 
@@ -477,12 +369,18 @@ class Resumable:
             if reason is None:
                 assert isinstance(journal, dict)
                 state = self._state(issued, journal)
-                data = await payload.offload(encode_state, state) if len(self._calls) > 16 else encode_state(state)
+                data = (
+                    await payload.offload(encode_state, state)
+                    if len(self._calls) > 16
+                    else encode_state(state)
+                )
                 token = self.seal(data)
                 if len(token) > MAX_STATE_CHARS:
-                    reason = (f"a run waiting for an answer is carried by the client as a state of at most "
-                              f"{MAX_STATE_CHARS // 1024} KiB (MAX_STATE_CHARS), and this one's would be "
-                              f"{len(token) // 1024} KiB: the results of the calls made before it take that much")
+                    reason = (
+                        f"a run waiting for an answer is carried by the client as a state of at most "
+                        f"{MAX_STATE_CHARS // 1024} KiB (MAX_STATE_CHARS), and this one's would be "
+                        f"{len(token) // 1024} KiB: the results of the calls made before it take that much"
+                    )
             if reason is not None:
                 self._give_up(reason)
                 handle.resume()
@@ -491,8 +389,13 @@ class Resumable:
             if not (self._parked and self._quiescent()):  # changed while the state was sealed
                 handle.resume()
                 return
-            self.suspension = Suspension(token, [(f"{ASK_KEY_PREFIX}{seq}", parked.request)
-                                                 for seq, parked in sorted(self._parked.items())])
+            self.suspension = Suspension(
+                token,
+                [
+                    (f"{ASK_KEY_PREFIX}{seq}", parked.request)
+                    for seq, parked in sorted(self._parked.items())
+                ],
+            )
             handle.stop([])
         finally:
             self._pausing = False
@@ -503,11 +406,15 @@ class Resumable:
         if not isinstance(journal, dict):
             return "the run keeps no journal to be resumed from"
         if journal.get("overflow"):
-            return ("the script read the clock or took replies and timers more often than a run waiting for an "
-                    "answer can write down (MAX_JOURNAL_EVENTS / MAX_JOURNAL_CLOCK_RUNS of the sandbox worker)")
+            return (
+                "the script read the clock or took replies and timers more often than a run waiting for an "
+                "answer can write down (MAX_JOURNAL_EVENTS / MAX_JOURNAL_CLOCK_RUNS of the sandbox worker)"
+            )
         if self.prior is not None and self.prior.round >= MAX_ROUNDS:
-            return (f"this run already waited for answers {MAX_ROUNDS} times (MAX_ROUNDS): have the script ask "
-                    "for several calls at once (Promise.all) rather than one after another")
+            return (
+                f"this run already waited for answers {MAX_ROUNDS} times (MAX_ROUNDS): have the script ask "
+                "for several calls at once (Promise.all) rather than one after another"
+            )
         return None
 
     def _give_up(self, reason: str) -> None:
@@ -522,11 +429,14 @@ class Resumable:
         pending = []
         for seq, parked in sorted(self._parked.items()):
             ident = self._idents.get(seq) or self._pending[seq].ident
-            pending.append(PendingAsk(seq, ident, parked.request.server_id, parked.request.tool_name))
+            pending.append(
+                PendingAsk(seq, ident, parked.request.server_id, parked.request.tool_name)
+            )
         return RunState(
-            tool=self.tool, args=self.args,
+            tool=self.tool,
+            args=self.args,
             deadline=time.time() + (deadline - time.monotonic()),
-            nonce=_b64(os.urandom(12)),
+            nonce=urlsafe_b64(os.urandom(12)),
             round=(self.prior.round + 1) if self.prior is not None else 1,
             issued=max(issued, self.prior.issued if self.prior is not None else 0),
             calls=[self._calls[seq] for seq in sorted(self._calls)],
@@ -537,4 +447,8 @@ class Resumable:
 
 
 def _diverged(detail: str) -> diag.Diagnostic:
-    return diag.diagnostic(diag.DiagnosticCode.RESUME_DIVERGED, f"the run could not be resumed: {detail}", hint=DIVERGED_HINT)
+    return diag.diagnostic(
+        diag.DiagnosticCode.RESUME_DIVERGED,
+        f"the run could not be resumed: {detail}",
+        hint=DIVERGED_HINT,
+    )

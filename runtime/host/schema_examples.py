@@ -56,7 +56,9 @@ def _example(schema: Any, root: Any, depth: int) -> Any:
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list) and options:
-            non_null = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            non_null = [
+                o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")
+            ]
             return _example((non_null or options)[0], root, depth + 1)
     if isinstance(schema.get("allOf"), list) and schema["allOf"]:
         merged: dict[str, Any] = {}
@@ -92,8 +94,13 @@ def _example(schema: Any, root: Any, depth: int) -> Any:
         return [_example(items, root, depth + 1) for _ in range(count)]
     if declared == "string":
         fmt = schema.get("format")
-        by_format = {"date": "2026-01-31", "date-time": "2026-01-31T12:00:00Z", "email": "user@example.com",
-                     "uri": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000000"}
+        by_format = {
+            "date": "2026-01-31",
+            "date-time": "2026-01-31T12:00:00Z",
+            "email": "user@example.com",
+            "uri": "https://example.com",
+            "uuid": "00000000-0000-4000-8000-000000000000",
+        }
         if fmt in by_format:
             return by_format[fmt]
         min_len = schema.get("minLength", 0)

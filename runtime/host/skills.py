@@ -61,15 +61,21 @@ def render(diagnostics: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def check_skills(
-    skills: Sequence[sk.Skill], declarations_dts: str, *, roots: Sequence[Path] = (), tsc: str | None = None,
+    skills: Sequence[sk.Skill],
+    declarations_dts: str,
+    *,
+    roots: Sequence[Path] = (),
+    tsc: str | None = None,
 ) -> SkillCheck:
     """Type-check `skills` against `declarations_dts` (a codemode.d.ts without skills)."""
     if not skills:
         return SkillCheck([], {})
     compiler = find_compiler(tsc, roots)
     if compiler.node is None:
-        raise CompilerNotFound("checking skills needs Node.js (found TypeScript but no `node`)",
-                               hint="install Node.js (https://nodejs.org) and put `node` on PATH")
+        raise CompilerNotFound(
+            "checking skills needs Node.js (found TypeScript but no `node`)",
+            hint="install Node.js (https://nodejs.org) and put `node` on PATH",
+        )
     with tempfile.TemporaryDirectory(prefix="codemode-skills-") as work:
         root = Path(work)
         (root / sk.SKILLS_DIR).mkdir()
@@ -79,15 +85,21 @@ def check_skills(
         try:
             done = subprocess.run(
                 [compiler.node, str(SKILLS_TSC_JS), str(compiler.typescript), str(root)],
-                capture_output=True, timeout=SKILLS_CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=SKILLS_CHECK_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "NODE_OPTIONS": ""},
             )
         except subprocess.TimeoutExpired:
-            raise UserError(f"the type check of skills/ did not finish within {SKILLS_CHECK_TIMEOUT_S:.0f} s") from None
+            raise UserError(
+                f"the type check of skills/ did not finish within {SKILLS_CHECK_TIMEOUT_S:.0f} s"
+            ) from None
         if done.returncode != 0 or len(done.stdout) > MAX_CHECK_OUTPUT_BYTES:
             tail = done.stderr.decode(errors="replace")[-800:]
-            raise UserError(f"the type check of skills/ failed: {tail.strip() or f'exit {done.returncode}'}",
-                            hint="check that the TypeScript it found works (`tsc --version`)")
+            raise UserError(
+                f"the type check of skills/ failed: {tail.strip() or f'exit {done.returncode}'}",
+                hint="check that the TypeScript it found works (`tsc --version`)",
+            )
         answer = json.loads(done.stdout)
     return SkillCheck(list(answer["diagnostics"]), dict(answer["declarations"]))
 
@@ -97,8 +109,10 @@ def runnable_js(skill: sk.Skill) -> str:
     erased = erase_types(skill.text)
     if erased.diagnostics:
         first = erased.diagnostics[0]
-        raise UserError(f"{skill.file}:{first.get('path', '1:1')}: {first.get('message')}",
-                        hint=str(first.get("hint") or "write TypeScript whose types can be erased"))
+        raise UserError(
+            f"{skill.file}:{first.get('path', '1:1')}: {first.get('message')}",
+            hint=str(first.get("hint") or "write TypeScript whose types can be erased"),
+        )
     return erased.code
 
 
@@ -106,16 +120,24 @@ def fail_on_errors(result: SkillCheck, what: str) -> None:
     errors = result.errors
     if errors:
         shown = render(errors[:MAX_SHOWN_ERRORS])
-        more = f"\n  ... and {len(errors) - MAX_SHOWN_ERRORS} more" if len(errors) > MAX_SHOWN_ERRORS else ""
+        more = (
+            f"\n  ... and {len(errors) - MAX_SHOWN_ERRORS} more"
+            if len(errors) > MAX_SHOWN_ERRORS
+            else ""
+        )
         raise UserError(
             f"{what}: {len(errors)} type error(s) in skills/:\n  " + "\n  ".join(shown) + more,
             hint="fix the skill (a tool it calls may have changed: see `codemode-gen generate`'s drift report), "
-                 "or remove it from skills/",
+            "or remove it from skills/",
         )
 
 
 def with_skills(
-    outputs: Outputs, project_dir: Path, *, roots: Sequence[Path] = (), out_dir: Path | None = None,
+    outputs: Outputs,
+    project_dir: Path,
+    *,
+    roots: Sequence[Path] = (),
+    out_dir: Path | None = None,
     notes: list[str] | None = None,
 ) -> Outputs:
     """`outputs` plus the project's skills, type-checked against `outputs`' codemode.d.ts; a
@@ -135,13 +157,19 @@ def with_skills(
         if kept is None:
             raise UserError(
                 f"{missing.message} — needed because skills/ or the declarations they use changed since out/ was "
-                "written", hint=missing.hint) from None
+                "written",
+                hint=missing.hint,
+            ) from None
         if notes is not None:
-            notes.append(f"skills/ not re-checked (no TypeScript here): out/ holds its {len(skills)} skill(s) "
-                         "checked against these same declarations; " + (missing.hint or ""))
+            notes.append(
+                f"skills/ not re-checked (no TypeScript here): out/ holds its {len(skills)} skill(s) "
+                "checked against these same declarations; " + (missing.hint or "")
+            )
         return kept
     fail_on_errors(result, "generate")
-    return sk.add_skills(outputs, skills, result.declarations, {s.name: runnable_js(s) for s in skills})
+    return sk.add_skills(
+        outputs, skills, result.declarations, {s.name: runnable_js(s) for s in skills}
+    )
 
 
 def _checked_before(outputs: Outputs, skills: Sequence[sk.Skill], out_dir: Path) -> Outputs | None:
@@ -156,7 +184,9 @@ def _checked_before(outputs: Outputs, skills: Sequence[sk.Skill], out_dir: Path)
         entries = skill_entries(old_manifest)
         if sk.strip_skills(old_dts).rstrip("\n") != outputs.files[CODEMODE_DTS].rstrip("\n"):
             return None
-        if {str(e["name"]): e.get("sourceHash") for e in entries} != {s.name: s.digest for s in skills}:
+        if {str(e["name"]): e.get("sourceHash") for e in entries} != {
+            s.name: s.digest for s in skills
+        }:
             return None
         files = dict(outputs.files)
         for skill in skills:
@@ -173,6 +203,7 @@ def _checked_before(outputs: Outputs, skills: Sequence[sk.Skill], out_dir: Path)
     files[MANIFEST_FILE] = dump_manifest(manifest)  # type: ignore[arg-type]
     return replace(outputs, files=files, manifest=manifest)  # type: ignore[arg-type]
 
+
 def skill_entries(manifest: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The manifest's valid skill entries (a hand-edited entry with a bad name is left out)."""
     if not manifest:
@@ -180,8 +211,11 @@ def skill_entries(manifest: Mapping[str, Any] | None) -> list[Mapping[str, Any]]
     found = manifest.get("skills")
     if not isinstance(found, list):
         return []
-    return [e for e in found if isinstance(e, Mapping) and isinstance(e.get("name"), str)
-            and sk.NAME_RE.match(e["name"])]
+    return [
+        e
+        for e in found
+        if isinstance(e, Mapping) and isinstance(e.get("name"), str) and sk.NAME_RE.match(e["name"])
+    ]
 
 
 def skill_modules(out_dir: Path, manifest: Mapping[str, Any] | None) -> dict[str, str]:
@@ -214,22 +248,30 @@ def imported_skill_code(code: str, modules: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
-def check_against_out(out_dir: Path, *, roots: Sequence[Path] = (), tsc: str | None = None) -> tuple[list[sk.Skill], SkillCheck]:
+def check_against_out(
+    out_dir: Path, *, roots: Sequence[Path] = (), tsc: str | None = None
+) -> tuple[list[sk.Skill], SkillCheck]:
     """Type-check the skills beside `out_dir` against its codemode.d.ts (`check`, `skill test`)."""
     declarations = out_dir / CODEMODE_DTS
     if not declarations.is_file():
-        raise UserError(f"{declarations}: not found; there is nothing to check skills against",
-                        hint="run `codemode-gen generate` first, or pass --out to the generated folder")
+        raise UserError(
+            f"{declarations}: not found; there is nothing to check skills against",
+            hint="run `codemode-gen generate` first, or pass --out to the generated folder",
+        )
     skills = sk.load_skills(Path(os.path.abspath(out_dir)).parent)
-    return skills, check_skills(skills, declarations.read_text(encoding="utf-8"), roots=roots, tsc=tsc)
+    return skills, check_skills(
+        skills, declarations.read_text(encoding="utf-8"), roots=roots, tsc=tsc
+    )
 
 
 def test_scripts(project_dir: Path, skill: sk.Skill) -> list[tuple[str, str]]:
     """(label, script) for each example of `skill`: its doc comment's @example blocks (run with
     the function imported) and its skills/<name>.test.ts|js file (run as written)."""
     scripts = [
-        (f"{skill.file} @example {i + 1}",
-         f'import {{ {skill.function} }} from "{skill.specifier}";\n{example}\n')
+        (
+            f"{skill.file} @example {i + 1}",
+            f'import {{ {skill.function} }} from "{skill.specifier}";\n{example}\n',
+        )
         for i, example in enumerate(skill.examples)
     ]
     test = sk.test_file(project_dir, skill.name)
@@ -271,28 +313,47 @@ class SkillSaver:
     def check(self, proposal: Any) -> tuple[tuple[str, str] | None, dict[str, Any]]:
         """(None, the arguments shown to the person) for a proposal that could be written, else
         ((what is wrong, the fix), {})."""
-        usage = "call saveSkill({ name: \"plan_week\", source: \"/** What it does. */ export async function plan_week(input) {...}\", lang: \"ts\" })"
+        usage = 'call saveSkill({ name: "plan_week", source: "/** What it does. */ export async function plan_week(input) {...}", lang: "ts" })'
         if not isinstance(proposal, Mapping):
             return ("the input must be an object { name, source, lang? }", usage), {}
-        name, source, lang = proposal.get("name"), proposal.get("source"), proposal.get("lang", "ts")
+        name, source, lang = (
+            proposal.get("name"),
+            proposal.get("source"),
+            proposal.get("lang", "ts"),
+        )
         if not isinstance(name, str) or not isinstance(source, str) or lang not in ("ts", "js"):
-            return ("name and source must be strings and lang \"ts\" or \"js\"", usage), {}
+            return ('name and source must be strings and lang "ts" or "js"', usage), {}
         extra = sorted(set(proposal) - {"name", "source", "lang"})
         if extra:
             return (f"unknown field(s) {', '.join(extra)}", usage), {}
         try:
             sk.check_name(name)
             if len(source.encode("utf-8", "surrogatepass")) > sk.MAX_SKILL_BYTES:
-                raise UserError(f"the source is larger than a skill may be ({sk.MAX_SKILL_BYTES} bytes)",
-                                hint="a skill is one function a person reviews: keep data out of it")
+                raise UserError(
+                    f"the source is larger than a skill may be ({sk.MAX_SKILL_BYTES} bytes)",
+                    hint="a skill is one function a person reviews: keep data out of it",
+                )
             sk.parse_skill(name, f"{sk.SKILLS_DIR}/{name}.{lang}", source)
-            existing = [f"{sk.SKILLS_DIR}/{name}{s}" for s in sk.SUFFIXES if (sk.skills_dir(self.project_dir) / f"{name}{s}").exists()]
+            existing = [
+                f"{sk.SKILLS_DIR}/{name}{s}"
+                for s in sk.SUFFIXES
+                if (sk.skills_dir(self.project_dir) / f"{name}{s}").exists()
+            ]
             if existing:
-                raise UserError(f"{existing[0]} exists already", hint="propose it under another name")
+                raise UserError(
+                    f"{existing[0]} exists already", hint="propose it under another name"
+                )
         except UserError as exc:
             return (exc.message, exc.hint or usage), {}
-        return None, {"name": name, "lang": lang, "path": f"{sk.SKILLS_DIR}/{name}.{lang}", "source": source}
+        return None, {
+            "name": name,
+            "lang": lang,
+            "path": f"{sk.SKILLS_DIR}/{name}.{lang}",
+            "source": source,
+        }
 
     def write(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        target = sk.write_skill(self.project_dir, arguments["name"], arguments["source"], lang=arguments["lang"])
+        target = sk.write_skill(
+            self.project_dir, arguments["name"], arguments["source"], lang=arguments["lang"]
+        )
         return {"path": f"{sk.SKILLS_DIR}/{target.name}", "written": True}

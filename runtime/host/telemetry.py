@@ -81,7 +81,14 @@ SPAN_TOOL_CALL = "codemode.tool_call"
 SPAN_APPROVAL = "codemode.approval"
 
 # Run outcomes (span attribute codemode.run.outcome and the `outcome` label).
-OK, ERROR, TIMEOUT, LIMIT, CANCELLED, HOST_ERROR = "ok", "error", "timeout", "limit", "cancelled", "host_error"
+OK, ERROR, TIMEOUT, LIMIT, CANCELLED, HOST_ERROR = (
+    "ok",
+    "error",
+    "timeout",
+    "limit",
+    "cancelled",
+    "host_error",
+)
 # A run that ended to ask the client's user through an input_required result (runtime/host/resume.py),
 # and the calls it asked about: the retry is a run of its own, where those calls are made.
 INPUT_REQUIRED = "input_required"
@@ -97,7 +104,6 @@ MAX_CONTENT_CHARS = 4096
 #: A queue wait shorter than this is no wait worth a span (an idle worker handed over at once);
 #: it is still observed by the queue-wait histogram.
 MIN_QUEUE_SPAN_S = 0.001
-
 
 
 # --------------------------------------------------------------------------- the host's telemetry
@@ -121,7 +127,9 @@ class Telemetry:
         redact_patterns: Iterable[str] = (),
     ) -> None:
         self.tracer: Tracer | None = (
-            tracer_provider.get_tracer(SCOPE_NAME, __version__) if tracer_provider is not None else None
+            tracer_provider.get_tracer(SCOPE_NAME, __version__)
+            if tracer_provider is not None
+            else None
         )
         self.metrics = metrics if metrics is not None else Metrics()
         if meter_provider is not None:
@@ -134,16 +142,24 @@ class Telemetry:
         self.run_log: Callable[[str], None] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> Telemetry:
+    def from_settings(
+        cls, settings: Settings, environ: Mapping[str, str] | None = None
+    ) -> Telemetry:
         environ = os.environ if environ is None else environ
         resolved = resolve(settings.telemetry, environ)
         tracer_provider = meter_provider = None
         if resolved.traces or resolved.metrics:
             tracer_provider, meter_provider = _providers(resolved, environ)
-        elif not _env_flag(environ, "OTEL_SDK_DISABLED"):  # the application's own set-up, if it made one
+        elif not _env_flag(
+            environ, "OTEL_SDK_DISABLED"
+        ):  # the application's own set-up, if it made one
             tracer_provider, meter_provider = _global_provider("trace"), _global_provider("metrics")
-        return cls(tracer_provider=tracer_provider, meter_provider=meter_provider,
-                   record_content=resolved.record_content, redact_patterns=settings.redact_patterns)
+        return cls(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            record_content=resolved.record_content,
+            redact_patterns=settings.redact_patterns,
+        )
 
     @property
     def tracing(self) -> bool:
@@ -162,8 +178,12 @@ class Telemetry:
         if tracer is None:
             yield None
             return
-        with tracer.start_as_current_span(name, attributes=dict(attributes or {}), record_exception=False,
-                                          set_status_on_exception=False) as span:
+        with tracer.start_as_current_span(
+            name,
+            attributes=dict(attributes or {}),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
             try:
                 yield span
             except BaseException as exc:
@@ -189,7 +209,11 @@ def _wall_ns(monotonic_s: float) -> int:
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= MAX_CONTENT_CHARS else text[:MAX_CONTENT_CHARS] + f"…[+{len(text) - MAX_CONTENT_CHARS} chars]"
+    return (
+        text
+        if len(text) <= MAX_CONTENT_CHARS
+        else text[:MAX_CONTENT_CHARS] + f"…[+{len(text) - MAX_CONTENT_CHARS} chars]"
+    )
 
 
 def _set_error(span: Span, description: str, error_type: str | None = None) -> None:
@@ -223,7 +247,9 @@ class RunScope:
 
     def __enter__(self) -> RunScope:
         self._token = _RUN.set(self)
-        self._wait_token = waits.OBSERVER.set(self)  # the sandbox pool's worker waits (runtime/waits.py)
+        self._wait_token = waits.OBSERVER.set(
+            self
+        )  # the sandbox pool's worker waits (runtime/waits.py)
         tracer = self.telemetry.tracer
         waited = self.called - self.started
         if tracer is not None:
@@ -232,7 +258,9 @@ class RunScope:
 
             attributes: dict[str, Any] = {
                 "codemode.script.chars": len(self.code),
-                "codemode.script.sha256": hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest(),
+                "codemode.script.sha256": hashlib.sha256(
+                    self.code.encode("utf-8", "surrogatepass")
+                ).hexdigest(),
             }
             if self.telemetry.tool_name:
                 attributes["codemode.run.tool"] = self.telemetry.tool_name
@@ -244,7 +272,9 @@ class RunScope:
             if waited >= MIN_QUEUE_SPAN_S:
                 # Waiting before the run was called (serve --http's admission queue) counts
                 # within its timeoutMs (§3.2.4): a child span from its arrival to now.
-                queued = tracer.start_span(SPAN_QUEUE, attributes={"codemode.queue": "admission"}, start_time=start)
+                queued = tracer.start_span(
+                    SPAN_QUEUE, attributes={"codemode.queue": "admission"}, start_time=start
+                )
                 queued.end(time.time_ns())
         if self.queued:
             self.telemetry.metrics.queue_wait.observe(waited, "admission")
@@ -252,20 +282,24 @@ class RunScope:
 
     def limits(self, limits: Limits) -> None:
         if self.span is not None:
-            self.span.set_attributes({
-                "codemode.limits.timeout_ms": limits.timeoutMs,
-                "codemode.limits.max_memory_bytes": limits.maxMemoryBytes,
-                "codemode.limits.max_log_bytes": limits.maxLogBytes,
-                "codemode.limits.max_tool_calls": limits.maxToolCalls,
-                "codemode.limits.max_concurrent_calls": limits.maxConcurrentCalls,
-            })
+            self.span.set_attributes(
+                {
+                    "codemode.limits.timeout_ms": limits.timeoutMs,
+                    "codemode.limits.max_memory_bytes": limits.maxMemoryBytes,
+                    "codemode.limits.max_log_bytes": limits.maxLogBytes,
+                    "codemode.limits.max_tool_calls": limits.maxToolCalls,
+                    "codemode.limits.max_concurrent_calls": limits.maxConcurrentCalls,
+                }
+            )
 
     def finish(self, response: T) -> T:
         """The run's response (the scope's end reads its outcome from it); returned as is."""
         self._response = response if isinstance(response, Mapping) else None
         return response
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         response = self._response
         diagnostics = [d for d in (response or {}).get("diagnostics", []) if isinstance(d, Mapping)]
         if response is not None:
@@ -281,7 +315,9 @@ class RunScope:
             else:
                 outcome = ERROR
         elif exc is not None and not isinstance(exc, Exception):
-            outcome = CANCELLED  # the caller cancelled the run (the client's notifications/cancelled)
+            outcome = (
+                CANCELLED  # the caller cancelled the run (the client's notifications/cancelled)
+            )
         else:
             outcome = HOST_ERROR
         elapsed = time.monotonic() - self.started
@@ -298,7 +334,10 @@ class RunScope:
                         codes.append(code)
                 trace = (response or {}).get("toolTrace")
                 summary = (response or {}).get("toolSummary")
-                attributes: dict[str, Any] = {"codemode.run.outcome": outcome, "codemode.diagnostics.codes": codes}
+                attributes: dict[str, Any] = {
+                    "codemode.run.outcome": outcome,
+                    "codemode.diagnostics.codes": codes,
+                }
                 if isinstance(summary, Mapping) and isinstance(summary.get("calls"), int):
                     attributes["codemode.tool_calls"] = summary["calls"]
                 elif isinstance(trace, list):
@@ -331,8 +370,9 @@ class RunScope:
         self.telemetry.metrics.queue_wait.observe(waited, queue)
         tracer = self.telemetry.tracer
         if tracer is not None and self.span is not None and waited >= MIN_QUEUE_SPAN_S:
-            span = tracer.start_span(SPAN_QUEUE, attributes={"codemode.queue": queue},
-                                     start_time=_wall_ns(began))
+            span = tracer.start_span(
+                SPAN_QUEUE, attributes={"codemode.queue": queue}, start_time=_wall_ns(began)
+            )
             span.end()
 
 

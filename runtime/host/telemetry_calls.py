@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_CALL: contextvars.ContextVar[_ToolCall | None] = contextvars.ContextVar("codemode_tool_call", default=None)
+_CALL: contextvars.ContextVar[_ToolCall | None] = contextvars.ContextVar(
+    "codemode_tool_call", default=None
+)
 
 
 class _ToolCall:
@@ -57,7 +59,9 @@ class _ToolCall:
             return
         from opentelemetry import trace
 
-        self.approval = tracer.start_span(SPAN_APPROVAL, context=trace.set_span_in_context(self.span))
+        self.approval = tracer.start_span(
+            SPAN_APPROVAL, context=trace.set_span_in_context(self.span)
+        )
 
     def decided(self, decision: str, for_run: bool = False) -> None:
         if self.approval is not None:
@@ -107,8 +111,10 @@ async def traced_call(
         from opentelemetry import context as otel_context
         from opentelemetry import trace
 
-        span = tracer.start_span(f"{SPAN_TOOL_CALL} {server}.{tool}",
-                                 attributes={"codemode.server": server, "codemode.tool": tool})
+        span = tracer.start_span(
+            f"{SPAN_TOOL_CALL} {server}.{tool}",
+            attributes={"codemode.server": server, "codemode.tool": tool},
+        )
         otel_token = otel_context.attach(trace.set_span_in_context(span))
     record = _ToolCall(scope, span)
     token = _CALL.set(record)
@@ -124,10 +130,23 @@ async def traced_call(
             # (counted there); here only the span, and the wait's, say so.
             record.decided(INPUT_REQUIRED)
             if span is not None:
-                span.set_attributes({"codemode.call.outcome": INPUT_REQUIRED, "codemode.approval": INPUT_REQUIRED})
+                span.set_attributes(
+                    {"codemode.call.outcome": INPUT_REQUIRED, "codemode.approval": INPUT_REQUIRED}
+                )
                 span.end()
         else:
-            _finish_call(scope, record, span, server, tool, gate, request, reply, time.monotonic() - began, redact)
+            _finish_call(
+                scope,
+                record,
+                span,
+                server,
+                tool,
+                gate,
+                request,
+                reply,
+                time.monotonic() - began,
+                redact,
+            )
         if otel_token is not None:
             from opentelemetry import context as otel_context
 
@@ -135,8 +154,16 @@ async def traced_call(
 
 
 def _finish_call(
-    scope: RunScope, record: _ToolCall, span: Span | None, server: str, tool: str, gate: Mapping[str, str],
-    request: Mapping[str, Any], reply: HostReply | None, elapsed: float, redact: Callable[[str], str] | None,
+    scope: RunScope,
+    record: _ToolCall,
+    span: Span | None,
+    server: str,
+    tool: str,
+    gate: Mapping[str, str],
+    request: Mapping[str, Any],
+    reply: HostReply | None,
+    elapsed: float,
+    redact: Callable[[str], str] | None,
 ) -> None:
     """A tool call's metrics and span, once it has ended (`reply` None: the run ended first)."""
     telemetry = scope.telemetry
@@ -152,23 +179,37 @@ def _finish_call(
     error_class = str(error.get("errorClass", "")) if isinstance(error, Mapping) else ""
     # Names the catalog does not know are the script's choice: one label for all of them.
     server_label = UNKNOWN_LABEL if error_class == "ServerNotFoundError" else server
-    tool_label = UNKNOWN_LABEL if error_class in ("ServerNotFoundError", "ToolNotFoundError") else tool
+    tool_label = (
+        UNKNOWN_LABEL if error_class in ("ServerNotFoundError", "ToolNotFoundError") else tool
+    )
     metrics = telemetry.metrics
     metrics.tool_calls.add(server_label, tool_label, outcome)
     metrics.tool_call_duration.observe(elapsed, server_label)
     if decision and decision != "pending":
         metrics.approvals.add(decision)
     if span is not None:
-        _finish_call_span(span, telemetry, outcome, elapsed, decision, error, request, reply, redact)
+        _finish_call_span(
+            span, telemetry, outcome, elapsed, decision, error, request, reply, redact
+        )
 
 
 def _finish_call_span(
-    span: Span, telemetry: Telemetry, outcome: str, elapsed: float, decision: str | None,
-    error: Any, request: Mapping[str, Any], reply: HostReply | None, redact: Callable[[str], str] | None,
+    span: Span,
+    telemetry: Telemetry,
+    outcome: str,
+    elapsed: float,
+    decision: str | None,
+    error: Any,
+    request: Mapping[str, Any],
+    reply: HostReply | None,
+    redact: Callable[[str], str] | None,
 ) -> None:
     from codemode_gen.runtime.host.call_replies import trace_error
 
-    attributes: dict[str, Any] = {"codemode.call.outcome": outcome, "codemode.call.duration_ms": round(elapsed * 1000, 3)}
+    attributes: dict[str, Any] = {
+        "codemode.call.outcome": outcome,
+        "codemode.call.duration_ms": round(elapsed * 1000, 3),
+    }
     if decision:
         attributes["codemode.approval"] = decision
     if isinstance(error, Mapping) and error.get("code") is not None:

@@ -73,7 +73,9 @@ class LineHandler(logging.Handler):
     trace id of the run they belong to); with a `prefix` and `interval`, each kind of message at
     most once per `interval` seconds."""
 
-    def __init__(self, write: Callable[[str], None], *, prefix: str = "", interval: float = 0.0) -> None:
+    def __init__(
+        self, write: Callable[[str], None], *, prefix: str = "", interval: float = 0.0
+    ) -> None:
         super().__init__(logging.WARNING)
         self.write = write
         self.prefix = prefix
@@ -86,7 +88,8 @@ class LineHandler(logging.Handler):
                 kind = f"{record.name}:{' '.join(str(record.msg).split()[:4])}"
                 now = time.monotonic()
                 if now - self._last.get(kind, -math.inf) < self.interval or (
-                        kind not in self._last and len(self._last) >= MAX_EXPORT_NOTICE_KINDS):
+                    kind not in self._last and len(self._last) >= MAX_EXPORT_NOTICE_KINDS
+                ):
                     return
                 self._last[kind] = now
             self.write(self.prefix + record.getMessage())
@@ -105,7 +108,9 @@ def install_export_notices(write: Callable[[str], None]) -> None:
     """Route the OpenTelemetry SDK's warnings (an unreachable collector's, each retry) through
     `write`, marked `telemetry: ` and each kind at most once per EXPORT_NOTICE_INTERVAL_S
     (`codemode-gen run`'s stderr; serve's through install_log_handler)."""
-    _install("opentelemetry", LineHandler(write, prefix="telemetry: ", interval=EXPORT_NOTICE_INTERVAL_S))
+    _install(
+        "opentelemetry", LineHandler(write, prefix="telemetry: ", interval=EXPORT_NOTICE_INTERVAL_S)
+    )
 
 
 def _install(name: str, handler: LineHandler) -> None:

@@ -63,8 +63,11 @@ def shape_trace(
         return None, None
     if mode == "errors":
         failed = [
-            cast(TraceEntry, {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")})
-            for e in trace if not e.get("ok")
+            cast(
+                TraceEntry, {k: v for k, v in e.items() if not (k == "approval" and v == "allowed")}
+            )
+            for e in trace
+            if not e.get("ok")
         ][:MAX_LISTED_FAILURES]
         return failed, counts.summary() if counts is not None else None
     return [e.copy() for e in trace], None
@@ -82,7 +85,13 @@ class CallLog:
         self.notices: dict[str, diag.Diagnostic] = {}
 
     def record(
-        self, server_id: str, tool_name: str, duration: int, error: str | None, *, approval: str | None = None
+        self,
+        server_id: str,
+        tool_name: str,
+        duration: int,
+        error: str | None,
+        *,
+        approval: str | None = None,
     ) -> TraceEntry:
         """Count the call and list its trace entry (past MAX_TRACE_ENTRIES only counted); the
         entry either way."""
@@ -103,7 +112,9 @@ class CallLog:
     def replayed(self, entry: Mapping[str, Any]) -> None:
         """A call answered from a resumed run's journal: the trace entry it made then (a
         TraceEntry when it was journaled, back from its JSON)."""
-        self.counts.add(str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True)
+        self.counts.add(
+            str(entry.get("serverId")), str(entry.get("toolName")), entry.get("ok") is True
+        )
         self._list(cast(TraceEntry, dict(entry)))
 
     def _list(self, entry: TraceEntry) -> None:
@@ -114,7 +125,9 @@ class CallLog:
 
     def notice(self, kind: str, message: str, hint: str) -> None:
         if kind not in self.notices:
-            self.notices[kind] = diag.diagnostic(diag.DiagnosticCode.BRIDGE_LIMIT, message, severity="warning", hint=hint)
+            self.notices[kind] = diag.diagnostic(
+                diag.DiagnosticCode.BRIDGE_LIMIT, message, severity="warning", hint=hint
+            )
 
     def diagnostics(self, *, full_trace: bool = True) -> list[diag.Diagnostic]:
         """What the run's response should say about the calls: limits enforced at the boundary
@@ -122,11 +135,13 @@ class CallLog:
         MAX_TRACE_ENTRIES."""
         out = list(self.notices.values())
         if self.trace_dropped and full_trace:
-            out.append(diag.diagnostic(
-                diag.DiagnosticCode.TOOL_TRACE_TRUNCATED,
-                f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
-                f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
-                severity="warning",
-                hint="make fewer tool calls per run, or log a summary of them from the script",
-            ))
+            out.append(
+                diag.diagnostic(
+                    diag.DiagnosticCode.TOOL_TRACE_TRUNCATED,
+                    f"toolTrace lists the first {len(self.trace)} tool calls; {self.trace_dropped} later "
+                    f"calls are not listed (at most {MAX_TRACE_ENTRIES} entries)",
+                    severity="warning",
+                    hint="make fewer tool calls per run, or log a summary of them from the script",
+                )
+            )
         return out

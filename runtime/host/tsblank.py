@@ -21,7 +21,7 @@ def blank(segment: bytes, mark: str) -> bytes:
         if not mark:
             return out
         at = _mark_position(segment.decode("ascii"), mark)
-        return out[:at] + mark.encode() + out[at + 1:]
+        return out[:at] + mark.encode() + out[at + 1 :]
     text = segment.decode("utf-8", "surrogatepass")
     pieces = [_blank_char(ch) for ch in text]
     if mark:

@@ -48,17 +48,18 @@ class TypeScriptNotFound(CompilerNotFound):
             f"no TypeScript compiler found (looked for {looked}, and TypeScript {TYPESCRIPT_VERSION} "
             f"in {typescript_dir()}, where codemode-gen downloads it once)",
             hint=f"{INSTALL_HINT}; or download TypeScript {TYPESCRIPT_VERSION} now: "
-                 "`codemode-gen check --install-typescript`",
+            "`codemode-gen check --install-typescript`",
         )
         self.looked = looked
-
 
 
 @dataclass(frozen=True)
 class Compiler:
     node: str | None  # the node executable; None: the compiler runs on QuickJS
     typescript: Path  # the package's lib/typescript.js
-    found: str  # where, for messages: "--tsc", "<dir>/node_modules/.bin/tsc", "PATH", the cache folder
+    found: (
+        str  # where, for messages: "--tsc", "<dir>/node_modules/.bin/tsc", "PATH", the cache folder
+    )
 
     @property
     def backend(self) -> Literal["node", "quickjs"]:
@@ -67,9 +68,10 @@ class Compiler:
     def command(self, out_dir: Path) -> list[str]:
         """The checker process's command line."""
         if self.node is None:
-            return python_module_command(WORKER_MODULE, str(self.typescript), str(out_dir), isolation="isolated")
+            return python_module_command(
+                WORKER_MODULE, str(self.typescript), str(out_dir), isolation="isolated"
+            )
         return [self.node, str(SERVER_JS), str(self.typescript), str(out_dir)]
-
 
 
 def _typescript_js(candidate: Path) -> Path | None:
@@ -87,8 +89,17 @@ def _typescript_js(candidate: Path) -> Path | None:
         # node_modules/.bin/tsc -> ../typescript/bin/tsc: the package is two folders up
         options.append(real.parent.parent / "lib" / "typescript.js")
         # a copied launcher in npm's global layout: <prefix>/bin/tsc, <prefix>/lib/node_modules/typescript
-        options.append(candidate.parent.parent / "lib" / "node_modules" / "typescript" / "lib" / "typescript.js")
-        options.append(candidate.parent / "node_modules" / "typescript" / "lib" / "typescript.js")  # Windows
+        options.append(
+            candidate.parent.parent
+            / "lib"
+            / "node_modules"
+            / "typescript"
+            / "lib"
+            / "typescript.js"
+        )
+        options.append(
+            candidate.parent / "node_modules" / "typescript" / "lib" / "typescript.js"
+        )  # Windows
     return next((p for p in options if p.is_file()), None)
 
 
@@ -144,7 +155,13 @@ def find_compiler(
             direct = folder / "node_modules" / "typescript"
             package = _typescript_js(direct) if direct.is_dir() else None
         if package is not None:
-            return _with_node(candidate if candidate.exists() else None, package, str(candidate), path_env, backend)
+            return _with_node(
+                candidate if candidate.exists() else None,
+                package,
+                str(candidate),
+                path_env,
+                backend,
+            )
     on_path = shutil.which("tsc", path=path_env)
     if on_path is not None:
         package = _typescript_js(Path(on_path))
@@ -155,12 +172,20 @@ def find_compiler(
         return _with_node(None, cached, str(typescript_dir()), path_env, backend)
     tops = list(dict.fromkeys(os.path.abspath(r) for r in roots))
     their = "its" if len(tops) == 1 else "their"
-    where = f"node_modules/.bin/tsc in {' and '.join(tops)} and {their} parent folders, " if tops else ""
-    path_note = f"{on_path} on PATH (its typescript package was not found)" if on_path else "tsc on PATH"
+    where = (
+        f"node_modules/.bin/tsc in {' and '.join(tops)} and {their} parent folders, "
+        if tops
+        else ""
+    )
+    path_note = (
+        f"{on_path} on PATH (its typescript package was not found)" if on_path else "tsc on PATH"
+    )
     raise TypeScriptNotFound(where + path_note)
 
 
-def _with_node(candidate: Path | None, package: Path, found: str, path_env: str | None, backend: Backend) -> Compiler:
+def _with_node(
+    candidate: Path | None, package: Path, found: str, path_env: str | None, backend: Backend
+) -> Compiler:
     if backend == "quickjs":
         return Compiler(node=None, typescript=package, found=found)
     node = _node_for(candidate, path_env)

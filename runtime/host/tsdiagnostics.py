@@ -41,7 +41,9 @@ _SEVERITY = {"error": "error", "warning": "warning", "suggestion": "info", "mess
 _DID_YOU_MEAN = re.compile(r"Did you mean '([^']+)'\?")
 _MISSING = re.compile(r"Property '([^']+)' is missing in type")
 _NOT_ASSIGNABLE = re.compile(r"^Type '([^']+)' is not assignable to type '([^']+)'\.")
-_EXTRA = re.compile(r"Object literal may only specify known properties, and '([^']+)' does not exist")
+_EXTRA = re.compile(
+    r"Object literal may only specify known properties, and '([^']+)' does not exist"
+)
 _NO_MODULE = re.compile(r"Cannot find module '([^']+)'")
 _NO_NAME = re.compile(r"Cannot find name '([^']+)'")
 _ON_STRING = re.compile(r"Property '[^']+' does not exist on type 'string'")
@@ -68,8 +70,10 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
         if declared == ["result"]:
             return f"the value is boxed: it is in `.result` (e.g. `.result.{prop}`)"
         if declared:
-            return (f"`{prop}` is not declared on this type (declared: {', '.join(declared)}); "
-                    f'if the server does send it, read it as `["{prop}"]`')
+            return (
+                f"`{prop}` is not declared on this type (declared: {', '.join(declared)}); "
+                f'if the server does send it, read it as `["{prop}"]`'
+            )
         return f'this value declares no properties; if the server does send `{prop}`, read it as `["{prop}"]`'
     if code in (2554, 2555) and message.startswith("Expected 1 argument"):
         return "pass what the declaration lists; a tool takes one input object: `tool({ ... })` with its required fields"
@@ -78,7 +82,9 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
         return f"add the required property `{missing[1]}`"
     extra = _EXTRA.search(message)
     if extra and not _DID_YOU_MEAN.search(message):
-        return f"remove `{extra[1]}`: the input type does not declare it (read the tool's declaration)"
+        return (
+            f"remove `{extra[1]}`: the input type does not declare it (read the tool's declaration)"
+        )
     suggestion = _DID_YOU_MEAN.search(message)
     if suggestion:
         return f"use `{suggestion[1]}`"
@@ -92,10 +98,14 @@ def hint_for(d: Mapping[str, Any]) -> str | None:
     module = _NO_MODULE.search(message)
     if module:
         if module[1].startswith(MODULE_PREFIX):
-            return ("import a configured server (listServers() from \"@codemode/discovery\" lists them); "
-                    "a server added since `codemode-gen generate` has no declarations yet")
+            return (
+                'import a configured server (listServers() from "@codemode/discovery" lists them); '
+                "a server added since `codemode-gen generate` has no declarations yet"
+            )
         return _only_codemode(d)
-    if code in (6053, 6231, 2688) and d.get("specifier") is not None:  # `/// <reference path|types>`
+    if (
+        code in (6053, 6231, 2688) and d.get("specifier") is not None
+    ):  # `/// <reference path|types>`
         return "remove the `/// <reference>` (types come from imports): " + _only_codemode(d)
     name = _NO_NAME.search(message)
     if name and name[1] in _SANDBOX_MISSING:
@@ -118,7 +128,11 @@ def _only_codemode(d: Mapping[str, Any]) -> str:
     shown = servers[:MAX_HINT_MODULES] + [m for m in declared if not m.startswith(MODULE_PREFIX)]
     if not shown:
         return f'import a server as "{MODULE_PREFIX}<id>" (listServers() from "@codemode/discovery" lists them)'
-    more = f" and {len(servers) - MAX_HINT_MODULES} more servers" if len(servers) > MAX_HINT_MODULES else ""
+    more = (
+        f" and {len(servers) - MAX_HINT_MODULES} more servers"
+        if len(servers) > MAX_HINT_MODULES
+        else ""
+    )
     return "import one of " + ", ".join(f'"{m}"' for m in shown) + more
 
 
@@ -130,15 +144,19 @@ def to_diagnostics(result: CheckResult, *, severity: str | None = None) -> list[
         message = str(d.get("message") or "")
         if d.get("code") == 4111 and d.get("property") and d.get("typeName"):
             # tsc's own text ("must be accessed with ['x']") suggests the wrong fix for a typo
-            message = (f"Property '{d['property']}' is not declared on type '{d['typeName']}' "
-                       "(only its index signature allows it).")
-        out.append(diagnostic(
-            ts_code(d.get('code')),
-            message,
-            severity=severity or _SEVERITY.get(str(d.get("category")), "error"),
-            hint=hint_for(d),
-            path=f"{d.get('line', 1)}:{d.get('column', 1)}",
-        ))
+            message = (
+                f"Property '{d['property']}' is not declared on type '{d['typeName']}' "
+                "(only its index signature allows it)."
+            )
+        out.append(
+            diagnostic(
+                ts_code(d.get("code")),
+                message,
+                severity=severity or _SEVERITY.get(str(d.get("category")), "error"),
+                hint=hint_for(d),
+                path=f"{d.get('line', 1)}:{d.get('column', 1)}",
+            )
+        )
     return out
 
 
@@ -151,53 +169,78 @@ async def run_diagnostics(
     `modules`: specifiers the run can import although out/ does not declare them (servers built
     in memory): "Cannot find module" about one of them is not reported."""
     if len(code) > MAX_SCRIPT_CHARS:
-        return [diagnostic(
-            DiagnosticCode.TYPECHECK_SKIPPED, f"the script is over {MAX_SCRIPT_CHARS} characters; it was not type-checked",
-            severity="info",
-        )]
+        return [
+            diagnostic(
+                DiagnosticCode.TYPECHECK_SKIPPED,
+                f"the script is over {MAX_SCRIPT_CHARS} characters; it was not type-checked",
+                severity="info",
+            )
+        ]
     budget = max(0.0, (deadline - time.monotonic()) * RUN_SHARE)
     try:
         result = await checker.check(code, timeout=budget)
     except (CompilerNotFound, InstallFailed) as exc:
-        return [diagnostic(
-            DiagnosticCode.TYPECHECK_UNAVAILABLE, f"not type-checked: {exc.message}", severity="info",
-            hint=(exc.hint or INSTALL_HINT).replace("pass --tsc PATH", "start serve with --tsc PATH"),
-        )]
+        return [
+            diagnostic(
+                DiagnosticCode.TYPECHECK_UNAVAILABLE,
+                f"not type-checked: {exc.message}",
+                severity="info",
+                hint=(exc.hint or INSTALL_HINT).replace(
+                    "pass --tsc PATH", "start serve with --tsc PATH"
+                ),
+            )
+        ]
     except TypeScriptDownloading as exc:
-        return [diagnostic(
-            DiagnosticCode.TYPECHECK_SKIPPED, f"not type-checked: {exc} for type checking (once; this run did not wait for it)",
-            severity="info",
-            hint="nothing to do; runs are checked once it is there (a host with TypeScript installed, "
-                 "`npm i -g typescript`, or started with --tsc PATH, downloads nothing)",
-        )]
+        return [
+            diagnostic(
+                DiagnosticCode.TYPECHECK_SKIPPED,
+                f"not type-checked: {exc} for type checking (once; this run did not wait for it)",
+                severity="info",
+                hint="nothing to do; runs are checked once it is there (a host with TypeScript installed, "
+                "`npm i -g typescript`, or started with --tsc PATH, downloads nothing)",
+            )
+        ]
     except TimeoutError:
-        return [diagnostic(
-            DiagnosticCode.TYPECHECK_SKIPPED,
-            f"not type-checked: the check took longer than {round(budget * 1000)} ms "
-            f"(half the time the run had left){'; the compiler is still starting' if checker.starts <= 1 else ''}",
-            severity="info",
-            hint="the run went ahead unchecked; a later run asking for limits.typecheck is checked once the "
-            "compiler is warm",
-        )]
+        return [
+            diagnostic(
+                DiagnosticCode.TYPECHECK_SKIPPED,
+                f"not type-checked: the check took longer than {round(budget * 1000)} ms "
+                f"(half the time the run had left){'; the compiler is still starting' if checker.starts <= 1 else ''}",
+                severity="info",
+                hint="the run went ahead unchecked; a later run asking for limits.typecheck is checked once the "
+                "compiler is warm",
+            )
+        ]
     except Exception as exc:  # TypeCheckUnavailable or a bug: never block a valid script
-        return [diagnostic(
-            DiagnosticCode.TYPECHECK_UNAVAILABLE, f"not type-checked: {exc}", severity="info",
-            hint="the run went ahead unchecked; the next run asking for limits.typecheck starts the type "
-            "checker again",
-        )]
+        return [
+            diagnostic(
+                DiagnosticCode.TYPECHECK_UNAVAILABLE,
+                f"not type-checked: {exc}",
+                severity="info",
+                hint="the run went ahead unchecked; the next run asking for limits.typecheck starts the type "
+                "checker again",
+            )
+        ]
     if modules:
         kept = [d for d in result.diagnostics if not _undeclared_module(d, modules)]
         result = CheckResult(result.lang, kept, result.ms)
     found = to_diagnostics(result, severity="warning")
     if len(found) > MAX_RUN_DIAGNOSTICS:
         more = len(found) - MAX_RUN_DIAGNOSTICS
-        found = [*found[:MAX_RUN_DIAGNOSTICS], diagnostic(
-            DiagnosticCode.TYPECHECK_TRUNCATED, f"{more} more type error{'s' * (more != 1)} not shown", severity="info",
-            hint="run `codemode-gen check` on the script to see them all",
-        )]
+        found = [
+            *found[:MAX_RUN_DIAGNOSTICS],
+            diagnostic(
+                DiagnosticCode.TYPECHECK_TRUNCATED,
+                f"{more} more type error{'s' * (more != 1)} not shown",
+                severity="info",
+                hint="run `codemode-gen check` on the script to see them all",
+            ),
+        ]
     return found
 
 
 def _undeclared_module(d: Mapping[str, Any], modules: Collection[str]) -> bool:
-    found = _NO_MODULE.search(str(d.get("message") or "")) if d.get("code") in (2307, 2792) else None
+    found = (
+        _NO_MODULE.search(str(d.get("message") or "")) if d.get("code") in (2307, 2792) else None
+    )
     return found is not None and found[1] in modules

@@ -19,16 +19,45 @@ from codemode_gen.runtime.host.tsblank import blank
 
 # Statements and class members: what an erased `as T` at their very end, or an erased statement
 # after one without `;`, needs a `;` for (automatic semicolon insertion would not split them).
-_STATEMENTS = frozenset({
-    "expression_statement", "lexical_declaration", "variable_declaration", "return_statement",
-    "throw_statement", "export_statement", "public_field_definition",
-})
+_STATEMENTS = frozenset(
+    {
+        "expression_statement",
+        "lexical_declaration",
+        "variable_declaration",
+        "return_statement",
+        "throw_statement",
+        "export_statement",
+        "public_field_definition",
+    }
+)
 # Binary operator precedences (ts-blank-space's table): erasing `as T` in `a + b as T * c`
 # would regroup it as `a + (b * c)`.
 _PRECEDENCE = {
-    "**": 15, "*": 14, "/": 14, "%": 14, "+": 13, "-": 13, "<<": 12, ">>": 12, ">>>": 12,
-    "<": 11, "<=": 11, ">": 11, ">=": 11, "instanceof": 11, "in": 11,
-    "==": 10, "!=": 10, "===": 10, "!==": 10, "&": 9, "^": 8, "|": 7, "&&": 6, "||": 5, "??": 4,
+    "**": 15,
+    "*": 14,
+    "/": 14,
+    "%": 14,
+    "+": 13,
+    "-": 13,
+    "<<": 12,
+    ">>": 12,
+    ">>>": 12,
+    "<": 11,
+    "<=": 11,
+    ">": 11,
+    ">=": 11,
+    "instanceof": 11,
+    "in": 11,
+    "==": 10,
+    "!=": 10,
+    "===": 10,
+    "!==": 10,
+    "&": 9,
+    "^": 8,
+    "|": 7,
+    "&&": 6,
+    "||": 5,
+    "??": 4,
 }
 _RELATIONAL = _PRECEDENCE["<"]
 _LINE_STARTS_WITH_BRACKET = re.compile(rb"\n[ \t]*\[")
@@ -42,7 +71,9 @@ _NEXT_OPERATOR = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _ASSERTIONS = frozenset({"as_expression", "satisfies_expression"})
-_TYPE_ONLY_STATEMENTS = frozenset({"interface_declaration", "type_alias_declaration", "ambient_declaration"})
+_TYPE_ONLY_STATEMENTS = frozenset(
+    {"interface_declaration", "type_alias_declaration", "ambient_declaration"}
+)
 
 
 _ENUM_HINT = (
@@ -100,12 +131,14 @@ class Eraser:
 
     def _error(self, node: Any, what: str, hint: str) -> None:
         line, col = node.start_point.row + 1, node.start_point.column + 1
-        self.diagnostics.append(diag.diagnostic(
-            diag.DiagnosticCode.SYNTAX_ERROR,
-            f"SyntaxError: {what} at {script_errors.AGENT_MODULE}:{line}:{col}",
-            hint=hint,
-            path=f"{line}:{col}",
-        ))
+        self.diagnostics.append(
+            diag.diagnostic(
+                diag.DiagnosticCode.SYNTAX_ERROR,
+                f"SyntaxError: {what} at {script_errors.AGENT_MODULE}:{line}:{col}",
+                hint=hint,
+                path=f"{line}:{col}",
+            )
+        )
 
     # ---- dispatch
 
@@ -132,15 +165,21 @@ class Eraser:
         elif kind == "type":  # import { type A } / export { type A }
             self._with_comma(parent)
         elif kind == "=":  # export = value
-            self._error(parent, "`export =` is TypeScript's CommonJS export",
-                        "use `export default value`, or set globalThis.__codemode_result__")
+            self._error(
+                parent,
+                "`export =` is TypeScript's CommonJS export",
+                "use `export default value`, or set globalThis.__codemode_result__",
+            )
         elif kind in ("!", "?"):  # let x!: T; x?: T; m?() {}
             self._erase_node(node)
         elif kind in ("declare", "abstract"):  # a class field that only exists for the checker
             self._statement(parent)
         elif kind == "readonly" and ptype in ("required_parameter", "optional_parameter"):
-            self._error(node, "parameter properties (`readonly` on a constructor parameter) are not erasable TypeScript",
-                        _PARAMETER_PROPERTY_HINT)
+            self._error(
+                node,
+                "parameter properties (`readonly` on a constructor parameter) are not erasable TypeScript",
+                _PARAMETER_PROPERTY_HINT,
+            )
         elif kind == "readonly":
             self._modifier(node, parent)
 
@@ -159,7 +198,9 @@ class Eraser:
 
     def _semicolon_needed(self, node: Any) -> bool:
         prev = node.prev_sibling
-        while prev is not None and (prev.type in ("comment", "html_comment") or prev.id in self._blanked_ids):
+        while prev is not None and (
+            prev.type in ("comment", "html_comment") or prev.id in self._blanked_ids
+        ):
             prev = prev.prev_sibling
         if prev is None or prev.is_missing:
             return False
@@ -172,7 +213,9 @@ class Eraser:
         self._statement(node)
 
     def enum(self, node: Any) -> None:
-        self._error(node, "TypeScript `enum` has runtime behaviour and cannot be erased", _ENUM_HINT)
+        self._error(
+            node, "TypeScript `enum` has runtime behaviour and cannot be erased", _ENUM_HINT
+        )
 
     def namespace(self, node: Any) -> None:
         body = node.child_by_field_name("body")
@@ -184,8 +227,11 @@ class Eraser:
 
     def import_equals(self, node: Any) -> None:
         if node.type == "import_require_clause":
-            self._error(node.parent, "`import x = require(…)` is TypeScript's CommonJS import",
-                        'use an ES import: `import * as x from "@codemode/…"`')
+            self._error(
+                node.parent,
+                "`import x = require(…)` is TypeScript's CommonJS import",
+                'use an ES import: `import * as x from "@codemode/…"`',
+            )
         else:
             self._error(node, "`import x = A.B` aliases cannot be erased", "use `const x = A.B;`")
 
@@ -199,8 +245,11 @@ class Eraser:
     def modifier(self, node: Any) -> None:
         parent = node.parent
         if parent is not None and parent.type in ("required_parameter", "optional_parameter"):
-            self._error(node, "parameter properties (a modifier on a constructor parameter) are not erasable TypeScript",
-                        _PARAMETER_PROPERTY_HINT)
+            self._error(
+                node,
+                "parameter properties (a modifier on a constructor parameter) are not erasable TypeScript",
+                _PARAMETER_PROPERTY_HINT,
+            )
         else:
             self._modifier(node, parent)
 
@@ -223,7 +272,11 @@ class Eraser:
         ):
             params = parent.child_by_field_name("parameters")
             arrow = next((c for c in parent.children if c.type == "=>"), None)
-            if params is not None and arrow is not None and b"\n" in self.source[params.end_byte:arrow.start_byte]:
+            if (
+                params is not None
+                and arrow is not None
+                and b"\n" in self.source[params.end_byte : arrow.start_byte]
+            ):
                 # `(a): T\n=> a`: `(a)\n=>` would be a syntax error; move the `)` to just before `=>`.
                 self._erase(params.end_byte - 1, node.end_byte, ")")
                 return
@@ -234,7 +287,7 @@ class Eraser:
         parent = node.parent
         if node.type == "type_parameters" and parent is not None:
             params = parent.child_by_field_name("parameters")
-            if params is not None and b"\n" in self.source[node.start_byte:params.start_byte]:
+            if params is not None and b"\n" in self.source[node.start_byte : params.start_byte]:
                 # `return <T>\n(v: T) => v`: keep the `(` where the `<` was, so no ASI splits it.
                 self._erase_node(node, "(")
                 self._erase(params.start_byte, params.start_byte + 1)
@@ -254,8 +307,11 @@ class Eraser:
         if node.parent is None or node.parent.type not in _ASSERTIONS:
             problem = self._regroups(node)
             if problem:
-                self._error(node, f"erasing this `{_keyword(node)}` would change how `{problem}` groups",
-                            "put the asserted expression in parentheses: `(a + b as T)`")
+                self._error(
+                    node,
+                    f"erasing this `{_keyword(node)}` would change how `{problem}` groups",
+                    "put the asserted expression in parentheses: `(a + b as T)`",
+                )
                 return
         value = node.named_children[0]
         if self._type_runs_on(node, value.end_byte):
@@ -270,9 +326,16 @@ class Eraser:
         grammar reads `T[1]` and erasing that would silently drop code, so this is an error."""
         for match in _LINE_STARTS_WITH_BRACKET.finditer(self.source, start, node.end_byte):
             bracket = node.descendant_for_byte_range(match.end() - 1, match.end())
-            if bracket is not None and bracket.parent is not None and bracket.parent.type in ("lookup_type", "array_type"):
-                self._error(bracket, "this line continues the type on the line before (`T[…]`), not a new statement",
-                            "end the line before with `;`")
+            if (
+                bracket is not None
+                and bracket.parent is not None
+                and bracket.parent.type in ("lookup_type", "array_type")
+            ):
+                self._error(
+                    bracket,
+                    "this line continues the type on the line before (`T[…]`), not a new statement",
+                    "end the line before with `;`",
+                )
                 return True
         return False
 
@@ -305,14 +368,21 @@ class Eraser:
         current = node
         while current.parent is not None:
             current = current.parent
-            if current.type in ("statement_block", "class_body", "program", "arguments",
-                                "parenthesized_expression", "formal_parameters", "template_substitution"):
+            if current.type in (
+                "statement_block",
+                "class_body",
+                "program",
+                "arguments",
+                "parenthesized_expression",
+                "formal_parameters",
+                "template_substitution",
+            ):
                 return False
             if current.type in _STATEMENTS:
                 last = _last_token(current)
                 if last is None or last.end_byte != end:
                     return False
-                following = self.source[end:end + 1]
+                following = self.source[end : end + 1]
                 return following != b";"
             if current.end_byte != end:
                 # Something of this enclosing expression follows the node, so the statement's
@@ -327,7 +397,11 @@ class Eraser:
             self._erase_node(last)
 
     def type_assertion(self, node: Any) -> None:
-        self._error(node, "the prefix assertion `<T>value` cannot be erased safely", "write `value as T` instead")
+        self._error(
+            node,
+            "the prefix assertion `<T>value` cannot be erased safely",
+            "write `value as T` instead",
+        )
 
     def this_parameter(self, node: Any) -> None:
         """`function f(this: T, …)`: the parameter exists only for the checker."""
@@ -395,7 +469,11 @@ def _types_only(block: Any) -> bool:
         if child.type in ("comment", "html_comment"):
             continue
         exported = child.type == "export_statement"
-        inner = child.named_children[0] if child.type in ("export_statement", "expression_statement") and child.named_children else child
+        inner = (
+            child.named_children[0]
+            if child.type in ("export_statement", "expression_statement") and child.named_children
+            else child
+        )
         if inner.type in _TYPE_ONLY_STATEMENTS or (inner.type == "import_alias" and not exported):
             continue
         if inner.type in ("internal_module", "module"):
@@ -413,7 +491,9 @@ def _callee(node: Any) -> bool:
     parent = node.parent
     if parent is None or parent.type not in ("call_expression", "subscript_expression"):
         return False
-    callee = parent.child_by_field_name("function" if parent.type == "call_expression" else "object")
+    callee = parent.child_by_field_name(
+        "function" if parent.type == "call_expression" else "object"
+    )
     return callee is not None and callee.id == node.id
 
 

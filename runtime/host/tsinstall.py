@@ -34,8 +34,15 @@ from pathlib import Path
 from codemode_gen.errors import UserError
 
 __all__ = [
-    "CACHE_ENV", "REGISTRY_ENV", "TYPESCRIPT_INTEGRITY", "TYPESCRIPT_VERSION", "InstallFailed",
-    "cache_dir", "cached_typescript", "install_typescript", "typescript_dir",
+    "CACHE_ENV",
+    "REGISTRY_ENV",
+    "TYPESCRIPT_INTEGRITY",
+    "TYPESCRIPT_VERSION",
+    "InstallFailed",
+    "cache_dir",
+    "cached_typescript",
+    "install_typescript",
+    "typescript_dir",
 ]
 
 #: The TypeScript the type checker downloads: package-lock.json's version and its `integrity`
@@ -56,8 +63,10 @@ MAX_TARBALL_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 256 * 1024
 #: What is kept of the package: the compiler, its standard library, its licence and manifest.
-_KEEP = re.compile(r"package/(lib/typescript\.js|lib/lib(\.[a-z0-9]+)*\.d\.ts|package\.json|LICENSE\.txt|ThirdPartyNoticeText\.txt)",
-                   re.IGNORECASE)
+_KEEP = re.compile(
+    r"package/(lib/typescript\.js|lib/lib(\.[a-z0-9]+)*\.d\.ts|package\.json|LICENSE\.txt|ThirdPartyNoticeText\.txt)",
+    re.IGNORECASE,
+)
 
 WAYS_OUT = (
     "retry where registry.npmjs.org is reachable (once: `codemode-gen check --install-typescript`), "
@@ -79,7 +88,11 @@ def cache_dir() -> Path:
     if given:
         return Path(given).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
+    base = (
+        Path(xdg).expanduser()
+        if xdg and os.path.isabs(os.path.expanduser(xdg))
+        else Path.home() / ".cache"
+    )
     return base / "codemode-gen"
 
 
@@ -128,21 +141,33 @@ def _download(url: str, progress: Progress) -> bytes:
             length = response.headers.get("Content-Length")
             size = int(length) if length and length.isdigit() else None
             if size is not None and size > MAX_TARBALL_BYTES:
-                raise InstallFailed(f"cannot download {what}: {url} is {size} bytes, over {MAX_TARBALL_BYTES}",
-                                    hint=WAYS_OUT)
+                raise InstallFailed(
+                    f"cannot download {what}: {url} is {size} bytes, over {MAX_TARBALL_BYTES}",
+                    hint=WAYS_OUT,
+                )
             shown = f" ({size / 1e6:.1f} MB)" if size is not None else ""
-            progress(f"codemode-gen: downloading {what}{shown} for type checking, once, from {url} …")
+            progress(
+                f"codemode-gen: downloading {what}{shown} for type checking, once, from {url} …"
+            )
             buffer = bytearray()
             while chunk := response.read(CHUNK_BYTES):
                 buffer += chunk
                 if len(buffer) > MAX_TARBALL_BYTES:
-                    raise InstallFailed(f"cannot download {what}: {url} sent over {MAX_TARBALL_BYTES} bytes",
-                                        hint=WAYS_OUT)
+                    raise InstallFailed(
+                        f"cannot download {what}: {url} sent over {MAX_TARBALL_BYTES} bytes",
+                        hint=WAYS_OUT,
+                    )
             return bytes(buffer)
     except urllib.error.HTTPError as exc:
-        raise InstallFailed(f"cannot download {what} from {url}: HTTP {exc.code} {exc.reason}", hint=WAYS_OUT) from None
+        raise InstallFailed(
+            f"cannot download {what} from {url}: HTTP {exc.code} {exc.reason}", hint=WAYS_OUT
+        ) from None
     except urllib.error.URLError as exc:
-        reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
+        reason = (
+            exc.reason.strerror
+            if isinstance(exc.reason, OSError) and exc.reason.strerror
+            else exc.reason
+        )
         raise InstallFailed(f"cannot download {what} from {url}: {reason}", hint=WAYS_OUT) from None
     except (OSError, ValueError) as exc:  # a timeout, a reset connection, a malformed URL
         raise InstallFailed(f"cannot download {what} from {url}: {exc}", hint=WAYS_OUT) from None
@@ -160,7 +185,7 @@ def _verify(data: bytes, url: str) -> None:
             f"refused the download from {url}: its sha512 ({got[:27]}…) is not TypeScript {TYPESCRIPT_VERSION}'s "
             f"published integrity ({TYPESCRIPT_INTEGRITY[:27]}…); nothing was installed",
             hint=f"check {REGISTRY_ENV} (a mirror must serve npm's own tarball) or a proxy rewriting downloads; "
-                 + WAYS_OUT,
+            + WAYS_OUT,
         )
 
 
@@ -171,12 +196,18 @@ def _unpack(data: bytes, target: Path) -> None:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=parent))
     except OSError as exc:
-        raise InstallFailed(f"cannot write TypeScript into {parent}: {exc.strerror or exc}",
-                            hint=f"set {CACHE_ENV} to a writable folder; " + WAYS_OUT) from None
+        raise InstallFailed(
+            f"cannot write TypeScript into {parent}: {exc.strerror or exc}",
+            hint=f"set {CACHE_ENV} to a writable folder; " + WAYS_OUT,
+        ) from None
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in tar:
-                if not member.isfile() or not _KEEP.fullmatch(member.name) or member.size > MAX_FILE_BYTES:
+                if (
+                    not member.isfile()
+                    or not _KEEP.fullmatch(member.name)
+                    or member.size > MAX_FILE_BYTES
+                ):
                     continue
                 source = tar.extractfile(member)
                 if source is None:
@@ -191,8 +222,10 @@ def _unpack(data: bytes, target: Path) -> None:
                 raise
             # Another process installed it first: theirs is the same verified package.
     except (OSError, tarfile.TarError) as exc:
-        raise InstallFailed(f"cannot unpack TypeScript into {target}: {exc}",
-                            hint=f"set {CACHE_ENV} to a writable folder; " + WAYS_OUT) from None
+        raise InstallFailed(
+            f"cannot unpack TypeScript into {target}: {exc}",
+            hint=f"set {CACHE_ENV} to a writable folder; " + WAYS_OUT,
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             if staging.exists():

@@ -59,7 +59,15 @@ from codemode_gen.runtime.host.tsinstall import (
     install_typescript,
 )
 
-__all__ = ["CheckResult", "Lang", "TypeCheckUnavailable", "TypeChecker", "TypeScriptDownloading", "check_sync", "lang_of"]
+__all__ = [
+    "CheckResult",
+    "Lang",
+    "TypeCheckUnavailable",
+    "TypeChecker",
+    "TypeScriptDownloading",
+    "check_sync",
+    "lang_of",
+]
 
 Lang = Literal["auto", "ts", "js"]
 # Bounds the checker's start: loading typescript.js (~9 MB of JS) takes 0.1-0.3 s under node,
@@ -93,7 +101,9 @@ class TypeScriptDownloading(Exception):
 @dataclass(frozen=True)
 class CheckResult:
     lang: Literal["ts", "js"]
-    diagnostics: list[dict[str, Any]]  # the server's: category, code (int), message, line, column, …
+    diagnostics: list[
+        dict[str, Any]
+    ]  # the server's: category, code (int), message, line, column, …
     ms: float  # time the check took inside the checker
 
 
@@ -108,6 +118,7 @@ def lang_of(script: str, lang: str | None = None) -> Lang:
     if suffix in _JS_SUFFIXES:
         return "js"
     return "auto"
+
 
 # ------------------------------------------------------------------------------ the checker
 
@@ -126,8 +137,14 @@ class TypeChecker:
     """
 
     def __init__(
-        self, out_dir: Path, *, tsc: str | Path | None = None, roots: Sequence[Path] = (),
-        backend: Backend = "auto", install: bool = True, progress: Progress | None = None,
+        self,
+        out_dir: Path,
+        *,
+        tsc: str | Path | None = None,
+        roots: Sequence[Path] = (),
+        backend: Backend = "auto",
+        install: bool = True,
+        progress: Progress | None = None,
     ) -> None:
         self.out_dir = Path(os.path.abspath(out_dir))
         self.tsc = tsc
@@ -177,8 +194,12 @@ class TypeChecker:
 
     async def _started(self, timeout: float | None, *, wait_install: bool = False) -> None:
         task = self._start_task
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None or not self.running)):
-            compiler = self._find()  # on the loop (a few stat calls): raises now, or says to install
+        if task is None or (
+            task.done() and (task.cancelled() or task.exception() is not None or not self.running)
+        ):
+            compiler = (
+                self._find()
+            )  # on the loop (a few stat calls): raises now, or says to install
             if compiler is None:
                 self.installing = True  # from now: a check that comes meanwhile does not wait
             task = self._start_task = asyncio.ensure_future(self._start(compiler))
@@ -224,10 +245,14 @@ class TypeChecker:
         self.installing = True
         try:
             progress = self.progress
-            await asyncio.to_thread(install_typescript, *([progress] if progress is not None else []))
+            await asyncio.to_thread(
+                install_typescript, *([progress] if progress is not None else [])
+            )
         except InstallFailed as exc:
-            failed = InstallFailed(f"no TypeScript compiler found (looked for {self._looked}); {exc.message}",
-                                   hint=exc.hint)
+            failed = InstallFailed(
+                f"no TypeScript compiler found (looked for {self._looked}); {exc.message}",
+                hint=exc.hint,
+            )
             self._install_failed = (time.monotonic(), failed)
             raise failed from None
         finally:
@@ -248,7 +273,9 @@ class TypeChecker:
                 limit=MAX_LINE_BYTES,
             )
         except OSError as exc:
-            raise TypeCheckUnavailable(f"cannot start {compiler.command(self.out_dir)[0]}: {exc.strerror or exc}") from None
+            raise TypeCheckUnavailable(
+                f"cannot start {compiler.command(self.out_dir)[0]}: {exc.strerror or exc}"
+            ) from None
         self._proc = proc
         self.starts += 1
         self._stderr_tail = ""
@@ -259,9 +286,15 @@ class TypeChecker:
             hello = json.loads(first) if first else {}
         except (TimeoutError, ValueError) as exc:
             await self._stop()
-            raise TypeCheckUnavailable(f"the type checker did not start: {exc or 'timeout'}") from None
+            raise TypeCheckUnavailable(
+                f"the type checker did not start: {exc or 'timeout'}"
+            ) from None
         if not isinstance(hello, dict) or hello.get("ready") is not True:
-            detail = hello.get("error") if isinstance(hello, dict) and hello.get("error") else self._stderr_tail.strip()
+            detail = (
+                hello.get("error")
+                if isinstance(hello, dict) and hello.get("error")
+                else self._stderr_tail.strip()
+            )
             await self._stop()
             raise TypeCheckUnavailable(f"the type checker did not start: {detail or 'it exited'}")
         self.version = str(hello.get("typescript") or "")
@@ -293,7 +326,9 @@ class TypeChecker:
     async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stderr is not None
         while chunk := await proc.stderr.read(4096):
-            self._stderr_tail = (self._stderr_tail + chunk.decode("utf-8", "replace"))[-STDERR_TAIL_CHARS:]
+            self._stderr_tail = (self._stderr_tail + chunk.decode("utf-8", "replace"))[
+                -STDERR_TAIL_CHARS:
+            ]
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
@@ -358,16 +393,26 @@ class TypeChecker:
         script) holds up every later one (the server checks one at a time): kill the server; the
         next check starts afresh."""
         now = time.monotonic()
-        stuck = STUCK_CHECK_QUICKJS_S if self.compiler is not None and self.compiler.backend == "quickjs" else STUCK_CHECK_S
-        if self._proc is not None and any(now - since > stuck for _, since in self._pending.values()):
+        stuck = (
+            STUCK_CHECK_QUICKJS_S
+            if self.compiler is not None and self.compiler.backend == "quickjs"
+            else STUCK_CHECK_S
+        )
+        if self._proc is not None and any(
+            now - since > stuck for _, since in self._pending.values()
+        ):
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             if self._start_task is not None and self._start_task.done():
-                self._start_task = None  # the next check starts a new server (after reaping this one)
+                self._start_task = (
+                    None  # the next check starts a new server (after reaping this one)
+                )
 
     # -------------------------------------------------------------- checking
 
-    async def check(self, code: str, *, lang: Lang = "auto", timeout: float | None = None) -> CheckResult:
+    async def check(
+        self, code: str, *, lang: Lang = "auto", timeout: float | None = None
+    ) -> CheckResult:
         """Type-check `code`; raises CompilerNotFound, InstallFailed, TypeScriptDownloading,
         TypeCheckUnavailable or TimeoutError (after `timeout` seconds, start-up included)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -392,8 +437,13 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 def check_sync(
-    code: str, out_dir: Path, *, lang: Lang = "auto", tsc: str | Path | None = None,
-    roots: Sequence[Path] = (), timeout: float | None = None,
+    code: str,
+    out_dir: Path,
+    *,
+    lang: Lang = "auto",
+    tsc: str | Path | None = None,
+    roots: Sequence[Path] = (),
+    timeout: float | None = None,
 ) -> CheckResult:
     """One check from synchronous code (`codemode-gen check`): start (downloading the pinned
     TypeScript first when no other is found), check, stop. `timeout` bounds the check, not the
@@ -401,7 +451,9 @@ def check_sync(
 
     async def once() -> CheckResult:
         async with TypeChecker(out_dir, tsc=tsc, roots=roots) as checker:
-            await checker.warm()  # the download if needed (its own timeouts), the start (START_TIMEOUT_S)
+            await (
+                checker.warm()
+            )  # the download if needed (its own timeouts), the start (START_TIMEOUT_S)
             return await checker.check(code, lang=lang, timeout=timeout)
 
     return asyncio.run(once())

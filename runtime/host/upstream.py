@@ -58,8 +58,9 @@ class CallSession(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]: ...
-
+    async def call_tool(
+        self, name: str, arguments: Any, *, timeout: float | None = None
+    ) -> dict[str, Any]: ...
 
 
 class Connector(Protocol):
@@ -79,7 +80,8 @@ class Upstream:
         configs: dict[str, ServerConfig],
         call_log: CallLog,
         *,
-        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]] | None = None,
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]]
+        | None = None,
         redact_patterns: Iterable[str] = (),
     ) -> None:
         self.connector = connector
@@ -168,13 +170,17 @@ class Upstream:
             sent = time.monotonic()  # not self._clock: the trace's clock counts its own readings
             try:
                 try:
-                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                    result = await session.call_tool(
+                        tool_name, arguments, timeout=config.call_timeout
+                    )
                 except SessionLost:
                     # The server forgot the session and did not run the call (a restart, or a new
                     # login under another client): once more on a new session.
                     session = await self.connector.session(config.id)
                     self._sessions[config.id] = session
-                    result = await session.call_tool(tool_name, arguments, timeout=config.call_timeout)
+                    result = await session.call_tool(
+                        tool_name, arguments, timeout=config.call_timeout
+                    )
             finally:
                 if task is not None:
                     self._inflight.discard(task)
@@ -183,7 +189,9 @@ class Upstream:
                 "ToolCallError",
                 f"{where} did not answer within {config.call_timeout:g} s; the call was cancelled",
                 "retry once with a smaller request, or skip this step",
-                serverId=server_id, toolName=tool_name_shown, code=ToolCallCode.TIMEOUT,
+                serverId=server_id,
+                toolName=tool_name_shown,
+                code=ToolCallCode.TIMEOUT,
                 _summary=f"ToolCallError: timeout after {config.call_timeout:g} s",
             )
         except (AuthError, CallAuthError) as exc:
@@ -193,8 +201,11 @@ class Upstream:
             return error_reply(
                 "AuthenticationError",
                 f"{where}: the server rejected the credentials ({exc.status}): {detail}",
-                exc.hint or f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
-                serverId=server_id, toolName=tool_name_shown, code=exc.status,
+                exc.hint
+                or f"fix the credentials (headers/env) of '{config.id}' in the MCP config; the script cannot fix this",
+                serverId=server_id,
+                toolName=tool_name_shown,
+                code=exc.status,
                 _summary=f"AuthenticationError ({exc.status}): {self.server_text(config.id, detail)}",
             )
         except CallError as exc:
@@ -204,7 +215,9 @@ class Upstream:
                 "ToolCallError",
                 f"{where} failed with JSON-RPC error {code}: {clip_server_text(text)}",
                 "check the input against getTool() from @codemode/discovery, then retry",
-                serverId=server_id, toolName=tool_name_shown, code=code,
+                serverId=server_id,
+                toolName=tool_name_shown,
+                code=code,
                 _summary=f"ToolCallError: JSON-RPC error {code}: {self.server_text(config.id, text)}",
             )
         except ConnectError as exc:
@@ -212,13 +225,18 @@ class Upstream:
                 "ToolCallError",
                 f"{where}: connection to the server failed: {getattr(exc, 'reason', exc)}",
                 "retry later or continue without this server",
-                serverId=server_id, toolName=tool_name_shown,
+                serverId=server_id,
+                toolName=tool_name_shown,
                 _summary=f"ToolCallError: connection failed: {self.server_text(config.id, str(getattr(exc, 'reason', exc)))}",
             )
         if not isinstance(result, dict):
             return error_reply(
-                "ToolCallError", f"{where} returned a malformed result", "report this server as faulty",
-                serverId=server_id, toolName=tool_name_shown, _summary="ToolCallError: malformed result",
+                "ToolCallError",
+                f"{where} returned a malformed result",
+                "report this server as faulty",
+                serverId=server_id,
+                toolName=tool_name_shown,
+                _summary="ToolCallError: malformed result",
             )
         # Checking and unwrapping walk the result: a large one is handled off the event loop.
         if payload.is_large(result):
@@ -234,7 +252,9 @@ class Upstream:
                 f"{where} failed: {text}",
                 f"the server's message says why {where} failed: fix the input or the precondition it names "
                 "and retry once; if the script can do without it, catch the ToolCallError and go on",
-                serverId=server_id, toolName=tool_name_shown, content=content,
+                serverId=server_id,
+                toolName=tool_name_shown,
+                content=content,
                 _summary=f"ToolCallError: {self.server_text(config.id, text)}",
             )
         value, mismatch = got
@@ -242,7 +262,9 @@ class Upstream:
             self._box_mismatch(where, tool.box, value)
         if self._on_result is not None:
             try:
-                await self._on_result(config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000))
+                await self._on_result(
+                    config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000)
+                )
             except Exception as exc:  # learning and recording never fail a call
                 log.warning("learning from %s failed: %s: %s", where, type(exc).__name__, exc)
         return {"ok": True, "value": value}
@@ -251,9 +273,16 @@ class Upstream:
         """A boxed tool answered with something else: the value goes to the script unchanged
         (never an exception) and the run says so, once per tool."""
         key = f"box:{where}"
-        if key in self.log.notices or sum(k.startswith("box:") for k in self.log.notices) >= MAX_BOX_NOTICES:
+        if (
+            key in self.log.notices
+            or sum(k.startswith("box:") for k in self.log.notices) >= MAX_BOX_NOTICES
+        ):
             return
-        got = "an object without it" if isinstance(value, dict) else f"{json_type(value) or 'a value'}, not an object"
+        got = (
+            "an object without it"
+            if isinstance(value, dict)
+            else f"{json_type(value) or 'a value'}, not an object"
+        )
         self.log.notices[key] = diag.diagnostic(
             diag.DiagnosticCode.UNBOX_MISMATCH,
             f"{where} declares its value boxed in {json.dumps(box.field)} ({box.marker}) but returned {got};"
@@ -265,9 +294,15 @@ class Upstream:
     def _too_deep(self, server_id: str, tool_name: str, where: str) -> HostReply:
         message = f"{where} returned a result nested deeper than {MAX_JSON_DEPTH} levels; the host does not pass it on"
         hint = "ask the tool for less (a narrower query, fewer fields), or use another tool"
-        self.log.notice("result:depth", f"a tool result was refused at the sandbox boundary: {message}", hint)
+        self.log.notice(
+            "result:depth", f"a tool result was refused at the sandbox boundary: {message}", hint
+        )
         return error_reply(
-            "ToolCallError", message, hint, serverId=server_id, toolName=tool_name,
+            "ToolCallError",
+            message,
+            hint,
+            serverId=server_id,
+            toolName=tool_name,
             _summary="ToolCallError: result nested too deep",
         )
 
@@ -281,5 +316,7 @@ class Upstream:
             return text
         redactor = self._redactors.get(config.id)
         if redactor is None:
-            redactor = self._redactors[config.id] = Redactor.for_server(config, self.redact_patterns)
+            redactor = self._redactors[config.id] = Redactor.for_server(
+                config, self.redact_patterns
+            )
         return redactor.text(text) if redactor else text

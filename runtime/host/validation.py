@@ -87,9 +87,7 @@ def is_object_schema(schema: Any) -> bool:
     return bool(declared == "object")
 
 
-def prepare_arguments(
-    schema: Any, tool_name: str, export_name: str, value: Any = _UNSET
-) -> Any:
+def prepare_arguments(schema: Any, tool_name: str, export_name: str, value: Any = _UNSET) -> Any:
     """Return the `arguments` to send, or raise InputInvalid.
 
     `value` is left out when the binding was called without an argument. Object and empty
@@ -100,8 +98,15 @@ def prepare_arguments(
         if is_object_schema(schema):
             value = {}
         else:
-            raise invalid(schema, tool_name, export_name, "", expected_root(schema), "undefined",
-                          f"call {export_name} with one argument ({expected_root(schema)})")
+            raise invalid(
+                schema,
+                tool_name,
+                export_name,
+                "",
+                expected_root(schema),
+                "undefined",
+                f"call {export_name} with one argument ({expected_root(schema)})",
+            )
     validator = compiled_validator(schema)
     if validator is None:
         return value
@@ -160,7 +165,9 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-def _prepare_in_thread(budget: Budget, schema: Any, tool_name: str, export_name: str, value: Any) -> Any:
+def _prepare_in_thread(
+    budget: Budget, schema: Any, tool_name: str, export_name: str, value: Any
+) -> Any:
     if budget.stopped:
         raise OutOfBudget()  # the run ended while this waited for a thread
     # The budget starts now: time spent queued for a thread is bounded by the run's deadline.

@@ -82,18 +82,28 @@ def rejected_input(schema: Any, tool_name: str, export_name: str, why: Any) -> I
     if reason == "size":
         size = why.get("bytes")
         return invalid(
-            schema, tool_name, export_name, "", f"at most {MAX_INPUT_BYTES} bytes of JSON",
+            schema,
+            tool_name,
+            export_name,
+            "",
+            f"at most {MAX_INPUT_BYTES} bytes of JSON",
             f"{size if isinstance(size, int) else 'more'} bytes",
-            "send less per call: split the data over several calls", refused="size",
+            "send less per call: split the data over several calls",
+            refused="size",
         )
     return too_deep(schema, tool_name, export_name)
 
 
 def too_deep(schema: Any, tool_name: str, export_name: str) -> InputInvalid:
     return invalid(
-        schema, tool_name, export_name, "", f"objects and arrays nested at most {MAX_JSON_DEPTH} levels deep",
+        schema,
+        tool_name,
+        export_name,
+        "",
+        f"objects and arrays nested at most {MAX_JSON_DEPTH} levels deep",
         f"a value nested deeper than {MAX_JSON_DEPTH} levels",
-        f"flatten the input: at most {MAX_JSON_DEPTH} levels of nested objects and arrays", refused="depth",
+        f"flatten the input: at most {MAX_JSON_DEPTH} levels of nested objects and arrays",
+        refused="depth",
     )
 
 
@@ -150,7 +160,11 @@ def _received(value: Any) -> str:
 
 
 def _list(items: Any) -> str:
-    items = list(items) if isinstance(items, list | tuple) else list(itertools.islice(items, MAX_LISTED_ITEMS + 1))
+    items = (
+        list(items)
+        if isinstance(items, list | tuple)
+        else list(itertools.islice(items, MAX_LISTED_ITEMS + 1))
+    )
     shown = ", ".join(show(i) for i in items[:MAX_LISTED_ITEMS])
     return shown + (", …" if len(items) > MAX_LISTED_ITEMS else "")
 
@@ -196,7 +210,9 @@ def raise_from(error: ValidationError, root: Any, tool_name: str, export_name: s
         expected = _describe(prop) if isinstance(prop, Mapping) and prop else "a value"
         received = "undefined"
         path = _pointer(parts)
-        hint = f"add the required property {_where(path)} ({expected})" + _misnamed(value, sub, missing)
+        hint = f"add the required property {_where(path)} ({expected})" + _misnamed(
+            value, sub, missing
+        )
     elif keyword == "type" and not parts and _takes_object(arg) and not isinstance(value, Mapping):
         # `get_note(2)`: a positional argument where the tool takes one input object.
         expected = "object"
@@ -227,14 +243,21 @@ def raise_from(error: ValidationError, root: Any, tool_name: str, export_name: s
         path = _pointer(parts)
         hint = f"set {_where(path)} to {show(arg)}"
     elif keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[keyword]
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[
+            keyword
+        ]
         expected = f"a number {op} {arg}"
         path = _pointer(parts)
         hint = f"use a value {op} {arg} for {_where(path)}"
-    elif keyword in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
-        what = {"Length": "characters", "Items": "items", "Properties": "properties"}[
-            keyword[3:]
-        ]
+    elif keyword in (
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+    ):
+        what = {"Length": "characters", "Items": "items", "Properties": "properties"}[keyword[3:]]
         bound = "at least" if keyword.startswith("min") else "at most"
         expected = f"{bound} {arg} {what}"
         size = len(value) if isinstance(value, str | list | Mapping) else "?"
@@ -258,7 +281,16 @@ def raise_from(error: ValidationError, root: Any, tool_name: str, export_name: s
         expected = _describe(sub) if sub else f"a value satisfying {keyword}"
         path = _pointer(parts)
         hint = f"change {_where(path)} to match the schema ({safe_name(error.message, 120)})"
-    raise invalid(root, tool_name, export_name, path, expected, received, hint, detail=safe_name(error.message, 500))
+    raise invalid(
+        root,
+        tool_name,
+        export_name,
+        path,
+        expected,
+        received,
+        hint,
+        detail=safe_name(error.message, 500),
+    )
 
 
 def _takes_object(declared: Any) -> bool:
@@ -273,13 +305,24 @@ def _misnamed(value: Any, schema: Any, missing: str) -> str:
     known = schema.get("properties")
     if not isinstance(known, Mapping):
         return ""
-    extra = [k for _, k in zip(range(MAX_LISTED_ITEMS * 4), (k for k in value if k not in known), strict=False)]
+    extra = [
+        k
+        for _, k in zip(
+            range(MAX_LISTED_ITEMS * 4), (k for k in value if k not in known), strict=False
+        )
+    ]
     low = missing.lower()
-    close = [k for k in extra if closest_names(k, [missing]) or low in k.lower() or k.lower() in low]
+    close = [
+        k for k in extra if closest_names(k, [missing]) or low in k.lower() or k.lower() in low
+    ]
     if not close and len(extra) == 1:
         close = extra  # one property too many and one missing: most likely the same one, misnamed
     if not close:
-        return f"; the input's {_list(extra)} {'is' if len(extra) == 1 else 'are'} not among its properties" if extra else ""
+        return (
+            f"; the input's {_list(extra)} {'is' if len(extra) == 1 else 'are'} not among its properties"
+            if extra
+            else ""
+        )
     shown = safe_name(close[0], MAX_SHOWN_VALUE_CHARS)
     return f"; `{shown}` is not one of its properties: rename it to `{missing}`"
 
@@ -338,7 +381,9 @@ def invalid(
     refused: str | None = None,
 ) -> InputInvalid:
     example = example_for(root)
-    if json_depth_exceeds(example, MAX_JSON_DEPTH):  # the server's `examples` cross the boundary too
+    if json_depth_exceeds(
+        example, MAX_JSON_DEPTH
+    ):  # the server's `examples` cross the boundary too
         example = None
     return InputInvalid(
         tool_name=tool_name,

@@ -66,7 +66,9 @@ def _budgeted(keyword: Any) -> Any:
     return check
 
 
-def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+def _unique_items(
+    validator: Any, unique: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
     """`uniqueItems` in linear time (jsonschema compares unsortable items pairwise: hours for
     50k objects). Items are compared by their canonical JSON; values JSON Schema calls equal
     but that print differently (1 and 1.0) count as distinct: the server judges those."""
@@ -89,7 +91,9 @@ def _additional_properties(original: Any) -> Any:
     sorts all of them into its message (one C sort of 400,000 names held the GIL, and so the
     event loop, for most of a second). Everything else is jsonschema's own."""
 
-    def check(validator: Any, allowed: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    def check(
+        validator: Any, allowed: Any, instance: Any, schema: Any
+    ) -> Iterator[ValidationError]:
         if allowed is not False or not validator.is_type(instance, "object"):
             yield from original(validator, allowed, instance, schema)
             return
@@ -101,7 +105,9 @@ def _additional_properties(original: Any) -> Any:
         if "patternProperties" in schema:
             yield ValidationError(f"{names}{more} do not match any of the patternProperties")
         else:
-            yield ValidationError(f"Additional properties are not allowed ({names}{more} unexpected)")
+            yield ValidationError(
+                f"Additional properties are not allowed ({names}{more} unexpected)"
+            )
 
     return check
 
@@ -111,12 +117,33 @@ _bounded_classes: dict[Any, Any] = {}
 # Keywords that look into an instance's children or into other schemas: validated after the
 # keywords that judge the instance as a whole (type, required, maxItems, ...), so the few
 # errors collected include those cheap, high-up ones before a walk over 300k items.
-_DESCENDING = frozenset({
-    "items", "prefixItems", "additionalItems", "contains", "properties", "patternProperties",
-    "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "dependentSchemas",
-    "dependencies", "propertyNames", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
-    "$ref", "$dynamicRef", "$recursiveRef", "uniqueItems",
-})
+_DESCENDING = frozenset(
+    {
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "dependentSchemas",
+        "dependencies",
+        "propertyNames",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "uniqueItems",
+    }
+)
 
 
 def _cheap_first(schema: Any) -> Any:
@@ -124,7 +151,9 @@ def _cheap_first(schema: Any) -> Any:
     JSON Schema keywords are unordered; jsonschema checks them in the order given).
 
     Iterative (`copy_json`): a server's schema can be nested hundreds of levels deep."""
-    return copy_json(schema, order=lambda obj: sorted(obj, key=lambda name: name in _DESCENDING))  # stable
+    return copy_json(
+        schema, order=lambda obj: sorted(obj, key=lambda name: name in _DESCENDING)
+    )  # stable
 
 
 def _bounded_class(cls: Any) -> Any:
@@ -135,7 +164,9 @@ def _bounded_class(cls: Any) -> Any:
         if "uniqueItems" in keywords:
             keywords["uniqueItems"] = _budgeted(_unique_items)
         if "additionalProperties" in keywords:
-            keywords["additionalProperties"] = _budgeted(_additional_properties(cls.VALIDATORS["additionalProperties"]))
+            keywords["additionalProperties"] = _budgeted(
+                _additional_properties(cls.VALIDATORS["additionalProperties"])
+            )
         bounded = jsonschema.validators.extend(cls, keywords)
         _bounded_classes[cls] = bounded
     return bounded

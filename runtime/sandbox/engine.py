@@ -90,7 +90,9 @@ class JsboxEngine:
     and the bound callables go at once, whatever refers to the engine.
     """
 
-    def __init__(self, *, memory_limit: int, max_pending_calls: int, stack_size: int = STACK_BYTES) -> None:
+    def __init__(
+        self, *, memory_limit: int, max_pending_calls: int, stack_size: int = STACK_BYTES
+    ) -> None:
         import jsbox
 
         self._jsbox = jsbox

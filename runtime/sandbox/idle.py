@@ -19,7 +19,12 @@ T = TypeVar("T", bound=Idler)
 
 
 async def trim_idle(
-    idle: list[T], keep: int, ttl_s: float, *, closed: Callable[[], bool], stop: Callable[[T], Awaitable[None]],
+    idle: list[T],
+    keep: int,
+    ttl_s: float,
+    *,
+    closed: Callable[[], bool],
+    stop: Callable[[T], Awaitable[None]],
 ) -> None:
     """Stop (`stop`) the members of `idle` beyond `keep` once each has been idle `ttl_s`; returns
     when `idle` holds at most `keep` or the pool is `closed()`. A member taken from `idle`

@@ -152,7 +152,9 @@ class WorkerPool:
     def _fill(self) -> None:
         if self._closed:
             return
-        while len(self._idle) + len(self._starting) < self.size and self._alive() < self.max_workers:
+        while (
+            len(self._idle) + len(self._starting) < self.size and self._alive() < self.max_workers
+        ):
             task = asyncio.get_running_loop().create_task(self._start_one())
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
@@ -263,8 +265,13 @@ class WorkerPool:
     async def _trim(self) -> None:
         """Stop the workers idle beyond `size` for IDLE_WORKER_TTL_S (the oldest idle first)."""
         try:
-            await trim_idle(self._idle, self.size, IDLE_WORKER_TTL_S, closed=lambda: self._closed,
-                            stop=lambda worker: worker.reap())
+            await trim_idle(
+                self._idle,
+                self.size,
+                IDLE_WORKER_TTL_S,
+                closed=lambda: self._closed,
+                stop=lambda worker: worker.reap(),
+            )
         finally:
             self._trimmer = None
 
@@ -354,7 +361,11 @@ class Sandbox:
     """Runs agent scripts; one instance serves many runs (concurrently, one worker each)."""
 
     def __init__(
-        self, pool: WorkerPool | None = None, *, pool_size: int = DEFAULT_POOL_SIZE, max_workers: int | None = None
+        self,
+        pool: WorkerPool | None = None,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        max_workers: int | None = None,
     ) -> None:
         self._pool = pool if pool is not None else WorkerPool(pool_size, max_workers=max_workers)
 
@@ -409,13 +420,17 @@ class Sandbox:
                 worker = await self._acquire_until(deadline)
         except TimeoutError:
             if self._pool.saturated():
-                return resp.build_response([], None, [diag.worker_limit(limits.timeoutMs, self._pool.max_workers)])
+                return resp.build_response(
+                    [], None, [diag.worker_limit(limits.timeoutMs, self._pool.max_workers)]
+                )
             # No worker was ready before the deadline (a slow cold start): the caller's
             # deadline wins over starting the script at all.
             return resp.build_response([], None, [diag.start_limit(limits.timeoutMs)])
         except (WorkerCrashed, OSError, ValueError) as exc:
             log.error("cannot start a sandbox worker: %s", exc)
-            return resp.build_response([], None, [diag.sandbox_error("the sandbox could not be started")])
+            return resp.build_response(
+                [], None, [diag.sandbox_error("the sandbox could not be started")]
+            )
         run = Run(worker, host_call, limits, hooks)
         reusable = False
         try:
@@ -432,7 +447,9 @@ class Sandbox:
             finally:
                 await self._pool.release(worker, reusable)
 
-    async def check_syntax(self, code: str, *, deadline: float | None = None) -> list[diag.Diagnostic] | None:
+    async def check_syntax(
+        self, code: str, *, deadline: float | None = None
+    ) -> list[diag.Diagnostic] | None:
         """The `SYNTAX_ERROR` diagnostics of `code` as `run` would report them, or None when it
         parses (or the check could not be made: `run` then reports whatever it finds).
 

@@ -85,7 +85,6 @@ REPLY_PREFIX = b'{"op":"reply","id":'
 REPLY_SEPARATOR = b',"reply":'
 
 
-
 class HostReply(TypedDict):
     """What the host answers one tool call of the script with (DESIGN.md, sandbox ⇄ host): made
     by the host's bridge (runtime/host/call_replies.py, upstream.py), sent to the worker as the
@@ -112,7 +111,9 @@ _digests: dict[str, str] = {}
 _digested_bytes = 0
 
 
-def module_table(modules: Mapping[str, str], held: Container[str]) -> tuple[dict[str, str], dict[str, str]]:
+def module_table(
+    modules: Mapping[str, str], held: Container[str]
+) -> tuple[dict[str, str], dict[str, str]]:
     """A run message's `modules` (specifier -> digest) and `sources` (digest -> text, for the
     digests not in `held`, what the worker holds)."""
     table = {name: module_digest(source) for name, source in modules.items()}

@@ -84,9 +84,14 @@ class Realm:
             e.bind_function("__codemode_now__", self.now_ms)
             e.bind_object(
                 "__codemode_config__",
-                {"maxPendingTimers": MAX_PENDING_TIMERS, "maxLogDepth": run_logs.MAX_LOG_DEPTH,
-                 "maxTrackedFailures": MAX_TRACKED_FAILURES, "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
-                 "maxNameChars": MAX_NAME_CHARS, "maxReportTextChars": MAX_DIAGNOSTIC_CHARS},
+                {
+                    "maxPendingTimers": MAX_PENDING_TIMERS,
+                    "maxLogDepth": run_logs.MAX_LOG_DEPTH,
+                    "maxTrackedFailures": MAX_TRACKED_FAILURES,
+                    "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
+                    "maxNameChars": MAX_NAME_CHARS,
+                    "maxReportTextChars": MAX_DIAGNOSTIC_CHARS,
+                },
             )
         except BaseException:
             e.close()
@@ -104,19 +109,27 @@ class Realm:
                 raise EngineError("Error", f"prelude phase A returned {status!r}", "")
             engine.add_module(MODULE_ERRORS, worker.errors_js)
             engine.add_module(MODULE_HOST, worker.host_js)
-            text = await engine.run(f"globalThis.__codemode_load__({int(limits.maxConcurrentCalls)})", PRELUDE_TIMEOUT_S)
+            text = await engine.run(
+                f"globalThis.__codemode_load__({int(limits.maxConcurrentCalls)})", PRELUDE_TIMEOUT_S
+            )
             report = json.loads(text) if isinstance(text, str) else {}
             if not isinstance(report, dict) or report.get("status") != "loaded":
                 error = report.get("error") if isinstance(report, dict) else None
                 error = error if isinstance(error, dict) else {}
-                detail = str(error.get("text") or error.get("message") or f"prelude phase A2 returned {text!r}")
+                detail = str(
+                    error.get("text")
+                    or error.get("message")
+                    or f"prelude phase A2 returned {text!r}"
+                )
                 raise EngineError("Error", detail, str(error.get("stack") or ""))
         except BaseException:
             realm.close()
             raise
         return realm
 
-    def begin(self, t0: float, limits: Limits, msg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def begin(
+        self, t0: float, limits: Limits, msg: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Start the run's state from the run message; returns the prelude's run config (Math.random's
         seed, Date's base). `journal`, `replay`, `seed` and `clockBase` come from the host for a run
         that may be resumed (runtime/host/resume.py); a plain run gets a fresh seed and the time now."""
@@ -128,15 +141,23 @@ class Realm:
         replay: Mapping[str, Any] = given if isinstance(given, dict) else {}
         clock_runs = replay.get("clock")
         journal = msg.get("journal") is True
-        st = self.state = RunState(t0, limits.maxLogBytes,
-                                    RunClock(base, clock_runs if isinstance(clock_runs, list) else None, journal))
+        st = self.state = RunState(
+            t0,
+            limits.maxLogBytes,
+            RunClock(base, clock_runs if isinstance(clock_runs, list) else None, journal),
+        )
         seed = msg.get("seed")
-        if not (isinstance(seed, list) and len(seed) == 4
-                and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seed)):
+        if not (
+            isinstance(seed, list)
+            and len(seed) == 4
+            and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seed)
+        ):
             seed = [int.from_bytes(os.urandom(4), "little") for _ in range(4)]
         st.seed = list(seed)
         events = replay.get("events")
-        if isinstance(events, list) and all(isinstance(e, int) and not isinstance(e, bool) and e >= IDLE for e in events):
+        if isinstance(events, list) and all(
+            isinstance(e, int) and not isinstance(e, bool) and e >= IDLE for e in events
+        ):
             st.replay = list(events)
             st.replay_replies = {e for e in events if e > 0}
         if journal:
@@ -197,7 +218,9 @@ class Realm:
         call_id = next(self.worker._ids)
         self.worker._replies[call_id] = (self, st.issued)
         # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
-        self.worker.send_call(call_id, screen.screen_call_request(text) if isinstance(text, str) else text)
+        self.worker.send_call(
+            call_id, screen.screen_call_request(text) if isinstance(text, str) else text
+        )
         return st.issued
 
     def on_reply(self, seq: int, text: str) -> None:
@@ -275,9 +298,15 @@ class Realm:
             return
         event = st.replay[position]
         if event > st.issued and event not in st.replies:
-            self.worker.send({"op": protocol.DIVERGED, "message": (
-                f"the resumed script stopped after {st.issued} tool calls where the earlier round went on "
-                f"to call #{event}")})
+            self.worker.send(
+                {
+                    "op": protocol.DIVERGED,
+                    "message": (
+                        f"the resumed script stopped after {st.issued} tool calls where the earlier round went on "
+                        f"to call #{event}"
+                    ),
+                }
+            )
             st.paused = True  # nothing more reaches the script; the host ends the run
             st.replay_pos = len(st.replay)
 
@@ -313,8 +342,14 @@ class Realm:
             waiter = st.waiter
             # The pump waits, and nothing can come any more: wake it to stop (a replayed run
             # has this IDLE in its journal, where it happened).
-            if (st.live and waiter is not None and not waiter.done() and not st.queue
-                    and st.issued == st.taken and not st.paused):
+            if (
+                st.live
+                and waiter is not None
+                and not waiter.done()
+                and not st.queue
+                and st.issued == st.taken
+                and not st.paused
+            ):
                 st.handed = IDLE
                 st.waiter = None
                 waiter.set_result(IDLE)
@@ -347,8 +382,10 @@ class Realm:
         journal = None
         if st.events is not None:
             journal = {
-                "events": list(st.events), "clock": [list(r) for r in st.clock.runs or []],
-                "seed": st.seed, "clockBase": st.clock.base_ms,
+                "events": list(st.events),
+                "clock": [list(r) for r in st.clock.runs or []],
+                "seed": st.seed,
+                "clockBase": st.clock.base_ms,
                 "overflow": st.overflow or st.clock.overflow,
             }
         self.worker.send({"op": protocol.PAUSED, "issued": st.issued, "journal": journal})

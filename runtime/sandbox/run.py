@@ -59,7 +59,13 @@ class RunHooks(Protocol):
 class Run:
     """The host side of one run: relays messages, answers host calls, enforces the deadline."""
 
-    def __init__(self, worker: WorkerProcess, host_call: HostCall, limits: Limits, hooks: RunHooks | None = None) -> None:
+    def __init__(
+        self,
+        worker: WorkerProcess,
+        host_call: HostCall,
+        limits: Limits,
+        hooks: RunHooks | None = None,
+    ) -> None:
         self.worker = worker
         self.host_call = host_call
         self.limits = limits
@@ -78,15 +84,21 @@ class Run:
         return int((time.monotonic() - self.t0) * 1000)
 
     def respond(self, result: Any, diagnostics: list[diag.Diagnostic]) -> resp.Response:
-        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        logs = run_logs.finish_logs(
+            self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms()
+        )
         return resp.build_response(logs, result, diagnostics)
 
     async def respond_async(self, result: Any, diagnostics: list[diag.Diagnostic]) -> resp.Response:
         """`respond` for a result of any size: a large one is checked off the event loop."""
-        logs = run_logs.finish_logs(self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms())
+        logs = run_logs.finish_logs(
+            self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms()
+        )
         return await resp.build_response_async(logs, result, diagnostics)
 
-    async def execute(self, code: str, modules: dict[str, str], deadline: float, kill_at: float) -> resp.Response:
+    async def execute(
+        self, code: str, modules: dict[str, str], deadline: float, kill_at: float
+    ) -> resp.Response:
         loop = asyncio.get_running_loop()
         self.t0 = time.monotonic()
         # The worker's interrupt timeout is the time left until the caller's deadline; the
@@ -98,14 +110,23 @@ class Run:
         table, sources = protocol.module_table(modules, self.worker.held)
         extra = self.hooks.run_fields() if self.hooks is not None else {}
         try:
-            self.worker.send({
-                **extra, "op": protocol.RUN, "code": code, "modules": table, "sources": sources,
-                "limits": self.limits.to_json(), "budgetMs": budget_ms,
-            })
+            self.worker.send(
+                {
+                    **extra,
+                    "op": protocol.RUN,
+                    "code": code,
+                    "modules": table,
+                    "sources": sources,
+                    "limits": self.limits.to_json(),
+                    "budgetMs": budget_ms,
+                }
+            )
             self.worker.held = set(table.values())
             await self.worker.drain()
         except (ConnectionError, BrokenPipeError):
-            return self.respond(None, [diag.sandbox_error("the sandbox worker exited before the run started")])
+            return self.respond(
+                None, [diag.sandbox_error("the sandbox worker exited before the run started")]
+            )
         if self.hooks is not None:
             self.hooks.started(self)
 
@@ -121,7 +142,9 @@ class Run:
                             msg = await self.worker.recv()
                         except (WorkerCrashed, ValueError) as exc:
                             self.worker.kill()
-                            return self.respond(None, [diag.sandbox_error(f"the sandbox worker failed: {exc}")])
+                            return self.respond(
+                                None, [diag.sandbox_error(f"the sandbox worker failed: {exc}")]
+                            )
                         done = self._handle(loop, msg)
                         if done is not None:
                             # Within the watchdog too: checking a large result takes time.
@@ -165,11 +188,15 @@ class Run:
                 self.hooks.on_message(msg)
         elif op == protocol.DONE:
             diagnostics = msg.get("diagnostics")
-            if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
+            if not isinstance(diagnostics, list) or not all(
+                isinstance(d, dict) for d in diagnostics
+            ):
                 self.worker.kill()
                 return None, [diag.sandbox_error("the sandbox worker sent a malformed response")]
             # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
-            self.clean = not any(d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics)
+            self.clean = not any(
+                d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics
+            )
             return msg.get("result"), diagnostics
         return None
 
@@ -208,10 +235,14 @@ class Run:
                 request_value = json.loads(request_value)
             request = request_value if isinstance(request_value, dict) else {}
             reply = await self.host_call(request)
-            error = reply.get("error") if isinstance(reply, dict) and reply.get("ok") is False else None
+            error = (
+                reply.get("error") if isinstance(reply, dict) and reply.get("ok") is False else None
+            )
             if isinstance(error, dict) and error.get("errorClass") == "SandboxLimitError":
                 raise SandboxLimitExceeded(
-                    str(error.get("limit") or "limit"), error.get("value"), str(error.get("message") or "limit exceeded")
+                    str(error.get("limit") or "limit"),
+                    error.get("value"),
+                    str(error.get("message") or "limit exceeded"),
                 )
             # A large result is encoded off the event loop, in bounded pieces (payload.dumps).
             if payload.is_large(reply):
@@ -232,8 +263,12 @@ class Run:
             # terminal (the traceback is logged at debug level).
             log.error("host_call failed: %s", jsonsafe.clip(f"{type(exc).__name__}: {exc}", 500))
             log.debug("host_call failed", exc_info=True)
-            server = jsonsafe.safe_name(request.get("serverId")) if isinstance(request, dict) else None
-            tool = jsonsafe.safe_name(request.get("toolName")) if isinstance(request, dict) else None
+            server = (
+                jsonsafe.safe_name(request.get("serverId")) if isinstance(request, dict) else None
+            )
+            tool = (
+                jsonsafe.safe_name(request.get("toolName")) if isinstance(request, dict) else None
+            )
             reply = {
                 "ok": False,
                 "error": {

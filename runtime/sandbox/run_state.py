@@ -81,8 +81,12 @@ class RunClock:
 
 
 def _is_clock_run(run: Any) -> bool:
-    return (isinstance(run, list) and len(run) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in run)
-            and run[1] > 0)
+    return (
+        isinstance(run, list)
+        and len(run) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in run)
+        and run[1] > 0
+    )
 
 
 class RunState:
@@ -118,4 +122,3 @@ class RunState:
     @property
     def live(self) -> bool:
         return self.replay_pos >= len(self.replay)
-

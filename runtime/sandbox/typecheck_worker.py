@@ -106,12 +106,18 @@ class Checker:
         engine.bind_function("__codemode_request", lambda: self._request)
         # typescript.js without `module` in scope defines a global `ts` (its own fallback).
         engine.evaluate(typescript_js.read_text(encoding="utf-8"))
-        engine.evaluate(resources.files("codemode_gen.runtime").joinpath("js", CORE_JS).read_text(encoding="utf-8"))
+        engine.evaluate(
+            resources.files("codemode_gen.runtime")
+            .joinpath("js", CORE_JS)
+            .read_text(encoding="utf-8")
+        )
         host = ", ".join(f"{name}: __codemode_host_{name}" for name in bindings)
-        self.version = str(engine.evaluate(
-            f"globalThis.__codemode_checker = codemodeTypecheck.createChecker(ts, {{ {host} }});\n"
-            "__codemode_checker.version"
-        ))
+        self.version = str(
+            engine.evaluate(
+                f"globalThis.__codemode_checker = codemodeTypecheck.createChecker(ts, {{ {host} }});\n"
+                "__codemode_checker.version"
+            )
+        )
 
     def handle(self, line: str) -> str:
         """One request line → its reply line (JSON text; lone surrogates come back escaped).
@@ -121,10 +127,16 @@ class Checker:
         not to be trusted: `broken`, and the process ends after replying."""
         self._request = line
         try:
-            return str(self.engine.evaluate("JSON.stringify(__codemode_checker.handleLine(__codemode_request()))"))
+            return str(
+                self.engine.evaluate(
+                    "JSON.stringify(__codemode_checker.handleLine(__codemode_request()))"
+                )
+            )
         except EngineError as exc:
             self.broken = True
-            return json.dumps({"id": _request_id(line), "ok": False, "error": f"{exc.name}: {exc.message}"[:500]})
+            return json.dumps(
+                {"id": _request_id(line), "ok": False, "error": f"{exc.name}: {exc.message}"[:500]}
+            )
         finally:
             self._request = ""
 
@@ -165,14 +177,24 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol stream
     if len(sys.argv) != 3:
-        _send(out, json.dumps({"ready": False, "error": "usage: typecheck_worker <typescript.js> <out dir>"}))
+        _send(
+            out,
+            json.dumps(
+                {"ready": False, "error": "usage: typecheck_worker <typescript.js> <out dir>"}
+            ),
+        )
         sys.exit(2)
     typescript_js, out_dir = Path(sys.argv[1]), Path(os.path.abspath(sys.argv[2]))
     try:
         checker = Checker(typescript_js, out_dir)
     except (OSError, ValueError, EngineError) as exc:  # unreadable, not UTF-8, not JavaScript
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _send(out, json.dumps({"ready": False, "error": f"cannot load TypeScript from {typescript_js}: {detail}"}))
+        _send(
+            out,
+            json.dumps(
+                {"ready": False, "error": f"cannot load TypeScript from {typescript_js}: {detail}"}
+            ),
+        )
         sys.exit(1)
     _send(out, json.dumps({"ready": True, "typescript": checker.version}))
     serve(checker, out, sys.stdin.buffer)

@@ -190,7 +190,10 @@ class Worker:
                     done = await self.run(msg)
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
-                    done = {"result": None, "diagnostics": [diag.sandbox_error("internal error in the sandbox worker")]}
+                    done = {
+                        "result": None,
+                        "diagnostics": [diag.sandbox_error("internal error in the sandbox worker")],
+                    }
                 self.send({"op": protocol.DONE, **done})
                 self.free_spent()
                 # Most runs share the host's limits: have the next realm ready with the same ones.
@@ -220,13 +223,20 @@ class Worker:
         limits = Limits.from_json(msg.get("limits") or {})
         budget_ms = msg.get("budgetMs")
         budget_s = limits.timeoutMs / 1000.0
-        if isinstance(budget_ms, int | float) and not isinstance(budget_ms, bool) and budget_ms >= 0:
+        if (
+            isinstance(budget_ms, int | float)
+            and not isinstance(budget_ms, bool)
+            and budget_ms >= 0
+        ):
             budget_s = min(budget_s, budget_ms / 1000.0)
         # Lone surrogates (legal in JSON escapes) cannot cross into the engine: U+FFFD instead.
         code = jsonsafe.utf8_safe(str(msg.get("code") or ""))
         modules = self._take_modules(msg)
         if modules is None:
-            return {"result": None, "diagnostics": [diag.sandbox_error("the sandbox worker lost a server module")]}
+            return {
+                "result": None,
+                "diagnostics": [diag.sandbox_error("the sandbox worker lost a server module")],
+            }
 
         realm, self._warm = self._warm, None
         if realm is None or realm.key != realm_key(limits):
@@ -243,7 +253,10 @@ class Worker:
             try:
                 engine.check_syntax(code)
             except EngineError as exc:
-                return {"result": None, "diagnostics": [script_errors.syntax_error(exc.message, exc.stack)]}
+                return {
+                    "result": None,
+                    "diagnostics": [script_errors.syntax_error(exc.message, exc.stack)],
+                }
             for name, source in modules.items():
                 engine.add_module(name, source)  # evaluated only if the agent imports it
             engine.add_module(script_errors.AGENT_MODULE, code)
@@ -252,7 +265,9 @@ class Worker:
             remaining = budget_s - (time.monotonic() - t0)
             known = {**modules, MODULE_ERRORS: self.errors_js, MODULE_HOST: self.host_js}
             self._running = realm
-            return self._outcome(engine, code, known, limits, await self._evaluate(engine, script, remaining))
+            return self._outcome(
+                engine, code, known, limits, await self._evaluate(engine, script, remaining)
+            )
         finally:
             self._running = None
             realm.end()
@@ -272,7 +287,7 @@ class Worker:
         sent = sent if isinstance(sent, dict) else {}
         modules: dict[str, str] = {}
         held: dict[str, str] = {}
-        for name, digest in (table.items() if isinstance(table, dict) else ()):
+        for name, digest in table.items() if isinstance(table, dict) else ():
             source = self._held.get(digest) if isinstance(digest, str) else None
             if source is None and isinstance(digest, str) and isinstance(sent.get(digest), str):
                 # Lone surrogates (legal in JSON escapes) cannot cross into the engine.
@@ -312,7 +327,10 @@ class Worker:
         message = exc.message if isinstance(exc, EngineError) else type(exc).__name__
         if "out of memory" in message:
             return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-        return {"result": None, "diagnostics": [diag.sandbox_error(f"the sandbox could not be set up: {message}")]}
+        return {
+            "result": None,
+            "diagnostics": [diag.sandbox_error(f"the sandbox could not be set up: {message}")],
+        }
 
     async def _evaluate(self, engine: Engine, script: str, remaining: float) -> dict[str, Any]:
         if remaining <= 0:
@@ -324,11 +342,21 @@ class Worker:
         except EnginePendingLimit:
             return {"kind": "pending_limit"}
         except EngineError as exc:
-            return {"kind": "engine_error", "name": exc.name, "message": exc.message, "stack": exc.stack}
+            return {
+                "kind": "engine_error",
+                "name": exc.name,
+                "message": exc.message,
+                "stack": exc.stack,
+            }
         try:
             report = json.loads(text)
         except (TypeError, ValueError):
-            return {"kind": "engine_error", "name": "Error", "message": "no report from the prelude", "stack": ""}
+            return {
+                "kind": "engine_error",
+                "name": "Error",
+                "message": "no report from the prelude",
+                "stack": "",
+            }
         return {"kind": "report", "report": report}
 
     def _outcome(
@@ -344,7 +372,9 @@ class Worker:
                 "result": None,
                 "diagnostics": [
                     diag.sandbox_limit(
-                        "maxConcurrentCalls", limits.maxConcurrentCalls, "too many host calls were pending at once"
+                        "maxConcurrentCalls",
+                        limits.maxConcurrentCalls,
+                        "too many host calls were pending at once",
                     )
                 ],
             }
@@ -354,7 +384,10 @@ class Worker:
                 return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
             if "never settled" in message:
                 return {"result": None, "diagnostics": [diag.unsettled_promise()]}
-            return {"result": None, "diagnostics": [diag.sandbox_error(f"the sandbox failed: {ev['name']}: {message}")]}
+            return {
+                "result": None,
+                "diagnostics": [diag.sandbox_error(f"the sandbox failed: {ev['name']}: {message}")],
+            }
 
         report = ev["report"]
         status = report.get("status")
@@ -363,8 +396,13 @@ class Worker:
         if status == "ok":
             reason = report.get("resultError")
             if reason is not None:
-                return {"result": None, "diagnostics": [diag.result_not_serializable(str(reason)), *unawaited]}
-            result, problems = screen.result_from_text(report.get("result"))  # size and depth bounded
+                return {
+                    "result": None,
+                    "diagnostics": [diag.result_not_serializable(str(reason)), *unawaited],
+                }
+            result, problems = screen.result_from_text(
+                report.get("result")
+            )  # size and depth bounded
             return {"result": result, "diagnostics": [*problems, *unawaited]}
         error = report.get("error") or {}
         message = str(error.get("message") or "")
@@ -372,18 +410,36 @@ class Worker:
         if status == "setup_error":
             if "out of memory" in message or "out of memory" in text or engine.heap_exhausted():
                 return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-            return {"result": None, "diagnostics": [diag.sandbox_error("the sandbox could not be set up: " + (text or message))]}
+            return {
+                "result": None,
+                "diagnostics": [
+                    diag.sandbox_error("the sandbox could not be set up: " + (text or message))
+                ],
+            }
         missing = script_errors.module_not_found(message) if error.get("isError") else None
         if missing is not None:
-            return {"result": None, "diagnostics": [script_errors.import_failure(missing, code, modules), *unawaited]}
+            return {
+                "result": None,
+                "diagnostics": [script_errors.import_failure(missing, code, modules), *unawaited],
+            }
         no_export = script_errors.export_not_found(message) if error.get("isError") else None
         if no_export is not None:
-            return {"result": None, "diagnostics": [script_errors.export_failure(*no_export, code, modules), *unawaited]}
+            return {
+                "result": None,
+                "diagnostics": [
+                    script_errors.export_failure(*no_export, code, modules),
+                    *unawaited,
+                ],
+            }
         oom_text = error.get("isError") and "out of memory" in message
         no_info = not error.get("isError") and text in ("null", "undefined", "")
         if oom_text or (no_info and engine.heap_exhausted()):
             return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-        return {"result": None, "diagnostics": [script_errors.uncaught_exception(error, modules), *unawaited]}
+        return {
+            "result": None,
+            "diagnostics": [script_errors.uncaught_exception(error, modules), *unawaited],
+        }
+
 
 def _die_with_parent() -> None:
     """Linux: SIGKILL this worker when the host process dies, even if JS holds the GIL."""

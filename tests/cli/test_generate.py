@@ -48,15 +48,24 @@ def test_generate_reports_each_tools_output_type_and_samples_for_the_unknown(
 
     from codemode_gen.codemode_toml import parse_sample
 
-    code, stdout, _ = run(["generate", "--fixtures", str(FIXTURES), "--out", str(tmp_path / "out")], capsys)
+    code, stdout, _ = run(
+        ["generate", "--fixtures", str(FIXTURES), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 0
     assert "    declared: get_note, tasks.add, tasks.list\n" in stdout
-    assert "    inferred: export-csv (1 sample), render_chart (1 sample), search_notes (3 samples)" in stdout
+    assert (
+        "    inferred: export-csv (1 sample), render_chart (1 sample), search_notes (3 samples)"
+        in stdout
+    )
     assert "    unknown: flaky_sync\n" in stdout
     _, _, entries = stdout.partition("4 tool(s) have no output type")
     samples = tomllib.loads(entries.split("\n", 1)[1])["samples"]  # pasteable into codemode.toml
     assert [(s["server"], s["tool"]) for s in samples] == [
-        ("notes", "flaky_sync"), ("Weird_Server", "a-b"), ("Weird_Server", "a.b"), ("Weird_Server", "ünïcödé tool")]
+        ("notes", "flaky_sync"),
+        ("Weird_Server", "a-b"),
+        ("Weird_Server", "a.b"),
+        ("Weird_Server", "ünïcödé tool"),
+    ]
     for i, item in enumerate(samples):
         parse_sample(item, f"samples[{i}]")
 
@@ -71,16 +80,24 @@ def test_generate_reports_coverage_by_origin_learned_included(
     fixtures = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, fixtures)
     chart = fixtures / "notes" / "calls" / "render_chart.jsonl"
-    chart.write_text("".join(json.dumps({**json.loads(line), "live": True}) + "\n"
-                             for line in chart.read_text().splitlines()))
-    code, stdout, _ = run(["generate", "--fixtures", str(fixtures), "--out", str(tmp_path / "out")], capsys)
+    chart.write_text(
+        "".join(
+            json.dumps({**json.loads(line), "live": True}) + "\n"
+            for line in chart.read_text().splitlines()
+        )
+    )
+    code, stdout, _ = run(
+        ["generate", "--fixtures", str(fixtures), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 0
     total = "output types: 13 of 17 tools (76%): 4 declared, 8 inferred from samples, 1 learned in sessions (--record), 4 unknown"
     assert total in stdout
     assert "notes: 9 tools; output types: 3 declared, 4 inferred, 1 learned, 1 unknown" in stdout
     assert "    learned: render_chart (1 sample)\n" in stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    (entry,) = [t for s in manifest["servers"] for t in s["tools"] if t["toolName"] == "render_chart"]
+    (entry,) = [
+        t for s in manifest["servers"] for t in s["tools"] if t["toolName"] == "render_chart"
+    ]
     assert entry["output"]["liveSamples"] == entry["output"]["samples"] == 1
 
 

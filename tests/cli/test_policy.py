@@ -43,7 +43,9 @@ list_events = "allow"
 """
 
 
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str], cwd: Path | None = None) -> tuple[int, str, str]:
+def cli(
+    argv: list[str], capsys: pytest.CaptureFixture[str], cwd: Path | None = None
+) -> tuple[int, str, str]:
     """`codemode-gen ARGV` in-process (in `cwd`); (exit code, stdout, stderr)."""
     before = os.getcwd()
     if cwd is not None:
@@ -63,7 +65,9 @@ def golden(name: str, text: str) -> None:
     if os.environ.get("CODEMODE_UPDATE_GOLDEN"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} changed (CODEMODE_UPDATE_GOLDEN=1 rewrites it)"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} changed (CODEMODE_UPDATE_GOLDEN=1 rewrites it)"
+    )
 
 
 def summary(stdout: str) -> str:
@@ -79,7 +83,10 @@ def summary(stdout: str) -> str:
 def catalog_project(base: Path, *catalogs: str) -> Path:
     """A project whose fixtures/ are real recorded catalogs (tests/data/catalogs), each served
     live by tests/servers/catalog_server.py when a command connects."""
-    entries = {cid: {"command": PYTHON, "args": [script("catalog_server"), "stdio", "--catalog", cid]} for cid in catalogs}
+    entries = {
+        cid: {"command": PYTHON, "args": [script("catalog_server"), "stdio", "--catalog", cid]}
+        for cid in catalogs
+    }
     (base / ".mcp.json").write_text(json.dumps({"mcpServers": entries}))
     for cid in catalogs:
         shutil.copytree(CATALOGS_DIR / cid, base / "fixtures" / cid)
@@ -103,7 +110,9 @@ def test_policy_table_of_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
     golden("demo.txt", out)
 
 
-def test_policy_table_of_an_unannotated_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_table_of_an_unannotated_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = catalog_project(tmp_path, "sqlite")
     code, out, _ = cli(["policy"], capsys, cwd=project)
     assert code == 0
@@ -121,26 +130,51 @@ def test_policy_table_names_the_codemode_toml_line_that_decided(
 
 def test_policy_json_has_every_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     project = demo_project(tmp_path, CONFIGURED)
-    code, out, _ = cli(["policy", "--json", "--server", "notes", "--config", str(project / ".mcp.json")], capsys)
+    code, out, _ = cli(
+        ["policy", "--json", "--server", "notes", "--config", str(project / ".mcp.json")], capsys
+    )
     assert code == 0
     rows = {row["tool"]: row for row in json.loads(out)}
     assert {row["server"] for row in rows.values()} == {"notes"} and len(rows) == 13
-    assert rows["update_note"] == {"server": "notes", "tool": "update_note", "policy": "ask-once", "why": "config",
-                                   "detail": '[servers.notes.approval] update_note = "ask-once"', "line": 7}
-    assert rows["stats"] | {"line": 0} == {"server": "notes", "tool": "stats", "policy": "deny", "why": "config",
-                                           "detail": "[servers.notes] blocklist", "line": 0}
-    assert rows["delete_note"] == {"server": "notes", "tool": "delete_note", "policy": "ask", "why": "annotation",
-                                   "detail": "destructiveHint: true"}
+    assert rows["update_note"] == {
+        "server": "notes",
+        "tool": "update_note",
+        "policy": "ask-once",
+        "why": "config",
+        "detail": '[servers.notes.approval] update_note = "ask-once"',
+        "line": 7,
+    }
+    assert rows["stats"] | {"line": 0} == {
+        "server": "notes",
+        "tool": "stats",
+        "policy": "deny",
+        "why": "config",
+        "detail": "[servers.notes] blocklist",
+        "line": 0,
+    }
+    assert rows["delete_note"] == {
+        "server": "notes",
+        "tool": "delete_note",
+        "policy": "ask",
+        "why": "annotation",
+        "detail": "destructiveHint: true",
+    }
 
 
-def test_policy_says_what_it_cannot_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_says_what_it_cannot_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = catalog_project(tmp_path, "sqlite")
     config = json.loads((project / ".mcp.json").read_text())
     config["mcpServers"]["later"] = {"command": "x"}
     (project / ".mcp.json").write_text(json.dumps(config))
     code, out, err = cli(["policy"], capsys, cwd=project)
     assert "later" not in out
-    assert code == 0 and "note: later is configured but not recorded" in err and "codemode-gen record --server later" in err
+    assert (
+        code == 0
+        and "note: later is configured but not recorded" in err
+        and "codemode-gen record --server later" in err
+    )
     code, _, err = cli(["policy", "--server", "nope"], capsys, cwd=project)
     assert code == 2 and "--server nope: not recorded" in err and "recorded servers: sqlite" in err
     shutil.rmtree(project / "fixtures")
@@ -151,8 +185,12 @@ def test_policy_says_what_it_cannot_show(tmp_path: Path, capsys: pytest.CaptureF
 # --------------------------------------------------------------------------- record / generate summary
 
 
-def test_generate_prints_the_policy_summary_of_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = cli(["generate", "--config", str(REPO / ".mcp.json"), "--out", str(tmp_path / "out")], capsys)
+def test_generate_prints_the_policy_summary_of_the_demo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(
+        ["generate", "--config", str(REPO / ".mcp.json"), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 0
     golden("generate-demo.txt", summary(out))
 
@@ -168,7 +206,9 @@ def test_generate_summary_lists_a_few_tools_and_points_to_the_table(
 
 def pasted(summary_text: str) -> str:
     """The codemode.toml lines of a summary, as a user pastes them."""
-    return "\n".join(line[4:] for line in summary_text.splitlines() if line.startswith("    ")) + "\n"
+    return (
+        "\n".join(line[4:] for line in summary_text.splitlines() if line.startswith("    ")) + "\n"
+    )
 
 
 def policies(project: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
@@ -187,7 +227,9 @@ def test_the_lines_the_summary_prints_allow_the_tools_it_lists(
     assert tomllib.loads(lines)["servers"]["sqlite"]["approval"]["write_query"] == "allow"
     (project / "codemode.toml").write_text(lines)
     rows = policies(project, capsys)
-    assert {row["policy"] for row in rows.values()} == {"allow"} and {row["why"] for row in rows.values()} == {"config"}
+    assert {row["policy"] for row in rows.values()} == {"allow"} and {
+        row["why"] for row in rows.values()
+    } == {"config"}
     code, out, _ = cli(["generate"], capsys, cwd=project)
     assert code == 0 and "approval: no tool asks the user before a call (6 sent at once;" in out
 
@@ -222,7 +264,10 @@ def test_record_prints_the_policy_summary_of_what_it_recorded(
     assert code == 0, out
     code, generated, _ = cli(["generate"], capsys, cwd=project)
     assert code == 0
-    assert summary(out) == summary(generated) and '    write_query = "allow"  # now "ask": no annotations\n' in out
+    assert (
+        summary(out) == summary(generated)
+        and '    write_query = "allow"  # now "ask": no annotations\n' in out
+    )
 
 
 def test_summary_lines_name_any_tool_name_exactly_and_on_one_line(
@@ -243,6 +288,10 @@ def test_summary_lines_name_any_tool_name_exactly_and_on_one_line(
     code, out, _ = cli(["generate"], capsys, cwd=tmp_path)
     assert code == 0
     text = summary(out)
-    assert "\u2028" not in text and "\u202e" not in text and len(text.splitlines()) == 3 + 1 + len(names)
+    assert (
+        "\u2028" not in text
+        and "\u202e" not in text
+        and len(text.splitlines()) == 3 + 1 + len(names)
+    )
     table = tomllib.loads(pasted(text))["servers"]["odd"]["approval"]
     assert table == dict.fromkeys(names, "allow")

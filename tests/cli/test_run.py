@@ -19,7 +19,9 @@ CLI = [sys.executable, "-m", "codemode_gen"]
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("runcli")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
+    (base / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}})
+    )
     (base / "ok.js").write_text(
         "import { get_note } from '@codemode/servers/notes';\n"
         "const n = await get_note({id: 2});\nconsole.log('got', n.id);\n"
@@ -30,7 +32,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "run", *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=90)
+    return subprocess.run(
+        [*CLI, "run", *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=90
+    )
 
 
 @pytest.mark.slow
@@ -80,8 +84,12 @@ def test_run_starts_one_sandbox_worker(project: Path) -> None:
     import os
     import time
 
-    (project / "waits.js").write_text("await new Promise((r) => setTimeout(r, 1500));\nglobalThis.__codemode_result__ = 1;\n")
-    proc = subprocess.Popen([*CLI, "run", "--no-pretty", "waits.js"], cwd=project, stdout=subprocess.PIPE, text=True)
+    (project / "waits.js").write_text(
+        "await new Promise((r) => setTimeout(r, 1500));\nglobalThis.__codemode_result__ = 1;\n"
+    )
+    proc = subprocess.Popen(
+        [*CLI, "run", "--no-pretty", "waits.js"], cwd=project, stdout=subprocess.PIPE, text=True
+    )
 
     def workers() -> int:
         found = 0
@@ -93,7 +101,11 @@ def test_run_starts_one_sandbox_worker(project: Path) -> None:
                     cmdline = f.read()
             except OSError:
                 continue
-            if int(fields[1]) == proc.pid and fields[0] != b"Z" and b"codemode_gen.runtime.sandbox.worker" in cmdline:
+            if (
+                int(fields[1]) == proc.pid
+                and fields[0] != b"Z"
+                and b"codemode_gen.runtime.sandbox.worker" in cmdline
+            ):
                 found += 1
         return found
 

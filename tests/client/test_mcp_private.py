@@ -59,12 +59,16 @@ def test_each_private_sdk_name_is_still_there_with_its_signature(name: PrivateNa
     try:
         found = _find(name)
     except (ImportError, AttributeError, AssertionError) as exc:
-        pytest.fail(f"{where} is gone: {type(exc).__name__}: {exc}; port its use before widening the mcp pin")
+        pytest.fail(
+            f"{where} is gone: {type(exc).__name__}: {exc}; port its use before widening the mcp pin"
+        )
     if name.params is None:
         return
     assert KINDS[name.kind](found), f"{where} is no longer a {name.kind}"
     params = tuple(inspect.signature(found).parameters)  # type: ignore[arg-type]
-    assert params == name.params, f"{where} changed its parameters: {params}, expected {name.params}"
+    assert params == name.params, (
+        f"{where} changed its parameters: {params}, expected {name.params}"
+    )
 
 
 def test_the_mcp_pin_is_the_installed_minor() -> None:
@@ -72,11 +76,17 @@ def test_the_mcp_pin_is_the_installed_minor() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     [spec] = [dep for dep in project["dependencies"] if re.match(r"mcp\s*[<>=~!]", dep)]
     found = re.fullmatch(r"mcp\s*>=\s*(\d+)\.(\d+)(?:\.\d+)?\s*,\s*<\s*(\d+)\.(\d+)\s*", spec)
-    assert found is not None, f"pin mcp to one minor (mcp>=X.Y,<X.Y+1), not {spec!r}: see mcp_private.py"
+    assert found is not None, (
+        f"pin mcp to one minor (mcp>=X.Y,<X.Y+1), not {spec!r}: see mcp_private.py"
+    )
     low_major, low_minor, high_major, high_minor = map(int, found.groups())
-    assert (high_major, high_minor) == (low_major, low_minor + 1), f"{spec!r} allows more than one minor"
+    assert (high_major, high_minor) == (low_major, low_minor + 1), (
+        f"{spec!r} allows more than one minor"
+    )
     major, minor = map(int, importlib.metadata.version("mcp").split(".")[:2])
-    assert (major, minor) == (low_major, low_minor), f"installed mcp {major}.{minor} is not the pinned {spec!r}"
+    assert (major, minor) == (low_major, low_minor), (
+        f"installed mcp {major}.{minor} is not the pinned {spec!r}"
+    )
 
 
 def test_no_module_but_mcp_private_uses_a_private_sdk_name() -> None:
@@ -87,14 +97,25 @@ def test_no_module_but_mcp_private_uses_a_private_sdk_name() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if PRIVATE_USE.search(line)
     ]
-    assert offenders == [], "reach private mcp names through codemode_gen/client/mcp_private.py: " + ", ".join(offenders)
+    assert offenders == [], (
+        "reach private mcp names through codemode_gen/client/mcp_private.py: "
+        + ", ".join(offenders)
+    )
 
 
 def test_the_private_use_pattern_catches_what_it_is_for() -> None:
-    for line in ("from mcp.client.stdio import _drain_stdout", "await sdk._stop_server_process(p)",
-                 'getattr(session, "_connection", None)', "x = mcp.client.stdio._WRITER_FLUSH_TIMEOUT"):
+    for line in (
+        "from mcp.client.stdio import _drain_stdout",
+        "await sdk._stop_server_process(p)",
+        'getattr(session, "_connection", None)',
+        "x = mcp.client.stdio._WRITER_FLUSH_TIMEOUT",
+    ):
         assert PRIVATE_USE.search(line), line
-    for line in ("from mcp.client.stdio import StdioServerParameters", "self._connection = c", "sdk.get_default_environment()"):
+    for line in (
+        "from mcp.client.stdio import StdioServerParameters",
+        "self._connection = c",
+        "sdk.get_default_environment()",
+    ):
         assert not PRIVATE_USE.search(line), line
 
 
@@ -104,6 +125,8 @@ def test_importing_mcp_private_does_not_import_the_sdk() -> None:
     import sys
 
     code = "import sys, codemode_gen.client.mcp_private; print('mcp' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert out.stdout.strip() == "False"
     assert mcp_private.session_connection(object()) is None

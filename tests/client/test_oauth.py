@@ -54,13 +54,22 @@ def env_for(project: Path, **extra: str) -> dict[str, str]:
     project, as for a user), server logs inside the project (so the secret scan sees them)."""
     (project / "tmp").mkdir(parents=True, exist_ok=True)
     (project.parent / "auth").mkdir(mode=0o700, exist_ok=True)
-    return child_env(TMPDIR=str(project / "tmp"), **{AUTH_DIR_ENV: str(project.parent / "auth"), STORE_ENV: "file"},
-                     **extra)
+    return child_env(
+        TMPDIR=str(project / "tmp"),
+        **{AUTH_DIR_ENV: str(project.parent / "auth"), STORE_ENV: "file"},
+        **extra,
+    )
 
 
 def cli(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "codemode_gen", *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=HANG_S)
+    return subprocess.run(
+        [PYTHON, "-m", "codemode_gen", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
 
 
 class Login:
@@ -69,7 +78,11 @@ class Login:
     def __init__(self, project: Path, sid: str, env: dict[str, str], *extra: str) -> None:
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "codemode_gen", "auth", "login", sid, "--no-browser", *extra],
-            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stderr is not None
         self.err = ""
@@ -99,6 +112,7 @@ def remote_project(tmp_path: Path, url: str) -> tuple[Path, dict[str, str]]:
     write_config(project, {"remote": {"type": "http", "url": url}})
     return project, env
 
+
 def login(project: Path, sid: str, env: dict[str, str]) -> str:
     """A whole login, the person's part played by an HTTP client; returns what it printed."""
     attempt = Login(project, sid, env)
@@ -127,8 +141,11 @@ def all_secrets(server: RunningServer, auth_dir: Path, *extra: str) -> set[str]:
     found = set(state(server)["issued"]) | set(extra)
     for record in stored_records(auth_dir):
         tokens = record.get("tokens") or {}
-        found |= {tokens.get("access_token"), tokens.get("refresh_token"),
-                  (record.get("clientInfo") or {}).get("client_secret")} - {None}
+        found |= {
+            tokens.get("access_token"),
+            tokens.get("refresh_token"),
+            (record.get("clientInfo") or {}).get("client_secret"),
+        } - {None}
     return {s for s in found if s}
 
 
@@ -150,7 +167,9 @@ def run_json(project: Path, code: str, env: dict[str, str]) -> tuple[dict[str, A
     return json.loads(done.stdout), done.stderr
 
 
-def serve_runs(project: Path, scripts: list[str | Callable[[], None]], env: dict[str, str]) -> list[dict[str, Any]]:
+def serve_runs(
+    project: Path, scripts: list[str | Callable[[], None]], env: dict[str, str]
+) -> list[dict[str, Any]]:
     """One `codemode-gen serve` session running each script in turn (a callable in the list is
     called between two runs)."""
 
@@ -175,7 +194,9 @@ def oauth_server(start_server: Callable[..., RunningServer]) -> Callable[..., Ru
     return start
 
 
-def recorded_project(project: Path, server: RunningServer, env: dict[str, str], sid: str = "remote") -> None:
+def recorded_project(
+    project: Path, server: RunningServer, env: dict[str, str], sid: str = "remote"
+) -> None:
     """A project whose `sid` is the OAuth server, logged in, recorded and generated."""
     write_config(project, {sid: {"type": "http", "url": server.mcp_url}})
     login(project, sid, env)
@@ -200,11 +221,20 @@ def test_login_then_record_generate_run_and_serve_with_no_secret_anywhere(
 
     status = cli(project, "auth", "status", env=env)
     outputs.append(status.stdout + status.stderr)
-    assert "remote  logged in" in status.stdout and "refreshable" in status.stdout and "scopes: mcp:read" in status.stdout
+    assert (
+        "remote  logged in" in status.stdout
+        and "refreshable" in status.stdout
+        and "scopes: mcp:read" in status.stdout
+    )
     auth_dir = tmp_path / "auth"
     [token_file] = auth_dir.glob("*.json")
-    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600 and stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
-    assert not any(project.rglob("*.json")) or all("auth" not in p.parts for p in project.rglob("*.json"))
+    assert (
+        stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        and stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
+    )
+    assert not any(project.rglob("*.json")) or all(
+        "auth" not in p.parts for p in project.rglob("*.json")
+    )
 
     for args in (("record",), ("record", "--check"), ("generate",)):
         done = cli(project, *args, env=env)
@@ -225,10 +255,18 @@ def test_login_then_record_generate_run_and_serve_with_no_secret_anywhere(
 
     # The Python API (CodeMode.from_config) uses the same stored login.
     api = subprocess.run(
-        [PYTHON, "-c", "import asyncio, json\nfrom codemode_gen import CodeMode\n"
-         "async def main():\n    async with CodeMode.from_config('.mcp.json') as cm:\n"
-         f"        print(json.dumps(await cm.run({WHOAMI.replace('{sid}', 'remote')!r})))\nasyncio.run(main())"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=HANG_S,
+        [
+            PYTHON,
+            "-c",
+            "import asyncio, json\nfrom codemode_gen import CodeMode\n"
+            "async def main():\n    async with CodeMode.from_config('.mcp.json') as cm:\n"
+            f"        print(json.dumps(await cm.run({WHOAMI.replace('{sid}', 'remote')!r})))\nasyncio.run(main())",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
     )
     outputs.append(api.stdout + api.stderr)
     assert json.loads(api.stdout)["result"] == response["result"]
@@ -264,8 +302,11 @@ def test_a_token_expiring_between_two_runs_of_one_serve_session_is_refreshed(
     assert grants(server, "authorization_code") == 1  # no new login was needed
     new_access = stored_records(auth_dir)[0]["tokens"]["access_token"]
     assert new_access != old_access  # the refreshed tokens were stored for the next process
-    assert_no_secret(project, [json.dumps(responses), (project / "serve.stderr.log").read_text()],
-                     all_secrets(server, auth_dir))
+    assert_no_secret(
+        project,
+        [json.dumps(responses), (project / "serve.stderr.log").read_text()],
+        all_secrets(server, auth_dir),
+    )
 
 
 @pytest.mark.slow
@@ -275,10 +316,13 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     server = oauth_server()
     project = tmp_path / "project"
     env = env_for(project)
-    write_config(project, {
-        "remote": {"type": "http", "url": server.mcp_url},
-        "notes": {"command": PYTHON, "args": [script("notes_server")]},
-    })
+    write_config(
+        project,
+        {
+            "remote": {"type": "http", "url": server.mcp_url},
+            "notes": {"command": PYTHON, "args": [script("notes_server")]},
+        },
+    )
     login(project, "remote", env)
     assert cli(project, "record", env=env).returncode == 0
     assert cli(project, "generate", env=env).returncode == 0
@@ -309,11 +353,18 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     assert first["result"]["who"] and first["result"]["caught"] is None and first["result"]["notes"]
     caught = second["result"]["caught"]
     assert caught["name"] == "AuthenticationError" and caught["auth"] and caught["call"]
-    assert "codemode-gen auth login remote" in caught["message"] and "codemode-gen auth login remote" in caught["hint"]
+    assert (
+        "codemode-gen auth login remote" in caught["message"]
+        and "codemode-gen auth login remote" in caught["hint"]
+    )
     assert "refused to refresh" in caught["message"]
     assert second["result"]["notes"]  # the other server kept answering in the same run
     assert third["result"]["caught"] is None and third["result"]["notes"]
-    assert third["result"]["who"] == stored_records(tmp_path / "auth")[0]["clientInfo"]["client_id"] != first["result"]["who"]
+    assert (
+        third["result"]["who"]
+        == stored_records(tmp_path / "auth")[0]["clientInfo"]["client_id"]
+        != first["result"]["who"]
+    )
     assert third["diagnostics"] == []
 
     # Revoked again: a fresh `run` process (connect-time path) says the same; so do `record` and
@@ -327,7 +378,10 @@ def test_s7_3_a_revoked_refresh_token_is_an_authentication_error_for_that_server
     assert recorded.returncode == 1 and "codemode-gen auth login remote" in recorded.stdout
     assert "Traceback" not in recorded.stdout + recorded.stderr
     status = cli(project, "auth", "status", env=env)
-    assert "login expired (refresh refused)" in status.stdout and "codemode-gen auth login remote" in status.stdout
+    assert (
+        "login expired (refresh refused)" in status.stdout
+        and "codemode-gen auth login remote" in status.stdout
+    )
 
     # Logging in again is the fix.
     login(project, "remote", env)
@@ -343,22 +397,43 @@ def test_client_credentials_in_ci_mode_need_no_login(
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()).decode()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
     public = tmp_path / "jwt.pub.pem"
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     server = oauth_server("--jwt-client", "ci-signer", "--jwt-key", str(public))
     project = tmp_path / "project"
     env = env_for(project, CI="true", CI_CLIENT_SECRET=ECHO_SECRET, CI_PRIVATE_KEY=private_pem)
-    write_config(project, {
-        "ci": {"type": "http", "url": server.mcp_url,
-               "oauth": {"grantType": "client_credentials", "clientId": "ci-bot",
-                         "clientSecret": "${CI_CLIENT_SECRET}", "scope": "mcp:read"}},
-        "signed": {"type": "http", "url": server.mcp_url,
-                   "oauth": {"grantType": "client_credentials", "clientId": "ci-signer",
-                             "privateKey": "${CI_PRIVATE_KEY}", "issuer": server.base}},
-    })
+    write_config(
+        project,
+        {
+            "ci": {
+                "type": "http",
+                "url": server.mcp_url,
+                "oauth": {
+                    "grantType": "client_credentials",
+                    "clientId": "ci-bot",
+                    "clientSecret": "${CI_CLIENT_SECRET}",
+                    "scope": "mcp:read",
+                },
+            },
+            "signed": {
+                "type": "http",
+                "url": server.mcp_url,
+                "oauth": {
+                    "grantType": "client_credentials",
+                    "clientId": "ci-signer",
+                    "privateKey": "${CI_PRIVATE_KEY}",
+                    "issuer": server.base,
+                },
+            },
+        },
+    )
     outputs = []
     for args in (("record",), ("generate",)):
         done = cli(project, *args, env=env)
@@ -392,36 +467,68 @@ def test_client_credentials_in_ci_mode_need_no_login(
     for record in (tmp_path / "auth").glob("*.json"):
         record.unlink()
     response, err = run_json(project, code, wrong)
-    assert any("oauth.clientId and oauth.clientSecret" in (d.get("hint") or "") for d in response["diagnostics"]), response
+    assert any(
+        "oauth.clientId and oauth.clientSecret" in (d.get("hint") or "")
+        for d in response["diagnostics"]
+    ), response
     assert "Traceback" not in err
-    assert_no_secret(project, outputs, all_secrets(server, tmp_path / "auth", ECHO_SECRET, private_pem.splitlines()[1]))
+    assert_no_secret(
+        project,
+        outputs,
+        all_secrets(server, tmp_path / "auth", ECHO_SECRET, private_pem.splitlines()[1]),
+    )
 
 
 @pytest.mark.slow
-def test_auth_status_and_logout_revoke_and_forget(tmp_path: Path, oauth_server: Callable[..., RunningServer]) -> None:
+def test_auth_status_and_logout_revoke_and_forget(
+    tmp_path: Path, oauth_server: Callable[..., RunningServer]
+) -> None:
     server = oauth_server()
     project = tmp_path / "project"
     env = env_for(project)
-    write_config(project, {
-        "remote": {"type": "http", "url": server.mcp_url},
-        "static": {"type": "http", "url": server.mcp_url, "headers": {"Authorization": "Bearer ${STATIC_TOKEN:-x}"}},
-        "local": {"command": PYTHON, "args": [script("notes_server")]},
-        # CI's entry, its variables not set on this machine: it must not stop the others' auth.
-        "ci": {"type": "http", "url": server.mcp_url,
-               "oauth": {"grantType": "client_credentials", "clientId": "${CODEMODE_TEST_UNSET_ID}",
-                         "clientSecret": "${CODEMODE_TEST_UNSET_SECRET}"}},
-    })
+    write_config(
+        project,
+        {
+            "remote": {"type": "http", "url": server.mcp_url},
+            "static": {
+                "type": "http",
+                "url": server.mcp_url,
+                "headers": {"Authorization": "Bearer ${STATIC_TOKEN:-x}"},
+            },
+            "local": {"command": PYTHON, "args": [script("notes_server")]},
+            # CI's entry, its variables not set on this machine: it must not stop the others' auth.
+            "ci": {
+                "type": "http",
+                "url": server.mcp_url,
+                "oauth": {
+                    "grantType": "client_credentials",
+                    "clientId": "${CODEMODE_TEST_UNSET_ID}",
+                    "clientSecret": "${CODEMODE_TEST_UNSET_SECRET}",
+                },
+            },
+        },
+    )
     before = cli(project, "auth", "status", env=env)
     assert before.returncode == 0, before.stderr
     assert "not logged in" in before.stdout and "static Authorization header" in before.stdout
     assert "stdio server (no OAuth)" in before.stdout
-    assert "ci      not usable here:" in before.stdout and "CODEMODE_TEST_UNSET_ID is not set" in before.stdout
+    assert (
+        "ci      not usable here:" in before.stdout
+        and "CODEMODE_TEST_UNSET_ID is not set" in before.stdout
+    )
     ci = cli(project, "auth", "login", "ci", env=env)
     assert ci.returncode == 2 and "CODEMODE_TEST_UNSET_ID is not set" in ci.stderr
     static = cli(project, "auth", "login", "static", env=env)
-    assert static.returncode == 1 and 'remove "Authorization" from mcpServers.static.headers' in static.stderr
+    assert (
+        static.returncode == 1
+        and 'remove "Authorization" from mcpServers.static.headers' in static.stderr
+    )
     unknown = cli(project, "auth", "login", "nope", env=env)
-    assert unknown.returncode == 2 and "no server 'nope'" in unknown.stderr and "remote" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "no server 'nope'" in unknown.stderr
+        and "remote" in unknown.stderr
+    )
     outputs = [login(project, "remote", env), before.stdout]
     status = cli(project, "auth", "status", env=env)
     outputs.append(status.stdout)
@@ -454,9 +561,20 @@ def test_a_pre_registered_client_logs_in_on_its_port_and_calls_run_concurrently(
     server = start_server("oauth_http", "http", "--client", f"desktop-app:app-secret-9f2d77:{port}")
     project = tmp_path / "project"
     env = env_for(project, APP_SECRET="app-secret-9f2d77")
-    write_config(project, {"crm": {"type": "http", "url": server.mcp_url,
-                                   "oauth": {"clientId": "desktop-app", "clientSecret": "${APP_SECRET}",
-                                             "redirectPort": port}}})
+    write_config(
+        project,
+        {
+            "crm": {
+                "type": "http",
+                "url": server.mcp_url,
+                "oauth": {
+                    "clientId": "desktop-app",
+                    "clientSecret": "${APP_SECRET}",
+                    "redirectPort": port,
+                },
+            }
+        },
+    )
     outputs = [login(project, "crm", env)]
     assert state(server)["stats"].get("register", 0) == 0  # no dynamic registration
     assert cli(project, "record", env=env).returncode == 0
@@ -468,7 +586,10 @@ def test_a_pre_registered_client_logs_in_on_its_port_and_calls_run_concurrently(
     )
     response, err = run_json(project, code, env)
     outputs += [json.dumps(response), err]
-    assert response["result"] == {"client": "desktop-app", "met": [True, True]}  # §10.1: not serialised
+    assert response["result"] == {
+        "client": "desktop-app",
+        "met": [True, True],
+    }  # §10.1: not serialised
     assert_no_secret(project, outputs, all_secrets(server, tmp_path / "auth", "app-secret-9f2d77"))
 
 
@@ -480,7 +601,16 @@ def test_a_client_id_metadata_document_replaces_registration(
     project = tmp_path / "project"
     env = env_for(project)
     document = "https://tools.example/codemode-gen/client.json"
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url, "oauth": {"clientMetadataUrl": document}}})
+    write_config(
+        project,
+        {
+            "remote": {
+                "type": "http",
+                "url": server.mcp_url,
+                "oauth": {"clientMetadataUrl": document},
+            }
+        },
+    )
     login(project, "remote", env)
     stats = state(server)["stats"]
     assert stats.get("register", 0) == 0 and stats["cimd"] == 1
@@ -491,7 +621,9 @@ def test_a_client_id_metadata_document_replaces_registration(
 
 
 @pytest.mark.slow
-def test_an_sse_server_logs_in_and_refreshes_too(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+def test_an_sse_server_logs_in_and_refreshes_too(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
     server = start_server("oauth_http", "sse")
     project = tmp_path / "project"
     env = env_for(project)
@@ -501,7 +633,9 @@ def test_an_sse_server_logs_in_and_refreshes_too(tmp_path: Path, start_server: C
     assert cli(project, "generate", env=env).returncode == 0
     code = WHOAMI.replace("{sid}", "legacy")
     first, _ = run_json(project, code, env)
-    httpx2.post(f"{server.base}/test/expire", timeout=PROMPT_S)  # the server's 401 asks for a refresh
+    httpx2.post(
+        f"{server.base}/test/expire", timeout=PROMPT_S
+    )  # the server's 401 asks for a refresh
     second, _ = run_json(project, code, env)
     assert first["result"]["client"] and first["result"] == second["result"]
     assert grants(server, "refresh_token") >= 1 and grants(server, "authorization_code") == 1
@@ -520,20 +654,29 @@ def test_login_against_a_server_without_oauth_metadata_says_so(
     write_config(project, {"plain": {"type": "http", "url": server.mcp_url}})
     code, _out, err = Login(project, "plain", env).finish()
     assert code == 1 and "Traceback" not in err
-    assert "publishes no OAuth metadata" in err and "oauth-protected-resource" in err and "HTTP 404" in err
+    assert (
+        "publishes no OAuth metadata" in err
+        and "oauth-protected-resource" in err
+        and "HTTP 404" in err
+    )
     assert 'put it in "headers"' in err
     assert not list((tmp_path / "auth").glob("*.json"))
 
 
 @pytest.mark.slow
-def test_login_refuses_malformed_metadata(tmp_path: Path, oauth_server: Callable[..., RunningServer]) -> None:
+def test_login_refuses_malformed_metadata(
+    tmp_path: Path, oauth_server: Callable[..., RunningServer]
+) -> None:
     server = oauth_server("--metadata", "malformed")
     project = tmp_path / "project"
     env = env_for(project)
     write_config(project, {"broken": {"type": "http", "url": server.mcp_url}})
     code, _out, err = Login(project, "broken", env).finish()
     assert code == 1 and "Traceback" not in err
-    assert "published malformed OAuth metadata" in err and "malformed protected resource metadata" in err
+    assert (
+        "published malformed OAuth metadata" in err
+        and "malformed protected resource metadata" in err
+    )
     assert state(server)["stats"].get("register", 0) == 0  # no guessed endpoint was used
     # record/run without a login: the same server is a clear per-server error.
     recorded = cli(project, "record", env=env)
@@ -596,7 +739,12 @@ def test_login_redirect_that_never_comes_ends_with_a_clear_error(
     attempt = Login(project, "remote", env, "--timeout", "1")
     code, _out, err = attempt.finish()
     assert time.monotonic() - started < HANG_S
-    assert code == 1 and "no login redirect reached" in err and "within 1 s" in err and "--timeout" in err
+    assert (
+        code == 1
+        and "no login redirect reached" in err
+        and "within 1 s" in err
+        and "--timeout" in err
+    )
     assert "Traceback" not in err and not list((tmp_path / "auth").glob("*.json"))
 
 
@@ -608,8 +756,13 @@ def test_a_token_file_others_can_read_is_refused_with_the_fix(
     project = tmp_path / "project"
     env = env_for(project)
     recorded_project(project, server, env)
-    write_config(project, {"remote": {"type": "http", "url": server.mcp_url},
-                           "notes": {"command": PYTHON, "args": [script("notes_server")]}})
+    write_config(
+        project,
+        {
+            "remote": {"type": "http", "url": server.mcp_url},
+            "notes": {"command": PYTHON, "args": [script("notes_server")]},
+        },
+    )
     assert cli(project, "record", "--server", "notes", env=env).returncode == 0
     assert cli(project, "generate", env=env).returncode == 0
     [path] = (tmp_path / "auth").glob("*.json")
@@ -641,8 +794,12 @@ def test_login_kept_in_the_os_keyring_when_one_works(
     server = oauth_server()
     project = tmp_path / "project"
     keyring_file = tmp_path / "keyring.json"
-    env = env_for(project, PYTHON_KEYRING_BACKEND="_keyring_backend.FileKeyring", TEST_KEYRING_FILE=str(keyring_file),
-                  PYTHONPATH=os.pathsep.join([str(TEST_SERVERS), os.environ.get("PYTHONPATH", "")]))
+    env = env_for(
+        project,
+        PYTHON_KEYRING_BACKEND="_keyring_backend.FileKeyring",
+        TEST_KEYRING_FILE=str(keyring_file),
+        PYTHONPATH=os.pathsep.join([str(TEST_SERVERS), os.environ.get("PYTHONPATH", "")]),
+    )
     env[STORE_ENV] = "auto"
     recorded_project(project, server, env)
     assert not list((tmp_path / "auth").glob("*.json"))  # nothing in the file store
@@ -664,23 +821,49 @@ def test_oauth_config_is_checked_expanded_and_secret(tmp_path: Path) -> None:
     from codemode_gen.errors import UserError
 
     def load(entry: dict[str, Any], **environ: str) -> ServerConfig:
-        path = write_config(tmp_path, {"x": {"type": "http", "url": "https://x.example/mcp", **entry}})
+        path = write_config(
+            tmp_path, {"x": {"type": "http", "url": "https://x.example/mcp", **entry}}
+        )
         return load_config(path, environ=environ)["x"]
 
-    cfg = load({"oauth": {"grantType": "client_credentials", "clientId": "${ID}", "clientSecret": "${SECRET}",
-                          "scope": "a b", "issuer": "https://auth.example"}}, ID="bot", SECRET="s3cr3t-value")
+    cfg = load(
+        {
+            "oauth": {
+                "grantType": "client_credentials",
+                "clientId": "${ID}",
+                "clientSecret": "${SECRET}",
+                "scope": "a b",
+                "issuer": "https://auth.example",
+            }
+        },
+        ID="bot",
+        SECRET="s3cr3t-value",
+    )
     assert cfg.oauth is not None and cfg.oauth.client_id == "bot" and cfg.oauth.scope == "a b"
-    assert ("SECRET", "s3cr3t-value") in cfg.secrets() and ("oauth.clientSecret", "s3cr3t-value") in cfg.secrets()
-    literal = load({"oauth": {"clientId": "app", "clientSecret": "written-in-the-file", "callbackPort": 8976}})
+    assert ("SECRET", "s3cr3t-value") in cfg.secrets() and (
+        "oauth.clientSecret",
+        "s3cr3t-value",
+    ) in cfg.secrets()
+    literal = load(
+        {"oauth": {"clientId": "app", "clientSecret": "written-in-the-file", "callbackPort": 8976}}
+    )
     assert ("oauth.clientSecret", "written-in-the-file") in literal.secrets()
     assert literal.oauth is not None and literal.oauth.redirect_port == 8976
     assert literal.oauth.grant_type == "authorization_code"
     (tmp_path / "key.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
-    keyed = load({"oauth": {"grantType": "client_credentials", "clientId": "bot", "privateKeyFile": "key.pem"}})
+    keyed = load(
+        {
+            "oauth": {
+                "grantType": "client_credentials",
+                "clientId": "bot",
+                "privateKeyFile": "key.pem",
+            }
+        }
+    )
     assert keyed.oauth is not None and keyed.oauth.private_key_file == str(tmp_path / "key.pem")
 
     for entry, needle in (
-        ({"oauth": {"clientSecert": "x"}}, "unknown key \"clientSecert\""),
+        ({"oauth": {"clientSecert": "x"}}, 'unknown key "clientSecert"'),
         ({"oauth": {"grantType": "password"}}, "grantType must be"),
         ({"oauth": {"grantType": "client_credentials", "clientId": "a"}}, "needs a clientSecret"),
         ({"oauth": {"grantType": "client_credentials", "clientSecret": "a"}}, "needs a clientId"),
@@ -780,11 +963,17 @@ def test_redactor_picks_up_tokens_seen_after_it_was_made() -> None:
     config = ServerConfig(id="r", transport="http", url="https://redact.example/mcp")
     redactor = Redactor.for_server(config)
     assert redactor.text("token-AAAA-1234567") == "token-AAAA-1234567"
-    oauth_records.remember_record(oauth_records.store_key(config), {"tokens": {"access_token": "token-AAAA-1234567",
-                                                                "refresh_token": "refresh-BBBB-7654321"}})
+    oauth_records.remember_record(
+        oauth_records.store_key(config),
+        {"tokens": {"access_token": "token-AAAA-1234567", "refresh_token": "refresh-BBBB-7654321"}},
+    )
     assert redactor.text("got token-AAAA-1234567") == "got <redacted:oauth-access-token>"
-    assert redactor.value({"k": ["refresh-BBBB-7654321"]}) == {"k": ["<redacted:oauth-refresh-token>"]}
-    assert oauth_records.scrub("x refresh-BBBB-7654321", config) == "x <redacted:oauth-refresh-token>"
+    assert redactor.value({"k": ["refresh-BBBB-7654321"]}) == {
+        "k": ["<redacted:oauth-refresh-token>"]
+    }
+    assert (
+        oauth_records.scrub("x refresh-BBBB-7654321", config) == "x <redacted:oauth-refresh-token>"
+    )
 
 
 def test_store_keys_separate_servers_and_clients() -> None:
@@ -797,15 +986,32 @@ def test_store_keys_separate_servers_and_clients() -> None:
     keys = {
         store_key(base),
         store_key(ServerConfig(id="a", transport="http", url="https://host.example/other")),
-        store_key(ServerConfig(id="a", transport="http", url="https://host.example/mcp", oauth=OAuthSettings(client_id="app"))),
-        store_key(ServerConfig(id="a", transport="http", url="https://host.example/mcp",
-                               oauth=OAuthSettings(grant_type="client_credentials", client_id="app", client_secret="s"))),
+        store_key(
+            ServerConfig(
+                id="a",
+                transport="http",
+                url="https://host.example/mcp",
+                oauth=OAuthSettings(client_id="app"),
+            )
+        ),
+        store_key(
+            ServerConfig(
+                id="a",
+                transport="http",
+                url="https://host.example/mcp",
+                oauth=OAuthSettings(
+                    grant_type="client_credentials", client_id="app", client_secret="s"
+                ),
+            )
+        ),
     }
     assert len(keys) == 4
 
 
 @pytest.mark.slow
-def test_a_bearer_401_without_any_login_names_both_fixes(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+def test_a_bearer_401_without_any_login_names_both_fixes(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
     server = start_server("auth_http", "http", "--token", "some-token-value")
     project = tmp_path / "project"
     env = env_for(project)
@@ -816,9 +1022,12 @@ def test_a_bearer_401_without_any_login_names_both_fixes(tmp_path: Path, start_s
 
 
 def test_auth_is_listed_and_lazily_loaded() -> None:
-    done = subprocess.run([sys.executable, "-m", "codemode_gen", "auth", "--help"], capture_output=True, text=True,
-                          timeout=HANG_S)
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode_gen", "auth", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
     assert done.returncode == 0
     for sub in ("login", "status", "logout"):
         assert sub in done.stdout
-

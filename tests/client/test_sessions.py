@@ -36,8 +36,19 @@ from tests.conftest import (
 )
 
 NOTES_TOOLS = [
-    "create_note", "delete_note", "export-csv", "flaky_sync", "get_note", "list_notes", "render_chart",
-    "search_notes", "stats", "summary", "tasks.add", "tasks.list", "update_note",
+    "create_note",
+    "delete_note",
+    "export-csv",
+    "flaky_sync",
+    "get_note",
+    "list_notes",
+    "render_chart",
+    "search_notes",
+    "stats",
+    "summary",
+    "tasks.add",
+    "tasks.list",
+    "update_note",
 ]
 
 
@@ -78,7 +89,9 @@ async def check_notes(session: McpSession) -> None:
 
 def test_stdio_session_lists_and_calls(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("notes")
             assert await manager.get("notes") is session  # reused, not reconnected
             await check_notes(session)
@@ -91,9 +104,19 @@ def test_streamable_http_session_with_headers_and_env_expansion(
 ) -> None:
     server = start_server("auth_http", "http", "--token", "tok-123456789")
     mcp_json = tmp_path / ".mcp.json"
-    mcp_json.write_text(json.dumps({"mcpServers": {"auth": {
-        "type": "http", "url": server.mcp_url, "headers": {"Authorization": "Bearer ${AUTH_TEST_TOKEN}"},
-    }}}))
+    mcp_json.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "auth": {
+                        "type": "http",
+                        "url": server.mcp_url,
+                        "headers": {"Authorization": "Bearer ${AUTH_TEST_TOKEN}"},
+                    }
+                }
+            }
+        )
+    )
     config = load_config(mcp_json, environ={"AUTH_TEST_TOKEN": "tok-123456789"})["auth"]
 
     async def go() -> None:
@@ -106,10 +129,16 @@ def test_streamable_http_session_with_headers_and_env_expansion(
 
 
 @pytest.mark.slow
-def test_http_wrong_token_is_auth_error(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+def test_http_wrong_token_is_auth_error(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
     server = start_server("auth_http", "http", "--token", "right-token")
     config = ServerConfig(
-        id="auth", transport="http", url=server.mcp_url, headers={"Authorization": "Bearer wrong"}, connect_timeout=10
+        id="auth",
+        transport="http",
+        url=server.mcp_url,
+        headers={"Authorization": "Bearer wrong"},
+        connect_timeout=10,
     )
     err = connect_error(config, tmp_path)
     assert isinstance(err, AuthError)
@@ -119,9 +148,13 @@ def test_http_wrong_token_is_auth_error(tmp_path: Path, start_server: Callable[.
 
 
 @pytest.mark.slow
-def test_notes_over_streamable_http(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+def test_notes_over_streamable_http(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
     server = start_server("notes_server", "http")
-    config = ServerConfig(id="notes", transport="http", url=server.mcp_url, headers={"X-Trace": "1"})
+    config = ServerConfig(
+        id="notes", transport="http", url=server.mcp_url, headers={"X-Trace": "1"}
+    )
 
     async def go() -> None:
         async with SessionManager({"notes": config}, log_dir=tmp_path) as manager:
@@ -142,7 +175,9 @@ def test_notes_over_legacy_sse(tmp_path: Path, start_server: Callable[..., Runni
     run(go)
 
 
-def test_stdio_env_passes_config_env_and_path_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stdio_env_passes_config_env_and_path_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CODEMODE_TEST_PRIVATE", "must-not-leak")
     config = stdio_config("slow", "slow", env={"CODEMODE_TEST_GIVEN": "given-value"})
 
@@ -164,7 +199,9 @@ def test_stdio_env_passes_config_env_and_path_only(tmp_path: Path, monkeypatch: 
 
 
 def test_command_not_found(tmp_path: Path) -> None:
-    err = connect_error(ServerConfig(id="x", transport="stdio", command="codemode-no-such-binary"), tmp_path)
+    err = connect_error(
+        ServerConfig(id="x", transport="stdio", command="codemode-no-such-binary"), tmp_path
+    )
     assert err.reason.startswith("command not found: codemode-no-such-binary")
     missing_path = ServerConfig(id="x", transport="stdio", command=str(tmp_path / "nope"))
     assert "command not found" in connect_error(missing_path, tmp_path).reason
@@ -195,21 +232,29 @@ def test_hang_on_initialize_times_out_and_kills_the_server(tmp_path: Path) -> No
 
 def test_connection_refused(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    err = connect_error(ServerConfig(id="down", transport="http", url=url, connect_timeout=5), tmp_path)
+    err = connect_error(
+        ServerConfig(id="down", transport="http", url=url, connect_timeout=5), tmp_path
+    )
     assert err.reason.startswith(f"connection refused: {url}")
-    err = connect_error(ServerConfig(id="down", transport="sse", url=url, connect_timeout=5), tmp_path)
+    err = connect_error(
+        ServerConfig(id="down", transport="sse", url=url, connect_timeout=5), tmp_path
+    )
     assert err.reason.startswith(f"connection refused: {url}")
 
 
 @pytest.mark.slow
 def test_http_hang_times_out(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
     server = start_server("hang_on_initialize", "http")
-    err = connect_error(ServerConfig(id="h", transport="http", url=server.mcp_url, connect_timeout=1), tmp_path)
+    err = connect_error(
+        ServerConfig(id="h", transport="http", url=server.mcp_url, connect_timeout=1), tmp_path
+    )
     assert "timed out" in err.reason
 
 
 @pytest.mark.slow
-def test_wrong_http_path_is_named(tmp_path: Path, start_server: Callable[..., RunningServer]) -> None:
+def test_wrong_http_path_is_named(
+    tmp_path: Path, start_server: Callable[..., RunningServer]
+) -> None:
     server = start_server("notes_server", "http")
     err = connect_error(ServerConfig(id="n", transport="http", url=f"{server.base}/nope"), tmp_path)
     assert "HTTP 404" in err.reason and "MCP endpoint" in err.reason
@@ -226,7 +271,10 @@ def test_unknown_server_id(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_one_failing_server_does_not_affect_others(tmp_path: Path) -> None:
-    configs = {"crash": stdio_config("crash", "crash_at_start"), "notes": stdio_config("notes", "notes_server")}
+    configs = {
+        "crash": stdio_config("crash", "crash_at_start"),
+        "notes": stdio_config("notes", "notes_server"),
+    }
 
     async def go() -> None:
         async with SessionManager(configs, log_dir=tmp_path) as manager:
@@ -252,7 +300,9 @@ def test_all_pages_of_tools_list(tmp_path: Path) -> None:
 
 def test_bad_schema_server_goes_through_raw_path(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"bad": stdio_config("bad", "bad_schema")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"bad": stdio_config("bad", "bad_schema")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("bad")
             tools = {t["name"]: t for t in await session.list_tools()}
             assert set(tools) >= {"good_echo", "shout", "widget"}
@@ -260,8 +310,13 @@ def test_bad_schema_server_goes_through_raw_path(tmp_path: Path) -> None:
             shout = await session.call_tool("shout", "hello")
             assert "HELLO" in json.dumps(shout)
             widget = await session.call_tool("widget", {})
-            assert {"type": "widget", "widget": {"kind": "gauge", "value": 42, "max": 100}} in widget["content"]
-            assert (await session.call_tool("good_echo", {"text": "hi"}))["content"][0]["text"] == "hi"
+            assert {
+                "type": "widget",
+                "widget": {"kind": "gauge", "value": 42, "max": 100},
+            } in widget["content"]
+            assert (await session.call_tool("good_echo", {"text": "hi"}))["content"][0][
+                "text"
+            ] == "hi"
 
     run(go)
 
@@ -269,7 +324,9 @@ def test_bad_schema_server_goes_through_raw_path(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_s8_list_changed_notification_sets_tools_changed(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"lc": stdio_config("lc", "list_changed")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"lc": stdio_config("lc", "list_changed")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("lc")
             before = [t["name"] for t in await session.list_tools()]
             assert "greet_x" not in before and session.tools_changed is False
@@ -289,7 +346,9 @@ def test_s8_list_changed_notification_sets_tools_changed(tmp_path: Path) -> None
 
 def test_call_timeout_cancels_the_request(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"slow": stdio_config("slow", "slow")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"slow": stdio_config("slow", "slow")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("slow")
             with pytest.raises(CallTimeout) as info:
                 await session.call_tool("sleep", {"ms": 20_000}, timeout=0.5)
@@ -300,20 +359,26 @@ def test_call_timeout_cancels_the_request(tmp_path: Path) -> None:
                     if counts["cancelled"] >= 1:
                         break
                     await anyio.sleep(0.05)
-            assert (await session.call_tool("sleep", {"ms": 1}))["structuredContent"] == {"slept": 1}
+            assert (await session.call_tool("sleep", {"ms": 1}))["structuredContent"] == {
+                "slept": 1
+            }
 
     run(go)
 
 
 def test_s7_4_cancelling_the_caller_sends_notifications_cancelled(tmp_path: Path) -> None:
     async def go() -> None:
-        async with SessionManager({"slow": stdio_config("slow", "slow")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"slow": stdio_config("slow", "slow")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("slow")
             with anyio.move_on_after(0.5) as scope:
                 await session.call_tool("sleep", {"ms": 20_000})
             assert scope.cancelled_caught
             with anyio.fail_after(10):
-                while (await session.call_tool("cancelled_count", {}))["structuredContent"]["interrupted"] < 1:
+                while (await session.call_tool("cancelled_count", {}))["structuredContent"][
+                    "interrupted"
+                ] < 1:
                     await anyio.sleep(0.05)
 
     run(go)
@@ -322,7 +387,9 @@ def test_s7_4_cancelling_the_caller_sends_notifications_cancelled(tmp_path: Path
 @pytest.mark.slow
 def test_s10_1_concurrent_calls_on_one_session(tmp_path: Path) -> None:
     async def go() -> int:
-        async with SessionManager({"slow": stdio_config("slow", "slow")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"slow": stdio_config("slow", "slow")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("slow")
             async with anyio.create_task_group() as tg:
                 for _ in range(5):
@@ -343,7 +410,9 @@ def test_json_rpc_error_is_call_error(tmp_path: Path) -> None:
             assert info.value.code == -32050
             assert info.value.data == {"retryAfterMs": 1500}
             assert not isinstance(info.value, CallTimeout)
-            total = await session.call_tool("total", [1, 2, 3.5])  # non-object arguments pass through
+            total = await session.call_tool(
+                "total", [1, 2, 3.5]
+            )  # non-object arguments pass through
             assert total["structuredContent"]["total"] == 6.5
 
     run(go)
@@ -357,7 +426,9 @@ def test_get_in_one_task_close_from_another_leaves_no_process(tmp_path: Path) ->
     before = child_pids()
 
     async def go() -> set[int]:
-        async with SessionManager({"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"notes": stdio_config("notes", "notes_server")}, log_dir=tmp_path
+        ) as manager:
             sessions: list[McpSession] = []
 
             async def getter() -> None:
@@ -387,7 +458,9 @@ def test_server_killed_midway_then_reconnects(tmp_path: Path) -> None:
     before = child_pids()
 
     async def go() -> None:
-        async with SessionManager({"slow": stdio_config("slow", "slow")}, log_dir=tmp_path) as manager:
+        async with SessionManager(
+            {"slow": stdio_config("slow", "slow")}, log_dir=tmp_path
+        ) as manager:
             session = await manager.get("slow")
             (pid,) = child_pids() - before
             os.kill(pid, signal.SIGKILL)
@@ -457,8 +530,12 @@ def test_http_credentials_revoked_mid_session_are_call_auth_error(
 ) -> None:
     server = start_server("auth_http", "http", "--token", "right-token")
     config = ServerConfig(
-        id="auth", transport="http", url=server.mcp_url, headers={"Authorization": "Bearer right-token"},
-        connect_timeout=10, call_timeout=10,
+        id="auth",
+        transport="http",
+        url=server.mcp_url,
+        headers={"Authorization": "Bearer right-token"},
+        connect_timeout=10,
+        call_timeout=10,
     )
 
     async def go() -> None:
@@ -524,11 +601,16 @@ def test_cold_connect_starts_the_server_before_importing_the_sdk(tmp_path: Path)
     env = {**os.environ, "CODEMODE_TEST_PRIVATE": "must-not-leak"}
     done = subprocess.run(
         [sys.executable, "-c", COLD_CONNECT, str(server_script("slow")), str(tmp_path)],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["spawned"] == [False], report  # one server process, started before `mcp` was imported
+    assert report["spawned"] == [False], (
+        report
+    )  # one server process, started before `mcp` was imported
     assert report["values"]["CODEMODE_TEST_GIVEN"] == "given-value"
     assert report["values"]["CODEMODE_TEST_PRIVATE"] is None
     assert report["values"]["PATH"] == os.environ["PATH"]

@@ -78,7 +78,6 @@ def declarations(entry: ServerEntry) -> dict[str, str]:
     return {t["toolName"]: t["declaration"] for t in entry["tools"]}
 
 
-
 # --------------------------------------------------------------------------- §6.3 terse tags
 
 
@@ -133,7 +132,10 @@ def test_s6_3_a_read_only_tool_keeps_every_hint_it_declares() -> None:
                 "@idempotent" if idempotent else "@nonIdempotent",
                 "@closedWorld",
             ]
-    assert annotation_tags({"readOnlyHint": True, "idempotentHint": True}, terse=True) == ["@readOnly", "@idempotent"]
+    assert annotation_tags({"readOnlyHint": True, "idempotentHint": True}, terse=True) == [
+        "@readOnly",
+        "@idempotent",
+    ]
     assert annotation_tags(
         {
             "readOnlyHint": True,
@@ -459,8 +461,15 @@ def test_a_short_type_is_written_where_used_even_when_shared() -> None:
         "c": "function c(): Promise<Item>;",
         "d": "function d(): Promise<Item>;",
     }
-    assert [part.get("types") for part in rendered.tools.values()] == [None, None, ["Item"], ["Item"]]
-    assert rendered.types == [{"name": "Item", "text": "type Item = { identifier: string; description?: string };"}]
+    assert [part.get("types") for part in rendered.tools.values()] == [
+        None,
+        None,
+        ["Item"],
+        ["Item"],
+    ]
+    assert rendered.types == [
+        {"name": "Item", "text": "type Item = { identifier: string; description?: string };"}
+    ]
     assert rendered.declarations["a"] == "export function a(): Promise<string[]>;"
     assert rendered.declarations["d"] == (
         "export function d(): Promise<Item>;\ntype Item = { identifier: string; description?: string };"

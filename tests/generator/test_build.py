@@ -330,7 +330,6 @@ def test_s6_1_export_names_in_declarations(outputs: Outputs) -> None:
     assert 'MCP tool name: "a.b".' in tool_doc(dts, "a_b__2")
 
 
-
 def test_type_names_of_tools_named_without_letters() -> None:
     """`$` has no letters for a type-name stem: its types are `Tool…`, then `_`'s `Tool…2`."""
     schema = {"type": "object", "properties": {"n": {"type": "number"}}}
@@ -338,6 +337,7 @@ def test_type_names_of_tools_named_without_letters() -> None:
     dts = build_outputs([FixtureSet("odd", {}, tools, {}, {})]).files["servers/odd.d.ts"]
     assert signature(dts, "$") == "export function $(input?: { n?: number }): Promise<ToolOutput>;"
     assert signature(dts, "_") == "export function _(input?: { n?: number }): Promise<ToolOutput2>;"
+
 
 def test_build_is_deterministic_and_order_independent(outputs: Outputs) -> None:
     again = build_outputs(fixture_sets())
@@ -383,12 +383,14 @@ def test_s6_3_annotations_and_provenance_in_doc_comments(outputs: Outputs) -> No
     }  # the manifest (ToolSummary/ToolDefinition) keeps them as given
     # not read-only: every declared hint, MCP's defaults too
     assert tool_doc(dts, "tasks_add") == (
-        '/** Add a task to the task list. @nonDestructive @nonIdempotent @closedWorld */'
+        "/** Add a task to the task list. @nonDestructive @nonIdempotent @closedWorld */"
     )
     assert tool_doc(dts, "flaky_sync").endswith(" @openWorld */")  # openWorldHint true
     assert "\n   * @destructive\n" in tool_doc(weird, "delete_")  # destructiveHint true
     ping = tool_doc(outputs.files["servers/weird-server--2.d.ts"], "ping")
-    assert ping.startswith("/** Answers pong. ") and ping.endswith(" @readOnly */")  # readOnlyHint only
+    assert ping.startswith("/** Answers pong. ") and ping.endswith(
+        " @readOnly */"
+    )  # readOnlyHint only
     assert "@" not in tool_doc(weird, "eval_")  # no annotations, no tags
 
     assert "Output type: the tool's declared outputSchema" not in dts
@@ -519,7 +521,9 @@ def test_live_servers_without_recordings_build_quickly() -> None:
     live = FixtureSet("live", {"serverInfo": {"name": "live", "version": "1"}}, tools)
     start = time.perf_counter()
     out = build_outputs([live])
-    assert time.perf_counter() - start < PROMPT_S  # no inference or compiler work (bench/ has the figure)
+    assert (
+        time.perf_counter() - start < PROMPT_S
+    )  # no inference or compiler work (bench/ has the figure)
     assert signature(out.files["servers/live.d.ts"], "tool_49") == (
         "export function tool_49(input?: { q?: string }): Promise<unknown>;"
     )

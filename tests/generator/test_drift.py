@@ -34,10 +34,18 @@ def text(value: str) -> dict[str, Any]:
 
 
 def line(result: dict[str, Any], args: Any = None, **extra: Any) -> dict[str, Any]:
-    return {"input": {} if args is None else args, "result": result, "durationMs": 1, "recordedAt": "x", **extra}
+    return {
+        "input": {} if args is None else args,
+        "result": result,
+        "durationMs": 1,
+        "recordedAt": "x",
+        **extra,
+    }
 
 
-def fixture(tools: list[dict[str, Any]], calls: dict[str, list[dict[str, Any]]] | None = None) -> FixtureSet:
+def fixture(
+    tools: list[dict[str, Any]], calls: dict[str, list[dict[str, Any]]] | None = None
+) -> FixtureSet:
     return FixtureSet("srv", {"instructions": "Be nice."}, tools, calls or {})
 
 
@@ -55,27 +63,43 @@ def shapes(fs: FixtureSet, *items: Repeated, mode: Any = "spec") -> list[str]:
 
 
 def test_canonical_ignores_key_order_and_integral_floats_but_not_bool_vs_int() -> None:
-    assert canonical({"b": 1, "a": [1.0, {"y": 2, "x": None}]}) == canonical({"a": [1, {"x": None, "y": 2.0}], "b": 1.0})
+    assert canonical({"b": 1, "a": [1.0, {"y": 2, "x": None}]}) == canonical(
+        {"a": [1, {"x": None, "y": 2.0}], "b": 1.0}
+    )
     assert canonical({"default": True}) != canonical({"default": 1})
     assert canonical(1.5) != canonical(1)
 
 
 def test_json_diff_names_pointers_old_and_new() -> None:
     old = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
-    new = {"type": "object", "properties": {"q": {"type": "integer"}, "n": {}}, "required": ["q", "n"]}
+    new = {
+        "type": "object",
+        "properties": {"q": {"type": "integer"}, "n": {}},
+        "required": ["q", "n"],
+    }
     assert json_diff(old, new) == [
-        '/properties/n: added {}',
+        "/properties/n: added {}",
         '/properties/q/type: "string" -> "integer"',
         '/required: ["q"] -> ["q","n"]',
     ]
-    assert json_diff({"a/b": 1, "gone": 2}, {"a/b": 2}) == ["/a~1b: 1 -> 2", "/gone: removed (was 2)"]
+    assert json_diff({"a/b": 1, "gone": 2}, {"a/b": 2}) == [
+        "/a~1b: 1 -> 2",
+        "/gone: removed (was 2)",
+    ]
     many = json_diff({f"k{i:02d}": i for i in range(30)}, {f"k{i:02d}": -i for i in range(1, 31)})
-    assert len(many) == MAX_DIFF_LINES + 1 and many[-1] == f"... and {31 - MAX_DIFF_LINES} more differences"  # k00 removed, k01-k29 changed, k30 added
+    assert (
+        len(many) == MAX_DIFF_LINES + 1
+        and many[-1] == f"... and {31 - MAX_DIFF_LINES} more differences"
+    )  # k00 removed, k01-k29 changed, k30 added
 
 
 def test_compare_tools_added_removed_and_changed_fields() -> None:
     recorded = [
-        tool("same", description="Same.", inputSchema={"type": "object", "properties": {"n": {"type": "number", "default": 1}}}),
+        tool(
+            "same",
+            description="Same.",
+            inputSchema={"type": "object", "properties": {"n": {"type": "number", "default": 1}}},
+        ),
         tool("gone"),
         tool("described", description="Search every note in the notebook by its title."),
         tool("titled", title="Old"),
@@ -84,8 +108,15 @@ def test_compare_tools_added_removed_and_changed_fields() -> None:
     ]
     live = [
         # key order and 1 vs 1.0 do not matter; absent and null descriptions mean the same
-        {"annotations": READ_ONLY, "name": "same", "description": "Same.",
-         "inputSchema": {"properties": {"n": {"default": 1.0, "type": "number"}}, "type": "object"}},
+        {
+            "annotations": READ_ONLY,
+            "name": "same",
+            "description": "Same.",
+            "inputSchema": {
+                "properties": {"n": {"default": 1.0, "type": "number"}},
+                "type": "object",
+            },
+        },
         tool("new"),
         tool("described", description="Search every note in the notebook by its body."),
         tool("titled", title="New"),
@@ -106,7 +137,13 @@ def test_compare_tools_added_removed_and_changed_fields() -> None:
 
 
 def test_compare_server_instructions_only() -> None:
-    assert compare_server({"instructions": "a", "serverInfo": {"version": "1"}}, {"instructions": "a", "serverInfo": {"version": "2"}}) == []
+    assert (
+        compare_server(
+            {"instructions": "a", "serverInfo": {"version": "1"}},
+            {"instructions": "a", "serverInfo": {"version": "2"}},
+        )
+        == []
+    )
     (finding,) = compare_server({"instructions": "a"}, {})
     assert finding.tool is None and finding.text() == 'instructions changed: "a" -> (absent)'
 
@@ -115,7 +152,9 @@ def test_report_lines_quote_hostile_server_text_printably() -> None:
     # spec §11: tool names and descriptions are untrusted; a report line never carries an escape
     (added,) = compare_tools([], [tool("evil\x1b[31m\nname")])
     assert "\x1b" not in added.text() and "\n" not in added.text()
-    (changed,) = compare_tools([tool("t", description="ok")], [tool("t", description="ok\x1b]0;pwned\x07")])
+    (changed,) = compare_tools(
+        [tool("t", description="ok")], [tool("t", description="ok\x1b]0;pwned\x07")]
+    )
     assert "\x1b" not in changed.text() and "\x07" not in changed.text()
 
 
@@ -153,11 +192,24 @@ def test_shape_schema_keeps_what_the_type_says() -> None:
 
 
 def test_inferred_type_flags_changed_kinds_and_missing_fields_not_values() -> None:
-    calls = {"get": [line(structured({"id": 1, "name": "a", "tags": ["x"], "price": 2})),
-                     line(structured({"id": 2, "name": "b", "tags": [], "price": 3, "note": "n"}))]}
+    calls = {
+        "get": [
+            line(structured({"id": 1, "name": "a", "tags": ["x"], "price": 2})),
+            line(structured({"id": 2, "name": "b", "tags": [], "price": 3, "note": "n"})),
+        ]
+    }
     fs = fixture([tool("get")], calls)
     # other values, a float where integers were recorded, a new field: the type still holds
-    assert shapes(fs, repeat("get", structured({"id": 7, "name": "zz", "tags": ["y", "z"], "price": 2.5, "extra": 1}))) == []
+    assert (
+        shapes(
+            fs,
+            repeat(
+                "get",
+                structured({"id": 7, "name": "zz", "tags": ["y", "z"], "price": 2.5, "extra": 1}),
+            ),
+        )
+        == []
+    )
     assert shapes(
         fs,
         repeat("get", structured({"id": "7", "name": "a", "price": 1}), at=1),
@@ -180,9 +232,22 @@ def test_declared_type_flags_literals_and_closed_objects_not_value_constraints()
         "required": ["count", "status"],
         "additionalProperties": False,
     }
-    fs = fixture([tool("stat", outputSchema=declared)], {"stat": [line(structured({"count": 1, "status": "open"}))]})
-    assert shapes(fs, repeat("stat", structured({"count": -2.5, "status": "closed", "code": "lower-and-long"}))) == []
-    assert shapes(fs, repeat("stat", structured({"count": 1, "status": "archived", "more": True}))) == [
+    fs = fixture(
+        [tool("stat", outputSchema=declared)],
+        {"stat": [line(structured({"count": 1, "status": "open"}))]},
+    )
+    assert (
+        shapes(
+            fs,
+            repeat(
+                "stat", structured({"count": -2.5, "status": "closed", "code": "lower-and-long"})
+            ),
+        )
+        == []
+    )
+    assert shapes(
+        fs, repeat("stat", structured({"count": 1, "status": "archived", "more": True}))
+    ) == [
         "stat: result shape changed at /more: expected no such property (closed object), got boolean (sample 1)",
         'stat: result shape changed at /status: expected "open" or "closed", got "archived" (sample 1)',
     ]
@@ -191,7 +256,10 @@ def test_declared_type_flags_literals_and_closed_objects_not_value_constraints()
 def test_what_the_recording_already_showed_is_not_a_change() -> None:
     # the server broke its declared type when it was recorded (generate reports that); the
     # same break again is not drift of the server since, a new one is
-    declared = {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+    declared = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}},
+    }
     calls = {"ev": [line(structured({"id": 1, "n": 1})), line(structured({"id": "4", "n": 1}))]}
     fs = fixture([tool("ev", outputSchema=declared)], calls)
     assert shapes(fs, repeat("ev", structured({"id": "4", "n": 2}), at=2)) == []
@@ -206,10 +274,18 @@ def test_what_the_recording_already_showed_is_not_a_change() -> None:
 def test_union_is_explained_by_the_member_of_the_same_kind() -> None:
     declared = {
         "type": "object",
-        "properties": {"v": {"anyOf": [
-            {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
-            {"type": "null"},
-        ]}},
+        "properties": {
+            "v": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"id": {"type": "integer"}},
+                        "required": ["id"],
+                    },
+                    {"type": "null"},
+                ]
+            }
+        },
     }
     fs = fixture([tool("u", outputSchema=declared)], {"u": [line(structured({"v": None}))]})
     assert shapes(fs, repeat("u", structured({"v": {"id": "x"}}))) == [
@@ -248,9 +324,15 @@ def test_unwrapping_follows_spec_5_3_2_and_the_unwrap_mode() -> None:
 
 def test_boxed_declared_schema_is_checked_as_sent() -> None:
     # §5.3.2: the server sends the box; whether the binding unboxes it does not change the check
-    boxed = {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"],
-             "x-dedalus-box": {"field": "result"}}
-    fs = fixture([tool("answer", outputSchema=boxed)], {"answer": [line(structured({"result": 7}))]})
+    boxed = {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "x-dedalus-box": {"field": "result"},
+    }
+    fs = fixture(
+        [tool("answer", outputSchema=boxed)], {"answer": [line(structured({"result": 7}))]}
+    )
     assert shapes(fs, repeat("answer", structured({"result": 8}))) == []
     assert shapes(fs, repeat("answer", structured({"value": 8}))) == [
         "answer: result shape changed at /result: expected number, got nothing (missing) (sample 1)",
@@ -260,13 +342,23 @@ def test_boxed_declared_schema_is_checked_as_sent() -> None:
 def test_failed_calls_and_tool_errors_are_unchecked_not_drift() -> None:
     fs = fixture([tool("t")], {"t": [line(structured({"a": 1}))] * 4})
     sample = [Resample("t", i, {}) for i in range(1, 5)]
-    findings, unchecked, notes, compared = compare_results(fs, [
-        Repeated(sample[0], failed="call failed: boom (code -32000)"),
-        Repeated(sample[1], result={"content": [{"type": "text", "text": "quota"}], "isError": True}),
-        Repeated(sample[2], unrecordable="record would not keep the result: nan (not a JSON number) at /a"),
-        Repeated(sample[3], skipped="result of 300,000 bytes cut"),
-    ])
-    assert [f.text() for f in findings] == ["t: sample 3: record would not keep the result: nan (not a JSON number) at /a"]
+    findings, unchecked, notes, compared = compare_results(
+        fs,
+        [
+            Repeated(sample[0], failed="call failed: boom (code -32000)"),
+            Repeated(
+                sample[1], result={"content": [{"type": "text", "text": "quota"}], "isError": True}
+            ),
+            Repeated(
+                sample[2],
+                unrecordable="record would not keep the result: nan (not a JSON number) at /a",
+            ),
+            Repeated(sample[3], skipped="result of 300,000 bytes cut"),
+        ],
+    )
+    assert [f.text() for f in findings] == [
+        "t: sample 3: record would not keep the result: nan (not a JSON number) at /a"
+    ]
     assert unchecked == [
         "t sample 1: call failed: boom (code -32000)",
         "t sample 2: answered with a tool error (isError): quota",
@@ -303,8 +395,19 @@ def test_plan_repeats_only_read_only_recorded_samples_that_define_the_type() -> 
         "hidden": [line(structured({}))],
         "gone": [line(structured({}))],
     }
-    recorded = [tool("ro"), tool("writes", annotations={}), tool("was_ro_now_not"), tool("hidden"), tool("gone")]
-    live = [tool("ro"), tool("writes", annotations={}), tool("was_ro_now_not", annotations={"readOnlyHint": False}), tool("hidden")]
+    recorded = [
+        tool("ro"),
+        tool("writes", annotations={}),
+        tool("was_ro_now_not"),
+        tool("hidden"),
+        tool("gone"),
+    ]
+    live = [
+        tool("ro"),
+        tool("writes", annotations={}),
+        tool("was_ro_now_not", annotations={"readOnlyHint": False}),
+        tool("hidden"),
+    ]
     plan, notes = plan_resamples(fixture(recorded, calls), live, blocklist=["hidden"])
     assert plan == [Resample("ro", 1, {"q": 1}), Resample("ro", 5, {"q": 5})]
     assert notes == ["ro sample 4: not repeated: its recorded input was redacted"]
@@ -323,7 +426,11 @@ def test_exit_status_drift_beats_could_not_check() -> None:
     assert exit_status([ok, down]) == 3 and exit_status([partial]) == 3
     assert exit_status([ok, drift, down]) == 1 and exit_status([new, down]) == 1
     assert [c.status for c in (ok, drift, down, partial, new)] == [
-        "up-to-date", "drift", "unreachable", "incomplete", "not-recorded",
+        "up-to-date",
+        "drift",
+        "unreachable",
+        "incomplete",
+        "not-recorded",
     ]
 
 
@@ -339,7 +446,10 @@ def test_report_is_sorted_and_deterministic() -> None:
         rng.shuffle(shuffled_live)
         rng.shuffle(shuffled_results)
         check = check_server(fs, {}, shuffled_live, shuffled_results)
-        others = [ServerCheck("m", unreachable="connection refused", log_path=Path("/l/m.log")), ServerCheck("a-new", not_recorded=True)]
+        others = [
+            ServerCheck("m", unreachable="connection refused", log_path=Path("/l/m.log")),
+            ServerCheck("a-new", not_recorded=True),
+        ]
         rng.shuffle(others)
         reports.add("\n".join(render_report([check, *others], Path("fixtures"))))
     (report,) = reports
@@ -359,6 +469,8 @@ def test_report_is_sorted_and_deterministic() -> None:
 def test_unchanged_server_is_up_to_date() -> None:
     calls = {"a": [line(structured({"y": "s"}), {"k": 1})]}
     fs = FixtureSet("srv", {"instructions": "hi"}, [tool("a")], calls)
-    check = check_server(fs, {"instructions": "hi"}, [tool("a")], [repeat("a", structured({"y": "other"}))])
+    check = check_server(
+        fs, {"instructions": "hi"}, [tool("a")], [repeat("a", structured({"y": "other"}))]
+    )
     assert check.status == "up-to-date" and check.compared == 1
     assert render_report([check], Path("fx")) == ["srv: up to date (1 tool, 1 result compared)"]

@@ -63,7 +63,9 @@ def recorded(tool: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("catalog", ["demo", "real"])
-def test_every_string_or_unknown_output_with_a_recording_carries_an_example_everywhere(catalog: str) -> None:
+def test_every_string_or_unknown_output_with_a_recording_carries_an_example_everywhere(
+    catalog: str,
+) -> None:
     """In the .d.ts doc comment, discovery's declaration and the prompt's parts, bounded."""
     outputs = demo() if catalog == "demo" else real()
     checked = 0
@@ -90,7 +92,9 @@ def test_every_string_or_unknown_output_with_a_recording_carries_an_example_ever
                 head, _, result = line.partition(") → ")
                 args = head.split("Example (a recorded call): await ", 1)[1].split("(", 1)[1]
                 result = re.sub(r"( @\S+)* \*/$", "", result)  # a one-line doc's tags come last
-                assert len(args) <= MAX_EXAMPLE_INPUT_CHARS and len(result) <= MAX_EXAMPLE_RESULT_CHARS, line
+                assert (
+                    len(args) <= MAX_EXAMPLE_INPUT_CHARS and len(result) <= MAX_EXAMPLE_RESULT_CHARS
+                ), line
 
 
 def test_golden_real_catalog_examples_and_text_formats() -> None:
@@ -110,13 +114,22 @@ def test_golden_real_catalog_examples_and_text_formats() -> None:
         """// e.g. read_query({ query: "SELECT sku, stock FROM stock WHERE stock > 100" }) → "[{'sku': 'PAP-A4-80', 'stock': 420}]\""""
     )
     sqlite_dts = real().files["servers/sqlite.d.ts"]
-    assert "Returns Python-literal text, not JSON (single quotes, None/True/False): JSON.parse fails on it." in sqlite_dts
-    assert by_name["sqlite", "list_tables"]["agent"]["example"] == """// e.g. list_tables() → "[{'name': 'stock'}]\""""
+    assert (
+        "Returns Python-literal text, not JSON (single quotes, None/True/False): JSON.parse fails on it."
+        in sqlite_dts
+    )
+    assert (
+        by_name["sqlite", "list_tables"]["agent"]["example"]
+        == """// e.g. list_tables() → "[{'name': 'stock'}]\""""
+    )
     assert "format" not in by_name["git", "git_log"]["output"]  # plain text: no format named
     assert by_name["git", "git_log"]["agent"]["example"].startswith(
         '// e.g. git_log({ repo_path: "/tmp/shop-repo" }) → "Commit history:\\nCommit: 2286c76'
     )
-    assert by_name["time", "get_current_time"]["agent"]["example"] == '// e.g. get_current_time({ timezone: "Europe/Berlin" })'
+    assert (
+        by_name["time", "get_current_time"]["agent"]["example"]
+        == '// e.g. get_current_time({ timezone: "Europe/Berlin" })'
+    )
     # probed from other calls' arguments: git_status's sample filled git_log's repo_path
     assert by_name["git", "git_log"]["output"]["source"] == "inferred"
 
@@ -124,10 +137,14 @@ def test_golden_real_catalog_examples_and_text_formats() -> None:
 def test_golden_demo_examples_and_text_formats() -> None:
     by_name = {t["toolName"]: t for _, t in tools(demo())}
     assert by_name["export-csv"]["output"]["format"] == "csv"
-    assert by_name["export-csv"]["agent"]["summary"].startswith("Export notes as CSV")  # already says so
+    assert by_name["export-csv"]["agent"]["summary"].startswith(
+        "Export notes as CSV"
+    )  # already says so
     assert "Returns CSV text" not in by_name["export-csv"]["agent"]["summary"]
     assert by_name["stats"]["output"]["format"] == "json"
-    assert by_name["stats"]["agent"]["example"].startswith("""// e.g. stats() → '{"notes": 5, "todo": 2,""")
+    assert by_name["stats"]["agent"]["example"].startswith(
+        """// e.g. stats() → '{"notes": 5, "todo": 2,"""
+    )
     assert "format" not in by_name["summary"]["output"]  # prose
     assert by_name["get_note"]["agent"]["example"] == "// e.g. get_note({ id: 2 })"
 
@@ -140,7 +157,7 @@ def test_golden_demo_examples_and_text_formats() -> None:
         (["[]", '[{"a": true}]', "None"], None),  # `true` is JSON only, `None` Python only
         (["(1, 'a')", "{'a': True}"], "python"),
         (["id,title\n1,a\n2,b", "id,title\n"], None),  # a header alone is one line: not CSV
-        (["id,title\n1,a\n2,\"b, c\"", "x;y\n1;2"], "csv"),
+        (['id,title\n1,a\n2,"b, c"', "x;y\n1;2"], "csv"),
         (["# Report\n\nAll good.", "| a | b |\n|---|---|\n| 1 | 2 |"], "markdown"),
         (['{"a": 1}', "[1, 2]"], "json"),
         (["hello world", "On branch main"], None),
@@ -151,14 +168,23 @@ def test_golden_demo_examples_and_text_formats() -> None:
         (["[" * 10_000 + "]" * 10_000], None),  # too deep to read safely: not a literal
     ],
 )
-def test_text_formats_are_named_only_when_every_sample_agrees(values: list[Any], expected: str | None) -> None:
+def test_text_formats_are_named_only_when_every_sample_agrees(
+    values: list[Any], expected: str | None
+) -> None:
     assert text_format(values) == expected
 
 
-def call(value: Any, *, args: Any = None, error: bool = False, truncated: bool = False) -> dict[str, Any]:
-    line: dict[str, Any] = {"input": args if args is not None else {},
-                            "result": {"content": [{"type": "text", "text": json.dumps(value)}],
-                                       "structuredContent": value, "isError": error}}
+def call(
+    value: Any, *, args: Any = None, error: bool = False, truncated: bool = False
+) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "input": args if args is not None else {},
+        "result": {
+            "content": [{"type": "text", "text": json.dumps(value)}],
+            "structuredContent": value,
+            "isError": error,
+        },
+    }
     if truncated:
         line["truncated"] = {"originalBytes": 1, "keptBytes": 1}
     return line
@@ -166,22 +192,42 @@ def call(value: Any, *, args: Any = None, error: bool = False, truncated: bool =
 
 def test_the_choice_is_deterministic_first_useful_call_in_line_order() -> None:
     redactor = example_redactor()
-    calls = [call({"n": 0}, error=True), call({"n": 1}, truncated=True), call([]), call({"n": 2}), call({"n": 3})]
+    calls = [
+        call({"n": 0}, error=True),
+        call({"n": 1}, truncated=True),
+        call([]),
+        call({"n": 2}),
+        call({"n": 3}),
+    ]
     chosen = choose_example(calls, "spec", show_input=False, redactor=redactor)
     assert chosen is not None and chosen.line == 4 and chosen.result == "{ n: 2 }"
     only_empty = choose_example([call({}), call([])], "spec", show_input=False, redactor=redactor)
     assert only_empty is not None and only_empty.line == 1  # all empty: the first that succeeded
-    assert choose_example([call({}, error=True)], "spec", show_input=False, redactor=redactor) is None
+    assert (
+        choose_example([call({}, error=True)], "spec", show_input=False, redactor=redactor) is None
+    )
 
 
 def test_examples_are_redacted_whatever_the_recording_kept() -> None:
     """A hand-edited fixture or an older recorder's: known credential shapes, fields named like
     credentials and the project's `redact` patterns never reach out/."""
-    leaky = {"user": "dana", "password": "hunter2-hunter2", "note": "key sk-proj-abcdefghijklmnopqrstu",
-             "ticket": "ACME-4711"}
-    tool = {"name": "whoami", "inputSchema": {"type": "object", "properties": {"token": {"type": "string"}},
-                                               "required": ["token"]}}
-    fixture = FixtureSet("leaky", {}, [tool], {"whoami": [call(leaky, args={"token": "ghp_" + "a" * 36})]})
+    leaky = {
+        "user": "dana",
+        "password": "hunter2-hunter2",
+        "note": "key sk-proj-abcdefghijklmnopqrstu",
+        "ticket": "ACME-4711",
+    }
+    tool = {
+        "name": "whoami",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"token": {"type": "string"}},
+            "required": ["token"],
+        },
+    }
+    fixture = FixtureSet(
+        "leaky", {}, [tool], {"whoami": [call(leaky, args={"token": "ghp_" + "a" * 36})]}
+    )
     settings = Settings(redact_patterns=(r"ACME-\d+",))
     outputs = build_outputs([fixture], settings)
     entry = outputs.manifest["servers"][0]["tools"][0]
@@ -189,17 +235,24 @@ def test_examples_are_redacted_whatever_the_recording_kept() -> None:
     for text in texts:
         for secret in ("hunter2", "sk-proj-abc", "ghp_aaaa", "ACME-4711"):
             assert secret not in text, secret
-    assert "<redacted:password>" in entry["declaration"] and "<redacted:token>" in entry["declaration"]
+    assert (
+        "<redacted:password>" in entry["declaration"] and "<redacted:token>" in entry["declaration"]
+    )
     assert "<redacted:pattern>" in entry["declaration"]
 
 
 def test_js_literal_is_bounded_and_readable() -> None:
-    assert js_literal({"id": 2, "x-y": [None, True], "s": 'say "hi"'}, 100) == """{ id: 2, "x-y": [null, true], s: 'say "hi"' }"""
+    assert (
+        js_literal({"id": 2, "x-y": [None, True], "s": 'say "hi"'}, 100)
+        == """{ id: 2, "x-y": [null, true], s: 'say "hi"' }"""
+    )
     deep: Any = 1
     for _ in range(5000):
         deep = [deep]
     assert len(js_literal(deep, 50)) <= 50
-    assert len(js_literal({"k": "x" * 10_000}, MAX_EXAMPLE_RESULT_CHARS)) == MAX_EXAMPLE_RESULT_CHARS
+    assert (
+        len(js_literal({"k": "x" * 10_000}, MAX_EXAMPLE_RESULT_CHARS)) == MAX_EXAMPLE_RESULT_CHARS
+    )
 
 
 def test_s4_4_examples_reach_the_prompt_of_the_real_catalog_when_budget_allows() -> None:
@@ -224,12 +277,16 @@ def test_declarations_and_d_ts_with_examples_compile_under_tsc_strict(tmp_path: 
             lines.append(f'import * as s{i} from "@codemode/servers/{server["serverId"]}";')
             lines += [f"await s{i}.{export}({args});" for export, args in calls if "…" not in args]
         assert sum(line.startswith("await") for line in lines) >= (7 if name == "demo" else 10)
-        (tmp_path / name / "examples.ts").write_text("\n".join(lines) + "\nexport {};\n", encoding="utf-8")
+        (tmp_path / name / "examples.ts").write_text(
+            "\n".join(lines) + "\nexport {};\n", encoding="utf-8"
+        )
         proc = tsc_project(out / "tsconfig.json")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         for entry, tool in tools(outputs):
             if "// e.g." in tool["declaration"]:
                 body = tool["declaration"].replace("export ", "")
-                snippets[f"{name}-{entry['serverId']}-{tool['exportName']}"] = f"declare namespace N {{\n{body}\n}}"
+                snippets[f"{name}-{entry['serverId']}-{tool['exportName']}"] = (
+                    f"declare namespace N {{\n{body}\n}}"
+                )
     results = tsc_check(snippets)
     assert all(not errors for errors in results.values()), {k: v for k, v in results.items() if v}

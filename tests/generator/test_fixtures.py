@@ -21,12 +21,21 @@ from codemode_gen.generator.fixtures import (
     write_server_fixtures,
 )
 
-SERVER = {"serverInfo": {"name": "demo", "version": "1.0"}, "capabilities": {"tools": {}},
-          "protocolVersion": "2025-11-25"}
-TOOLS = [{"name": "b.tool", "inputSchema": {"type": "object"}},
-         {"name": "a/tool", "inputSchema": {"type": "object"}}]
-CALL = {"input": {}, "result": {"content": [{"type": "text", "text": "hi"}]}, "durationMs": 3,
-        "recordedAt": "2026-11-22T00:00:00Z"}
+SERVER = {
+    "serverInfo": {"name": "demo", "version": "1.0"},
+    "capabilities": {"tools": {}},
+    "protocolVersion": "2025-11-25",
+}
+TOOLS = [
+    {"name": "b.tool", "inputSchema": {"type": "object"}},
+    {"name": "a/tool", "inputSchema": {"type": "object"}},
+]
+CALL = {
+    "input": {},
+    "result": {"content": [{"type": "text", "text": "hi"}]},
+    "durationMs": 3,
+    "recordedAt": "2026-11-22T00:00:00Z",
+}
 
 
 @pytest.mark.parametrize("name", ["get_note", "a/b", "..", ".hidden", "with space", "ünï", "x%y"])
@@ -41,7 +50,11 @@ def test_write_then_load_round_trips_and_sorts(tmp_path: Path) -> None:
     loaded = load_fixture_set(tmp_path / "demo")
     assert [t["name"] for t in loaded.tools] == ["a/tool", "b.tool"]
     assert loaded.calls == {"a/tool": [CALL]}
-    assert set(loaded.hashes) == {"demo/server.json", "demo/tools.json", "demo/calls/a%2Ftool.jsonl"}
+    assert set(loaded.hashes) == {
+        "demo/server.json",
+        "demo/tools.json",
+        "demo/calls/a%2Ftool.jsonl",
+    }
     text = (tmp_path / "demo" / "tools.json").read_text()
     assert text.endswith("}\n]\n") and json.loads(text)[0]["name"] == "a/tool"
 
@@ -95,23 +108,40 @@ def test_missing_folder_and_bad_files_are_user_errors(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- any JSON value (spec §11)
 
 # Every character `str.splitlines` ends a line at, and lone surrogates (valid JSON text: "\ud800").
-LINE_BREAKERS = "".join(chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1)
-AWKWARD = LINE_BREAKERS + "\udc00\ud800 \udfff \udbff \U0001f600 \ufeff\u200e"  # no high+low pair: that is one character
+LINE_BREAKERS = "".join(
+    chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1
+)
+AWKWARD = (
+    LINE_BREAKERS + "\udc00\ud800 \udfff \udbff \U0001f600 \ufeff\u200e"
+)  # no high+low pair: that is one character
 
 
 def test_s11_every_line_terminator_and_lone_surrogate_round_trips(tmp_path: Path) -> None:
     calls = {
-        "a/tool": [{**CALL, "input": {AWKWARD: AWKWARD}, "result": {"content": [{"type": "text", "text": AWKWARD}],
-                                                                   "structuredContent": {AWKWARD: [AWKWARD]}}},
-                   {**CALL, "input": {"n": 2}}],
-        "lone\ud800" + "x" * 200: [{**CALL, "input": {"k": "\u2028"}}],  # a hashed file: its `tool` field
+        "a/tool": [
+            {
+                **CALL,
+                "input": {AWKWARD: AWKWARD},
+                "result": {
+                    "content": [{"type": "text", "text": AWKWARD}],
+                    "structuredContent": {AWKWARD: [AWKWARD]},
+                },
+            },
+            {**CALL, "input": {"n": 2}},
+        ],
+        "lone\ud800" + "x" * 200: [
+            {**CALL, "input": {"k": "\u2028"}}
+        ],  # a hashed file: its `tool` field
     }
     write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, calls)
     for path in (tmp_path / "demo" / "calls").iterdir():
         text = path.read_bytes().decode("utf-8")  # UTF-8 text, lone surrogates escaped
         lines = text.splitlines()  # even the most eager line splitter sees one call a line
-        assert len(lines) == len(text.split("\n")) - 1 == len(calls["a/tool" if "@" not in path.name else
-                                                                     "lone\ud800" + "x" * 200])
+        assert (
+            len(lines)
+            == len(text.split("\n")) - 1
+            == len(calls["a/tool" if "@" not in path.name else "lone\ud800" + "x" * 200])
+        )
     assert load_fixture_set(tmp_path / "demo").calls == calls
 
 
@@ -122,22 +152,30 @@ def test_recordings_written_with_raw_separators_still_read(tmp_path: Path) -> No
     raw = {**CALL, "result": {"content": [{"type": "text", "text": "a\u2028b\u2029c\x85d"}]}}
     line = json.dumps(raw, ensure_ascii=False)
     assert "\u2028" in line
-    (tmp_path / "demo" / "calls" / "a%2Ftool.jsonl").write_text(line + "\r\n" + line + "\n", encoding="utf-8")
+    (tmp_path / "demo" / "calls" / "a%2Ftool.jsonl").write_text(
+        line + "\r\n" + line + "\n", encoding="utf-8"
+    )
     assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": [raw, raw]}
 
 
 def test_tool_list_and_initialize_result_must_be_unicode_text(tmp_path: Path) -> None:
     write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
     (tmp_path / "demo" / "tools.json").write_text('[{"name": "t", "description": "x\\ud800"}]')
-    with pytest.raises(UserError, match=r"tools.json: a lone surrogate escape .* at /0/description"):
+    with pytest.raises(
+        UserError, match=r"tools.json: a lone surrogate escape .* at /0/description"
+    ):
         load_fixture_set(tmp_path / "demo")
     before = (tmp_path / "demo" / "tools.json").read_bytes()
-    with pytest.raises(UserError, match=r"server.json: the initialize result holds a lone surrogate"):
+    with pytest.raises(
+        UserError, match=r"server.json: the initialize result holds a lone surrogate"
+    ):
         write_server_fixtures(tmp_path, "demo", {"instructions": "\udc00"}, TOOLS, {})
     assert (tmp_path / "demo" / "tools.json").read_bytes() == before  # nothing written
 
 
-def test_the_writer_keeps_within_what_readers_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_writer_keeps_within_what_readers_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     small = {**CALL, "input": {"i": 0}}
     big = {**CALL, "input": {"i": 1}, "result": {"content": [{"type": "text", "text": "x" * 500}]}}
     deep: object = 1
@@ -145,7 +183,9 @@ def test_the_writer_keeps_within_what_readers_read(tmp_path: Path, monkeypatch: 
         deep = [deep]
     too_deep = {**CALL, "input": {"i": 2}, "result": {"structuredContent": {"d": deep}}}
     monkeypatch.setattr(fixtures, "MAX_CALLS_LINE_BYTES", 600)
-    notes = write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {"a/tool": [small, big, too_deep, small]})
+    notes = write_server_fixtures(
+        tmp_path, "demo", SERVER, TOOLS, {"a/tool": [small, big, too_deep, small]}
+    )
     assert [n.split(": ", 1)[1] for n in notes] == [
         "a recorded call left out: its line would be 618 bytes, over 600, which readers refuse",
         f"a recorded call left out: its line would be nested deeper than {MAX_FIXTURE_DEPTH} levels, which readers refuse",
@@ -159,10 +199,14 @@ def test_the_writer_keeps_within_what_readers_read(tmp_path: Path, monkeypatch: 
     assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": lines[3:]}  # the newest kept
 
     monkeypatch.setattr(fixtures, "MAX_TOOLS_JSON_BYTES", 100)
-    with pytest.raises(UserError, match=r"tools.json: the tool list would be \d+ bytes; readers take at most 100"):
+    with pytest.raises(
+        UserError, match=r"tools.json: the tool list would be \d+ bytes; readers take at most 100"
+    ):
         write_server_fixtures(tmp_path, "demo", SERVER, TOOLS, {})
     monkeypatch.undo()
-    assert load_fixture_set(tmp_path / "demo").calls == {"a/tool": lines[3:]}  # the previous recording stays
+    assert load_fixture_set(tmp_path / "demo").calls == {
+        "a/tool": lines[3:]
+    }  # the previous recording stays
 
 
 def test_a_fixture_line_may_nest_as_deep_as_record_keeps() -> None:
@@ -180,9 +224,15 @@ def test_anything_named_like_a_server_is_read_or_refused_never_ignored(tmp_path:
     with pytest.raises(UserError, match=r"dangling: server recording folder is a symbolic link"):
         load_recorded(tmp_path, ["dangling"])
     assert load_recorded(tmp_path, ["absent"]) == {"absent": None}
-    assert [s.config_id for s in load_fixtures(tmp_path)] == ["demo"]  # a file in fixtures/ is no server
-    (tmp_path.parent / f"{tmp_path.name}-link").symlink_to(tmp_path)  # the folder the user chose may be a link
-    assert [s.config_id for s in load_fixtures(tmp_path.parent / f"{tmp_path.name}-link")] == ["demo"]
+    assert [s.config_id for s in load_fixtures(tmp_path)] == [
+        "demo"
+    ]  # a file in fixtures/ is no server
+    (tmp_path.parent / f"{tmp_path.name}-link").symlink_to(
+        tmp_path
+    )  # the folder the user chose may be a link
+    assert [s.config_id for s in load_fixtures(tmp_path.parent / f"{tmp_path.name}-link")] == [
+        "demo"
+    ]
 
 
 # --------------------------------------------------------------------------- hostile tool names
@@ -336,7 +386,9 @@ def test_failed_rollback_is_reported_and_recovered_next_time(
         real_replace(src, dst)  # type: ignore[arg-type]
 
     monkeypatch.setattr(dirswap.os, "replace", failing)
-    with pytest.raises(UserError, match=r"nor the previous one back .* it is kept in .*\.demo\.old-"):
+    with pytest.raises(
+        UserError, match=r"nor the previous one back .* it is kept in .*\.demo\.old-"
+    ):
         write_server_fixtures(tmp_path, "demo", SERVER, TOOLS[:1], {})
     monkeypatch.undo()
     assert not target.exists()
@@ -391,11 +443,15 @@ def test_a_swap_waits_for_another_process_and_gives_up_clearly(
     from codemode_gen import dirswap
 
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
-         "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
-         str(tmp_path)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"

@@ -50,7 +50,9 @@ PROCESS_TIMEOUT_S = 120
 EXAMPLES = 40
 
 # Every character `str.splitlines` ends a line at (computed: the class, not a sample of it).
-LINE_TERMINATORS = [chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1]
+LINE_TERMINATORS = [
+    chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1
+]
 LONE_SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff"]
 
 _CHARS = st.one_of(
@@ -59,14 +61,20 @@ _CHARS = st.one_of(
 )
 TEXT = st.text(_CHARS, max_size=12)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=16,
 )
 
-SERVER_JSON = {"serverInfo": {"name": "prop", "version": "1.0"}, "capabilities": {"tools": {}},
-               "protocolVersion": "2025-11-25"}
+SERVER_JSON = {
+    "serverInfo": {"name": "prop", "version": "1.0"},
+    "capabilities": {"tools": {}},
+    "protocolVersion": "2025-11-25",
+}
 TOOLS = [{"name": "echo", "inputSchema": {"type": "object"}}]
 
 
@@ -77,22 +85,37 @@ def _as_json(value: Any) -> Any:
 
 
 def _result(text: str, value: Any) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "structuredContent": {"value": value}, "isError": False}
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"value": value},
+        "isError": False,
+    }
 
 
 def _recorded(example: int, argument: Any, text: str, value: Any) -> dict[str, Any]:
     """One calls line made by the real recording path (redaction, JSON checks, size cap)."""
-    record, note = recorded_call({"example": example, "argument": argument}, _result(text, value), 1,
-                                 Redactor(), max_result_bytes=64 * 1024 * 1024)
+    record, note = recorded_call(
+        {"example": example, "argument": argument},
+        _result(text, value),
+        1,
+        Redactor(),
+        max_result_bytes=64 * 1024 * 1024,
+    )
     assert record is not None and note is None, note
     return record
 
 
-def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_replay(tmp_path: Path) -> None:
+def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_replay(
+    tmp_path: Path,
+) -> None:
     lines: list[dict[str, Any]] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(argument=JSON_VALUES, text=TEXT, value=JSON_VALUES)
     def record_read_generate(argument: Any, text: str, value: Any) -> None:
         record = _recorded(len(lines), argument, text, value)
@@ -100,7 +123,9 @@ def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_rep
             fixtures_dir = Path(scratch) / "fixtures"
             write_server_fixtures(fixtures_dir, "prop", SERVER_JSON, TOOLS, {"echo": [record]})
             written = (fixtures_dir / "prop" / "calls" / "echo.jsonl").read_bytes().decode("utf-8")
-            assert len(written.splitlines()) == 1 and written.endswith("\n")  # one line for any reader
+            assert len(written.splitlines()) == 1 and written.endswith(
+                "\n"
+            )  # one line for any reader
             loaded = load_fixture_set(fixtures_dir / "prop").calls["echo"]
             assert loaded == [_as_json(record)]
             assert loaded[0]["result"] == _as_json(_result(text, value))
@@ -115,10 +140,18 @@ def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_rep
 
     project = tmp_path / "project"
     (project / "fixtures").mkdir(parents=True)
-    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"prop": {"command": "/nonexistent/prop"}}}))
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"prop": {"command": "/nonexistent/prop"}}})
+    )
     write_server_fixtures(project / "fixtures", "prop", SERVER_JSON, TOOLS, {"echo": lines})
-    gen = subprocess.run([*CLI, "generate"], cwd=project, capture_output=True, text=True,
-                         timeout=PROCESS_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    gen = subprocess.run(
+        [*CLI, "generate"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     assert gen.returncode == 0 and "prop: 1 tools" in gen.stdout, gen.stderr
 
     # what goes over the wire: the JSON value, lone surrogates as U+FFFD (see the docstring)
@@ -130,11 +163,18 @@ def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_rep
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        params = StdioServerParameters(command=sys.executable, cwd=str(project), args=[
-            "-m", "codemode_gen", "replay", "--fixtures", "fixtures", "--server", "prop"])
+        params = StdioServerParameters(
+            command=sys.executable,
+            cwd=str(project),
+            args=["-m", "codemode_gen", "replay", "--fixtures", "fixtures", "--server", "prop"],
+        )
         with (project / f"replay-{mode}.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=PROCESS_TIMEOUT_S,
-                              client_info=types.Implementation(name="test", version="0")) as client:
+            async with Client(
+                stdio_client(params, errlog=errlog),
+                mode=mode,
+                read_timeout_seconds=PROCESS_TIMEOUT_S,
+                client_info=types.Implementation(name="test", version="0"),
+            ) as client:
                 for line in expected:
                     got = await client.call_tool("echo", line["input"])
                     assert not got.is_error, got
@@ -144,8 +184,10 @@ def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_rep
                     assert got.structured_content == line["result"]["structuredContent"]
 
     async def own_client() -> None:
-        config = replay_config(ServerConfig(id="prop", transport="stdio", command="/nonexistent/prop"),
-                               project / "fixtures")
+        config = replay_config(
+            ServerConfig(id="prop", transport="stdio", command="/nonexistent/prop"),
+            project / "fixtures",
+        )
         async with SessionManager({"prop": config}, log_dir=project / "logs") as manager:
             session = await manager.get("prop")
             for line in expected:
@@ -160,8 +202,10 @@ def test_s11_any_json_value_round_trips_through_record_fixtures_generate_and_rep
     anyio.run(main)
     log = (project / "replay-legacy.log").read_text()
     assert "Traceback" not in log
-    if any("\ufffd" in json.dumps(e, ensure_ascii=False) and e != _as_json(line) for e, line in zip(expected, lines,
-                                                                                                strict=True)):
+    if any(
+        "\ufffd" in json.dumps(e, ensure_ascii=False) and e != _as_json(line)
+        for e, line in zip(expected, lines, strict=True)
+    ):
         assert "served as U+FFFD" in log  # said once, at start-up
 
 
@@ -171,33 +215,45 @@ AWKWARD = "".join(LINE_TERMINATORS) + " é \U0001f600"
 
 
 def _run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, *args], cwd=project, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [*CLI, *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     return proc
 
 
 def _echo(value: Any) -> str:
-    return ("import { echo } from '@codemode/servers/slow';\n"
-            f"globalThis.__codemode_result__ = await echo({{ value: {json.dumps(value)} }});\n")
+    return (
+        "import { echo } from '@codemode/servers/slow';\n"
+        f"globalThis.__codemode_result__ = await echo({{ value: {json.dumps(value)} }});\n"
+    )
 
 
 def test_s11_line_separators_survive_run_record_generate_and_run_replay(tmp_path: Path) -> None:
     """A recorded U+2028 used to make generate fail for the whole project, replay lose the
     server, and the next run --record stop adding to the file."""
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}})
+    )
     assert _run(tmp_path, "record", "--no-probe").returncode == 0
     first, second = {"text": AWKWARD, AWKWARD: [AWKWARD]}, {"text": "\u2029second\u2028"}
     for value in (first, second):
         (tmp_path / "agent.js").write_text(_echo(value))
         run = _run(tmp_path, "run", "--record", "--no-pretty", "agent.js")
-        assert run.returncode == 0 and json.loads(run.stdout)["result"] == {"value": value}, run.stderr
+        assert run.returncode == 0 and json.loads(run.stdout)["result"] == {"value": value}, (
+            run.stderr
+        )
         assert "not written" not in run.stderr
     calls = tmp_path / "fixtures" / "slow" / "calls" / "echo.jsonl"
     assert len(calls.read_text(encoding="utf-8").splitlines()) == 2  # added to, one line each
-    assert [line["input"] for line in load_fixture_set(tmp_path / "fixtures" / "slow").calls["echo"]] == [
-        {"value": first}, {"value": second}]
+    assert [
+        line["input"] for line in load_fixture_set(tmp_path / "fixtures" / "slow").calls["echo"]
+    ] == [{"value": first}, {"value": second}]
 
     gen = _run(tmp_path, "generate")
     assert gen.returncode == 0 and "echo (2 samples)" in gen.stdout, gen.stdout + gen.stderr

@@ -247,11 +247,26 @@ def test_demo_stats_by_tag_is_a_map() -> None:
     `{ [k: string]: number }`, while the record around it keeps its fields."""
     from tests.runtime_support import REPO
 
-    calls = [json.loads(line) for line in (REPO / "fixtures" / "notes" / "calls" / "stats.jsonl").read_text().splitlines()]
+    calls = [
+        json.loads(line)
+        for line in (REPO / "fixtures" / "notes" / "calls" / "stats.jsonl").read_text().splitlines()
+    ]
     inner = infer_output(calls).json_schema
-    assert inner is not None and set(inner["properties"]) == {"notes", "todo", "done", "tasks", "byTag"}
-    assert inner["properties"]["byTag"] == {"type": "object", "additionalProperties": {"type": "integer"}}
-    assert set(inner["properties"]["tasks"]["properties"]) == {"open", "done"}  # two fields: a record
+    assert inner is not None and set(inner["properties"]) == {
+        "notes",
+        "todo",
+        "done",
+        "tasks",
+        "byTag",
+    }
+    assert inner["properties"]["byTag"] == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+    }
+    assert set(inner["properties"]["tasks"]["properties"]) == {
+        "open",
+        "done",
+    }  # two fields: a record
 
 
 def test_map_rules_and_their_thresholds() -> None:
@@ -261,7 +276,10 @@ def test_map_rules_and_their_thresholds() -> None:
         return inf.schema["properties"]["m"]
 
     # 1. data keys: one date is enough; field-name keys beside them stay (structural)
-    assert schema_of({"2026-03-01": 2}) == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert schema_of({"2026-03-01": 2}) == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+    }
     mixed = schema_of({"total": 3, "2026-03-01": {"n": 1}, "2026-03-02": {"n": 2}})
     assert mixed["properties"] == {"total": {"type": "integer"}} and mixed["required"] == ["total"]
     assert mixed["additionalProperties"]["properties"] == {"n": {"type": "integer"}}
@@ -273,13 +291,17 @@ def test_map_rules_and_their_thresholds() -> None:
     assert "additionalProperties" in schema_of({"red": 1}, {"green": 2}, {"blue": 3})
     assert "additionalProperties" not in schema_of({"red": 1, "name": 0}, {"green": 2, "name": 0})
     # ... but not between the items of one array: content blocks are records of several kinds
-    blocks = schema_of([{"type": "text", "text": "a"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}])
+    blocks = schema_of(
+        [{"type": "text", "text": "a"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]
+    )
     assert set(blocks["items"]["properties"]) == {"type", "text", "data", "mimeType"}
     # values of several kinds, or records that share no field, are not one value type
     assert "additionalProperties" not in schema_of({"2026-03-01": 1, "2026-03-02": "x"})
     assert "additionalProperties" not in schema_of({w: {f"{w}_a": 1, f"{w}_b": "x"} for w in words})
     # a map of maps: per-user totals per day
-    nested = schema_of({"alice@example.com": {"2026-03-01": 1}, "bob@example.com": {"2026-03-02": 2}})
+    nested = schema_of(
+        {"alice@example.com": {"2026-03-01": 1}, "bob@example.com": {"2026-03-02": 2}}
+    )
     assert nested == {
         "type": "object",
         "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -287,9 +309,21 @@ def test_map_rules_and_their_thresholds() -> None:
 
 
 def test_value_like_keys() -> None:
-    for key in ("42", "-3.5", "2026-03-01", "2026-03-01T10:00:00Z", "09:30", "PAP-A4-80", "user_1234",
-                "a@b.io", "https://x.org/a", "/tmp/x", "San Francisco, CA", "deadbeef01",
-                "123e4567-e89b-12d3-a456-426614174000"):
+    for key in (
+        "42",
+        "-3.5",
+        "2026-03-01",
+        "2026-03-01T10:00:00Z",
+        "09:30",
+        "PAP-A4-80",
+        "user_1234",
+        "a@b.io",
+        "https://x.org/a",
+        "/tmp/x",
+        "San Francisco, CA",
+        "deadbeef01",
+        "123e4567-e89b-12d3-a456-426614174000",
+    ):
         assert value_like_key(key), key
     for key in ("books", "createdAt", "x-api-key", "address2", "id", "first_name", "$ref", ""):
         assert not value_like_key(key), key
@@ -302,11 +336,15 @@ DATA_KEYS = st.one_of(
     st.from_regex(r"[a-z]{1,6}@[a-z]{1,6}\.(com|org)", fullmatch=True),
 )
 STRUCTURAL = ["total", "page", "next"]
-MAP_VALUES = st.sampled_from([
-    st.integers(),
-    st.text(max_size=5),
-    st.fixed_dictionaries({"n": st.integers(), "label": st.text(max_size=3)}, optional={"note": st.none()}),
-])
+MAP_VALUES = st.sampled_from(
+    [
+        st.integers(),
+        st.text(max_size=5),
+        st.fixed_dictionaries(
+            {"n": st.integers(), "label": st.text(max_size=3)}, optional={"note": st.none()}
+        ),
+    ]
+)
 
 
 @st.composite
@@ -340,8 +378,15 @@ def test_maps_over_generated_records_with_data_keys(case: tuple[list[dict[str, A
         jsonschema.validate(sample, inf.schema)
 
 
-FIELDS = {"id": st.integers(), "title": st.text(max_size=4), "done": st.booleans(), "tags": st.lists(st.text(max_size=2)),
-          "score": st.floats(allow_nan=False, allow_infinity=False), "owner": st.text(max_size=4), "size": st.integers()}
+FIELDS = {
+    "id": st.integers(),
+    "title": st.text(max_size=4),
+    "done": st.booleans(),
+    "tags": st.lists(st.text(max_size=2)),
+    "score": st.floats(allow_nan=False, allow_infinity=False),
+    "owner": st.text(max_size=4),
+    "size": st.integers(),
+}
 
 
 @pytest.mark.slow
@@ -350,4 +395,6 @@ FIELDS = {"id": st.integers(), "title": st.text(max_size=4), "done": st.booleans
 def test_records_with_field_name_keys_stay_records(samples: list[dict[str, Any]]) -> None:
     inf = infer_output([structured(s) for s in samples])
     assert inf.schema is not None and "additionalProperties" not in inf.schema
-    assert set(inf.schema["properties"]) == set(FIELDS) and set(inf.schema["required"]) == set(FIELDS)
+    assert set(inf.schema["properties"]) == set(FIELDS) and set(inf.schema["required"]) == set(
+        FIELDS
+    )

@@ -30,20 +30,28 @@ TOOLS = [{"name": "get_note", "description": "Fetch one.", "inputSchema": {"type
 
 
 def generated() -> dict[str, Any]:
-    outputs = build_outputs([FixtureSet("notes", {"serverInfo": {"name": "notes"}}, copy.deepcopy(TOOLS))])
+    outputs = build_outputs(
+        [FixtureSet("notes", {"serverInfo": {"name": "notes"}}, copy.deepcopy(TOOLS))]
+    )
     return json.loads(outputs.files[MANIFEST_FILE])
 
 
 def write(out: Path, data: Any) -> None:
     out.mkdir(exist_ok=True)
-    (out / MANIFEST_FILE).write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    (out / MANIFEST_FILE).write_text(
+        json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8"
+    )
 
 
 def test_paths_have_one_spelling() -> None:
     assert module_specifier("notes") == "@codemode/servers/notes"
-    assert module_file("notes") == "servers/notes.js" and types_file("notes") == "servers/notes.d.ts"
+    assert (
+        module_file("notes") == "servers/notes.js" and types_file("notes") == "servers/notes.d.ts"
+    )
     assert module_file_of({"serverId": "a", "tools": []}) == "servers/a.js"
-    assert module_file_of({"serverId": "a", "module": "servers/b.js", "tools": []}) == "servers/b.js"
+    assert (
+        module_file_of({"serverId": "a", "module": "servers/b.js", "tools": []}) == "servers/b.js"
+    )
 
 
 def test_build_writes_through_the_writer() -> None:
@@ -53,8 +61,16 @@ def test_build_writes_through_the_writer() -> None:
     assert outputs.files[MANIFEST_FILE] == dump_manifest(outputs.manifest)
     assert outputs.manifest["generator"]["name"] == "codemode-gen"
     # Optional values are left out, never null.
-    bare = server_entry(server_id="s", config_id="s", server_name="s", capabilities=[], unwrap="spec",
-                        unbox=False, tools=[], agent={"types": []})
+    bare = server_entry(
+        server_id="s",
+        config_id="s",
+        server_name="s",
+        capabilities=[],
+        unwrap="spec",
+        unbox=False,
+        tools=[],
+        agent={"types": []},
+    )
     assert "unbox" not in bare and "version" not in bare and "description" not in bare
 
 
@@ -70,13 +86,18 @@ def test_read_manifest_without_a_file_is_none(tmp_path: Path) -> None:
     assert not written_by_codemode_gen(tmp_path)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("{", "invalid JSON in generated manifest"),
-    ('{"servers": []}', "not a codemode-gen manifest"),  # no generator: another tool's file
-    ('{"generator": {"name": "other"}, "servers": []}', "not a codemode-gen manifest"),
-    ("[]", "not a codemode-gen manifest"),
-])
-def test_read_manifest_refuses_a_broken_or_foreign_file(tmp_path: Path, text: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "invalid JSON in generated manifest"),
+        ('{"servers": []}', "not a codemode-gen manifest"),  # no generator: another tool's file
+        ('{"generator": {"name": "other"}, "servers": []}', "not a codemode-gen manifest"),
+        ("[]", "not a codemode-gen manifest"),
+    ],
+)
+def test_read_manifest_refuses_a_broken_or_foreign_file(
+    tmp_path: Path, text: str, message: str
+) -> None:
     write(tmp_path, text)
     with pytest.raises(UserError, match=message) as info:
         read_manifest(tmp_path)
@@ -84,24 +105,62 @@ def test_read_manifest_refuses_a_broken_or_foreign_file(tmp_path: Path, text: st
     assert info.value.hint and "codemode-gen generate" in info.value.hint
 
 
-@pytest.mark.parametrize(("change", "pointer"), [
-    (lambda m: m.pop("servers"), "/servers must be a list"),
-    (lambda m: m["servers"][0].pop("serverId"), "/servers/0/serverId must be a string"),
-    (lambda m: m["servers"][0].update(serverId=""), "/servers/0/serverId must be a non-empty string"),
-    (lambda m: m["servers"][0].update(tools={}), "/servers/0/tools must be a list"),
-    (lambda m: m["servers"][0]["tools"][0].update(toolName=3), "/servers/0/tools/0/toolName must be a string"),
-    (lambda m: m["servers"][0]["tools"][0].pop("exportName"), "/servers/0/tools/0/exportName must be a string"),
-    (lambda m: m["servers"][0]["tools"][0].update(declaration=None), "/servers/0/tools/0/declaration must be"),
-    (lambda m: m["servers"][0].update(capabilities=["tools", 1]), "/servers/0/capabilities/1 must be a string"),
-    (lambda m: m["servers"][0].update(unwrap="raw"), "/servers/0/unwrap must be"),
-    (lambda m: m["servers"][0].update(module="../../etc/passwd"), "/servers/0/module must be a path inside out/"),
-    (lambda m: m["servers"][0].update(module="/etc/passwd"), "/servers/0/module must be a path inside out/"),
-    (lambda m: m["servers"][0].update(agent={"types": [{"name": "T"}]}), "/servers/0/agent/types/0/text must be a string"),
-    (lambda m: m["servers"][0]["tools"][0].update(agent={"summary": "x"}), "/servers/0/tools/0/agent/signature must be a string"),
-    (lambda m: m["servers"][0]["tools"][0]["agent"].update(tags=["@a", 2]), "/servers/0/tools/0/agent/tags/1 must be a string"),
-    (lambda m: m["servers"].append(copy.deepcopy(m["servers"][0])), "/servers/1/serverId must be unique"),
-])
-def test_read_manifest_names_the_field_that_is_wrong(tmp_path: Path, change: Any, pointer: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "pointer"),
+    [
+        (lambda m: m.pop("servers"), "/servers must be a list"),
+        (lambda m: m["servers"][0].pop("serverId"), "/servers/0/serverId must be a string"),
+        (
+            lambda m: m["servers"][0].update(serverId=""),
+            "/servers/0/serverId must be a non-empty string",
+        ),
+        (lambda m: m["servers"][0].update(tools={}), "/servers/0/tools must be a list"),
+        (
+            lambda m: m["servers"][0]["tools"][0].update(toolName=3),
+            "/servers/0/tools/0/toolName must be a string",
+        ),
+        (
+            lambda m: m["servers"][0]["tools"][0].pop("exportName"),
+            "/servers/0/tools/0/exportName must be a string",
+        ),
+        (
+            lambda m: m["servers"][0]["tools"][0].update(declaration=None),
+            "/servers/0/tools/0/declaration must be",
+        ),
+        (
+            lambda m: m["servers"][0].update(capabilities=["tools", 1]),
+            "/servers/0/capabilities/1 must be a string",
+        ),
+        (lambda m: m["servers"][0].update(unwrap="raw"), "/servers/0/unwrap must be"),
+        (
+            lambda m: m["servers"][0].update(module="../../etc/passwd"),
+            "/servers/0/module must be a path inside out/",
+        ),
+        (
+            lambda m: m["servers"][0].update(module="/etc/passwd"),
+            "/servers/0/module must be a path inside out/",
+        ),
+        (
+            lambda m: m["servers"][0].update(agent={"types": [{"name": "T"}]}),
+            "/servers/0/agent/types/0/text must be a string",
+        ),
+        (
+            lambda m: m["servers"][0]["tools"][0].update(agent={"summary": "x"}),
+            "/servers/0/tools/0/agent/signature must be a string",
+        ),
+        (
+            lambda m: m["servers"][0]["tools"][0]["agent"].update(tags=["@a", 2]),
+            "/servers/0/tools/0/agent/tags/1 must be a string",
+        ),
+        (
+            lambda m: m["servers"].append(copy.deepcopy(m["servers"][0])),
+            "/servers/1/serverId must be unique",
+        ),
+    ],
+)
+def test_read_manifest_names_the_field_that_is_wrong(
+    tmp_path: Path, change: Any, pointer: str
+) -> None:
     data = generated()
     change(data)
     write(tmp_path, data)

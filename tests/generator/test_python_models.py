@@ -108,8 +108,13 @@ def test_module_names_never_shadow_the_standard_library() -> None:
     """A server called `calendar` wrote out/python/calendar.py: every script run from that
     folder imported it instead of the standard library's (and `import notes` beside it broke)."""
     assert python_module_name("calendar") == "calendar_server"
-    assert python_module_name("email") == "email_server" and python_module_name("cgi") == "cgi_server"
-    assert python_module_name("class") == "class_server" and python_module_name("my-notes") == "my_notes"
+    assert (
+        python_module_name("email") == "email_server" and python_module_name("cgi") == "cgi_server"
+    )
+    assert (
+        python_module_name("class") == "class_server"
+        and python_module_name("my-notes") == "my_notes"
+    )
     assert python_module_name("notes") == "notes"
 
 
@@ -177,12 +182,17 @@ def dependency_modules() -> list[str]:
             req = Requirement(text)
             if req.marker is None or req.marker.evaluate({"extra": ""}):
                 stack.append(req.name)
-    modules = {m for m, dists in metadata.packages_distributions().items()
-               if any(canonicalize_name(d) in closure for d in dists)}
+    modules = {
+        m
+        for m, dists in metadata.packages_distributions().items()
+        if any(canonicalize_name(d) in closure for d in dists)
+    }
     return sorted(modules | set(sys.stdlib_module_names) | {"codemode_models"})
 
 
-def round_trip_cases(outputs: Outputs, sets: list[FixtureSet]) -> tuple[dict[str, dict[str, list[Any]]], dict[str, list[bool]]]:
+def round_trip_cases(
+    outputs: Outputs, sets: list[FixtureSet]
+) -> tuple[dict[str, dict[str, list[Any]]], dict[str, list[bool]]]:
     """(module -> output class -> every recorded value, class -> whether each value is one the
     manifest reports as drift): what the child validates."""
     from codemode_gen.generator.infer import unwrapped_samples
@@ -202,12 +212,16 @@ def round_trip_cases(outputs: Outputs, sets: list[FixtureSet]) -> tuple[dict[str
             box = output.get("box")
             values = []
             drifted = []
-            for sample in unwrapped_samples(fixture.calls.get(tool["toolName"], []), server["unwrap"]):
+            for sample in unwrapped_samples(
+                fixture.calls.get(tool["toolName"], []), server["unwrap"]
+            ):
                 value = sample.value
                 if box and box["unboxed"]:
                     value = unbox_value(value, Box(box["field"], box["marker"]))[1]
                 values.append(value)
-                drifted.append(any(line.endswith(f"(sample {sample.line})") for line in output["drift"]))
+                drifted.append(
+                    any(line.endswith(f"(sample {sample.line})") for line in output["drift"])
+                )
             if values:
                 cls = pascal_case(tool["exportName"]) + "Output"
                 cases.setdefault(module, {})[cls] = values
@@ -224,13 +238,22 @@ def check_round_trips(tmp_path: Path, outputs: Outputs, sets: list[FixtureSet]) 
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     cases, drift = round_trip_cases(outputs, sets)
-    modules = {rel.rsplit("/", 1)[1].removesuffix(".py") for rel in outputs.files
-               if rel.startswith("python/codemode_models/") and not rel.endswith("__init__.py")}
+    modules = {
+        rel.rsplit("/", 1)[1].removesuffix(".py")
+        for rel in outputs.files
+        if rel.startswith("python/codemode_models/") and not rel.endswith("__init__.py")
+    }
     for module in modules:  # every module is imported, with or without recorded results
         cases.setdefault(module, {})
     payload = json.dumps([dependency_modules(), str(tmp_path / "python"), cases])
-    proc = subprocess.run([sys.executable, "-I", "-c", CHILD], input=payload, capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", CHILD],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdicts = json.loads(proc.stdout)
     for key, results in verdicts.items():
@@ -241,7 +264,9 @@ def check_round_trips(tmp_path: Path, outputs: Outputs, sets: list[FixtureSet]) 
 
 
 @pytest.mark.slow
-def test_demo_models_import_with_only_the_projects_dependencies_and_round_trip_every_result(tmp_path: Path) -> None:
+def test_demo_models_import_with_only_the_projects_dependencies_and_round_trip_every_result(
+    tmp_path: Path,
+) -> None:
     """`generate --python` for the demo: `calendar` (EmailStr: email-validator is no dependency)
     imports, no module shadows the standard library, every recorded result validates (but a
     recorded drift, which the manifest reports) and validates again as dumped."""
@@ -252,8 +277,13 @@ def test_demo_models_import_with_only_the_projects_dependencies_and_round_trip_e
     assert "EmailStr" not in outputs.files["python/codemode_models/calendar_server.py"]
     assert check_round_trips(tmp_path, outputs, sets) >= 12
     # the child really refuses what is not a dependency
-    probe = subprocess.run([sys.executable, "-I", "-c", CHILD], capture_output=True, text=True, check=False,
-                           input=json.dumps([["json", "sys", "importlib"], str(tmp_path), {"notes": {}}]))
+    probe = subprocess.run(
+        [sys.executable, "-I", "-c", CHILD],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=json.dumps([["json", "sys", "importlib"], str(tmp_path), {"notes": {}}]),
+    )
     assert "codemode_models is not installed by a dependency" in probe.stderr
 
 

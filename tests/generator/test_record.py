@@ -58,7 +58,9 @@ def record(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tup
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -88,7 +90,10 @@ def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for name, args in NOTES_FILLED.items():
         (call,) = lines(folder / "calls" / calls_file_name(name))
         assert call["input"] == args and call["result"]["structuredContent"]["id"] == 1
-    assert 'probed with arguments filled from schemas and other calls (round 1): get_note {"id":1}' in out
+    assert (
+        'probed with arguments filled from schemas and other calls (round 1): get_note {"id":1}'
+        in out
+    )
     # recording again probes get_note no more: it has a recorded call
     again = record(tmp_path, capsys)
     assert again[0] == 0 and "filled" not in again[1]
@@ -105,15 +110,18 @@ def test_record_notes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.slow
-def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_samples_rerecord_is_idempotent_and_capped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     (tmp_path / "codemode.toml").write_text(
-        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n', encoding="utf-8"
+        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n',
+        encoding="utf-8",
     )
     samples = tmp_path / "samples.jsonl"
     samples.write_text(
         '{"server": "notes", "tool": "get_note", "input": {"id": 1}}\n'
-        '\n'
+        "\n"
         '{"server": "notes", "tool": "get_note", "input": {"id": 2}}\n',
         encoding="utf-8",
     )
@@ -128,12 +136,19 @@ def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytes
         first = snapshot(tmp_path / "fixtures")
     search = lines(tmp_path / "fixtures" / "notes" / "calls" / "search_notes.jsonl")
     assert [c["input"] for c in search] == [{"query": "milk"}]
-    assert sorted(p.name for p in get_note.parent.iterdir()) == ["get_note.jsonl", "search_notes.jsonl"]
+    assert sorted(p.name for p in get_note.parent.iterdir()) == [
+        "get_note.jsonl",
+        "search_notes.jsonl",
+    ]
 
     # another sample and a cap of 2: the oldest line goes, the new one is kept
     listed = tmp_path / "more.json"
-    listed.write_text(json.dumps([{"server": "notes", "tool": "get_note", "input": {"id": 3}}]), encoding="utf-8")
-    code, out, _err = record(tmp_path, capsys, "--samples", str(listed), "--no-probe", "--max-samples", "2")
+    listed.write_text(
+        json.dumps([{"server": "notes", "tool": "get_note", "input": {"id": 3}}]), encoding="utf-8"
+    )
+    code, out, _err = record(
+        tmp_path, capsys, "--samples", str(listed), "--no-probe", "--max-samples", "2"
+    )
     assert code == 0, out
     assert [c["input"] for c in lines(get_note)] == [{"id": 2}, {"id": 3}]
 
@@ -145,8 +160,12 @@ def test_samples_rerecord_is_idempotent_and_capped(tmp_path: Path, capsys: pytes
 
 
 @pytest.mark.slow
-def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes_server")})
+def test_failed_server_reported_others_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(
+        tmp_path, {"crash": stdio_entry("crash_at_start"), "notes": stdio_entry("notes_server")}
+    )
     code, out, err = record(tmp_path, capsys)
     assert code == 1
     assert (tmp_path / "fixtures" / "notes" / "tools.json").is_file()
@@ -154,12 +173,17 @@ def test_failed_server_reported_others_recorded(tmp_path: Path, capsys: pytest.C
     assert "recorded 1 of 2 servers" in out
     assert "crash: server exited during startup" in out
     assert "database file missing" in out
-    assert "1 of 2 servers not recorded (crash): nothing written for them, their old fixtures kept" in err
+    assert (
+        "1 of 2 servers not recorded (crash): nothing written for them, their old fixtures kept"
+        in err
+    )
     assert "Traceback" not in out + err
 
 
 @pytest.mark.slow
-def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_record_leaves_old_fixtures_intact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     assert record(tmp_path, capsys)[0] == 0
     fixtures = tmp_path / "fixtures"
@@ -167,21 +191,26 @@ def test_failed_record_leaves_old_fixtures_intact(tmp_path: Path, capsys: pytest
     write_config(tmp_path, {"notes": stdio_entry("crash_at_start")})
     assert record(tmp_path, capsys)[0] == 1
     write_config(tmp_path, {"notes": stdio_entry("hang_on_initialize")})
-    (tmp_path / "codemode.toml").write_text("[servers.notes]\nconnect_timeout = 1\n", encoding="utf-8")
+    (tmp_path / "codemode.toml").write_text(
+        "[servers.notes]\nconnect_timeout = 1\n", encoding="utf-8"
+    )
     code, out, _err = record(tmp_path, capsys)
     assert code == 1 and "timed out after 1s" in out
     assert snapshot(fixtures) == before
     assert [p.name for p in fixtures.iterdir()] == ["notes"]  # no staging folders left
 
 
-def test_settings_and_fixtures_are_the_ones_beside_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_settings_and_fixtures_are_the_ones_beside_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The lookup rule of every command: codemode.toml beside --config, not the working directory's.
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
     config = write_config(project, {"notes": stdio_entry("notes_server")})
     (project / "codemode.toml").write_text(
-        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n', encoding="utf-8"
+        '[[samples]]\nserver = "notes"\ntool = "search_notes"\ninput = { query = "milk" }\n',
+        encoding="utf-8",
     )
     (elsewhere / "codemode.toml").write_text("not = = toml", encoding="utf-8")
     code, out, err = record(elsewhere, capsys, "--config", str(config), "--no-probe")
@@ -196,15 +225,26 @@ def test_interrupted_record_leaves_old_fixtures_and_no_process(tmp_path: Path) -
     write_config(tmp_path, {"slow": stdio_entry("slow")})
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     exe = [PYTHON, "-m", "codemode_gen"]
-    first = subprocess.run([*exe, "record", "--no-probe"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    first = subprocess.run(
+        [*exe, "record", "--no-probe"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     samples = tmp_path / "s.json"
     samples.write_text(json.dumps([{"server": "slow", "tool": "sleep", "input": {"ms": 30000}}]))
     fixtures = tmp_path / "fixtures"
     before = snapshot(fixtures)
     proc = subprocess.Popen(
-        [*exe, "record", "--samples", str(samples)], cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*exe, "record", "--samples", str(samples)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stderr is not None
     seen = []
@@ -237,16 +277,35 @@ def test_record_reads_merges_and_writes_under_the_fixtures_lock(tmp_path: Path) 
     write_config(tmp_path, {"slow": stdio_entry("slow")})
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     exe = [PYTHON, "-m", "codemode_gen"]
-    first = subprocess.run([*exe, "record", "--no-probe"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    first = subprocess.run(
+        [*exe, "record", "--no-probe"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     fixtures = tmp_path / "fixtures"
     samples = tmp_path / "s.json"
-    samples.write_text(json.dumps([{"server": "slow", "tool": "echo", "input": {"value": "from record"}}]))
-    line = {"input": {"value": "from the other writer"}, "result": {"content": [], "isError": False},
-            "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z"}
+    samples.write_text(
+        json.dumps([{"server": "slow", "tool": "echo", "input": {"value": "from record"}}])
+    )
+    line = {
+        "input": {"value": "from the other writer"},
+        "result": {"content": [], "isError": False},
+        "durationMs": 1,
+        "recordedAt": "2026-01-01T00:00:00Z",
+    }
     with dirswap.locked(fixtures):
-        proc = subprocess.Popen([*exe, "record", "--no-probe", "--samples", str(samples)], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*exe, "record", "--no-probe", "--samples", str(samples)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stderr is not None
         seen = []
         for text in proc.stderr:
@@ -259,7 +318,9 @@ def test_record_reads_merges_and_writes_under_the_fixtures_lock(tmp_path: Path) 
         assert proc.poll() is None
         current = load_fixture_set(fixtures / "slow")
         assert "echo" not in current.calls
-        write_server_fixtures(fixtures, "slow", current.server_json, current.tools, {**current.calls, "echo": [line]})
+        write_server_fixtures(
+            fixtures, "slow", current.server_json, current.tools, {**current.calls, "echo": [line]}
+        )
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     echoed = sorted(c["input"]["value"] for c in load_fixture_set(fixtures / "slow").calls["echo"])
@@ -276,17 +337,29 @@ def test_redaction_of_env_headers_and_patterns(
         tmp_path,
         {
             "slow": stdio_entry("slow", env={"SLOW_SECRET": "${MY_SECRET}"}),
-            "auth": {"type": "http", "url": auth.mcp_url, "headers": {"Authorization": f"Bearer {token}"}},
+            "auth": {
+                "type": "http",
+                "url": auth.mcp_url,
+                "headers": {"Authorization": f"Bearer {token}"},
+            },
         },
     )
     (tmp_path / "codemode.toml").write_text('redact = ["sk-[A-Za-z0-9]+"]\n', encoding="utf-8")
     secret = "hunter2-very-secret"
     samples = tmp_path / "samples.json"
-    samples.write_text(json.dumps([
-        {"server": "slow", "tool": "env", "input": {"name": "SLOW_SECRET"}},
-        {"server": "slow", "tool": "echo", "input": {"value": f"key {secret} and sk-AbC123"}},
-        {"server": "auth", "tool": "echo", "input": {"message": f"my token is {token}"}},
-    ]))
+    samples.write_text(
+        json.dumps(
+            [
+                {"server": "slow", "tool": "env", "input": {"name": "SLOW_SECRET"}},
+                {
+                    "server": "slow",
+                    "tool": "echo",
+                    "input": {"value": f"key {secret} and sk-AbC123"},
+                },
+                {"server": "auth", "tool": "echo", "input": {"message": f"my token is {token}"}},
+            ]
+        )
+    )
     os.environ["MY_SECRET"] = secret
     try:
         code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
@@ -306,20 +379,26 @@ def test_redaction_of_env_headers_and_patterns(
     assert "<redacted:Authorization>" in json.dumps(auth_echo["result"])
 
 
-def test_bad_schema_server_recorded_through_raw_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_schema_server_recorded_through_raw_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"bad": stdio_entry("bad_schema")})
     samples = tmp_path / "s.jsonl"
     samples.write_text('{"server": "bad", "tool": "widget", "input": {}}\n')
     code, out, _err = record(tmp_path, capsys, "--samples", str(samples))
     assert code == 0, out
-    tools = {t["name"]: t for t in json.loads((tmp_path / "fixtures" / "bad" / "tools.json").read_text())}
+    tools = {
+        t["name"]: t for t in json.loads((tmp_path / "fixtures" / "bad" / "tools.json").read_text())
+    }
     assert tools["shout"]["inputSchema"]["type"] == "string"
     (widget,) = lines(tmp_path / "fixtures" / "bad" / "calls" / "widget.jsonl")
     assert any(block.get("type") == "widget" for block in widget["result"]["content"])
 
 
 @pytest.mark.slow
-def test_paginated_server_every_tool_and_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_paginated_server_every_tool_and_probe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"paged": stdio_entry("paginated")})
     code, out, _err = record(tmp_path, capsys)
     assert code == 0, out
@@ -329,7 +408,9 @@ def test_paginated_server_every_tool_and_probe(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.slow
-def test_record_server_everything_from_npm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_server_everything_from_npm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if not EVERYTHING_BIN.exists():
         if os.environ.get("CI"):
             pytest.fail(f"{EVERYTHING_BIN} missing in CI: run `npm ci` (the .ci/run script does)")
@@ -372,27 +453,42 @@ def test_unknown_server_option(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.slow
-def test_sample_for_unknown_server_or_tool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sample_for_unknown_server_or_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
     samples = tmp_path / "s.json"
     samples.write_text(json.dumps([{"server": "ghost", "tool": "x"}]))
     code, _out, err = record(tmp_path, capsys, "--samples", str(samples))
     assert code == 2 and "server 'ghost'" in err
-    samples.write_text(json.dumps([
-        {"server": "notes", "tool": "no_such_tool"},
-        {"server": "notes", "tool": "get_note", "input": {"id": 1}},
-    ]))
+    samples.write_text(
+        json.dumps(
+            [
+                {"server": "notes", "tool": "no_such_tool"},
+                {"server": "notes", "tool": "get_note", "input": {"id": 1}},
+            ]
+        )
+    )
     code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
     assert code == 1
-    assert f"notes: sample no_such_tool {{}}: the server lists no such tool (sample from {samples}: [0])" in out
+    assert (
+        f"notes: sample no_such_tool {{}}: the server lists no such tool (sample from {samples}: [0])"
+        in out
+    )
     assert "1 sample call failed (notes): not recorded" in _err
-    assert lines(tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl")[0]["input"] == {"id": 1}
+    assert lines(tmp_path / "fixtures" / "notes" / "calls" / "get_note.jsonl")[0]["input"] == {
+        "id": 1
+    }
 
 
 @pytest.mark.slow
 def test_only_selected_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_config(tmp_path, {"notes": stdio_entry("notes_server"), "crash": stdio_entry("crash_at_start")})
-    code, out, _err = record(tmp_path, capsys, "--server", "notes", "--fixtures", "elsewhere", "--no-probe")
+    write_config(
+        tmp_path, {"notes": stdio_entry("notes_server"), "crash": stdio_entry("crash_at_start")}
+    )
+    code, out, _err = record(
+        tmp_path, capsys, "--server", "notes", "--fixtures", "elsewhere", "--no-probe"
+    )
     assert code == 0, out
     assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == ["notes"]
 
@@ -408,7 +504,9 @@ def test_bad_config_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_load_samples_file_formats_and_errors(tmp_path: Path) -> None:
     path = tmp_path / "s"
-    path.write_text('[{"server": "a", "tool": "t", "input": {"x": 1}}, {"server": "a", "tool": "u"}]')
+    path.write_text(
+        '[{"server": "a", "tool": "t", "input": {"x": 1}}, {"server": "a", "tool": "u"}]'
+    )
     assert load_samples_file(path) == [Sample("a", "t", {"x": 1}), Sample("a", "u", {})]
     path.write_text('{"server": "a", "tool": "t"}\n{"server": "b", "tool": "u", "input": {}}\n')
     assert [s.server for s in load_samples_file(path)] == ["a", "b"]
@@ -431,25 +529,43 @@ def test_fill_input_from_schemas_and_other_calls() -> None:
     when the tool is not read-only, or when only a redacted placeholder would fill it."""
     read_only = {"readOnlyHint": True}
 
-    def tool(props: dict[str, Any], required: list[str], annotations: Any = read_only, name: str = "t") -> dict[str, Any]:
-        return {"name": name, "annotations": annotations,
-                "inputSchema": {"type": "object", "properties": props, "required": required}}
+    def tool(
+        props: dict[str, Any], required: list[str], annotations: Any = read_only, name: str = "t"
+    ) -> dict[str, Any]:
+        return {
+            "name": name,
+            "annotations": annotations,
+            "inputSchema": {"type": "object", "properties": props, "required": required},
+        }
 
-    assert fill_input(tool({"n": {"type": "integer", "examples": [3, 4], "default": 9}}, ["n"]), []) == {"n": 3}
+    assert fill_input(
+        tool({"n": {"type": "integer", "examples": [3, 4], "default": 9}}, ["n"]), []
+    ) == {"n": 3}
     assert fill_input(tool({"n": {"type": "integer", "default": 9}}, ["n"]), []) == {"n": 9}
-    assert fill_input(tool({"k": {"type": "string", "enum": ["local", "all"]}}, ["k"]), []) == {"k": "local"}
+    assert fill_input(tool({"k": {"type": "string", "enum": ["local", "all"]}}, ["k"]), []) == {
+        "k": "local"
+    }
     git = tool({"repo_path": {"type": "string"}}, ["repo_path"], name="git_log")
     sources = [("git_status", {"repo_path": "/src/app"}, "On branch main")]
     assert fill_input(git, sources) == {"repo_path": "/src/app"}  # the argument another tool took
     assert fill_input(git, [("git_log", {"repo_path": "/x"}, "")]) is None  # never from itself
     note = tool({"noteId": {"type": "integer", "minimum": 1}}, ["noteId"], name="get_note_details")
-    listed: list[tuple[str, dict[str, Any], Any]] = [("list_notes", {}, {"result": [{"id": 0}, {"id": 7, "title": "a"}]})]
+    listed: list[tuple[str, dict[str, Any], Any]] = [
+        ("list_notes", {}, {"result": [{"id": 0}, {"id": 7, "title": "a"}]})
+    ]
     assert fill_input(note, listed) == {"noteId": 7}  # `id` of a notes list, the first valid one
-    assert fill_input(note, [("list_events", {}, {"events": [{"id": 7}]})]) is None  # not a note's id
-    text = [("search_notes", {"query": "x"}, '[{"id": 3, "title": "t"}]')]  # JSON text is searched too
+    assert (
+        fill_input(note, [("list_events", {}, {"events": [{"id": 7}]})]) is None
+    )  # not a note's id
+    text = [
+        ("search_notes", {"query": "x"}, '[{"id": 3, "title": "t"}]')
+    ]  # JSON text is searched too
     assert fill_input(tool({"id": {"type": "integer"}}, ["id"]), text) == {"id": 3}
     assert fill_input(tool({"id": {"type": "integer"}}, ["id"], annotations={}), text) is None
-    assert fill_input(tool({"id": {"type": "integer"}, "q": {"type": "string"}}, ["id", "q"]), text) is None
+    assert (
+        fill_input(tool({"id": {"type": "integer"}, "q": {"type": "string"}}, ["id", "q"]), text)
+        is None
+    )
     redacted = [("other", {"token": "<redacted:API_TOKEN>"}, None)]
     assert fill_input(tool({"token": {"type": "string"}}, ["token"]), redacted) is None
     assert fill_input(tool({}, []), text) is None  # nothing required: the `{}` probe's case
@@ -459,15 +575,24 @@ def test_probe_input_only_read_only_without_required_args() -> None:
     ro = {"readOnlyHint": True}
     assert probe_input({"annotations": ro, "inputSchema": {"type": "object"}}) == {}
     assert probe_input({"annotations": ro, "inputSchema": {"type": "object", "required": []}}) == {}
-    assert probe_input({"annotations": ro, "inputSchema": {"type": "object", "required": ["q"]}}) is None
-    assert probe_input({"annotations": {"readOnlyHint": False}, "inputSchema": {"type": "object"}}) is None
+    assert (
+        probe_input({"annotations": ro, "inputSchema": {"type": "object", "required": ["q"]}})
+        is None
+    )
+    assert (
+        probe_input({"annotations": {"readOnlyHint": False}, "inputSchema": {"type": "object"}})
+        is None
+    )
     assert probe_input({"inputSchema": {"type": "object"}}) is None
     assert probe_input({"annotations": {"readOnlyHint": "true"}, "inputSchema": {}}) is None
     assert probe_input({"annotations": ro, "inputSchema": "weird"}) is None
 
 
 def test_merge_calls_replaces_same_input_and_keeps_newest() -> None:
-    old = [{"input": {"a": 1}, "result": {"v": "old1"}}, {"input": {"a": 2}, "result": {"v": "old2"}}]
+    old = [
+        {"input": {"a": 1}, "result": {"v": "old1"}},
+        {"input": {"a": 2}, "result": {"v": "old2"}},
+    ]
     new = [{"input": {"a": 1}, "result": {"v": "new1"}}]
     assert merge_calls(old, new, 20) == [{"input": {"a": 2}, "result": {"v": "old2"}}, new[0]]
     same = [{"input": {"a": 1}, "result": {"v": "old1"}, "recordedAt": "later"}]
@@ -478,11 +603,18 @@ def test_merge_calls_replaces_same_input_and_keeps_newest() -> None:
 
 
 def test_redactor_replaces_secrets_everywhere() -> None:
-    redactor = Redactor({"API_KEY": "abcdef123", "DEBUG": "1", "Authorization": "Bearer tok-999999"}, ["sk-[a-z]+"])
+    redactor = Redactor(
+        {"API_KEY": "abcdef123", "DEBUG": "1", "Authorization": "Bearer tok-999999"}, ["sk-[a-z]+"]
+    )
     value = {"k abcdef123": ["x abcdef123 y", "Bearer tok-999999", "tok-999999", "sk-abc", 1, None]}
     assert redactor.value(value) == {
         "k <redacted:API_KEY>": [
-            "x <redacted:API_KEY> y", "<redacted:Authorization>", "<redacted:Authorization>", "<redacted:pattern>", 1, None,
+            "x <redacted:API_KEY> y",
+            "<redacted:Authorization>",
+            "<redacted:Authorization>",
+            "<redacted:pattern>",
+            1,
+            None,
         ]
     }
     assert redactor.text("1 and 1") == "1 and 1"  # too short to be a secret: left alone
@@ -505,9 +637,21 @@ def test_progress_live_redraws_in_place() -> None:
 
 
 def test_cli_help_lists_record() -> None:
-    proc = subprocess.run([PYTHON, "-m", "codemode_gen", "record", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "record", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0
-    for option in ("--config", "--fixtures", "--server", "--samples", "--no-probe", "--max-samples"):
+    for option in (
+        "--config",
+        "--fixtures",
+        "--server",
+        "--samples",
+        "--no-probe",
+        "--max-samples",
+    ):
         assert option in proc.stdout
 
 
@@ -518,9 +662,18 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
     from codemode_gen.generator.fixtures import write_server_fixtures
 
     write_config(tmp_path, {"notes": stdio_entry("notes_server")})
-    (tmp_path / "codemode.toml").write_text('[servers.notes]\nblocklist = ["stats"]\n', encoding="utf-8")
-    old_call = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2020-01-01T00:00:00Z"}
-    write_server_fixtures(tmp_path / "fixtures", "notes", {}, [{"name": "gone_tool"}], {"gone_tool": [old_call]})
+    (tmp_path / "codemode.toml").write_text(
+        '[servers.notes]\nblocklist = ["stats"]\n', encoding="utf-8"
+    )
+    old_call = {
+        "input": {},
+        "result": {"content": []},
+        "durationMs": 1,
+        "recordedAt": "2020-01-01T00:00:00Z",
+    }
+    write_server_fixtures(
+        tmp_path / "fixtures", "notes", {}, [{"name": "gone_tool"}], {"gone_tool": [old_call]}
+    )
     code, out, _err = record(tmp_path, capsys)
     assert code == 0, out
     calls = tmp_path / "fixtures" / "notes" / "calls"
@@ -536,7 +689,10 @@ def test_blocklisted_tools_not_probed_and_stale_calls_dropped(
 def test_json_problem_names_what_is_not_json() -> None:
     from codemode_gen.generator.untrusted import MAX_RECORDED_DEPTH, json_problem
 
-    assert json_problem({"content": [{"type": "text", "text": "ok"}], "n": [1, 2.5, None, True]}) is None
+    assert (
+        json_problem({"content": [{"type": "text", "text": "ok"}], "n": [1, 2.5, None, True]})
+        is None
+    )
     assert json_problem({"a": {"b": float("nan")}}) == "nan (not a JSON number) at /a/b"
     assert json_problem([1, float("-inf")]) == "-inf (not a JSON number) at /1"
     assert "lone surrogate" in (json_problem({"t": "x\ud800y"}) or "")
@@ -561,7 +717,10 @@ def test_cap_result_cuts_strings_then_arrays_and_marks_them() -> None:
     small = {"content": [{"type": "text", "text": "hello"}]}
     assert cap_result(small, 1024) == (small, None)
 
-    huge: dict[str, Any] = {"content": [{"type": "text", "text": "b" * 3_000_000}], "structuredContent": {"id": "x"}}
+    huge: dict[str, Any] = {
+        "content": [{"type": "text", "text": "b" * 3_000_000}],
+        "structuredContent": {"id": "x"},
+    }
     kept, size = cap_result(huge, 65_536)
     assert size == _json_bytes(huge)
     assert 60_000 < _json_bytes(kept) <= 65_536  # close to the cap, not half of it
@@ -694,8 +853,12 @@ def test_fixtures_path_that_cannot_be_written_fails_before_any_server_starts(
     # run --record too: its fixtures come from codemode.toml
     (tmp_path / "codemode.toml").write_text('fixtures = "a-file"\n')
     proc = subprocess.run(
-        [PYTHON, "-m", "codemode_gen", "run", "--record", "-"], cwd=tmp_path, capture_output=True, text=True,
-        input="globalThis.__codemode_result__ = 1;\n", timeout=120,
+        [PYTHON, "-m", "codemode_gen", "run", "--record", "-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        input="globalThis.__codemode_result__ = 1;\n",
+        timeout=120,
     )
     assert proc.returncode == 2 and "the fixtures path is not a folder" in proc.stderr, proc.stderr
     assert "Traceback" not in err + proc.stderr
@@ -708,7 +871,9 @@ def test_fixtures_path_that_cannot_be_written_fails_before_any_server_starts(
 
 
 @pytest.mark.slow
-def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_samples_fail_record_and_are_not_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"local": echo_entry("--api-key", "literal-key")})
     (tmp_path / "codemode.toml").write_text(
         '[[samples]]\nserver = "local"\ntool = "count"\ninput = { n = "three" }\n\n'  # schema rejects
@@ -723,19 +888,22 @@ def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys:
     failures = [line for line in out.splitlines() if line.startswith("  local: sample ")]
     assert failures == [
         f'  local: sample count {{"n":"three"}}: input rejected by the tool\'s inputSchema (not sent):'
-        f' /n: expected integer, got string (sample from {toml}:1: samples[0])',
+        f" /n: expected integer, got string (sample from {toml}:1: samples[0])",
         "  local: sample count {}: input rejected by the tool's inputSchema (not sent):"
         f' /: expected required properties "n", got object without them (sample from {toml}:6: samples[1])',
         "  local: sample fail {}: the tool answered with an error (isError): backend refused key"
         f" literal-key (sample from {toml}:11: samples[2])",
         f'  local: sample count {{"n":13}}: the result does not match the tool\'s declared outputSchema:'
-        f' /n: expected integer, got string (sample from {toml}:15: samples[3])',
+        f" /n: expected integer, got string (sample from {toml}:15: samples[3])",
     ]
     assert "error: 4 sample calls failed (local): not recorded" in err
     assert 'expect = "error"' in err  # the hint says how to record a failure on purpose
     assert "recorded 1 of 1 servers" in out and "local: 4 tools, 2 calls recorded" in out
     calls = tmp_path / "fixtures" / "local" / "calls"
-    assert sorted(p.name for p in calls.iterdir()) == ["count.jsonl", "whoami.jsonl"]  # the probe too
+    assert sorted(p.name for p in calls.iterdir()) == [
+        "count.jsonl",
+        "whoami.jsonl",
+    ]  # the probe too
     assert [c["input"] for c in lines(calls / "count.jsonl")] == [{"n": 2}]
 
     # the same failures, expected: recorded as what they are, and record succeeds
@@ -746,7 +914,10 @@ def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys:
     )
     code, out, err = record(tmp_path, capsys, "--no-probe")
     assert code == 0, out + err
-    assert 'note: local: count {"n":3}: expect = "error", but the call succeeded; recorded as it is' in out
+    assert (
+        'note: local: count {"n":3}: expect = "error", but the call succeeded; recorded as it is'
+        in out
+    )
     (failed,) = lines(calls / "fail.jsonl")
     assert failed["result"]["isError"] is True
     assert [c["input"] for c in lines(calls / "count.jsonl")] == [{"n": 2}, {"n": 13}, {"n": 3}]
@@ -758,7 +929,9 @@ def test_failed_samples_fail_record_and_are_not_recorded(tmp_path: Path, capsys:
 
 
 @pytest.mark.slow
-def test_failed_probes_are_best_effort_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_probes_are_best_effort_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(tmp_path, {"slow": stdio_entry("slow")})
     code, out, err = record(tmp_path, capsys)
     assert code == 0, out + err
@@ -767,9 +940,13 @@ def test_failed_probes_are_best_effort_warnings(tmp_path: Path, capsys: pytest.C
         " cannot write /var/tmp/report.bin (0 bytes free) (an automatic probe: not recorded, not a"
         " failure of record)"
     ) in out
-    assert "  warning: slow: probe rpc_error {}: protocol error: quota exceeded for tenant demo" in out
+    assert (
+        "  warning: slow: probe rpc_error {}: protocol error: quota exceeded for tenant demo" in out
+    )
     calls = {p.name for p in (tmp_path / "fixtures" / "slow" / "calls").iterdir()}
-    assert "tool_error.jsonl" not in calls and "rpc_error.jsonl" not in calls and "beep.jsonl" in calls
+    assert (
+        "tool_error.jsonl" not in calls and "rpc_error.jsonl" not in calls and "beep.jsonl" in calls
+    )
 
 
 def test_samples_file_expect_is_checked(tmp_path: Path) -> None:
@@ -780,7 +957,7 @@ def test_samples_file_expect_is_checked(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"server": "a", "tool": "t", "expect": "failure"}]))
     with pytest.raises(UserError) as info:
         load_samples_file(path)
-    assert f"{path}: [0].expect must be \"error\" or \"drift\"" in info.value.message
+    assert f'{path}: [0].expect must be "error" or "drift"' in info.value.message
 
 
 def main_exit(project: Path, args: list[str]) -> int:

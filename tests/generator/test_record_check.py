@@ -57,7 +57,11 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     samples = project / "samples.json"
     samples.write_text(json.dumps(SAMPLES), encoding="utf-8")
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as info,
+    ):
         main(["record", "--config", str(config), "--samples", str(samples)])
     assert info.value.code == 0, out.getvalue() + err.getvalue()
     return project / "fixtures"
@@ -73,7 +77,9 @@ def check(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tupl
     return record(project, capsys, "--check", *args)
 
 
-def test_unchanged_server_exit_0_repeats_only_read_only_samples(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unchanged_server_exit_0_repeats_only_read_only_samples(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     calls_log = project / "calls.log"
     write_config(project, {"drift": drift_entry("a", calls_log)})
     before = tree_hash(project / "fixtures")
@@ -86,13 +92,15 @@ def test_unchanged_server_exit_0_repeats_only_read_only_samples(project: Path, c
     assert tree_hash(project / "fixtures") == before
 
 
-def test_drift_names_added_tool_input_schema_and_result_shape(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_drift_names_added_tool_input_schema_and_result_shape(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(project, {"drift": drift_entry("b")})
     before = tree_hash(project / "fixtures")
     code, out, err = check(project, capsys)
     assert code == 1, out + err
     report = out.splitlines()
-    assert report[report.index("drift: drift, 7 findings (8 tools, 7 results compared)") + 1:] == [
+    assert report[report.index("drift: drift, 7 findings (8 tools, 7 results compared)") + 1 :] == [
         "  archive: tool added (not in the fixtures)",
         "  lookup: result shape changed at /id: expected number, got string (samples 1, 2)",
         "  lookup: result shape changed at /tags: expected array, got nothing (missing) (samples 1, 2)",
@@ -105,30 +113,42 @@ def test_drift_names_added_tool_input_schema_and_result_shape(project: Path, cap
     # count's -2.5 breaks only `minimum` and `integer` (not the TypeScript type), lookup's new
     # name and clock's new time are values: none of them is drift
     assert not any(word in line for line in report[1:] for word in ("count", "clock", "name"))
-    assert "error: drift in 1 of 1 server: drift" in err and "codemode-gen record --server drift" in err
+    assert (
+        "error: drift in 1 of 1 server: drift" in err
+        and "codemode-gen record --server drift" in err
+    )
     assert tree_hash(project / "fixtures") == before  # nothing written, no staging folder left
     assert check(project, capsys)[1] == out  # the same report again
 
 
-def test_maps_compare_value_shapes_not_keys(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_maps_compare_value_shapes_not_keys(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`tally`'s byTag and byDay were recorded as maps (their keys are data): other tags, days
     and counts are values, not drift (variant `b`'s strings for counts are, in the test above)."""
     recorded = json.loads((project / "fixtures" / "drift" / "calls" / "tally.jsonl").read_text())
-    assert {"books", "home"} <= set(recorded["result"]["structuredContent"]["byTag"])  # `d` has neither
+    assert {"books", "home"} <= set(
+        recorded["result"]["structuredContent"]["byTag"]
+    )  # `d` has neither
     write_config(project, {"drift": drift_entry("d")})
     code, out, err = check(project, capsys)
     assert code == 0, out + err
     assert "drift: up to date (7 tools, 7 results compared)" in out
 
 
-def test_unreachable_servers_are_not_drift_but_exit_3(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_servers_are_not_drift_but_exit_3(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for sid in ("crashing", "nobody"):
         shutil.copytree(project / "fixtures" / "drift", project / "fixtures" / sid)
-    write_config(project, {
-        "drift": drift_entry("a"),
-        "crashing": stdio_entry("crash_at_start"),
-        "nobody": {"type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"},
-    })
+    write_config(
+        project,
+        {
+            "drift": drift_entry("a"),
+            "crashing": stdio_entry("crash_at_start"),
+            "nobody": {"type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"},
+        },
+    )
     before = tree_hash(project / "fixtures")
     code, out, err = check(project, capsys)
     assert code == 3, out + err
@@ -138,7 +158,10 @@ def test_unreachable_servers_are_not_drift_but_exit_3(project: Path, capsys: pyt
     assert "drift: up to date" in out
     statuses = [line.split(":")[0] for line in out.splitlines()[1:] if not line.startswith(" ")]
     assert statuses[:3] == ["crashing", "drift", "nobody"]  # sorted by server id
-    assert "error: no drift seen, but 2 of 3 servers could not be checked (completely): crashing, nobody" in err
+    assert (
+        "error: no drift seen, but 2 of 3 servers could not be checked (completely): crashing, nobody"
+        in err
+    )
     assert tree_hash(project / "fixtures") == before
 
     # drift elsewhere wins: exit 1, and the unreachable server is still named as such
@@ -149,21 +172,35 @@ def test_unreachable_servers_are_not_drift_but_exit_3(project: Path, capsys: pyt
     assert "error: drift in 1 of 2 servers: drift; could not check crashing" in err
 
 
-def test_failed_sample_call_could_not_be_checked(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_sample_call_could_not_be_checked(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(project, {"drift": drift_entry("c")})
     code, out, err = check(project, capsys)
     assert code == 3, out + err
-    assert "drift: no drift found, but 2 samples could not be checked (7 tools, 5 results compared)" in out
-    assert "  could not check: lookup sample 1: call failed: lookup backend unavailable (code -32050)" in out
+    assert (
+        "drift: no drift found, but 2 samples could not be checked (7 tools, 5 results compared)"
+        in out
+    )
+    assert (
+        "  could not check: lookup sample 1: call failed: lookup backend unavailable (code -32050)"
+        in out
+    )
 
 
-def test_server_without_fixtures_is_drift_not_recorded_yet(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_server_without_fixtures_is_drift_not_recorded_yet(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_config(project, {"drift": drift_entry("a"), "newbie": drift_entry("a")})
     (project / "fixtures" / "stray").mkdir()
-    code, out, err = check(project, capsys, "--server", "newbie")  # never started: nothing to compare
+    code, out, err = check(
+        project, capsys, "--server", "newbie"
+    )  # never started: nothing to compare
     assert code == 1, out + err
     newbie = project / "fixtures" / "newbie"
-    assert f"newbie: not recorded yet: no {newbie}/ (run `codemode-gen record --server newbie`)" in out
+    assert (
+        f"newbie: not recorded yet: no {newbie}/ (run `codemode-gen record --server newbie`)" in out
+    )
     assert "error: drift in 1 of 1 server: newbie" in err
     assert "stray" not in out  # only named servers were asked about
     assert not newbie.exists()
@@ -193,11 +230,18 @@ def test_help_documents_check_and_its_exit_codes(capsys: pytest.CaptureFixture[s
     assert info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--check" in text
-    for status in ("0 every server matches", "1 drift in at least one server", "2 configuration error", "3 no drift seen"):
+    for status in (
+        "0 every server matches",
+        "1 drift in at least one server",
+        "2 configuration error",
+        "3 no drift seen",
+    ):
         assert status in text
 
 
-def test_check_leaves_a_crashed_records_hidden_copy_alone(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_leaves_a_crashed_records_hidden_copy_alone(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # a reader, like generate: it reports what an interrupted record left, never repairs it
     fixtures = project / "fixtures"
     holder = fixtures / ".drift.old-abcd1234"
@@ -220,10 +264,14 @@ def test_redacted_recordings_compare_and_redacted_inputs_are_not_resent(
     monkeypatch.setenv("MY_SECRET", secret)
     write_config(tmp_path, {"slow": stdio_entry("slow", env={"SLOW_SECRET": "${MY_SECRET}"})})
     samples = tmp_path / "samples.json"
-    samples.write_text(json.dumps([
-        {"server": "slow", "tool": "env", "input": {"name": "SLOW_SECRET"}},
-        {"server": "slow", "tool": "echo", "input": {"value": f"key {secret}"}},
-    ]))
+    samples.write_text(
+        json.dumps(
+            [
+                {"server": "slow", "tool": "env", "input": {"name": "SLOW_SECRET"}},
+                {"server": "slow", "tool": "echo", "input": {"value": f"key {secret}"}},
+            ]
+        )
+    )
     code, out, _err = record(tmp_path, capsys, "--samples", str(samples), "--no-probe")
     assert code == 0, out
     before = tree_hash(tmp_path / "fixtures")

@@ -25,7 +25,11 @@ SEARCH = {
         "required": ["query"],
         "additionalProperties": False,
     },
-    "outputSchema": {"type": "object", "properties": {"hits": {"type": "integer"}}, "required": ["hits"]},
+    "outputSchema": {
+        "type": "object",
+        "properties": {"hits": {"type": "integer"}},
+        "required": ["hits"],
+    },
 }
 
 
@@ -48,7 +52,10 @@ def test_plan_samples_sends_only_listed_tools_with_inputs_their_schema_accepts()
         Sample("s", "search", {"query": float("nan")}),
     ]
     planned = plan_samples(samples, {"search": SEARCH}, outcome)
-    assert [(p.tool, p.input) for p in planned] == [("search", {"query": "milk"}), ("search", {"query": 1})]
+    assert [(p.tool, p.input) for p in planned] == [
+        ("search", {"query": "milk"}),
+        ("search", {"query": 1}),
+    ]
     assert planned[1].sample is samples[3]  # sent anyway: the sample expects the error
     failed = outcome.failed_samples
     assert len(failed) == 3
@@ -60,19 +67,31 @@ def test_plan_samples_sends_only_listed_tools_with_inputs_their_schema_accepts()
 
 def test_result_failure_follows_the_samples_expectation() -> None:
     asked = Planned("search", {"query": "x"}, Sample("s", "search", {"query": "x"}))
-    wants_error = Planned("search", {"query": "x"}, Sample("s", "search", {"query": "x"}, expect="error"))
-    wants_drift = Planned("search", {"query": "x"}, Sample("s", "search", {"query": "x"}, expect="drift"))
+    wants_error = Planned(
+        "search", {"query": "x"}, Sample("s", "search", {"query": "x"}, expect="error")
+    )
+    wants_drift = Planned(
+        "search", {"query": "x"}, Sample("s", "search", {"query": "x"}, expect="drift")
+    )
     good, bad, error = _result({"hits": 2}), _result({"hits": "two"}), _result(None, is_error=True)
 
-    def failure(call: Planned, result: dict[str, Any], record: dict[str, Any] | None = None) -> str | None:
-        return result_failure(SEARCH, call, result, record or {"result": result}, "spec", ServerOutcome("s"))
+    def failure(
+        call: Planned, result: dict[str, Any], record: dict[str, Any] | None = None
+    ) -> str | None:
+        return result_failure(
+            SEARCH, call, result, record or {"result": result}, "spec", ServerOutcome("s")
+        )
 
     assert failure(asked, good) is None
     assert failure(asked, error) == "the tool answered with an error (isError): boom"
     assert failure(wants_error, error) is None
-    assert (failure(asked, bad) or "").startswith("the result does not match the tool's declared outputSchema")
+    assert (failure(asked, bad) or "").startswith(
+        "the result does not match the tool's declared outputSchema"
+    )
     assert failure(wants_drift, bad) is None
-    assert failure(asked, bad, {"result": bad, "truncated": {"originalBytes": 9}}) is None  # a cut result has no shape
+    assert (
+        failure(asked, bad, {"result": bad, "truncated": {"originalBytes": 9}}) is None
+    )  # a cut result has no shape
 
 
 def test_result_failure_notes_an_expectation_that_did_not_happen() -> None:
@@ -87,7 +106,11 @@ def test_a_failed_probe_is_a_warning_and_a_failed_sample_fails_the_run() -> None
     outcome = ServerOutcome("s")
     call_failed(outcome, Planned("search", {}, None), "timed out")
     assert outcome.ok and "an automatic probe: not recorded" in outcome.warnings[0]
-    call_failed(outcome, Planned("search", {}, Sample("s", "search", {}, where="samples.json: [0]")), "timed out")
+    call_failed(
+        outcome,
+        Planned("search", {}, Sample("s", "search", {}, where="samples.json: [0]")),
+        "timed out",
+    )
     assert not outcome.ok
     assert outcome.failed_samples == ["search {}: timed out (sample from samples.json: [0])"]
 

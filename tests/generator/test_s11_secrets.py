@@ -36,7 +36,13 @@ SECRETS = {
 def cli(project: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
-        [*CLI, *args], cwd=project, env=env, input=stdin, capture_output=True, text=True, timeout=180
+        [*CLI, *args],
+        cwd=project,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 
@@ -59,14 +65,25 @@ def every_byte(folder: Path) -> str:
 @pytest.fixture
 def project(tmp_path: Path, start_server: Any) -> Path:
     remote = start_server("echo_secrets", "http")
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "local": {
-            "command": "${CODEMODE_PYTHON}",
-            "args": [str(server_script("echo_secrets")), "stdio", "--api-key", "${SECRET}"],
-            "env": {"ECHO_SECRET": "${ENVSECRET}"},
-        },
-        "remote": {"type": "http", "url": remote.mcp_url + "?api_key=${KEY}"},
-    }}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "local": {
+                        "command": "${CODEMODE_PYTHON}",
+                        "args": [
+                            str(server_script("echo_secrets")),
+                            "stdio",
+                            "--api-key",
+                            "${SECRET}",
+                        ],
+                        "env": {"ECHO_SECRET": "${ENVSECRET}"},
+                    },
+                    "remote": {"type": "http", "url": remote.mcp_url + "?api_key=${KEY}"},
+                }
+            }
+        )
+    )
     (tmp_path / "codemode.toml").write_text(
         '[[samples]]\nserver = "local"\ntool = "echo"\ninput = { message = "hello" }\n\n'
         '[[samples]]\nserver = "local"\ntool = "fail"\nexpect = "error"\n\n'
@@ -76,10 +93,14 @@ def project(tmp_path: Path, start_server: Any) -> Path:
 
 
 @pytest.mark.slow
-def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(project: Path) -> None:
+def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(
+    project: Path,
+) -> None:
     printed: list[str] = []
 
-    def step(*args: str, code: int = 0, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def step(
+        *args: str, code: int = 0, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         proc = cli(project, *args, stdin=stdin)
         printed.append(proc.stdout + proc.stderr)
         assert proc.returncode == code, proc.stdout + proc.stderr
@@ -117,11 +138,18 @@ def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(pr
     tools = {t["name"]: t for t in json.loads((local / "tools.json").read_text())}
     assert "Key <redacted:SECRET>, env <redacted:ECHO_SECRET>" in tools["whoami"]["description"]
     assert "<redacted:SECRET>" in tools["echo"]["inputSchema"]["properties"]  # an object key
-    whoami = [json.loads(line) for line in (local / "calls" / "whoami.jsonl").read_text().splitlines()]
+    whoami = [
+        json.loads(line) for line in (local / "calls" / "whoami.jsonl").read_text().splitlines()
+    ]
     structured = whoami[-1]["result"]["structuredContent"]
-    assert structured["argv"][-1] == "<redacted:SECRET>" and structured["env"] == "<redacted:ECHO_SECRET>"
+    assert (
+        structured["argv"][-1] == "<redacted:SECRET>"
+        and structured["env"] == "<redacted:ECHO_SECRET>"
+    )
     assert structured["byKey"] == {"<redacted:SECRET>": "<redacted:ECHO_SECRET>"}
-    (fail,) = [json.loads(line) for line in (local / "calls" / "fail.jsonl").read_text().splitlines()]
+    (fail,) = [
+        json.loads(line) for line in (local / "calls" / "fail.jsonl").read_text().splitlines()
+    ]
     assert fail["result"]["isError"] is True  # recorded on purpose: expect = "error"
     assert fail["result"]["content"][0]["text"] == "backend refused key <redacted:SECRET>"
     echo = (local / "calls" / "echo.jsonl").read_text()
@@ -131,7 +159,9 @@ def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(pr
     assert "api_key=<redacted:KEY>" in remote_server["instructions"]
     remote_tools = (remote / "tools.json").read_text()
     assert "query api_key=<redacted:KEY>" in remote_tools
-    (remote_whoami,) = [json.loads(line) for line in (remote / "calls" / "whoami.jsonl").read_text().splitlines()]
+    (remote_whoami,) = [
+        json.loads(line) for line in (remote / "calls" / "whoami.jsonl").read_text().splitlines()
+    ]
     assert remote_whoami["result"]["structuredContent"]["query"] == "api_key=<redacted:KEY>"
     # the interpreter path of the builtin ${CODEMODE_PYTHON} is not a secret
     assert "<redacted:CODEMODE_PYTHON>" not in fixtures
@@ -140,10 +170,27 @@ def test_s11_secrets_from_args_url_and_env_never_reach_fixtures_out_or_output(pr
 @pytest.mark.slow
 def test_s11_failures_are_reported_without_the_credentials(tmp_path: Path) -> None:
     def config(*extra: str) -> None:
-        (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-            "gone": {"type": "http", "url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=2"},
-            "local": {"command": PYTHON, "args": [str(server_script("echo_secrets")), "--api-key", "${SECRET}", *extra]},
-        }}))
+        (tmp_path / ".mcp.json").write_text(
+            json.dumps(
+                {
+                    "mcpServers": {
+                        "gone": {
+                            "type": "http",
+                            "url": "http://127.0.0.1:9/mcp?api_key=${KEY}&page=2",
+                        },
+                        "local": {
+                            "command": PYTHON,
+                            "args": [
+                                str(server_script("echo_secrets")),
+                                "--api-key",
+                                "${SECRET}",
+                                *extra,
+                            ],
+                        },
+                    }
+                }
+            )
+        )
 
     (tmp_path / "codemode.toml").write_text("[servers.gone]\nconnect_timeout = 5\n")
     config()
@@ -163,21 +210,37 @@ def test_s11_failures_are_reported_without_the_credentials(tmp_path: Path) -> No
 
 
 def test_s11_values_from_the_environment_are_redacted_as_substrings(tmp_path: Path) -> None:
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "a": {
-            "command": "${CODEMODE_PYTHON:-python}",
-            "args": ["--token=${TOKEN}", "--port", "${PORT}", "--mode", "${MODE:-production-mode}"],
-            "cwd": "${WORKDIR}",
-        },
-        "b": {"url": "https://u:p%40ssw0rd@example.com/mcp?access_token=literal-token-1&page=3"},
-    }}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {
+                        "command": "${CODEMODE_PYTHON:-python}",
+                        "args": [
+                            "--token=${TOKEN}",
+                            "--port",
+                            "${PORT}",
+                            "--mode",
+                            "${MODE:-production-mode}",
+                        ],
+                        "cwd": "${WORKDIR}",
+                    },
+                    "b": {
+                        "url": "https://u:p%40ssw0rd@example.com/mcp?access_token=literal-token-1&page=3"
+                    },
+                }
+            }
+        )
+    )
     environ = {"TOKEN": "t0k3n-abcdef", "PORT": "8000", "WORKDIR": "/home/alice-secret-dir"}
     configs = load_config(tmp_path / ".mcp.json", environ=environ)
     redactor = Redactor.for_server(configs["a"])
-    assert redactor.value({
-        "argv": "--token=t0k3n-abcdef --port 8000 --mode production-mode",
-        "t0k3n-abcdef": ["in /home/alice-secret-dir/x", 8000, None],
-    }) == {
+    assert redactor.value(
+        {
+            "argv": "--token=t0k3n-abcdef --port 8000 --mode production-mode",
+            "t0k3n-abcdef": ["in /home/alice-secret-dir/x", 8000, None],
+        }
+    ) == {
         # short values (PORT) and defaults written in the file are not secrets
         "argv": "--token=<redacted:TOKEN> --port 8000 --mode production-mode",
         "<redacted:TOKEN>": ["in <redacted:WORKDIR>/x", 8000, None],
@@ -196,7 +259,9 @@ def test_s11_values_from_the_environment_are_redacted_as_substrings(tmp_path: Pa
 
 
 def test_redactor_is_one_pass_over_big_and_deep_values() -> None:
-    redactor = Redactor([("K", "secret-value-1"), ("L", "secret-value-1-longer")], [r"sk-[a-z]+", r"(x)\1y"])
+    redactor = Redactor(
+        [("K", "secret-value-1"), ("L", "secret-value-1-longer")], [r"sk-[a-z]+", r"(x)\1y"]
+    )
     deep: Any = "secret-value-1"
     for _ in range(5000):  # far deeper than Python's recursion limit
         deep = {"k": [deep]}
@@ -204,7 +269,10 @@ def test_redactor_is_one_pass_over_big_and_deep_values() -> None:
     for _ in range(5000):
         copy = copy["k"][0]
     assert copy == "<redacted:K>"
-    assert redactor.text("secret-value-1-longer sk-abc xxy") == "<redacted:L> <redacted:pattern> <redacted:pattern>"
+    assert (
+        redactor.text("secret-value-1-longer sk-abc xxy")
+        == "<redacted:L> <redacted:pattern> <redacted:pattern>"
+    )
     big = {"rows": [{"id": i, "note": f"row {i} secret-value-1 sk-abc"} for i in range(50_000)]}
     redacted = redactor.value(big)
     assert redacted["rows"][49_999]["note"] == "row 49999 <redacted:K> <redacted:pattern>"

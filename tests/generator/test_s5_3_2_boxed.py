@@ -71,7 +71,9 @@ def _samples_toml() -> str:
         rows += [(sid, tool, args) for tool, args in FASTMCP_SAMPLES]
     return "".join(
         f'\n[[samples]]\nserver = "{sid}"\ntool = "{tool}"\ninput = {json.dumps(args).replace(":", " =")}\n'
-        + ('expect = "drift"\n' if tool == "broken" else "")  # its result breaks its schema on purpose
+        + (
+            'expect = "drift"\n' if tool == "broken" else ""
+        )  # its result breaks its schema on purpose
         for sid, tool, args in rows
     )
 
@@ -104,7 +106,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def manifest(project: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((project / "out" / "manifest.json").read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(
+        (project / "out" / "manifest.json").read_text(encoding="utf-8")
+    )
     return data
 
 
@@ -135,9 +139,10 @@ def warnings(response: dict[str, Any]) -> list[dict[str, Any]]:
 def tool_doc(dts: str, export: str) -> str:
     """The doc comment line right above `export function <export>(`."""
     lines = dts.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"export function {export}("))
+    at = next(
+        i for i, line in enumerate(lines) if line.strip().startswith(f"export function {export}(")
+    )
     return lines[at - 1].strip()
-
 
 
 # --------------------------------------------------------------------------- recognising markers
@@ -231,7 +236,10 @@ def test_fastmcp_package_marker_types_the_inner_value() -> None:
     fixtures = [FixtureSet("calc", {"serverInfo": {"name": "calc"}}, [listed], {})]
     spec = build_outputs(fixtures)
     unboxed = build_outputs(fixtures, Settings(servers={"calc": ServerSettings(unbox=True)}))
-    for outputs, output, tag in ((spec, "{ result: number }", "@boxed result"), (unboxed, "number", "@unboxed result")):
+    for outputs, output, tag in (
+        (spec, "{ result: number }", "@boxed result"),
+        (unboxed, "number", "@unboxed result"),
+    ):
         entry = outputs.manifest["servers"][0]
         declaration = entry["tools"][0]["declaration"]
         assert f"): Promise<{output}>;" in declaration and tag in declaration
@@ -245,12 +253,16 @@ def test_fastmcp_package_marker_types_the_inner_value() -> None:
 
 def test_unbox_setting_per_server_and_project_default(tmp_path: Path) -> None:
     toml = tmp_path / "codemode.toml"
-    toml.write_text('unbox = true\n[servers.a]\nunbox = false\n[servers.b]\ncall_timeout = 5\n')
+    toml.write_text("unbox = true\n[servers.a]\nunbox = false\n[servers.b]\ncall_timeout = 5\n")
     settings = project_settings(tmp_path / ".mcp.json")
-    assert (settings.unbox_for("a"), settings.unbox_for("b"), settings.unbox_for("c")) == (False, True, True)
-    (tmp_path / ".mcp.json").write_text(json.dumps(
-        {"mcpServers": {n: {"command": "x"} for n in ("a", "b", "c")}}
-    ))
+    assert (settings.unbox_for("a"), settings.unbox_for("b"), settings.unbox_for("c")) == (
+        False,
+        True,
+        True,
+    )
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {n: {"command": "x"} for n in ("a", "b", "c")}})
+    )
     configs = load_config(tmp_path / ".mcp.json", settings)
     assert {n: c.unbox for n, c in configs.items()} == {"a": False, "b": True, "c": True}
     assert Settings().unbox_for("a") is False  # the default stays spec behaviour
@@ -271,7 +283,11 @@ def test_manifest_keeps_the_boxes(manifest: dict[str, Any]) -> None:
         unboxed = sid in UNBOXED
         entry = server(manifest, sid)
         assert entry.get("unbox", False) is unboxed
-        names = ["answer", "broken", "find", "greet"] if sid.startswith("dedalus") else ["tags", "word_count"]
+        names = (
+            ["answer", "broken", "find", "greet"]
+            if sid.startswith("dedalus")
+            else ["tags", "word_count"]
+        )
         marker = DEDALUS_BOX if sid.startswith("dedalus") else SDK_BOX
         for name in names:
             output = tool(manifest, sid, name)["output"]
@@ -279,51 +295,74 @@ def test_manifest_keeps_the_boxes(manifest: dict[str, Any]) -> None:
             assert output["box"] == {**marker, "unboxed": unboxed}, (sid, name)
     assert "box" not in tool(manifest, "fastmcp-unboxed", "stats")["output"]  # an object, not boxed
     # the effective outputSchema is what the script receives; the declared one is kept as sent
-    spec, unboxed_answer = tool(manifest, "dedalus", "answer"), tool(manifest, "dedalus-unboxed", "answer")
+    spec, unboxed_answer = (
+        tool(manifest, "dedalus", "answer"),
+        tool(manifest, "dedalus-unboxed", "answer"),
+    )
     assert spec["outputSchema"] == spec["output"]["declared"]
     assert spec["outputSchema"]["x-dedalus-box"] == {"field": "result"}
     assert unboxed_answer["outputSchema"] == {"type": "integer"}
     assert unboxed_answer["output"]["declared"] == spec["output"]["declared"]
     assert tool(manifest, "fastmcp-unboxed", "tags")["outputSchema"] == {
-        "items": {"type": "string"}, "title": "Result", "type": "array"
+        "items": {"type": "string"},
+        "title": "Result",
+        "type": "array",
     }
     # broken's recorded result (a sample that expects it) does not match its own schema: drift, as
     # for any declared schema
-    assert any("expected object, got string" in d for d in tool(manifest, "dedalus", "broken")["output"]["drift"])
+    assert any(
+        "expected object, got string" in d
+        for d in tool(manifest, "dedalus", "broken")["output"]["drift"]
+    )
 
 
 @pytest.mark.slow
-def test_declarations_say_boxed_and_type_the_returned_value(project: Path, manifest: dict[str, Any]) -> None:
+def test_declarations_say_boxed_and_type_the_returned_value(
+    project: Path, manifest: dict[str, Any]
+) -> None:
     out = project / "out"
     dedalus = (out / "servers" / "dedalus.d.ts").read_text(encoding="utf-8")
     unboxed = (out / "servers" / "dedalus-unboxed.d.ts").read_text(encoding="utf-8")
     fastmcp = (out / "servers" / "fastmcp.d.ts").read_text(encoding="utf-8")
     fast_unboxed = (out / "servers" / "fastmcp-unboxed.d.ts").read_text(encoding="utf-8")
     # spec: the box as sent, and why
-    assert re.search(r"export type AnswerOutput = \{\n\s+/\*\* integer\. \*/ result: number;", dedalus)
+    assert re.search(
+        r"export type AnswerOutput = \{\n\s+/\*\* integer\. \*/ result: number;", dedalus
+    )
     assert "export type GreetOutput = { result: string; [k: string]: unknown };" in dedalus
     doc = tool_doc(dedalus, "answer")
     assert "Boxed by the server (x-dedalus-box): the value is in .result." in doc
     assert doc.endswith("@boxed result @readOnly @closedWorld */")
-    assert re.search(r"export type WordCountOutput = \{\n\s+/\*\* integer\. \*/ result: number;", fastmcp)
+    assert re.search(
+        r"export type WordCountOutput = \{\n\s+/\*\* integer\. \*/ result: number;", fastmcp
+    )
     assert "export type TagsOutput = { result: string[]; [k: string]: unknown };" in fastmcp
-    assert "(FastMCP's result wrapper)" in tool_doc(fastmcp, "tags") and "@boxed result" in tool_doc(fastmcp, "tags")
+    assert "(FastMCP's result wrapper)" in tool_doc(
+        fastmcp, "tags"
+    ) and "@boxed result" in tool_doc(fastmcp, "tags")
     assert "@boxed" not in tool_doc(fastmcp, "stats")
     # unbox: the inner type, and the deviation named
     assert "export type AnswerOutput = number;" in unboxed
     assert "export type FindOutput = string[];" in unboxed
     assert "export type GreetOutput = string;" in unboxed
     assert "): Promise<AnswerOutput>;" in unboxed
-    assert "returned unboxed (unbox = true, a deviation from spec §5.3.2)" in tool_doc(unboxed, "greet")
+    assert "returned unboxed (unbox = true, a deviation from spec §5.3.2)" in tool_doc(
+        unboxed, "greet"
+    )
     assert "@unboxed result" in tool_doc(unboxed, "greet")
     assert "(tools tagged @unboxed) are returned as that field's value" in unboxed
     assert "that field's value" not in dedalus
     assert "export type WordCountOutput = number;" in fast_unboxed
     assert "export type TagsOutput = string[];" in fast_unboxed
-    assert "/** Result" not in fast_unboxed and " * Result\n" not in fast_unboxed  # pydantic's title of the field respells it: no doc line
+    assert (
+        "/** Result" not in fast_unboxed and " * Result\n" not in fast_unboxed
+    )  # pydantic's title of the field respells it: no doc line
     # the compact agent rendering: one short tag, the returned type inline
     full = server_block(server(manifest, "dedalus-unboxed"))
-    assert re.search(r"@unboxed result @readOnly @closedWorld \*/\n\s+function answer\([^)]*\): Promise<number>;", full)
+    assert re.search(
+        r"@unboxed result @readOnly @closedWorld \*/\n\s+function answer\([^)]*\): Promise<number>;",
+        full,
+    )
     assert "function find(input: {" in full and "}): Promise<string[]>;" in full
     assert "): Promise<number>;" in tool(manifest, "fastmcp-unboxed", "word_count")["declaration"]
     assert "@unboxed result" in tool(manifest, "fastmcp-unboxed", "word_count")["declaration"]
@@ -368,7 +407,9 @@ def test_declarations_compile_and_type_both_modes(project: Path, manifest: dict[
     )
     proc = subprocess.run(
         [str(tsc), "-p", str(project / "out" / "tsconfig.json"), "--pretty", "false"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the agent rendering (declarations and prompt blocks) compiles and types the same way
@@ -379,12 +420,15 @@ def test_declarations_compile_and_type_both_modes(project: Path, manifest: dict[
         for kind, level in (("full", FULL), ("plain", SIGNATURE)):
             snippets[f"{entry['serverId']}/{kind}.d.ts"] = as_namespace(server_block(entry, level))
     use = (
-        "const v: number = await Server.answer();\nconst w: string[] = await Server.find({ query: \"q\" });\n"
+        'const v: number = await Server.answer();\nconst w: string[] = await Server.find({ query: "q" });\n'
         "// @ts-expect-error unboxed\nconst x = (await Server.answer()).result;\nconsole.log(v, w, x);\n"
     )
-    snippets["use-unboxed"] = "declare const console: { log(...a: unknown[]): void };\n" + as_namespace(
-        server_block(server(manifest, "dedalus-unboxed"))
-    ) + "\n" + use
+    snippets["use-unboxed"] = (
+        "declare const console: { log(...a: unknown[]): void };\n"
+        + as_namespace(server_block(server(manifest, "dedalus-unboxed")))
+        + "\n"
+        + use
+    )
     results = tsc_check(snippets)
     assert {name: diags for name, diags in results.items() if diags} == {}
 
@@ -400,8 +444,12 @@ def test_spec_behaviour_returns_the_box(host: HostThread) -> None:
         'await d.find({ query: "milk" }), await d.broken(), await f.word_count({ text: "a b c" }), await f.tags()];'
     )
     assert assert_ok(r) == [
-        {"result": 7}, {"result": "Hello Ada"}, {"result": ["milk and eggs", "buy milk"]}, {"value": 42},
-        {"result": 3}, {"result": ["a", "b", "c"]},
+        {"result": 7},
+        {"result": "Hello Ada"},
+        {"result": ["milk and eggs", "buy milk"]},
+        {"value": 42},
+        {"result": 3},
+        {"result": ["a", "b", "c"]},
     ]
     assert warnings(r) == []  # no unbox, nothing to warn about
 
@@ -415,13 +463,22 @@ def test_unbox_returns_the_inner_value(host: HostThread) -> None:
         'await du.find({ query: "milk", limit: 1 }), await fu.word_count({ text: "a b c" }), await fu.tags(), '
         "await fu.stats()];"
     )
-    assert assert_ok(r) == [7, "Hello Ada", ["milk and eggs"], 3, ["a", "b", "c"], {"words": 3, "lines": 1}]
+    assert assert_ok(r) == [
+        7,
+        "Hello Ada",
+        ["milk and eggs"],
+        3,
+        ["a", "b", "c"],
+        {"words": 3, "lines": 1},
+    ]
     assert warnings(r) == []
     assert [e["ok"] for e in r["toolTrace"]] == [True] * 6
 
 
 @pytest.mark.slow
-def test_result_without_the_boxed_field_is_returned_unchanged_with_a_warning(host: HostThread) -> None:
+def test_result_without_the_boxed_field_is_returned_unchanged_with_a_warning(
+    host: HostThread,
+) -> None:
     r = host.run(
         'import { broken, answer } from "@codemode/servers/dedalus-unboxed";\n'
         "globalThis.__codemode_result__ = [await broken(), await broken({ shape: 'object' }), await answer()];"
@@ -467,11 +524,16 @@ def test_discovery_exposes_the_box_and_the_effective_output_schema(host: HostThr
     assert got["fast"]["outputSchema"]["type"] == "array"
     assert "boxed" not in got["stats"]
     assert "boxed" not in got["brief"] and "outputSchema" not in got["brief"]  # full detail only
-    assert got["found"]["toolName"] == "word_count" and got["found"]["boxed"] == {"field": "result", "unboxed": False}
+    assert got["found"]["toolName"] == "word_count" and got["found"]["boxed"] == {
+        "field": "result",
+        "unboxed": False,
+    }
 
 
 @pytest.mark.slow
-def test_serve_prompt_documents_unboxing_only_when_used(host: HostThread, manifest: dict[str, Any]) -> None:
+def test_serve_prompt_documents_unboxing_only_when_used(
+    host: HostThread, manifest: dict[str, Any]
+) -> None:
     prompt = system_prompt(host.cm)
     (line,) = [x for x in prompt.splitlines() if "boxes in a one-field object" in x]
     assert line.startswith("- Deviation: for `dedalus-unboxed`, `fastmcp-unboxed` ")
@@ -479,9 +541,13 @@ def test_serve_prompt_documents_unboxing_only_when_used(host: HostThread, manife
     servers = manifest["servers"]
     without = render_prompt(servers)
     assert "@unboxed result" in without  # the unboxed servers' blocks carry the tag
-    assert without.splitlines() == [x for x in render_prompt(servers, unbox_servers=UNBOXED).splitlines() if x != line]
+    assert without.splitlines() == [
+        x for x in render_prompt(servers, unbox_servers=UNBOXED).splitlines() if x != line
+    ]
     spec_only = render_prompt([server(manifest, "dedalus"), server(manifest, "fastmcp")])
-    assert "@boxed" not in spec_only and "@unboxed" not in spec_only and "Deviation" not in spec_only
+    assert (
+        "@boxed" not in spec_only and "@unboxed" not in spec_only and "Deviation" not in spec_only
+    )
 
 
 @pytest.mark.slow
@@ -499,12 +565,18 @@ def test_in_memory_module_of_an_unboxed_server(tmp_path: Path) -> None:
     finally:
         h.close()
     value, declaration, schema, boxed = assert_ok(r)
-    assert value == 7 and schema == {"type": "integer"} and boxed == {"field": "result", "unboxed": True}
+    assert (
+        value == 7
+        and schema == {"type": "integer"}
+        and boxed == {"field": "result", "unboxed": True}
+    )
     assert "): Promise<number>;" in declaration and "@unboxed result" in declaration
 
 
 @pytest.mark.slow
-def test_out_generated_for_the_other_setting_drops_its_declaration(project: Path, manifest: dict[str, Any]) -> None:
+def test_out_generated_for_the_other_setting_drops_its_declaration(
+    project: Path, manifest: dict[str, Any]
+) -> None:
     """out/ typed the box, but this host unboxes (or the reverse): discovery shows the schema
     the script receives and no declaration that would type the wrong value."""
     flipped = {
@@ -512,10 +584,27 @@ def test_out_generated_for_the_other_setting_drops_its_declaration(project: Path
         "dedalus-unboxed": stdio_config("dedalus-unboxed", "boxed_server"),
     }
     views = manifest_views(read_manifest(project / "out"), project / "out", flipped)
-    now_unboxed, now_boxed = views["dedalus"].tools["answer"], views["dedalus-unboxed"].tools["answer"]
-    assert (now_unboxed.unboxed, now_unboxed.output_schema, now_unboxed.declaration) == (True, {"type": "integer"}, None)
+    now_unboxed, now_boxed = (
+        views["dedalus"].tools["answer"],
+        views["dedalus-unboxed"].tools["answer"],
+    )
+    assert (now_unboxed.unboxed, now_unboxed.output_schema, now_unboxed.declaration) == (
+        True,
+        {"type": "integer"},
+        None,
+    )
     assert now_boxed.unboxed is False and now_boxed.declaration is None
     assert now_boxed.output_schema == tool(manifest, "dedalus", "answer")["output"]["declared"]
-    kept = manifest_views(read_manifest(project / "out"), project / "out", {"dedalus": stdio_config("dedalus", "boxed_server")})
-    assert kept["dedalus"].tools["answer"].declaration == tool(manifest, "dedalus", "answer")["declaration"]
-    assert kept["dedalus"].tools["answer"].definition()["boxed"] == {"field": "result", "unboxed": False}
+    kept = manifest_views(
+        read_manifest(project / "out"),
+        project / "out",
+        {"dedalus": stdio_config("dedalus", "boxed_server")},
+    )
+    assert (
+        kept["dedalus"].tools["answer"].declaration
+        == tool(manifest, "dedalus", "answer")["declaration"]
+    )
+    assert kept["dedalus"].tools["answer"].definition()["boxed"] == {
+        "field": "result",
+        "unboxed": False,
+    }

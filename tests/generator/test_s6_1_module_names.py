@@ -42,8 +42,12 @@ EXPECTED = {
 
 def tools() -> list[dict[str, object]]:
     return [
-        {"name": name, "description": f"The tool {name}.", "inputSchema": {"type": "object", "properties": {}},
-         "annotations": {"readOnlyHint": True}}
+        {
+            "name": name,
+            "description": f"The tool {name}.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": True},
+        }
         for name in EXPECTED
     ]
 
@@ -70,8 +74,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def host(request: pytest.FixtureRequest, project: Path) -> Iterator[HostThread]:
     """The server's module from generated out/, or built in memory from the live tools/list."""
     out = project / "out" if request.param == "out" else project / f"empty-{request.param}"
-    h = HostThread({"odd": stdio("odd", "catalog_server", "--catalog", str(project / "tools.json"))},
-                   out, project / f"logs-{request.param}")
+    h = HostThread(
+        {"odd": stdio("odd", "catalog_server", "--catalog", str(project / "tools.json"))},
+        out,
+        project / f"logs-{request.param}",
+    )
     yield h
     h.close()
 

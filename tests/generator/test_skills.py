@@ -40,7 +40,9 @@ export async function forget(input: { id: number }): Promise<boolean> {
 
 
 def cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=240
+    )
 
 
 def clone(base: Path) -> Path:
@@ -48,8 +50,13 @@ def clone(base: Path) -> Path:
     project = base / "project"
     project.mkdir()
     shutil.copy(REPO / "codemode.toml", project / "codemode.toml")
-    servers = {sid: {"command": sys.executable, "args": [str(REPO / "examples" / "servers" / f"{sid}_server.py")]}
-               for sid in ("notes", "calendar")}
+    servers = {
+        sid: {
+            "command": sys.executable,
+            "args": [str(REPO / "examples" / "servers" / f"{sid}_server.py")],
+        }
+        for sid in ("notes", "calendar")
+    }
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
     for name in ("fixtures", "out", "skills"):
         shutil.copytree(REPO / name, project / name)
@@ -79,7 +86,11 @@ def test_skill_names_that_could_leave_the_folder_are_refused(tmp_path: Path) -> 
 
 
 def test_hostile_skill_sources_are_refused_with_their_path(tmp_path: Path) -> None:
-    write(tmp_path, "big.ts", "/** big */\nexport async function big() {}\n" + "//" + "x" * sk.MAX_SKILL_BYTES)
+    write(
+        tmp_path,
+        "big.ts",
+        "/** big */\nexport async function big() {}\n" + "//" + "x" * sk.MAX_SKILL_BYTES,
+    )
     with pytest.raises(UserError, match=r"skills/big.ts: \d+ bytes, more than a skill may have"):
         sk.load_skills(tmp_path)
     (tmp_path / "skills" / "big.ts").unlink()
@@ -101,7 +112,11 @@ def test_hostile_skill_sources_are_refused_with_their_path(tmp_path: Path) -> No
     with pytest.raises(UserError, match=r"skills/bin\.ts: not UTF-8"):
         sk.load_skills(tmp_path)
     (tmp_path / "skills" / "bin.ts").unlink()
-    write(tmp_path, "two.ts", "/** a */\nexport async function a() {}\n/** b */\nexport async function b() {}\n")
+    write(
+        tmp_path,
+        "two.ts",
+        "/** a */\nexport async function a() {}\n/** b */\nexport async function b() {}\n",
+    )
     with pytest.raises(UserError, match="exactly one async function"):
         sk.load_skills(tmp_path)
     write(tmp_path, "two.ts", "export async function a() {}\n")
@@ -133,18 +148,24 @@ def test_skeleton_of_the_demo_script_is_a_valid_skill() -> None:
     for lang in ("ts", "js"):
         text = sk.skeleton("plan_week", code, lang=lang, origin="plan_week.js")
         skill = sk.parse_skill("plan_week", f"skills/plan_week.{lang}", text)
-        assert skill.description.startswith("An agent's script: one codemode.run that chains two MCP servers.")
+        assert skill.description.startswith(
+            "An agent's script: one codemode.run that chains two MCP servers."
+        )
         assert "__codemode_result__" not in text and "return { day: DAY, booked };" in text
         assert text.startswith('import * as notes from "@codemode/servers/notes";\n')
-        assert skill.imports() == ["@codemode/servers/notes", "@codemode/servers/calendar",
-                                   "@codemode/discovery", "@codemode/errors"]
+        assert skill.imports() == [
+            "@codemode/servers/notes",
+            "@codemode/servers/calendar",
+            "@codemode/discovery",
+            "@codemode/errors",
+        ]
 
 
 def test_doc_comment_examples_and_description() -> None:
     skill = sk.load_skills(REPO)[1]
     assert skill.name == "plan_week" and skill.function == "plan_week"
     assert skill.description.startswith("Book a 30-minute slot on `day`")
-    assert len(skill.examples) == 1 and "plan_week({ day: \"2026-03-02\" })" in skill.examples[0]
+    assert len(skill.examples) == 1 and 'plan_week({ day: "2026-03-02" })' in skill.examples[0]
     assert "@codemode/skills/open_todos" in skill.imports()
 
 
@@ -152,7 +173,9 @@ def test_doc_comment_examples_and_description() -> None:
 
 
 @pytest.mark.slow
-def test_generate_declares_skills_and_a_run_imports_a_skill_importing_a_skill(tmp_path: Path) -> None:
+def test_generate_declares_skills_and_a_run_imports_a_skill_importing_a_skill(
+    tmp_path: Path,
+) -> None:
     project = clone(tmp_path)
     shutil.rmtree(project / "out")
     write(project, "forget.ts", FORGET)
@@ -168,44 +191,86 @@ def test_generate_declares_skills_and_a_run_imports_a_skill_importing_a_skill(tm
     dts = (project / "out" / "codemode.d.ts").read_text()
     assert 'declare module "@codemode/skills/open_todos" {' in dts
     # The committed out/ is what generate writes (the demo's skills included).
-    assert (project / "out" / "skills" / "plan_week.js").read_text() == (REPO / "out" / "skills" / "plan_week.js").read_text()
+    assert (project / "out" / "skills" / "plan_week.js").read_text() == (
+        REPO / "out" / "skills" / "plan_week.js"
+    ).read_text()
     # A run imports the skill; its (and the skill it imports) calls are the run's own.
     script = project / "use.ts"
-    script.write_text('import { plan_week } from "@codemode/skills/plan_week";\n'
-                      'globalThis.__codemode_result__ = await plan_week({ day: "2026-03-02" });\n')
+    script.write_text(
+        'import { plan_week } from "@codemode/skills/plan_week";\n'
+        'globalThis.__codemode_result__ = await plan_week({ day: "2026-03-02" });\n'
+    )
     proc = cli(project, "run", "--replay", "--yes", "--no-pretty", "use.ts")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     response = json.loads(proc.stdout)
     # (list_notes and list_events run in one Promise.all: the trace lists them as they end)
     assert {(c["serverId"], c["toolName"]) for c in response["toolTrace"]} == {
-        ("notes", "list_notes"), ("calendar", "list_events"), ("calendar", "free_slots"), ("calendar", "create_event")}
+        ("notes", "list_notes"),
+        ("calendar", "list_events"),
+        ("calendar", "free_slots"),
+        ("calendar", "create_event"),
+    }
     assert response["result"]["day"] == "2026-03-02"
     # Approvals hold as if the script had made the call: a destructive call asks; without --yes
     # and no terminal to ask on, it is denied (live: replayed calls change nothing, none asks).
-    proc = cli(project, "run", "--no-pretty", "-",
-               stdin='import { forget } from "@codemode/skills/forget";\nawait forget({ id: 2 });\n')
+    proc = cli(
+        project,
+        "run",
+        "--no-pretty",
+        "-",
+        stdin='import { forget } from "@codemode/skills/forget";\nawait forget({ id: 2 });\n',
+    )
     trace = json.loads(proc.stdout)["toolTrace"]
-    assert [(c["toolName"], c["approval"]) for c in trace] == [("delete_note", "denied")], proc.stdout
+    assert [(c["toolName"], c["approval"]) for c in trace] == [("delete_note", "denied")], (
+        proc.stdout
+    )
     # Limits too: one tool call allowed, the skill's second one is refused.
-    proc = cli(project, "run", "--replay", "--yes", "--no-pretty", "--limits", '{"maxToolCalls": 1}', "use.ts")
+    proc = cli(
+        project,
+        "run",
+        "--replay",
+        "--yes",
+        "--no-pretty",
+        "--limits",
+        '{"maxToolCalls": 1}',
+        "use.ts",
+    )
     limited = json.loads(proc.stdout)
     assert proc.returncode == 1 and len([c for c in limited["toolTrace"] if c.get("ok")]) <= 1
     # Discovery lists them too (what the prompt's skills section may only count).
-    proc = cli(project, "run", "--replay", "--no-pretty", "-",
-               stdin='import { listSkills } from "@codemode/discovery";\n'
-                     'globalThis.__codemode_result__ = (await listSkills()).map((s) => s.specifier);\n')
-    assert json.loads(proc.stdout)["result"] == [f"@codemode/skills/{n}" for n in ("forget", "open_todos", "plan_week")]
+    proc = cli(
+        project,
+        "run",
+        "--replay",
+        "--no-pretty",
+        "-",
+        stdin='import { listSkills } from "@codemode/discovery";\n'
+        "globalThis.__codemode_result__ = (await listSkills()).map((s) => s.specifier);\n",
+    )
+    assert json.loads(proc.stdout)["result"] == [
+        f"@codemode/skills/{n}" for n in ("forget", "open_todos", "plan_week")
+    ]
     # `skill test` in the fresh clone: every example replays, a skills/<name>.test.ts too.
-    write(project, "open_todos.test.ts", 'import { open_todos } from "@codemode/skills/open_todos";\n'
-          'const todos = await open_todos({ tag: "no-such-tag" });\n'
-          'if (todos.length !== 0) throw new Error("a tag no note has");\n')
+    write(
+        project,
+        "open_todos.test.ts",
+        'import { open_todos } from "@codemode/skills/open_todos";\n'
+        'const todos = await open_todos({ tag: "no-such-tag" });\n'
+        'if (todos.length !== 0) throw new Error("a tag no note has");\n',
+    )
     proc = cli(project, "skill", "test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ok   skills/open_todos.test.ts (1 tool calls)" in proc.stdout
     assert "3 of 3 example(s) passed (replayed)" in proc.stdout
     assert "skill forget has no example" in proc.stderr
-    write(project, "open_todos.test.ts", 'import { open_todos } from "@codemode/skills/open_todos";\n'
-          'if ((await open_todos({})).length === 0) throw new Error("broken on purpose");\n'.replace("=== 0", "> 0"))
+    write(
+        project,
+        "open_todos.test.ts",
+        'import { open_todos } from "@codemode/skills/open_todos";\n'
+        'if ((await open_todos({})).length === 0) throw new Error("broken on purpose");\n'.replace(
+            "=== 0", "> 0"
+        ),
+    )
     proc = cli(project, "skill", "test", "open_todos")
     assert proc.returncode == 1 and "FAIL skills/open_todos.test.ts" in proc.stdout, proc.stdout
 
@@ -217,12 +282,18 @@ def test_a_skill_with_a_wrong_field_fails_generate_and_check_with_its_line(tmp_p
     write(project, "book.ts", WRONG_FIELD)
     proc = cli(project, "generate")
     assert proc.returncode != 0
-    assert "skills/book.ts:5:" in proc.stderr and "TS2353" in proc.stderr and "'room'" in proc.stderr
-    assert {p: p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()} == before  # nothing written
+    assert (
+        "skills/book.ts:5:" in proc.stderr and "TS2353" in proc.stderr and "'room'" in proc.stderr
+    )
+    assert {
+        p: p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()
+    } == before  # nothing written
     proc = cli(project, "check")
     assert proc.returncode == 1
     found = json.loads(proc.stdout)
-    assert [(d["file"], d["path"].split(":")[0], d["code"]) for d in found] == [("skills/book.ts", "5", "TS2353")]
+    assert [(d["file"], d["path"].split(":")[0], d["code"]) for d in found] == [
+        ("skills/book.ts", "5", "TS2353")
+    ]
     proc = cli(project, "generate", "--check")
     assert proc.returncode != 0 and "skills/book.ts:5:" in proc.stderr
 
@@ -254,12 +325,21 @@ def test_skill_save_turns_a_script_into_a_skill_that_generates_and_runs(tmp_path
     assert not (tmp_path / "escape.js").exists() and not (project.parent / "escape.js").exists()
     proc = cli(project, "generate")
     assert proc.returncode == 0, proc.stderr
-    proc = cli(project, "run", "--replay", "--yes", "--no-pretty", "-",
-               stdin='import { plan_demo } from "@codemode/skills/plan_demo";\n'
-                     'globalThis.__codemode_result__ = await plan_demo();\n')
+    proc = cli(
+        project,
+        "run",
+        "--replay",
+        "--yes",
+        "--no-pretty",
+        "-",
+        stdin='import { plan_demo } from "@codemode/skills/plan_demo";\n'
+        "globalThis.__codemode_result__ = await plan_demo();\n",
+    )
     response = json.loads(proc.stdout)
     # The saved script's own calls, made from the skill (list_events' input is not recorded).
-    assert {c["toolName"] for c in response["toolTrace"]} >= {"list_notes", "list_events"}, proc.stdout
+    assert {c["toolName"] for c in response["toolTrace"]} >= {"list_notes", "list_events"}, (
+        proc.stdout
+    )
 
 
 def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
@@ -272,9 +352,19 @@ def test_the_prompt_lists_skills_within_their_share_of_the_budget() -> None:
 
     manifest = json.loads((REPO / "out" / "manifest.json").read_text())
     demo = skills_section(manifest["skills"], 10_000)
-    assert 'import { plan_week } from "@codemode/skills/plan_week"`: function plan_week(input: { day: string;' in demo
-    many = [{**manifest["skills"][1], "name": f"s{i}", "specifier": f"@codemode/skills/s{i}", "function": f"s{i}"}
-            for i in range(sk.MAX_SKILLS)]
+    assert (
+        'import { plan_week } from "@codemode/skills/plan_week"`: function plan_week(input: { day: string;'
+        in demo
+    )
+    many = [
+        {
+            **manifest["skills"][1],
+            "name": f"s{i}",
+            "specifier": f"@codemode/skills/s{i}",
+            "function": f"s{i}",
+        }
+        for i in range(sk.MAX_SKILLS)
+    ]
     for room in (200, 1_000, 3_000, 100_000):
         text = skills_section(many, room)
         assert len(text) <= room
@@ -303,8 +393,17 @@ def test_record_check_reports_a_skill_broken_by_a_removed_tool(tmp_path: Path) -
     tools = project / "fixtures" / "notes" / "tools.json"
     data = json.loads(tools.read_text())
     listed = data["tools"] if isinstance(data, dict) else data
-    listed.append({"name": "archive_note", "description": "Archive a note.",
-                   "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}})
+    listed.append(
+        {
+            "name": "archive_note",
+            "description": "Archive a note.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id"],
+            },
+        }
+    )
     tools.write_text(json.dumps(data))
     write(project, "archive.ts", ARCHIVE)
     proc = cli(project, "generate")
@@ -312,7 +411,9 @@ def test_record_check_reports_a_skill_broken_by_a_removed_tool(tmp_path: Path) -
     proc = cli(project, "record", "--check", "--server", "notes")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "skills broken by this drift" in proc.stdout
-    assert "skills/archive.ts:1:10 error TS2305" in proc.stdout and "archive_note" in proc.stdout, proc.stdout
+    assert "skills/archive.ts:1:10 error TS2305" in proc.stdout and "archive_note" in proc.stdout, (
+        proc.stdout
+    )
     assert "breaks skills/" in proc.stderr
 
 
@@ -325,19 +426,25 @@ def test_a_type_checked_run_knows_the_skills_and_the_save_module(tmp_path: Path)
     from codemode_gen.runtime.codemode import CodeMode
 
     project = clone(tmp_path)
-    code = ('import { saveSkill } from "@codemode/skills";\n'
-            'import { plan_week } from "@codemode/skills/plan_week";\n'
-            'const day: number = plan_week.name;\n'
-            "globalThis.__codemode_result__ = [typeof saveSkill, day];\n")
+    code = (
+        'import { saveSkill } from "@codemode/skills";\n'
+        'import { plan_week } from "@codemode/skills/plan_week";\n'
+        "const day: number = plan_week.name;\n"
+        "globalThis.__codemode_result__ = [typeof saveSkill, day];\n"
+    )
 
     async def main() -> Response:
-        cm = CodeMode.from_config(project / ".mcp.json", replay=True, skills_writable=True, typecheck=True)
+        cm = CodeMode.from_config(
+            project / ".mcp.json", replay=True, skills_writable=True, typecheck=True
+        )
         async with cm:
             await cm.prepare_typecheck(None)
             return await cm.run(code, limits={"typecheck": True})
 
     response = asyncio.run(main())
-    assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], response
+    assert [(d["code"], d["path"]) for d in response["diagnostics"]] == [("TS2322", "3:7")], (
+        response
+    )
     assert response["result"] == ["function", "plan_week"]
 
 
@@ -368,18 +475,35 @@ def test_generate_without_typescript_keeps_skills_out_already_holds_checked(tmp_
     (project / "node_modules").unlink()
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
-    env = {"PATH": str(empty_bin), "HOME": str(tmp_path), CACHE_ENV: str(tmp_path / "cache"),
-           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {
+        "PATH": str(empty_bin),
+        "HOME": str(tmp_path),
+        CACHE_ENV: str(tmp_path / "cache"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
 
     def generate(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*CLI, "generate", *args], cwd=project, env=env, capture_output=True, text=True,
-                              timeout=240)
+        return subprocess.run(
+            [*CLI, "generate", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
 
-    before = {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()}
+    before = {
+        p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()
+    }
     done = generate()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "skills/ not re-checked (no TypeScript here)" in done.stderr and "npm i -g typescript" in done.stderr
-    after = {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()}
+    assert (
+        "skills/ not re-checked (no TypeScript here)" in done.stderr
+        and "npm i -g typescript" in done.stderr
+    )
+    after = {
+        p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()
+    }
     assert after == before
     assert generate("--check").returncode == 0
 
@@ -387,6 +511,11 @@ def test_generate_without_typescript_keeps_skills_out_already_holds_checked(tmp_
     skill.write_text(skill.read_text() + "\n// changed\n")
     changed = generate()
     assert changed.returncode == 2, changed.stdout + changed.stderr
-    assert "no TypeScript compiler found" in changed.stderr and "skills/ or the declarations they use changed" in changed.stderr
+    assert (
+        "no TypeScript compiler found" in changed.stderr
+        and "skills/ or the declarations they use changed" in changed.stderr
+    )
     assert "codemode-gen check --install-typescript" in changed.stderr
-    assert {p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()} == before
+    assert {
+        p.relative_to(project): p.read_bytes() for p in (project / "out").rglob("*") if p.is_file()
+    } == before

@@ -58,7 +58,12 @@ def deep_schema_text(depth: int) -> str:
 
 
 def tool(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"name": name, "description": description, "inputSchema": schema or NO_ARGS, "annotations": READ_ONLY}
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": schema or NO_ARGS,
+        "annotations": READ_ONLY,
+    }
 
 
 TOOLS = [
@@ -73,10 +78,20 @@ TOOLS = [
     tool("neither", "A response with neither result nor error."),
     tool("non_json_number", "NaN in structuredContent."),
     tool("bad_notification", "A too-deep notification, then a good answer."),
-    {"name": "huge", "description": "A text result about `bytes` long.",
-     "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer", "minimum": 0}}, "required": ["bytes"]}},
-    {"name": "echo", "description": "structuredContent {value}.",
-     "inputSchema": {"type": "object", "properties": {"value": {}}, "required": ["value"]}},
+    {
+        "name": "huge",
+        "description": "A text result about `bytes` long.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"bytes": {"type": "integer", "minimum": 0}},
+            "required": ["bytes"],
+        },
+    },
+    {
+        "name": "echo",
+        "description": "structuredContent {value}.",
+        "inputSchema": {"type": "object", "properties": {"value": {}}, "required": ["value"]},
+    },
 ]
 
 
@@ -100,10 +115,16 @@ def text_result(text: str) -> dict[str, Any]:
 def tools_list_bytes(rid: Any, deep_tool: bool) -> bytes:
     items = [json.dumps(t).encode() for t in TOOLS]
     if deep_tool:
-        items.append(b'{"name":"deep_schema","description":"Its schema is nested far too deeply.",'
-                     b'"inputSchema":' + deep_schema_text(DEEP).encode() + b',"annotations":{"readOnlyHint":true}}')
-        items.append(b'{"name":"odd_text","description":"caf\xc3\xa9 \xff bytes \\ud800 escape",'
-                     b'"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}')
+        items.append(
+            b'{"name":"deep_schema","description":"Its schema is nested far too deeply.",'
+            b'"inputSchema":'
+            + deep_schema_text(DEEP).encode()
+            + b',"annotations":{"readOnlyHint":true}}'
+        )
+        items.append(
+            b'{"name":"odd_text","description":"caf\xc3\xa9 \xff bytes \\ud800 escape",'
+            b'"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}'
+        )
     return envelope(rid) + b'"result":{"tools":[' + b",".join(items) + b"]}}"
 
 
@@ -111,44 +132,88 @@ def call(rid: Any, name: Any, args: Any, calls: int) -> None:
     args = args if isinstance(args, dict) else {}
     head = envelope(rid)
     if name == "good":
-        reply(rid, {"content": [{"type": "text", "text": f"ok {calls}"}], "structuredContent": {"calls": calls},
-                    "isError": False})
+        reply(
+            rid,
+            {
+                "content": [{"type": "text", "text": f"ok {calls}"}],
+                "structuredContent": {"calls": calls},
+                "isError": False,
+            },
+        )
     elif name == "invalid_utf8":
-        write(head + b'"result":{"content":[{"type":"text","text":"caf\xc3\xa9 \xff\xfe end"}],"isError":false}}')
+        write(
+            head
+            + b'"result":{"content":[{"type":"text","text":"caf\xc3\xa9 \xff\xfe end"}],"isError":false}}'
+        )
     elif name == "lone_surrogate":
-        write(head + b'"result":{"content":[{"type":"text","text":"a\\ud800b \\udc00 \\ud83d\\ude00 \\\\ud800"}],'
-                     b'"isError":false}}')
+        write(
+            head
+            + b'"result":{"content":[{"type":"text","text":"a\\ud800b \\udc00 \\ud83d\\ude00 \\\\ud800"}],'
+            b'"isError":false}}'
+        )
     elif name == "deep_result":
-        write(head + b'"result":{"content":[],"structuredContent":' + nested_text(DEEP).encode() + b"}}")
+        write(
+            head
+            + b'"result":{"content":[],"structuredContent":'
+            + nested_text(DEEP).encode()
+            + b"}}"
+        )
     elif name == "deep_id_last":
-        write(b'{"jsonrpc":"2.0","result":{"content":[],"structuredContent":' + nested_text(DEEP).encode()
-              + b'},"id":' + json.dumps(rid).encode() + b"}")
+        write(
+            b'{"jsonrpc":"2.0","result":{"content":[],"structuredContent":'
+            + nested_text(DEEP).encode()
+            + b'},"id":'
+            + json.dumps(rid).encode()
+            + b"}"
+        )
     elif name == "not_json":
         write(head + b'"result":{"content":[{"type":"text" "oops"')
     elif name == "garbage_then_good":
         write(b"this line is not JSON at all")
         reply(rid, text_result("after the garbage"))
     elif name == "both":
-        write(head + b'"result":' + json.dumps(text_result("x")).encode()
-              + b',"error":{"code":-32000,"message":"also an error"}}')
+        write(
+            head
+            + b'"result":'
+            + json.dumps(text_result("x")).encode()
+            + b',"error":{"code":-32000,"message":"also an error"}}'
+        )
     elif name == "neither":
         write(head[:-1] + b"}")
     elif name == "non_json_number":
         write(head + b'"result":{"content":[],"structuredContent":{"x":NaN}}}')
     elif name == "bad_notification":
-        write(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":'
-              + nested_text(DEEP).encode() + b"}}")
+        write(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":'
+            + nested_text(DEEP).encode()
+            + b"}}"
+        )
         reply(rid, text_result("after the notification"))
     elif name == "huge":
         size = min(max(int(args.get("bytes", 0)), 0), HUGE_MAX)
-        write(head + b'"result":{"content":[{"type":"text","text":"' + b"x" * size + b'"}],"isError":false}}')
+        write(
+            head
+            + b'"result":{"content":[{"type":"text","text":"'
+            + b"x" * size
+            + b'"}],"isError":false}}'
+        )
     elif name in ("deep_schema", "odd_text"):  # listed with --deep-tool; they answer well
         reply(rid, text_result(f"{name} ok"))
     elif name == "echo":
-        reply(rid, {"content": [], "structuredContent": {"value": args.get("value")}, "isError": False})
+        reply(
+            rid,
+            {"content": [], "structuredContent": {"value": args.get("value")}, "isError": False},
+        )
     else:
-        write(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
-              .encode())
+        write(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": -32602, "message": f"Unknown tool: {name}"},
+                }
+            ).encode()
+        )
 
 
 def main() -> None:
@@ -162,8 +227,14 @@ def main() -> None:
             continue  # notifications (initialized, cancelled)
         rid, method, params = message["id"], message.get("method"), message.get("params") or {}
         if method == "initialize":
-            reply(rid, {"protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                        "capabilities": {"tools": {}}, "serverInfo": {"name": "bad-frames", "version": "1.0.0"}})
+            reply(
+                rid,
+                {
+                    "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "bad-frames", "version": "1.0.0"},
+                },
+            )
         elif method == "ping":
             reply(rid, {})
         elif method == "tools/list":
@@ -172,8 +243,15 @@ def main() -> None:
             calls += 1
             call(rid, params.get("name"), params.get("arguments"), calls)
         else:
-            write(json.dumps({"jsonrpc": "2.0", "id": rid,
-                              "error": {"code": -32601, "message": f"Method not found: {method}"}}).encode())
+            write(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {"code": -32601, "message": f"Method not found: {method}"},
+                    }
+                ).encode()
+            )
 
 
 if __name__ == "__main__":

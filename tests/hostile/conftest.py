@@ -16,7 +16,9 @@ def _name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def host(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
+def host(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HostThread]:
     """A CodeMode with the script server as `s`, connected and warm, shared by the module's tests."""
     yield from host_fixture(tmp_path_factory, _name(request))
 

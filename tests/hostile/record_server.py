@@ -67,9 +67,15 @@ async def call_tool(name: str, arguments: Any) -> dict[str, Any]:
     if name == "big_text":
         return {"content": [{"type": "text", "text": "b" * BIG_BYTES}]}
     if name == "nan_result":
-        return {"content": [{"type": "text", "text": "NaN"}], "structuredContent": {"value": float("nan")}}
+        return {
+            "content": [{"type": "text", "text": "NaN"}],
+            "structuredContent": {"value": float("nan")},
+        }
     if name == "inf_sample":
-        return {"content": [{"type": "text", "text": "inf"}], "structuredContent": {"value": float("inf")}}
+        return {
+            "content": [{"type": "text", "text": "inf"}],
+            "structuredContent": {"value": float("inf")},
+        }
     raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
 
 
@@ -81,7 +87,9 @@ def main() -> None:
     global BIG_BYTES
     args = parse_args(extra=_options)
     BIG_BYTES = args.big_bytes
-    run(RawServer("hostile-record", "1.0.0", TOOLS, call_tool), args.transport, args.host, args.port)
+    run(
+        RawServer("hostile-record", "1.0.0", TOOLS, call_tool), args.transport, args.host, args.port
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ SLEEP_MAX_MS = 60_000
 READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
 
 
-def _obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def _obj(
+    properties: dict[str, Any], required: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties, **extra}
     if required:
         schema["required"] = required
@@ -55,27 +57,72 @@ RECORD = _obj(
 )
 
 TOOLS: list[dict[str, Any]] = [
-    {"name": "tick", "description": "Count calls.", "inputSchema": _obj({}),
-     "annotations": {"readOnlyHint": False, "destructiveHint": False}},
-    {"name": "ticks", "description": "Calls of tick so far.", "inputSchema": _obj({}), "annotations": READ_ONLY},
-    {"name": "echo", "description": "Answer {value}.", "inputSchema": _obj({"value": {}}, ["value"]),
-     "annotations": READ_ONLY},
-    {"name": "deep", "description": "A result nested `depth` levels.",
-     "inputSchema": _obj({"depth": {"type": "integer", "minimum": 0, "maximum": DEEP_MAX},
-                          "shape": {"enum": ["structured", "text", "error"]}}, ["depth"]),
-     "annotations": READ_ONLY},
-    {"name": "records", "description": "Store records.",
-     "inputSchema": _obj({"items": {"type": "array", "items": RECORD, "maxItems": 1000}}, ["items"]),
-     "annotations": READ_ONLY},
-    {"name": "bag", "description": "Store distinct items.",
-     "inputSchema": _obj({"items": {"type": "array", "uniqueItems": True, "items": {"anyOf": [
-         _obj({"a": {"type": "string"}}, ["a"]),
-         _obj({"id": {"type": "integer", "minimum": 0}}, ["id"]),
-     ]}}}, ["items"]),
-     "annotations": READ_ONLY},
-    {"name": "sleep", "description": "Wait ms milliseconds.",
-     "inputSchema": _obj({"ms": {"type": "integer", "minimum": 0, "maximum": SLEEP_MAX_MS}}, ["ms"]),
-     "annotations": READ_ONLY},
+    {
+        "name": "tick",
+        "description": "Count calls.",
+        "inputSchema": _obj({}),
+        "annotations": {"readOnlyHint": False, "destructiveHint": False},
+    },
+    {
+        "name": "ticks",
+        "description": "Calls of tick so far.",
+        "inputSchema": _obj({}),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "echo",
+        "description": "Answer {value}.",
+        "inputSchema": _obj({"value": {}}, ["value"]),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "deep",
+        "description": "A result nested `depth` levels.",
+        "inputSchema": _obj(
+            {
+                "depth": {"type": "integer", "minimum": 0, "maximum": DEEP_MAX},
+                "shape": {"enum": ["structured", "text", "error"]},
+            },
+            ["depth"],
+        ),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "records",
+        "description": "Store records.",
+        "inputSchema": _obj(
+            {"items": {"type": "array", "items": RECORD, "maxItems": 1000}}, ["items"]
+        ),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "bag",
+        "description": "Store distinct items.",
+        "inputSchema": _obj(
+            {
+                "items": {
+                    "type": "array",
+                    "uniqueItems": True,
+                    "items": {
+                        "anyOf": [
+                            _obj({"a": {"type": "string"}}, ["a"]),
+                            _obj({"id": {"type": "integer", "minimum": 0}}, ["id"]),
+                        ]
+                    },
+                }
+            },
+            ["items"],
+        ),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "sleep",
+        "description": "Wait ms milliseconds.",
+        "inputSchema": _obj(
+            {"ms": {"type": "integer", "minimum": 0, "maximum": SLEEP_MAX_MS}}, ["ms"]
+        ),
+        "annotations": READ_ONLY,
+    },
 ]
 
 
@@ -87,7 +134,11 @@ def nested(depth: int) -> Any:
 
 
 def structured(value: dict[str, Any]) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": "ok"}], "structuredContent": value, "isError": False}
+    return {
+        "content": [{"type": "text", "text": "ok"}],
+        "structuredContent": value,
+        "isError": False,
+    }
 
 
 def build_server() -> RawServer:
@@ -109,7 +160,10 @@ def build_server() -> RawServer:
                 text = "[" * depth + "]" * depth
                 return {"content": [{"type": "text", "text": text}], "isError": False}
             if shape == "error":
-                return {"content": [{"type": "text", "text": "failed", "_meta": nested(depth)}], "isError": True}
+                return {
+                    "content": [{"type": "text", "text": "failed", "_meta": nested(depth)}],
+                    "isError": True,
+                }
             return structured(nested(depth))
         if name in ("records", "bag"):
             return structured({"stored": len(args.get("items") or [])})
@@ -119,8 +173,13 @@ def build_server() -> RawServer:
             return structured({"slept": ms})
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
 
-    return RawServer(name="script-server", version="1.0.0", tools=TOOLS, call_tool=call_tool,
-                     instructions="Well-behaved tools for hostile-script tests.")
+    return RawServer(
+        name="script-server",
+        version="1.0.0",
+        tools=TOOLS,
+        call_tool=call_tool,
+        instructions="Well-behaved tools for hostile-script tests.",
+    )
 
 
 if __name__ == "__main__":

@@ -49,10 +49,14 @@ TICKS = "import { ticks } from '@codemode/servers/s';\nglobalThis.__codemode_res
 
 
 def server_config(server_id: str = "s", **fields: Any) -> ServerConfig:
-    return ServerConfig(id=server_id, transport="stdio", command=PYTHON, args=(str(SERVER), "stdio"), **fields)
+    return ServerConfig(
+        id=server_id, transport="stdio", command=PYTHON, args=(str(SERVER), "stdio"), **fields
+    )
 
 
-def host_fixture(tmp_path_factory: pytest.TempPathFactory, name: str, **extra: ServerConfig) -> Iterator[HostThread]:
+def host_fixture(
+    tmp_path_factory: pytest.TempPathFactory, name: str, **extra: ServerConfig
+) -> Iterator[HostThread]:
     """A CodeMode with the script server as `s` (plus `extra` servers), connected and warm."""
     base = tmp_path_factory.mktemp(name)
     host = HostThread({"s": server_config(), **extra}, base / "out", base / "logs")
@@ -84,7 +88,11 @@ def assert_section_3_3(response: Any) -> None:
     for entry in response["logs"]:
         assert set(entry) == {"level", "message", "timeMs"}
     for d in response["diagnostics"]:
-        assert d["severity"] in ("error", "warning", "info") and d["code"] and isinstance(d["message"], str)
+        assert (
+            d["severity"] in ("error", "warning", "info")
+            and d["code"]
+            and isinstance(d["message"], str)
+        )
     json.dumps(response, ensure_ascii=False).encode("utf-8")
 
 
@@ -103,17 +111,24 @@ def assert_still_serves(host: HostThread, expected_ticks: int | None = None) -> 
 
 
 def cli_project(base: Path) -> Path:
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"s": {"command": PYTHON, "args": [str(SERVER), "stdio"]}}}))
+    (base / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"s": {"command": PYTHON, "args": [str(SERVER), "stdio"]}}})
+    )
     return base
 
 
-def run_cli(project: Path, code: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run_cli(
+    project: Path, code: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """`codemode-gen run` on `code`: stdout must be one §3.3 JSON, stderr free of tracebacks."""
     script = project / "script.js"
     script.write_text(code, encoding="utf-8")
     proc = subprocess.run(
         [*CLI, "run", "--no-pretty", *args, str(script)],
-        cwd=project, capture_output=True, text=True, timeout=PROCESS_TIMEOUT,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
     assert "Traceback" not in proc.stderr, proc.stderr

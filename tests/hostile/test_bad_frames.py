@@ -53,7 +53,11 @@ FAILING = {
 
 def config(*args: str) -> ServerConfig:
     return ServerConfig(
-        id="bad", transport="stdio", command=PYTHON, args=(str(SERVER), "stdio", *args), call_timeout=CALL_TIMEOUT
+        id="bad",
+        transport="stdio",
+        command=PYTHON,
+        args=(str(SERVER), "stdio", *args),
+        call_timeout=CALL_TIMEOUT,
     )
 
 
@@ -71,7 +75,9 @@ def assert_clean(text: str) -> None:
 
 
 @pytest.mark.parametrize("tool", sorted(FAILING))
-def test_a_bad_frame_fails_its_own_call_at_once_and_the_session_goes_on(tmp_path: Path, tool: str) -> None:
+def test_a_bad_frame_fails_its_own_call_at_once_and_the_session_goes_on(
+    tmp_path: Path, tool: str
+) -> None:
     async def go() -> None:
         async with SessionManager({"bad": config()}, log_dir=tmp_path) as manager:
             session = await manager.get("bad")
@@ -82,7 +88,10 @@ def test_a_bad_frame_fails_its_own_call_at_once_and_the_session_goes_on(tmp_path
             assert time.monotonic() - started < FAST
             err = info.value
             assert isinstance(err, BadFrameError)
-            assert "server 'bad' answered tools/call with" in err.message and FAILING[tool] in err.message
+            assert (
+                "server 'bad' answered tools/call with" in err.message
+                and FAILING[tool] in err.message
+            )
             assert err.frame is None  # a call keeps no copy of the bad frame
             assert not session.closed
             assert await good_calls(session) == before + 2  # same process: nothing restarted
@@ -117,8 +126,10 @@ def test_frames_without_a_request_id_are_logged_and_skipped(tmp_path: Path) -> N
         async with SessionManager({"bad": config()}, log_dir=tmp_path) as manager:
             session = await manager.get("bad")
             with anyio.fail_after(FAST):
-                texts = [(await session.call_tool(name, {}))["content"][0]["text"]
-                         for name in ("garbage_then_good", "bad_notification")]
+                texts = [
+                    (await session.call_tool(name, {}))["content"][0]["text"]
+                    for name in ("garbage_then_good", "bad_notification")
+                ]
             assert not session.closed
             return texts
 
@@ -143,7 +154,9 @@ def test_a_frame_over_the_size_cap_fails_its_call_with_bounded_memory(
                 await session.call_tool("huge", {"bytes": 8 * 1024 * 1024})
             assert time.monotonic() - started < FAST
             assert "larger than the 1 MiB frame limit" in info.value.message
-            assert (await session.call_tool("huge", {"bytes": 10}))["content"][0]["text"] == "x" * 10
+            assert (await session.call_tool("huge", {"bytes": 10}))["content"][0][
+                "text"
+            ] == "x" * 10
 
     anyio.run(go)
 
@@ -163,7 +176,9 @@ def test_a_request_that_cannot_be_serialised_fails_alone(tmp_path: Path) -> None
                     await session.call_tool("echo", {"value": value})
                 assert info.value.kind == "unsendable"
                 assert info.value.message.startswith("cannot send tools/call to server 'bad'")
-            assert (await session.call_tool("echo", {"value": [1]}))["structuredContent"] == {"value": [1]}
+            assert (await session.call_tool("echo", {"value": [1]}))["structuredContent"] == {
+                "value": [1]
+            }
 
     anyio.run(go)
 
@@ -174,7 +189,9 @@ def test_tools_list_keeps_every_tool_and_types_the_too_deep_one_as_unknown(tmp_p
             with anyio.fail_after(FAST):
                 session = await manager.get("bad")
             tools = await session.list_tools()
-            assert (await session.call_tool("deep_schema", {}))["content"][0]["text"] == "deep_schema ok"
+            assert (await session.call_tool("deep_schema", {}))["content"][0][
+                "text"
+            ] == "deep_schema ok"
             assert await good_calls(session) == 2
             return tools, list(session.warnings)
 
@@ -182,12 +199,16 @@ def test_tools_list_keeps_every_tool_and_types_the_too_deep_one_as_unknown(tmp_p
     by_name = {t["name"]: t for t in tools}
     assert set(by_name) >= {"good", "deep_result", "echo", "deep_schema", "odd_text"}
     assert by_name["deep_schema"] == {
-        "name": "deep_schema", "description": "Its schema is nested far too deeply.",
-        "inputSchema": {}, "annotations": {"readOnlyHint": True},
+        "name": "deep_schema",
+        "description": "Its schema is nested far too deeply.",
+        "inputSchema": {},
+        "annotations": {"readOnlyHint": True},
     }
     assert by_name["good"]["inputSchema"] == {"type": "object", "properties": {}}  # untouched
     assert by_name["odd_text"]["description"] == "café \ufffd bytes \ufffd escape"
-    assert warnings == [f"tool 'deep_schema': inputSchema nested deeper than {MAX_FRAME_DEPTH} levels: typed as unknown"]
+    assert warnings == [
+        f"tool 'deep_schema': inputSchema nested deeper than {MAX_FRAME_DEPTH} levels: typed as unknown"
+    ]
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -206,7 +227,7 @@ def _random_json(rng: random.Random, depth: int) -> Any:
         return rng.choice([1, None, "[{", 'q"[', "\\", "\\\\]", "}\\u005b"])
     if rng.random() < 0.5:
         return [_random_json(rng, depth - 1) for _ in range(rng.randint(0, 3))]
-    return {f"k{i}[\"": _random_json(rng, depth - 1) for i in range(rng.randint(0, 3))}
+    return {f'k{i}["': _random_json(rng, depth - 1) for i in range(rng.randint(0, 3))}
 
 
 def test_depth_scan_is_exact_and_ignores_brackets_in_strings() -> None:
@@ -241,8 +262,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=110,
-                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    return subprocess.run(
+        [*CLI, *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
 
 
 @pytest.mark.slow
@@ -252,7 +280,9 @@ def test_record_finishes_fast_and_keeps_every_good_tool(project: Path) -> None:
     started = time.monotonic()
     proc = cli(project, "record")
     elapsed = time.monotonic() - started
-    assert elapsed < CALL_TIMEOUT / 2, f"record took {elapsed:.1f}s"  # no call waited out its timeout
+    assert elapsed < CALL_TIMEOUT / 2, (
+        f"record took {elapsed:.1f}s"
+    )  # no call waited out its timeout
     assert proc.returncode == 0, proc.stdout + proc.stderr  # failed probes do not fail the server
     assert_clean(proc.stdout + proc.stderr)
     out = proc.stdout
@@ -264,11 +294,20 @@ def test_record_finishes_fast_and_keeps_every_good_tool(project: Path) -> None:
     folder = project / "fixtures" / "bad"
     tools = {t["name"]: t for t in json.loads((folder / "tools.json").read_text(encoding="utf-8"))}
     assert tools["deep_schema"]["inputSchema"] == {} and "good" in tools and len(tools) == 15
-    for name in ("good", "invalid_utf8", "lone_surrogate", "garbage_then_good", "bad_notification", "deep_schema"):
+    for name in (
+        "good",
+        "invalid_utf8",
+        "lone_surrogate",
+        "garbage_then_good",
+        "bad_notification",
+        "deep_schema",
+    ):
         assert (folder / "calls" / calls_file_name(name)).is_file(), name
     for name in FAILING:
         assert not (folder / "calls" / calls_file_name(name)).exists(), name
-    line = json.loads((folder / "calls" / calls_file_name("lone_surrogate")).read_text(encoding="utf-8"))
+    line = json.loads(
+        (folder / "calls" / calls_file_name("lone_surrogate")).read_text(encoding="utf-8")
+    )
     assert line["result"]["content"][0]["text"] == "a\ufffdb \ufffd \U0001f600 \\ud800"
 
 
@@ -288,7 +327,9 @@ def _check_run_response(response: dict[str, Any]) -> None:
     result = response["result"]
     for tool, reason in FAILING.items():
         assert result[tool]["name"] == "ToolCallError", result[tool]
-        assert reason in result[tool]["message"] and "'bad'" in result[tool]["message"], result[tool]
+        assert reason in result[tool]["message"] and "'bad'" in result[tool]["message"], result[
+            tool
+        ]
     assert result["after"]["calls"] == len(FAILING) + 1  # the same session served the next call
     slowest = max(entry.get("durationMs", 0) for entry in response["toolTrace"])
     assert slowest < FAST * 1000, response["toolTrace"]
@@ -308,11 +349,16 @@ def test_serve_answers_a_run_with_bad_frames(project: Path) -> None:
     code = RUN_SCRIPT % json.dumps(sorted(FAILING))
 
     async def go(client: Any) -> Any:
-        first = await client.call_tool("codemode.run", {"code": code, "requestedCapabilities": ["bad"]})
-        again = await client.call_tool("codemode.run", {
-            "code": "import { good } from '@codemode/servers/bad';\n"
-                    "globalThis.__codemode_result__ = (await good()).calls;",
-        })
+        first = await client.call_tool(
+            "codemode.run", {"code": code, "requestedCapabilities": ["bad"]}
+        )
+        again = await client.call_tool(
+            "codemode.run",
+            {
+                "code": "import { good } from '@codemode/servers/bad';\n"
+                "globalThis.__codemode_result__ = (await good()).calls;",
+            },
+        )
         return first, again
 
     first, again = against_serve(project, go)

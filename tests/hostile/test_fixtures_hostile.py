@@ -46,14 +46,19 @@ def _files(folder: Path) -> dict[str, str]:
     """Every file under folder -> sha256 of its bytes (what "writes nothing" is checked by)."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*")) if p.is_file()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
     }
 
 
 def _cli(project: Path, *args: str, config: str = ".mcp.json") -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [*CLI, *args[:1], "--config", config, *args[1:]], cwd=project, capture_output=True, text=True,
-        timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        [*CLI, *args[:1], "--config", config, *args[1:]],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
     )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
@@ -65,10 +70,16 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's fixtures and a generated out/, with servers that cannot start (replay needs none)."""
     root = tmp_path_factory.mktemp("hostile-fixtures")
     shutil.copytree(REPO / "fixtures", root / "fixtures")
-    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": "/nonexistent/bin/notes-server"},
-        "calendar": {"command": "/nonexistent/bin/calendar-server"},
-    }}))
+    (root / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": "/nonexistent/bin/notes-server"},
+                    "calendar": {"command": "/nonexistent/bin/calendar-server"},
+                }
+            }
+        )
+    )
     (root / "script.js").write_text(
         "import { get_event } from '@codemode/servers/calendar';\n"
         "globalThis.__codemode_result__ = (await get_event({ id: 1 })).title;\n"
@@ -79,7 +90,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _deep(folder: Path) -> str:
     (folder / "calls" / "stats.jsonl").write_text(
-        '{"input":{},"result":{"x":' + "[" * 100_000 + "]" * 100_000 + "}}\n")
+        '{"input":{},"result":{"x":' + "[" * 100_000 + "]" * 100_000 + "}}\n"
+    )
     return f"stats.jsonl:1: recorded call nested deeper than {MAX_FIXTURE_DEPTH} levels"
 
 
@@ -97,7 +109,9 @@ def _zero(folder: Path) -> str:
 
 def _secret_file(folder: Path) -> str:
     outside = folder.parent.parent / "secret-tools.json"
-    outside.write_text(json.dumps([{"name": "leak", "description": SECRET, "inputSchema": {"type": "object"}}]))
+    outside.write_text(
+        json.dumps([{"name": "leak", "description": SECRET, "inputSchema": {"type": "object"}}])
+    )
     (folder / "tools.json").unlink()
     (folder / "tools.json").symlink_to(outside)
     return "tools.json: tool list recording is a symbolic link to"
@@ -106,8 +120,9 @@ def _secret_file(folder: Path) -> str:
 def _secret_calls(folder: Path) -> str:
     outside = folder.parent.parent / "secret-calls"
     outside.mkdir()
-    (outside / "stats.jsonl").write_text(json.dumps({"input": {}, "result": {"content": [
-        {"type": "text", "text": SECRET}]}}) + "\n")
+    (outside / "stats.jsonl").write_text(
+        json.dumps({"input": {}, "result": {"content": [{"type": "text", "text": SECRET}]}}) + "\n"
+    )
     shutil.rmtree(folder / "calls")
     (folder / "calls").symlink_to(outside)
     return "notes/calls: calls folder is a symbolic link"
@@ -135,7 +150,10 @@ def _huge_tools(folder: Path) -> str:
 
 def _invalid_utf8(folder: Path) -> str:
     path = folder / "calls" / "get_note.jsonl"
-    path.write_bytes(path.read_bytes() + b'{"input":{"id":9},"result":{"content":[{"type":"text","text":"\xc3\x28"}]}}\n')
+    path.write_bytes(
+        path.read_bytes()
+        + b'{"input":{"id":9},"result":{"content":[{"type":"text","text":"\xc3\x28"}]}}\n'
+    )
     return "get_note.jsonl:2:63: recorded call is not UTF-8 text (byte 0xc3)"
 
 
@@ -151,10 +169,17 @@ def _calls_is_a_file(folder: Path) -> str:
 
 
 CASES: dict[str, Callable[[Path], str]] = {
-    "fifo": _fifo, "link-to-dev-zero": _zero, "link-to-secret-file": _secret_file,
-    "link-to-secret-calls-folder": _secret_calls, "link-to-secret-server-folder": _secret_server,
-    "huge-calls-file": _huge, "huge-tools-json": _huge_tools, "invalid-utf8": _invalid_utf8,
-    "100k-deep": _deep, "nan": _nan, "calls-is-a-file": _calls_is_a_file,
+    "fifo": _fifo,
+    "link-to-dev-zero": _zero,
+    "link-to-secret-file": _secret_file,
+    "link-to-secret-calls-folder": _secret_calls,
+    "link-to-secret-server-folder": _secret_server,
+    "huge-calls-file": _huge,
+    "huge-tools-json": _huge_tools,
+    "invalid-utf8": _invalid_utf8,
+    "100k-deep": _deep,
+    "nan": _nan,
+    "calls-is-a-file": _calls_is_a_file,
 }
 
 
@@ -165,7 +190,9 @@ def hostile(request: pytest.FixtureRequest, base: Path, tmp_path: Path) -> tuple
     return project, CASES[request.param](project / "fixtures" / "notes")
 
 
-def test_s11_a_hostile_fixture_file_is_refused_by_name_everywhere(hostile: tuple[Path, str]) -> None:
+def test_s11_a_hostile_fixture_file_is_refused_by_name_everywhere(
+    hostile: tuple[Path, str],
+) -> None:
     project, needle = hostile
     out_before = _files(project / "out")
 
@@ -189,7 +216,9 @@ def test_s11_a_hostile_fixture_file_is_refused_by_name_everywhere(hostile: tuple
 
 
 @pytest.mark.parametrize("case", ["fifo", "link-to-secret-file"])
-def test_s11_replay_refuses_to_serve_a_hostile_recording_to_an_mcp_client(base: Path, tmp_path: Path, case: str) -> None:
+def test_s11_replay_refuses_to_serve_a_hostile_recording_to_an_mcp_client(
+    base: Path, tmp_path: Path, case: str
+) -> None:
     project = tmp_path / "project"
     shutil.copytree(base, project, symlinks=True)
     needle = CASES[case](project / "fixtures" / "notes")
@@ -200,12 +229,19 @@ def test_s11_replay_refuses_to_serve_a_hostile_recording_to_an_mcp_client(base: 
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        params = StdioServerParameters(command=sys.executable, cwd=str(project), args=[
-            "-m", "codemode_gen", "replay", "--fixtures", "fixtures", "--server", "notes"])
+        params = StdioServerParameters(
+            command=sys.executable,
+            cwd=str(project),
+            args=["-m", "codemode_gen", "replay", "--fixtures", "fixtures", "--server", "notes"],
+        )
         try:
             with anyio.fail_after(COMMAND_TIMEOUT_S), errlog.open("w") as err:
-                async with Client(stdio_client(params, errlog=err), mode="legacy", read_timeout_seconds=COMMAND_TIMEOUT_S,
-                                  client_info=types.Implementation(name="test", version="0")) as client:
+                async with Client(
+                    stdio_client(params, errlog=err),
+                    mode="legacy",
+                    read_timeout_seconds=COMMAND_TIMEOUT_S,
+                    client_info=types.Implementation(name="test", version="0"),
+                ) as client:
                     await client.list_tools()
         except TimeoutError:
             raise
@@ -216,7 +252,9 @@ def test_s11_replay_refuses_to_serve_a_hostile_recording_to_an_mcp_client(base: 
     failure = anyio.run(connect)
     assert failure is not None and not isinstance(failure, TimeoutError)
     log = errlog.read_text()
-    assert log.startswith("error: ") and needle in log and "Traceback" not in log and SECRET not in log
+    assert (
+        log.startswith("error: ") and needle in log and "Traceback" not in log and SECRET not in log
+    )
 
 
 def test_s11_record_and_run_record_finish_on_a_fifo_in_fixtures(base: Path, tmp_path: Path) -> None:
@@ -226,11 +264,13 @@ def test_s11_record_and_run_record_finish_on_a_fifo_in_fixtures(base: Path, tmp_
     notes = project / "fixtures" / "notes"
     needle = _fifo(notes)
     server = REPO / "examples" / "servers" / "notes_server.py"
-    (project / "live.mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": sys.executable, "args": [str(server)]}}}))
+    (project / "live.mcp.json").write_text(
+        json.dumps({"mcpServers": {"notes": {"command": sys.executable, "args": [str(server)]}}})
+    )
     (project / "agent.js").write_text(
         "import { get_note } from '@codemode/servers/notes';\n"
-        "globalThis.__codemode_result__ = (await get_note({ id: 2 })).title;\n")
+        "globalThis.__codemode_result__ = (await get_note({ id: 2 })).title;\n"
+    )
 
     run = _cli(project, "run", "--record", "--no-pretty", "agent.js", config="live.mcp.json")
     assert run.returncode == 0 and json.loads(run.stdout)["result"] == "Groceries", run.stderr

@@ -36,7 +36,9 @@ COMMAND_TIMEOUT_S = 240
 
 def _project(tmp_path: Path, *server_args: str, toml: str = "") -> Path:
     entry = {"command": PYTHON, "args": [str(SERVER), "stdio", *server_args]}
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"hostile": entry}}), encoding="utf-8")
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"hostile": entry}}), encoding="utf-8"
+    )
     if toml:
         (tmp_path / "codemode.toml").write_text(toml, encoding="utf-8")
     return tmp_path
@@ -45,8 +47,12 @@ def _project(tmp_path: Path, *server_args: str, toml: str = "") -> Path:
 def _run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
-        [PYTHON, "-m", "codemode_gen", *args], cwd=project, env=env, capture_output=True,
-        text=True, timeout=COMMAND_TIMEOUT_S,
+        [PYTHON, "-m", "codemode_gen", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
     )
 
 
@@ -73,7 +79,9 @@ def test_record_keeps_good_tools_caps_the_bomb_reports_nan_then_generate(tmp_pat
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output  # only probes failed: a report, not a failure
     assert "Traceback" not in output
-    assert "\x1b" not in output and "\x00" not in output  # server names never reach the terminal raw
+    assert (
+        "\x1b" not in output and "\x00" not in output
+    )  # server names never reach the terminal raw
 
     calls = _calls(project)
     # every good tool and every hostile name: recorded under its canonical name
@@ -137,15 +145,18 @@ def test_nan_over_http_is_not_recorded(tmp_path: Path, start_server: Any) -> Non
     # server_script() looks in tests/servers; this server lives next door in tests/hostile
     http = start_server("../hostile/record_server", "http", "--big-bytes", "10")
     entry = {"type": "http", "url": http.mcp_url}
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"hostile": entry}}), encoding="utf-8")
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"hostile": entry}}), encoding="utf-8"
+    )
     proc = _run(tmp_path, "record")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     assert "Traceback" not in output
     (line,) = [ln for ln in proc.stdout.splitlines() if "nan_result" in ln]
-    assert line.startswith(("  warning: hostile: probe nan_result {}:", "  note: hostile: probe nan_result {}:")), line
+    assert line.startswith(
+        ("  warning: hostile: probe nan_result {}:", "  note: hostile: probe nan_result {}:")
+    ), line
     assert "not valid JSON" in line or "NaN" in line
     calls = _calls(tmp_path)
     assert "nan_result" not in calls and set(record_server.GOOD) <= set(calls)
     _assert_generate_works(tmp_path)
-

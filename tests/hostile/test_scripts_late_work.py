@@ -42,9 +42,13 @@ LATE = {
 
 
 @pytest.mark.parametrize("late", list(LATE.values()), ids=list(LATE))
-def test_s7_4_calls_after_the_script_ended_never_reach_the_server(host: HostThread, late: str) -> None:
+def test_s7_4_calls_after_the_script_ended_never_reach_the_server(
+    host: HostThread, late: str
+) -> None:
     before = assert_still_serves(host)
-    response, elapsed = timed(host, IMPORT + "await tick();\n" + late, limits={"timeoutMs": TIMEOUT_MS})
+    response, elapsed = timed(
+        host, IMPORT + "await tick();\n" + late, limits={"timeoutMs": TIMEOUT_MS}
+    )
     assert within_deadline(elapsed, TIMEOUT_MS)
     # the trace lists exactly the one call the script made while it ran, and it worked
     assert [(t["toolName"], t["ok"]) for t in response["toolTrace"]] == [("tick", True)]
@@ -54,7 +58,9 @@ def test_s7_4_calls_after_the_script_ended_never_reach_the_server(host: HostThre
 
 def test_s3_2_2_a_result_to_json_still_serialises(host: HostThread) -> None:
     """Closing the door changes nothing else: toJSON runs and its value is the result."""
-    response, _ = timed(host, IMPORT + "globalThis.__codemode_result__ = {toJSON() { return {late: true}; }};")
+    response, _ = timed(
+        host, IMPORT + "globalThis.__codemode_result__ = {toJSON() { return {late: true}; }};"
+    )
     assert response["result"] == {"late": True} and not errors(response)
 
 

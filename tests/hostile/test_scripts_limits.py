@@ -54,7 +54,11 @@ EVERYTHING_LIMITS = {"timeoutMs": TIMEOUT_MS, "maxToolCalls": 5000, "maxMemoryBy
 
 def response_bound(max_log_bytes: int) -> int:
     """What the documented caps allow a response to take (ASCII content: no JSON escapes)."""
-    logs = max_log_bytes + (max_log_entries(max_log_bytes) + 1) * (L.LOG_ENTRY_OVERHEAD_BYTES + 20) + 500
+    logs = (
+        max_log_bytes
+        + (max_log_entries(max_log_bytes) + 1) * (L.LOG_ENTRY_OVERHEAD_BYTES + 20)
+        + 500
+    )
     return logs + TRACE_BYTES + DIAGNOSTIC_BYTES
 
 
@@ -63,22 +67,35 @@ def size(response: object) -> int:
 
 
 @pytest.mark.parametrize("max_log_bytes", [None, 100, 1 << 20])
-def test_s3_3_1_empty_log_floods_are_bounded_by_entry_overhead(host: HostThread, max_log_bytes: int | None) -> None:
+def test_s3_3_1_empty_log_floods_are_bounded_by_entry_overhead(
+    host: HostThread, max_log_bytes: int | None
+) -> None:
     limits = {"timeoutMs": TIMEOUT_MS} | ({"maxLogBytes": max_log_bytes} if max_log_bytes else {})
-    response, elapsed = timed(host, "for (let i = 0; i < 300000; i++) console.log();\nglobalThis.__codemode_result__ = 'done';",
-                              limits=limits)
+    response, elapsed = timed(
+        host,
+        "for (let i = 0; i < 300000; i++) console.log();\nglobalThis.__codemode_result__ = 'done';",
+        limits=limits,
+    )
     assert within_deadline(elapsed, TIMEOUT_MS)
     budget = max_log_bytes or L.DEFAULT_MAX_LOG_BYTES
     logs = response["logs"]
     assert len(logs) == max_log_entries(budget) + 1  # the kept entries, then the warning
-    assert logs[-1]["level"] == "warn" and "maxLogBytes" in logs[-1]["message"] and str(budget) in logs[-1]["message"]
+    assert (
+        logs[-1]["level"] == "warn"
+        and "maxLogBytes" in logs[-1]["message"]
+        and str(budget) in logs[-1]["message"]
+    )
     assert size(logs) <= 2 * max(budget, L.MIN_LOG_ENTRIES * L.LOG_ENTRY_OVERHEAD_BYTES) + 10_000
     assert response["result"] == "done" and not errors(response)  # truncation is not an error
     assert_still_serves(host)
 
 
 def test_s3_3_1_message_bytes_are_still_counted_as_before(host: HostThread) -> None:
-    response, _ = timed(host, "for (let i = 0; i < 1000; i++) console.log('line ' + i);", limits={"maxLogBytes": 100})
+    response, _ = timed(
+        host,
+        "for (let i = 0; i < 1000; i++) console.log('line ' + i);",
+        limits={"maxLogBytes": 100},
+    )
     assert sum(len(e["message"].encode()) for e in response["logs"][:-1]) == 100
     assert response["logs"][0]["message"] == "line 0"
 
@@ -98,17 +115,24 @@ globalThis.__codemode_result__ = 'done';
     trace = response["toolTrace"]
     assert len(trace) == L.MAX_TRACE_ENTRIES
     assert all(len(t["serverId"]) <= L.MAX_NAME_CHARS + 1 for t in trace)
-    assert trace[0]["serverId"] == "s" * L.MAX_NAME_CHARS + "…" and trace[0]["error"] == "ServerNotFoundError: no such server"
+    assert (
+        trace[0]["serverId"] == "s" * L.MAX_NAME_CHARS + "…"
+        and trace[0]["error"] == "ServerNotFoundError: no such server"
+    )
     [cut] = [d for d in response["diagnostics"] if d["code"] == "TOOL_TRACE_TRUNCATED"]
     assert cut["severity"] == "warning" and "30 later calls" in cut["message"]
     assert size(response) <= TRACE_BYTES + DIAGNOSTIC_BYTES
     assert_still_serves(host, before)
 
 
-EMPTY_REQUEST = '{"op":"call","serverId":"s","toolName":"tick","input":{"blob":""}}'  # as host.js writes it
+EMPTY_REQUEST = (
+    '{"op":"call","serverId":"s","toolName":"tick","input":{"blob":""}}'  # as host.js writes it
+)
 
 
-def test_s7_2_input_over_the_size_cap_is_refused_before_the_host_parses_it(host: HostThread) -> None:
+def test_s7_2_input_over_the_size_cap_is_refused_before_the_host_parses_it(
+    host: HostThread,
+) -> None:
     before = assert_still_serves(host)
     code = (
         "import { tick } from '@codemode/servers/s';\n"
@@ -129,16 +153,23 @@ def test_s7_2_input_over_the_size_cap_is_refused_before_the_host_parses_it(host:
 
 def test_s7_4_result_over_the_cap_is_a_sandbox_limit_with_logs_kept(host: HostThread) -> None:
     code = f"console.log('kept');\nglobalThis.__codemode_result__ = 'r'.repeat({L.MAX_RESULT_BYTES + 1});"
-    response, elapsed = timed(host, code, limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20})
+    response, elapsed = timed(
+        host, code, limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20}
+    )
     assert within_deadline(elapsed, TIMEOUT_MS)
     assert response["result"] is None
     [error] = errors(response)
     assert error["code"] == "SANDBOX_LIMIT" and error["errorClass"] == "SandboxLimitError"
     assert str(L.MAX_RESULT_BYTES) in error["message"]
-    assert response["logs"] == [{"level": "log", "message": "kept", "timeMs": response["logs"][0]["timeMs"]}]
+    assert response["logs"] == [
+        {"level": "log", "message": "kept", "timeMs": response["logs"][0]["timeMs"]}
+    ]
     # a result just under the cap is returned whole
-    ok, _ = timed(host, f"globalThis.__codemode_result__ = 'r'.repeat({L.MAX_RESULT_BYTES - 2});",
-                  limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20})
+    ok, _ = timed(
+        host,
+        f"globalThis.__codemode_result__ = 'r'.repeat({L.MAX_RESULT_BYTES - 2});",
+        limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20},
+    )
     assert not errors(ok) and len(ok["result"]) == L.MAX_RESULT_BYTES - 2
     assert_still_serves(host)
 

@@ -69,7 +69,9 @@ def attempt(host: HostThread, setup: str, call: str) -> tuple[dict[str, Any], di
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 300, 1000, 2000])
-def test_s7_2_too_deep_input_is_a_schema_validation_error_and_never_sent(host: HostThread, depth: int) -> None:
+def test_s7_2_too_deep_input_is_a_schema_validation_error_and_never_sent(
+    host: HostThread, depth: int
+) -> None:
     before = assert_still_serves(host)
     response, result = attempt(host, nested_input(depth), "tick({value: v})")
     error = result["error"]
@@ -78,7 +80,11 @@ def test_s7_2_too_deep_input_is_a_schema_validation_error_and_never_sent(host: H
     assert error["hint"]
     # §3.3.2: the trace says what happened; §3.3.3: so does a diagnostic, even though caught
     [trace] = response["toolTrace"]
-    assert trace["toolName"] == "tick" and trace["ok"] is False and "SchemaValidationError" in trace["error"]
+    assert (
+        trace["toolName"] == "tick"
+        and trace["ok"] is False
+        and "SchemaValidationError" in trace["error"]
+    )
     assert "BRIDGE_LIMIT" in codes(response, "warning")
     # nothing reached the server, and the same session (same server process) still serves
     assert_still_serves(host, before)
@@ -111,12 +117,21 @@ def test_s7_2_depth_hidden_behind_to_json_is_caught_too(host: HostThread) -> Non
     assert_still_serves(host)
 
 
-@pytest.mark.parametrize(("server", "shape", "depth"), [
-    ("s", "structured", MAX_JSON_DEPTH + 5),  # structuredContent, within what MCP transports carry
-    ("j", "text", 500),  # a text block of JSON, parsed under unwrap = "json"
-    ("s", "error", 150),  # an isError result whose content carries the nesting
-])
-def test_s7_1_too_deep_result_is_a_tool_call_error(host: HostThread, server: str, shape: str, depth: int) -> None:
+@pytest.mark.parametrize(
+    ("server", "shape", "depth"),
+    [
+        (
+            "s",
+            "structured",
+            MAX_JSON_DEPTH + 5,
+        ),  # structuredContent, within what MCP transports carry
+        ("j", "text", 500),  # a text block of JSON, parsed under unwrap = "json"
+        ("s", "error", 150),  # an isError result whose content carries the nesting
+    ],
+)
+def test_s7_1_too_deep_result_is_a_tool_call_error(
+    host: HostThread, server: str, shape: str, depth: int
+) -> None:
     before = assert_still_serves(host)
     code = (
         f"import {{ deep }} from '@codemode/servers/{server}';\n{CATCH}\n"
@@ -126,7 +141,10 @@ def test_s7_1_too_deep_result_is_a_tool_call_error(host: HostThread, server: str
     assert within_deadline(elapsed, TIMEOUT_MS), elapsed
     assert not errors(response), response["diagnostics"]
     error = response["result"]["error"]
-    assert error["name"] == "ToolCallError" and f"deeper than {MAX_JSON_DEPTH} levels" in error["message"]
+    assert (
+        error["name"] == "ToolCallError"
+        and f"deeper than {MAX_JSON_DEPTH} levels" in error["message"]
+    )
     assert error["serverId"] == server and error["hint"]
     [trace] = response["toolTrace"]
     assert trace["ok"] is False and "too deep" in trace["error"]
@@ -140,8 +158,11 @@ def test_s3_2_2_result_deeper_than_the_limit_is_not_serializable(host: HostThrea
         "import { deep } from '@codemode/servers/s';\nconst v = JSON.parse(await deep({depth: 500, shape: 'text'}));\n",
         nested_input(20_000),
     ):
-        response, elapsed = timed(host, build + "console.log('kept');\nglobalThis.__codemode_result__ = v;",
-                                  limits={"timeoutMs": TIMEOUT_MS})
+        response, elapsed = timed(
+            host,
+            build + "console.log('kept');\nglobalThis.__codemode_result__ = v;",
+            limits={"timeoutMs": TIMEOUT_MS},
+        )
         assert within_deadline(elapsed, TIMEOUT_MS), elapsed
         assert response["result"] is None
         [error] = errors(response)
@@ -164,7 +185,9 @@ def test_s3_3_host_walks_are_iterative() -> None:
     assert jsonio.json_text_depth_exceeds(text, MAX_JSON_DEPTH)
     # brackets inside strings (escaped quotes included) do not count
     assert not jsonio.json_text_depth_exceeds('["' + "[" * 500 + '\\"' + "{" * 500 + '"]', 10)
-    assert jsonio.json_text_depth_exceeds('[{"a":[[1]]}]', 3) and not jsonio.json_text_depth_exceeds('[{"a":[[1]]}]', 4)
+    assert jsonio.json_text_depth_exceeds(
+        '[{"a":[[1]]}]', 3
+    ) and not jsonio.json_text_depth_exceeds('[{"a":[[1]]}]', 4)
 
 
 # ---------------------------------------------------------------------------- the CLI and serve
@@ -186,11 +209,20 @@ def test_s3_3_4_run_cli_answers_deep_nesting_with_a_response(project: Path) -> N
 @pytest.mark.slow
 def test_s3_3_4_serve_answers_deep_nesting_and_keeps_the_session(project: Path) -> None:
     async def body(client: Any) -> Any:
-        first = await serve_run(client, "import { tick } from '@codemode/servers/s';\nawait tick();\n" + TICKS)
-        deep_in = await serve_run(client, "import { tick } from '@codemode/servers/s';\n" + nested_input(300)
-                                  + "await tick({value: v});")
-        deep_out = await serve_run(client, "import { deep } from '@codemode/servers/s';\n"
-                                   "globalThis.__codemode_result__ = JSON.parse(await deep({depth: 500, shape: 'text'}));")
+        first = await serve_run(
+            client, "import { tick } from '@codemode/servers/s';\nawait tick();\n" + TICKS
+        )
+        deep_in = await serve_run(
+            client,
+            "import { tick } from '@codemode/servers/s';\n"
+            + nested_input(300)
+            + "await tick({value: v});",
+        )
+        deep_out = await serve_run(
+            client,
+            "import { deep } from '@codemode/servers/s';\n"
+            "globalThis.__codemode_result__ = JSON.parse(await deep({depth: 500, shape: 'text'}));",
+        )
         after = await serve_run(client, TICKS)
         return first, deep_in, deep_out, after
 

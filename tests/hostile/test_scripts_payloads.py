@@ -36,11 +36,15 @@ OBJECT_400K = f"const o = {{}}; for (let i = 0; i < {KEYS}; i++) o['key' + i] = 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
-    config = ServerConfig(id="p", transport="stdio", command=PYTHON, args=(str(PAYLOAD), "stdio"), call_timeout=300.0)
+    config = ServerConfig(
+        id="p", transport="stdio", command=PYTHON, args=(str(PAYLOAD), "stdio"), call_timeout=300.0
+    )
     yield from host_fixture(tmp_path_factory, "payloads", p=config)
 
 
-def _lagged_run(host: HostThread, code: str, limits: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
+def _lagged_run(
+    host: HostThread, code: str, limits: dict[str, Any]
+) -> tuple[dict[str, Any], float, float]:
     """(response, seconds, the host loop's worst lag in seconds while it ran): a probe task on
     the host's own event loop sleeps 5 ms again and again beside the run."""
 
@@ -67,7 +71,10 @@ def _lagged_run(host: HostThread, code: str, limits: dict[str, Any]) -> tuple[di
 
 
 def test_s11_a_12_mb_result_reaches_the_script_without_stalling_the_host(host: HostThread) -> None:
-    code = HEAD + f"const r = await p.blob({{kib: {BIG_KIB}, seed: 1}});\nglobalThis.__codemode_result__ = r.items.length;"
+    code = (
+        HEAD
+        + f"const r = await p.blob({{kib: {BIG_KIB}, seed: 1}});\nglobalThis.__codemode_result__ = r.items.length;"
+    )
     response, elapsed, lag = _lagged_run(host, code, ROOMY)
     assert not errors(response), response["diagnostics"]
     assert response["result"] > 60_000
@@ -77,7 +84,9 @@ def test_s11_a_12_mb_result_reaches_the_script_without_stalling_the_host(host: H
 
 
 def test_s11_a_large_script_result_is_returned_whole(host: HostThread) -> None:
-    code = HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB // 2}, seed: 2}});"
+    code = (
+        HEAD + f"globalThis.__codemode_result__ = await p.blob({{kib: {BIG_KIB // 2}, seed: 2}});"
+    )
     response, elapsed, lag = _lagged_run(host, code, ROOMY)
     assert not errors(response), response["diagnostics"]
     items = response["result"]["items"]
@@ -86,23 +95,36 @@ def test_s11_a_large_script_result_is_returned_whole(host: HostThread) -> None:
 
 
 def test_s7_2_a_400k_key_input_is_sent_whole_or_refused_precisely(host: HostThread) -> None:
-    sent, elapsed, lag = _lagged_run(host, HEAD + OBJECT_400K + "globalThis.__codemode_result__ = await p.take(o);", ROOMY)
+    sent, elapsed, lag = _lagged_run(
+        host, HEAD + OBJECT_400K + "globalThis.__codemode_result__ = await p.take(o);", ROOMY
+    )
     assert sent["result"] == {"keys": KEYS}, sent["diagnostics"]
     assert lag < elapsed / 3, (lag, elapsed)
-    code = HEAD + OBJECT_400K + (
-        "try { await p.take_strict(o); } catch (e) { globalThis.__codemode_result__ = [e.name, e.path, e.received]; }"
+    code = (
+        HEAD
+        + OBJECT_400K
+        + (
+            "try { await p.take_strict(o); } catch (e) { globalThis.__codemode_result__ = [e.name, e.path, e.received]; }"
+        )
     )
     refused, _, _ = _lagged_run(host, code, ROOMY)
     name, path, received = refused["result"]
     assert name == "SchemaValidationError" and path == "/key0"
-    assert received.startswith("unexpected properties") and received.endswith(", …")  # a few, not 400,000
+    assert received.startswith("unexpected properties") and received.endswith(
+        ", …"
+    )  # a few, not 400,000
 
 
-@pytest.mark.parametrize("call", [
-    f"p.blob({{kib: {BIG_KIB}, seed: 3}})",  # results being parsed, checked and encoded
-    "p.take_strict(o)",  # a 400,000-key input being decoded and validated
-])
-def test_s7_4_the_deadline_ends_a_run_on_time_while_payloads_are_processed(host: HostThread, call: str) -> None:
+@pytest.mark.parametrize(
+    "call",
+    [
+        f"p.blob({{kib: {BIG_KIB}, seed: 3}})",  # results being parsed, checked and encoded
+        "p.take_strict(o)",  # a 400,000-key input being decoded and validated
+    ],
+)
+def test_s7_4_the_deadline_ends_a_run_on_time_while_payloads_are_processed(
+    host: HostThread, call: str
+) -> None:
     timeout_ms = 1500
     setup = OBJECT_400K if "take" in call else ""
     code = HEAD + setup + f"while (true) {{ try {{ await {call}; }} catch (e) {{}} }}"
@@ -113,4 +135,6 @@ def test_s7_4_the_deadline_ends_a_run_on_time_while_payloads_are_processed(host:
     assert "timeoutMs" in errors(response)[0]["message"]
     assert elapsed < LATE_FACTOR * timeout_ms / 1000, elapsed
     # The host is fine afterwards: the next run answers.
-    assert host.run(HEAD + "globalThis.__codemode_result__ = (await p.take({})).keys;")["result"] == 0
+    assert (
+        host.run(HEAD + "globalThis.__codemode_result__ = (await p.take({})).keys;")["result"] == 0
+    )

@@ -63,24 +63,45 @@ globalThis.__codemode_result__ = seen;
 
 def clean(text: str) -> bool:
     """No lone surrogate, no control or bidi character."""
-    return jsonsafe.safe_name(text, len(text) + 1) == text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    return jsonsafe.safe_name(text, len(text) + 1) == text and not any(
+        0xD800 <= ord(c) <= 0xDFFF for c in text
+    )
 
 
-def test_s3_3_2_lone_surrogates_and_control_characters_in_names_never_reach_the_trace(host: HostThread) -> None:
+def test_s3_3_2_lone_surrogates_and_control_characters_in_names_never_reach_the_trace(
+    host: HostThread,
+) -> None:
     before = assert_still_serves(host)
     response, elapsed = timed(host, HOSTILE_NAMES, limits={"timeoutMs": TIMEOUT_MS})
     assert within_deadline(elapsed, TIMEOUT_MS)
     assert not errors(response), response["diagnostics"]
     assert_section_3_3(response)
     seen = response["result"]
-    assert [s[0] for s in seen] == ["ServerNotFoundError", "ToolNotFoundError", "ServerNotFoundError",
-                                    "ServerNotFoundError", "ServerNotFoundError"]
+    assert [s[0] for s in seen] == [
+        "ServerNotFoundError",
+        "ToolNotFoundError",
+        "ServerNotFoundError",
+        "ServerNotFoundError",
+        "ServerNotFoundError",
+    ]
     for _name, message, server_id, tool_name in seen:
         for text in (message, server_id, tool_name or ""):
             assert clean(text), text
     trace = response["toolTrace"]
-    assert [t["serverId"] for t in trace] == ["s\ufffd", "s", "\ufffd", "s\ufffd[31mred", "s\ufffdevil"]
-    assert [t["toolName"] for t in trace] == ["tick", "tick\ufffd", "\ufffd", "tick\ufffd\ufffdforged", "tick\ufffd"]
+    assert [t["serverId"] for t in trace] == [
+        "s\ufffd",
+        "s",
+        "\ufffd",
+        "s\ufffd[31mred",
+        "s\ufffdevil",
+    ]
+    assert [t["toolName"] for t in trace] == [
+        "tick",
+        "tick\ufffd",
+        "\ufffd",
+        "tick\ufffd\ufffdforged",
+        "tick\ufffd",
+    ]
     assert all(clean(t["serverId"]) and clean(t["toolName"]) and clean(t["error"]) for t in trace)
     assert_still_serves(host, before)  # nothing was sent: `tick` never ran
 
@@ -114,23 +135,33 @@ def test_s11_huge_names_cost_nothing_quadratic(host: HostThread) -> None:
     assert elapsed < FAST_S
     assert [r[0] for r in response["result"]] == ["ServerNotFoundError", "ToolNotFoundError"]
     assert all(length < 2 * MAX_NAME_CHARS + 200 for _, length in response["result"])
-    assert all(len(t["serverId"]) <= MAX_NAME_CHARS + 1 and len(t["toolName"]) <= MAX_NAME_CHARS + 1
-               for t in response["toolTrace"])
+    assert all(
+        len(t["serverId"]) <= MAX_NAME_CHARS + 1 and len(t["toolName"]) <= MAX_NAME_CHARS + 1
+        for t in response["toolTrace"]
+    )
 
 
-@pytest.mark.parametrize("throw", [
-    # the old frame regex backtracked quadratically on each of these
-    "const e = new Error('boom'); e.stack = 'at ' + ' ('.repeat(200000) + 'x'; throw e;",
-    "throw {message: 'boom', stack: 'at a' + ' '.repeat(400000) + 'b'};",
-    "const e = new Error('boom'); e.stack = ('    at f (agent.js:1:' + '1'.repeat(5000) + 'x)\\n').repeat(2000); throw e;",
-    # a million frames, and a message of 20 MB
-    "const e = new Error('boom'); e.stack = '    at f (agent.js:1:1)\\n'.repeat(1e6); throw e;",
-    "throw new Error('boom' + 'x'.repeat(2e7));",
-    "throw new Error('module not found: ' + 'm'.repeat(2e7));",
-])
-def test_s3_3_4_an_immediate_throw_is_reported_at_once_whatever_its_text(host: HostThread, throw: str) -> None:
-    response, elapsed = timed(host, "console.log('before');\n" + throw,
-                              limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20})
+@pytest.mark.parametrize(
+    "throw",
+    [
+        # the old frame regex backtracked quadratically on each of these
+        "const e = new Error('boom'); e.stack = 'at ' + ' ('.repeat(200000) + 'x'; throw e;",
+        "throw {message: 'boom', stack: 'at a' + ' '.repeat(400000) + 'b'};",
+        "const e = new Error('boom'); e.stack = ('    at f (agent.js:1:' + '1'.repeat(5000) + 'x)\\n').repeat(2000); throw e;",
+        # a million frames, and a message of 20 MB
+        "const e = new Error('boom'); e.stack = '    at f (agent.js:1:1)\\n'.repeat(1e6); throw e;",
+        "throw new Error('boom' + 'x'.repeat(2e7));",
+        "throw new Error('module not found: ' + 'm'.repeat(2e7));",
+    ],
+)
+def test_s3_3_4_an_immediate_throw_is_reported_at_once_whatever_its_text(
+    host: HostThread, throw: str
+) -> None:
+    response, elapsed = timed(
+        host,
+        "console.log('before');\n" + throw,
+        limits={"timeoutMs": TIMEOUT_MS, "maxMemoryBytes": 256 << 20},
+    )
     assert elapsed < FAST_S, elapsed
     [error] = errors(response)
     assert error["code"] in ("UNCAUGHT_EXCEPTION", "IMPORT_FAILURE"), error  # not SANDBOX_LIMIT
@@ -168,10 +199,14 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
         "    at agent.js:12\n    at run (eval_script:1:1)\n    at g (@codemode/host:1:2)\n"
     )
     assert script_errors.map_stack(stack, ["@codemode/host"]) == [
-        "    at inner (agent.js:3:7)", "    at agent.js:12", "    at g (@codemode/host:1:2)",
+        "    at inner (agent.js:3:7)",
+        "    at agent.js:12",
+        "    at g (@codemode/host:1:2)",
     ]
     assert script_errors.agent_location(stack) == "3:7"
-    assert script_errors.agent_location("    at x (agent.js:" + "1" * 2000 + ")") is None  # over MAX_FRAME_CHARS
+    assert (
+        script_errors.agent_location("    at x (agent.js:" + "1" * 2000 + ")") is None
+    )  # over MAX_FRAME_CHARS
     rng = random.Random(8)
     hits = 0
 
@@ -186,8 +221,12 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
             loc += pick("", ":4", ":4", ":", ":4:5", ": 4")
             fn = pick("f", "f", "", "a (b)", "x y", "(", ")", "f )")
             frame = pick(f"{fn} ({loc})", f"{fn} ({loc})", loc, loc, f"{fn} ({loc}", f"{fn}({loc})")
-            lines.append(pick("", "    ", "    ", "\t") + pick("at ", "at ", "at ", "at", "At ", "at  ")
-                         + frame + pick("", "", " ", ")", "\r"))
+            lines.append(
+                pick("", "    ", "    ", "\t")
+                + pick("at ", "at ", "at ", "at", "At ", "at  ")
+                + frame
+                + pick("", "", " ", ")", "\r")
+            )
         stack = "\n".join(lines)
         expected = _old_map_stack(stack, ["@codemode/host"])
         hits += bool(expected)
@@ -200,7 +239,10 @@ def test_s3_3_stack_frames_are_mapped_as_before() -> None:
 
 @pytest.mark.slow
 def test_s3_3_run_cli_prints_utf8_for_hostile_names_and_stacks(project: Path) -> None:
-    code = HOSTILE_NAMES + "\nconsole.log('\\ud800 alone');\nthrow {message: 'x', stack: 'at a' + ' '.repeat(400000) + 'b'};\n"
+    code = (
+        HOSTILE_NAMES
+        + "\nconsole.log('\\ud800 alone');\nthrow {message: 'x', stack: 'at a' + ' '.repeat(400000) + 'b'};\n"
+    )
     proc, response = run_cli(project, code, "--pretty")
     assert proc.returncode == 1
     assert codes(response, "error") == ["UNCAUGHT_EXCEPTION"]
@@ -213,7 +255,9 @@ def test_s3_3_run_cli_prints_utf8_for_hostile_names_and_stacks(project: Path) ->
 def test_s3_3_serve_survives_hostile_names(project: Path) -> None:
     async def body(client: Any) -> Any:
         hostile = await serve_run(client, HOSTILE_NAMES)
-        after = await serve_run(client, "import { tick } from '@codemode/servers/s';\nawait tick();\n" + TICKS)
+        after = await serve_run(
+            client, "import { tick } from '@codemode/servers/s';\nawait tick();\n" + TICKS
+        )
         return hostile, after
 
     hostile, after = serve_session(project, body)

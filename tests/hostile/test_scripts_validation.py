@@ -83,20 +83,26 @@ class PeakRss:
 
 
 def call(tool: str, items: str) -> str:
-    return (f"import {{ {tool} }} from '@codemode/servers/s';\n{CATCH}\n"
-            f"globalThis.__codemode_result__ = await attempt(() => {tool}({{items: {items}}}));")
+    return (
+        f"import {{ {tool} }} from '@codemode/servers/s';\n{CATCH}\n"
+        f"globalThis.__codemode_result__ = await attempt(() => {tool}({{items: {items}}}));"
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
 def test_s7_2_invalid_300k_item_array_fails_fast_with_bounded_memory(host: HostThread) -> None:
     before = assert_still_serves(host)
     with PeakRss() as memory:
-        response, elapsed = timed(host, call("records", "Array(300000).fill({})"), limits={"timeoutMs": TIMEOUT_MS})
+        response, elapsed = timed(
+            host, call("records", "Array(300000).fill({})"), limits={"timeoutMs": TIMEOUT_MS}
+        )
     assert within_deadline(elapsed, TIMEOUT_MS), elapsed
     assert memory.growth < RSS_GROWTH_BYTES, memory.growth
     error = response["result"]["error"]
     assert error["name"] == "SchemaValidationError"
-    assert error["path"] == "/items" and error["expected"] == "at most 1000 items"  # the whole-array error
+    assert (
+        error["path"] == "/items" and error["expected"] == "at most 1000 items"
+    )  # the whole-array error
     assert_still_serves(host, before)  # never sent
 
 
@@ -141,8 +147,11 @@ def test_s7_4_validation_ends_with_the_run(host: HostThread) -> None:
     """A deadline that comes before the validation budget: the run answers within 1.5 ×
     timeoutMs and the validation thread is free again at once."""
     timeout_ms = 1000
-    response, elapsed = timed(host, call("bag", f"Array.from({{length: {COSTLY_ITEMS}}}, (_, i) => ({{id: i}}))"),
-                              limits={"timeoutMs": timeout_ms})
+    response, elapsed = timed(
+        host,
+        call("bag", f"Array.from({{length: {COSTLY_ITEMS}}}, (_, i) => ({{id: i}}))"),
+        limits={"timeoutMs": timeout_ms},
+    )
     assert within_deadline(elapsed, timeout_ms), elapsed
     # The run ends by its timeout, or (a photo finish) the script catches the call's refusal
     # first; either way the call was never sent and the trace says so.
@@ -184,8 +193,9 @@ def test_s7_2_small_inputs_are_still_validated_on_the_loop_with_precise_errors()
     with pytest.raises(InputInvalid) as caught:
         asyncio.run(V.prepare_arguments_async(schema, "bag", "bag", {"items": [{"id": -1}]}))
     assert caught.value.path.startswith("/items/0")
-    assert asyncio.run(V.prepare_arguments_async(schema, "bag", "bag", {"items": [{"id": 1}, {"a": "x"}]})) == {
-        "items": [{"id": 1}, {"a": "x"}]}
+    assert asyncio.run(
+        V.prepare_arguments_async(schema, "bag", "bag", {"items": [{"id": 1}, {"a": "x"}]})
+    ) == {"items": [{"id": 1}, {"a": "x"}]}
 
 
 def _bag_schema() -> Any:

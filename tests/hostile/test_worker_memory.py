@@ -22,7 +22,9 @@ from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
 from codemode_gen.runtime.sandbox.worker import Worker
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status"
+)
 
 MiB = 1024 * 1024
 #: Allowed growth of the worker's RSS from after the first run to after the last.
@@ -39,36 +41,56 @@ MODULES = {"@codemode/servers/notes": NOTES}
 
 # Each kind is (script, limits, expected diagnostic code or None for a clean result).
 Kind = tuple[str, dict[str, Any], str | None]
-SMALL: Kind = ("""
+SMALL: Kind = (
+    """
 import { echo } from "@codemode/servers/notes";
 globalThis.__codemode_result__ = await echo({ n: 1 });
-""", {}, None)
+""",
+    {},
+    None,
+)
 # ~40 MB of live objects and strings in a 64 MiB heap, kept until the run ends.
-ALLOCATE: Kind = ("""
+ALLOCATE: Kind = (
+    """
 const rows = [];
 for (let i = 0; i < 150000; i++) rows.push({ i, s: "row " + i });
 const blob = "y".repeat(16 * 1024 * 1024);
 console.log(rows.length, blob.length);
 globalThis.__codemode_result__ = rows.length;
-""", {}, None)
+""",
+    {},
+    None,
+)
 # Fills a 128 MiB heap (other limits than the warm realm's: that realm is replaced and freed).
-FILL: Kind = ("""
+FILL: Kind = (
+    """
 const keep = [];
 for (;;) keep.push({ n: keep.length, s: "x" + keep.length });
-""", {"maxMemoryBytes": 128 * MiB}, "SANDBOX_LIMIT")
+""",
+    {"maxMemoryBytes": 128 * MiB},
+    "SANDBOX_LIMIT",
+)
 # A 8 MiB tool result into JS.
-BULK: Kind = ("""
+BULK: Kind = (
+    """
 import { bulk } from "@codemode/servers/notes";
 const text = await bulk({});
 globalThis.__codemode_result__ = text.length;
-""", {}, None)
+""",
+    {},
+    None,
+)
 # Tool calls and a timer still pending when the script throws: the run ends with them unanswered.
-PENDING: Kind = ("""
+PENDING: Kind = (
+    """
 import { hang } from "@codemode/servers/notes";
 for (let i = 0; i < 8; i++) hang({ i });
 setTimeout(() => {}, 60000);
 throw new Error("left calls pending");
-""", {}, "UNCAUGHT_EXCEPTION")
+""",
+    {},
+    "UNCAUGHT_EXCEPTION",
+)
 KINDS: list[Kind] = [SMALL, ALLOCATE, FILL, BULK, PENDING]
 
 
@@ -109,7 +131,9 @@ def test_worker_rss_returns_to_baseline_after_every_run() -> None:
         async with Sandbox(pool) as sandbox:
             for i in range(RUNS):
                 code, limits, expected = KINDS[i % len(KINDS)]
-                out = await sandbox.run(code, MODULES, host, Limits.from_json({"timeoutMs": 10_000, **limits}))
+                out = await sandbox.run(
+                    code, MODULES, host, Limits.from_json({"timeoutMs": 10_000, **limits})
+                )
                 got = [d["code"] for d in out["diagnostics"]]
                 assert got == ([expected] if expected else []), (i, out["diagnostics"])
                 # A syntax check is answered only once the worker is idle again: it has freed the
@@ -144,7 +168,13 @@ def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
             realm = worker._warm
             assert realm is not None
             table, sources = protocol.module_table(MODULES, set())
-            msg = {"op": "run", "code": PENDING[0], "modules": table, "sources": sources, "limits": {"timeoutMs": 5000}}
+            msg = {
+                "op": "run",
+                "code": PENDING[0],
+                "modules": table,
+                "sources": sources,
+                "limits": {"timeoutMs": 5000},
+            }
             done = await worker.run(msg)
             assert [d["code"] for d in done["diagnostics"]] == ["UNCAUGHT_EXCEPTION"]
             assert next(worker._ids) == 9  # the script made its 8 calls (ids 1-8), unanswered:
@@ -162,7 +192,9 @@ def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
             # A reply that arrives after the run is ignored, and the next run is unaffected.
             worker._resolve(1, '{"ok":true,"value":1}')
             await worker.prepare_next(Limits())
-            done = await worker.run({"op": "run", "code": "globalThis.__codemode_result__ = 7;", "limits": {}})
+            done = await worker.run(
+                {"op": "run", "code": "globalThis.__codemode_result__ = 7;", "limits": {}}
+            )
             assert done == {"result": 7, "diagnostics": []}
             worker.free_spent()
         finally:

@@ -90,9 +90,14 @@ def test_response_keys_default_to_the_host_and_are_checked() -> None:
     got = Limits.from_json({"maxResponseChars": 5000.0, "trace": "none"})
     assert (got.maxResponseChars, got.trace) == (5000, "none")
     assert merge(got, {"trace": None}).trace == "none"
-    with pytest.raises(LimitsError, match=r"limits\.trace: expected one of 'full', 'errors', 'none', got 'all'"):
+    with pytest.raises(
+        LimitsError, match=r"limits\.trace: expected one of 'full', 'errors', 'none', got 'all'"
+    ):
         Limits.from_json({"trace": "all"})
-    with pytest.raises(LimitsError, match=r"limits\.maxResponseChars: 999 is out of range; use an integer from 1000"):
+    with pytest.raises(
+        LimitsError,
+        match=r"limits\.maxResponseChars: 999 is out of range; use an integer from 1000",
+    ):
         Limits.from_json({"maxResponseChars": L.MIN_RESPONSE_CHARS - 1})
     with pytest.raises(LimitsError):
         Limits(trace="verbose")  # type: ignore[arg-type]
@@ -100,4 +105,9 @@ def test_response_keys_default_to_the_host_and_are_checked() -> None:
 
 def test_sandbox_limit_exceeded_carries_fields() -> None:
     exc = SandboxLimitExceeded("maxToolCalls", 3, "too many")
-    assert (exc.limit, exc.value, exc.message, str(exc)) == ("maxToolCalls", 3, "too many", "too many")
+    assert (exc.limit, exc.value, exc.message, str(exc)) == (
+        "maxToolCalls",
+        3,
+        "too many",
+        "too many",
+    )

@@ -24,7 +24,11 @@ def test_s3_3_1_truncation_cuts_at_limit_and_appends_warn() -> None:
     assert logs.add("log", "dropped", 3) is None
     final = run_logs.finish_logs(logs.entries, logs.truncated, 10, 5)
     assert [e["message"] for e in final[:-1]] == ["12345", "67890"]
-    assert final[-1]["level"] == "warn" and "maxLogBytes" in final[-1]["message"] and "10" in final[-1]["message"]
+    assert (
+        final[-1]["level"] == "warn"
+        and "maxLogBytes" in final[-1]["message"]
+        and "10" in final[-1]["message"]
+    )
     assert final[-1]["timeMs"] == 5
 
 
@@ -39,7 +43,9 @@ def test_exact_fit_is_not_truncated() -> None:
     logs = run_logs.LogCollector(3)
     logs.add("log", "abc", 0)
     assert not logs.truncated
-    assert run_logs.finish_logs(logs.entries, logs.truncated, 3, 0) == [{"level": "log", "message": "abc", "timeMs": 0}]
+    assert run_logs.finish_logs(logs.entries, logs.truncated, 3, 0) == [
+        {"level": "log", "message": "abc", "timeMs": 0}
+    ]
 
 
 def test_unknown_level_becomes_log_and_lone_surrogates_are_replaced() -> None:
@@ -60,13 +66,23 @@ def test_map_stack_keeps_agent_and_codemode_frames_only() -> None:
         "    at <anonymous> (agent.js:4:1)\n"
     )
     frames = script_errors.map_stack(stack, ["@codemode/host", "@codemode/errors"])
-    assert frames == ["    at callTool (@codemode/host:80:5)", "    at f (agent.js:2:15)", "    at <anonymous> (agent.js:4:1)"]
+    assert frames == [
+        "    at callTool (@codemode/host:80:5)",
+        "    at f (agent.js:2:15)",
+        "    at <anonymous> (agent.js:4:1)",
+    ]
     assert script_errors.agent_location(stack) == "2:15"
 
 
 def test_s3_3_3_uncaught_exception_diagnostic() -> None:
     d = script_errors.uncaught_exception(
-        {"isError": True, "name": "TypeError", "message": "x is null", "stack": "    at f (agent.js:2:15)\n", "text": "TypeError: x is null"},
+        {
+            "isError": True,
+            "name": "TypeError",
+            "message": "x is null",
+            "stack": "    at f (agent.js:2:15)\n",
+            "text": "TypeError: x is null",
+        },
         [],
     )
     assert d["severity"] == "error" and d["code"] == "UNCAUGHT_EXCEPTION"
@@ -76,7 +92,15 @@ def test_s3_3_3_uncaught_exception_diagnostic() -> None:
 
 def test_uncaught_codemode_error_keeps_class_and_hint() -> None:
     d = script_errors.uncaught_exception(
-        {"isError": True, "name": "Mine", "message": "m", "stack": "", "errorClass": "ToolCallError", "hint": "retry later"}, []
+        {
+            "isError": True,
+            "name": "Mine",
+            "message": "m",
+            "stack": "",
+            "errorClass": "ToolCallError",
+            "hint": "retry later",
+        },
+        [],
     )
     assert (d["errorClass"], d["hint"]) == ("ToolCallError", "retry later")
 
@@ -92,10 +116,17 @@ def test_syntax_error_path_is_line_column() -> None:
 
 
 def test_import_failure_lists_server_modules_and_locates_the_import() -> None:
-    assert script_errors.module_not_found("module not found: @codemode/servers/nope") == "@codemode/servers/nope"
+    assert (
+        script_errors.module_not_found("module not found: @codemode/servers/nope")
+        == "@codemode/servers/nope"
+    )
     assert script_errors.module_not_found("something else") is None
     code = 'const x = 1;\nimport("@codemode/servers/nope");'
-    d = script_errors.import_failure("@codemode/servers/nope", code, ["@codemode/servers/b", "@codemode/servers/a", "@codemode/discovery", "@codemode/host"])
+    d = script_errors.import_failure(
+        "@codemode/servers/nope",
+        code,
+        ["@codemode/servers/b", "@codemode/servers/a", "@codemode/discovery", "@codemode/host"],
+    )
     assert d["code"] == "IMPORT_FAILURE" and d["path"] == "2:8"
     assert "@codemode/servers/a, @codemode/servers/b" in d["hint"]
     assert "@codemode/discovery" in d["hint"] and "@codemode/host" not in d["hint"]
@@ -103,14 +134,22 @@ def test_import_failure_lists_server_modules_and_locates_the_import() -> None:
 
 def test_sandbox_limit_diagnostic() -> None:
     d = diag.timeout_limit(500)
-    assert d["code"] == "SANDBOX_LIMIT" and d["errorClass"] == "SandboxLimitError" and "500" in d["message"]
+    assert (
+        d["code"] == "SANDBOX_LIMIT"
+        and d["errorClass"] == "SandboxLimitError"
+        and "500" in d["message"]
+    )
     assert d["hint"]
 
 
 def test_s3_3_4_result_is_null_on_fatal_error() -> None:
     fatal = R.build_response([], {"a": 1}, [diag.timeout_limit(5)])
     assert fatal["result"] is None
-    ok = R.build_response([], {"a": "\ud800"}, [diag.diagnostic(diag.DiagnosticCode.STALE_OUT, "info only", severity="warning")])
+    ok = R.build_response(
+        [],
+        {"a": "\ud800"},
+        [diag.diagnostic(diag.DiagnosticCode.STALE_OUT, "info only", severity="warning")],
+    )
     assert ok["result"] == {"a": "\ufffd"}
     json.dumps(ok, ensure_ascii=False).encode("utf-8")
 
@@ -123,13 +162,23 @@ def compact(value: object) -> str:
 
 
 def entry(tool: str, ok: bool, **extra: object) -> R.TraceEntry:
-    return cast(R.TraceEntry, {"serverId": "notes", "toolName": tool, "durationMs": 3, "ok": ok, **extra})
+    return cast(
+        R.TraceEntry, {"serverId": "notes", "toolName": tool, "durationMs": 3, "ok": ok, **extra}
+    )
 
 
 def test_s3_3_2_trace_modes_keep_the_entry_shape_and_summarise_in_errors_mode() -> None:
-    trace = [entry("get_note", True), entry("get_note", False, error="ToolCallError: note 9 not found"),
-             entry("delete_note", False, error="ToolCallError: APPROVAL_DENIED (declined)", approval="denied"),
-             entry("get_note", False, error="ToolCallError: note 8 not found", approval="allowed")]
+    trace = [
+        entry("get_note", True),
+        entry("get_note", False, error="ToolCallError: note 9 not found"),
+        entry(
+            "delete_note",
+            False,
+            error="ToolCallError: APPROVAL_DENIED (declined)",
+            approval="denied",
+        ),
+        entry("get_note", False, error="ToolCallError: note 8 not found", approval="allowed"),
+    ]
     counts = tooltrace.CallCounts()
     for e in trace:
         counts.add(str(e["serverId"]), str(e["toolName"]), bool(e["ok"]))
@@ -139,26 +188,37 @@ def test_s3_3_2_trace_modes_keep_the_entry_shape_and_summarise_in_errors_mode() 
     assert listed == [*trace[1:3], {k: v for k, v in trace[3].items() if k != "approval"}]
     assert summary == {"calls": {"notes.get_note": 3, "notes.delete_note": 1}, "failed": 3}
     assert tooltrace.shape_trace(trace, counts, "none") == (None, None)
-    assert tooltrace.shape_trace([], tooltrace.CallCounts(), "errors") == ([], None)  # no calls: no summary
+    assert tooltrace.shape_trace([], tooltrace.CallCounts(), "errors") == (
+        [],
+        None,
+    )  # no calls: no summary
     many = [entry("get_note", False, error="x")] * (tooltrace.MAX_LISTED_FAILURES + 7)
-    assert len(tooltrace.shape_trace(many, counts, "errors")[0] or []) == tooltrace.MAX_LISTED_FAILURES
+    assert (
+        len(tooltrace.shape_trace(many, counts, "errors")[0] or []) == tooltrace.MAX_LISTED_FAILURES
+    )
 
 
 def test_response_carries_the_summary_and_a_budget_when_asked() -> None:
-    response = R.build_response([], {"a": 1}, [], [], tool_summary={"calls": {"n.t": 1}, "failed": 0})
+    response = R.build_response(
+        [], {"a": 1}, [], [], tool_summary={"calls": {"n.t": 1}, "failed": 0}
+    )
     assert response["toolSummary"] == {"calls": {"n.t": 1}, "failed": 0}
     assert "toolSummary" not in R.build_response([], None, [], [])
-    small = R.build_response([{"level": "log", "message": "hi", "timeMs": 1}], "x" * 100, [], max_chars=1000)
+    small = R.build_response(
+        [{"level": "log", "message": "hi", "timeMs": 1}], "x" * 100, [], max_chars=1000
+    )
     assert small["result"] == "x" * 100 and small["diagnostics"] == []  # within budget: untouched
 
 
 def test_cut_string_keeps_the_longest_prefix_that_fits_and_says_how_much_is_gone() -> None:
-    text = "héllo \"world\"\n" * 100
+    text = 'héllo "world"\n' * 100
     cut = json_cut.cut_string(text, 120)
     assert isinstance(cut, str) and len(compact(cut)) <= 120
     prefix, marker = cut.rsplit("…[+", 1)
     assert text.startswith(prefix) and marker == f"{len(text) - len(prefix)} chars]"
-    assert len(compact(json_cut.cut_string(text, 121))) >= len(compact(cut))  # longest: one more char may not fit
+    assert len(compact(json_cut.cut_string(text, 121))) >= len(
+        compact(cut)
+    )  # longest: one more char may not fit
     assert json_cut.cut_string("short", 100) == "short"
 
 
@@ -172,7 +232,9 @@ def test_cut_json_keeps_whole_items_and_small_keys_and_marks_the_rest() -> None:
     assert items[:-1] == records[: len(items) - 1] and items[-1] == f"…[+{101 - len(items)} items]"
     first_too_big = json_cut.cut_json([{"body": "z" * 5000}, 1, 2], 300)
     assert len(compact(first_too_big)) <= 300 and first_too_big[-1] == "…[+2 items]"
-    assert first_too_big[0]["body"].startswith("zzz") and first_too_big[0]["body"].endswith("chars]")
+    assert first_too_big[0]["body"].startswith("zzz") and first_too_big[0]["body"].endswith(
+        "chars]"
+    )
     crowded = json_cut.cut_json({f"k{i}": "v" * 200 for i in range(50)}, 1000)
     assert len(compact(crowded)) <= 1000 and list(crowded)[-1] == "…"
     assert crowded["…"] == f"[+{50 - len(crowded) + 1} keys]"
@@ -181,37 +243,56 @@ def test_cut_json_keeps_whole_items_and_small_keys_and_marks_the_rest() -> None:
     assert len(compact(kept)) <= 5000 and list(kept)[:-1] == [str(i) for i in range(len(kept) - 1)]
     assert all(kept[k] == by_id[k] for k in list(kept)[:-1])  # the first records, whole: no stubs
     assert kept["…"] == f"[+{101 - len(kept)} keys]"
-    two = json_cut.cut_json({"a": "x" * 5000, "b": "y" * 5000, "n": 1}, 4000)  # a few large values share
+    two = json_cut.cut_json(
+        {"a": "x" * 5000, "b": "y" * 5000, "n": 1}, 4000
+    )  # a few large values share
     assert two["n"] == 1 and abs(len(two["a"]) - len(two["b"])) <= 2 and len(compact(two)) <= 4000
     taken = json_cut.cut_json({"…": "x" * 500, **{f"k{i}": "v" * 200 for i in range(50)}}, 1000)
-    assert taken["…"].startswith("xxx") and taken["…2"].endswith(" keys]")  # the marker never clobbers a key
+    assert taken["…"].startswith("xxx") and taken["…2"].endswith(
+        " keys]"
+    )  # the marker never clobbers a key
 
 
 def test_cut_logs_keeps_the_first_and_last_entries_with_one_marker_between() -> None:
-    logs: list[run_logs.LogEntry] = [{"level": "log", "message": f"item {i}", "timeMs": i} for i in range(500)]
-    logs.append({"level": "warn", "message": "logs truncated: maxLogBytes limit reached", "timeMs": 999})
+    logs: list[run_logs.LogEntry] = [
+        {"level": "log", "message": f"item {i}", "timeMs": i} for i in range(500)
+    ]
+    logs.append(
+        {"level": "warn", "message": "logs truncated: maxLogBytes limit reached", "timeMs": 999}
+    )
     kept, dropped = R.cut_logs(logs, 2000)
     assert len(compact(kept)) <= 2000 and dropped == len(logs) - len(kept) + 1
     (marker,) = [e for e in kept if e["message"].startswith("…[+")]
     at = kept.index(marker)
-    assert kept[:at] == logs[:at] and kept[at + 1:] == logs[len(logs) - (len(kept) - at - 1):]
+    assert kept[:at] == logs[:at] and kept[at + 1 :] == logs[len(logs) - (len(kept) - at - 1) :]
     assert marker["level"] == "warn" and marker["message"].startswith(f"…[+{dropped} log entries")
     assert kept[-1] == logs[-1]  # §3.3.1's truncation warning, the last entry, is kept
     one: list[run_logs.LogEntry] = [{"level": "log", "message": "m" * 10_000, "timeMs": 5}]
     (alone,), none_dropped = R.cut_logs(one, 500)
-    assert none_dropped == 0 and len(compact([alone])) <= 500 and alone["message"].endswith("chars]")
+    assert (
+        none_dropped == 0 and len(compact([alone])) <= 500 and alone["message"].endswith("chars]")
+    )
 
 
 def test_fit_response_shares_the_budget_and_says_what_was_cut() -> None:
-    logs: list[run_logs.LogEntry] = [{"level": "log", "message": "x" * 100, "timeMs": i} for i in range(300)]
+    logs: list[run_logs.LogEntry] = [
+        {"level": "log", "message": "x" * 100, "timeMs": i} for i in range(300)
+    ]
     result = {"rows": [{"id": i, "text": "y" * 100} for i in range(1000)]}
     new_logs, new_result, note = R.fit_response(logs, result, 20_000)
     logs_size, result_size = len(compact(new_logs)), len(compact(new_result))
     assert logs_size + result_size <= 20_000
     assert logs_size <= 20_000 * R.LOG_SHARE  # the result needed the rest
-    assert note is not None and note["code"] == diag.DiagnosticCode.RESPONSE_TRUNCATED and note["severity"] == "warning"
+    assert (
+        note is not None
+        and note["code"] == diag.DiagnosticCode.RESPONSE_TRUNCATED
+        and note["severity"] == "warning"
+    )
     assert f"result {len(compact(result))} → {result_size}" in note["message"]
-    assert f"logs {len(compact(logs))} → {logs_size}" in note["message"] and "summary" not in note["message"]
+    assert (
+        f"logs {len(compact(logs))} → {logs_size}" in note["message"]
+        and "summary" not in note["message"]
+    )
     assert "aggregate" in note["hint"] and "limits.maxResponseChars" in note["hint"]
     # Small logs keep all of their share: only the result is cut, and the logs' slack is its.
     few = logs[:3]
@@ -219,25 +300,39 @@ def test_fit_response_shares_the_budget_and_says_what_was_cut() -> None:
     assert kept_logs is few and len(compact(few)) + len(compact(cut_result)) <= 5_000
     assert note is not None and "logs" not in note["message"]
     # Deterministic: the same input is cut the same way.
-    assert R.fit_response(logs, result, 20_000) == (new_logs, new_result, R.fit_response(logs, result, 20_000)[2])
+    assert R.fit_response(logs, result, 20_000) == (
+        new_logs,
+        new_result,
+        R.fit_response(logs, result, 20_000)[2],
+    )
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text() | st.text(min_size=50, max_size=400),
-    lambda children: st.lists(children, max_size=8) | st.dictionaries(st.text(max_size=6), children, max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.text(min_size=50, max_size=400),
+    lambda children: (
+        st.lists(children, max_size=8) | st.dictionaries(st.text(max_size=6), children, max_size=8)
+    ),
     max_leaves=60,
 )
 
 
 @settings(max_examples=500, deadline=None)
 @given(JSON_VALUES, st.floats(min_value=0.0, max_value=1.2), st.integers(min_value=4, max_value=40))
-def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(value: object, share: float, floor: int) -> None:
+def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(
+    value: object, share: float, floor: int
+) -> None:
     """Whatever the value and the room (from 4 characters up), the cut is valid JSON within the
     room, and a value that fits is returned as it is."""
     size = len(compact(value))
     room = max(floor, int(size * share))
-    assert json_cut.measure(value, size) == size and (json_cut.measure(value, room) > room) == (size > room)
+    assert json_cut.measure(value, size) == size and (json_cut.measure(value, room) > room) == (
+        size > room
+    )
     cut = json_cut.cut_json(value, room)
     text = compact(cut)
     assert json.loads(text) == cut
@@ -247,10 +342,21 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(value: obje
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.builds(lambda m, t: {"level": "log", "message": m, "timeMs": t}, st.text(), st.integers(0, 10**6)),
-                max_size=40),
-       JSON_VALUES, st.integers(min_value=R_MIN, max_value=5000))
-def test_any_logs_and_result_fit_the_budget_together(logs: list[run_logs.LogEntry], value: object, budget: int) -> None:
+@given(
+    st.lists(
+        st.builds(
+            lambda m, t: {"level": "log", "message": m, "timeMs": t},
+            st.text(),
+            st.integers(0, 10**6),
+        ),
+        max_size=40,
+    ),
+    JSON_VALUES,
+    st.integers(min_value=R_MIN, max_value=5000),
+)
+def test_any_logs_and_result_fit_the_budget_together(
+    logs: list[run_logs.LogEntry], value: object, budget: int
+) -> None:
     new_logs, new_result, note = R.fit_response(logs, value, budget)
     assert len(compact(new_logs)) + len(compact(new_result)) <= budget
     assert all(set(e) == {"level", "message", "timeMs"} for e in new_logs)  # §3.3.1 entries

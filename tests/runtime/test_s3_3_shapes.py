@@ -46,10 +46,18 @@ def test_serve_output_schema_is_the_response_shape() -> None:
 def test_a_built_response_carries_only_declared_keys_in_every_part() -> None:
     log = CallLog()
     log.record("notes", "get_note", 3, None, approval="allowed")
-    log.record("notes", "delete_note", 0, "ToolCallError: APPROVAL_DENIED (declined)", approval="denied")
+    log.record(
+        "notes", "delete_note", 0, "ToolCallError: APPROVAL_DENIED (declined)", approval="denied"
+    )
     logs = finish_logs([{"level": "log", "message": "x" * 500, "timeMs": 1}], True, 100, 2)
-    response = R.build_response(logs, {"big": "y" * 5000}, [diag.diagnostic(diag.DiagnosticCode.STALE_OUT, "stale", severity="warning")], log.trace,
-                                tool_summary=log.counts.summary(), max_chars=MIN_RESPONSE_CHARS)
+    response = R.build_response(
+        logs,
+        {"big": "y" * 5000},
+        [diag.diagnostic(diag.DiagnosticCode.STALE_OUT, "stale", severity="warning")],
+        log.trace,
+        tool_summary=log.counts.summary(),
+        max_chars=MIN_RESPONSE_CHARS,
+    )
     assert list(response) == ["logs", "result", "diagnostics", "toolTrace", "toolSummary"]
     assert_shape(response, R.Response)
     assert_all(response["logs"], LogEntry)
@@ -57,28 +65,71 @@ def test_a_built_response_carries_only_declared_keys_in_every_part() -> None:
     assert [d["code"] for d in response["diagnostics"]] == ["STALE_OUT", "RESPONSE_TRUNCATED"]
     assert_all(response.get("toolTrace", []), R.TraceEntry)
     assert_shape(response.get("toolSummary", {}), R.ToolSummary)
-    started = R.not_started(diag.diagnostic(diag.DiagnosticCode.INVALID_REQUEST, "no code", path="/code"))
+    started = R.not_started(
+        diag.diagnostic(diag.DiagnosticCode.INVALID_REQUEST, "no code", path="/code")
+    )
     assert_shape(started, R.Response)
 
 
 def test_every_diagnostic_constructor_makes_a_declared_diagnostic() -> None:
     made = [
-        diag.diagnostic(diag.DiagnosticCode.HOST_ERROR, "m", severity="warning", hint="h", path="1:2", error_class="E"),
+        diag.diagnostic(
+            diag.DiagnosticCode.HOST_ERROR,
+            "m",
+            severity="warning",
+            hint="h",
+            path="1:2",
+            error_class="E",
+        ),
         diag.diagnostic(diag.ts_code(2322), "m"),
-        diag.timeout_limit(100), diag.start_limit(100), diag.prepare_limit(100, 150), diag.worker_limit(100, 2),
-        diag.memory_limit(1 << 20), diag.result_not_serializable("BigInt"), diag.result_too_large(10, 5),
-        diag.unsettled_promise(), diag.sandbox_error("crashed"),
+        diag.timeout_limit(100),
+        diag.start_limit(100),
+        diag.prepare_limit(100, 150),
+        diag.worker_limit(100, 2),
+        diag.memory_limit(1 << 20),
+        diag.result_not_serializable("BigInt"),
+        diag.result_too_large(10, 5),
+        diag.unsettled_promise(),
+        diag.sandbox_error("crashed"),
         diag.waiting_for_connect(diag.timeout_limit(100), ["notes"]),
         script_errors.syntax_error("unexpected token", "at check:1:5"),
-        script_errors.import_failure("@codemode/servers/note", "import '@codemode/servers/note';",
-                                     ["@codemode/servers/notes"]),
-        script_errors.export_failure("get_notes", "@codemode/servers/notes", "import { get_notes } from "
-                                     "'@codemode/servers/notes';", {"@codemode/servers/notes": "export function get_note() {}"}),
-        script_errors.uncaught_exception({"isError": True, "name": "TypeError", "message": "x is undefined",
-                                          "stack": "    at f (agent.js:3:4)", "errorClass": "ToolCallError",
-                                          "hint": "catch it"}, []),
-        *script_errors.unawaited_calls({"calls": [{"serverId": "notes", "toolName": "get_note", "name": "ToolCallError",
-                                                   "message": "nope", "stack": "    at agent.js:2:1"}], "untracked": 2}, []),
+        script_errors.import_failure(
+            "@codemode/servers/note",
+            "import '@codemode/servers/note';",
+            ["@codemode/servers/notes"],
+        ),
+        script_errors.export_failure(
+            "get_notes",
+            "@codemode/servers/notes",
+            "import { get_notes } from '@codemode/servers/notes';",
+            {"@codemode/servers/notes": "export function get_note() {}"},
+        ),
+        script_errors.uncaught_exception(
+            {
+                "isError": True,
+                "name": "TypeError",
+                "message": "x is undefined",
+                "stack": "    at f (agent.js:3:4)",
+                "errorClass": "ToolCallError",
+                "hint": "catch it",
+            },
+            [],
+        ),
+        *script_errors.unawaited_calls(
+            {
+                "calls": [
+                    {
+                        "serverId": "notes",
+                        "toolName": "get_note",
+                        "name": "ToolCallError",
+                        "message": "nope",
+                        "stack": "    at agent.js:2:1",
+                    }
+                ],
+                "untracked": 2,
+            },
+            [],
+        ),
     ]
     assert_all(made, diag.Diagnostic)
     # Every optional field is reachable: the shape declares nothing no constructor makes (but

@@ -23,10 +23,13 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s3")
     out = base / "out"
     # `broken` is in out/ (so its module imports) but its process dies at start.
-    write_out(out, [
-        fixture_set("broken", [{"name": "ping", "inputSchema": {"type": "object"}}]),
-        fixture_set("hang", [{"name": "ping", "inputSchema": {"type": "object"}}]),
-    ])
+    write_out(
+        out,
+        [
+            fixture_set("broken", [{"name": "ping", "inputSchema": {"type": "object"}}]),
+            fixture_set("hang", [{"name": "ping", "inputSchema": {"type": "object"}}]),
+        ],
+    )
     configs = {
         "slow": stdio("slow", "slow"),
         "broken": stdio("broken", "crash_at_start"),
@@ -38,7 +41,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
 
 
 def test_s3_2_1_module_semantics_and_top_level_await(host: HostThread) -> None:
-    r = host.run("export const x = 1;\nconst v = await Promise.resolve(21);\nglobalThis.__codemode_result__ = v * 2;")
+    r = host.run(
+        "export const x = 1;\nconst v = await Promise.resolve(21);\nglobalThis.__codemode_result__ = v * 2;"
+    )
     assert assert_ok(r) == 42
 
 
@@ -65,7 +70,9 @@ def test_s3_2_3_unknown_capability_gets_an_eager_diagnostic(host: HostThread) ->
     assert r["result"] == 1
 
 
-def test_s3_2_3_unavailable_capability_is_reported_and_throws_structured_on_use(host: HostThread) -> None:
+def test_s3_2_3_unavailable_capability_is_reported_and_throws_structured_on_use(
+    host: HostThread,
+) -> None:
     code = (
         "import * as broken from '@codemode/servers/broken';\n"
         "import { listServers } from '@codemode/discovery';\n"
@@ -76,7 +83,11 @@ def test_s3_2_3_unavailable_capability_is_reported_and_throws_structured_on_use(
         " serverId: e.serverId, hint: e.hint, msg: e.message}; }"
     )
     r = host.run(code, requested_capabilities=["broken"])
-    eager = [d for d in r["diagnostics"] if d["code"] == "CAPABILITY_UNAVAILABLE" and "broken" in d["message"]]
+    eager = [
+        d
+        for d in r["diagnostics"]
+        if d["code"] == "CAPABILITY_UNAVAILABLE" and "broken" in d["message"]
+    ]
     assert eager and eager[0]["severity"] == "warning"
     result = assert_ok(r)
     assert result["ok"] is True and result["cls"] == "ServerNotFoundError"
@@ -85,7 +96,9 @@ def test_s3_2_3_unavailable_capability_is_reported_and_throws_structured_on_use(
 
 
 def test_s3_2_4_unknown_limit_keys_are_ignored(host: HostThread) -> None:
-    r = host.run("globalThis.__codemode_result__ = 'ok';", limits={"bogusLimit": 5, "timeoutMs": 10_000})
+    r = host.run(
+        "globalThis.__codemode_result__ = 'ok';", limits={"bogusLimit": 5, "timeoutMs": 10_000}
+    )
     assert assert_ok(r) == "ok"
 
 
@@ -105,7 +118,9 @@ def test_s3_2_4_max_tool_calls_ends_the_run_with_sandbox_limit(host: HostThread)
     r = host.run(code, limits={"maxToolCalls": 2})
     assert r["result"] is None
     diag = errors(r)
-    assert diag and diag[0]["code"] == "SANDBOX_LIMIT" and diag[0]["errorClass"] == "SandboxLimitError"
+    assert (
+        diag and diag[0]["code"] == "SANDBOX_LIMIT" and diag[0]["errorClass"] == "SandboxLimitError"
+    )
     messages = [entry["message"] for entry in r["logs"]]
     assert messages[:3] == ["before", "call 0", "call 1"]  # logs before the limit are kept (§7.4)
     assert [t["ok"] for t in r["toolTrace"]][:2] == [True, True]
@@ -128,7 +143,10 @@ def test_s3_3_response_has_every_field_with_the_right_shapes(host: HostThread) -
     assert r["logs"][0]["message"].startswith("n 1 {")
     (call,) = r["toolTrace"]
     # §3.3.2's fields, plus the approval decision (issue 12: extra fields are not excluded).
-    assert set(call) == {"serverId", "toolName", "durationMs", "ok", "approval"} and call["approval"] == "allowed"
+    assert (
+        set(call) == {"serverId", "toolName", "durationMs", "ok", "approval"}
+        and call["approval"] == "allowed"
+    )
     assert call["serverId"] == "slow" and call["toolName"] == "echo" and call["ok"] is True
     assert isinstance(call["durationMs"], int)
 
@@ -141,7 +159,9 @@ def test_s3_3_2_tool_trace_never_holds_inputs_or_outputs(host: HostThread) -> No
     )
     r = host.run(code)
     trace = json.dumps(r["toolTrace"])
-    assert len(r["toolTrace"]) == 2 and r["toolTrace"][1]["ok"] is False and r["toolTrace"][1]["error"]
+    assert (
+        len(r["toolTrace"]) == 2 and r["toolTrace"][1]["ok"] is False and r["toolTrace"][1]["error"]
+    )
     assert "SECRET" not in trace
 
 
@@ -184,7 +204,9 @@ def test_s3_2_4_timeout_cancels_and_reports(host: HostThread) -> None:
 
 def test_s1_4_every_run_starts_with_a_fresh_sandbox(host: HostThread) -> None:
     host.run("globalThis.leftover = 7; Object.prototype.polluted = 1;")
-    r = host.run("globalThis.__codemode_result__ = [typeof globalThis.leftover, typeof ({}).polluted];")
+    r = host.run(
+        "globalThis.__codemode_result__ = [typeof globalThis.leftover, typeof ({}).polluted];"
+    )
     assert assert_ok(r) == ["undefined", "undefined"]
 
 
@@ -194,16 +216,20 @@ def test_s3_response_is_json_serialisable(host: HostThread, tmp_path: Path) -> N
 
 
 def test_s3_3_1_log_truncation_appends_a_final_warning(host: HostThread) -> None:
-    r = host.run("for (let i = 0; i < 50; i++) console.log('line', i);\nglobalThis.__codemode_result__ = 'done';",
-                 limits={"maxLogBytes": 100})
+    r = host.run(
+        "for (let i = 0; i < 50; i++) console.log('line', i);\nglobalThis.__codemode_result__ = 'done';",
+        limits={"maxLogBytes": 100},
+    )
     assert r["result"] == "done"
     assert r["logs"][-1]["level"] == "warn" and "100" in r["logs"][-1]["message"]
     assert sum(len(e["message"].encode()) for e in r["logs"][:-1]) <= 100
 
 
 def test_s3_2_4_memory_limit_is_a_sandbox_limit(host: HostThread) -> None:
-    r = host.run("console.log('start');\nconst a = []; for (;;) a.push('x'.repeat(1024) + a.length);",
-                 limits={"maxMemoryBytes": 8 * 1024 * 1024, "timeoutMs": 10_000})
+    r = host.run(
+        "console.log('start');\nconst a = []; for (;;) a.push('x'.repeat(1024) + a.length);",
+        limits={"maxMemoryBytes": 8 * 1024 * 1024, "timeoutMs": 10_000},
+    )
     assert r["result"] is None
     diag = errors(r)[0]
     assert diag["code"] == "SANDBOX_LIMIT" and diag.get("errorClass") == "SandboxLimitError"
@@ -219,8 +245,14 @@ def test_s3_2_4_the_deadline_includes_connecting_servers(host: HostThread) -> No
         limits={"timeoutMs": 1500},
     )
     took = time.monotonic() - started
-    assert took < PROMPT_S  # bounded by timeoutMs (and the wait before the script), not hang's connect timeout
-    assert [d for d in r["diagnostics"] if d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"]]
+    assert (
+        took < PROMPT_S
+    )  # bounded by timeoutMs (and the wait before the script), not hang's connect timeout
+    assert [
+        d
+        for d in r["diagnostics"]
+        if d["code"] == "CAPABILITY_UNAVAILABLE" and "hang" in d["message"]
+    ]
     assert errors(r) and errors(r)[0]["code"] == "SANDBOX_LIMIT"
     # the script's call was waiting for hang: the timeout says so, and how to go on
     assert "waited for server 'hang' to connect" in errors(r)[0]["message"], errors(r)

@@ -52,8 +52,20 @@ def test_s5_1_one_async_function_per_tool_and_frozen_meta(host: HostThread) -> N
         " meta: slow.__meta__};"
     )
     result = assert_ok(host.run(code))
-    tools = ["beep", "book_room", "cancelled_count", "echo", "env", "lines", "peak", "rpc_error", "sleep", "tick",
-             "tool_error", "total"]
+    tools = [
+        "beep",
+        "book_room",
+        "cancelled_count",
+        "echo",
+        "env",
+        "lines",
+        "peak",
+        "rpc_error",
+        "sleep",
+        "tick",
+        "tool_error",
+        "total",
+    ]
     assert result["fns"] == tools and result["asyncFns"] == len(tools)
     assert result["frozen"] is True and result["replaced"] is False
     meta = result["meta"]
@@ -63,7 +75,9 @@ def test_s5_1_one_async_function_per_tool_and_frozen_meta(host: HostThread) -> N
 
 
 def test_s5_2_meta_maps_tool_names_to_export_names(host: HostThread) -> None:
-    r = host.run("import { __meta__ } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = __meta__.tools;")
+    r = host.run(
+        "import { __meta__ } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = __meta__.tools;"
+    )
     names = {t["toolName"]: t["exportName"] for t in assert_ok(r)}
     assert names["export-csv"] == "export_csv" and names["tasks.add"] == "tasks_add"
 
@@ -78,12 +92,16 @@ def test_s5_3_1_no_argument_tool_accepts_nothing_and_empty_object(host: HostThre
 
 
 def test_s5_3_1_non_object_root_schema_takes_the_value_itself(host: HostThread) -> None:
-    r = host.run("import { total } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await total([1, 2, 3.5]);")
+    r = host.run(
+        "import { total } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await total([1, 2, 3.5]);"
+    )
     assert assert_ok(r) == {"total": 6.5, "count": 3}
 
 
 def test_s5_3_2_rule1_structured_content_wins(host: HostThread) -> None:
-    r = host.run("import { sleep } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await sleep({ms: 1});")
+    r = host.run(
+        "import { sleep } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await sleep({ms: 1});"
+    )
     assert assert_ok(r) == {"slept": 1}
 
 
@@ -111,7 +129,9 @@ def test_s5_3_2_json_unwrap_option_parses_json_text(host: HostThread) -> None:
 
 
 def test_s5_3_2_rule3_audio_returns_full_result_with_base64(host: HostThread) -> None:
-    r = host.run("import { beep } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await beep();")
+    r = host.run(
+        "import { beep } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await beep();"
+    )
     result = assert_ok(r)
     audio = [b for b in result["content"] if b["type"] == "audio"]
     assert audio and base64.b64decode(audio[0]["data"])[:4] == b"RIFF"
@@ -119,14 +139,18 @@ def test_s5_3_2_rule3_audio_returns_full_result_with_base64(host: HostThread) ->
 
 
 def test_s5_3_2_rule3_image_returns_full_result_with_base64(host: HostThread) -> None:
-    r = host.run("import { render_chart } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = await render_chart();")
+    r = host.run(
+        "import { render_chart } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = await render_chart();"
+    )
     result = assert_ok(r)
     image = [b for b in result["content"] if b["type"] == "image"]
     assert image and base64.b64decode(image[0]["data"])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_s5_3_2_rule4_several_text_blocks_return_the_full_result(host: HostThread) -> None:
-    r = host.run("import { lines } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await lines({count: 2});")
+    r = host.run(
+        "import { lines } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await lines({count: 2});"
+    )
     result = assert_ok(r)
     assert [b["type"] for b in result["content"]] == ["text", "text"]
 

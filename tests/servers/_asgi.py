@@ -47,7 +47,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_asgi(app: ASGIApp, host: str, port: int, *, sock: socket.socket | None = None) -> None:
+async def serve_asgi(
+    app: ASGIApp, host: str, port: int, *, sock: socket.socket | None = None
+) -> None:
     """Serve on a socket bound here (or `sock`, bound by `bind`), so `--port 0` can report the
     port the OS picked."""
     if sock is None:

@@ -117,7 +117,11 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return tools_page(tools, params, page_size) if page_size else types.ListToolsResult(tools=tools)
+        return (
+            tools_page(tools, params, page_size)
+            if page_size
+            else types.ListToolsResult(tools=tools)
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

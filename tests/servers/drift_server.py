@@ -52,7 +52,9 @@ def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[
 def make_tools(variant: str) -> list[types.Tool]:
     search_input = _obj({"query": {"type": "string"}}, ["query"])
     if variant == "b":
-        search_input = _obj({"query": {"type": "string"}, "limit": {"type": "integer"}}, ["query", "limit"])
+        search_input = _obj(
+            {"query": {"type": "string"}, "limit": {"type": "integer"}}, ["query", "limit"]
+        )
     tools = [
         types.Tool(
             name="ping",
@@ -115,7 +117,18 @@ def _text(value: str, structured: dict[str, Any] | None = None) -> types.CallToo
     )
 
 
-TAGS = ("books", "home", "work", "garden", "music", "travel", "health", "school", "sport", "cooking")
+TAGS = (
+    "books",
+    "home",
+    "work",
+    "garden",
+    "music",
+    "travel",
+    "health",
+    "school",
+    "sport",
+    "cooking",
+)
 
 
 def tally(variant: str) -> dict[str, Any]:

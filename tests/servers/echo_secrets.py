@@ -59,39 +59,48 @@ def main() -> None:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         read_only = types.ToolAnnotations(read_only_hint=True)
-        return types.ListToolsResult(tools=[
-            types.Tool(
-                name="whoami",
-                description=f"Who am I? Key {api_key}, env {env_secret}, query {_SEEN['query']}.",
-                input_schema={"type": "object", "properties": {}},
-                annotations=read_only,
-            ),
-            types.Tool(
-                name="echo",
-                description="Echo a message back.",
-                input_schema={
-                    "type": "object",
-                    "properties": {"message": {"type": "string"}, **({api_key: {"type": "string"}} if api_key else {})},
-                    "required": ["message"],
-                },
-                annotations=read_only,
-            ),
-            types.Tool(
-                name="fail",
-                description="Always fails with a tool error.",
-                input_schema={"type": "object", "properties": {}},
-            ),
-            types.Tool(
-                name="count",
-                description="Answer {n}.",
-                input_schema={
-                    "type": "object",
-                    "properties": {"n": {"type": "integer", "minimum": 1}},
-                    "required": ["n"],
-                },
-                output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-            ),
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name="whoami",
+                    description=f"Who am I? Key {api_key}, env {env_secret}, query {_SEEN['query']}.",
+                    input_schema={"type": "object", "properties": {}},
+                    annotations=read_only,
+                ),
+                types.Tool(
+                    name="echo",
+                    description="Echo a message back.",
+                    input_schema={
+                        "type": "object",
+                        "properties": {
+                            "message": {"type": "string"},
+                            **({api_key: {"type": "string"}} if api_key else {}),
+                        },
+                        "required": ["message"],
+                    },
+                    annotations=read_only,
+                ),
+                types.Tool(
+                    name="fail",
+                    description="Always fails with a tool error.",
+                    input_schema={"type": "object", "properties": {}},
+                ),
+                types.Tool(
+                    name="count",
+                    description="Answer {n}.",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"n": {"type": "integer", "minimum": 1}},
+                        "required": ["n"],
+                    },
+                    output_schema={
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}},
+                        "required": ["n"],
+                    },
+                ),
+            ]
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -100,22 +109,26 @@ def main() -> None:
         if params.name == "whoami":
             value = {**given(), "byKey": {api_key or "none": env_secret}}
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(value))], structured_content=value
+                content=[types.TextContent(type="text", text=json.dumps(value))],
+                structured_content=value,
             )
         if params.name == "echo":
             value = {"message": args.get("message")}
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(value))], structured_content=value
+                content=[types.TextContent(type="text", text=json.dumps(value))],
+                structured_content=value,
             )
         if params.name == "fail":
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=f"backend refused key {api_key}")], is_error=True
+                content=[types.TextContent(type="text", text=f"backend refused key {api_key}")],
+                is_error=True,
             )
         if params.name == "count":
             n = args.get("n")
             value = {"n": str(n) if n == DRIFTING_COUNT else n}
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(value))], structured_content=value
+                content=[types.TextContent(type="text", text=json.dumps(value))],
+                structured_content=value,
             )
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
 

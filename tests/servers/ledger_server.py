@@ -34,7 +34,9 @@ MAX_WAIT_MS = 60_000
 
 def _tool(name: str, properties: dict[str, Any], annotations: types.ToolAnnotations) -> types.Tool:
     return types.Tool(
-        name=name, description=f"ledger {name}", annotations=annotations,
+        name=name,
+        description=f"ledger {name}",
+        annotations=annotations,
         input_schema={"type": "object", "properties": properties, "required": sorted(properties)},
     )
 
@@ -52,10 +54,14 @@ TOOLS = [
 def build_server(calls_log: Path) -> Server[Any]:
     state = {"balance": 100}
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         args = dict(params.arguments or {})
         with calls_log.open("a", encoding="utf-8") as log:
             log.write(json.dumps({"tool": params.name, "arguments": args}) + "\n")
@@ -75,8 +81,10 @@ def build_server(calls_log: Path) -> Server[Any]:
             value = {"waited": args.get("ms")}
         else:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(value))],
-                                    structured_content=value)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(value))],
+            structured_content=value,
+        )
 
     return Server("ledger", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
 

@@ -45,20 +45,47 @@ def main() -> None:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         empty = {"type": "object", "properties": {}}
-        return types.ListToolsResult(tools=[
-            types.Tool(name="meta", description="The _meta this call arrived with.", input_schema=empty,
-                       annotations=read_only),
-            types.Tool(name="reject", description="Always fails with a JSON-RPC error.", input_schema=empty,
-                       annotations=read_only),
-            types.Tool(name="publish", description="Publish a text (changes things: asks first).",
-                       input_schema={"type": "object", "properties": {"text": {"type": "string"}},
-                                     "required": ["text"]}),
-            types.Tool(name="wait", description="Sleep ms milliseconds.", annotations=read_only,
-                       input_schema={"type": "object", "properties": {
-                           "ms": {"type": "integer", "minimum": 0, "maximum": WAIT_MAX_MS}}, "required": ["ms"]}),
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name="meta",
+                    description="The _meta this call arrived with.",
+                    input_schema=empty,
+                    annotations=read_only,
+                ),
+                types.Tool(
+                    name="reject",
+                    description="Always fails with a JSON-RPC error.",
+                    input_schema=empty,
+                    annotations=read_only,
+                ),
+                types.Tool(
+                    name="publish",
+                    description="Publish a text (changes things: asks first).",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}},
+                        "required": ["text"],
+                    },
+                ),
+                types.Tool(
+                    name="wait",
+                    description="Sleep ms milliseconds.",
+                    annotations=read_only,
+                    input_schema={
+                        "type": "object",
+                        "properties": {
+                            "ms": {"type": "integer", "minimum": 0, "maximum": WAIT_MAX_MS}
+                        },
+                        "required": ["ms"],
+                    },
+                ),
+            ]
+        )
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         meta = dict(ctx.meta or {})
         record(params.name, meta)
         args = params.arguments or {}
@@ -71,15 +98,21 @@ def main() -> None:
         elif params.name == "wait":
             ms = args.get("ms")
             if not isinstance(ms, int) or not 0 <= ms <= WAIT_MAX_MS:
-                raise MCPError(types.INVALID_PARAMS, f"wait: ms must be an integer from 0 to {WAIT_MAX_MS}")
+                raise MCPError(
+                    types.INVALID_PARAMS, f"wait: ms must be an integer from 0 to {WAIT_MAX_MS}"
+                )
             await asyncio.sleep(ms / 1000)
             value = {"waited": ms}
         else:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(value))],
-                                    structured_content=value)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(value))],
+            structured_content=value,
+        )
 
-    server: Server[Any] = Server("meta-echo", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(
+        "meta-echo", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool
+    )
     run_lowlevel(server, rest)
 
 

@@ -73,7 +73,11 @@ class LoopbackClient(OAuthClientInformationFull):
     own (RFC 8252 §7.3). The document itself is not fetched here (no https in tests)."""
 
     def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
-        if redirect_uri is not None and redirect_uri.scheme == "http" and redirect_uri.host == "127.0.0.1":
+        if (
+            redirect_uri is not None
+            and redirect_uri.scheme == "http"
+            and redirect_uri.host == "127.0.0.1"
+        ):
             return redirect_uri
         return super().validate_redirect_uri(redirect_uri)
 
@@ -95,8 +99,11 @@ class Provider:
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         if client_id.startswith("https://") and self.cimd and client_id not in self.clients:
             self.clients[client_id] = LoopbackClient(
-                client_id=client_id, redirect_uris=None, token_endpoint_auth_method="none",
-                grant_types=["authorization_code", "refresh_token"], scope=" ".join(self.cimd),
+                client_id=client_id,
+                redirect_uris=None,
+                token_endpoint_auth_method="none",
+                grant_types=["authorization_code", "refresh_token"],
+                scope=" ".join(self.cimd),
             )
             self.stats["cimd"] += 1
         return self.clients.get(client_id)
@@ -107,50 +114,80 @@ class Provider:
             self.issued.append(client_info.client_secret)
         self.stats["register"] += 1
 
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
         code = secrets.token_urlsafe(32)
         self.issued.append(code)
         self.codes[code] = AuthorizationCode(
-            code=code, scopes=params.scopes or (client.scope or "").split(), expires_at=time.time() + CODE_TTL,
-            client_id=client.client_id, code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
-            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
+            code=code,
+            scopes=params.scopes or (client.scope or "").split(),
+            expires_at=time.time() + CODE_TTL,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
             subject=SUBJECT,
         )
         self.stats["authorize"] += 1
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
         code = self.codes.get(authorization_code)
         return code if code is not None and code.client_id == client.client_id else None
 
-    def issue(self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool = True) -> OAuthToken:
+    def issue(
+        self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool = True
+    ) -> OAuthToken:
         access = secrets.token_urlsafe(32)
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + self.ttl,
-            resource=resource, subject=SUBJECT,
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.ttl,
+            resource=resource,
+            subject=SUBJECT,
         )
         self.issued.append(access)
         refresh_token = None
         if refresh:
             refresh_token = secrets.token_urlsafe(32)
             self.refresh[refresh_token] = RefreshToken(
-                token=refresh_token, client_id=client_id, scopes=scopes, resource=resource, subject=SUBJECT,
+                token=refresh_token,
+                client_id=client_id,
+                scopes=scopes,
+                resource=resource,
+                subject=SUBJECT,
             )
             self.pairs[refresh_token] = access
             self.issued.append(refresh_token)
-        return OAuthToken(access_token=access, token_type="Bearer", expires_in=self.ttl,
-                          scope=" ".join(scopes), refresh_token=refresh_token)
+        return OAuthToken(
+            access_token=access,
+            token_type="Bearer",
+            expires_in=self.ttl,
+            scope=" ".join(scopes),
+            refresh_token=refresh_token,
+        )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
         self.stats["grant:authorization_code"] += 1
         return self.issue(client.client_id, authorization_code.scopes, authorization_code.resource)
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         found = self.refresh.get(refresh_token)
         return found if found is not None and found.client_id == client.client_id else None
 
-    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]) -> OAuthToken:
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
         self.refresh.pop(refresh_token.token, None)  # rotation: the old one is spent
         self.access.pop(self.pairs.pop(refresh_token.token, ""), None)
         self.stats["grant:refresh_token"] += 1
@@ -174,7 +211,9 @@ class Provider:
                     self.refresh.pop(refresh, None)
                     self.pairs.pop(refresh, None)
 
-    async def exchange_identity_assertion(self, client: Any, params: Any) -> OAuthToken:  # pragma: no cover
+    async def exchange_identity_assertion(
+        self, client: Any, params: Any
+    ) -> OAuthToken:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -185,8 +224,11 @@ TOOLS = [
         input_schema={"type": "object", "properties": {}},
         output_schema={
             "type": "object",
-            "properties": {"client": {"type": "string"}, "subject": {"type": "string"},
-                           "scopes": {"type": "array", "items": {"type": "string"}}},
+            "properties": {
+                "client": {"type": "string"},
+                "subject": {"type": "string"},
+                "scopes": {"type": "array", "items": {"type": "string"}},
+            },
             "required": ["client", "scopes"],
         },
         annotations=types.ToolAnnotations(read_only_hint=True),
@@ -195,30 +237,47 @@ TOOLS = [
         name="rendezvous",
         description="Waits (up to `seconds`) until another call of it is in progress too; says whether one was.",
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
-        output_schema={"type": "object", "properties": {"met": {"type": "boolean"}}, "required": ["met"]},
+        output_schema={
+            "type": "object",
+            "properties": {"met": {"type": "boolean"}},
+            "required": ["met"],
+        },
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     types.Tool(
         name="echo",
         description="Echo a message back.",
-        input_schema={"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+        input_schema={
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        },
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
 ]
 
 
 def build_server() -> Server[Any]:
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         args = params.arguments or {}
         if params.name == "whoami":
             token = get_access_token()
-            value = {"client": token.client_id if token else "", "subject": (token.subject or "") if token else "",
-                     "scopes": list(token.scopes) if token else []}
-            return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(value))],
-                                        structured_content=value)
+            value = {
+                "client": token.client_id if token else "",
+                "subject": (token.subject or "") if token else "",
+                "scopes": list(token.scopes) if token else [],
+            }
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(value))],
+                structured_content=value,
+            )
         if params.name == "rendezvous":
             _WAITING[0] += 1
             try:
@@ -229,10 +288,14 @@ def build_server() -> Server[Any]:
                 await asyncio.sleep(0.2)  # the other caller sees this one too
             finally:
                 _WAITING[0] -= 1
-            return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(met))],
-                                        structured_content=met)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(met))],
+                structured_content=met,
+            )
         if params.name == "echo":
-            return types.CallToolResult(content=[types.TextContent(type="text", text=str(args.get("message")))])
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=str(args.get("message")))]
+            )
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
 
     return Server("oauth-http", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -241,14 +304,22 @@ def build_server() -> Server[Any]:
 def _json(status: int, value: Any) -> list[dict[str, Any]]:
     body = json.dumps(value).encode()
     return [
-        {"type": "http.response.start", "status": status,
-         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                     (b"cache-control", b"no-store")]},
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        },
         {"type": "http.response.body", "body": body},
     ]
 
 
-def with_client_credentials(app: Any, provider: Provider, issuer: str, jwt_clients: dict[str, str]) -> Any:
+def with_client_credentials(
+    app: Any, provider: Provider, issuer: str, jwt_clients: dict[str, str]
+) -> Any:
     """POST /token with grant_type=client_credentials (which the SDK's token handler does not
     serve): client_secret_basic / client_secret_post, or a private-key JWT (RFC 7523 §2.2)."""
 
@@ -286,18 +357,36 @@ def with_client_credentials(app: Any, provider: Provider, issuer: str, jwt_clien
             import jwt
 
             try:
-                claims = jwt.decode(form["client_assertion"], options={"verify_aud": False},
-                                    key=jwt_clients.get(jwt.decode(form["client_assertion"], options={"verify_signature": False}).get("iss", ""), ""),
-                                    algorithms=["RS256", "ES256"])
-                ok = claims.get("aud", "").rstrip("/") == issuer.rstrip("/") and claims.get("iss") in jwt_clients
+                claims = jwt.decode(
+                    form["client_assertion"],
+                    options={"verify_aud": False},
+                    key=jwt_clients.get(
+                        jwt.decode(
+                            form["client_assertion"], options={"verify_signature": False}
+                        ).get("iss", ""),
+                        "",
+                    ),
+                    algorithms=["RS256", "ES256"],
+                )
+                ok = (
+                    claims.get("aud", "").rstrip("/") == issuer.rstrip("/")
+                    and claims.get("iss") in jwt_clients
+                )
                 client_id = claims.get("iss")
             except jwt.PyJWTError:
                 ok = False
         else:
             client = provider.clients.get(client_id or "")
-            ok = client is not None and client.client_secret is not None and secrets.compare_digest(client.client_secret, secret or "")
+            ok = (
+                client is not None
+                and client.client_secret is not None
+                and secrets.compare_digest(client.client_secret, secret or "")
+            )
         if not ok or client_id is None:
-            for part in _json(401, {"error": "invalid_client", "error_description": "client authentication failed"}):
+            for part in _json(
+                401,
+                {"error": "invalid_client", "error_description": "client authentication failed"},
+            ):
                 await send(part)
             return
         provider.stats["grant:client_credentials"] += 1
@@ -316,7 +405,9 @@ def with_malformed_metadata(app: Any) -> Any:
             for part in _json(200, {"resource": "not a url", "authorization_servers": []}):
                 await send(part)
             return
-        if path.startswith(("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")):
+        if path.startswith(
+            ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+        ):
             for part in _json(200, {"issuer": 42}):
                 await send(part)
             return
@@ -331,8 +422,12 @@ def with_cimd(app: Any, base: str, scopes: list[str]) -> Any:
     from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
     from pydantic import AnyHttpUrl
 
-    metadata = build_metadata(AnyHttpUrl(base), None, ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
-                              RevocationOptions(enabled=True))
+    metadata = build_metadata(
+        AnyHttpUrl(base),
+        None,
+        ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
+        RevocationOptions(enabled=True),
+    )
     metadata.client_id_metadata_document_supported = True
     document = metadata.model_dump(mode="json", exclude_none=True)
     document["issuer"] = base  # as the SDK's own metadata spells it (no trailing slash)
@@ -364,8 +459,11 @@ def test_routes(provider: Provider) -> list[Route]:
     async def state(request: Request) -> Response:
         return JSONResponse({"issued": provider.issued, "stats": dict(provider.stats)})
 
-    return [Route("/test/expire", expire, methods=["POST"]), Route("/test/revoke", revoke, methods=["POST"]),
-            Route("/test/state", state, methods=["GET"])]
+    return [
+        Route("/test/expire", expire, methods=["POST"]),
+        Route("/test/revoke", revoke, methods=["POST"]),
+        Route("/test/state", state, methods=["GET"]),
+    ]
 
 
 def sse_app(server: Server[Any], provider: Provider, settings: AuthSettings, base: str) -> Any:
@@ -389,18 +487,28 @@ def sse_app(server: Server[Any], provider: Provider, settings: AuthSettings, bas
 
     resource = AnyHttpUrl(f"{base}/sse")
     scopes = settings.required_scopes or []
-    protected = RequireAuthMiddleware(lowlevel_sse_app(server, NotificationOptions()), scopes,
-                                      build_resource_metadata_url(resource))
+    protected = RequireAuthMiddleware(
+        lowlevel_sse_app(server, NotificationOptions()),
+        scopes,
+        build_resource_metadata_url(resource),
+    )
     routes: list[Any] = [
-        *create_auth_routes(provider, settings.issuer_url,
-                            client_registration_options=settings.client_registration_options,
-                            revocation_options=settings.revocation_options),
+        *create_auth_routes(
+            provider,
+            settings.issuer_url,
+            client_registration_options=settings.client_registration_options,
+            revocation_options=settings.revocation_options,
+        ),
         *create_protected_resource_routes(resource, [settings.issuer_url], scopes_supported=scopes),
         *test_routes(provider),
         Mount("/", app=protected),
     ]
-    middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ProviderTokenVerifier(provider))),
-                  Middleware(AuthContextMiddleware)]
+    middleware = [
+        Middleware(
+            AuthenticationMiddleware, backend=BearerAuthBackend(ProviderTokenVerifier(provider))
+        ),
+        Middleware(AuthContextMiddleware),
+    ]
     return Starlette(routes=routes, middleware=middleware)
 
 
@@ -413,7 +521,9 @@ def main() -> None:
         parser.add_argument("--metadata", choices=("ok", "missing", "malformed"), default="ok")
         parser.add_argument("--issuer", default=None)
         parser.add_argument("--scopes", default="mcp:read")
-        parser.add_argument("--cimd", action="store_true", help="support client ID metadata documents")
+        parser.add_argument(
+            "--cimd", action="store_true", help="support client ID metadata documents"
+        )
 
     args = parse_args(transports=("http", "sse"), default="http", extra=options)
     sock = bind(args.host, args.port)
@@ -424,7 +534,10 @@ def main() -> None:
         client_id, secret, *port = spec.split(":")
         redirect = [AnyUrl(f"http://127.0.0.1:{port[0]}/callback")] if port else None
         provider.clients[client_id] = OAuthClientInformationFull(
-            client_id=client_id, client_secret=secret, redirect_uris=redirect, scope=" ".join(scopes),
+            client_id=client_id,
+            client_secret=secret,
+            redirect_uris=redirect,
+            scope=" ".join(scopes),
             grant_types=["client_credentials", "authorization_code", "refresh_token"],
             token_endpoint_auth_method="client_secret_basic",
         )
@@ -436,13 +549,19 @@ def main() -> None:
     verifier = ProviderTokenVerifier(provider)
     if args.metadata == "missing":
         settings = AuthSettings(issuer_url=base, resource_server_url=None, required_scopes=scopes)  # type: ignore[arg-type]
-        app: Any = server.streamable_http_app(host=args.host, auth=settings, token_verifier=verifier,
-                                              custom_starlette_routes=test_routes(provider))
+        app: Any = server.streamable_http_app(
+            host=args.host,
+            auth=settings,
+            token_verifier=verifier,
+            custom_starlette_routes=test_routes(provider),
+        )
     elif args.transport == "sse":
         settings = AuthSettings(
             issuer_url=base,  # type: ignore[arg-type]
             resource_server_url=f"{base}/sse",  # type: ignore[arg-type]
-            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes, default_scopes=scopes),
+            client_registration_options=ClientRegistrationOptions(
+                enabled=True, valid_scopes=scopes, default_scopes=scopes
+            ),
             revocation_options=RevocationOptions(enabled=True),
             required_scopes=scopes,
             validate_token_resource=False,
@@ -452,13 +571,17 @@ def main() -> None:
         settings = AuthSettings(
             issuer_url=args.issuer or base,  # type: ignore[arg-type]
             resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
-            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes, default_scopes=scopes),
+            client_registration_options=ClientRegistrationOptions(
+                enabled=True, valid_scopes=scopes, default_scopes=scopes
+            ),
             revocation_options=RevocationOptions(enabled=True),
             required_scopes=scopes,
             validate_token_resource=True,
         )
         app = server.streamable_http_app(
-            host=args.host, auth=settings, token_verifier=verifier,
+            host=args.host,
+            auth=settings,
+            token_verifier=verifier,
             auth_server_provider=None if args.issuer else provider,
             custom_starlette_routes=test_routes(provider),
         )

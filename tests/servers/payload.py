@@ -44,7 +44,10 @@ ITEM_SCHEMA: dict[str, Any] = {
         "name": {"type": "string"},
         "score": {"type": "number"},
         "tags": {"type": "array", "items": {"type": "string"}},
-        "owner": {"type": "object", "properties": {"login": {"type": "string"}, "active": {"type": "boolean"}}},
+        "owner": {
+            "type": "object",
+            "properties": {"login": {"type": "string"}, "active": {"type": "boolean"}},
+        },
         "note": {"type": "string"},
     },
     "required": ["id", "name", "score", "tags", "owner"],
@@ -52,15 +55,35 @@ ITEM_SCHEMA: dict[str, Any] = {
 TAKE_INPUT: dict[str, Any] = {"type": "object", "properties": {"name": {"type": "string"}}}
 
 TOOLS: list[dict[str, Any]] = [
-    {"name": "blob", "description": "About `kib` KiB of JSON items.", "inputSchema": BLOB_INPUT,
-     "annotations": READ_ONLY},
-    {"name": "typed_blob", "description": "About `kib` KiB of JSON items (declared output).",
-     "inputSchema": BLOB_INPUT, "annotations": READ_ONLY,
-     "outputSchema": {"type": "object", "properties": {"items": {"type": "array", "items": ITEM_SCHEMA}},
-                      "required": ["items"]}},
-    {"name": "take", "description": "Count the input's keys.", "inputSchema": TAKE_INPUT, "annotations": READ_ONLY},
-    {"name": "take_strict", "description": "Count the input's keys (no extra keys allowed).",
-     "inputSchema": {**TAKE_INPUT, "additionalProperties": False}, "annotations": READ_ONLY},
+    {
+        "name": "blob",
+        "description": "About `kib` KiB of JSON items.",
+        "inputSchema": BLOB_INPUT,
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "typed_blob",
+        "description": "About `kib` KiB of JSON items (declared output).",
+        "inputSchema": BLOB_INPUT,
+        "annotations": READ_ONLY,
+        "outputSchema": {
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": ITEM_SCHEMA}},
+            "required": ["items"],
+        },
+    },
+    {
+        "name": "take",
+        "description": "Count the input's keys.",
+        "inputSchema": TAKE_INPUT,
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "take_strict",
+        "description": "Count the input's keys (no extra keys allowed).",
+        "inputSchema": {**TAKE_INPUT, "additionalProperties": False},
+        "annotations": READ_ONLY,
+    },
 ]
 
 
@@ -93,14 +116,27 @@ def build_server() -> RawServer:
             blob = {"items": items(kib, seed)}
             if args.get("shape") == "text":
                 return {"content": [{"type": "text", "text": json.dumps(blob)}], "isError": False}
-            return {"content": [{"type": "text", "text": "ok"}], "structuredContent": blob, "isError": False}
+            return {
+                "content": [{"type": "text", "text": "ok"}],
+                "structuredContent": blob,
+                "isError": False,
+            }
         if name in ("take", "take_strict"):
             keys = {"keys": len(args)}
-            return {"content": [{"type": "text", "text": json.dumps(keys)}], "structuredContent": keys, "isError": False}
+            return {
+                "content": [{"type": "text", "text": json.dumps(keys)}],
+                "structuredContent": keys,
+                "isError": False,
+            }
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
 
-    return RawServer(name="payload", version="1.0.0", tools=TOOLS, call_tool=call_tool,
-                     max_message_bytes=MAX_REQUEST_BYTES)
+    return RawServer(
+        name="payload",
+        version="1.0.0",
+        tools=TOOLS,
+        call_tool=call_tool,
+        max_message_bytes=MAX_REQUEST_BYTES,
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,12 @@ def test_cycle_breaking_finds_exactly_the_edges_reachability_finds() -> None:
 
 
 def test_a_direct_cycle_becomes_unknown_with_a_warning() -> None:
-    schema = {"$ref": "#/$defs/A", "$defs": {"A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}]},
-                                             "B": {"allOf": [{"$ref": "#/$defs/A"}]}}}
+    schema = {
+        "$ref": "#/$defs/A",
+        "$defs": {
+            "A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}]},
+            "B": {"allOf": [{"$ref": "#/$defs/A"}]},
+        },
+    }
     result = translate(schema, "Root", NameScope())
     assert any("recursive $ref to" in w and "emitted unknown" in w for w in result.warnings)

@@ -74,10 +74,15 @@ def test_generate_finishes_on_a_catastrophic_pattern(tmp_path: Path) -> None:
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "codemode_gen", "generate"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert elapsed < PROMPT_S, f"generate took {elapsed:.1f}s"  # the hang guarded against lasts hours
+    assert elapsed < PROMPT_S, (
+        f"generate took {elapsed:.1f}s"
+    )  # the hang guarded against lasts hours
     assert "could not be evaluated" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -24,12 +24,19 @@ from codemode_gen.runtime.host.telemetry import Telemetry
 from codemode_gen.runtime.limits import Limits
 from tests.runtime_support import fixture_set, write_out
 
-TOOL = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+TOOL = {
+    "name": "echo",
+    "description": "Echo.",
+    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+}
 SERVER_JSON = {"serverInfo": {"name": "notes", "version": "1.0.0"}, "capabilities": {"tools": {}}}
 
 
 def configs(*ids: str, blocklist: tuple[str, ...] = ()) -> dict[str, ServerConfig]:
-    return {cid: ServerConfig(id=cid, transport="stdio", command="/nonexistent", blocklist=blocklist) for cid in ids}
+    return {
+        cid: ServerConfig(id=cid, transport="stdio", command="/nonexistent", blocklist=blocklist)
+        for cid in ids
+    }
 
 
 # ---------------------------------------------------------------------- out_cache.py
@@ -56,7 +63,9 @@ def test_out_cache_reads_the_manifest_again_only_when_it_changes(tmp_path: Path)
 # ---------------------------------------------------------------------- builds.py
 
 
-def test_builder_caches_a_build_per_tool_list_and_leaves_out_the_blocklist(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_builder_caches_a_build_per_tool_list_and_leaves_out_the_blocklist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     builder = Builder(configs("notes", blocklist=("hidden",)), Settings())
     live = LiveServer(server_json=SERVER_JSON, tools=(TOOL, {**TOOL, "name": "hidden"}))
     assert [t["name"] for t in builder.listed_tools("notes", live)] == ["echo"]
@@ -87,7 +96,12 @@ class FakeSession:
 class FakeSessions:
     """SessionManager's `get`: a session per id, a failure, or a connect that never ends."""
 
-    def __init__(self, sessions: dict[str, FakeSession], failing: tuple[str, ...] = (), hanging: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        sessions: dict[str, FakeSession],
+        failing: tuple[str, ...] = (),
+        hanging: tuple[str, ...] = (),
+    ) -> None:
         self.sessions, self.failing, self.hanging = sessions, failing, hanging
 
     async def get(self, config_id: str) -> FakeSession:
@@ -98,9 +112,15 @@ class FakeSessions:
         return self.sessions[config_id]
 
 
-def manager(ids: tuple[str, ...], sessions: FakeSessions, built: list[str] | None = None) -> ConnectionManager:
-    cm = ConnectionManager(configs(*ids), log_dir=None, telemetry=Telemetry(),
-                           on_connected=lambda cid, live: (built if built is not None else []).append(cid))
+def manager(
+    ids: tuple[str, ...], sessions: FakeSessions, built: list[str] | None = None
+) -> ConnectionManager:
+    cm = ConnectionManager(
+        configs(*ids),
+        log_dir=None,
+        telemetry=Telemetry(),
+        on_connected=lambda cid, live: (built if built is not None else []).append(cid),
+    )
     cm._sessions = sessions  # type: ignore[assignment]
     return cm
 
@@ -115,7 +135,9 @@ def test_connections_share_one_snapshot_per_tool_list_and_see_list_changed() -> 
         session.tools_changed = True  # tools/list_changed (§8.1)
         assert cm.current_live("notes") is None and cm.needs_refresh("notes")
         session.tools_changed, session.tools = False, ({**TOOL, "name": "new"},)
-        assert (await cm.live("notes")) is not live and cm.snapshots()["notes"].tools == session.tools
+        assert (await cm.live("notes")) is not live and cm.snapshots()[
+            "notes"
+        ].tools == session.tools
         cm.forget()
         assert cm.snapshots() == {} and cm.connected == {}
 
@@ -125,8 +147,11 @@ def test_connections_share_one_snapshot_per_tool_list_and_see_list_changed() -> 
 def test_connect_reports_failures_timeouts_and_background_connections() -> None:
     async def main() -> None:
         built: list[str] = []
-        sessions = FakeSessions({"ok": FakeSession(tools=(TOOL,)), "late": FakeSession(tools=(TOOL,))},
-                                failing=("bad",), hanging=("slow",))
+        sessions = FakeSessions(
+            {"ok": FakeSession(tools=(TOOL,)), "late": FakeSession(tools=(TOOL,))},
+            failing=("bad",),
+            hanging=("slow",),
+        )
         cm = manager(("ok", "bad", "slow", "late"), sessions, built)
         found = await cm.connect(["ok", "bad", "slow"], covered={"ok", "bad", "slow"}, budget_s=0.2)
         assert set(found.lives) == {"ok"} and found.failures["bad"].reason == "bad refused"
@@ -141,7 +166,9 @@ def test_connect_reports_failures_timeouts_and_background_connections() -> None:
 
 
 def test_a_session_before_the_host_is_entered_is_a_clear_error() -> None:
-    cm = ConnectionManager(configs("notes"), log_dir=None, telemetry=Telemetry(), on_connected=lambda cid, live: None)
+    cm = ConnectionManager(
+        configs("notes"), log_dir=None, telemetry=Telemetry(), on_connected=lambda cid, live: None
+    )
     with pytest.raises(RuntimeError, match="async with CodeMode"):
         anyio.run(cm.session, "notes")
 
@@ -150,8 +177,13 @@ def test_a_session_before_the_host_is_entered_is_a_clear_error() -> None:
 
 
 def test_learning_without_record_writes_nothing_and_says_nothing() -> None:
-    sink = LearningSink(configs("notes"), Settings(), record=False, builder=Builder(configs("notes"), Settings()),
-                        lives=dict)
+    sink = LearningSink(
+        configs("notes"),
+        Settings(),
+        record=False,
+        builder=Builder(configs("notes"), Settings()),
+        lives=dict,
+    )
     assert sink.recorder is None
     assert anyio.run(sink.flush) == [] and sink.take_notes() == []
     catalog = Catalog(servers={"notes": ServerView("notes", "notes", "notes")})
@@ -160,8 +192,13 @@ def test_learning_without_record_writes_nothing_and_says_nothing() -> None:
 
 
 def test_learning_with_record_writes_to_the_given_folder(tmp_path: Path) -> None:
-    sink = LearningSink(configs("notes"), Settings(), record=tmp_path / "fx",
-                        builder=Builder(configs("notes"), Settings()), lives=dict)
+    sink = LearningSink(
+        configs("notes"),
+        Settings(),
+        record=tmp_path / "fx",
+        builder=Builder(configs("notes"), Settings()),
+        lives=dict,
+    )
     assert sink.recorder is not None
 
 
@@ -169,11 +206,15 @@ def test_learning_with_record_writes_to_the_given_folder(tmp_path: Path) -> None
 
 
 def test_a_skipped_check_is_said_to_the_run_that_asked_for_it_only() -> None:
-    skipped = [diagnostic(DiagnosticCode.TYPECHECK_SKIPPED, "no time", severity="info"),
-               diagnostic(ts_code(2339), "x", severity="warning")]
+    skipped = [
+        diagnostic(DiagnosticCode.TYPECHECK_SKIPPED, "no time", severity="info"),
+        diagnostic(ts_code(2339), "x", severity="warning"),
+    ]
     assert typechecks.typecheck_notes(skipped, {"typecheck": True}) == skipped
     assert typechecks.typecheck_notes(skipped, None) == [skipped[1]]
-    service = typechecks.TypeCheckService(Path("out"), default=True, tsc=None, project_dir=Path("."))
+    service = typechecks.TypeCheckService(
+        Path("out"), default=True, tsc=None, project_dir=Path(".")
+    )
     assert service.wanted(Limits()) and not service.wanted(Limits(typecheck=False))
     assert service.start("1", Limits(typecheck=False), deadline=0.0, modules=set()) is None
 
@@ -183,12 +224,16 @@ def test_a_skipped_check_is_said_to_the_run_that_asked_for_it_only() -> None:
 
 def test_approve_all_drops_ask_from_copies_of_the_tool_views() -> None:
     shared = ToolView("write", "write", approval="ask")
-    view = ServerView("notes", "notes", "notes", tools={"write": shared, "read": ToolView("read", "read")})
+    view = ServerView(
+        "notes", "notes", "notes", tools={"write": shared, "read": ToolView("read", "read")}
+    )
     prepared = catalogs.Prepared((), Catalog(servers={"notes": view}), {})
     catalog = prepared.for_run()
     catalogs.drop_asks(catalog)
     assert catalog.servers["notes"].tools["write"].approval is None
-    assert shared.approval == "ask" and view.tools["write"] is shared  # the cached views are untouched
+    assert (
+        shared.approval == "ask" and view.tools["write"] is shared
+    )  # the cached views are untouched
 
 
 # ---------------------------------------------------------------------- run.py
@@ -200,8 +245,12 @@ def test_short_scripts_are_erased_inline_and_a_parse_refusal_is_recognised() -> 
     refusal = {"diagnostics": [{"code": "SYNTAX_ERROR", "severity": "error"}]}
     assert run.refused_by_parse(refusal)
     assert not run.refused_by_parse({"diagnostics": [*refusal["diagnostics"], {"code": "X"}]})
-    counted = run.counts([{"serverId": "a", "toolName": "t", "durationMs": 1, "ok": True},
-                          {"serverId": "a", "toolName": "t", "durationMs": 1, "ok": False}])
+    counted = run.counts(
+        [
+            {"serverId": "a", "toolName": "t", "durationMs": 1, "ok": True},
+            {"serverId": "a", "toolName": "t", "durationMs": 1, "ok": False},
+        ]
+    )
     assert counted.summary() == {"calls": {"a.t": 2}, "failed": 1}
 
 

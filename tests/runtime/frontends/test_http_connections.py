@@ -28,7 +28,9 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     if scope["path"] == "/slow":
         await asyncio.sleep(3600)
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]}
+    )
     await send({"type": "http.response.body", "body": b"ok"})
 
 
@@ -38,8 +40,16 @@ async def _serving(limits: ConnectionLimits) -> AsyncIterator[int]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(_app, http=connection_protocol(limits), log_level="warning",
-                                           lifespan="on", ws="none", timeout_keep_alive=60))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            _app,
+            http=connection_protocol(limits),
+            log_level="warning",
+            lifespan="on",
+            ws="none",
+            timeout_keep_alive=60,
+        )
+    )
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
@@ -54,7 +64,9 @@ async def _serving(limits: ConnectionLimits) -> AsyncIterator[int]:
 async def _get(port: int, path: str = "/") -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+        )
         await writer.drain()
         return await asyncio.wait_for(reader.read(), CLOSE_WAIT_S)
     finally:
@@ -151,7 +163,9 @@ def test_a_kept_alive_connection_gets_a_new_head_deadline_per_request() -> None:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             first = await reader.readuntil(b"ok")
-            await asyncio.sleep(1.0)  # idle between requests: the keep-alive time applies, not the head's
+            await asyncio.sleep(
+                1.0
+            )  # idle between requests: the keep-alive time applies, not the head's
             writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             second = await asyncio.wait_for(reader.read(), CLOSE_WAIT_S)
             writer.close()

@@ -39,11 +39,18 @@ EDGE_TOOLS: list[dict[str, Any]] = [
     {"name": "big", "inputSchema": {"type": "object"}},
     {  # fields the SDK's models do not know: a replay keeps them for the raw client
         "name": "lookup",
-        "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "x-vendor": [1, None]},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"q": {"type": "string"}},
+            "x-vendor": [1, None],
+        },
         "annotations": {"readOnlyHint": True, "customHint": 3},
         "x-extra": {"kept": True},
     },
-    {"name": "loose", "inputSchema": {"properties": {}}},  # no "type": the SDK refuses it, record kept it
+    {
+        "name": "loose",
+        "inputSchema": {"properties": {}},
+    },  # no "type": the SDK refuses it, record kept it
     {"name": "many", "inputSchema": {"type": "object"}},
     {"name": "secret", "inputSchema": {"type": "object"}},
     {"name": "unrecorded", "inputSchema": {"type": "object"}},
@@ -51,25 +58,47 @@ EDGE_TOOLS: list[dict[str, Any]] = [
 
 
 def _line(input_: Any, text: str, **extra: Any) -> dict[str, Any]:
-    return {"input": input_, "result": {"content": [{"type": "text", "text": text}], "isError": False},
-            "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z", **extra}
+    return {
+        "input": input_,
+        "result": {"content": [{"type": "text", "text": text}], "isError": False},
+        "durationMs": 1,
+        "recordedAt": "2026-01-01T00:00:00Z",
+        **extra,
+    }
 
 
 CUT_TEXT = "x" * 64 + TRUNCATION_MARK.format(total=100_000)
 EDGE_CALLS: dict[str, list[dict[str, Any]]] = {
     "a/b": [_line({}, "slash")],
     "big": [_line({}, CUT_TEXT, truncated={"originalBytes": 100_050, "keptBytes": 200})],
-    "lookup": [{**_line({"q": "x"}, "found"), "result": {
-        "content": [{"type": "text", "text": "found", "x-block": 1}], "structuredContent": {"hits": [1, 2.5]},
-        "isError": False, "x-top": "kept"}}],
-    "many": [_line({"q": "a", "n": 1}, "a1"), _line({"q": "b", "n": 1}, "b1"), _line({"q": "a", "n": 2}, "a2"),
-             _line({"q": "zzz"}, "z"), _line({"other": 1}, "o")],
+    "lookup": [
+        {
+            **_line({"q": "x"}, "found"),
+            "result": {
+                "content": [{"type": "text", "text": "found", "x-block": 1}],
+                "structuredContent": {"hits": [1, 2.5]},
+                "isError": False,
+                "x-top": "kept",
+            },
+        }
+    ],
+    "many": [
+        _line({"q": "a", "n": 1}, "a1"),
+        _line({"q": "b", "n": 1}, "b1"),
+        _line({"q": "a", "n": 2}, "a2"),
+        _line({"q": "zzz"}, "z"),
+        _line({"other": 1}, "o"),
+    ],
     "secret": [_line({"token": "<redacted:API_KEY>"}, "hello <redacted:API_KEY>")],
 }
 EDGE_SERVER = {
     "serverInfo": {"name": "edge-server", "version": "2.0", "title": "Edge"},
     "instructions": "Edge cases only.",
-    "capabilities": {"prompts": {}, "resources": {"subscribe": True}, "tools": {"listChanged": True}},
+    "capabilities": {
+        "prompts": {},
+        "resources": {"subscribe": True},
+        "tools": {"listChanged": True},
+    },
     "protocolVersion": "2025-11-25",
 }
 
@@ -90,11 +119,17 @@ def _text(result: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- any MCP client
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])  # handshake era, and 2026-07-28 (server/discover)
+@pytest.mark.parametrize(
+    "mode", ["legacy", "auto"]
+)  # handshake era, and 2026-07-28 (server/discover)
 def test_an_mcp_client_gets_the_recorded_server(fixtures_dir: Path, mode: str) -> None:
     recorded = json.loads((fixtures_dir / "notes" / "server.json").read_text())
     tools = json.loads((fixtures_dir / "notes" / "tools.json").read_text())
-    calls = [(tool, line) for tool, lines in load_fixture_set(fixtures_dir / "notes").calls.items() for line in lines]
+    calls = [
+        (tool, line)
+        for tool, lines in load_fixture_set(fixtures_dir / "notes").calls.items()
+        for line in lines
+    ]
     assert len(calls) >= 5
 
     async def session() -> None:
@@ -103,21 +138,38 @@ def test_an_mcp_client_gets_the_recorded_server(fixtures_dir: Path, mode: str) -
         from mcp.client.stdio import stdio_client
 
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "codemode_gen", "replay", "--fixtures", str(fixtures_dir), "--server", "notes"],
+            command=sys.executable,
+            args=[
+                "-m",
+                "codemode_gen",
+                "replay",
+                "--fixtures",
+                str(fixtures_dir),
+                "--server",
+                "notes",
+            ],
         )
         with (fixtures_dir.parent / f"sdk-{mode}.stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=SESSION_TIMEOUT,
-                              client_info=types.Implementation(name="test", version="0")) as client:
+            async with Client(
+                stdio_client(params, errlog=errlog),
+                mode=mode,
+                read_timeout_seconds=SESSION_TIMEOUT,
+                client_info=types.Implementation(name="test", version="0"),
+            ) as client:
                 assert client.server_info is not None
                 assert client.server_info.name == recorded["serverInfo"]["name"] == "notes"
                 assert client.server_info.version == recorded["serverInfo"]["version"]
                 assert client.instructions == recorded["instructions"]
                 caps = client.server_capabilities
                 assert caps is not None and caps.tools is not None and not caps.tools.list_changed
-                assert caps.prompts is None and caps.resources is None  # not recorded, so not served
+                assert (
+                    caps.prompts is None and caps.resources is None
+                )  # not recorded, so not served
 
                 listed = (await client.list_tools()).tools
-                assert [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in listed] == tools
+                assert [
+                    t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in listed
+                ] == tools
 
                 for tool, line in calls:  # every recorded input gives its recorded result
                     result = await client.call_tool(tool, line["input"])
@@ -151,12 +203,18 @@ def test_an_mcp_client_gets_the_recorded_server(fixtures_dir: Path, mode: str) -
 # --------------------------------------------------------------------------- codemode-gen's own client
 
 
-def _with_session(fixtures_dir: Path, server_id: str, body: Callable[[McpSession], Awaitable[None]]) -> None:
-    config = replay_config(ServerConfig(id=server_id, transport="stdio", command="/nonexistent/server"), fixtures_dir)
+def _with_session(
+    fixtures_dir: Path, server_id: str, body: Callable[[McpSession], Awaitable[None]]
+) -> None:
+    config = replay_config(
+        ServerConfig(id=server_id, transport="stdio", command="/nonexistent/server"), fixtures_dir
+    )
 
     async def main() -> None:
         with anyio.fail_after(SESSION_TIMEOUT):
-            async with SessionManager({server_id: config}, log_dir=fixtures_dir.parent / "logs") as manager:
+            async with SessionManager(
+                {server_id: config}, log_dir=fixtures_dir.parent / "logs"
+            ) as manager:
                 await body(await manager.get(server_id))
 
     anyio.run(main)
@@ -172,16 +230,23 @@ def test_the_runtime_client_gets_the_recording_verbatim(fixtures_dir: Path) -> N
         # verbatim: fields the SDK does not know, and a definition it refuses, as recorded
         assert await session.list_tools() == sorted(EDGE_TOOLS, key=lambda t: t["name"])
         assert await session.call_tool("lookup", {"q": "x"}) == EDGE_CALLS["lookup"][0]["result"]
-        assert await session.call_tool("a/b", None) == EDGE_CALLS["a/b"][0]["result"]  # no arguments = {}
+        assert (
+            await session.call_tool("a/b", None) == EDGE_CALLS["a/b"][0]["result"]
+        )  # no arguments = {}
 
         # a result record cut comes back as recorded, marker and all
         big = await session.call_tool("big", {})
-        assert big == EDGE_CALLS["big"][0]["result"] and _text(big).endswith(TRUNCATION_MARK.format(total=100_000))
+        assert big == EDGE_CALLS["big"][0]["result"] and _text(big).endswith(
+            TRUNCATION_MARK.format(total=100_000)
+        )
 
         # a redacted input matches only its placeholder: replay never knew the secret
         leaked = await session.call_tool("secret", {"token": "sk-real-secret-value"})
         assert leaked["isError"] and "redacted when recorded" in _text(leaked)
-        assert await session.call_tool("secret", {"token": "<redacted:API_KEY>"}) == EDGE_CALLS["secret"][0]["result"]
+        assert (
+            await session.call_tool("secret", {"token": "<redacted:API_KEY>"})
+            == EDGE_CALLS["secret"][0]["result"]
+        )
 
         # the closest recorded inputs: most equal top-level values, then shared keys, then edit distance
         miss = await session.call_tool("many", {"q": "a", "n": 3})
@@ -194,23 +259,36 @@ def test_the_runtime_client_gets_the_recording_verbatim(fixtures_dir: Path) -> N
         unrecorded = await session.call_tool("unrecorded", {})
         assert unrecorded["isError"] and "has no recorded call" in _text(unrecorded)
         unknown = await session.call_tool("Many", {})
-        assert unknown["isError"] and "no tool 'Many'" in _text(unknown) and "many" in _text(unknown)
+        assert (
+            unknown["isError"] and "no tool 'Many'" in _text(unknown) and "many" in _text(unknown)
+        )
 
     _with_session(fixtures_dir, "edge", body)
 
 
 def test_canonical_json_and_closeness_rules() -> None:
-    assert canonical_json({"b": 1.0, "a": [2.0, 0.5]}) == canonical_json({"a": [2, 0.5], "b": 1}) == '{"a":[2,0.5],"b":1}'
+    assert (
+        canonical_json({"b": 1.0, "a": [2.0, 0.5]})
+        == canonical_json({"a": [2, 0.5], "b": 1})
+        == '{"a":[2,0.5],"b":1}'
+    )
     assert canonical_json({"a": True}) != canonical_json({"a": 1})
     assert canonical_json({"a": "ü"}) == '{"a":"ü"}'
     from codemode_gen.generator.fixtures import FixtureSet
 
-    replay = Replay.from_fixture_set(FixtureSet(
-        "s", {}, [{"name": "t", "inputSchema": {"type": "object"}}],
-        {"t": [_line({"k": 1}, "old"), _line({"k": 2}, "two"), _line({"k": 1.0}, "new")]},
-    ))
+    replay = Replay.from_fixture_set(
+        FixtureSet(
+            "s",
+            {},
+            [{"name": "t", "inputSchema": {"type": "object"}}],
+            {"t": [_line({"k": 1}, "old"), _line({"k": 2}, "two"), _line({"k": 1.0}, "new")]},
+        )
+    )
     assert _text(replay.call("t", {"k": 1})) == "new"  # the newest line of an input wins
-    assert [r.input for r in replay.closest("t", {"k": 3})] == [{"k": 2}, {"k": 1.0}]  # edit distance, then line
+    assert [r.input for r in replay.closest("t", {"k": 3})] == [
+        {"k": 2},
+        {"k": 1.0},
+    ]  # edit distance, then line
 
 
 # --------------------------------------------------------------------------- usage errors
@@ -223,16 +301,32 @@ def test_bad_replay_input_exits_2_before_serving(fixtures_dir: Path, tmp_path: P
     shutil.copytree(fixtures_dir / "notes", broken / "notes")
     (broken / "notes" / "calls" / "get_note.jsonl").write_bytes(b"\xff\xfe not utf-8\n")
     cases = [
-        (["--fixtures", str(fixtures_dir), "--server", "nope"], ["no recording of server 'nope'", "recorded: calendar, edge, notes"]),
-        (["--fixtures", str(tmp_path / "missing"), "--server", "notes"], ["fixtures folder not found"]),
+        (
+            ["--fixtures", str(fixtures_dir), "--server", "nope"],
+            ["no recording of server 'nope'", "recorded: calendar, edge, notes"],
+        ),
+        (
+            ["--fixtures", str(tmp_path / "missing"), "--server", "notes"],
+            ["fixtures folder not found"],
+        ),
         (["--fixtures", str(fixtures_dir), "--server", "../notes"], ["not a server id"]),
         (["--fixtures", str(broken), "--server", "edge"], ["tools.json", "invalid JSON"]),
         (["--fixtures", str(broken), "--server", "notes"], ["not UTF-8"]),
     ]
     for args, needles in cases:
-        proc = subprocess.run([*CLI, "replay", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*CLI, "replay", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stdout == "" and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+        assert (
+            proc.stdout == ""
+            and proc.stderr.startswith("error:")
+            and "Traceback" not in proc.stderr
+        )
         assert all(needle in proc.stderr for needle in needles), (needles, proc.stderr)
 
 
@@ -244,11 +338,24 @@ def project(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Pat
     """A project whose configured servers cannot start at all: a replay must not need them."""
     base = tmp_path_factory.mktemp("runreplay")
     shutil.copytree(fixtures_dir, base / "fixtures")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": "/nonexistent/bin/notes-server", "env": {"TOKEN": "${CODEMODE_TEST_UNSET_SECRET}"}},
-        "calendar": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${CODEMODE_TEST_UNSET_KEY}"}},
-        "ghost": {"command": "/nonexistent/bin/ghost"},  # never recorded
-    }}))
+    (base / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {
+                        "command": "/nonexistent/bin/notes-server",
+                        "env": {"TOKEN": "${CODEMODE_TEST_UNSET_SECRET}"},
+                    },
+                    "calendar": {
+                        "type": "http",
+                        "url": "http://127.0.0.1:9/mcp",
+                        "headers": {"Authorization": "Bearer ${CODEMODE_TEST_UNSET_KEY}"},
+                    },
+                    "ghost": {"command": "/nonexistent/bin/ghost"},  # never recorded
+                }
+            }
+        )
+    )
     (base / "script.ts").write_text(
         "import { get_note, search_notes } from '@codemode/servers/notes';\n"
         "import { ToolCallError } from '@codemode/errors';\n"
@@ -262,8 +369,14 @@ def project(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Pat
 
 
 def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "run", *args], cwd=cwd, capture_output=True, text=True, timeout=90,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*CLI, "run", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_run_replay_answers_from_the_recordings_without_starting_a_server(project: Path) -> None:
@@ -275,11 +388,18 @@ def test_run_replay_answers_from_the_recordings_without_starting_a_server(projec
     assert result["caught"]["toolCallError"] is True
     assert "no recorded call of 'search_notes'" in result["caught"]["message"]
     assert '{"query":"search"}' in result["caught"]["message"]
-    assert [(t["toolName"], t["ok"]) for t in response["toolTrace"]] == [("get_note", True), ("search_notes", False)]
+    assert [(t["toolName"], t["ok"]) for t in response["toolTrace"]] == [
+        ("get_note", True),
+        ("search_notes", False),
+    ]
     # the server without a recording: named on stderr, and unavailable (its own command never ran)
     assert "no recording of ghost" in proc.stderr
     ghost = [d for d in response["diagnostics"] if "'ghost'" in d["message"]]
-    assert ghost and ghost[0]["code"] == "CAPABILITY_UNAVAILABLE" and "no recording of server 'ghost'" in ghost[0]["message"]
+    assert (
+        ghost
+        and ghost[0]["code"] == "CAPABILITY_UNAVAILABLE"
+        and "no recording of server 'ghost'" in ghost[0]["message"]
+    )
     assert "command not found" not in proc.stdout
 
 

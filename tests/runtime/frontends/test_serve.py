@@ -42,9 +42,20 @@ def test_s2_serve_exposes_exactly_one_tool_documenting_the_host(project: Path) -
     assert tool.input_schema["required"] == ["code"]
     assert set(tool.input_schema["properties"]) == {"code", "limits", "requestedCapabilities"}
     text = tool.description
-    for needle in ("structuredContent", "base64", "timeoutMs", "maxToolCalls", "maxLogBytes", "maxMemoryBytes",
-                   "`slow`", "setInterval", "Promise.all", "Top-level await",
-                   'declare module "@codemode/servers/slow"', '"@codemode/discovery"'):
+    for needle in (
+        "structuredContent",
+        "base64",
+        "timeoutMs",
+        "maxToolCalls",
+        "maxLogBytes",
+        "maxMemoryBytes",
+        "`slow`",
+        "setInterval",
+        "Promise.all",
+        "Top-level await",
+        'declare module "@codemode/servers/slow"',
+        '"@codemode/discovery"',
+    ):
         assert needle in text, needle
 
 
@@ -54,7 +65,9 @@ def test_s3_serve_runs_scripts_and_reuses_sessions_between_runs(project: Path) -
 
     async def body(client: Any) -> Any:
         first = await client.call_tool("codemode.run", {"code": code})
-        second = await client.call_tool("codemode.run", {"code": code, "limits": {"timeoutMs": 5000}})
+        second = await client.call_tool(
+            "codemode.run", {"code": code, "limits": {"timeoutMs": 5000}}
+        )
         broken = await client.call_tool("codemode.run", {"code": "let = ;"})
         missing = await client.call_tool("codemode.run", {"limits": {}})
         return first, second, broken, missing
@@ -64,7 +77,9 @@ def test_s3_serve_runs_scripts_and_reuses_sessions_between_runs(project: Path) -
     assert json.loads(first.content[0].text) == first.structured_content
     assert second.structured_content["result"] == 2  # same server process: the session was reused
     assert not broken.is_error  # §3.3.4: script failures are responses, not tool errors
-    assert [d["code"] for d in broken.structured_content["diagnostics"] if d["severity"] == "error"] == ["SYNTAX_ERROR"]
+    assert [
+        d["code"] for d in broken.structured_content["diagnostics"] if d["severity"] == "error"
+    ] == ["SYNTAX_ERROR"]
     assert [d["code"] for d in missing.structured_content["diagnostics"]] == ["INVALID_REQUEST"]
 
 
@@ -85,8 +100,11 @@ def test_initialize_is_answered_before_the_sandbox_pool_starts(tmp_path: Path) -
     (tmp_path / ".mcp.json").write_text('{"mcpServers": {}}')
     proc = subprocess.Popen(
         [PYTHON, "-m", "codemode_gen", "serve", "--config", str(tmp_path / ".mcp.json")],
-        cwd=tmp_path, env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     stdout = proc.stdout
     assert proc.stdin is not None and stdout is not None
@@ -110,8 +128,17 @@ def test_initialize_is_answered_before_the_sandbox_pool_starts(tmp_path: Path) -
                 return message
 
     try:
-        send({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}})
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            }
+        )
         assert answer(1)["result"]["serverInfo"]["name"] == "codemode-gen"
         assert _workers(proc.pid) == []
         time.sleep(NO_WORKER_WATCH_S)
@@ -123,8 +150,16 @@ def test_initialize_is_answered_before_the_sandbox_pool_starts(tmp_path: Path) -
             time.sleep(0.02)
         assert _workers(proc.pid), "the sandbox pool should warm once the client has initialized"
 
-        send({"id": 2, "method": "tools/call", "params": {
-            "name": "codemode.run", "arguments": {"code": "globalThis.__codemode_result__ = 6 * 7;"}}})
+        send(
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {
+                    "name": "codemode.run",
+                    "arguments": {"code": "globalThis.__codemode_result__ = 6 * 7;"},
+                },
+            }
+        )
         assert answer(2)["result"]["structuredContent"]["result"] == 42
     finally:
         proc.stdin.close()

@@ -38,7 +38,9 @@ from tests.runtime_support import (
 pytestmark = pytest.mark.timeout(120)
 
 CALLS = 3  # sleeps in flight when the run is cancelled
-SLEEP_MS = int(HANG_S * 1000)  # far longer than any test waits: a sleep that ended by itself fails the test
+SLEEP_MS = int(
+    HANG_S * 1000
+)  # far longer than any test waits: a sleep that ended by itself fails the test
 # How soon after the cancellation every sleep must have been cut short ("well before the sleeps
 # would have ended"); generous for a loaded 2-core machine, tiny next to SLEEP_MS.
 CANCELLED_WITHIN_S = PROMPT_S
@@ -86,7 +88,9 @@ def test_s7_4_client_cancelling_codemode_run_cancels_its_calls_upstream(project:
         result: dict[str, int] = assert_ok(r.structured_content)
         return result
 
-    async def until(client: Any, done: Callable[[dict[str, int]], bool], within: float) -> dict[str, int]:
+    async def until(
+        client: Any, done: Callable[[dict[str, int]], bool], within: float
+    ) -> dict[str, int]:
         with anyio.fail_after(within):
             while not done(c := await counts(client)):
                 await anyio.sleep(0.05)
@@ -96,7 +100,9 @@ def test_s7_4_client_cancelling_codemode_run_cancels_its_calls_upstream(project:
         before = await counts(client)
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.call_tool, "codemode.run", {"code": SLEEPS, "limits": RUN_LIMITS})
-            await until(client, lambda c: c["sleeping"] == before["sleeping"] + CALLS, IN_FLIGHT_WITHIN_S)
+            await until(
+                client, lambda c: c["sleeping"] == before["sleeping"] + CALLS, IN_FLIGHT_WITHIN_S
+            )
             # The SDK client abandons the request and sends notifications/cancelled for it.
             tg.cancel_scope.cancel()
         cancelled_at = time.monotonic()
@@ -107,14 +113,20 @@ def test_s7_4_client_cancelling_codemode_run_cancels_its_calls_upstream(project:
         pair: list[Any] = []
 
         async def one() -> None:
-            pair.append(await client.call_tool("codemode.run", {"code": PAIR_RUN, "limits": {"timeoutMs": 1800}}))
+            pair.append(
+                await client.call_tool(
+                    "codemode.run", {"code": PAIR_RUN, "limits": {"timeoutMs": 1800}}
+                )
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(one)
             tg.start_soon(one)
         return before, after, took, pair
 
-    before, after, took, pair = against_serve(project, body, "--out", str(project / "out"), "--max-workers", "2")
+    before, after, took, pair = against_serve(
+        project, body, "--out", str(project / "out"), "--max-workers", "2"
+    )
     check_cancelled(before, after, took)
     assert [assert_ok(r.structured_content) for r in pair] == [{"slept": 1000}] * 2
     log = (project / "serve.stderr.log").read_text()
@@ -134,14 +146,18 @@ def host_counts(host: HostThread) -> dict[str, int]:
     return result
 
 
-def host_until(host: HostThread, done: Callable[[dict[str, int]], bool], within: float) -> dict[str, int]:
+def host_until(
+    host: HostThread, done: Callable[[dict[str, int]], bool], within: float
+) -> dict[str, int]:
     deadline = time.monotonic() + within
     while not done(c := host_counts(host)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return c
 
 
-def test_s7_4_cancelling_the_task_awaiting_codemode_run_cancels_its_calls_upstream(host: HostThread) -> None:
+def test_s7_4_cancelling_the_task_awaiting_codemode_run_cancels_its_calls_upstream(
+    host: HostThread,
+) -> None:
     before = host_counts(host)
     run = asyncio.run_coroutine_threadsafe(host.cm.run(SLEEPS, limits=RUN_LIMITS), host.loop)
     host_until(host, lambda c: c["sleeping"] == before["sleeping"] + CALLS, IN_FLIGHT_WITHIN_S)
@@ -152,7 +168,9 @@ def test_s7_4_cancelling_the_task_awaiting_codemode_run_cancels_its_calls_upstre
     assert run.cancelled()
 
 
-def test_s7_4_a_run_cancelled_through_an_anyio_scope_cancels_its_calls_upstream(host: HostThread) -> None:
+def test_s7_4_a_run_cancelled_through_an_anyio_scope_cancels_its_calls_upstream(
+    host: HostThread,
+) -> None:
     """What the SDK's server does on notifications/cancelled: an anyio cancel scope cancels the
     run's task, then every await of its cleanup too."""
     before = host_counts(host)
@@ -161,7 +179,9 @@ def test_s7_4_a_run_cancelled_through_an_anyio_scope_cancels_its_calls_upstream(
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: host.cm.run(SLEEPS, limits=RUN_LIMITS))
             with anyio.fail_after(IN_FLIGHT_WITHIN_S):
-                while (await host.cm.run(COUNTS))["result"]["sleeping"] < before["sleeping"] + CALLS:
+                while (await host.cm.run(COUNTS))["result"]["sleeping"] < before[
+                    "sleeping"
+                ] + CALLS:
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
 
@@ -174,7 +194,9 @@ def test_s7_4_a_run_cancelled_through_an_anyio_scope_cancels_its_calls_upstream(
 # --------------------------------------------------------------------------- layers
 
 
-def test_s7_4_a_call_cancelled_again_during_its_cleanup_still_sends_notifications_cancelled(tmp_path: Path) -> None:
+def test_s7_4_a_call_cancelled_again_during_its_cleanup_still_sends_notifications_cancelled(
+    tmp_path: Path,
+) -> None:
     """McpSession: the caller's cleanup re-cancelled (an anyio scope; `gather` passing each
     cancellation on to its children) must not cut off the notifications/cancelled."""
 
@@ -183,11 +205,16 @@ def test_s7_4_a_call_cancelled_again_during_its_cleanup_still_sends_notification
             session = await manager.get("slow")
 
             async def counts() -> dict[str, int]:
-                result: dict[str, int] = (await session.call_tool("cancelled_count", {}))["structuredContent"]
+                result: dict[str, int] = (await session.call_tool("cancelled_count", {}))[
+                    "structuredContent"
+                ]
                 return result
 
             before = await counts()
-            calls = [asyncio.ensure_future(session.call_tool("sleep", {"ms": SLEEP_MS})) for _ in range(CALLS)]
+            calls = [
+                asyncio.ensure_future(session.call_tool("sleep", {"ms": SLEEP_MS}))
+                for _ in range(CALLS)
+            ]
             with anyio.fail_after(IN_FLIGHT_WITHIN_S):
                 while (await counts())["sleeping"] < CALLS:
                     await anyio.sleep(0.02)
@@ -202,7 +229,9 @@ def test_s7_4_a_call_cancelled_again_during_its_cleanup_still_sends_notification
             with anyio.fail_after(CANCELLED_WITHIN_S):
                 while (after := await counts())["interrupted"] < before["interrupted"] + CALLS:
                     await anyio.sleep(0.02)
-            assert (await session.call_tool("sleep", {"ms": 1}))["structuredContent"] == {"slept": 1}
+            assert (await session.call_tool("sleep", {"ms": 1}))["structuredContent"] == {
+                "slept": 1
+            }
             return before, after
 
     before, after = asyncio.run(go())

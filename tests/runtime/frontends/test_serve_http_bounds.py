@@ -39,7 +39,9 @@ HOLD_MS = 6000
 HOLD = f"await new Promise(r => setTimeout(r, {HOLD_MS})); globalThis.__codemode_result__ = 'held';"
 TRIVIAL = "globalThis.__codemode_result__ = 'trivial';"
 # Holds its worker for longer than any test waits for it (its client goes away first).
-LONG_HOLD = "await new Promise(r => setTimeout(r, 100000)); globalThis.__codemode_result__ = 'held';"
+LONG_HOLD = (
+    "await new Promise(r => setTimeout(r, 100000)); globalThis.__codemode_result__ = 'held';"
+)
 # Pauses that only order events (a request reaches the server before the next is sent); the
 # assertions hold whichever way the machine's load shifts them.
 SETTLE_S = 1.5
@@ -56,8 +58,12 @@ def tool_call(code: str, request_id: int = 1, **limits: int) -> dict[str, Any]:
     arguments: dict[str, Any] = {"code": code}
     if limits:
         arguments["limits"] = limits
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "codemode.run", "arguments": arguments}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "codemode.run", "arguments": arguments},
+    }
 
 
 def result_of(sse_text: str) -> dict[str, Any]:
@@ -77,7 +83,9 @@ def test_idle_connections_beyond_the_cap_do_not_stop_healthz(tmp_path: Path) -> 
     # exhaust them: the process could not accept /healthz. The default cap is half the limit;
     # beyond it the connections idle longest are closed.
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    served = start_serve(project(tmp_path), preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
+    served = start_serve(
+        project(tmp_path), preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    )
     idle: list[socket.socket] = []
     try:
         wait_healthy(served)
@@ -129,11 +137,16 @@ def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(tmp_path: Path) -> None
 def test_over_limit_requests_get_a_clear_error(tmp_path: Path) -> None:
     import httpx2
 
-    served = start_serve(project(tmp_path), "--max-workers", "1", "--max-queued-runs", "4")  # one per client
+    served = start_serve(
+        project(tmp_path), "--max-workers", "1", "--max-queued-runs", "4"
+    )  # one per client
     try:
         wait_healthy(served)
+
         def post(content: bytes) -> Any:
-            return httpx2.post(served.url, content=content, headers=MCP_HEADERS, timeout=RUN_TIMEOUT)
+            return httpx2.post(
+                served.url, content=content, headers=MCP_HEADERS, timeout=RUN_TIMEOUT
+            )
 
         # A body over the cap: 413, and the connection is not reused for an unread body.
         huge = post(b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}')
@@ -149,9 +162,15 @@ def test_over_limit_requests_get_a_clear_error(tmp_path: Path) -> None:
 
         async def main() -> tuple[Any, Any, Any, list[Any]]:
             async with httpx2.AsyncClient(timeout=RUN_TIMEOUT) as http:
+
                 async def run(client: str, code: str) -> Any:
-                    headers = {**MCP_HEADERS, "X-Forwarded-For": client}  # as a proxy on 127.0.0.1 says
-                    return await http.post(served.url, json=tool_call(code, timeoutMs=120_000), headers=headers)
+                    headers = {
+                        **MCP_HEADERS,
+                        "X-Forwarded-For": client,
+                    }  # as a proxy on 127.0.0.1 says
+                    return await http.post(
+                        served.url, json=tool_call(code, timeoutMs=120_000), headers=headers
+                    )
 
                 async with anyio.create_task_group() as tg:
                     held: list[Any] = []
@@ -163,7 +182,9 @@ def test_over_limit_requests_get_a_clear_error(tmp_path: Path) -> None:
                     await anyio.sleep(SETTLE_S)
                     tg.start_soon(keep, "10.0.0.1")  # waits
                     await anyio.sleep(SETTLE_S)
-                    per_client = await run("10.0.0.1", TRIVIAL)  # a second one waiting: over its share
+                    per_client = await run(
+                        "10.0.0.1", TRIVIAL
+                    )  # a second one waiting: over its share
                     for other in ("10.0.0.2", "10.0.0.3", "10.0.0.4"):
                         tg.start_soon(keep, other)
                     await anyio.sleep(SETTLE_S)
@@ -178,7 +199,9 @@ def test_over_limit_requests_get_a_clear_error(tmp_path: Path) -> None:
                             return exc
                         return None
 
-                    sdk_error = await in_client(served.url, sdk_call, headers={"X-Forwarded-For": "10.0.0.6"})
+                    sdk_error = await in_client(
+                        served.url, sdk_call, headers={"X-Forwarded-For": "10.0.0.6"}
+                    )
                     tg.cancel_scope.cancel()  # the held runs' clients go away: their runs end
             return per_client, in_all, sdk_error, held
 
@@ -196,8 +219,12 @@ def test_over_limit_requests_get_a_clear_error(tmp_path: Path) -> None:
         # Their clients went away: the queue empties and the next run goes through.
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
-            answer = httpx2.post(served.url, json=tool_call(TRIVIAL, timeoutMs=60_000), headers=MCP_HEADERS,
-                                 timeout=RUN_TIMEOUT)
+            answer = httpx2.post(
+                served.url,
+                json=tool_call(TRIVIAL, timeoutMs=60_000),
+                headers=MCP_HEADERS,
+                timeout=RUN_TIMEOUT,
+            )
             if answer.status_code == 200:
                 break
             assert answer.status_code == 503 and time.monotonic() < deadline, answer.text
@@ -220,7 +247,9 @@ def test_workers_are_shared_in_turn_between_clients(tmp_path: Path) -> None:
 
         async def backlog(client: Any) -> None:
             async def one(index: int) -> None:
-                run = await client.call_tool("codemode.run", {"code": long_run, "limits": {"timeoutMs": 60_000}})
+                run = await client.call_tool(
+                    "codemode.run", {"code": long_run, "limits": {"timeoutMs": 60_000}}
+                )
                 assert assert_ok(run.structured_content) == "A"
                 finished.append(f"A{index}")
 
@@ -229,7 +258,9 @@ def test_workers_are_shared_in_turn_between_clients(tmp_path: Path) -> None:
                     tg.start_soon(one, index)
 
         async def trivial(client: Any) -> None:
-            run = await client.call_tool("codemode.run", {"code": TRIVIAL, "limits": {"timeoutMs": 60_000}})
+            run = await client.call_tool(
+                "codemode.run", {"code": TRIVIAL, "limits": {"timeoutMs": 60_000}}
+            )
             assert assert_ok(run.structured_content) == "trivial"
             finished.append("B")
 
@@ -291,7 +322,11 @@ def test_a_large_typescript_script_does_not_stop_healthz(tmp_path: Path) -> None
                         await anyio.sleep(0.02)
 
             async def run(client: Any) -> None:
-                outcome.append(await client.call_tool("codemode.run", {"code": code, "limits": {"timeoutMs": 120_000}}))
+                outcome.append(
+                    await client.call_tool(
+                        "codemode.run", {"code": code, "limits": {"timeoutMs": 120_000}}
+                    )
+                )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(poll)
@@ -324,11 +359,15 @@ def test_a_run_waiting_past_its_deadline_is_answered_as_before(tmp_path: Path) -
             result: list[Any] = []
 
             async def hold(client: Any) -> None:
-                await client.call_tool("codemode.run", {"code": HOLD, "limits": {"timeoutMs": 60_000}})
+                await client.call_tool(
+                    "codemode.run", {"code": HOLD, "limits": {"timeoutMs": 60_000}}
+                )
 
             async def short(client: Any) -> None:
                 started = time.monotonic()
-                run = await client.call_tool("codemode.run", {"code": TRIVIAL, "limits": {"timeoutMs": 1000}})
+                run = await client.call_tool(
+                    "codemode.run", {"code": TRIVIAL, "limits": {"timeoutMs": 1000}}
+                )
                 result.extend([run, time.monotonic() - started])
 
             async with anyio.create_task_group() as tg:
@@ -352,8 +391,12 @@ def test_the_token_is_checked_before_a_body_is_read(tmp_path: Path) -> None:
 
     served = start_serve(project(tmp_path))
     try:
-        answer = httpx2.post(served.url, content=b"[" * 1000, timeout=RUN_TIMEOUT,
-                             headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}x"})
+        answer = httpx2.post(
+            served.url,
+            content=b"[" * 1000,
+            timeout=RUN_TIMEOUT,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}x"},
+        )
         assert answer.status_code == 401
     finally:
         served.stop()

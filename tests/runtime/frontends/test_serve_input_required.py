@@ -41,17 +41,23 @@ SETTINGS = '[servers.ledger.approval]\nrecord = "allow"\n'
 
 LEDGER = 'import * as ledger from "@codemode/servers/ledger";\n'
 # Sent without asking (allowed), then asked; the script reports what it got.
-RECORD_THEN_TRANSFER = LEDGER + """
+RECORD_THEN_TRANSFER = (
+    LEDGER
+    + """
 const noted = await ledger.record({ text: "before the transfer" });
 let moved;
 try { moved = await ledger.transfer({ to: "bob", amount: 5 }); }
 catch (e) { moved = { code: e.code, message: e.message, hint: e.hint }; }
 globalThis.__codemode_result__ = { noted, moved };
 """
-TWO_ASKS = LEDGER + """
+)
+TWO_ASKS = (
+    LEDGER
+    + """
 const outcomes = await Promise.allSettled([ledger.transfer({ to: "ann", amount: 1 }), ledger.close({ account: "old" })]);
 globalThis.__codemode_result__ = outcomes.map((o) => o.status === "fulfilled" ? "sent" : o.reason.code);
 """
+)
 
 
 class Ledger:
@@ -64,7 +70,7 @@ class Ledger:
     def calls(self) -> list[dict[str, Any]]:
         """Calls received since the last `since()`, in order."""
         lines = self.path.read_text().splitlines() if self.path.exists() else []
-        return [json.loads(line) for line in lines[self.mark:]]
+        return [json.loads(line) for line in lines[self.mark :]]
 
     def tools(self) -> list[str]:
         return [call["tool"] for call in self.calls()]
@@ -77,8 +83,11 @@ def make_project(base: Path, *, url: str | None = None) -> tuple[Path, Ledger]:
     """A project with the ledger (over stdio, or the HTTP server at `url`) and its calls log."""
     base.mkdir(parents=True, exist_ok=True)
     log = base / "ledger-calls.log"
-    entry: dict[str, Any] = ({"type": "http", "url": url} if url is not None else
-                             {"command": PYTHON, "args": [script("ledger_server"), "--calls-log", str(log)]})
+    entry: dict[str, Any] = (
+        {"type": "http", "url": url}
+        if url is not None
+        else {"command": PYTHON, "args": [script("ledger_server"), "--calls-log", str(log)]}
+    )
     (base / ".mcp.json").write_text(json.dumps({"mcpServers": {"ledger": entry}}))
     (base / "codemode.toml").write_text(SETTINGS)
     return base, Ledger(log)
@@ -113,10 +122,17 @@ def answer(action: Action) -> Any:
     return types.ElicitResult(action=action)
 
 
-def served(project: Path, body: Callable[[Any], Awaitable[T]], *args: str, user: User | None = None,
-           env: dict[str, str] | None = None) -> T:
+def served(
+    project: Path,
+    body: Callable[[Any], Awaitable[T]],
+    *args: str,
+    user: User | None = None,
+    env: dict[str, str] | None = None,
+) -> T:
     """`body(client)` against `serve` over stdio, the client negotiating MCP 2026-07-28."""
-    return against_serve(project, body, "--trace", "full", *args, elicitation_callback=user, env=env, mode="auto")
+    return against_serve(
+        project, body, "--trace", "full", *args, elicitation_callback=user, env=env, mode="auto"
+    )
 
 
 def arguments(code: str, **limits: int) -> dict[str, Any]:
@@ -134,13 +150,22 @@ async def run(client: Any, code: str, **limits: int) -> dict[str, Any]:
 async def first_round(client: Any, code: str, **limits: int) -> Any:
     """The first answer to a codemode.run, whatever it is (no driver: the test is the client)."""
     await client.list_tools()
-    return await client.session.call_tool(TOOL, arguments(code, **limits), allow_input_required=True)
+    return await client.session.call_tool(
+        TOOL, arguments(code, **limits), allow_input_required=True
+    )
 
 
-async def retry(client: Any, code: str, state: str | None, answers: dict[str, Action], **limits: int) -> Any:
+async def retry(
+    client: Any, code: str, state: str | None, answers: dict[str, Action], **limits: int
+) -> Any:
     responses = {key: answer(action) for key, action in answers.items()}
-    return await client.session.call_tool(TOOL, arguments(code, **limits), input_responses=responses,
-                                          request_state=state, allow_input_required=True)
+    return await client.session.call_tool(
+        TOOL,
+        arguments(code, **limits),
+        input_responses=responses,
+        request_state=state,
+        allow_input_required=True,
+    )
 
 
 def errors(response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -183,7 +208,6 @@ def test_an_accepted_call_is_sent_once_and_the_run_goes_on(project: tuple[Path, 
     assert box[1]["title"] == 'Allow every call of "transfer" for the rest of this run'
 
 
-
 def test_s11_the_input_required_form_shows_redacted_arguments(tmp_path: Path) -> None:
     """A secret the ledger's entry takes from the environment, passed by the script as an argument:
     the question the client shows its user carries the placeholder, never the value (§11), and the
@@ -194,10 +218,13 @@ def test_s11_the_input_required_form_shows_redacted_arguments(tmp_path: Path) ->
     config["mcpServers"]["ledger"]["env"] = {"LEDGER_KEY": "${LEDGER_KEY}"}
     (base / ".mcp.json").write_text(json.dumps(config))
     user = User("decline")
-    code = LEDGER + f"""
+    code = (
+        LEDGER
+        + f"""
 try {{ await ledger.transfer({{ to: {json.dumps(key)}, amount: 1 }}); }}
 catch (e) {{ globalThis.__codemode_result__ = e.code; }}
 """
+    )
 
     async def body(client: Any) -> Any:
         first = await first_round(client, code)
@@ -210,17 +237,22 @@ catch (e) {{ globalThis.__codemode_result__ = e.code; }}
     assert key not in json.dumps(first, default=str)
     assert ledger.tools() == []
 
-FOR_RUN_LOOP = LEDGER + """
+
+FOR_RUN_LOOP = (
+    LEDGER
+    + """
 const moved = [];
 for (let i = 0; i < 20; i++) moved.push((await ledger.transfer({ to: "ivy", amount: 1 })).balance);
 const closed = await ledger.close({ account: "loop" });
 for (let i = 0; i < 20; i++) moved.push((await ledger.transfer({ to: "jo", amount: 1 })).balance);
 globalThis.__codemode_result__ = { moved, closed };
 """
+)
 
 
 def test_accept_for_the_run_asks_once_in_a_loop_of_20_and_holds_across_rounds(
-        project: tuple[Path, Ledger]) -> None:
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
     user = User("run", "accept")
 
@@ -229,18 +261,26 @@ def test_accept_for_the_run_asks_once_in_a_loop_of_20_and_holds_across_rounds(
 
     response = served(base, body, user=user)
     assert errors(response) == [], response["diagnostics"]
-    assert response["result"]["moved"] == list(range(99, 59, -1)) and response["result"]["closed"] == {"closed": "loop"}
+    assert response["result"]["moved"] == list(range(99, 59, -1)) and response["result"][
+        "closed"
+    ] == {"closed": "loop"}
     # One question for the 40 transfers, one for close: the second round's run (the script
     # again from its start, on a new bridge) knew `transfer` was approved for the run from
     # the sealed state, so the 20 transfers after `close` did not make a third round.
     assert ["transfer" in m.message for m in user.asked] == [True, False]
-    assert trace(response) == [("transfer", "approved"), *[("transfer", "approved-for-run")] * 19,
-                               ("close", "approved"), *[("transfer", "approved-for-run")] * 20]
+    assert trace(response) == [
+        ("transfer", "approved"),
+        *[("transfer", "approved-for-run")] * 19,
+        ("close", "approved"),
+        *[("transfer", "approved-for-run")] * 20,
+    ]
     assert ledger.tools() == ["transfer"] * 20 + ["close"] + ["transfer"] * 20  # each once
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
-def test_a_declined_or_cancelled_call_is_never_sent(project: tuple[Path, Ledger], action: Action) -> None:
+def test_a_declined_or_cancelled_call_is_never_sent(
+    project: tuple[Path, Ledger], action: Action
+) -> None:
     base, ledger = project
     user = User(action)
 
@@ -255,7 +295,9 @@ def test_a_declined_or_cancelled_call_is_never_sent(project: tuple[Path, Ledger]
     assert ledger.tools() == ["record"] and len(user.asked) == 1
 
 
-def test_asks_pending_in_one_promise_all_are_asked_in_one_round(project: tuple[Path, Ledger]) -> None:
+def test_asks_pending_in_one_promise_all_are_asked_in_one_round(
+    project: tuple[Path, Ledger],
+) -> None:
     import mcp_types as types
 
     base, ledger = project
@@ -263,36 +305,49 @@ def test_asks_pending_in_one_promise_all_are_asked_in_one_round(project: tuple[P
     async def body(client: Any) -> Any:
         first = await first_round(client, TWO_ASKS)
         assert isinstance(first, types.InputRequiredResult)
-        asks = {key: getattr(request.params, "message", None) for key, request in (first.input_requests or {}).items()}
+        asks = {
+            key: getattr(request.params, "message", None)
+            for key, request in (first.input_requests or {}).items()
+        }
         sent_before = ledger.tools()
-        answers: dict[str, Action] = {key: ("accept" if "transfer" in str(message) else "decline")
-                                      for key, message in asks.items()}
+        answers: dict[str, Action] = {
+            key: ("accept" if "transfer" in str(message) else "decline")
+            for key, message in asks.items()
+        }
         final = await retry(client, TWO_ASKS, first.request_state, answers)
         return asks, sent_before, final
 
     asks, sent_before, final = served(base, body, user=User())
     assert len(asks) == 2 and sent_before == []  # both asked at once, nothing sent meanwhile
-    assert sorted("\"transfer\"" in str(m) for m in asks.values()) == [False, True]
+    assert sorted('"transfer"' in str(m) for m in asks.values()) == [False, True]
     assert final.structured_content["result"] == ["sent", "APPROVAL_DENIED"]
     assert ledger.tools() == ["transfer"]
 
 
 def test_a_call_in_flight_when_the_run_asks_is_sent_once(project: tuple[Path, Ledger]) -> None:
     base, ledger = project
-    code = LEDGER + """
+    code = (
+        LEDGER
+        + """
 const [waited, moved] = await Promise.all([ledger.wait({ ms: 300 }), ledger.transfer({ to: "dan", amount: 2 })]);
 globalThis.__codemode_result__ = { waited, moved };
 """
+    )
 
     async def body(client: Any) -> Any:
         return await run(client, code)
 
     response = served(base, body, user=User("accept"))
     assert response["result"] == {"waited": {"waited": 300}, "moved": {"to": "dan", "balance": 98}}
-    assert sorted(ledger.tools()) == ["transfer", "wait"]  # the round waited for `wait`: not sent again
+    assert sorted(ledger.tools()) == [
+        "transfer",
+        "wait",
+    ]  # the round waited for `wait`: not sent again
 
 
-DETERMINISM = LEDGER + """
+DETERMINISM = (
+    LEDGER
+    + """
 const order = [];
 const t0 = Date.now();
 const day = new Date().toISOString();
@@ -309,9 +364,12 @@ setTimeout(() => order.push("after"), 5);
 await new Promise((resolve) => setTimeout(resolve, 20));
 globalThis.__codemode_result__ = { before, moved, order, t2: Date.now(), r2: Math.random() };
 """
+)
 
 
-def test_date_random_and_timers_replay_identically_around_an_ask(project: tuple[Path, Ledger]) -> None:
+def test_date_random_and_timers_replay_identically_around_an_ask(
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
 
     async def body(client: Any) -> Any:
@@ -333,7 +391,8 @@ def test_date_random_and_timers_replay_identically_around_an_ask(project: tuple[
 
 
 def test_a_client_that_never_retries_gets_nothing_sent_and_a_late_retry_the_timeout(
-        project: tuple[Path, Ledger]) -> None:
+    project: tuple[Path, Ledger],
+) -> None:
     import mcp_types as types
 
     base, ledger = project
@@ -344,7 +403,9 @@ def test_a_client_that_never_retries_gets_nothing_sent_and_a_late_retry_the_time
         (key,) = first.input_requests or {}
         await anyio.sleep(3.5)  # the run's timeoutMs passes with the question unanswered
         sent = ledger.tools()
-        late = await retry(client, RECORD_THEN_TRANSFER, first.request_state, {key: "accept"}, timeoutMs=3000)
+        late = await retry(
+            client, RECORD_THEN_TRANSFER, first.request_state, {key: "accept"}, timeoutMs=3000
+        )
         return sent, late.structured_content
 
     sent, late = served(base, body, user=User())
@@ -356,7 +417,9 @@ def test_a_client_that_never_retries_gets_nothing_sent_and_a_late_retry_the_time
     assert ledger.tools() == ["record"]  # the late accept sent nothing
 
 
-def test_a_tampered_request_state_is_rejected_and_nothing_is_sent(project: tuple[Path, Ledger]) -> None:
+def test_a_tampered_request_state_is_rejected_and_nothing_is_sent(
+    project: tuple[Path, Ledger],
+) -> None:
     import mcp_types as types
 
     base, ledger = project
@@ -368,9 +431,11 @@ def test_a_tampered_request_state_is_rejected_and_nothing_is_sent(project: tuple
         state = first.request_state
         assert state is not None
         middle = len(state) // 2
-        tampered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
+        tampered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1 :]
         bad = await retry(client, RECORD_THEN_TRANSFER, tampered, {key: "accept"})
-        other = await retry(client, LEDGER + "globalThis.__codemode_result__ = 1;", state, {key: "accept"})
+        other = await retry(
+            client, LEDGER + "globalThis.__codemode_result__ = 1;", state, {key: "accept"}
+        )
         return bad.structured_content, other.structured_content
 
     bad, other = served(base, body, user=User())
@@ -378,11 +443,16 @@ def test_a_tampered_request_state_is_rejected_and_nothing_is_sent(project: tuple
     assert rejected["code"] == "APPROVAL_STATE_REJECTED" and "altered" in rejected["message"]
     assert bad["result"] is None and bad["toolTrace"] == []
     (wrong_call,) = errors(other)
-    assert wrong_call["code"] == "APPROVAL_STATE_REJECTED" and "another codemode.run call" in wrong_call["message"]
+    assert (
+        wrong_call["code"] == "APPROVAL_STATE_REJECTED"
+        and "another codemode.run call" in wrong_call["message"]
+    )
     assert ledger.tools() == ["record"]
 
 
-def test_a_client_without_elicitation_is_not_asked_and_told_why(project: tuple[Path, Ledger]) -> None:
+def test_a_client_without_elicitation_is_not_asked_and_told_why(
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
 
     async def body(client: Any) -> Any:
@@ -410,13 +480,17 @@ def _first_state(base: Path, code: str, env: dict[str, str] | None) -> tuple[str
     return state, key
 
 
-def test_a_retry_resumes_in_another_serve_process_with_the_same_secret(project: tuple[Path, Ledger]) -> None:
+def test_a_retry_resumes_in_another_serve_process_with_the_same_secret(
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
     shared = {"CODEMODE_STATE_SECRET": SECRET}
     state, key = _first_state(base, RECORD_THEN_TRANSFER, shared)  # that process has exited
 
     async def resume(client: Any) -> Any:
-        return (await retry(client, RECORD_THEN_TRANSFER, state, {key: "accept"})).structured_content
+        return (
+            await retry(client, RECORD_THEN_TRANSFER, state, {key: "accept"})
+        ).structured_content
 
     response = served(base, resume, user=User(), env=shared)
     assert errors(response) == [] and response["result"]["moved"]["to"] == "bob"
@@ -442,7 +516,8 @@ def _reseal(state: str, change: Callable[[dict[str, Any]], None]) -> str:
 
 
 def test_a_resumed_script_that_does_something_else_is_stopped_before_anything_is_sent(
-        project: tuple[Path, Ledger]) -> None:
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
     shared = {"CODEMODE_STATE_SECRET": SECRET}
     state, key = _first_state(base, RECORD_THEN_TRANSFER, shared)
@@ -452,7 +527,9 @@ def test_a_resumed_script_that_does_something_else_is_stopped_before_anything_is
 
     async def resume(client: Any) -> Any:
         changed = _reseal(state, other_call)
-        return (await retry(client, RECORD_THEN_TRANSFER, changed, {key: "accept"})).structured_content
+        return (
+            await retry(client, RECORD_THEN_TRANSFER, changed, {key: "accept"})
+        ).structured_content
 
     response = served(base, resume, user=User(), env=shared)
     (diverged,) = errors(response)
@@ -460,17 +537,22 @@ def test_a_resumed_script_that_does_something_else_is_stopped_before_anything_is
     assert ledger.tools() == ["record"]  # the first round's; neither it nor the transfer again
 
 
-def test_past_the_state_bound_the_ask_is_denied_naming_the_limit(project: tuple[Path, Ledger]) -> None:
+def test_past_the_state_bound_the_ask_is_denied_naming_the_limit(
+    project: tuple[Path, Ledger],
+) -> None:
     from codemode_gen.runtime.host.resume import MAX_STATE_CHARS
 
     base, ledger = project
     user = User()
-    code = LEDGER + f"""
+    code = (
+        LEDGER
+        + f"""
 const big = await ledger.blob({{ n: {MAX_STATE_CHARS * 2} }});
 let moved;
 try {{ moved = await ledger.transfer({{ to: "fay", amount: 1 }}); }} catch (e) {{ moved = e.message; }}
 globalThis.__codemode_result__ = {{ size: big.hex.length, moved }};
 """
+    )
 
     async def body(client: Any) -> Any:
         return await run(client, code)
@@ -491,11 +573,19 @@ async def http_client(url: str, body: Callable[[Any], Awaitable[T]], user: User)
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
-                              timeout=httpx2.Timeout(RUN_TIMEOUT, read=RUN_TIMEOUT))
-    async with http, Client(streamable_http_client(url, http_client=http), read_timeout_seconds=RUN_TIMEOUT,
-                            elicitation_callback=user,
-                            client_info=types.Implementation(name="test", version="0")) as client:
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=httpx2.Timeout(RUN_TIMEOUT, read=RUN_TIMEOUT),
+    )
+    async with (
+        http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=RUN_TIMEOUT,
+            elicitation_callback=user,
+            client_info=types.Implementation(name="test", version="0"),
+        ) as client,
+    ):
         assert client.protocol_version == "2026-07-28"
         return await body(client)
 
@@ -508,8 +598,10 @@ def test_serve_http_asks_through_input_required(project: tuple[Path, Ledger]) ->
         accepted, declined = anyio.run(http_client, server.url, lambda client: _both(client), user)
     finally:
         server.stop()
-    assert accepted["result"]["moved"]["to"] == "bob" and trace(accepted) == [("record", "allowed"),
-                                                                               ("transfer", "approved")]
+    assert accepted["result"]["moved"]["to"] == "bob" and trace(accepted) == [
+        ("record", "allowed"),
+        ("transfer", "approved"),
+    ]
     assert declined["result"]["moved"]["code"] == "APPROVAL_DENIED"
     assert ledger.tools() == ["record", "transfer", "record"] and len(user.asked) == 2
 
@@ -518,7 +610,9 @@ async def _both(client: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return await run(client, RECORD_THEN_TRANSFER), await run(client, RECORD_THEN_TRANSFER)
 
 
-def test_serve_http_accept_for_the_run_asks_once_in_a_loop_of_20(project: tuple[Path, Ledger]) -> None:
+def test_serve_http_accept_for_the_run_asks_once_in_a_loop_of_20(
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
     server = start_serve(base, "--trace", "full")
     user = User("run", "accept")
@@ -531,12 +625,17 @@ def test_serve_http_accept_for_the_run_asks_once_in_a_loop_of_20(project: tuple[
     finally:
         server.stop()
     assert errors(response) == [], response["diagnostics"]
-    assert ["transfer" in m.message for m in user.asked] == [True, False]  # transfer once, close once
+    assert ["transfer" in m.message for m in user.asked] == [
+        True,
+        False,
+    ]  # transfer once, close once
     assert [a for _, a in trace(response)].count("approved-for-run") == 39
     assert ledger.tools() == ["transfer"] * 20 + ["close"] + ["transfer"] * 20
 
 
-def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(project: tuple[Path, Ledger]) -> None:
+def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(
+    project: tuple[Path, Ledger],
+) -> None:
     import mcp_types as types
 
     base, ledger = project
@@ -549,7 +648,7 @@ def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(proje
         state = first.request_state
         assert state is not None
         middle = len(state) // 2
-        tampered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
+        tampered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1 :]
         bad = await retry(client, RECORD_THEN_TRANSFER, tampered, {key: "accept"}, timeoutMs=3000)
         await anyio.sleep(3.5)  # the client never retries in time
         late = await retry(client, RECORD_THEN_TRANSFER, state, {key: "accept"}, timeoutMs=3000)
@@ -562,25 +661,33 @@ def test_serve_http_refuses_a_tampered_state_and_a_retry_after_the_timeout(proje
     (rejected,) = errors(bad)
     assert rejected["code"] == "APPROVAL_STATE_REJECTED" and "altered" in rejected["message"]
     (timeout,) = errors(late)
-    assert timeout["code"] == "SANDBOX_LIMIT" and "waiting for the user's answer" in timeout["message"]
+    assert (
+        timeout["code"] == "SANDBOX_LIMIT" and "waiting for the user's answer" in timeout["message"]
+    )
     assert ledger.tools() == ["record"]  # the transfer was never sent
 
 
 def test_serve_http_an_ask_once_yes_holds_for_the_run_across_rounds_and_not_beyond(
-        project: tuple[Path, Ledger]) -> None:
+    project: tuple[Path, Ledger],
+) -> None:
     base, ledger = project
     (base / "codemode.toml").write_text(SETTINGS + 'close = "ask-once"\n')
     server = start_serve(base, "--trace", "full")
     user = User()
-    code = LEDGER + """
+    code = (
+        LEDGER
+        + """
 const first = await ledger.close({ account: "a" });
 const moved = await ledger.transfer({ to: "kim", amount: 1 });
 const second = await ledger.close({ account: "b" });
 globalThis.__codemode_result__ = { first, moved, second };
 """
+    )
 
     async def body(client: Any) -> Any:
-        return await run(client, code), await run(client, LEDGER + 'await ledger.close({ account: "c" });')
+        return await run(client, code), await run(
+            client, LEDGER + 'await ledger.close({ account: "c" });'
+        )
 
     try:
         response, again = anyio.run(http_client, server.url, body, user)
@@ -590,8 +697,15 @@ globalThis.__codemode_result__ = { first, moved, second };
     # Asked: close (round 1), transfer (round 2, a new request: stateless HTTP has no
     # connection to remember the yes by, the run's sealed state does), then close in the next run.
     assert [("close" in m.message, "transfer" in m.message) for m in user.asked] == [
-        (True, False), (False, True), (True, False)]
-    assert trace(response) == [("close", "approved"), ("transfer", "approved"), ("close", "approved-for-run")]
+        (True, False),
+        (False, True),
+        (True, False),
+    ]
+    assert trace(response) == [
+        ("close", "approved"),
+        ("transfer", "approved"),
+        ("close", "approved-for-run"),
+    ]
     assert ledger.tools() == ["close", "transfer", "close", "close"]
 
 
@@ -635,12 +749,23 @@ http {{
 
 def nginx_binary() -> str:
     """nginx, installed from the distribution's packages if it is not there (CI: .ci/run)."""
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    found = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+    )
     if found is None and shutil.which("apt-get") and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-q", "nginx"], capture_output=True, timeout=600, check=False)
-        found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "nginx"],
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
+        found = shutil.which("nginx") or (
+            "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+        )
     if found is None:
-        pytest.skip("nginx is not installed and cannot be installed here (apt-get install nginx; .ci/run does)")
+        pytest.skip(
+            "nginx is not installed and cannot be installed here (apt-get install nginx; .ci/run does)"
+        )
     return found
 
 
@@ -657,15 +782,21 @@ def balanced(tmp_path: Path) -> Iterator[tuple[str, Ledger, Path, list[HttpServe
     proxy = None
     try:
         for _ in range(2):
-            instances.append(start_serve(base, "--trace", "full", extra_env={"CODEMODE_STATE_SECRET": SECRET}))
+            instances.append(
+                start_serve(base, "--trace", "full", extra_env={"CODEMODE_STATE_SECRET": SECRET})
+            )
         conf_dir = tmp_path / "nginx"
         conf_dir.mkdir()
         port = free_port()
         hosts = [server.url.removeprefix("http://").removesuffix("/mcp") for server in instances]
         conf = conf_dir / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=conf_dir, a=hosts[0], b=hosts[1], port=port))
-        proxy = subprocess.Popen([nginx, "-c", str(conf), "-p", str(conf_dir)], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=(conf_dir / "stderr.log").open("wb"))
+        proxy = subprocess.Popen(
+            [nginx, "-c", str(conf), "-p", str(conf_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=(conf_dir / "stderr.log").open("wb"),
+        )
         deadline = time.monotonic() + PROMPT_S
         while True:
             try:
@@ -675,8 +806,11 @@ def balanced(tmp_path: Path) -> Iterator[tuple[str, Ledger, Path, list[HttpServe
                 break
             except OSError:
                 if time.monotonic() > deadline or proxy.poll() is not None:
-                    raise AssertionError((conf_dir / "error.log").read_text() if (conf_dir / "error.log").exists()
-                                         else "nginx did not start") from None
+                    raise AssertionError(
+                        (conf_dir / "error.log").read_text()
+                        if (conf_dir / "error.log").exists()
+                        else "nginx did not start"
+                    ) from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp", ledger, conf_dir / "access.log", instances
     finally:
@@ -694,11 +828,14 @@ def balanced(tmp_path: Path) -> Iterator[tuple[str, Ledger, Path, list[HttpServe
 
 
 def test_behind_a_load_balancer_the_retry_resumes_on_the_other_instance(
-        balanced: tuple[str, Ledger, Path, list[HttpServe]]) -> None:
+    balanced: tuple[str, Ledger, Path, list[HttpServe]],
+) -> None:
     import mcp_types as types
 
     url, ledger, access, instances = balanced
-    code = LEDGER + """
+    code = (
+        LEDGER
+        + """
 const before = await ledger.record({ text: "one" });
 const [moved, closed] = await Promise.all([ledger.transfer({ to: "gus", amount: 7 }), ledger.close({ account: "x" })]);
 const after = await ledger.record({ text: "two" });
@@ -706,6 +843,7 @@ const closedToo = await ledger.close({ account: "y" });
 const again = await ledger.transfer({ to: "hal", amount: 1 });
 globalThis.__codemode_result__ = { before, moved, closed, after, closedToo, again };
 """
+    )
 
     def logged() -> list[str]:
         return access.read_text().splitlines() if access.exists() else []
@@ -723,40 +861,78 @@ globalThis.__codemode_result__ = { before, moved, closed, after, closedToo, agai
     async def body(client: Any) -> Any:
         await client.list_tools()
         rounds = []
-        result, where = await upstream_of(client.session.call_tool(TOOL, arguments(code), allow_input_required=True))
+        result, where = await upstream_of(
+            client.session.call_tool(TOOL, arguments(code), allow_input_required=True)
+        )
         rounds.append(where)
         while isinstance(result, types.InputRequiredResult):
             # `transfer` allowed for the rest of the run: the instance that resumes the last
             # round (not the one that was told) must know it from the sealed state.
             answers: dict[str, Action] = {
-                key: "run" if "transfer" in str(getattr(request.params, "message", "")) else "accept"
-                for key, request in (result.input_requests or {}).items()}
+                key: "run"
+                if "transfer" in str(getattr(request.params, "message", ""))
+                else "accept"
+                for key, request in (result.input_requests or {}).items()
+            }
             result, where = await upstream_of(retry(client, code, result.request_state, answers))
             rounds.append(where)
         return rounds, result.structured_content
 
     rounds, response = anyio.run(http_client, url, body, User())
     assert errors(response) == [], response["diagnostics"]
-    assert response["result"]["again"]["to"] == "hal" and response["result"]["closed"] == {"closed": "x"}
+    assert response["result"]["again"]["to"] == "hal" and response["result"]["closed"] == {
+        "closed": "x"
+    }
     # Three requests (two rounds of asks: transfer and close, then close), round robin: each
     # retry reached the other instance.
     assert len(rounds) == 3 and rounds[0] != rounds[1] != rounds[2], access.read_text()
-    assert set(rounds) == {server.url.removeprefix("http://").removesuffix("/mcp") for server in instances}
+    assert set(rounds) == {
+        server.url.removeprefix("http://").removesuffix("/mcp") for server in instances
+    }
     calls = ledger.tools()  # each exactly once (the two asked together in either order)
-    assert calls in (["record", "transfer", "close", "record", "close", "transfer"],
-                     ["record", "close", "transfer", "record", "close", "transfer"])
+    assert calls in (
+        ["record", "transfer", "close", "record", "close", "transfer"],
+        ["record", "close", "transfer", "record", "close", "transfer"],
+    )
     assert [e["approval"] for e in response["toolTrace"]] == [
-        "allowed", "approved", "approved", "allowed", "approved", "approved-for-run"]
+        "allowed",
+        "approved",
+        "approved",
+        "allowed",
+        "approved",
+        "approved-for-run",
+    ]
 
 
 def test_serve_help_names_the_sealing_secret_and_a_short_one_is_refused(tmp_path: Path) -> None:
-    shown = subprocess.run([PYTHON, "-m", "codemode_gen", "serve", "--help"], capture_output=True, text=True,
-                           env=child_env(), timeout=RUN_TIMEOUT)
+    shown = subprocess.run(
+        [PYTHON, "-m", "codemode_gen", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=RUN_TIMEOUT,
+    )
     assert "--state-secret" in shown.stdout and "CODEMODE_STATE_SECRET" in shown.stdout
     base, _ = make_project(tmp_path / "p")
-    for extra_args, extra_env in ((["--state-secret", "short"], {}), ([], {"CODEMODE_STATE_SECRET": ""})):
-        refused = subprocess.run([PYTHON, "-m", "codemode_gen", "serve", "--config", str(base / ".mcp.json"),
-                                  *extra_args], capture_output=True, text=True, env=child_env(**extra_env),
-                                 stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
+    for extra_args, extra_env in (
+        (["--state-secret", "short"], {}),
+        ([], {"CODEMODE_STATE_SECRET": ""}),
+    ):
+        refused = subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "codemode_gen",
+                "serve",
+                "--config",
+                str(base / ".mcp.json"),
+                *extra_args,
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env(**extra_env),
+            stdin=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT,
+        )
         assert refused.returncode != 0
         assert "32 characters" in refused.stderr and "openssl rand -hex 32" in refused.stderr

@@ -50,10 +50,15 @@ SHORT_RUN = (
 
 def check_long_run(sent: list[Sent]) -> None:
     progress = [p for p, _, _ in sent]
-    assert progress == sorted(progress) and len(set(progress)) == len(progress), sent  # strictly increasing
+    assert progress == sorted(progress) and len(set(progress)) == len(progress), (
+        sent
+    )  # strictly increasing
     assert all(total is None for _, total, _ in sent)
     messages = [m for _, _, m in sent]
-    assert messages[:2] == ["1 tool call done; last slow.sleep", "2 tool calls done; last slow.sleep"], messages
+    assert messages[:2] == [
+        "1 tool call done; last slow.sleep",
+        "2 tool calls done; last slow.sleep",
+    ], messages
     heartbeats = [m for m in messages[2:] if m is not None and m.startswith("running ")]
     assert len(heartbeats) >= 2, messages
     assert all(m.endswith("; 2 tool calls done") for m in heartbeats), messages
@@ -68,7 +73,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_a_run_with_a_progress_token_reports_progress_and_one_without_gets_none(project: Path) -> None:
+def test_a_run_with_a_progress_token_reports_progress_and_one_without_gets_none(
+    project: Path,
+) -> None:
     import mcp_types as types
 
     notified: list[Any] = []  # every notifications/progress the client received
@@ -78,14 +85,18 @@ def test_a_run_with_a_progress_token_reports_progress_and_one_without_gets_none(
             notified.append(message.params)
 
     async def body(client: Any) -> tuple[Any, list[Sent], int, Any, int]:
-        await client.call_tool("codemode.run", {"code": "1", "requestedCapabilities": ["slow"]})  # connect
+        await client.call_tool(
+            "codemode.run", {"code": "1", "requestedCapabilities": ["slow"]}
+        )  # connect
         sent: list[Sent] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             sent.append((progress, total, message))
 
         # The SDK's client puts a progressToken in the request's _meta when given a callback.
-        with_token = await client.call_tool("codemode.run", {"code": LONG_RUN}, progress_callback=on_progress)
+        with_token = await client.call_tool(
+            "codemode.run", {"code": LONG_RUN}, progress_callback=on_progress
+        )
         await asyncio.sleep(0.1)  # callbacks are spawned tasks: let the last one land
         seen_with = len(notified)
         without = await client.call_tool("codemode.run", {"code": SHORT_RUN})
@@ -93,7 +104,8 @@ def test_a_run_with_a_progress_token_reports_progress_and_one_without_gets_none(
         return with_token, sent, seen_with, without, len(notified) - seen_with
 
     with_token, sent, seen_with, without, seen_without = against_serve(
-        project, body, "--out", str(project / "out"), message_handler=on_message)
+        project, body, "--out", str(project / "out"), message_handler=on_message
+    )
     assert assert_ok(with_token.structured_content) == "done"
     check_long_run(sent)
     assert seen_with == len(sent)
@@ -265,15 +277,29 @@ def test_bridge_tells_on_call_done_of_every_finished_call_and_survives_a_failing
 
     config = ServerConfig(id="notes", transport="stdio", command="x")
     schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
-    view = ServerView(server_id="notes", config_id="notes", server_name="notes", live=True,
-                      tools={"get_note": ToolView("get_note", "get_note", input_schema=schema)})
-    bridge = Bridge(Catalog(servers={"notes": view}), FakeConnector(FakeSession(lambda name, args: ok({"id": 1}))),
-                    {"notes": config}, max_tool_calls=None, on_call_done=hook)
+    view = ServerView(
+        server_id="notes",
+        config_id="notes",
+        server_name="notes",
+        live=True,
+        tools={"get_note": ToolView("get_note", "get_note", input_schema=schema)},
+    )
+    bridge = Bridge(
+        Catalog(servers={"notes": view}),
+        FakeConnector(FakeSession(lambda name, args: ok({"id": 1}))),
+        {"notes": config},
+        max_tool_calls=None,
+        on_call_done=hook,
+    )
 
     async def go() -> list[HostReply]:
         return [
-            await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}),
-            await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "nope", "input": {}}),
+            await bridge.host_call(
+                {"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}
+            ),
+            await bridge.host_call(
+                {"op": "call", "serverId": "notes", "toolName": "nope", "input": {}}
+            ),
         ]
 
     first, second = asyncio.run(go())

@@ -44,7 +44,10 @@ def catalog_project(tmp_path: Path, sets: dict[str, list[dict[str, Any]]]) -> Pa
     """A project whose out/ holds these servers (real tool definitions); each is configured as
     the replay server, which is never started unless a script calls it."""
     servers = {
-        cid: {"command": "${CODEMODE_PYTHON:-python}", "args": ["test_servers/catalog_server.py", "stdio", "--catalog", "time"]}
+        cid: {
+            "command": "${CODEMODE_PYTHON:-python}",
+            "args": ["test_servers/catalog_server.py", "stdio", "--catalog", "time"],
+        }
         for cid in sets
     }
     return project_with(tmp_path, servers, out_tools=sets)
@@ -56,14 +59,18 @@ def listed_and_searched(proj: Path, cwd: Path, *extra: str) -> tuple[str, dict[s
         run = await client.call_tool("codemode.run", {"code": SEARCH_SCRIPT, "limits": RUN_LIMITS})
         return description, run.structured_content
 
-    (description, response), _ = serve_session(["--config", str(proj / ".mcp.json"), *extra], cwd, body)
+    (description, response), _ = serve_session(
+        ["--config", str(proj / ".mcp.json"), *extra], cwd, body
+    )
     return description, response
 
 
 def test_s4_4_demo_prompt_lists_every_export_within_its_share_of_tools_list(tmp_path: Path) -> None:
     manifest = json.loads((REPO / "out" / "manifest.json").read_text())
-    raw = sum(tools_list_bytes(json.loads((REPO / "fixtures" / s["configId"] / "tools.json").read_text()))
-              for s in manifest["servers"])
+    raw = sum(
+        tools_list_bytes(json.loads((REPO / "fixtures" / s["configId"] / "tools.json").read_text()))
+        for s in manifest["servers"]
+    )
 
     async def body(client: Any) -> Any:
         return (await client.list_tools()).tools[0].description
@@ -72,20 +79,28 @@ def test_s4_4_demo_prompt_lists_every_export_within_its_share_of_tools_list(tmp_
     # The demo's skills are listed after the servers, in their own share of the budget
     # (runtime/frontends/prompt.py MAX_SKILLS_SHARE): not part of what tools/list carries.
     servers_part, skills_head, skills_part = description.partition("\nSkills: ")
-    assert skills_head and all(f'"@codemode/skills/{s["name"]}"' in skills_part for s in manifest["skills"])
+    assert skills_head and all(
+        f'"@codemode/skills/{s["name"]}"' in skills_part for s in manifest["skills"]
+    )
     assert len(servers_part) <= DEMO_PROMPT_RATIO * raw, (len(servers_part), raw)
     for server in manifest["servers"]:
         for tool in server["tools"]:
             assert f"function {tool['exportName']}(" in description, tool["exportName"]
 
 
-def test_s4_4_many_servers_stay_within_the_budget_and_the_rest_is_discoverable(tmp_path: Path) -> None:
-    sets = {f"{cid}-{n}": load_catalog(cid)[1] for cid in catalog_ids() for n in (1, 2, 3)}  # 48 servers
+def test_s4_4_many_servers_stay_within_the_budget_and_the_rest_is_discoverable(
+    tmp_path: Path,
+) -> None:
+    sets = {
+        f"{cid}-{n}": load_catalog(cid)[1] for cid in catalog_ids() for n in (1, 2, 3)
+    }  # 48 servers
     proj = catalog_project(tmp_path, sets)
     description, response = listed_and_searched(proj, elsewhere(tmp_path))
     assert len(description) <= DEFAULT_PROMPT_BUDGET
     assert 'searchTools("what you need", { detail: "full" })' in description
-    assert response["diagnostics"] == [] or all(d["severity"] != "error" for d in response["diagnostics"])
+    assert response["diagnostics"] == [] or all(
+        d["severity"] != "error" for d in response["diagnostics"]
+    )
     assert response["result"]["top"].endswith("/get_current_time"), response
     assert "export function get_current_time(" in response["result"]["declaration"]
     assert response["result"]["again"] == response["result"]["declaration"]
@@ -96,10 +111,18 @@ def test_s4_4_many_servers_stay_within_the_budget_and_the_rest_is_discoverable(t
 
 def test_s4_4_five_thousand_tools_stay_within_the_budget(tmp_path: Path) -> None:
     pool = [t for cid in catalog_ids() for t in load_catalog(cid)[1]]
-    tools = [{**pool[i % len(pool)], "name": f"{pool[i % len(pool)]['name']}_{i}"} for i in range(5000)]
-    proj = project_with(tmp_path, {
-        "big": {"command": "${CODEMODE_PYTHON:-python}", "args": ["test_servers/catalog_server.py", "stdio"]},
-    })
+    tools = [
+        {**pool[i % len(pool)], "name": f"{pool[i % len(pool)]['name']}_{i}"} for i in range(5000)
+    ]
+    proj = project_with(
+        tmp_path,
+        {
+            "big": {
+                "command": "${CODEMODE_PYTHON:-python}",
+                "args": ["test_servers/catalog_server.py", "stdio"],
+            },
+        },
+    )
     write_out(proj / "out", [fixture_set("big", tools)])
     description, response = listed_and_searched(proj, elsewhere(tmp_path))
     assert len(description) <= DEFAULT_PROMPT_BUDGET
@@ -122,7 +145,9 @@ def descriptions_served(tmp_path: Path, ids: tuple[str, ...]) -> tuple[str, dict
     return description, json.loads((proj / "out" / "manifest.json").read_text())
 
 
-def test_s4_4_served_prompt_keeps_every_description_when_only_notes_do_not_fit(tmp_path: Path) -> None:
+def test_s4_4_served_prompt_keeps_every_description_when_only_notes_do_not_fit(
+    tmp_path: Path,
+) -> None:
     """github + playwright (51 tools): with every field note the prompt would not fit; served
     through a real client, it has every tool's description and notes for as many as fit."""
     description, manifest = descriptions_served(tmp_path, ("github", "playwright"))
@@ -175,7 +200,7 @@ def dts_examples(dts: str) -> list[str]:
     for block in re.findall(r"/\*\*(.*?)\*/", dts, flags=re.S):
         lines = [re.sub(r"^\s*\* ?", "", line) for line in block.splitlines()]
         if "@example" in lines:
-            body = lines[lines.index("@example") + 1:]
+            body = lines[lines.index("@example") + 1 :]
             examples.append("\n".join(line for line in body if line.strip()))
     return examples
 
@@ -199,11 +224,17 @@ def test_every_example_of_the_prompt_and_the_discovery_docs_runs_as_printed(tmp_
     for budget in (DEFAULT_PROMPT_BUDGET, 5_000):
         cwd = elsewhere(tmp_path / str(budget))
         (description, runs), _ = serve_session(
-            ["--config", str(REPO / ".mcp.json"), "--prompt-budget", str(budget)], cwd, body)
+            ["--config", str(REPO / ".mcp.json"), "--prompt-budget", str(budget)], cwd, body
+        )
         assert ("Not shown here" in description) == (budget < DEFAULT_PROMPT_BUDGET)
-        assert len(runs) >= (8 if "Not shown here" in description else 5), [code for code, _ in runs]
+        assert len(runs) >= (8 if "Not shown here" in description else 5), [
+            code for code, _ in runs
+        ]
         for code, response in runs:
-            assert not [d for d in response["diagnostics"] if d["severity"] == "error"], (code, response)
+            assert not [d for d in response["diagnostics"] if d["severity"] == "error"], (
+                code,
+                response,
+            )
             printed = json.dumps([response["logs"], response["result"]])
             assert "undefined" not in printed, (code, printed)
         # the examples really ran: they printed tools' declarations

@@ -63,18 +63,28 @@ def compact(value: Any) -> str:
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("serve-response")
     notes = f"sleep {START_DELAY_S}; exec {PYTHON} {script('notes_server')}"
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": "sh", "args": ["-c", notes]},
-        "calendar": {"command": PYTHON, "args": [script("calendar_server")]},
-    }}))
-    write_out(base / "out", load_fixtures(REPO / "fixtures"))  # the demo's out/, as generate wrote it
+    (base / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": "sh", "args": ["-c", notes]},
+                    "calendar": {"command": PYTHON, "args": [script("calendar_server")]},
+                }
+            }
+        )
+    )
+    write_out(
+        base / "out", load_fixtures(REPO / "fixtures")
+    )  # the demo's out/, as generate wrote it
     return base
 
 
 async def run(client: Any, code: str, **limits: Any) -> tuple[str, dict[str, Any]]:
     """(the text block the model reads, the response parsed from it); structuredContent is the
     same response."""
-    got = await client.call_tool("codemode.run", {"code": code, **({"limits": limits} if limits else {})})
+    got = await client.call_tool(
+        "codemode.run", {"code": code, **({"limits": limits} if limits else {})}
+    )
     assert not got.is_error and len(got.content) == 1
     text = got.content[0].text
     response = json.loads(text)
@@ -88,27 +98,53 @@ def test_s3_3_serve_gives_the_model_failed_calls_a_summary_and_no_idle_notes(pro
         description = (await client.list_tools()).tools[0].description
         first = await run(client, NINE_CALLS)  # connects notes: longer than CONNECT_NOTICE_MS
         full = await run(client, NINE_CALLS, trace="full")
-        none = await run(client, NINE_CALLS, trace="none", frobnicate=1)  # unknown keys pass (§3.2.4)
+        none = await run(
+            client, NINE_CALLS, trace="none", frobnicate=1
+        )  # unknown keys pass (§3.2.4)
         bad = await run(client, NINE_CALLS, trace="some")
         return description, first, full, none, bad
 
     description, (text, first), (_, full), (_, none), (_, bad) = against_serve(
-        project, body, "--out", str(project / "out"))
-    titles = ["Quarterly planning", "Groceries", "Search latency investigation", "Book club", "Release checklist"]
+        project, body, "--out", str(project / "out")
+    )
+    titles = [
+        "Quarterly planning",
+        "Groceries",
+        "Search latency investigation",
+        "Book club",
+        "Release checklist",
+    ]
     assert first["result"] == [*titles, *titles[:3], "ToolCallError"]
     # The default, "errors": the failed call in §3.3.2's shape, its error the server's own words.
     (failed,) = first["toolTrace"]
-    assert set(failed) == {"serverId", "toolName", "durationMs", "ok", "error"}  # approval "allowed" says nothing
+    assert set(failed) == {
+        "serverId",
+        "toolName",
+        "durationMs",
+        "ok",
+        "error",
+    }  # approval "allowed" says nothing
     assert failed["ok"] is False and failed["toolName"] == "get_note"
-    assert failed["error"] == "ToolCallError: Error executing tool get_note: note 99 not found (existing ids: 1, 2, 3, 4, 5)"
+    assert (
+        failed["error"]
+        == "ToolCallError: Error executing tool get_note: note 99 not found (existing ids: 1, 2, 3, 4, 5)"
+    )
     assert first["toolSummary"] == {"calls": {"notes.get_note": 9}, "failed": 1}
     # Connecting took over a second, and the run went well: nothing to say about it.
     assert first["diagnostics"] == []
     assert "CONNECT_TIME" not in text and "nothing to do" not in text
     # "full": every call; "none": no trace at all.
-    assert [e["ok"] for e in full["toolTrace"]] == [True] * 8 + [False] and "toolSummary" not in full
-    assert full["toolTrace"][-1] == {**failed, "durationMs": full["toolTrace"][-1]["durationMs"], "approval": "allowed"}
-    assert "toolTrace" not in none and "toolSummary" not in none and none["result"] == first["result"]
+    assert [e["ok"] for e in full["toolTrace"]] == [True] * 8 + [
+        False
+    ] and "toolSummary" not in full
+    assert full["toolTrace"][-1] == {
+        **failed,
+        "durationMs": full["toolTrace"][-1]["durationMs"],
+        "approval": "allowed",
+    }
+    assert (
+        "toolTrace" not in none and "toolSummary" not in none and none["result"] == first["result"]
+    )
     (invalid,) = bad["diagnostics"]
     assert invalid["code"] == "INVALID_LIMITS" and invalid["path"] == "/limits/trace"
     assert "'full', 'errors', 'none'" in invalid["message"]
@@ -127,16 +163,26 @@ def test_s3_3_serve_cuts_result_and_logs_to_the_budget_and_says_so(project: Path
         return whole, default, small
 
     (_, whole), *cut_runs = against_serve(project, body, "--out", str(project / "out"))
-    assert whole["diagnostics"] == [] and len(whole["result"]["rows"]) == 1000 and len(whole["logs"]) == 300
+    assert (
+        whole["diagnostics"] == []
+        and len(whole["result"]["rows"]) == 1000
+        and len(whole["logs"]) == 300
+    )
     full_result, full_logs = len(compact(whole["result"])), len(compact(whole["logs"]))
     for (text, response), budget in zip(cut_runs, (DEFAULT_MAX_RESPONSE_CHARS, 2000), strict=True):
         result, logs = response["result"], response["logs"]
         kept_result, kept_logs = len(compact(result)), len(compact(logs))
         assert kept_result + kept_logs <= budget
         # Cut deterministically, never silently: what is kept is the start of the real thing.
-        assert result["count"] == 1000 and result["rows"][-1] == f"…[+{1001 - len(result['rows'])} items]"
+        assert (
+            result["count"] == 1000
+            and result["rows"][-1] == f"…[+{1001 - len(result['rows'])} items]"
+        )
         assert result["rows"][:-1] == whole["result"]["rows"][: len(result["rows"]) - 1]
-        assert logs[0]["message"] == whole["logs"][0]["message"] and logs[-1]["message"] == whole["logs"][-1]["message"]
+        assert (
+            logs[0]["message"] == whole["logs"][0]["message"]
+            and logs[-1]["message"] == whole["logs"][-1]["message"]
+        )
         (marker,) = [e for e in logs if e["message"].startswith("…[+")]
         assert marker["level"] == "warn" and "log entries" in marker["message"]
         (note,) = response["diagnostics"]
@@ -145,7 +191,9 @@ def test_s3_3_serve_cuts_result_and_logs_to_the_budget_and_says_so(project: Path
         assert f"result {full_result} → {kept_result}" in note["message"]
         # The logs' full size (entries' timeMs differ from run to run by a digit or so each).
         stated = re.search(r"logs (\d+) → (\d+) \((\d+) of 300 entries kept\)", note["message"])
-        assert stated is not None and int(stated[2]) == kept_logs and int(stated[3]) == len(logs) - 1
+        assert (
+            stated is not None and int(stated[2]) == kept_logs and int(stated[3]) == len(logs) - 1
+        )
         assert abs(int(stated[1]) - full_logs) <= 300 * 3
         assert "summary" in note["hint"] or "aggregate" in note["hint"]
         # What the model reads is the budget plus a bounded rest (diagnostics, trace summary).
@@ -159,21 +207,35 @@ def test_serve_flags_set_the_defaults(project: Path) -> None:
     win)."""
 
     async def body(client: Any) -> Any:
-        flagged = await run(client, NINE_CALLS + DUMP.replace("import * as notes", "import * as notes2"))
+        flagged = await run(
+            client, NINE_CALLS + DUMP.replace("import * as notes", "import * as notes2")
+        )
         per_run = await run(client, NINE_CALLS, trace="errors", maxResponseChars=1000)
         return flagged, per_run
 
     (_, flagged), (_, per_run) = against_serve(
-        project, body, "--out", str(project / "out"), "--trace", "full", "--max-response-chars", "5000")
+        project,
+        body,
+        "--out",
+        str(project / "out"),
+        "--trace",
+        "full",
+        "--max-response-chars",
+        "5000",
+    )
     assert len(flagged["toolTrace"]) == 10 and "toolSummary" not in flagged  # --trace full
-    assert len(compact(flagged["result"])) + len(compact(flagged["logs"])) <= 5000  # --max-response-chars
+    assert (
+        len(compact(flagged["result"])) + len(compact(flagged["logs"])) <= 5000
+    )  # --max-response-chars
     assert [d["code"] for d in flagged["diagnostics"]] == [DiagnosticCode.RESPONSE_TRUNCATED]
     assert len(per_run["toolTrace"]) == 1 and per_run["toolSummary"]["failed"] == 1
 
 
 def test_print_config_repeats_the_response_flags_given(tmp_path: Path) -> None:
     config = tmp_path / ".mcp.json"
-    argv = serve_command(config, None, "codemode.run", 16_000, HostOptions(trace="none", max_response_chars=5000))
+    argv = serve_command(
+        config, None, "codemode.run", 16_000, HostOptions(trace="none", max_response_chars=5000)
+    )
     assert argv[-4:] == ["--trace", "none", "--max-response-chars", "5000"]
     default = serve_command(config, None, "codemode.run", 16_000)
     assert "--trace" not in default and "--max-response-chars" not in default

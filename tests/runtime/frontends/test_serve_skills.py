@@ -17,18 +17,18 @@ from tests.runtime_support import REPO, mcp_project, write_out
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-SKILL = '''import * as notes from "@codemode/servers/notes";
+SKILL = """import * as notes from "@codemode/servers/notes";
 
 /** How many notes there are. */
 export async function count_notes(input: {}): Promise<number> {
   void input;
   return (await notes.list_notes()).result.length;
 }
-'''
+"""
 PROPOSE = (
     'import { saveSkill } from "@codemode/skills";\n'
     "let out;\n"
-    f"try {{ out = await saveSkill({{ name: \"count_notes\", source: {json.dumps(SKILL)} }}); }}\n"
+    f'try {{ out = await saveSkill({{ name: "count_notes", source: {json.dumps(SKILL)} }}); }}\n'
     "catch (e) { out = { name: e.name, code: e.code, message: e.message }; }\n"
     "globalThis.__codemode_result__ = out;\n"
 )
@@ -56,14 +56,18 @@ def test_an_approved_proposal_is_written_and_the_user_saw_it(project: Path) -> N
     assert '"saveSkill"' in asked.message and "count_notes" in asked.message
     assert "How many notes there are." in asked.message  # the source is shown to the user
     assert [(e["serverId"], e["toolName"], e["approval"]) for e in response["toolTrace"]] == [
-        ("@skills", "saveSkill", "approved")]
+        ("@skills", "saveSkill", "approved")
+    ]
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 def test_a_declined_proposal_writes_nothing(project: Path, action: Any) -> None:
     user = Elicitor(action)
     response = served(project, propose, "--skills-writable", elicitor=user)
-    assert response["result"]["code"] == "APPROVAL_DENIED" and "nothing was written" in response["result"]["message"]
+    assert (
+        response["result"]["code"] == "APPROVAL_DENIED"
+        and "nothing was written" in response["result"]["message"]
+    )
     assert not (project / "skills").exists() or not any((project / "skills").iterdir())
     assert len(user.asked) == 1
 
@@ -78,7 +82,8 @@ def test_approve_all_does_not_write_a_skill_silently(project: Path) -> None:
 def test_an_invalid_proposal_is_refused_before_anyone_is_asked(project: Path) -> None:
     user = Elicitor("accept")
     code = PROPOSE.replace('name: \\"count_notes\\"', 'name: \\"../../escape\\"').replace(
-        '"count_notes"', '"../../escape"')
+        '"count_notes"', '"../../escape"'
+    )
     response = served(project, lambda c: propose(c, code), "--skills-writable", elicitor=user)
     assert "not a valid skill name" in response["result"]["message"], response
     assert user.asked == [] and not (project.parent / "escape.ts").exists()
@@ -91,12 +96,17 @@ def test_an_invalid_proposal_is_refused_before_anyone_is_asked(project: Path) ->
 def test_without_the_flag_there_is_no_skills_module(project: Path) -> None:
     user = Elicitor("accept")
     response = served(project, propose, elicitor=user)
-    assert any(d["code"] == "MODULE_NOT_FOUND" or "@codemode/skills" in d["message"] for d in response["diagnostics"])
+    assert any(
+        d["code"] == "MODULE_NOT_FOUND" or "@codemode/skills" in d["message"]
+        for d in response["diagnostics"]
+    )
     assert user.asked == [] and not (project / "skills").exists()
 
 
 @pytest.mark.parametrize(("action", "written"), [("accept", True), ("decline", False)])
-def test_on_2026_07_28_the_proposal_is_asked_through_input_required(project: Path, action: Any, written: bool) -> None:
+def test_on_2026_07_28_the_proposal_is_asked_through_input_required(
+    project: Path, action: Any, written: bool
+) -> None:
     """The same proposal on an MCP 2026-07-28 connection: the run ends asking (input_required),
     the SDK's driver asks the user and retries; only a yes writes the file, once."""
     from tests.runtime.frontends.test_serve_input_required import User
@@ -108,8 +118,15 @@ def test_on_2026_07_28_the_proposal_is_asked_through_input_required(project: Pat
         assert client.protocol_version == "2026-07-28"
         return await propose(client)
 
-    response = against_serve(project, body, "--trace", "full", "--skills-writable", elicitation_callback=user,
-                             mode="auto")
+    response = against_serve(
+        project,
+        body,
+        "--trace",
+        "full",
+        "--skills-writable",
+        elicitation_callback=user,
+        mode="auto",
+    )
     assert len(user.asked) == 1 and "count_notes" in user.asked[0].message
     target = project / "skills" / "count_notes.ts"
     if written:

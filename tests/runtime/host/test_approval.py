@@ -65,7 +65,9 @@ from tests.runtime_support import (
 pytestmark = pytest.mark.timeout(120)
 
 NOTES_TOOLS = json.loads((REPO / "fixtures" / "notes" / "tools.json").read_text())
-SQLITE_TOOLS = json.loads((REPO / "tests" / "data" / "catalogs" / "sqlite" / "tools.json").read_text())
+SQLITE_TOOLS = json.loads(
+    (REPO / "tests" / "data" / "catalogs" / "sqlite" / "tools.json").read_text()
+)
 # Read-only false and nothing said about destruction, which the MCP spec reads as
 # destructiveHint: true.
 TICK_ANNOTATIONS = {"readOnlyHint": False, "idempotentHint": False}
@@ -106,10 +108,14 @@ def test_tool_entry_beats_server_default_beats_project_default() -> None:
     get = tool(NOTES_TOOLS, "get_note")["annotations"]
     plain = bare()
     assert tool_policy(plain, "delete_note", delete) == "ask"  # auto
-    assert tool_policy(plain, "get_note", get, "ask-once") == "ask-once"  # hand-built: the project default
+    assert (
+        tool_policy(plain, "get_note", get, "ask-once") == "ask-once"
+    )  # hand-built: the project default
     server_allows = bare(approval_default="allow")
     assert tool_policy(server_allows, "delete_note", delete, "ask") == "allow"
-    per_tool = bare(approval={"delete_note": "ask-once", "get_note": "auto"}, approval_default="ask")
+    per_tool = bare(
+        approval={"delete_note": "ask-once", "get_note": "auto"}, approval_default="ask"
+    )
     assert tool_policy(per_tool, "delete_note", delete) == "ask-once"
     assert tool_policy(per_tool, "get_note", get) == "allow"  # auto → read-only
     assert tool_policy(per_tool, "update_note", None) == "ask"  # the server's default
@@ -117,11 +123,19 @@ def test_tool_entry_beats_server_default_beats_project_default() -> None:
 
 
 def test_toml_line_quotes_keys_toml_cannot_take_bare() -> None:
-    assert toml_line("notes", "delete_note", "allow") == '[servers.notes.approval] delete_note = "allow"'
-    assert toml_line("my.server", "tasks.add", "ask") == '[servers."my.server".approval] "tasks.add" = "ask"'
+    assert (
+        toml_line("notes", "delete_note", "allow")
+        == '[servers.notes.approval] delete_note = "allow"'
+    )
+    assert (
+        toml_line("my.server", "tasks.add", "ask")
+        == '[servers."my.server".approval] "tasks.add" = "ask"'
+    )
     line = toml_line("my.server", "tasks.add", "allow")
     header, entry = line.split("] ", 1)
-    assert load_settings_text(f"{header}]\n{entry}\n").servers["my.server"].approval == {"tasks.add": "allow"}
+    assert load_settings_text(f"{header}]\n{entry}\n").servers["my.server"].approval == {
+        "tasks.add": "allow"
+    }
 
 
 def load_settings_text(text: str) -> Settings:
@@ -134,8 +148,13 @@ def load_settings_text(text: str) -> Settings:
 
 
 def test_denial_says_why_and_how_to_change_the_policy() -> None:
-    for reason, needle in [("declined", "declined"), ("unavailable", "no way to ask"),
-                           ("timeout", "timeoutMs"), ("policy", "policy denies"), ("error", "failed")]:
+    for reason, needle in [
+        ("declined", "declined"),
+        ("unavailable", "no way to ask"),
+        ("timeout", "timeoutMs"),
+        ("policy", "policy denies"),
+        ("error", "failed"),
+    ]:
         outcome = ApprovalOutcome("denied", "ask", reason)  # type: ignore[arg-type]
         message, hint = denial_message(outcome, "notes", "notes", "delete_note")
         assert message.startswith("notes.delete_note was not called") and needle in message
@@ -144,7 +163,9 @@ def test_denial_says_why_and_how_to_change_the_policy() -> None:
         # Where nobody could be asked, the host's options are the user's other lever.
         flags = "serve --approve-all / run --yes" in hint
         assert flags == (reason in ("unavailable", "error")), (reason, hint)
-    _, hint = denial_message(ApprovalOutcome("denied", "ask", "timeout"), "notes", "notes", "delete_note")
+    _, hint = denial_message(
+        ApprovalOutcome("denied", "ask", "timeout"), "notes", "notes", "delete_note"
+    )
     assert "larger limits.timeoutMs" in hint
 
 
@@ -162,13 +183,26 @@ def test_approval_settings_parse_per_project_server_and_tool(tmp_path: Path) -> 
     assert notes.approval == {"delete_note": "ask-once", "export-csv": "deny"}
     assert notes.approval_default == "auto"
     assert notes.blocklist == ("export-csv",)  # deny is the blocklist (generate hides it too)
-    assert settings.servers["cal"].approval_default == "allow" and settings.servers["cal"].blocklist == ("drop",)
+    assert settings.servers["cal"].approval_default == "allow" and settings.servers[
+        "cal"
+    ].blocklist == ("drop",)
     assert load_settings_text("").approval == "auto"
 
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": "x"}, "cal": {"command": "x"}, "other": {"command": "x"}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": "x"},
+                    "cal": {"command": "x"},
+                    "other": {"command": "x"},
+                }
+            }
+        )
+    )
     configs = load_config(tmp_path / ".mcp.json", settings)
-    assert configs["notes"].approval_default == "auto" and configs["notes"].blocklist == ("export-csv",)
+    assert configs["notes"].approval_default == "auto" and configs["notes"].blocklist == (
+        "export-csv",
+    )
     assert configs["cal"].approval_default == "allow"
     assert configs["other"].approval_default == "ask"  # the project default, folded in
 
@@ -179,9 +213,18 @@ def test_approval_settings_parse_per_project_server_and_tool(tmp_path: Path) -> 
         ('approval = "sometimes"', ["approval must be one of", '"ask-once"', '"sometimes"']),
         ("approval = true", ["approval must be one of"]),
         ('[servers.notes]\napproval = "yes"', ["servers.notes.approval must be one of", '"yes"']),
-        ("[servers.notes]\napproval = 3", ["servers.notes.approval must be a string", "table of tool names"]),
-        ('[servers.notes.approval]\ndelete_note = "maybe"', ["servers.notes.approval.delete_note must be one of"]),
-        ("[servers.notes.approval]\ndelete_note = false", ["servers.notes.approval.delete_note", "got false"]),
+        (
+            "[servers.notes]\napproval = 3",
+            ["servers.notes.approval must be a string", "table of tool names"],
+        ),
+        (
+            '[servers.notes.approval]\ndelete_note = "maybe"',
+            ["servers.notes.approval.delete_note must be one of"],
+        ),
+        (
+            "[servers.notes.approval]\ndelete_note = false",
+            ["servers.notes.approval.delete_note", "got false"],
+        ),
         ('[servers.notes.approval]\n"" = "ask"', ["empty tool name"]),
     ],
 )
@@ -200,7 +243,9 @@ def test_approval_mistakes_are_user_errors_naming_the_key(text: str, needles: li
 def test_arguments_shown_are_redacted_cut_and_printable() -> None:
     config = bare(env={"API_KEY": "sk-live-123456789"})
     gate = ApprovalGate(redact_patterns=[r"tok-[0-9]+"])
-    text = gate.arguments_text(config, {"key": "sk-live-123456789", "t": "tok-42", "esc": "\x1b[2J\u202e"})
+    text = gate.arguments_text(
+        config, {"key": "sk-live-123456789", "t": "tok-42", "esc": "\x1b[2J\u202e"}
+    )
     assert "sk-live" not in text and "<redacted:API_KEY>" in text and "<redacted:pattern>" in text
     assert "\x1b" not in text and "\u202e" not in text
     long = gate.arguments_text(config, {"body": "x" * 50_000})
@@ -208,9 +253,19 @@ def test_arguments_shown_are_redacted_cut_and_printable() -> None:
 
 
 def decide(gate: ApprovalGate, tool_name: str = "delete_note", **kwargs: Any) -> Any:
-    annotations = tool(NOTES_TOOLS, tool_name)["annotations"] if tool_name in {t["name"] for t in NOTES_TOOLS} else None
+    annotations = (
+        tool(NOTES_TOOLS, tool_name)["annotations"]
+        if tool_name in {t["name"] for t in NOTES_TOOLS}
+        else None
+    )
     kwargs.setdefault("config", bare())
-    return gate.decide(server_id="notes", tool_name=tool_name, arguments={"id": 1}, annotations=annotations, **kwargs)
+    return gate.decide(
+        server_id="notes",
+        tool_name=tool_name,
+        arguments={"id": 1},
+        annotations=annotations,
+        **kwargs,
+    )
 
 
 def test_gate_fails_closed_without_an_approver_and_says_why() -> None:
@@ -228,12 +283,19 @@ def test_gate_fails_closed_without_an_approver_and_says_why() -> None:
             await decide(gate, approve=broken),
             await decide(gate, "get_note"),
             await decide(ApprovalGate(approve_all=True)),
-            await decide(gate, config=bare(approval_default="deny"), tool_name="summary_of_nothing"),
+            await decide(
+                gate, config=bare(approval_default="deny"), tool_name="summary_of_nothing"
+            ),
         ]
 
     none, cannot, broken, read_only, everything, denied = asyncio.run(main())
-    assert (none.decision, none.reason) == ("denied", "unavailable") and "no approver" in str(none.detail)
-    assert (cannot.reason, cannot.detail) == ("unavailable", "the client does not support elicitation")
+    assert (none.decision, none.reason) == ("denied", "unavailable") and "no approver" in str(
+        none.detail
+    )
+    assert (cannot.reason, cannot.detail) == (
+        "unavailable",
+        "the client does not support elicitation",
+    )
     assert (broken.decision, broken.reason) == ("denied", "error") and "boom" in str(broken.detail)
     assert read_only.decision == "allowed"
     assert everything.decision == "approved"
@@ -272,7 +334,10 @@ def test_gate_asks_the_same_tool_in_turn_and_remembers_ask_once_per_session() ->
         gate = ApprovalGate(approve=approve)
         twice = [o.decision for o in await asyncio.gather(decide(gate), decide(gate))]
         once_cfg = bare(approval={"delete_note": "ask-once"})
-        once = [o.decision for o in await asyncio.gather(*(decide(gate, config=once_cfg) for _ in range(3)))]
+        once = [
+            o.decision
+            for o in await asyncio.gather(*(decide(gate, config=once_cfg) for _ in range(3)))
+        ]
         other_session = (await decide(gate, config=once_cfg, session="client-2")).decision
         assert gate._locks == {}  # no lock outlives its asks (ever new sessions grow nothing)
         return twice, most, once, [other_session, *asked]
@@ -280,7 +345,13 @@ def test_gate_asks_the_same_tool_in_turn_and_remembers_ask_once_per_session() ->
     twice, most, once, rest = asyncio.run(main())
     assert twice == ["approved", "approved"] and most == 1  # asked in turn, never at once
     assert once == ["approved", "approved-for-session", "approved-for-session"]
-    assert rest == ["approved", "delete_note", "delete_note", "delete_note", "delete_note"]  # 2 + 1 + 1
+    assert rest == [
+        "approved",
+        "delete_note",
+        "delete_note",
+        "delete_note",
+        "delete_note",
+    ]  # 2 + 1 + 1
 
 
 def test_gate_one_answer_approves_a_tool_for_the_rest_of_the_run() -> None:
@@ -297,7 +368,9 @@ def test_gate_one_answer_approves_a_tool_for_the_rest_of_the_run() -> None:
 
         gate = ApprovalGate(approve=approve)
         run: set[tuple[str, str]] = set()
-        together = [o.decision for o in await asyncio.gather(*(decide(gate, run=run) for _ in range(20)))]
+        together = [
+            o.decision for o in await asyncio.gather(*(decide(gate, run=run) for _ in range(20)))
+        ]
         return {
             "together": together,
             "later": (await decide(gate, run=run)).decision,
@@ -309,10 +382,17 @@ def test_gate_one_answer_approves_a_tool_for_the_rest_of_the_run() -> None:
         }
 
     got = asyncio.run(main())
-    assert got["together"].count("approved") == 1 and got["together"].count("approved-for-run") == 19
+    assert (
+        got["together"].count("approved") == 1 and got["together"].count("approved-for-run") == 19
+    )
     assert got["later"] == "approved-for-run"
     assert got["other_tool"] == got["next_run"] == got["no_run"] == "approved"
-    assert got["asked"] == [("delete_note", True), ("update_note", True), ("delete_note", True), ("delete_note", True)]
+    assert got["asked"] == [
+        ("delete_note", True),
+        ("update_note", True),
+        ("delete_note", True),
+        ("delete_note", True),
+    ]
     assert got["run"] == [("notes", "delete_note"), ("notes", "update_note")]
 
 
@@ -320,6 +400,7 @@ def test_only_true_and_for_run_approve_and_ask_once_offers_no_run_answer() -> No
     async def main() -> list[tuple[str, bool]]:
         out = []
         for answer in ("yes", 1, "RUN", None, FOR_RUN, True):
+
             async def approve(request: ApprovalRequest, answer: Any = answer) -> Any:
                 return answer
 
@@ -332,31 +413,51 @@ def test_only_true_and_for_run_approve_and_ask_once_offers_no_run_answer() -> No
         out.append((first.decision, second.decision == "approved-for-session"))
         return out
 
-    assert asyncio.run(main()) == [("denied", True)] * 4 + [("approved", False)] * 2 + [("approved", True)]
+    assert asyncio.run(main()) == [("denied", True)] * 4 + [("approved", False)] * 2 + [
+        ("approved", True)
+    ]
     request = ApprovalGate().request("notes", bare(), "delete_note", {}, None, "ask-once")
-    assert not request.offers_run and ApprovalGate().request("notes", bare(), "x", {}, None, "ask").offers_run
+    assert (
+        not request.offers_run
+        and ApprovalGate().request("notes", bare(), "x", {}, None, "ask").offers_run
+    )
 
 
 # --------------------------------------------------------------------------- the policy table
 
-UNANNOTATED_CATALOGS = ("brave-search", "github", "gitlab", "google-maps", "puppeteer", "slack", "sqlite")
+UNANNOTATED_CATALOGS = (
+    "brave-search",
+    "github",
+    "gitlab",
+    "google-maps",
+    "puppeteer",
+    "slack",
+    "sqlite",
+)
 
 
 def catalog_project(tmp_path: Path, toml: str) -> tuple[Settings, dict[str, ServerConfig]]:
     """Every real catalog as a configured server, under codemode.toml `toml`."""
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {cid: {"command": "x"} for cid in catalog_ids()}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {cid: {"command": "x"} for cid in catalog_ids()}})
+    )
     (tmp_path / "codemode.toml").write_text(toml)
     settings = load_settings(tmp_path / "codemode.toml")
     return settings, load_config(tmp_path / ".mcp.json", settings)
 
 
-@pytest.mark.parametrize("toml", [
-    "",
-    'approval = "ask-once"\n[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
-    '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n[servers.slack.approval]\n"*" = "deny"\n'
-    'slack_list_channels = "auto"\n[servers.filesystem.approval]\nwrite_file = "ask"\nread_file = "auto"\n',
-])
-def test_policy_table_says_what_the_gate_decides_for_every_real_tool(tmp_path: Path, toml: str) -> None:
+@pytest.mark.parametrize(
+    "toml",
+    [
+        "",
+        'approval = "ask-once"\n[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
+        '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n[servers.slack.approval]\n"*" = "deny"\n'
+        'slack_list_channels = "auto"\n[servers.filesystem.approval]\nwrite_file = "ask"\nread_file = "auto"\n',
+    ],
+)
+def test_policy_table_says_what_the_gate_decides_for_every_real_tool(
+    tmp_path: Path, toml: str
+) -> None:
     settings, configs = catalog_project(tmp_path, toml)
     gate = ApprovalGate(project_default=settings.approval)
     rows = policy_table(settings, [(cid, load_catalog(cid)[1]) for cid in catalog_ids()])
@@ -364,30 +465,71 @@ def test_policy_table_says_what_the_gate_decides_for_every_real_tool(tmp_path: P
     for row in rows:
         config = configs[row.config_id]
         annotations = tool(load_catalog(row.config_id)[1], row.tool_name).get("annotations")
-        expected = "deny" if row.tool_name in config.blocklist else gate.policy(config, row.tool_name, annotations)
+        expected = (
+            "deny"
+            if row.tool_name in config.blocklist
+            else gate.policy(config, row.tool_name, annotations)
+        )
         assert row.policy == expected, row
         assert (row.source == "config") == (row.line is not None), row
 
 
 def test_policy_table_names_the_annotation_or_the_line_that_decided(tmp_path: Path) -> None:
-    settings, _ = catalog_project(tmp_path, (
-        'approval = "ask-once"\n'
-        '[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
-        '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n'
-        '[servers.slack.approval]\n"*" = "deny"\n'))
-    rows = {(r.config_id, r.tool_name): r for r in policy_table(
-        settings, [(cid, load_catalog(cid)[1]) for cid in ("sqlite", "github", "slack", "filesystem", "time")])}
+    settings, _ = catalog_project(
+        tmp_path,
+        (
+            'approval = "ask-once"\n'
+            '[servers.sqlite.approval]\nread_query = "allow"\nwrite_query = "deny"\n"*" = "auto"\n'
+            '[servers.github]\napproval = "allow"\nblocklist = ["push_files"]\n'
+            '[servers.slack.approval]\n"*" = "deny"\n'
+        ),
+    )
+    rows = {
+        (r.config_id, r.tool_name): r
+        for r in policy_table(
+            settings,
+            [
+                (cid, load_catalog(cid)[1])
+                for cid in ("sqlite", "github", "slack", "filesystem", "time")
+            ],
+        )
+    }
 
     def why(cid: str, name: str) -> tuple[str, str, str, int | None]:
         r = rows[(cid, name)]
         return r.policy, r.source, r.detail, r.line
 
-    assert why("sqlite", "read_query") == ("allow", "config", '[servers.sqlite.approval] read_query = "allow"', 3)
-    assert why("sqlite", "write_query") == ("deny", "config", '[servers.sqlite.approval] write_query = "deny"', 4)
-    assert why("sqlite", "list_tables") == ("ask", "default", "no annotations", None)  # "*" = "auto"
-    assert why("github", "create_issue") == ("allow", "config", '[servers.github] approval = "allow"', 7)
+    assert why("sqlite", "read_query") == (
+        "allow",
+        "config",
+        '[servers.sqlite.approval] read_query = "allow"',
+        3,
+    )
+    assert why("sqlite", "write_query") == (
+        "deny",
+        "config",
+        '[servers.sqlite.approval] write_query = "deny"',
+        4,
+    )
+    assert why("sqlite", "list_tables") == (
+        "ask",
+        "default",
+        "no annotations",
+        None,
+    )  # "*" = "auto"
+    assert why("github", "create_issue") == (
+        "allow",
+        "config",
+        '[servers.github] approval = "allow"',
+        7,
+    )
     assert why("github", "push_files") == ("deny", "config", "[servers.github] blocklist", 8)
-    assert why("slack", "slack_post_message") == ("deny", "config", '[servers.slack.approval] "*" = "deny"', 10)
+    assert why("slack", "slack_post_message") == (
+        "deny",
+        "config",
+        '[servers.slack.approval] "*" = "deny"',
+        10,
+    )
     assert why("filesystem", "write_file") == ("ask-once", "config", 'approval = "ask-once"', 1)
     plain = policy_table(Settings(), [("filesystem", load_catalog("filesystem")[1])])
     auto = {(r.config_id, r.tool_name): (r.policy, r.source, r.detail) for r in plain}
@@ -402,12 +544,18 @@ def test_tools_without_annotations_ask_before_every_call_by_default() -> None:
     defaulted = [r for r in rows if r.source == "default"]
     assert {r.config_id for r in defaulted} == set(UNANNOTATED_CATALOGS)
     assert all(r.policy == "ask" and r.detail == "no annotations" for r in defaulted)
-    writers = {("github", "push_files"), ("slack", "slack_post_message"), ("sqlite", "write_query"),
-               ("puppeteer", "puppeteer_evaluate"), ("gitlab", "create_or_update_file")}
+    writers = {
+        ("github", "push_files"),
+        ("slack", "slack_post_message"),
+        ("sqlite", "write_query"),
+        ("puppeteer", "puppeteer_evaluate"),
+        ("gitlab", "create_or_update_file"),
+    }
     assert writers <= {(r.config_id, r.tool_name) for r in defaulted}
     # Real servers that annotate say enough for every tool: nothing of theirs falls to the default.
     assert {r.config_id for r in rows} - set(UNANNOTATED_CATALOGS) == {
-        r.config_id for r in rows if r.source == "annotation"}
+        r.config_id for r in rows if r.source == "annotation"
+    }
 
 
 # --------------------------------------------------------------------------- through CodeMode (real server)
@@ -423,7 +571,9 @@ globalThis.__codemode_result__ = out;
 
 
 def delete_script(note_id: int) -> str:
-    return "import { ToolCallError } from '@codemode/errors';\n" + DELETE_AND_CHECK.replace("ID", str(note_id))
+    return "import { ToolCallError } from '@codemode/errors';\n" + DELETE_AND_CHECK.replace(
+        "ID", str(note_id)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -456,17 +606,31 @@ def test_s10_a_declined_call_is_never_sent_and_the_script_goes_on(host: HostThre
     result = assert_ok(response)
     assert result["still"] == 1  # the server never received the delete
     error = result["error"]
-    assert error["name"] == "ToolCallError" and error["isToolCallError"] and error["code"] == DENIED_CODE
+    assert (
+        error["name"] == "ToolCallError"
+        and error["isToolCallError"]
+        and error["code"] == DENIED_CODE
+    )
     assert "notes.delete_note was not called: the user declined it" in error["message"]
     assert '[servers.notes.approval] delete_note = "allow"' in error["hint"]
     [request] = approver.asked
-    assert (request.server_id, request.config_id, request.tool_name) == ("notes", "notes", "delete_note")
+    assert (request.server_id, request.config_id, request.tool_name) == (
+        "notes",
+        "notes",
+        "delete_note",
+    )
     assert request.arguments_text == '{"id": 1}' and request.policy == "ask"
     assert request.annotations is not None and request.annotations["destructiveHint"] is True
     # §3.3.2: the decision beside the required fields, no inputs or outputs.
     denied, read = response["toolTrace"]
-    assert denied == {"serverId": "notes", "toolName": "delete_note", "durationMs": denied["durationMs"],
-                      "ok": False, "error": f"ToolCallError: {DENIED_CODE} (declined)", "approval": "denied"}
+    assert denied == {
+        "serverId": "notes",
+        "toolName": "delete_note",
+        "durationMs": denied["durationMs"],
+        "ok": False,
+        "error": f"ToolCallError: {DENIED_CODE} (declined)",
+        "approval": "denied",
+    }
     assert read["approval"] == "allowed" and read["ok"] is True
 
 
@@ -525,7 +689,9 @@ globalThis.__codemode_result__ = r.map((n) => n.title);
 
 @pytest.mark.slow
 def test_ask_once_asks_once_per_session(tmp_path: Path) -> None:
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}})
+    )
     (tmp_path / "codemode.toml").write_text('[servers.notes.approval]\nupdate_note = "ask-once"\n')
     code = """
 import { update_note } from '@codemode/servers/notes';
@@ -536,13 +702,19 @@ globalThis.__codemode_result__ = r.map((n) => n.title);
     approver = Recorder(True)
 
     async def main() -> list[Response]:
-        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out", approve=approver) as cm:
+        async with CodeMode.from_config(
+            tmp_path / ".mcp.json", out=tmp_path / "out", approve=approver
+        ) as cm:
             return [await cm.run(code), await cm.run(code)]
 
     first, second = anyio.run(main)
     assert assert_ok(first) == ["a", "b"] and assert_ok(second) == ["a", "b"]
     assert len(approver.asked) == 1 and approver.asked[0].policy == "ask-once"
-    assert [e["approval"] for e in first["toolTrace"]] == ["approved", "approved-for-session", "approved-for-session"]
+    assert [e["approval"] for e in first["toolTrace"]] == [
+        "approved",
+        "approved-for-session",
+        "approved-for-session",
+    ]
     assert {e["approval"] for e in second["toolTrace"]} == {"approved-for-session"}
 
 
@@ -560,7 +732,11 @@ def sqlite_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread
     """The sqlite server's real tool list (none annotated), served by tests/servers/catalog_server.py."""
     base = tmp_path_factory.mktemp("approval-sqlite")
     write_out(base / "out", [fixture_set("sqlite", load_catalog("sqlite")[1])])
-    h = HostThread({"sqlite": stdio("sqlite", "catalog_server", "--catalog", "sqlite")}, base / "out", base / "logs")
+    h = HostThread(
+        {"sqlite": stdio("sqlite", "catalog_server", "--catalog", "sqlite")},
+        base / "out",
+        base / "logs",
+    )
     try:
         yield h
     finally:
@@ -575,8 +751,15 @@ def test_a_loop_of_50_calls_to_an_unannotated_tool_asks_once_when_the_user_appro
     response = sqlite_host.run(sqlite_loop(50), approve=approver)
     assert assert_ok(response) == 50  # every call reached the server
     (request,) = approver.asked
-    assert (request.tool_name, request.policy, request.annotations, request.offers_run) == ("write_query", "ask", None, True)
-    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + ["approved-for-run"] * 49
+    assert (request.tool_name, request.policy, request.annotations, request.offers_run) == (
+        "write_query",
+        "ask",
+        None,
+        True,
+    )
+    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + [
+        "approved-for-run"
+    ] * 49
     # The answer ends with its run: the next run asks again, and a plain yes covers one call.
     again = Recorder(True, True, True)
     response = sqlite_host.run(sqlite_loop(3), approve=again)
@@ -586,7 +769,9 @@ def test_a_loop_of_50_calls_to_an_unannotated_tool_asks_once_when_the_user_appro
 
 @pytest.mark.slow
 def test_deny_hides_the_tool_from_bindings_discovery_and_calls(tmp_path: Path) -> None:
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"notes": {"command": PYTHON, "args": [script("notes_server")]}}})
+    )
     (tmp_path / "codemode.toml").write_text('[servers.notes.approval]\ndelete_note = "deny"\n')
     code = """
 import * as notes from '@codemode/servers/notes';
@@ -600,16 +785,24 @@ globalThis.__codemode_result__ = { binding: typeof notes.delete_note, listed: na
 """
 
     async def main() -> Response:
-        async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out", approve_all=True) as cm:
+        async with CodeMode.from_config(
+            tmp_path / ".mcp.json", out=tmp_path / "out", approve_all=True
+        ) as cm:
             return await cm.run(code)
 
     assert assert_ok(anyio.run(main)) == {
-        "binding": "undefined", "listed": False, "others": True, "found": "ToolNotFoundError", "searched": False,
+        "binding": "undefined",
+        "listed": False,
+        "others": True,
+        "found": "ToolNotFoundError",
+        "searched": False,
     }
 
 
 @pytest.mark.slow
-def test_waiting_for_approval_is_told_as_progress_and_counts_within_timeout_ms(host: HostThread) -> None:
+def test_waiting_for_approval_is_told_as_progress_and_counts_within_timeout_ms(
+    host: HostThread,
+) -> None:
     notes: list[str | None] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -620,7 +813,9 @@ def test_waiting_for_approval_is_told_as_progress_and_counts_within_timeout_ms(h
         return True
 
     started = time.monotonic()
-    response = host.run(delete_script(5), limits={"timeoutMs": 1500}, progress=progress, approve=never)
+    response = host.run(
+        delete_script(5), limits={"timeoutMs": 1500}, progress=progress, approve=never
+    )
     assert time.monotonic() - started < PROMPT_S  # not the approver's hour
     assert "waiting for the user's approval of notes.delete_note" in notes
     entry = response["toolTrace"][0]
@@ -631,8 +826,15 @@ def test_waiting_for_approval_is_told_as_progress_and_counts_within_timeout_ms(h
     if "SANDBOX_LIMIT" not in codes(response, "error"):
         assert response["result"]["error"]["code"] == DENIED_CODE
         assert "timeoutMs" in response["result"]["error"]["message"]
-    assert assert_ok(host.run("import { get_note } from '@codemode/servers/notes';\n"
-                              "globalThis.__codemode_result__ = (await get_note({ id: 5 })).id;")) == 5
+    assert (
+        assert_ok(
+            host.run(
+                "import { get_note } from '@codemode/servers/notes';\n"
+                "globalThis.__codemode_result__ = (await get_note({ id: 5 })).id;"
+            )
+        )
+        == 5
+    )
 
 
 # --------------------------------------------------------------------------- `codemode-gen run`
@@ -646,10 +848,19 @@ CLI_TIMEOUT = 90.0
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("approval-cli")
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [script("notes_server")]},
-        "sqlite": {"command": PYTHON, "args": [script("catalog_server"), "stdio", "--catalog", "sqlite"]},
-    }}))
+    (base / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": PYTHON, "args": [script("notes_server")]},
+                    "sqlite": {
+                        "command": PYTHON,
+                        "args": [script("catalog_server"), "stdio", "--catalog", "sqlite"],
+                    },
+                }
+            }
+        )
+    )
     write_out(base / "out", [fixture_set("sqlite", load_catalog("sqlite")[1])])
     (base / "delete.js").write_text(delete_script(1))
     (base / "loop.js").write_text(sqlite_loop(20))
@@ -662,16 +873,27 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Arguments a script chose to read like the host's own words on the next terminal line.
-SPOOF = "\u2028(administrator) This call is read-only and pre-approved.\u2029\x85\r\u200b\u202e" + " " * 60 + "y"
+SPOOF = (
+    "\u2028(administrator) This call is read-only and pre-approved.\u2029\x85\r\u200b\u202e"
+    + " " * 60
+    + "y"
+)
 SPOOFED_SENTENCE = "(administrator) This call is read-only and pre-approved."
 
 
-def run_with_terminal(project: Path, answer: bytes, *args: str, script_name: str = "delete.js") -> tuple[dict[str, Any], str]:
+def run_with_terminal(
+    project: Path, answer: bytes, *args: str, script_name: str = "delete.js"
+) -> tuple[dict[str, Any], str]:
     """`codemode-gen run` with stdin and stderr on a pseudo-terminal (stdout piped): answers the
     first prompt with `answer`; returns the response and what the terminal showed."""
     leader, follower = os.openpty()
-    proc = subprocess.Popen([*CLI, "--no-pretty", *args, script_name], cwd=project, stdin=follower, stderr=follower,
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*CLI, "--no-pretty", *args, script_name],
+        cwd=project,
+        stdin=follower,
+        stderr=follower,
+        stdout=subprocess.PIPE,
+    )
     os.close(follower)
     shown = b""
     try:
@@ -722,11 +944,18 @@ def test_run_asks_on_the_terminal(project: Path, answer: bytes, approved: bool) 
 @pytest.mark.slow
 def test_run_a_approves_every_call_of_the_tool_in_this_run(project: Path) -> None:
     """`a` at the terminal: a loop of 20 calls to the unannotated write_query asks once."""
-    response, shown = run_with_terminal(project, b"a\n", "--limits", '{"timeoutMs": 20000}', script_name="loop.js")
-    assert shown.count("approval needed:") == 1 and "approval needed: sqlite.write_query (no annotations" in shown
+    response, shown = run_with_terminal(
+        project, b"a\n", "--limits", '{"timeoutMs": 20000}', script_name="loop.js"
+    )
+    assert (
+        shown.count("approval needed:") == 1
+        and "approval needed: sqlite.write_query (no annotations" in shown
+    )
     assert "approved: every call of sqlite.write_query in this run" in shown
     assert response["result"] == 20
-    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + ["approved-for-run"] * 19
+    assert [e["approval"] for e in response["toolTrace"]] == ["approved"] + [
+        "approved-for-run"
+    ] * 19
 
 
 @pytest.mark.slow
@@ -737,20 +966,30 @@ def test_run_shows_arguments_as_data_that_cannot_pass_for_the_prompt(project: Pa
     lines = question.split("\n")
     assert question.splitlines() == lines and "\r" not in question  # no line break the script made
     assert not [ch for ch in question if ch in "\x85\u2028\u2029\u200b\u202e\x1b"]
-    assert lines[0].startswith("notes.update_note (destructive") and lines[-1].startswith("Allow this call")
+    assert lines[0].startswith("notes.update_note (destructive") and lines[-1].startswith(
+        "Allow this call"
+    )
     data = [line for line in lines if line.startswith("│ ")]
     assert data == lines[2:-1]  # the heading, then only gutter lines, then the question
     shown_json = "".join(line[2:] for line in data)
     assert "  " not in shown_json  # no padding: runs of spaces are escaped
-    assert SPOOFED_SENTENCE in shown_json and SPOOFED_SENTENCE not in lines[0] + lines[1] + lines[-1]
+    assert (
+        SPOOFED_SENTENCE in shown_json and SPOOFED_SENTENCE not in lines[0] + lines[1] + lines[-1]
+    )
     assert json.loads(shown_json) == {"body": SPOOF, "id": 2}
 
 
 @pytest.mark.slow
 def test_run_without_a_terminal_denies_and_yes_approves(project: Path) -> None:
     def run(*args: str) -> dict[str, Any]:
-        proc = subprocess.run([*CLI, "--no-pretty", *args, "delete.js"], cwd=project, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        proc = subprocess.run(
+            [*CLI, "--no-pretty", *args, "delete.js"],
+            cwd=project,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "[y/N]" not in proc.stderr
         response: dict[str, Any] = json.loads(proc.stdout)
@@ -758,10 +997,17 @@ def test_run_without_a_terminal_denies_and_yes_approves(project: Path) -> None:
 
     denied = run()
     assert denied["result"]["still"] == 1 and denied["result"]["error"]["code"] == DENIED_CODE
-    assert "not a terminal" in denied["result"]["error"]["message"] and "--yes" in denied["result"]["error"]["message"]
+    assert (
+        "not a terminal" in denied["result"]["error"]["message"]
+        and "--yes" in denied["result"]["error"]["message"]
+    )
     assert denied["toolTrace"][0] | {"durationMs": 0} == {
-        "serverId": "notes", "toolName": "delete_note", "durationMs": 0, "ok": False,
-        "error": f"ToolCallError: {DENIED_CODE} (unavailable)", "approval": "denied",
+        "serverId": "notes",
+        "toolName": "delete_note",
+        "durationMs": 0,
+        "ok": False,
+        "error": f"ToolCallError: {DENIED_CODE} (unavailable)",
+        "approval": "denied",
     }
     approved = run("--yes")
     assert approved["result"] == {"deleted": True, "still": None}

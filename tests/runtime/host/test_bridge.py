@@ -40,7 +40,9 @@ class FakeSession:
         self.closed = False
         self.calls: list[tuple[str, Any, float | None]] = []
 
-    async def call_tool(self, name: str, arguments: Any, *, timeout: float | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: Any, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         self.calls.append((name, arguments, timeout))
         result = self.answer(name, arguments)
         if isinstance(result, BaseException):
@@ -53,7 +55,9 @@ class FakeSession:
 class FakeConnector:
     """CodeMode's part the bridge uses: sessions and live tool lists, by config id."""
 
-    def __init__(self, session: FakeSession, live: LiveServer | BaseException | None = None) -> None:
+    def __init__(
+        self, session: FakeSession, live: LiveServer | BaseException | None = None
+    ) -> None:
         self.session_obj = session
         self.live_answer = live
         self.sessions_asked = 0
@@ -85,21 +89,36 @@ def make(
     tools: dict[str, ToolView] | None = None,
     redact_patterns: tuple[str, ...] = (),
 ) -> tuple[Bridge, FakeConnector, FakeSession]:
-    config = config or ServerConfig(id="notes", transport="stdio", command="x", blocklist=("secret",), call_timeout=7.0)
+    config = config or ServerConfig(
+        id="notes", transport="stdio", command="x", blocklist=("secret",), call_timeout=7.0
+    )
     view = ServerView(
-        server_id="notes", config_id="notes", server_name="notes", live=live,
-        tools=tools if tools is not None else {"get_note": ToolView("get_note", "get_note", input_schema=NOTE_SCHEMA)},
+        server_id="notes",
+        config_id="notes",
+        server_name="notes",
+        live=live,
+        tools=tools
+        if tools is not None
+        else {"get_note": ToolView("get_note", "get_note", input_schema=NOTE_SCHEMA)},
     )
     catalog = Catalog(servers={"notes": view, "archive": ServerView("archive", None, "archive")})
     session = FakeSession(answer)
     connector = FakeConnector(session, live_answer)
     ticks = iter(range(0, 10_000_000, 5))
-    bridge = Bridge(catalog, connector, {"notes": config}, max_tool_calls=max_tool_calls,
-                    clock=lambda: next(ticks) / 1000, redact_patterns=redact_patterns)
+    bridge = Bridge(
+        catalog,
+        connector,
+        {"notes": config},
+        max_tool_calls=max_tool_calls,
+        clock=lambda: next(ticks) / 1000,
+        redact_patterns=redact_patterns,
+    )
     return bridge, connector, session
 
 
-def call(bridge: Bridge, tool: str = "get_note", server: str = "notes", **request: Any) -> HostReply:
+def call(
+    bridge: Bridge, tool: str = "get_note", server: str = "notes", **request: Any
+) -> HostReply:
     body = {"op": "call", "serverId": server, "toolName": tool, **request}
     if "input" not in request and "inputRejected" not in request:
         body["input"] = {"id": 1}
@@ -118,7 +137,12 @@ def test_a_call_is_validated_dispatched_unwrapped_and_traced() -> None:
     assert call(bridge, input={"id": 2}) == {"ok": True, "value": {"id": 1}}
     assert session.calls == [("get_note", {"id": 1}, 7.0), ("get_note", {"id": 2}, 7.0)]
     assert connector.sessions_asked == 1  # the run keeps the session it obtained
-    assert bridge.trace[0] == {"serverId": "notes", "toolName": "get_note", "durationMs": 5, "ok": True}
+    assert bridge.trace[0] == {
+        "serverId": "notes",
+        "toolName": "get_note",
+        "durationMs": 5,
+        "ok": True,
+    }
     assert bridge.diagnostics() == []
 
 
@@ -130,7 +154,10 @@ def test_text_results_are_unwrapped_per_s5_3_2() -> None:
 def test_unsupported_request() -> None:
     bridge, _, session = make()
     reply = asyncio.run(bridge.host_call({"op": "eval"}))
-    assert error(reply)["errorClass"] == "ToolCallError" and "unsupported host request" in error(reply)["message"]
+    assert (
+        error(reply)["errorClass"] == "ToolCallError"
+        and "unsupported host request" in error(reply)["message"]
+    )
     assert session.calls == [] and bridge.trace == []
 
 
@@ -148,38 +175,68 @@ def test_unknown_and_blocked_tools() -> None:
     err = error(call(bridge, tool="get_notes"))
     assert err["errorClass"] == "ToolNotFoundError" and err["hint"] == "did you mean 'get_note'?"
     err = error(call(bridge, tool="secret"))
-    assert err["errorClass"] == "ToolNotFoundError" and "blocked by the host's configuration" in err["message"]
+    assert (
+        err["errorClass"] == "ToolNotFoundError"
+        and "blocked by the host's configuration" in err["message"]
+    )
     assert session.calls == []
 
 
 def test_first_call_of_a_server_takes_the_live_tool_list_once() -> None:
-    listed = LiveServer(server_json={}, tools=({"name": "get_note", "inputSchema": NOTE_SCHEMA}, {"name": "new_tool"}))
-    tools = {"gone": ToolView("gone", "gone"), "get_note": ToolView("get_note", "get_note", input_schema=NOTE_SCHEMA)}
+    listed = LiveServer(
+        server_json={},
+        tools=({"name": "get_note", "inputSchema": NOTE_SCHEMA}, {"name": "new_tool"}),
+    )
+    tools = {
+        "gone": ToolView("gone", "gone"),
+        "get_note": ToolView("get_note", "get_note", input_schema=NOTE_SCHEMA),
+    }
     bridge, connector, _ = make(live=False, live_answer=listed, tools=tools)
-    assert error(call(bridge, tool="gone"))["errorClass"] == "ToolNotFoundError"  # gone since generate
+    assert (
+        error(call(bridge, tool="gone"))["errorClass"] == "ToolNotFoundError"
+    )  # gone since generate
     assert call(bridge)["ok"] and call(bridge, tool="new_tool", input={})["ok"]
     assert connector.lives_asked == 1 and bridge.catalog.servers["notes"].live
 
 
-@pytest.mark.parametrize(("failure", "error_class", "text"), [
-    (ConnectError("notes", "command not found: x"), "ServerNotFoundError", "not connected: command not found: x"),
-    (AuthError("notes", "HTTP 401", status=401), "AuthenticationError", "rejected the connection: HTTP 401"),
-    (CallError(-32603, "boom"), "ServerNotFoundError", "tools/list failed: boom"),
-])
+@pytest.mark.parametrize(
+    ("failure", "error_class", "text"),
+    [
+        (
+            ConnectError("notes", "command not found: x"),
+            "ServerNotFoundError",
+            "not connected: command not found: x",
+        ),
+        (
+            AuthError("notes", "HTTP 401", status=401),
+            "AuthenticationError",
+            "rejected the connection: HTTP 401",
+        ),
+        (CallError(-32603, "boom"), "ServerNotFoundError", "tools/list failed: boom"),
+    ],
+)
 def test_a_server_that_cannot_connect_fails_every_call_the_same_way(
     failure: BaseException, error_class: str, text: str
 ) -> None:
     bridge, connector, session = make(live=False, live_answer=failure)
     for _ in range(2):
         err = error(call(bridge))
-        assert err["errorClass"] == error_class and text in err["message"] and err["serverId"] == "notes"
+        assert (
+            err["errorClass"] == error_class
+            and text in err["message"]
+            and err["serverId"] == "notes"
+        )
     assert connector.lives_asked == 1 and session.calls == []
 
 
 def test_invalid_input_is_a_schema_validation_error_and_nothing_is_sent() -> None:
     bridge, _, session = make()
     err = error(call(bridge, input={"id": "one"}))
-    assert err["errorClass"] == "SchemaValidationError" and err["path"] == "/id" and err["serverId"] == "notes"
+    assert (
+        err["errorClass"] == "SchemaValidationError"
+        and err["path"] == "/id"
+        and err["serverId"] == "notes"
+    )
     assert bridge.trace[-1]["error"].startswith("SchemaValidationError at /id")
     err = error(call(bridge, inputRejected={"reason": "depth"}))
     assert err["errorClass"] == "SchemaValidationError"
@@ -187,13 +244,35 @@ def test_invalid_input_is_a_schema_validation_error_and_nothing_is_sent() -> Non
     assert session.calls == []
 
 
-@pytest.mark.parametrize(("failure", "error_class", "fields", "summary"), [
-    (CallTimeout(None, "timed out"), "ToolCallError", {"code": "timeout"}, "ToolCallError: timeout after 7 s"),
-    (CallError(-32602, "bad params"), "ToolCallError", {"code": -32602}, "ToolCallError: JSON-RPC error -32602: bad params"),
-    (CallAuthError(None, "token revoked", status=403), "AuthenticationError", {"code": 403},
-     "AuthenticationError (403): token revoked"),
-    (ConnectError("notes", "connection refused"), "ToolCallError", {}, "ToolCallError: connection failed: connection refused"),
-])
+@pytest.mark.parametrize(
+    ("failure", "error_class", "fields", "summary"),
+    [
+        (
+            CallTimeout(None, "timed out"),
+            "ToolCallError",
+            {"code": "timeout"},
+            "ToolCallError: timeout after 7 s",
+        ),
+        (
+            CallError(-32602, "bad params"),
+            "ToolCallError",
+            {"code": -32602},
+            "ToolCallError: JSON-RPC error -32602: bad params",
+        ),
+        (
+            CallAuthError(None, "token revoked", status=403),
+            "AuthenticationError",
+            {"code": 403},
+            "AuthenticationError (403): token revoked",
+        ),
+        (
+            ConnectError("notes", "connection refused"),
+            "ToolCallError",
+            {},
+            "ToolCallError: connection failed: connection refused",
+        ),
+    ],
+)
 def test_session_failures_map_to_error_classes(
     failure: BaseException, error_class: str, fields: dict[str, Any], summary: str
 ) -> None:
@@ -220,18 +299,28 @@ def test_s3_3_2_a_failed_entry_says_the_servers_message_redacted_on_one_line_and
     secret = "s3cr3t-token-value"
     config = ServerConfig(id="notes", transport="stdio", command="x", env={"API_KEY": secret})
     text = f"upstream said:\n  bad key {secret} for account acct-12345\n" + "detail " * 200
-    bridge, _, _ = make(lambda name, args: {"content": [{"type": "text", "text": text}], "isError": True},
-                        config=config, redact_patterns=("acct-[0-9]+",))
+    bridge, _, _ = make(
+        lambda name, args: {"content": [{"type": "text", "text": text}], "isError": True},
+        config=config,
+        redact_patterns=("acct-[0-9]+",),
+    )
     err = error(call(bridge))
     assert secret in err["message"]  # the script sees the server's own answer
     summary = bridge.trace[-1]["error"]
-    assert summary.startswith("ToolCallError: upstream said: bad key <redacted:API_KEY> for account <redacted:pattern> detail")
+    assert summary.startswith(
+        "ToolCallError: upstream said: bad key <redacted:API_KEY> for account <redacted:pattern> detail"
+    )
     assert secret not in summary and "acct-12345" not in summary and "\n" not in summary
     head, marker = summary.split("…[+")
     assert len(head) == MAX_TRACE_ERROR_CHARS and marker.endswith(" chars]")
-    bridge, _, _ = make(lambda name, args: CallError(-32000, f"no such account {secret}"), config=config)
+    bridge, _, _ = make(
+        lambda name, args: CallError(-32000, f"no such account {secret}"), config=config
+    )
     error(call(bridge))
-    assert bridge.trace[-1]["error"] == "ToolCallError: JSON-RPC error -32000: no such account <redacted:API_KEY>"
+    assert (
+        bridge.trace[-1]["error"]
+        == "ToolCallError: JSON-RPC error -32000: no such account <redacted:API_KEY>"
+    )
 
 
 def test_counts_tally_every_call_per_tool_and_the_failed_ones() -> None:
@@ -270,7 +359,9 @@ def test_max_tool_calls_ends_the_run() -> None:
 
 def test_unboxing_returns_the_field_and_says_so_when_it_is_missing() -> None:
     box = Box("result", "x-dedalus-box")
-    tools = {"count": ToolView("count", "count", input_schema={"type": "object"}, box=box, unboxed=True)}
+    tools = {
+        "count": ToolView("count", "count", input_schema={"type": "object"}, box=box, unboxed=True)
+    }
     answers = iter([ok({"result": 3}), ok({"other": 1}), ok({"other": 2})])
     bridge, _, _ = make(lambda name, args: next(answers), tools=tools)
     assert call(bridge, tool="count", input={}) == {"ok": True, "value": 3}
@@ -284,7 +375,9 @@ def test_trace_is_bounded_and_says_so() -> None:
 
     async def many() -> None:
         for _ in range(MAX_TRACE_ENTRIES + 3):
-            await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}})
+            await bridge.host_call(
+                {"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}
+            )
 
     asyncio.run(many())
     assert len(bridge.trace) == MAX_TRACE_ENTRIES and bridge.trace_dropped == 3
@@ -299,16 +392,28 @@ def test_aclose_cancels_calls_in_flight_and_refuses_later_ones() -> None:
     bridge, _, session = make(lambda name, args: never())
 
     async def scenario() -> HostReply:
-        task = asyncio.ensure_future(bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note",
-                                                       "input": {"id": 1}}))
+        task = asyncio.ensure_future(
+            bridge.host_call(
+                {"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}
+            )
+        )
         while not session.calls:
             await asyncio.sleep(0)
         await bridge.aclose()
         assert task.cancelled()
-        return await bridge.host_call({"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}})
+        return await bridge.host_call(
+            {"op": "call", "serverId": "notes", "toolName": "get_note", "input": {"id": 1}}
+        )
 
     late = asyncio.run(scenario())
     assert "the run has ended" in error(late)["message"]
-    assert bridge.trace == [{"serverId": "notes", "toolName": "get_note", "durationMs": 5, "ok": False,
-                             "error": "ToolCallError: cancelled when the run ended"}]
+    assert bridge.trace == [
+        {
+            "serverId": "notes",
+            "toolName": "get_note",
+            "durationMs": 5,
+            "ok": False,
+            "error": "ToolCallError: cancelled when the run ended",
+        }
+    ]
     assert len(session.calls) == 1

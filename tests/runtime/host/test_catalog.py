@@ -29,8 +29,11 @@ def cfg(cid: str) -> ServerConfig:
 def test_tools_from_live_hides_blocklisted_and_keeps_inferred_output_schema() -> None:
     known = {"get": ToolView("get", "get", output_schema={"type": "object", "title": "inferred"})}
     views = tools_from_live(
-        [{"name": "get", "inputSchema": {"type": "object"}}, {"name": "drop", "inputSchema": {}},
-         {"name": "2x", "outputSchema": {"type": "object", "title": "declared"}}],
+        [
+            {"name": "get", "inputSchema": {"type": "object"}},
+            {"name": "drop", "inputSchema": {}},
+            {"name": "2x", "outputSchema": {"type": "object", "title": "declared"}},
+        ],
         blocklist=["drop"],
         known=known,
     )
@@ -57,9 +60,13 @@ def test_stale_message_is_bounded() -> None:
 
 def test_s5_0_1_module_paths_keep_out_choices_and_disambiguate_new_servers() -> None:
     manifest = manifest_document(
-        fixtures_hash="sha256:0", sources={}, servers=[{"serverId": "notes", "configId": "notes", "tools": []}]
+        fixtures_hash="sha256:0",
+        sources={},
+        servers=[{"serverId": "notes", "configId": "notes", "tools": []}],
     )
-    paths = module_paths_for(manifest, {"notes": cfg("notes"), "Notes": cfg("Notes"), "My Cal": cfg("My Cal")})
+    paths = module_paths_for(
+        manifest, {"notes": cfg("notes"), "Notes": cfg("Notes"), "My Cal": cfg("My Cal")}
+    )
     assert paths["notes"] == "notes"
     assert paths["Notes"] == "notes--2"
     assert paths["My Cal"] == "my-cal"
@@ -76,8 +83,12 @@ def test_read_manifest_missing_is_none_and_malformed_is_a_user_error(tmp_path: P
 def _out_view(**changes: object) -> ToolView:
     """A tool as out/ describes it: generated from LIVE_GET with an inferred output schema."""
     view = ToolView(
-        "get", "get", description="Fetch one.", annotations={"readOnlyHint": True},
-        input_schema={"type": "object"}, output_schema={"type": "object", "title": "inferred"},
+        "get",
+        "get",
+        description="Fetch one.",
+        annotations={"readOnlyHint": True},
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "title": "inferred"},
         declaration="/** Fetch one. */\nexport function get(input: {}): Promise<Get>;",
         declared_output_schema=None,
     )
@@ -86,15 +97,27 @@ def _out_view(**changes: object) -> ToolView:
     return view
 
 
-LIVE_GET = {"name": "get", "description": "Fetch one.", "annotations": {"readOnlyHint": True},
-            "inputSchema": {"type": "object"}}
+LIVE_GET = {
+    "name": "get",
+    "description": "Fetch one.",
+    "annotations": {"readOnlyHint": True},
+    "inputSchema": {"type": "object"},
+}
 
 
-@pytest.mark.parametrize("change", [
-    {}, {"description": "Fetch two."}, {"annotations": {"readOnlyHint": False}},
-    {"inputSchema": {"type": "object", "required": ["id"]}}, {"outputSchema": {"type": "object"}},
-])
-def test_s4_3_out_declaration_kept_only_for_the_definition_it_was_generated_from(change: dict) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"description": "Fetch two."},
+        {"annotations": {"readOnlyHint": False}},
+        {"inputSchema": {"type": "object", "required": ["id"]}},
+        {"outputSchema": {"type": "object"}},
+    ],
+)
+def test_s4_3_out_declaration_kept_only_for_the_definition_it_was_generated_from(
+    change: dict,
+) -> None:
     known = {"get": _out_view()}
     view = tools_from_live([{**LIVE_GET, **change}], blocklist=[], known=known)["get"]
     assert view.declaration == (known["get"].declaration if not change else None)
@@ -104,26 +127,57 @@ def test_s4_3_out_declaration_kept_only_for_the_definition_it_was_generated_from
 def test_s4_3_out_declaration_holds_for_a_declared_output_schema_too(tmp_path: Path) -> None:
     declared = {"type": "object", "properties": {"id": {"type": "integer"}}}
     known = {"get": _out_view(output_schema=declared, declared_output_schema=declared)}
-    view = tools_from_live([{**LIVE_GET, "outputSchema": declared}], blocklist=[], known=known)["get"]
+    view = tools_from_live([{**LIVE_GET, "outputSchema": declared}], blocklist=[], known=known)[
+        "get"
+    ]
     assert view.declaration is not None
     # A manifest without output provenance counts its schema as declared: a live tool without
     # one no longer matches, so the declaration is dropped rather than possibly wrong.
-    entry: ServerEntry = {"serverId": "s", "configId": "s", "tools": [
-        {"toolName": "get", "exportName": "get", "outputSchema": declared, "inputSchema": {"type": "object"},
-         "declaration": "x"}]}
+    entry: ServerEntry = {
+        "serverId": "s",
+        "configId": "s",
+        "tools": [
+            {
+                "toolName": "get",
+                "exportName": "get",
+                "outputSchema": declared,
+                "inputSchema": {"type": "object"},
+                "declaration": "x",
+            }
+        ],
+    }
     manifest = manifest_document(fixtures_hash="sha256:0", sources={}, servers=[entry])
     legacy = manifest_views(manifest, tmp_path, {"s": cfg("s")})["s"].tools["get"]
     bare = {"name": "get", "inputSchema": {"type": "object"}}
-    assert tools_from_live([{**bare, "outputSchema": declared}], [], known={"get": legacy})["get"].declaration == "x"
+    assert (
+        tools_from_live([{**bare, "outputSchema": declared}], [], known={"get": legacy})[
+            "get"
+        ].declaration
+        == "x"
+    )
     assert tools_from_live([bare], [], known={"get": legacy})["get"].declaration is None
 
 
 def test_s4_3_adopt_built_export_names_and_declarations() -> None:
-    built = {"tools": [
-        {"toolName": "get", "exportName": "get__2", "declaration": "export function get__2(): Promise<unknown>;"},
-        {"toolName": "put", "exportName": "put", "declaration": "export function put(): Promise<unknown>;"},
-        {"toolName": "gone", "exportName": "gone", "declaration": "export function gone(): Promise<unknown>;"},
-    ]}
+    built = {
+        "tools": [
+            {
+                "toolName": "get",
+                "exportName": "get__2",
+                "declaration": "export function get__2(): Promise<unknown>;",
+            },
+            {
+                "toolName": "put",
+                "exportName": "put",
+                "declaration": "export function put(): Promise<unknown>;",
+            },
+            {
+                "toolName": "gone",
+                "exportName": "gone",
+                "declaration": "export function gone(): Promise<unknown>;",
+            },
+        ]
+    }
     # The built module is the one imported: its names win, its text replaces a renamed one.
     tools = {"get": _out_view(), "put": ToolView("put", "put", declaration="kept from out/")}
     adopt_built(tools, built, export_names=True)

@@ -17,7 +17,14 @@ from codemode_gen.runtime.host.hints_schema import (
     shape,
 )
 
-NOTE: dict[str, Any] = {"type": "object", "title": "Note", "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}
+NOTE: dict[str, Any] = {
+    "type": "object",
+    "title": "Note",
+    "properties": {
+        "id": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+}
 BOXED: dict[str, Any] = {
     "type": "object",
     "properties": {"result": {"type": "array", "items": {"$ref": "#/$defs/Note"}}},
@@ -69,7 +76,10 @@ def test_shape_names_titled_refs_and_cuts_wide_objects() -> None:
 
 
 def test_declared_return_reads_the_promise_of_a_declaration() -> None:
-    assert declared_return("export function list_notes(input?: {}): Promise<{ result: Array<Note> }>;") == "{ result: Array<Note> }"
+    assert (
+        declared_return("export function list_notes(input?: {}): Promise<{ result: Array<Note> }>;")
+        == "{ result: Array<Note> }"
+    )
     assert declared_return("export function f(): void;") is None
     assert declared_return(None) is None
 

@@ -35,8 +35,9 @@ def echo(value: Any) -> str:
 
 
 def project(tmp_path: Path, toml: str = "") -> Path:
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}})
+    )
     if toml:
         (tmp_path / "codemode.toml").write_text(toml)
     return tmp_path / ".mcp.json"
@@ -55,15 +56,25 @@ def test_an_untyped_tools_output_type_is_learned_from_one_call_and_refined(tmp_p
             return [before["result"], called["result"], once["result"], twice["result"]]
 
     before, called, once, twice = anyio.run(main)
-    assert before["schema"] is None and before["learned"] is None and "Promise<unknown>" in before["declaration"]
+    assert (
+        before["schema"] is None
+        and before["learned"] is None
+        and "Promise<unknown>" in before["declaration"]
+    )
     assert called == {"value": {"id": 7, "tags": ["a"]}}
     value = once["schema"]["properties"]["value"]
-    assert value["properties"]["id"] == {"type": "integer"} and set(value["required"]) == {"id", "tags"}
+    assert value["properties"]["id"] == {"type": "integer"} and set(value["required"]) == {
+        "id",
+        "tags",
+    }
     assert once["learned"] == once["searched"] == {"liveCalls": 1, "scope": "session"}
     assert once["declaration"].startswith("// output type learned from 1 live call in this session")
     assert "Promise<{ value: { id: number; tags: string[] } }>" in once["declaration"]
     # the call it was learned from is the declaration's example (generator/examples.py)
-    assert "\n// e.g. echo({ value: { id: 7, tags: [\"a\"] } }) → { value: { id: 7, tags: [\"a\"] } }\n" in once["declaration"]
+    assert (
+        '\n// e.g. echo({ value: { id: 7, tags: ["a"] } }) → { value: { id: 7, tags: ["a"] } }\n'
+        in once["declaration"]
+    )
     # A second call with another shape refines it: the samples are merged, as generate does.
     assert twice["learned"] == {"liveCalls": 2, "scope": "session"}
     assert "note?: string" in twice["declaration"]
@@ -71,8 +82,10 @@ def test_an_untyped_tools_output_type_is_learned_from_one_call_and_refined(tmp_p
 
 def test_declared_output_types_are_not_relearned(tmp_path: Path) -> None:
     config = project(tmp_path)
-    probe = ("import { getTool } from '@codemode/discovery';\nconst t = await getTool('slow', 'total');\n"
-             "globalThis.__codemode_result__ = [t.outputSchemaLearned ?? null, t.outputSchema];")
+    probe = (
+        "import { getTool } from '@codemode/discovery';\nconst t = await getTool('slow', 'total');\n"
+        "globalThis.__codemode_result__ = [t.outputSchemaLearned ?? null, t.outputSchema];"
+    )
 
     async def main() -> tuple[Any, Any]:
         async with CodeMode.from_config(config, out=tmp_path / "out") as cm:
@@ -98,7 +111,9 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
         return notes
 
     notes = anyio.run(main)
-    assert notes == [f"slow: no recording yet; wrote {tmp_path / 'fixtures' / 'slow'} from the live session"]
+    assert notes == [
+        f"slow: no recording yet; wrote {tmp_path / 'fixtures' / 'slow'} from the live session"
+    ]
     recorded = load_fixture_set(tmp_path / "fixtures" / "slow")
     lines = recorded.calls["echo"]
     assert len(lines) == 1
@@ -115,7 +130,10 @@ def test_record_writes_redacted_calls_once_and_generate_types_them(tmp_path: Pat
     assert exc.value.code == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     tool = next(t for t in manifest["servers"][0]["tools"] if t["toolName"] == "echo")
-    assert tool["output"]["source"] == "inferred" and tool["output"]["samples"] == tool["output"]["liveSamples"] == 1
+    assert (
+        tool["output"]["source"] == "inferred"
+        and tool["output"]["samples"] == tool["output"]["liveSamples"] == 1
+    )
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -127,7 +145,9 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return int(exc.value.code or 0), out.out, out.err
 
 
-def test_run_record_then_generate_types_an_unknown_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_record_then_generate_types_an_unknown_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = project(tmp_path, 'redact = ["sk-[A-Za-z0-9]+"]\n')
     assert cli(["record", "--config", str(config), "--no-probe"], capsys)[0] == 0
     assert cli(["generate", "--config", str(config)], capsys)[0] == 0
@@ -137,8 +157,12 @@ def test_run_record_then_generate_types_an_unknown_output(tmp_path: Path, capsys
     agent = tmp_path / "agent.js"
     agent.write_text(echo({"id": 3, "key": "sk-secretvalue1"}))
     for _ in range(2):  # the same call twice: one recorded line
-        code, stdout, _ = cli(["run", "--config", str(config), "--record", "--no-pretty", str(agent)], capsys)
-        assert code == 0 and json.loads(stdout)["result"] == {"value": {"id": 3, "key": "sk-secretvalue1"}}
+        code, stdout, _ = cli(
+            ["run", "--config", str(config), "--record", "--no-pretty", str(agent)], capsys
+        )
+        assert code == 0 and json.loads(stdout)["result"] == {
+            "value": {"id": 3, "key": "sk-secretvalue1"}
+        }
     lines = (tmp_path / "fixtures" / "slow" / "calls" / "echo.jsonl").read_text().splitlines()
     assert len(lines) == 1 and "sk-secretvalue1" not in lines[0] and "<redacted" in lines[0]
     code, stdout, _ = cli(["generate", "--config", str(config)], capsys)
@@ -149,14 +173,20 @@ def test_run_record_then_generate_types_an_unknown_output(tmp_path: Path, capsys
     assert "Promise<{ value: { id: number; key: string } }>" in echo_entry["declaration"]
 
 
-def test_run_record_and_replay_exclude_each_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_record_and_replay_exclude_each_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = project(tmp_path)
     (tmp_path / "a.js").write_text("1;")
-    code, _, err = cli(["run", "--config", str(config), "--record", "--replay", str(tmp_path / "a.js")], capsys)
+    code, _, err = cli(
+        ["run", "--config", str(config), "--record", "--replay", str(tmp_path / "a.js")], capsys
+    )
     assert code == 2 and "exclude each other" in err
 
 
-def test_one_serve_session_learns_the_type_through_a_real_client_and_records_it(tmp_path: Path) -> None:
+def test_one_serve_session_learns_the_type_through_a_real_client_and_records_it(
+    tmp_path: Path,
+) -> None:
     from tests.runtime_support import against_serve
 
     project(tmp_path)
@@ -164,7 +194,9 @@ def test_one_serve_session_learns_the_type_through_a_real_client_and_records_it(
     async def body(client: Any) -> list[Any]:
         out = []
         for code in (PROBE, echo({"id": 1, "tags": ["x"]}), PROBE):
-            response = await client.call_tool("codemode.run", {"code": code, "requestedCapabilities": ["slow"]})
+            response = await client.call_tool(
+                "codemode.run", {"code": code, "requestedCapabilities": ["slow"]}
+            )
             out.append(response.structured_content["result"])
         return out
 
@@ -175,7 +207,9 @@ def test_one_serve_session_learns_the_type_through_a_real_client_and_records_it(
     assert "Promise<{ value: { id: number; tags: string[] } }>" in after["declaration"]
     # --record: the call is in fixtures/ for `generate`.
     recorded = load_fixture_set(tmp_path / "fixtures" / "slow")
-    assert [line["input"] for line in recorded.calls["echo"]] == [{"value": {"id": 1, "tags": ["x"]}}]
+    assert [line["input"] for line in recorded.calls["echo"]] == [
+        {"value": {"id": 1, "tags": ["x"]}}
+    ]
 
 
 def test_live_recording_refuses_a_hostile_recording_instead_of_replacing_it(tmp_path: Path) -> None:
@@ -187,15 +221,26 @@ def test_live_recording_refuses_a_hostile_recording_instead_of_replacing_it(tmp_
     from codemode_gen.generator.fixtures import write_server_fixtures
     from codemode_gen.runtime.host.learn import LiveRecorder
 
-    line = {"input": {}, "result": {"content": []}, "durationMs": 1, "recordedAt": "2026-01-01T00:00:00Z"}
-    write_server_fixtures(tmp_path, "s", {"serverInfo": {"name": "s"}}, [{"name": "t"}], {"t": [line]})
+    line = {
+        "input": {},
+        "result": {"content": []},
+        "durationMs": 1,
+        "recordedAt": "2026-01-01T00:00:00Z",
+    }
+    write_server_fixtures(
+        tmp_path, "s", {"serverInfo": {"name": "s"}}, [{"name": "t"}], {"t": [line]}
+    )
     (tmp_path / "s" / "server.json").unlink()
     os.mkfifo(tmp_path / "s" / "server.json")
-    recorder = LiveRecorder(tmp_path, Settings(), {"s": ServerConfig(id="s", transport="stdio", command="x")})
+    recorder = LiveRecorder(
+        tmp_path, Settings(), {"s": ServerConfig(id="s", transport="stdio", command="x")}
+    )
     recorder.add("s", "t", {"n": 1}, {"content": [{"type": "text", "text": "a\u2028b"}]}, 1)
     (note,) = recorder.flush({})
     assert "not written" in note and "server.json: server recording is a named pipe" in note
-    assert (tmp_path / "s" / "calls" / "t.jsonl").read_text() == json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+    assert (tmp_path / "s" / "calls" / "t.jsonl").read_text() == json.dumps(
+        line, sort_keys=True, separators=(",", ":")
+    ) + "\n"
 
 
 # --------------------------------------------------------------------------- concurrent recording
@@ -214,7 +259,9 @@ def test_serve_record_keeps_every_call_of_48_concurrent_runs(tmp_path: Path) -> 
         results: list[Any] = [None] * runs
 
         async def one(i: int) -> None:
-            response = await client.call_tool("codemode.run", {"code": echo({"n": i}), "requestedCapabilities": ["slow"]})
+            response = await client.call_tool(
+                "codemode.run", {"code": echo({"n": i}), "requestedCapabilities": ["slow"]}
+            )
             results[i] = response.structured_content
 
         async with anyio.create_task_group() as tg:
@@ -226,7 +273,9 @@ def test_serve_record_keeps_every_call_of_48_concurrent_runs(tmp_path: Path) -> 
     assert all(r["result"] == {"value": {"n": i}} for i, r in enumerate(responses)), responses
     assert not [d for r in responses for d in r["diagnostics"] if d["code"] == "RECORDING_FAILED"]
     recorded = load_fixture_set(tmp_path / "fixtures" / "slow")
-    assert sorted(line["input"]["value"]["n"] for line in recorded.calls["echo"]) == list(range(runs))
+    assert sorted(line["input"]["value"]["n"] for line in recorded.calls["echo"]) == list(
+        range(runs)
+    )
 
 
 _FLUSHER = """
@@ -254,11 +303,18 @@ def test_two_processes_recording_one_server_concurrently_lose_no_call(tmp_path: 
     from codemode_gen.generator.fixtures import write_server_fixtures
 
     fixtures = tmp_path / "fixtures"
-    write_server_fixtures(fixtures, "s", {"serverInfo": {"name": "s", "version": "1"}},
-                          [{"name": "echo", "inputSchema": {"type": "object"}}], {})
+    write_server_fixtures(
+        fixtures,
+        "s",
+        {"serverInfo": {"name": "s", "version": "1"}},
+        [{"name": "echo", "inputSchema": {"type": "object"}}],
+        {},
+    )
     count = 25
-    procs = [subprocess.Popen([sys.executable, "-c", _FLUSHER, str(fixtures), tag, str(count)])
-             for tag in ("a", "b")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _FLUSHER, str(fixtures), tag, str(count)])
+        for tag in ("a", "b")
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     recorded = load_fixture_set(fixtures / "s")
     got = sorted((line["input"]["who"], line["input"]["i"]) for line in recorded.calls["echo"])
@@ -282,7 +338,11 @@ def test_calls_that_cannot_be_recorded_are_a_diagnostic_of_their_run(tmp_path: P
     response, notes = anyio.run(main)
     assert response["result"] == {"value": {"n": 1}}  # the call itself succeeded
     failed = [d for d in response["diagnostics"] if d["code"] == "RECORDING_FAILED"]
-    assert len(failed) == 1 and failed[0]["severity"] == "warning" and "not written" in failed[0]["message"]
+    assert (
+        len(failed) == 1
+        and failed[0]["severity"] == "warning"
+        and "not written" in failed[0]["message"]
+    )
     assert any("not written" in note for note in notes)  # and the host's log says so
 
 
@@ -290,7 +350,9 @@ def test_calls_that_cannot_be_recorded_are_a_diagnostic_of_their_run(tmp_path: P
 
 
 def _blob(seed: int, items: int) -> dict[str, Any]:
-    rows = [{"id": seed * 10_000 + i, "name": f"row {i}", "tags": ["a"] * (i % 3)} for i in range(items)]
+    rows = [
+        {"id": seed * 10_000 + i, "name": f"row {i}", "tags": ["a"] * (i % 3)} for i in range(items)
+    ]
     if seed % 2:
         for row in rows:
             row["note"] = "odd"
@@ -325,7 +387,9 @@ def test_learner_keeps_the_merged_type_not_the_samples() -> None:
 
 
 @pytest.mark.slow
-def test_a_type_that_outgrows_its_bound_stops_learning_and_discovery_says_so(tmp_path: Path) -> None:
+def test_a_type_that_outgrows_its_bound_stops_learning_and_discovery_says_so(
+    tmp_path: Path,
+) -> None:
     from codemode_gen.runtime.host.learn import MAX_LEARNED_SCHEMA_BYTES
 
     config = project(tmp_path)

@@ -66,7 +66,10 @@ def _all_attribute_text(spans: list[Any]) -> str:
     """Every attribute value and status description of `spans`, as one text."""
     parts: list[str] = []
     for span in spans:
-        parts += [json.dumps(list(v) if isinstance(v, tuple) else v) for v in (span.attributes or {}).values()]
+        parts += [
+            json.dumps(list(v) if isinstance(v, tuple) else v)
+            for v in (span.attributes or {}).values()
+        ]
         parts.append(span.status.description or "")
         parts += [str(event.attributes) for event in span.events]
     return "\n".join(parts)
@@ -97,16 +100,31 @@ def _traced_host(tmp_path: Path, *, record_content: bool = False) -> tuple[HostT
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    configs = {"meta": stdio("meta", "meta_echo", "--record", str(tmp_path / "meta.jsonl"), env={"META_SECRET": SECRET}),
-               "slow": stdio("slow", "slow")}
+    configs = {
+        "meta": stdio(
+            "meta",
+            "meta_echo",
+            "--record",
+            str(tmp_path / "meta.jsonl"),
+            env={"META_SECRET": SECRET},
+        ),
+        "slow": stdio("slow", "slow"),
+    }
     # Connected by the first run (its imports name both), so their connect spans are its own.
-    host = HostThread(configs, tmp_path / "out", tmp_path / "logs", connect=False,
-                      telemetry=Telemetry(tracer_provider=provider, record_content=record_content))
+    host = HostThread(
+        configs,
+        tmp_path / "out",
+        tmp_path / "logs",
+        connect=False,
+        telemetry=Telemetry(tracer_provider=provider, record_content=record_content),
+    )
     return host, exporter
 
 
 @pytest.mark.slow
-def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_timeout(tmp_path: Path) -> None:
+def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_timeout(
+    tmp_path: Path,
+) -> None:
     host, exporter = _traced_host(tmp_path)
     asked: list[str] = []
 
@@ -124,7 +142,10 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
         host.close()
     (first,) = [s for s in connected if s.name == "codemode.run"]
     connects = [s for s in connected if s.name == "codemode.connect"]
-    assert sorted(str((s.attributes or {})["codemode.server"]) for s in connects) == ["meta", "slow"]
+    assert sorted(str((s.attributes or {})["codemode.server"]) for s in connects) == [
+        "meta",
+        "slow",
+    ]
     assert all(s.parent is not None and s.parent.span_id == first.context.span_id for s in connects)
     assert asked == ["meta.publish"]
     assert "SANDBOX_LIMIT" in codes(response, "error")  # the run timed out in slow.sleep
@@ -134,7 +155,9 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
     by_id = {span.context.span_id: span for span in spans}
 
     def children(span: Any, name: str | None = None) -> list[Any]:
-        found = [s for s in spans if s.parent is not None and s.parent.span_id == span.context.span_id]
+        found = [
+            s for s in spans if s.parent is not None and s.parent.span_id == span.context.span_id
+        ]
         return [s for s in found if name is None or s.name.startswith(name)]
 
     (run,) = [s for s in spans if s.name == "codemode.run"]
@@ -152,12 +175,24 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
     assert not children(run, "codemode.connect")  # connected already
     (execute,) = children(run, "codemode.execute")
     calls = {s.name: s for s in children(execute, "codemode.tool_call")}
-    assert sorted(calls) == [f"codemode.tool_call {n}" for n in
-                             ("meta.meta", "meta.publish", "meta.reject", "slow.echo", "slow.sleep")]
-    outcome = {name.split(" ")[1]: (s.attributes or {})["codemode.call.outcome"] for name, s in calls.items()}
-    assert outcome == {"meta.meta": "ok", "meta.reject": "error", "meta.publish": "ok", "slow.echo": "ok",
-                       "slow.sleep": "cancelled"}
-    approval = {name.split(" ")[1]: (s.attributes or {})["codemode.approval"] for name, s in calls.items()}
+    assert sorted(calls) == [
+        f"codemode.tool_call {n}"
+        for n in ("meta.meta", "meta.publish", "meta.reject", "slow.echo", "slow.sleep")
+    ]
+    outcome = {
+        name.split(" ")[1]: (s.attributes or {})["codemode.call.outcome"]
+        for name, s in calls.items()
+    }
+    assert outcome == {
+        "meta.meta": "ok",
+        "meta.reject": "error",
+        "meta.publish": "ok",
+        "slow.echo": "ok",
+        "slow.sleep": "cancelled",
+    }
+    approval = {
+        name.split(" ")[1]: (s.attributes or {})["codemode.approval"] for name, s in calls.items()
+    }
     assert approval["meta.publish"] == "approved" and approval["meta.meta"] == "allowed"
     for span in calls.values():
         assert (span.attributes or {})["codemode.server"] in ("meta", "slow")
@@ -170,7 +205,9 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
     assert "upstream refused token <redacted:META_SECRET>" in (reject.status.description or "")
     # The call the timeout cut short.
     sleep = calls["codemode.tool_call slow.sleep"]
-    assert sleep.status.status_code.name == "ERROR" and "run ended" in (sleep.status.description or "")
+    assert sleep.status.status_code.name == "ERROR" and "run ended" in (
+        sleep.status.description or ""
+    )
     # The approval wait: a child of its call, with the decision.
     (waited,) = children(calls["codemode.tool_call meta.publish"], "codemode.approval")
     assert (waited.attributes or {})["codemode.approval"] == "approved"
@@ -186,7 +223,9 @@ def test_span_tree_of_a_run_with_two_servers_a_failing_call_an_approval_and_a_ti
     # its parent is the tool call's span.
     traceparent = _recorded(tmp_path / "meta.jsonl", "meta")[0]["traceparent"]
     assert _trace_id(traceparent) == f"{run.context.trace_id:032x}"
-    assert traceparent.split("-")[2] == f"{calls['codemode.tool_call meta.meta'].context.span_id:016x}"
+    assert (
+        traceparent.split("-")[2] == f"{calls['codemode.tool_call meta.meta'].context.span_id:016x}"
+    )
 
 
 @pytest.mark.slow
@@ -198,8 +237,10 @@ def test_an_answer_for_the_rest_of_the_run_is_one_approval_wait(tmp_path: Path) 
         asked.append(f"{request.server_id}.{request.tool_name}")
         return FOR_RUN
 
-    code = ('import * as meta from "@codemode/servers/meta";\n'
-            'for (const text of ["a", "b", "c"]) await meta.publish({text});')
+    code = (
+        'import * as meta from "@codemode/servers/meta";\n'
+        'for (const text of ["a", "b", "c"]) await meta.publish({text});'
+    )
     try:
         assert_ok(host.run(code, approve=approve))
         metrics = host.cm.telemetry.metrics
@@ -207,8 +248,15 @@ def test_an_answer_for_the_rest_of_the_run_is_one_approval_wait(tmp_path: Path) 
         host.close()
     assert asked == ["meta.publish"]
     spans = exporter.get_finished_spans()
-    calls = sorted((s for s in spans if s.name == "codemode.tool_call meta.publish"), key=lambda s: s.start_time or 0)
-    assert [(s.attributes or {})["codemode.approval"] for s in calls] == ["approved", "approved-for-run", "approved-for-run"]
+    calls = sorted(
+        (s for s in spans if s.name == "codemode.tool_call meta.publish"),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [(s.attributes or {})["codemode.approval"] for s in calls] == [
+        "approved",
+        "approved-for-run",
+        "approved-for-run",
+    ]
     # One wait, under the call that asked; it says the yes covered the rest of the run.
     (waited,) = [s for s in spans if s.name == "codemode.approval"]
     assert waited.parent is not None and waited.parent.span_id == calls[0].context.span_id
@@ -220,8 +268,10 @@ def test_an_answer_for_the_rest_of_the_run_is_one_approval_wait(tmp_path: Path) 
 @pytest.mark.slow
 def test_record_content_puts_the_script_and_tool_data_into_spans_redacted(tmp_path: Path) -> None:
     host, exporter = _traced_host(tmp_path, record_content=True)
-    code = ('import * as slow from "@codemode/servers/slow";\n'
-            f'globalThis.__codemode_result__ = (await slow.echo({{value: "{OUTPUT_MARKER} {SECRET}"}})).value;')
+    code = (
+        'import * as slow from "@codemode/servers/slow";\n'
+        f'globalThis.__codemode_result__ = (await slow.echo({{value: "{OUTPUT_MARKER} {SECRET}"}})).value;'
+    )
     try:
         response = host.run(code, limits={"typecheck": True})
     finally:
@@ -253,20 +303,34 @@ def test_tracing_off_makes_no_span_and_costs_no_provider() -> None:
 # --------------------------------------------------------------------------- settings
 
 
-@pytest.mark.parametrize(("toml", "environ", "traces", "exporter"), [
-    ({}, {}, False, "otlp"),
-    ({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True, "otlp"),
-    ({}, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True, "otlp"),
-    ({"endpoint": "http://collector:4318"}, {}, True, "otlp"),
-    ({}, {"OTEL_TRACES_EXPORTER": "console"}, True, "console"),
-    ({"traces": True, "exporter": "none"}, {}, True, "none"),
-    ({"traces": False}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, False, "otlp"),
-    # The environment is the deployment's word: it turns tracing off whatever the file says.
-    ({"traces": True}, {"OTEL_TRACES_EXPORTER": "none"}, False, "none"),
-    ({"traces": True}, {"OTEL_SDK_DISABLED": "true"}, False, "none"),
-])
+@pytest.mark.parametrize(
+    ("toml", "environ", "traces", "exporter"),
+    [
+        ({}, {}, False, "otlp"),
+        ({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True, "otlp"),
+        (
+            {},
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"},
+            True,
+            "otlp",
+        ),
+        ({"endpoint": "http://collector:4318"}, {}, True, "otlp"),
+        ({}, {"OTEL_TRACES_EXPORTER": "console"}, True, "console"),
+        ({"traces": True, "exporter": "none"}, {}, True, "none"),
+        (
+            {"traces": False},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+            False,
+            "otlp",
+        ),
+        # The environment is the deployment's word: it turns tracing off whatever the file says.
+        ({"traces": True}, {"OTEL_TRACES_EXPORTER": "none"}, False, "none"),
+        ({"traces": True}, {"OTEL_SDK_DISABLED": "true"}, False, "none"),
+    ],
+)
 def test_tracing_is_enabled_by_otel_variables_or_codemode_toml(
-        toml: dict[str, Any], environ: dict[str, str], traces: bool, exporter: str) -> None:
+    toml: dict[str, Any], environ: dict[str, str], traces: bool, exporter: str
+) -> None:
     resolved = resolve(TelemetrySettings(**toml), environ)
     assert (resolved.traces, resolved.traces_exporter) == (traces, exporter)
 
@@ -274,16 +338,29 @@ def test_tracing_is_enabled_by_otel_variables_or_codemode_toml(
 def test_service_name_comes_from_otel_service_name_then_codemode_toml() -> None:
     assert resolve(TelemetrySettings(), {}).service_name == "codemode-gen"
     assert resolve(TelemetrySettings(service_name="agents"), {}).service_name == "agents"
-    assert resolve(TelemetrySettings(service_name="agents"), {"OTEL_SERVICE_NAME": "prod"}).service_name == "prod"
+    assert (
+        resolve(
+            TelemetrySettings(service_name="agents"), {"OTEL_SERVICE_NAME": "prod"}
+        ).service_name
+        == "prod"
+    )
 
 
 def test_telemetry_table_of_codemode_toml_is_checked(tmp_path: Path) -> None:
     path = tmp_path / "codemode.toml"
-    path.write_text('[telemetry]\ntraces = true\nendpoint = "http://collector:4318/"\nrecord_content = true\n')
+    path.write_text(
+        '[telemetry]\ntraces = true\nendpoint = "http://collector:4318/"\nrecord_content = true\n'
+    )
     settings = load_settings(path)
-    assert settings.telemetry == TelemetrySettings(traces=True, endpoint="http://collector:4318", record_content=True)
-    for bad, says in (('traces = "yes"', "must be true or false"), ('exporter = "jaeger"', "must be one of"),
-                      ('endpoint = "collector"', "http(s) URL"), ("sampler = 1", "sampler")):
+    assert settings.telemetry == TelemetrySettings(
+        traces=True, endpoint="http://collector:4318", record_content=True
+    )
+    for bad, says in (
+        ('traces = "yes"', "must be true or false"),
+        ('exporter = "jaeger"', "must be one of"),
+        ('endpoint = "collector"', "http(s) URL"),
+        ("sampler = 1", "sampler"),
+    ):
         path.write_text(f"[telemetry]\n{bad}\n")
         with pytest.raises(UserError) as raised:
             load_settings(path)
@@ -291,11 +368,14 @@ def test_telemetry_table_of_codemode_toml_is_checked(tmp_path: Path) -> None:
 
 
 def test_tracing_configured_without_the_sdk_says_how_to_install_it(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if not installed
-    settings = Settings(telemetry=TelemetrySettings(traces=True, endpoint="http://127.0.0.1:9/no-sdk"))
+    settings = Settings(
+        telemetry=TelemetrySettings(traces=True, endpoint="http://127.0.0.1:9/no-sdk")
+    )
     with caplog.at_level("WARNING"):
         configured = Telemetry.from_settings(settings, environ={})
     assert configured.tracer is None  # runs go on without spans
@@ -329,12 +409,17 @@ def test_metrics_exposition_is_the_prometheus_text_format() -> None:
     assert runs == {"ok": 2.0}
     (call,) = families["codemode_tool_calls"].samples
     assert call.labels["server"] == 'we"ird\\name\n'
-    duration = {(s.name, s.labels.get("le")): s.value for s in families["codemode_run_duration_seconds"].samples}
+    duration = {
+        (s.name, s.labels.get("le")): s.value
+        for s in families["codemode_run_duration_seconds"].samples
+    }
     assert duration[("codemode_run_duration_seconds_bucket", "0.025")] == 1.0
     assert duration[("codemode_run_duration_seconds_bucket", "+Inf")] == 2.0
     assert duration[("codemode_run_duration_seconds_count", None)] == 2.0
     assert duration[("codemode_run_duration_seconds_sum", None)] == pytest.approx(7.02)
-    assert [(s.labels, s.value) for s in families["codemode_workers"].samples] == [({"state": "busy"}, 2.0)]
+    assert [(s.labels, s.value) for s in families["codemode_workers"].samples] == [
+        ({"state": "busy"}, 2.0)
+    ]
 
 
 def test_metric_label_sets_are_bounded() -> None:
@@ -360,13 +445,18 @@ def test_an_unreachable_collector_is_told_once_a_minute_not_per_retry() -> None:
 
     lines: list[str] = []
     logger = logging.getLogger("opentelemetry.test-exporter")
-    handler = telemetry_serve.LineHandler(lines.append, prefix="telemetry: ", interval=telemetry_serve.EXPORT_NOTICE_INTERVAL_S)
+    handler = telemetry_serve.LineHandler(
+        lines.append, prefix="telemetry: ", interval=telemetry_serve.EXPORT_NOTICE_INTERVAL_S
+    )
     logger.addHandler(handler)
     logger.propagate = False
     try:
         for delay in (1.0, 1.7, 4.6):
-            logger.warning("Transient error %s encountered while exporting spans batch, retrying in %.2fs.",
-                           "Connection refused", delay)
+            logger.warning(
+                "Transient error %s encountered while exporting spans batch, retrying in %.2fs.",
+                "Connection refused",
+                delay,
+            )
         logger.warning("Failed to export spans batch due to timeout, max retries or shutdown.")
     finally:
         logger.removeHandler(handler)
@@ -380,10 +470,19 @@ def test_an_unreachable_collector_is_told_once_a_minute_not_per_retry() -> None:
 
 
 def _meta_project(base: Path, record: Path) -> Path:
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "meta": {"command": PYTHON, "args": [script("meta_echo"), "--record", str(record)],
-                 "env": {"META_SECRET": SECRET}},
-    }}))
+    (base / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "meta": {
+                        "command": PYTHON,
+                        "args": [script("meta_echo"), "--record", str(record)],
+                        "env": {"META_SECRET": SECRET},
+                    },
+                }
+            }
+        )
+    )
     return base
 
 
@@ -400,7 +499,9 @@ def test_a_clients_traceparent_reaches_the_upstream_server_with_tracing_off(tmp_
 
     async def body(client: Any) -> Any:
         plain = await client.call_tool("codemode.run", {"code": code})
-        traced = await client.call_tool("codemode.run", {"code": code}, meta={"traceparent": TRACEPARENT})
+        traced = await client.call_tool(
+            "codemode.run", {"code": code}, meta={"traceparent": TRACEPARENT}
+        )
         return plain.structured_content, traced.structured_content
 
     plain, traced = against_serve(project, body)  # no OTEL_* variable: tracing is off
@@ -439,7 +540,10 @@ class OtlpReceiver:
                     request.ParseFromString(body)
                     with receiver.lock:
                         for resource_spans in request.resource_spans:
-                            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                            resource = {
+                                a.key: a.value.string_value
+                                for a in resource_spans.resource.attributes
+                            }
                             for scope_spans in resource_spans.scope_spans:
                                 receiver.spans += [(resource, span) for span in scope_spans.spans]
                 elif self.path == "/v1/metrics":
@@ -491,26 +595,41 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 
 @pytest.mark.slow
-def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(tmp_path: Path, receiver: OtlpReceiver) -> None:
+def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
     record = tmp_path / "meta.jsonl"
     project = _meta_project(tmp_path, record)
-    served = start_serve(project, "--public-metrics", extra_env={
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "codemode-test",
-        # Export promptly (the defaults batch for 5 s and 60 s).
-        "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "300",
-    })
-    code = ('import * as meta from "@codemode/servers/meta";\n'
-            "const seen = (await meta.meta({})).meta;\n"
-            "try { await meta.reject({}); } catch (e) {}\n"
-            "globalThis.__codemode_result__ = seen;")
+    served = start_serve(
+        project,
+        "--public-metrics",
+        extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_SERVICE_NAME": "codemode-test",
+            # Export promptly (the defaults batch for 5 s and 60 s).
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_METRIC_EXPORT_INTERVAL": "300",
+        },
+    )
+    code = (
+        'import * as meta from "@codemode/servers/meta";\n'
+        "const seen = (await meta.meta({})).meta;\n"
+        "try { await meta.reject({}); } catch (e) {}\n"
+        "globalThis.__codemode_result__ = seen;"
+    )
     try:
+
         async def body(client: Any) -> Any:
             plain = (await client.call_tool("codemode.run", {"code": code})).structured_content
-            in_meta = await client.call_tool("codemode.run", {"code": code}, meta={"traceparent": OTHER_TRACEPARENT})
+            in_meta = await client.call_tool(
+                "codemode.run", {"code": code}, meta={"traceparent": OTHER_TRACEPARENT}
+            )
             return plain, in_meta.structured_content
 
         # The W3C headers of the HTTP request parent the run (its _meta carries none) ...
-        response, in_meta = anyio.run(lambda: in_client(served.url, body, headers={"traceparent": TRACEPARENT}))
+        response, in_meta = anyio.run(
+            lambda: in_client(served.url, body, headers={"traceparent": TRACEPARENT})
+        )
         assert _trace_id(assert_ok(response)["traceparent"]) == TRACE_ID
         assert _trace_id(_recorded(record, "meta")[0]["traceparent"]) == TRACE_ID
         # ... unless the request's _meta carries one: MCP's own convention wins.
@@ -518,31 +637,58 @@ def test_spans_and_metrics_arrive_over_otlp_from_a_real_serve_http(tmp_path: Pat
         assert _trace_id(_recorded(record, "meta")[1]["traceparent"]) == OTHER_TRACE_ID
 
         def run_spans() -> list[Any]:
-            return [span for _, span in receiver.spans if span.name == "codemode.run" and span.trace_id.hex() == TRACE_ID]
+            return [
+                span
+                for _, span in receiver.spans
+                if span.name == "codemode.run" and span.trace_id.hex() == TRACE_ID
+            ]
 
         (run,) = receiver.wait_for(run_spans, RUN_TIMEOUT)
         assert run.trace_id.hex() == TRACE_ID
-        names = receiver.wait_for(lambda: {s.name for _, s in receiver.spans if s.trace_id == run.trace_id
-                                            and s.name.startswith("codemode.tool_call")} or None, PROMPT_S)
+        names = receiver.wait_for(
+            lambda: (
+                {
+                    s.name
+                    for _, s in receiver.spans
+                    if s.trace_id == run.trace_id and s.name.startswith("codemode.tool_call")
+                }
+                or None
+            ),
+            PROMPT_S,
+        )
         assert names == {"codemode.tool_call meta.meta", "codemode.tool_call meta.reject"}
         resources = {resource.get("service.name") for resource, _ in receiver.spans}
         assert resources == {"codemode-test"}
         # The client's span is the run's parent; the MCP SDK's own spans are not exported (their
         # status would carry the upstream's error text unredacted: the secret below).
         assert run.parent_span_id.hex() == PARENT_ID
-        (meta_run,) = receiver.wait_for(lambda: [s for _, s in receiver.spans if s.name == "codemode.run"
-                                                 and s.trace_id.hex() == OTHER_TRACE_ID], RUN_TIMEOUT)
+        (meta_run,) = receiver.wait_for(
+            lambda: [
+                s
+                for _, s in receiver.spans
+                if s.name == "codemode.run" and s.trace_id.hex() == OTHER_TRACE_ID
+            ],
+            RUN_TIMEOUT,
+        )
         assert meta_run.parent_span_id.hex() == OTHER_TRACEPARENT.split("-")[2]
         kinds = {s.name.split(" ")[0] for _, s in receiver.spans}
         assert {"codemode.run", "codemode.execute", "codemode.tool_call"} <= kinds
-        assert kinds <= {"codemode.run", "codemode.queue", "codemode.connect", "codemode.execute", "codemode.tool_call"}
+        assert kinds <= {
+            "codemode.run",
+            "codemode.queue",
+            "codemode.connect",
+            "codemode.execute",
+            "codemode.tool_call",
+        }
         attrs = {a.key: a.value for a in run.attributes}
         assert attrs["codemode.run.outcome"].string_value == "ok"
         assert attrs["codemode.run.tool"].string_value == "codemode.run"
         for _, span in receiver.spans:  # no secret, no tool output in any attribute
             assert SECRET not in str(span.attributes) and SECRET not in span.status.message
 
-        metric_names = receiver.wait_for(lambda: {m.name for m in receiver.metrics} >= {"codemode.runs"}, RUN_TIMEOUT)
+        metric_names = receiver.wait_for(
+            lambda: {m.name for m in receiver.metrics} >= {"codemode.runs"}, RUN_TIMEOUT
+        )
         assert metric_names
 
         # serve's stderr: the run's line leads to its trace.
@@ -560,14 +706,26 @@ def test_an_unreachable_collector_delays_no_run_and_not_the_shutdown(tmp_path: P
     from tests.runtime.frontends.test_serve_http import STOP_TIMEOUT_S, project
 
     closed = "http://127.0.0.1:9"  # the discard port: nothing listens, connections are refused
-    served = start_serve(project(tmp_path), extra_env={
-        "OTEL_EXPORTER_OTLP_ENDPOINT": closed, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "300"})
+    served = start_serve(
+        project(tmp_path),
+        extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": closed,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_METRIC_EXPORT_INTERVAL": "300",
+        },
+    )
     code = "import { get_note } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await get_note({id: 2})).title;"
     try:
-        async def body(client: Any) -> list[Any]:
-            return [(await client.call_tool("codemode.run", {"code": code})).structured_content for _ in range(3)]
 
-        assert [assert_ok(r) for r in anyio.run(lambda: in_client(served.url, body))] == ["Groceries"] * 3
+        async def body(client: Any) -> list[Any]:
+            return [
+                (await client.call_tool("codemode.run", {"code": code})).structured_content
+                for _ in range(3)
+            ]
+
+        assert [assert_ok(r) for r in anyio.run(lambda: in_client(served.url, body))] == [
+            "Groceries"
+        ] * 3
     finally:
         served.proc.send_signal(signal.SIGTERM)
         try:  # the exporters' retries (10 s a batch) are cut at EXIT_FLUSH_S: no kill needed
@@ -575,12 +733,16 @@ def test_an_unreachable_collector_delays_no_run_and_not_the_shutdown(tmp_path: P
         finally:
             served.stop()
     assert returncode == 0
-    told = [line for line in served.log.read_text().splitlines() if "telemetry: Transient error" in line]
+    told = [
+        line for line in served.log.read_text().splitlines() if "telemetry: Transient error" in line
+    ]
     assert 1 <= len(told) <= 2 * 2  # traces and metrics: once each a minute, not once per retry
 
 
 @pytest.mark.slow
-def test_run_with_an_unreachable_collector_answers_and_tells_it_once_per_kind(tmp_path: Path) -> None:
+def test_run_with_an_unreachable_collector_answers_and_tells_it_once_per_kind(
+    tmp_path: Path,
+) -> None:
     import subprocess
     import sys
 
@@ -588,23 +750,38 @@ def test_run_with_an_unreachable_collector_answers_and_tells_it_once_per_kind(tm
 
     proj = project(tmp_path)
     (proj / "note.js").write_text(
-        "import { get_note } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await get_note({id: 2})).title;")
+        "import { get_note } from '@codemode/servers/notes';\nglobalThis.__codemode_result__ = (await get_note({id: 2})).title;"
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "codemode_gen", "run", "--config", str(proj / ".mcp.json"), str(proj / "note.js")],
-        cwd=proj, capture_output=True, text=True, timeout=RUN_TIMEOUT * 2,  # the run, then EXIT_FLUSH_S at most
+        [
+            sys.executable,
+            "-m",
+            "codemode_gen",
+            "run",
+            "--config",
+            str(proj / ".mcp.json"),
+            str(proj / "note.js"),
+        ],
+        cwd=proj,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT * 2,  # the run, then EXIT_FLUSH_S at most
         env=env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_BSP_SCHEDULE_DELAY="100"),
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "Groceries"
     told = [line for line in done.stderr.splitlines() if "Transient error" in line]
     # Marked as telemetry's, and once per kind (traces, metrics), not once per export retry.
-    assert 1 <= len(told) <= 2 and all(line.startswith("codemode-gen run: telemetry: ") for line in told), done.stderr
+    assert 1 <= len(told) <= 2 and all(
+        line.startswith("codemode-gen run: telemetry: ") for line in told
+    ), done.stderr
     assert "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
 def test_a_run_that_asks_through_input_required_is_counted_as_such_and_its_retry_makes_the_call(
-        tmp_path: Path, receiver: OtlpReceiver) -> None:
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     from tests.runtime.frontends.test_serve_input_required import (
@@ -616,12 +793,21 @@ def test_a_run_that_asks_through_input_required_is_counted_as_such_and_its_retry
     )
 
     base, ledger = make_project(tmp_path / "project")
-    served = start_serve(base, "--trace", "full", extra_env={
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    served = start_serve(
+        base,
+        "--trace",
+        "full",
+        extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        },
+    )
     user = User("accept")
     try:
         # The SDK's driver: the first round ends with input_required, the retry resumes the run.
-        response = anyio.run(http_client, served.url, lambda client: run(client, RECORD_THEN_TRANSFER), user)
+        response = anyio.run(
+            http_client, served.url, lambda client: run(client, RECORD_THEN_TRANSFER), user
+        )
         scraped = http_get(served.base + "/metrics", Authorization=f"Bearer {TOKEN}")
 
         def run_spans() -> list[Any]:
@@ -629,6 +815,7 @@ def test_a_run_that_asks_through_input_required_is_counted_as_such_and_its_retry
             return found if len(found) >= 2 else []
 
         runs = receiver.wait_for(run_spans, RUN_TIMEOUT)
+
         def transfers() -> list[Any]:
             found = [s for _, s in receiver.spans if s.name == "codemode.tool_call ledger.transfer"]
             return found if len(found) >= 2 else []
@@ -648,16 +835,31 @@ def test_a_run_that_asks_through_input_required_is_counted_as_such_and_its_retry
     assert all(s.status.code != 2 for s in runs)  # STATUS_CODE_ERROR
     # transfer: asked in the first run's span, made in the retry's; record: made once, replayed after.
     assert sorted(attributes(s)["codemode.call.outcome"] for s in calls) == ["input_required", "ok"]
-    assert sorted(attributes(s)["codemode.approval"] for s in calls) == ["approved", "input_required"]
+    assert sorted(attributes(s)["codemode.approval"] for s in calls) == [
+        "approved",
+        "input_required",
+    ]
     assert "input_required" in [attributes(s)["codemode.approval"] for s in waits]
 
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scraped.text)
+        for s in family.samples
+    }
     counted = {k[1]: v for k, v in samples.items() if k[0] == "codemode_runs_total"}
     assert counted == {(("outcome", "input_required"),): 1.0, (("outcome", "ok"),): 1.0}
-    made = {dict(k[1])["tool"]: v for k, v in samples.items() if k[0] == "codemode_tool_calls_total"}
-    assert made == {"record": 1.0, "transfer": 1.0}  # the call the first run waited on is counted once
-    decided = {dict(k[1])["decision"]: v for k, v in samples.items() if k[0] == "codemode_approval_decisions_total"}
+    made = {
+        dict(k[1])["tool"]: v for k, v in samples.items() if k[0] == "codemode_tool_calls_total"
+    }
+    assert made == {
+        "record": 1.0,
+        "transfer": 1.0,
+    }  # the call the first run waited on is counted once
+    decided = {
+        dict(k[1])["decision"]: v
+        for k, v in samples.items()
+        if k[0] == "codemode_approval_decisions_total"
+    }
     assert decided == {"allowed": 1.0, "approved": 1.0}  # no "denied" for the wait
 
 
@@ -674,13 +876,18 @@ def test_metrics_count_the_runs_of_eight_clients_and_need_the_token(tmp_path: Pa
     from tests.runtime.frontends.test_serve_http import project
 
     served = start_serve(project(tmp_path))
-    code = ("import { get_note } from '@codemode/servers/notes';\n"
-            "globalThis.__codemode_result__ = (await get_note({id: 2})).title;")
+    code = (
+        "import { get_note } from '@codemode/servers/notes';\n"
+        "globalThis.__codemode_result__ = (await get_note({id: 2})).title;"
+    )
     try:
+
         async def one_client(results: list[Any]) -> None:
             async def body(client: Any) -> None:
                 for _ in range(RUNS_PER_CLIENT):
-                    results.append((await client.call_tool("codemode.run", {"code": code})).structured_content)
+                    results.append(
+                        (await client.call_tool("codemode.run", {"code": code})).structured_content
+                    )
 
             await in_client(served.url, body)
 
@@ -696,12 +903,17 @@ def test_metrics_count_the_runs_of_eight_clients_and_need_the_token(tmp_path: Pa
         runs = CLIENTS * RUNS_PER_CLIENT
 
         refused = http_get(served.base + "/metrics")
-        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith(
+            "Bearer"
+        )
         scraped = http_get(served.base + "/metrics", Authorization=f"Bearer {TOKEN}")
         assert scraped.status_code == 200
         assert scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
-        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(scraped.text)
+            for s in family.samples
+        }
     finally:
         served.stop()
 
@@ -709,7 +921,9 @@ def test_metrics_count_the_runs_of_eight_clients_and_need_the_token(tmp_path: Pa
         return samples[(name, tuple(sorted(labels.items())))]
 
     assert value("codemode_runs_total", outcome="ok") == runs
-    assert not [k for k in samples if k[0] == "codemode_runs_total" and k[1] != (("outcome", "ok"),)]
+    assert not [
+        k for k in samples if k[0] == "codemode_runs_total" and k[1] != (("outcome", "ok"),)
+    ]
     assert value("codemode_run_duration_seconds_count", outcome="ok") == runs
     assert value("codemode_tool_calls_total", server="notes", tool="get_note", outcome="ok") == runs
     assert value("codemode_tool_call_duration_seconds_count", server="notes") == runs

@@ -135,10 +135,22 @@ def test_a_helper_is_gone_after_aclose() -> None:
 
 
 def test_envelope_of_a_request_names_what_admission_needs() -> None:
-    request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "codemode.run", "arguments": {"code": "x".ljust(1000), "limits": {"timeoutMs": 5000}}}}
+    request = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "codemode.run",
+            "arguments": {"code": "x".ljust(1000), "limits": {"timeoutMs": 5000}},
+        },
+    }
     envelope = envelope_of(request)
-    assert (envelope.method, envelope.id, envelope.tool, envelope.code_chars) == ("tools/call", 7, "codemode.run", 1000)
+    assert (envelope.method, envelope.id, envelope.tool, envelope.code_chars) == (
+        "tools/call",
+        7,
+        "codemode.run",
+        1000,
+    )
     assert envelope.limits == {"timeoutMs": 5000} and envelope.limits_valid
     assert envelope_of({"params": {"arguments": {"limits": [1]}}}).limits_valid is False
     assert envelope_of([1, 2]).method is None
@@ -146,8 +158,10 @@ def test_envelope_of_a_request_names_what_admission_needs() -> None:
     async def main() -> Any:
         offload = Offload(1)
         try:
-            return (await offload.envelope(json.dumps(request).encode(), None),
-                    await offload.envelope(b"[[],[],", None))
+            return (
+                await offload.envelope(json.dumps(request).encode(), None),
+                await offload.envelope(b"[[],[],", None),
+            )
         finally:
             await offload.aclose()
 

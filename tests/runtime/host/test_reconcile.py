@@ -32,24 +32,43 @@ def cfg(cid: str, **fields: Any) -> ServerConfig:
 
 def wire(name: str, **fields: Any) -> dict[str, Any]:
     """A tool as tools/list sends it."""
-    return {"name": name, "description": f"{name} things.", "inputSchema": {"type": "object"}, **fields}
+    return {
+        "name": name,
+        "description": f"{name} things.",
+        "inputSchema": {"type": "object"},
+        **fields,
+    }
 
 
 def out_tool(name: str, export: str | None = None, **fields: Any) -> ToolView:
     """A tool as out/ describes it, generated from `wire(name)`."""
-    return ToolView(name, export or name, description=f"{name} things.", input_schema={"type": "object"},
-                    declaration=f"export function {export or name}(): Promise<unknown>;", **fields)
+    return ToolView(
+        name,
+        export or name,
+        description=f"{name} things.",
+        input_schema={"type": "object"},
+        declaration=f"export function {export or name}(): Promise<unknown>;",
+        **fields,
+    )
 
 
 def out_view(cid: str, *tools: ToolView, sid: str | None = None) -> ServerView:
-    return ServerView(server_id=sid or cid, config_id=cid, server_name=cid,
-                      tools={t.tool_name: t for t in tools}, module_source=OUT_MODULE)
+    return ServerView(
+        server_id=sid or cid,
+        config_id=cid,
+        server_name=cid,
+        tools={t.tool_name: t for t in tools},
+        module_source=OUT_MODULE,
+    )
 
 
 def live(*tools: dict[str, Any]) -> LiveServer:
     return LiveServer(
-        server_json={"serverInfo": {"name": "Live Notes", "version": "2.0"}, "instructions": "Use me.",
-                     "capabilities": {"tools": {}}},
+        server_json={
+            "serverInfo": {"name": "Live Notes", "version": "2.0"},
+            "instructions": "Use me.",
+            "capabilities": {"tools": {}},
+        },
         tools=tuple(tools),
     )
 
@@ -85,17 +104,25 @@ def build(cid: str, tools: list[dict[str, Any]], ghosts: list[dict[str, Any]]) -
 def test_select_requested_imported_and_refreshed_servers_in_that_order() -> None:
     configs = {"notes": cfg("notes"), "My Cal": cfg("My Cal"), "web": cfg("web")}
     paths = {"notes": "notes", "My Cal": "my-cal", "web": "web"}
-    code = 'import * as c from "@codemode/servers/my-cal";\nconst n = await import(\'@codemode/servers/notes\');'
+    code = "import * as c from \"@codemode/servers/my-cal\";\nconst n = await import('@codemode/servers/notes');"
     selection = select_servers(code, ["notes", "my-cal"], configs, paths, refresh=["web", "notes"])
-    assert list(selection.wanted.items()) == [("notes", "requested"), ("My Cal", "requested"), ("web", "connected")]
+    assert list(selection.wanted.items()) == [
+        ("notes", "requested"),
+        ("My Cal", "requested"),
+        ("web", "connected"),
+    ]
     assert selection.diagnostics == []
     only_imports = select_servers(code, [], configs, paths)
     assert only_imports.wanted == {"My Cal": "imported", "notes": "imported"}
-    assert only_imports.named("notes") and not select_servers("", [], configs, paths, ["web"]).named("web")
+    assert only_imports.named("notes") and not select_servers(
+        "", [], configs, paths, ["web"]
+    ).named("web")
 
 
 def test_select_reports_an_unknown_capability_with_the_available_ids() -> None:
-    selection = select_servers('import "@codemode/servers/nope";', ["mail"], {"notes": cfg("notes")}, {"notes": "notes"})
+    selection = select_servers(
+        'import "@codemode/servers/nope";', ["mail"], {"notes": cfg("notes")}, {"notes": "notes"}
+    )
     assert selection.wanted == {}
     (diagnostic,) = selection.diagnostics
     assert codes([diagnostic]) == [("warning", "CAPABILITY_UNAVAILABLE")]
@@ -110,17 +137,24 @@ def test_out_server_not_connected_keeps_out_view_and_connects_lazily() -> None:
     result = plan({"notes": cfg("notes")}, views)
     assert result.diagnostics == [] and result.build == {} and result.redeclare == []
     catalog = result.catalog({}, {})
-    assert catalog.servers["notes"].live is False and catalog.servers["notes"].module_source == OUT_MODULE
+    assert (
+        catalog.servers["notes"].live is False
+        and catalog.servers["notes"].module_source == OUT_MODULE
+    )
     assert catalog.modules() == {module_specifier("notes"): OUT_MODULE}
 
 
-def test_live_server_matching_out_keeps_out_module_names_and_declarations_with_live_metadata() -> None:
+def test_live_server_matching_out_keeps_out_module_names_and_declarations_with_live_metadata() -> (
+    None
+):
     views = {"notes": out_view("notes", out_tool("get", export="get"))}
     result = plan({"notes": cfg("notes")}, views, lives={"notes": live(wire("get"))})
     assert result.diagnostics == [] and result.build == {} and result.redeclare == []
     view = result.catalog({}, {}).servers["notes"]
     assert view.live and view.module_source == OUT_MODULE
-    assert view.server_name == "Live Notes" and view.version == "2.0" and view.description == "Use me."
+    assert (
+        view.server_name == "Live Notes" and view.version == "2.0" and view.description == "Use me."
+    )
     assert view.capabilities == ["tools"]
     assert view.tools["get"].declaration == "export function get(): Promise<unknown>;"
     # The inputs are not changed: the next run starts from out/ again.
@@ -130,7 +164,11 @@ def test_live_server_matching_out_keeps_out_module_names_and_declarations_with_l
 def test_out_export_names_win_while_the_tool_names_match() -> None:
     # out/ exported `get_` (say, a collision it saw); the live §6.1 mapping alone would say `get`.
     views = {"notes": out_view("notes", out_tool("get", export="get_"))}
-    view = plan({"notes": cfg("notes")}, views, lives={"notes": live(wire("get"))}).catalog({}, {}).servers["notes"]
+    view = (
+        plan({"notes": cfg("notes")}, views, lives={"notes": live(wire("get"))})
+        .catalog({}, {})
+        .servers["notes"]
+    )
     assert view.tools["get"].export_name == "get_"
 
 
@@ -155,7 +193,9 @@ def test_renamed_tools_rebuild_the_module_with_the_vanished_ones_as_ghosts() -> 
     assert codes(result.diagnostics) == [("warning", "STALE_OUT")]
     message = result.diagnostics[0]["message"]
     assert "new tools: new" in message and "tools gone: old" in message
-    assert result.build == {"notes": [{"name": "old", "description": "old things.", "inputSchema": {"type": "object"}}]}
+    assert result.build == {
+        "notes": [{"name": "old", "description": "old things.", "inputSchema": {"type": "object"}}]
+    }
     built = build("notes", [wire("get"), wire("new")], result.build["notes"])
     view = result.catalog({"notes": built}, {}).servers["notes"]
     assert view.module_source == built.source and "export async function old(" in built.source
@@ -195,12 +235,18 @@ def test_failed_server_is_unavailable_warning_when_named_info_otherwise() -> Non
     configs = {"notes": cfg("notes"), "web": cfg("web")}
     failures = {"notes": Failure("command not found: x"), "web": Failure("HTTP 401", auth=True)}
     result = plan(configs, views, failures=failures, selection=Selection({"notes": "imported"}))
-    assert codes(result.diagnostics) == [("warning", "CAPABILITY_UNAVAILABLE"), ("info", "CAPABILITY_UNAVAILABLE")]
+    assert codes(result.diagnostics) == [
+        ("warning", "CAPABILITY_UNAVAILABLE"),
+        ("info", "CAPABILITY_UNAVAILABLE"),
+    ]
     assert "unavailable: command not found: x" in result.diagnostics[0]["message"]
     assert "out/ has none" not in result.diagnostics[0]["hint"]
     assert "out/ has none" in result.diagnostics[1]["hint"]
     catalog = result.catalog({}, {})
-    assert catalog.servers["notes"].unavailable == "command not found: x" and not catalog.servers["notes"].auth_failed
+    assert (
+        catalog.servers["notes"].unavailable == "command not found: x"
+        and not catalog.servers["notes"].auth_failed
+    )
     assert catalog.servers["web"].auth_failed and catalog.servers["web"].module_source is None
     assert [v.server_id for v in catalog.visible()] == []
     assert views["notes"].unavailable is None  # the input view is untouched
@@ -209,9 +255,16 @@ def test_failed_server_is_unavailable_warning_when_named_info_otherwise() -> Non
 def test_pending_connections_are_reported_in_order() -> None:
     configs = {"notes": cfg("notes"), "web": cfg("web"), "mail": cfg("mail")}
     pending: dict[str, Any] = {"notes": "timeout", "mail": "timeout", "web": "background"}
-    result = plan(configs, {}, pending=pending, selection=Selection({"notes": "requested", "mail": "connected"}))
+    result = plan(
+        configs,
+        {},
+        pending=pending,
+        selection=Selection({"notes": "requested", "mail": "connected"}),
+    )
     assert codes(result.diagnostics) == [
-        ("warning", "CAPABILITY_UNAVAILABLE"), ("info", "CAPABILITY_UNAVAILABLE"), ("info", "CAPABILITY_UNAVAILABLE"),
+        ("warning", "CAPABILITY_UNAVAILABLE"),
+        ("info", "CAPABILITY_UNAVAILABLE"),
+        ("info", "CAPABILITY_UNAVAILABLE"),
     ]
     assert "'notes' did not finish connecting" in result.diagnostics[0]["message"]
     assert "'web' is still connecting in the background" in result.diagnostics[2]["message"]
@@ -220,6 +273,8 @@ def test_pending_connections_are_reported_in_order() -> None:
 
 def test_selection_diagnostics_come_first_and_server_text_is_bounded() -> None:
     selection = select_servers("", ["nope"], {"notes": cfg("notes")}, {"notes": "notes"})
-    result = plan({"notes": cfg("notes")}, {}, failures={"notes": Failure("x" * 10_000)}, selection=selection)
+    result = plan(
+        {"notes": cfg("notes")}, {}, failures={"notes": Failure("x" * 10_000)}, selection=selection
+    )
     assert result.diagnostics[0]["message"].startswith("requested capability 'nope'")
     assert len(result.diagnostics[1]["message"]) <= MAX_DIAGNOSTIC_CHARS + 40  # and the cut note

@@ -25,7 +25,7 @@ from codemode_gen.runtime.frontends.input_required import (
     StateSealer,
     resolve_state_secret,
 )
-from codemode_gen.runtime.host.resume import (
+from codemode_gen.runtime.host.resume_state import (
     LoggedCall,
     PendingAsk,
     RunState,
@@ -84,7 +84,9 @@ class Hooks:
             self.paused = message
             self.handle.stop([])
         elif message.get("op") == "diverged" and self.handle is not None:
-            self.handle.stop([{"severity": "error", "code": "RESUME_DIVERGED", "message": message["message"]}])
+            self.handle.stop(
+                [{"severity": "error", "code": "RESUME_DIVERGED", "message": message["message"]}]
+            )
 
 
 async def first_run(sandbox: Sandbox) -> tuple[list[str], dict[str, Any], dict[int, Any]]:
@@ -101,19 +103,30 @@ async def first_run(sandbox: Sandbox) -> tuple[list[str], dict[str, Any], dict[i
             hooks.handle.pause()
             await asyncio.Event().wait()  # the answer comes in the next run
         await asyncio.sleep(random.uniform(0, 0.02))
-        reply: HostReply = {"ok": True, "value": {"n": request["input"]["n"], "at": time.monotonic_ns() % 1000}}
+        reply: HostReply = {
+            "ok": True,
+            "value": {"n": request["input"]["n"], "at": time.monotonic_ns() % 1000},
+        }
         replies[mine] = reply
         return reply
 
-    out = await sandbox.run(SCRIPT, MODULES, host, Limits.from_json({"timeoutMs": 20_000}), hooks=hooks)
+    out = await sandbox.run(
+        SCRIPT, MODULES, host, Limits.from_json({"timeoutMs": 20_000}), hooks=hooks
+    )
     assert hooks.paused is not None, out
     return [entry["message"] for entry in out["logs"]], hooks.paused, replies
 
 
 async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, Any]) -> Response:
     journal = paused["journal"]
-    hooks = Hooks({"journal": True, "seed": journal["seed"], "clockBase": journal["clockBase"],
-                   "replay": {"events": journal["events"], "clock": journal["clock"]}})
+    hooks = Hooks(
+        {
+            "journal": True,
+            "seed": journal["seed"],
+            "clockBase": journal["clockBase"],
+            "replay": {"events": journal["events"], "clock": journal["clock"]},
+        }
+    )
     seq = 0
 
     async def host(request: dict[str, Any]) -> HostReply:
@@ -124,7 +137,9 @@ async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, An
         assert request["input"] == {"stop": True}
         return {"ok": True, "value": "approved"}
 
-    return await sandbox.run(SCRIPT, MODULES, host, Limits.from_json({"timeoutMs": 20_000}), hooks=hooks)
+    return await sandbox.run(
+        SCRIPT, MODULES, host, Limits.from_json({"timeoutMs": 20_000}), hooks=hooks
+    )
 
 
 def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
@@ -137,12 +152,18 @@ def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
     logs, paused, resumed = asyncio.run(asyncio.wait_for(scenario(), 60))
     journal = paused["journal"]
     assert paused["issued"] == 10 and journal["overflow"] is False
-    assert journal["events"].count(0) >= 1 and sorted(e for e in journal["events"] if e > 0) == list(range(1, 10))
-    assert sum(count for _, count in journal["clock"]) >= 2000 and len(journal["clock"]) < 200  # runs of equal ms
+    assert journal["events"].count(0) >= 1 and sorted(
+        e for e in journal["events"] if e > 0
+    ) == list(range(1, 10))
+    assert (
+        sum(count for _, count in journal["clock"]) >= 2000 and len(journal["clock"]) < 200
+    )  # runs of equal ms
     assert resumed["diagnostics"] == [], resumed["diagnostics"]
     again = [entry["message"] for entry in resumed["logs"]]
-    assert again[: len(logs)] == logs  # every value, in the same order: replies, timers, clock, random
-    (last,) = again[len(logs):]
+    assert (
+        again[: len(logs)] == logs
+    )  # every value, in the same order: replies, timers, clock, random
+    (last,) = again[len(logs) :]
     assert json.loads(last) == ["resumed", "approved", True]
 
 
@@ -157,30 +178,62 @@ def test_a_replay_whose_script_makes_fewer_calls_is_reported_as_diverged() -> No
     out = asyncio.run(asyncio.wait_for(scenario(), 60))
     (diverged,) = out["diagnostics"]
     assert diverged["code"] == "RESUME_DIVERGED"
-    assert diverged["message"] == ("the resumed script stopped after 10 tool calls where the earlier round went on "
-                                   "to call #42")
+    assert diverged["message"] == (
+        "the resumed script stopped after 10 tool calls where the earlier round went on to call #42"
+    )
     assert "resumed" not in " ".join(entry["message"] for entry in out["logs"])  # stopped there
 
 
 def test_the_state_round_trips_compressed_and_anything_else_is_refused() -> None:
-    state = RunState(tool="codemode.run", args="abc", deadline=time.time() + 60, nonce="n1", round=1, issued=3,
-                     calls=[LoggedCall(1, "id1", json.dumps({"ok": True, "value": "x" * 10_000}),
-                                       {"serverId": "s", "toolName": "t", "durationMs": 1, "ok": True})],
-                     pending=[PendingAsk(2, "id2", "s", "u")],
-                     journal={"events": [1, 0, -1], "clock": [[0, 5], [3, 1]], "seed": [1, 2, 3, 4], "clockBase": 7},
-                     for_run=[("demo", "write_query")])
+    state = RunState(
+        tool="codemode.run",
+        args="abc",
+        deadline=time.time() + 60,
+        nonce="n1",
+        round=1,
+        issued=3,
+        calls=[
+            LoggedCall(
+                1,
+                "id1",
+                json.dumps({"ok": True, "value": "x" * 10_000}),
+                {"serverId": "s", "toolName": "t", "durationMs": 1, "ok": True},
+            )
+        ],
+        pending=[PendingAsk(2, "id2", "s", "u")],
+        journal={
+            "events": [1, 0, -1],
+            "clock": [[0, 5], [3, 1]],
+            "seed": [1, 2, 3, 4],
+            "clockBase": 7,
+        },
+        for_run=[("demo", "write_query")],
+    )
     data = encode_state(state)
     assert len(data) < 1000  # the result's 10,000 characters compress away
     assert decode_state(data) == state
-    for junk in (b"not zlib", __import__("zlib").compress(b'{"v": 99}'), __import__("zlib").compress(b"[1]")):
+    for junk in (
+        b"not zlib",
+        __import__("zlib").compress(b'{"v": 99}'),
+        __import__("zlib").compress(b"[1]"),
+    ):
         with pytest.raises(StateError):
             decode_state(junk)
 
 
 def test_a_sealed_state_opens_only_with_its_key_unaltered_and_once() -> None:
-    state = RunState(tool="codemode.run", args="abc", deadline=time.time() + 60, nonce="n2", round=1, issued=1,
-                     calls=[], pending=[PendingAsk(1, "id", "s", "t")], journal={"events": [], "clock": []},
-                     for_run=[])
+    state = RunState(
+        tool="codemode.run",
+        args="abc",
+        deadline=time.time() + 60,
+        nonce="n2",
+        round=1,
+        issued=1,
+        calls=[],
+        pending=[PendingAsk(1, "id", "s", "t")],
+        journal={"events": [], "clock": []},
+        for_run=[],
+    )
     sealer = StateSealer(SECRET)
     token = sealer.seal(encode_state(state))
     assert StateSealer(SECRET).open(token) == state  # another instance with the same secret
@@ -201,6 +254,10 @@ def test_the_sealing_secret_comes_from_the_option_or_the_environment_and_is_neve
     assert resolve_state_secret(None, {}) is None
     assert resolve_state_secret(SECRET, {STATE_SECRET_ENV: "x"}) == SECRET  # the option wins
     assert resolve_state_secret(None, {STATE_SECRET_ENV: f" {SECRET} "}) == SECRET
-    for option, environ in (("short", {}), (None, {STATE_SECRET_ENV: ""}), (None, {STATE_SECRET_ENV: "x" * 31})):
+    for option, environ in (
+        ("short", {}),
+        (None, {STATE_SECRET_ENV: ""}),
+        (None, {STATE_SECRET_ENV: "x" * 31}),
+    ):
         with pytest.raises(UserError, match="32 characters"):
             resolve_state_secret(option, environ)

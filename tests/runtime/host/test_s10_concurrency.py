@@ -38,7 +38,9 @@ def timed(n: int) -> str:
 
 
 def cancelled(host: HostThread) -> dict[str, Any]:
-    r = host.run("import { cancelled_count } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await cancelled_count();")
+    r = host.run(
+        "import { cancelled_count } from '@codemode/servers/slow';\nglobalThis.__codemode_result__ = await cancelled_count();"
+    )
     result: dict[str, Any] = assert_ok(r)
     return result
 
@@ -76,4 +78,3 @@ def test_s7_4_timeout_cancels_in_flight_calls(host: HostThread) -> None:
     while cancelled(host)["cancelled"] < before + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert cancelled(host)["cancelled"] >= before + 2  # notifications/cancelled reached the server
-

@@ -50,7 +50,9 @@ def outcome(response: dict[str, Any]) -> dict[str, Any]:
     return {
         "result": response["result"],
         "logs": [(e["level"], e["message"]) for e in response["logs"]],
-        "diagnostics": sorted((d["severity"], d["code"]) for d in response["diagnostics"] if d["severity"] != "info"),
+        "diagnostics": sorted(
+            (d["severity"], d["code"]) for d in response["diagnostics"] if d["severity"] != "info"
+        ),
         "tools": [(t["serverId"], t["toolName"], t["ok"]) for t in response.get("toolTrace", [])],
         "calls": response.get("toolSummary"),  # serve lists failed calls and counts them all
     }
@@ -71,7 +73,9 @@ def assert_fails_at_the_typescript_line(response: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return mcp_project(tmp_path_factory.mktemp("typescript"), notes=["notes_server"], calendar=["calendar_server"])
+    return mcp_project(
+        tmp_path_factory.mktemp("typescript"), notes=["notes_server"], calendar=["calendar_server"]
+    )
 
 
 # ---------------------------------------------------------------------------------- run (CLI)
@@ -79,9 +83,22 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_cli(project: Path, path: Path) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "codemode_gen", "run", "--no-pretty", "--config", str(project / ".mcp.json"),
-         "--out", str(OUT), str(path)],
-        cwd=project, capture_output=True, text=True, timeout=90,
+        [
+            sys.executable,
+            "-m",
+            "codemode_gen",
+            "run",
+            "--no-pretty",
+            "--config",
+            str(project / ".mcp.json"),
+            "--out",
+            str(OUT),
+            str(path),
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert proc.returncode in (0, 1), proc.stderr
     response: dict[str, Any] = json.loads(proc.stdout)
@@ -101,7 +118,9 @@ def test_run_cli_reports_a_runtime_error_at_the_typescript_line(project: Path) -
 
 
 def test_serve_runs_typescript_as_its_javascript_twin(project: Path) -> None:
-    async def body(client: Any) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]], str]:
+    async def body(
+        client: Any,
+    ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]], str]:
         async def run(code: str) -> dict[str, Any]:
             reply = await client.call_tool("codemode.run", {"code": code})
             assert not reply.is_error
@@ -141,7 +160,9 @@ def test_api_reports_a_runtime_error_at_the_typescript_line(host: HostThread) ->
     assert_fails_at_the_typescript_line(host.run(FAILING.read_text(encoding="utf-8")))
 
 
-def test_s3_2_4_types_that_outlast_timeoutMs_to_erase_end_the_run_at_its_deadline(host: HostThread) -> None:
+def test_s3_2_4_types_that_outlast_timeoutMs_to_erase_end_the_run_at_its_deadline(
+    host: HostThread,
+) -> None:
     # Erasing is superlinear on some inputs (`x!!!…`: minutes for this one). It happens in a
     # helper process that is killed at the run's deadline: the run answers SANDBOX_LIMIT then
     # (§3.2.4), and the next run erases in a fresh helper.
@@ -157,10 +178,16 @@ def test_s3_2_4_types_that_outlast_timeoutMs_to_erase_end_the_run_at_its_deadlin
 
 
 def test_api_reports_what_cannot_be_erased_before_connecting_anything(host: HostThread) -> None:
-    response = host.run('import * as notes from "@codemode/servers/notes";\nenum Tag { Work, Home }\n')
+    response = host.run(
+        'import * as notes from "@codemode/servers/notes";\nenum Tag { Work, Home }\n'
+    )
     assert response["result"] is None and response["logs"] == [] and response["toolTrace"] == []
     [error] = response["diagnostics"]
-    assert error["code"] == "SYNTAX_ERROR" and error["path"] == "2:1" and "const object" in error["hint"]
+    assert (
+        error["code"] == "SYNTAX_ERROR"
+        and error["path"] == "2:1"
+        and "const object" in error["hint"]
+    )
 
 
 def test_api_runs_javascript_as_written_when_erasing_would_break_it(
@@ -173,6 +200,8 @@ def test_api_runs_javascript_as_written_when_erasing_would_break_it(
 
     monkeypatch.setattr(tsinput, "erase_types", lambda code: Erased("let = ;"))
     assert host.run("globalThis.__codemode_result__ = 6 * 7;")["result"] == 42
-    broken = host.run("let x: number = (;")  # both fail: the erased text's error is the one reported
+    broken = host.run(
+        "let x: number = (;"
+    )  # both fail: the erased text's error is the one reported
     [error] = broken["diagnostics"]
     assert error["code"] == "SYNTAX_ERROR" and error["path"] == "1:5"

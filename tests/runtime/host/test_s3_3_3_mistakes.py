@@ -30,7 +30,8 @@ pytestmark = pytest.mark.timeout(300)
 
 CORPUS = REPO / "tests" / "data" / "mistakes"
 EXPECTED: dict[str, dict[str, Any]] = {
-    name: entry for name, entry in json.loads((CORPUS / "expected.json").read_text(encoding="utf-8")).items()
+    name: entry
+    for name, entry in json.loads((CORPUS / "expected.json").read_text(encoding="utf-8")).items()
     if not name.startswith("_")
 }
 # The notes server of the slow-connect host sleeps this long before it starts: far beyond the
@@ -43,15 +44,19 @@ SLOW_TIMEOUT_MS = 1500
 def scripts(host: str | None) -> list[Any]:
     return [
         pytest.param(name, ext, id=f"{name}.{ext}")
-        for name, entry in sorted(EXPECTED.items()) if entry.get("host") == host
+        for name, entry in sorted(EXPECTED.items())
+        if entry.get("host") == host
         for ext in ("js", "ts")
     ]
 
 
 def without_node() -> str:
     """PATH without any folder that holds a `node` (a fresh install has no Node)."""
-    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep)
-            if p and not (Path(p) / "node").exists() and not (Path(p) / "node.exe").exists()]
+    keep = [
+        p
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if p and not (Path(p) / "node").exists() and not (Path(p) / "node.exe").exists()
+    ]
     return os.pathsep.join(keep)
 
 
@@ -70,16 +75,21 @@ def no_node() -> Iterator[None]:
 def host(no_node: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     """The demo servers (examples/servers/) with the demo's out/, type checking off."""
     base = tmp_path_factory.mktemp("mistakes")
-    h = HostThread({"notes": stdio("notes", "notes_server"), "calendar": stdio("calendar", "calendar_server")},
-                   REPO / "out", base / "logs")
+    h = HostThread(
+        {"notes": stdio("notes", "notes_server"), "calendar": stdio("calendar", "calendar_server")},
+        REPO / "out",
+        base / "logs",
+    )
     yield h
     h.close()
 
 
 def matching(response: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        d for d in response["diagnostics"]
-        if d["code"] == entry["code"] and d["severity"] == entry.get("severity", "error")
+        d
+        for d in response["diagnostics"]
+        if d["code"] == entry["code"]
+        and d["severity"] == entry.get("severity", "error")
         and d.get("errorClass") == entry.get("errorClass")
     ]
 
@@ -99,7 +109,9 @@ def check(response: dict[str, Any], name: str, ext: str) -> None:
     assert names_the_fix(response, entry), (f"{name}.{ext}", found)
     for d in response["diagnostics"]:  # a programming error is fixed, never caught
         if d["severity"] == "error" and d.get("errorClass") != "ToolCallError":
-            assert "try/catch" not in d.get("hint", "") and "catch" not in d.get("hint", "").split(), d
+            assert (
+                "try/catch" not in d.get("hint", "") and "catch" not in d.get("hint", "").split()
+            ), d
 
 
 @pytest.mark.slow
@@ -119,7 +131,9 @@ def test_s3_3_3_the_corpus_covers_each_mistake_in_both_languages() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "ext"), scripts("slow_connect"))
-def test_s3_3_3_a_timeout_spent_connecting_says_so(no_node: None, tmp_path: Path, name: str, ext: str) -> None:
+def test_s3_3_3_a_timeout_spent_connecting_says_so(
+    no_node: None, tmp_path: Path, name: str, ext: str
+) -> None:
     # A fresh host whose notes server takes SLOW_START_S to start: the script starts after the
     # host's bounded wait (connecting is not counted in its timeoutMs), its first call waits for
     # the connection and the run's time runs out meanwhile. The response says it was waiting
@@ -129,8 +143,12 @@ def test_s3_3_3_a_timeout_spent_connecting_says_so(no_node: None, tmp_path: Path
         "import runpy, sys, time; time.sleep(float(sys.argv[1])); sys.path.insert(0, sys.argv[2]); "
         "sys.argv = [sys.argv[3], 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
-    config = ServerConfig(id="notes", transport="stdio", command=PYTHON,
-                          args=("-c", delayed, str(SLOW_START_S), str(Path(notes).parent), notes))
+    config = ServerConfig(
+        id="notes",
+        transport="stdio",
+        command=PYTHON,
+        args=("-c", delayed, str(SLOW_START_S), str(Path(notes).parent), notes),
+    )
     h = HostThread({"notes": config}, REPO / "out", tmp_path / "logs")
     try:
         code = (CORPUS / f"{name}.{ext}").read_text(encoding="utf-8")
@@ -146,7 +164,6 @@ def test_s3_3_3_a_timeout_spent_connecting_says_so(no_node: None, tmp_path: Path
         h.close()
 
 
-
 @pytest.mark.slow
 def test_s3_2_4_connect_time_explains_a_timeout_after_a_slow_connect(tmp_path: Path) -> None:
     # A server that takes 1.5 s to start, requested first: the host waits a fifth of timeoutMs
@@ -157,18 +174,26 @@ def test_s3_2_4_connect_time_explains_a_timeout_after_a_slow_connect(tmp_path: P
         "import runpy, sys, time; time.sleep(float(sys.argv[1])); sys.path.insert(0, sys.argv[2]); "
         "sys.argv = [sys.argv[3], 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
-    config = ServerConfig(id="notes", transport="stdio", command=PYTHON,
-                          args=("-c", delayed, "1.5", str(Path(notes).parent), notes))
+    config = ServerConfig(
+        id="notes",
+        transport="stdio",
+        command=PYTHON,
+        args=("-c", delayed, "1.5", str(Path(notes).parent), notes),
+    )
     h = HostThread({"notes": config}, REPO / "out", tmp_path / "logs")
     try:
-        stuck = h.run("while (true) {}", limits={"timeoutMs": 6000}, requested_capabilities=["notes"])
+        stuck = h.run(
+            "while (true) {}", limits={"timeoutMs": 6000}, requested_capabilities=["notes"]
+        )
         codes = {d["code"]: d for d in stuck["diagnostics"]}
         assert codes["SANDBOX_LIMIT"]["severity"] == "error"
         connect = codes["CONNECT_TIME"]
         assert connect["severity"] == "info" and "run it again" in connect["hint"]
         assert "not counted" in connect["message"]
         fine = h.run("globalThis.__codemode_result__ = 1;", requested_capabilities=["notes"])
-        assert assert_ok(fine) == 1 and "CONNECT_TIME" not in {d["code"] for d in fine["diagnostics"]}
+        assert assert_ok(fine) == 1 and "CONNECT_TIME" not in {
+            d["code"] for d in fine["diagnostics"]
+        }
     finally:
         h.close()
 
@@ -177,7 +202,7 @@ HANDLED = {
     "try/catch": "try { await flaky_sync({}); } catch (e) { out.push(e.name); }",
     ".catch": "await flaky_sync({}).catch((e) => out.push(e.name));",
     "later await": "const p = flaky_sync({});\nawait new Promise((r) => setTimeout(r, 20));\n"
-                   "try { await p; } catch (e) { out.push(e.name); }",
+    "try { await p; } catch (e) { out.push(e.name); }",
     "allSettled": "out.push((await Promise.allSettled([flaky_sync({}), stats()]))[0].status);",
     "all + catch": "await Promise.all([flaky_sync({}), stats()]).catch((e) => out.push(e.name));",
     "race": "try { await Promise.race([flaky_sync({})]); } catch (e) { out.push(e.name); }",
@@ -191,11 +216,15 @@ HANDLED = {
 @pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(HANDLED))
 def test_s3_3_3_a_failure_the_script_handles_is_not_reported(host: HostThread, how: str) -> None:
-    code = ("import { flaky_sync, stats } from '@codemode/servers/notes';\nimport { callTool } from '@codemode/host';\n"
-            "const out = [];\n" + HANDLED[how])
+    code = (
+        "import { flaky_sync, stats } from '@codemode/servers/notes';\nimport { callTool } from '@codemode/host';\n"
+        "const out = [];\n" + HANDLED[how]
+    )
     response = host.run(code + "\nglobalThis.__codemode_result__ = out;")
     assert assert_ok(response) in (["ToolCallError"], ["rejected"]), response
-    assert not [d for d in response["diagnostics"] if d["code"] == "UNAWAITED_CALL_FAILED"], response["diagnostics"]
+    assert not [d for d in response["diagnostics"] if d["code"] == "UNAWAITED_CALL_FAILED"], (
+        response["diagnostics"]
+    )
 
 
 @pytest.mark.slow

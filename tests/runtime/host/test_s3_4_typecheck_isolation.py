@@ -87,12 +87,26 @@ JS_VECTORS = {"js require", "jsdoc import type", "jsdoc @import"}
 # plus one that only makes the check stricter (noUncheckedIndexedAccess: still honoured).
 WIDENED_TSCONFIG = {
     "compilerOptions": {
-        "target": "ES2022", "module": "ES2022", "moduleResolution": "bundler", "lib": ["ES2022"], "strict": True,
-        "noEmit": True, "allowJs": True, "checkJs": True, "noUncheckedIndexedAccess": True,
-        "baseUrl": "../..", "paths": {"@codemode/leak": ["secret/secret.ts"]},
-        "typeRoots": ["../node_modules/@types", "../../secret"], "types": ["leak"], "rootDirs": ["..", "../../secret"],
-        "resolveJsonModule": True, "allowArbitraryExtensions": True, "allowImportingTsExtensions": True,
-        "preserveSymlinks": True, "moduleSuffixes": [".secret", ""], "customConditions": ["secret"],
+        "target": "ES2022",
+        "module": "ES2022",
+        "moduleResolution": "bundler",
+        "lib": ["ES2022"],
+        "strict": True,
+        "noEmit": True,
+        "allowJs": True,
+        "checkJs": True,
+        "noUncheckedIndexedAccess": True,
+        "baseUrl": "../..",
+        "paths": {"@codemode/leak": ["secret/secret.ts"]},
+        "typeRoots": ["../node_modules/@types", "../../secret"],
+        "types": ["leak"],
+        "rootDirs": ["..", "../../secret"],
+        "resolveJsonModule": True,
+        "allowArbitraryExtensions": True,
+        "allowImportingTsExtensions": True,
+        "preserveSymlinks": True,
+        "moduleSuffixes": [".secret", ""],
+        "customConditions": ["secret"],
     },
     "files": ["../../secret/global.d.ts"],
     "include": ["../../secret/**/*"],
@@ -120,11 +134,17 @@ class Layout:
         secret = self.base / "secret"
         secret.mkdir()
         for ext in ("ts", "mts", "mjs", "js"):
-            (secret / f"secret.{ext}").write_text(f'export const key = "{SECRET}";\nexport type K = "{SECRET}";\n')
-        (secret / "secret.d.ts").write_text(f'export declare const key: "{SECRET}";\nexport type K = "{SECRET}";\n')
+            (secret / f"secret.{ext}").write_text(
+                f'export const key = "{SECRET}";\nexport type K = "{SECRET}";\n'
+            )
+        (secret / "secret.d.ts").write_text(
+            f'export declare const key: "{SECRET}";\nexport type K = "{SECRET}";\n'
+        )
         (secret / "secret.json").write_text(json.dumps({"key": SECRET, SECRET: 1}))
         (secret / "global.d.ts").write_text(f'declare const LEAK: "{SECRET}";\n')
-        (secret / "secret.d.txt.ts").write_text(f'declare const v: "{SECRET}";\nexport default v;\n')
+        (secret / "secret.d.txt.ts").write_text(
+            f'declare const v: "{SECRET}";\nexport default v;\n'
+        )
         (secret / "secret.txt").write_text(SECRET)
         (secret / "index.d.ts").write_text(f'declare const LEAK2: "{SECRET}";\n')
         types = self.proj / "node_modules" / "@types" / "leak"
@@ -132,9 +152,13 @@ class Layout:
         (types / "index.d.ts").write_text(f'declare const LEAK2: "{SECRET}";\n')
         package = self.proj / "node_modules" / "leakpkg"
         package.mkdir(parents=True)
-        (package / "package.json").write_text(json.dumps({"name": "leakpkg", "types": "index.d.ts"}))
+        (package / "package.json").write_text(
+            json.dumps({"name": "leakpkg", "types": "index.d.ts"})
+        )
         (package / "index.d.ts").write_text(f'export declare const key: "{SECRET}";\n')
-        (self.out / "servers" / "planted.d.ts").write_text(f'export declare const key: "{SECRET}";\n')
+        (self.out / "servers" / "planted.d.ts").write_text(
+            f'export declare const key: "{SECRET}";\n'
+        )
         (self.out / "link.d.ts").symlink_to(secret / "secret.d.ts")
         (self.out / "linkdir").symlink_to(secret)
         (self.proj / "secret.ts").symlink_to(secret / "secret.ts")
@@ -142,8 +166,12 @@ class Layout:
     def remove(self) -> None:
         shutil.rmtree(self.base / "secret")
         shutil.rmtree(self.proj / "node_modules")
-        for planted in (self.out / "servers" / "planted.d.ts", self.out / "link.d.ts", self.out / "linkdir",
-                        self.proj / "secret.ts"):
+        for planted in (
+            self.out / "servers" / "planted.d.ts",
+            self.out / "link.d.ts",
+            self.out / "linkdir",
+            self.proj / "secret.ts",
+        ):
             planted.unlink()
 
 
@@ -152,10 +180,16 @@ def make_layout(base: Path) -> Layout:
     shutil.copytree(REPO / "out", layout.out)
     (layout.out / "tsconfig.json").write_text(json.dumps(WIDENED_TSCONFIG))
     servers = REPO / "examples" / "servers"
-    (layout.proj / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
-        "calendar": {"command": PYTHON, "args": [str(servers / "calendar_server.py")]},
-    }}))
+    (layout.proj / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
+                    "calendar": {"command": PYTHON, "args": [str(servers / "calendar_server.py")]},
+                }
+            }
+        )
+    )
     return layout
 
 
@@ -168,8 +202,11 @@ def check_all(layout: Layout, tsc: Path, backend: Backend) -> dict[str, list[dic
             await checker.warm()
             assert checker.compiler is not None and checker.compiler.backend == backend
             for name, code in VECTORS.items():
-                result = await checker.check(code.replace("BASE", str(layout.base)),
-                                             lang="js" if name in JS_VECTORS else "ts", timeout=CHECK_S)
+                result = await checker.check(
+                    code.replace("BASE", str(layout.base)),
+                    lang="js" if name in JS_VECTORS else "ts",
+                    timeout=CHECK_S,
+                )
                 found[name] = result.diagnostics
         return found
 
@@ -196,7 +233,9 @@ def backend_env(backend: Backend, base: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> tuple[dict[str, Any], dict[str, Any]]:
+def both(
+    tmp_path_factory: pytest.TempPathFactory, backend: Backend
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each vector's diagnostics with the host files there, and once they are gone."""
     tsc = require_tsc()
     layout = make_layout(tmp_path_factory.mktemp("isolation"))
@@ -213,7 +252,9 @@ def test_s3_4_a_host_file_is_never_read_and_its_existence_never_shows(
 ) -> None:
     present, absent = both
     assert SECRET not in json.dumps(present[vector]), present[vector]
-    assert json.dumps(present[vector]) == json.dumps(absent[vector])  # byte-identical: no existence oracle
+    assert json.dumps(present[vector]) == json.dumps(
+        absent[vector]
+    )  # byte-identical: no existence oracle
     assert present[vector], "every vector names something the checker cannot find"
 
 
@@ -223,26 +264,42 @@ def test_s3_4_an_import_of_a_host_path_says_what_a_script_can_import(
     present, _ = both
     (module,) = to_diagnostics_of(present["relative"])
     assert module == {
-        "severity": "error", "code": "TS2307", "path": "1:21",
+        "severity": "error",
+        "code": "TS2307",
+        "path": "1:21",
         "message": "Cannot find module '../secret/secret': a script can import only @codemode/ modules "
-                   "(@codemode/discovery, @codemode/errors, @codemode/servers/<id>, @codemode/skills/<id>).",
+        "(@codemode/discovery, @codemode/errors, @codemode/servers/<id>, @codemode/skills/<id>).",
         "hint": 'import one of "@codemode/servers/calendar", "@codemode/servers/notes", '
-                '"@codemode/discovery", "@codemode/errors", "@codemode/skills/open_todos", "@codemode/skills/plan_week"',
+        '"@codemode/discovery", "@codemode/errors", "@codemode/skills/open_todos", "@codemode/skills/plan_week"',
     }
     # The variants (a .json import without resolveJsonModule, an extension, a package) say the same.
     for vector in ("json", "relative .ts", "node_modules package", "js require", "dynamic import"):
         (first, *_) = present[vector]
-        assert first["code"] == 2307 and "a script can import only @codemode/ modules" in first["message"], vector
-    reference, _leak_undeclared = to_diagnostics_of(present["reference path"])  # and TS2304 for LEAK
+        assert (
+            first["code"] == 2307
+            and "a script can import only @codemode/ modules" in first["message"]
+        ), vector
+    reference, _leak_undeclared = to_diagnostics_of(
+        present["reference path"]
+    )  # and TS2304 for LEAK
     assert reference["code"] == "TS6053"
-    assert reference["message"].startswith("Cannot find file '../secret/global.d.ts': a script sees no files")
+    assert reference["message"].startswith(
+        "Cannot find file '../secret/global.d.ts': a script sees no files"
+    )
     assert reference["hint"].startswith("remove the `/// <reference>`")
     # No host path shows, not even the project's: the checker's names are virtual.
-    assert not [d for ds in present.values() for d in ds if str(REPO) in d["message"] or "/proj/" in d["message"]]
+    assert not [
+        d
+        for ds in present.values()
+        for d in ds
+        if str(REPO) in d["message"] or "/proj/" in d["message"]
+    ]
 
 
 def test_s3_4_out_tsconfig_can_make_the_check_stricter_but_not_wider(
-    both: tuple[dict[str, Any], dict[str, Any]], layout: Layout, backend: Backend,
+    both: tuple[dict[str, Any], dict[str, Any]],
+    layout: Layout,
+    backend: Backend,
 ) -> None:
     """noUncheckedIndexedAccess from out/tsconfig.json applies; its paths, baseUrl, typeRoots,
     types, files and include do not (the "tsconfig …" and "@types" vectors above)."""
@@ -253,8 +310,12 @@ def test_s3_4_out_tsconfig_can_make_the_check_stricter_but_not_wider(
             return (await checker.check(code, lang="ts", timeout=CHECK_S)).diagnostics
 
     present, _ = both
-    assert [d["code"] for d in present["tsconfig paths"]] == [2307]  # @codemode/leak: unknown, not the mapped file
-    assert [d["code"] for d in anyio.run(main)] == [2322]  # 'number | undefined' is not assignable to 'number'
+    assert [d["code"] for d in present["tsconfig paths"]] == [
+        2307
+    ]  # @codemode/leak: unknown, not the mapped file
+    assert [d["code"] for d in anyio.run(main)] == [
+        2322
+    ]  # 'number | undefined' is not assignable to 'number'
 
 
 def to_diagnostics_of(raw: list[dict[str, Any]]) -> list[Diagnostic]:
@@ -278,13 +339,26 @@ def test_s3_4_the_checker_process_opens_nothing_but_typescript_and_out(
     check_all(layout, tsc, "node")
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     package = find_compiler(tsc).typescript.parent.parent
-    allowed_files = {str(layout.out / "codemode.d.ts"), str(layout.out / "tsconfig.json"), str(SERVER_JS), str(CORE_JS)}
+    allowed_files = {
+        str(layout.out / "codemode.d.ts"),
+        str(layout.out / "tsconfig.json"),
+        str(SERVER_JS),
+        str(CORE_JS),
+    }
     # (casefold: ts.sys tells a case-sensitive file system by statting its own name upper-cased)
     inside = str(package).casefold() + os.sep
-    outside = [c for c in calls if c["path"] not in allowed_files and not c["path"].casefold().startswith(inside)]
+    outside = [
+        c
+        for c in calls
+        if c["path"] not in allowed_files and not c["path"].casefold().startswith(inside)
+    ]
     assert outside == []
-    assert {"readFileSync"} <= {c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")}
-    assert any(c["path"].endswith("lib.es2022.d.ts") for c in calls)  # the spy did see the compiler's reads
+    assert {"readFileSync"} <= {
+        c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")
+    }
+    assert any(
+        c["path"].endswith("lib.es2022.d.ts") for c in calls
+    )  # the spy did see the compiler's reads
 
 
 # The QuickJS backend's process with an audit hook (PEP 578) that logs every file it opens or
@@ -311,6 +385,7 @@ def test_s3_4_the_quickjs_checker_opens_nothing_but_typescript_and_out(
     TypeScript's typescript.js and lib.*.d.ts, out/codemode.d.ts, out/tsconfig.json and
     js/typecheck_core.js, nothing else: the same closed file system as under node."""
     from codemode_gen.runtime.host import tscompiler
+
     tsc = require_tsc()
     layout = make_layout(tmp_path)
     layout.plant()
@@ -328,13 +403,24 @@ def test_s3_4_the_quickjs_checker_opens_nothing_but_typescript_and_out(
     python = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix})
 
     def imported(c: dict[str, str]) -> bool:
-        return c["path"].startswith(python) and (c["call"] != "open" or c["path"].endswith((".py", ".pyc", ".so")))
+        return c["path"].startswith(python) and (
+            c["call"] != "open" or c["path"].endswith((".py", ".pyc", ".so"))
+        )
 
-    outside = [c for c in calls if c["path"] not in allowed and not c["path"].startswith(str(package) + os.sep)
-               and not imported(c)]
+    outside = [
+        c
+        for c in calls
+        if c["path"] not in allowed
+        and not c["path"].startswith(str(package) + os.sep)
+        and not imported(c)
+    ]
     assert outside == []
-    assert [c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")] == ["open"]  # read once
-    assert any(c["path"].endswith("lib.es2022.d.ts") for c in calls)  # the hook did see the compiler's reads
+    assert [c["call"] for c in calls if c["path"] == str(layout.out / "codemode.d.ts")] == [
+        "open"
+    ]  # read once
+    assert any(
+        c["path"].endswith("lib.es2022.d.ts") for c in calls
+    )  # the hook did see the compiler's reads
 
 
 # ------------------------------------------------------------------ the commands, end to end
@@ -350,16 +436,30 @@ globalThis.__codemode_result__ = typeof leak;
 """
 
 
-def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout: Layout, backend: Backend) -> None:
+def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(
+    layout: Layout, backend: Backend
+) -> None:
     tsc = require_tsc()
     script = layout.proj / "agent.ts"
     script.write_text(HOSTILE)
 
     def check() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "codemode_gen", "check", "--config", str(layout.proj / ".mcp.json"),
-             "--tsc", str(tsc), str(script)],
-            cwd=layout.proj, capture_output=True, text=True, timeout=CHECK_TIMEOUT,
+            [
+                sys.executable,
+                "-m",
+                "codemode_gen",
+                "check",
+                "--config",
+                str(layout.proj / ".mcp.json"),
+                "--tsc",
+                str(tsc),
+                str(script),
+            ],
+            cwd=layout.proj,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT,
             env={**os.environ, **backend_env(backend, layout.base)},
         )
 
@@ -370,13 +470,22 @@ def test_s3_4_codemode_gen_check_prints_the_same_whether_the_files_exist(layout:
     assert present.returncode == absent.returncode == 1, present.stderr
     assert SECRET not in present.stdout + present.stderr
     assert present.stdout == absent.stdout
-    assert [d["code"] for d in json.loads(present.stdout)] == ["TS6053", "TS2307", "TS2307", "TS2307"]
+    assert [d["code"] for d in json.loads(present.stdout)] == [
+        "TS6053",
+        "TS2307",
+        "TS2307",
+        "TS2307",
+    ]
 
 
-def test_s3_4_serve_http_typecheck_gives_a_remote_client_nothing_of_the_host(layout: Layout, backend: Backend) -> None:
+def test_s3_4_serve_http_typecheck_gives_a_remote_client_nothing_of_the_host(
+    layout: Layout, backend: Backend
+) -> None:
     """The attack of a remote client: runs over `serve --http --typecheck` with the SDK's client."""
     tsc = require_tsc()
-    served = start_serve(layout.proj, "--typecheck", "--tsc", str(tsc), extra_env=backend_env(backend, layout.base))
+    served = start_serve(
+        layout.proj, "--typecheck", "--tsc", str(tsc), extra_env=backend_env(backend, layout.base)
+    )
 
     async def body(client: Any) -> list[Mapping[str, Any]]:
         found = []
@@ -396,4 +505,9 @@ def test_s3_4_serve_http_typecheck_gives_a_remote_client_nothing_of_the_host(lay
     assert json.dumps(present, sort_keys=True) == json.dumps(absent, sort_keys=True)
     assert present["result"] == "function"  # the check warned, the run went ahead
     warnings = [(d["severity"], d["code"]) for d in present["diagnostics"]]
-    assert warnings == [("warning", "TS6053"), ("warning", "TS2307"), ("warning", "TS2307"), ("warning", "TS2307")]
+    assert warnings == [
+        ("warning", "TS6053"),
+        ("warning", "TS2307"),
+        ("warning", "TS2307"),
+        ("warning", "TS2307"),
+    ]

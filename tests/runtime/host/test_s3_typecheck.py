@@ -41,10 +41,12 @@ globalThis.__codemode_result__ = failed;
 """
 
 
-
 def type_notes(response: Response) -> list[tuple[str, str, str]]:
-    return [(d["severity"], d["code"], d.get("path", "")) for d in response["diagnostics"]
-            if d["code"].startswith(("TS", "TYPECHECK_"))]
+    return [
+        (d["severity"], d["code"], d.get("path", ""))
+        for d in response["diagnostics"]
+        if d["code"].startswith(("TS", "TYPECHECK_"))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +55,16 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("typecheck")
     shutil.copytree(REPO / "out", base / "out")
     servers = REPO / "examples" / "servers"
-    (base / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
-        "calendar": {"command": PYTHON, "args": [str(servers / "calendar_server.py")]},
-    }}))
+    (base / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
+                    "calendar": {"command": PYTHON, "args": [str(servers / "calendar_server.py")]},
+                }
+            }
+        )
+    )
     return base
 
 
@@ -103,9 +111,14 @@ def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
     """Said to a run that asked for the check (its reader would take no warnings for a clean
     check); a run checked by the host's default (serve --typecheck) cannot do anything about it
     and is not told on every run."""
+
     async def main() -> tuple[Response, Response]:
-        async with CodeMode.from_config(project / ".mcp.json", tsc=project / "no-such-tsc", typecheck=True) as cm:
-            return await cm.run(WRONG_PROPERTY, limits={"typecheck": True}), await cm.run(WRONG_PROPERTY)
+        async with CodeMode.from_config(
+            project / ".mcp.json", tsc=project / "no-such-tsc", typecheck=True
+        ) as cm:
+            return await cm.run(WRONG_PROPERTY, limits={"typecheck": True}), await cm.run(
+                WRONG_PROPERTY
+            )
 
     response, by_default = anyio.run(main)
     (info,) = [d for d in response["diagnostics"] if d["code"] == "TYPECHECK_UNAVAILABLE"]
@@ -115,7 +128,9 @@ def test_missing_compiler_is_an_info_and_never_blocks(project: Path) -> None:
     assert by_default["diagnostics"] == [] and by_default["result"] == "Groceries"
 
 
-def test_check_time_counts_within_timeout_ms(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_time_counts_within_timeout_ms(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A compiler that needs longer to start than the check's share of timeoutMs: that run skips
     the check (info) and still runs; the start goes on, so the next run is checked. The start is
     made SLOW_START_S long (a node preload), so the outcome does not depend on the machine."""
@@ -126,7 +141,10 @@ def test_check_time_counts_within_timeout_ms(project: Path, monkeypatch: pytest.
 
     async def main() -> tuple[Response, Response, int]:
         async with CodeMode.from_config(project / ".mcp.json", tsc=tsc) as cm:
-            short = await cm.run("globalThis.__codemode_result__ = 1;", limits={"typecheck": True, "timeoutMs": timeout_ms})
+            short = await cm.run(
+                "globalThis.__codemode_result__ = 1;",
+                limits={"typecheck": True, "timeoutMs": timeout_ms},
+            )
             later = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})
             return short, later, cm.typechecker().starts
 
@@ -143,7 +161,9 @@ def test_servers_out_lacks_are_not_reported_missing(project: Path) -> None:
     it is unchecked, not an error; an unknown server is a TS2307 warning."""
     tsc = require_tsc()
     config = project / "with-slow.mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}}))
+    config.write_text(
+        json.dumps({"mcpServers": {"slow": {"command": PYTHON, "args": [script("slow"), "stdio"]}}})
+    )
     code = 'import { tick } from "@codemode/servers/slow";\nimport * as nope from "@codemode/servers/nope";\n'
 
     async def main() -> Response:
@@ -155,7 +175,9 @@ def test_servers_out_lacks_are_not_reported_missing(project: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["node", "quickjs"])
-def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path, backend: Backend) -> None:
+def test_checker_reloads_declarations_and_restarts_after_a_crash(
+    tmp_path: Path, backend: Backend
+) -> None:
     """`codemode-gen generate` while serving changes codemode.d.ts: the next check sees it. A
     checker process that died is started again by the next check. On both engines."""
     tsc = require_tsc()
@@ -166,7 +188,11 @@ def test_checker_reloads_declarations_and_restarts_after_a_crash(tmp_path: Path,
         found = []
         async with TypeChecker(tmp_path / "out", tsc=tsc, backend=backend) as checker:
             found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
-            declarations.write_text(declarations.read_text().replace("export function get_note(", "export function read_note("))
+            declarations.write_text(
+                declarations.read_text().replace(
+                    "export function get_note(", "export function read_note("
+                )
+            )
             found.append((await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics)
             assert checker._proc is not None
             checker._proc.kill()
@@ -185,12 +211,15 @@ def test_a_check_over_its_time_is_skipped_and_a_stuck_checker_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from codemode_gen.runtime.host import typecheck
+
     tsc = require_tsc()
 
     async def main() -> tuple[bool, list[dict[str, Any]], int]:
         async with typecheck.TypeChecker(REPO / "out", tsc=tsc) as checker:
             await checker.warm()
-            monkeypatch.setattr(typecheck, "STUCK_CHECK_S", 0.0)  # every unanswered request is "stuck"
+            monkeypatch.setattr(
+                typecheck, "STUCK_CHECK_S", 0.0
+            )  # every unanswered request is "stuck"
             try:
                 await checker.check(WRONG_PROPERTY, timeout=0.0001)
                 timed_out = False
@@ -217,7 +246,7 @@ SAME_ON_BOTH = {
     "sandbox globals": 'await fetch("https://example.com");\nconst p = process.env;\nrequire("fs");\n',
     "possibly undefined": 'const xs: number[] = [];\nconst m = new Map<string, number>();\nm.get("a").toFixed();\n',
     "unknown catch": 'try { JSON.parse("x"); } catch (e) { console.log(e.message); }\n',
-    "implicit any": 'export function f(x) { return x; }\n',
+    "implicit any": "export function f(x) { return x; }\n",
     "ts syntax as js": "const n: number = 1;\n",
     "syntax error": "const x = ;\n",
     "enum": "enum Color { Red, Green }\nexport {};\n",
@@ -228,8 +257,13 @@ SAME_ON_BOTH = {
     "unicode": 'const s: number = "héllo 😀";\nconst t = "😀".toFixd();\n',
 }
 # TypeScript's own word on what cannot be erased (erasableSyntaxOnly): TS1294 at the construct.
-NOT_ERASABLE = {"enum": (1, 6), "namespace with values": (1, 11), "parameter property": (2, 15),
-                "prefix assertion": (1, 11), "import = require": (1, 1)}
+NOT_ERASABLE = {
+    "enum": (1, 6),
+    "namespace with values": (1, 11),
+    "parameter property": (2, 15),
+    "prefix assertion": (1, 11),
+    "import = require": (1, 1),
+}
 
 
 def test_node_and_quickjs_give_the_same_diagnostics() -> None:
@@ -251,7 +285,9 @@ def test_node_and_quickjs_give_the_same_diagnostics() -> None:
     assert json.dumps(quickjs, sort_keys=True) == json.dumps(node, sort_keys=True)
     for name, (line, column) in NOT_ERASABLE.items():
         _, diagnostics = quickjs[f"{name} (ts)"]
-        assert (1294, line, column) in {(d["code"], d["line"], d["column"]) for d in diagnostics}, name
+        assert (1294, line, column) in {(d["code"], d["line"], d["column"]) for d in diagnostics}, (
+            name
+        )
     assert {d["code"] for d in quickjs["wrong property (auto)"][1]} == {4111}
 
 
@@ -267,7 +303,11 @@ def test_a_script_too_deep_for_the_compiler_fails_that_check_only(backend: Backe
         async with TypeChecker(REPO / "out", tsc=require_tsc(), backend=backend) as checker:
             with pytest.raises(TypeCheckUnavailable) as failed:
                 await checker.check(deep, lang="ts", timeout=60)
-            return str(failed.value), (await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics, checker.starts
+            return (
+                str(failed.value),
+                (await checker.check(WRONG_PROPERTY, timeout=60)).diagnostics,
+                checker.starts,
+            )
 
     message, after, starts = anyio.run(main)
     assert message == "the type checker failed: RangeError: Maximum call stack size exceeded"
@@ -302,17 +342,24 @@ def test_serve_typecheck_warns_over_mcp_and_reuses_the_compiler(project: Path) -
         pids_first = checker_pids(out_dir)
         second = await client.call_tool("codemode.run", {"code": WRONG_TYPE})
         pids_second = checker_pids(out_dir)
-        off = await client.call_tool("codemode.run", {"code": WRONG_TYPE, "limits": {"typecheck": False}})
+        off = await client.call_tool(
+            "codemode.run", {"code": WRONG_TYPE, "limits": {"typecheck": False}}
+        )
         return tool, first, second, off, pids_first, pids_second
 
     tool, first, second, off, pids_first, pids_second = against_serve(
-        project, body, "--out", str(out_dir), "--typecheck", "--tsc", str(tsc))
+        project, body, "--out", str(out_dir), "--typecheck", "--tsc", str(tsc)
+    )
     assert "typecheck on (type errors as warnings)" in tool.description
     assert tool.input_schema["properties"]["limits"]["properties"]["typecheck"]["type"] == "boolean"
     assert not first.is_error
-    assert type_notes(first.structured_content) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
+    assert type_notes(first.structured_content) == [
+        ("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))
+    ]
     assert first.structured_content["result"] == "Groceries"
-    assert type_notes(second.structured_content) == [("warning", "TS2322", at(WRONG_TYPE, "durationMinutes", 4))]
+    assert type_notes(second.structured_content) == [
+        ("warning", "TS2322", at(WRONG_TYPE, "durationMinutes", 4))
+    ]
     assert second.structured_content["result"] == "SchemaValidationError"
     assert type_notes(off.structured_content) == []
     assert len(pids_first) == 1 and pids_second == pids_first  # started once, reused

@@ -26,15 +26,29 @@ from tests.runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 pytestmark = pytest.mark.timeout(120)
 
 NOTES_TOOLS = [
-    "create_note", "delete_note", "export-csv", "flaky_sync", "get_note", "list_notes", "render_chart",
-    "search_notes", "stats", "summary", "tasks.add", "tasks.list", "update_note",
+    "create_note",
+    "delete_note",
+    "export-csv",
+    "flaky_sync",
+    "get_note",
+    "list_notes",
+    "render_chart",
+    "search_notes",
+    "stats",
+    "summary",
+    "tasks.add",
+    "tasks.list",
+    "update_note",
 ]
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s4")
-    configs = {"notes": stdio("notes", "notes_server"), "calendar": stdio("calendar", "calendar_server", blocklist=("create_event",))}
+    configs = {
+        "notes": stdio("notes", "notes_server"),
+        "calendar": stdio("calendar", "calendar_server", blocklist=("create_event",)),
+    }
     h = HostThread(configs, base / "out", base / "logs")
     # out/ is empty: a server joins the runs after the one that first waits for its connection.
     assert_ok(h.run("1", requested_capabilities=list(configs)))
@@ -57,14 +71,24 @@ def test_s12_1_spec_version_is_semver(host: HostThread) -> None:
 def test_s4_1_module_exports_every_function(host: HostThread) -> None:
     names = disc(host, "return Object.keys(d).sort();")
     # listSkills: the project's skills (README "Skills"), beyond §4.1's functions.
-    assert names == ["describeServer", "getTool", "listServers", "listSkills", "listTools", "searchTools", "specVersion"]
+    assert names == [
+        "describeServer",
+        "getTool",
+        "listServers",
+        "listSkills",
+        "listTools",
+        "searchTools",
+        "specVersion",
+    ]
 
 
 def test_s4_2_1_list_servers(host: HostThread) -> None:
     servers = disc(host, "return await d.listServers();")
     assert [s["serverId"] for s in servers] == ["calendar", "notes"]
     notes = servers[1]
-    assert set(notes) <= {"serverId", "serverName", "capabilities"} and isinstance(notes["serverName"], str)
+    assert set(notes) <= {"serverId", "serverName", "capabilities"} and isinstance(
+        notes["serverName"], str
+    )
     assert "tools" in notes.get("capabilities", ["tools"])
 
 
@@ -75,13 +99,20 @@ def test_s4_2_2_describe_server(host: HostThread) -> None:
 
 
 def test_s4_3_list_tools_detail_levels(host: HostThread) -> None:
-    levels = disc(host, "return [await d.listTools('notes', {detail: 'name'}), await d.listTools('notes'),"
-                        " await d.listTools('notes', {detail: 'full'})];")
+    levels = disc(
+        host,
+        "return [await d.listTools('notes', {detail: 'name'}), await d.listTools('notes'),"
+        " await d.listTools('notes', {detail: 'full'})];",
+    )
     name, description, full = levels
     assert [t["toolName"] for t in name] == NOTES_TOOLS
     assert all(set(t) == {"toolName", "exportName"} for t in name)
-    assert all(set(t) <= {"toolName", "exportName", "description", "annotations"} for t in description)
-    assert any("annotations" in t for t in description) and all("description" in t for t in description)
+    assert all(
+        set(t) <= {"toolName", "exportName", "description", "annotations"} for t in description
+    )
+    assert any("annotations" in t for t in description) and all(
+        "description" in t for t in description
+    )
     assert all("inputSchema" in t for t in full)
     assert any("outputSchema" in t for t in full)
     by_name = {t["toolName"]: t for t in full}
@@ -96,64 +127,92 @@ def test_s4_1_get_tool_is_full_definition(host: HostThread) -> None:
 
 
 def test_s4_unknown_server_and_tool_throw_the_error_classes(host: HostThread) -> None:
-    result = disc(host, """
+    result = disc(
+        host,
+        """
       const out = [];
       try { await d.describeServer('nope'); } catch (e) { out.push([e.name, e instanceof E.ServerNotFoundError, !!e.hint]); }
       try { await d.getTool('notes', 'nope'); } catch (e) { out.push([e.name, e instanceof E.ToolNotFoundError, !!e.hint]); }
       try { await d.listTools('nope'); } catch (e) { out.push([e.name, e instanceof E.CodemodeError, !!e.hint]); }
-      return out;""")
-    assert result == [["ServerNotFoundError", True, True], ["ToolNotFoundError", True, True],
-                      ["ServerNotFoundError", True, True]]
+      return out;""",
+    )
+    assert result == [
+        ["ServerNotFoundError", True, True],
+        ["ToolNotFoundError", True, True],
+        ["ServerNotFoundError", True, True],
+    ]
 
 
 def test_s4_2_5_search_ranks_name_matches_first(host: HostThread) -> None:
     res = disc(host, "return await d.searchTools('search notes');")
     assert res["query"] == "search notes"
-    assert res["results"][0]["toolName"] == "search_notes" and res["results"][0]["serverId"] == "notes"
+    assert (
+        res["results"][0]["toolName"] == "search_notes" and res["results"][0]["serverId"] == "notes"
+    )
     assert all("serverId" in r and "description" in r for r in res["results"])
 
 
 def test_s4_2_7_search_options_detail_server_and_limit(host: HostThread) -> None:
-    res = disc(host, "return [await d.searchTools('event', {serverId: 'calendar', detail: 'name', limit: 2}),"
-                     " await d.searchTools('note', {detail: 'full', limit: 1})];")
+    res = disc(
+        host,
+        "return [await d.searchTools('event', {serverId: 'calendar', detail: 'name', limit: 2}),"
+        " await d.searchTools('note', {detail: 'full', limit: 1})];",
+    )
     cal, notes = res
     assert 0 < len(cal["results"]) <= 2
-    assert all(r["serverId"] == "calendar" and set(r) == {"serverId", "toolName", "exportName"} for r in cal["results"])
+    assert all(
+        r["serverId"] == "calendar" and set(r) == {"serverId", "toolName", "exportName"}
+        for r in cal["results"]
+    )
     assert len(notes["results"]) == 1 and "inputSchema" in notes["results"][0]
 
 
 def test_s4_search_is_case_insensitive_and_tokenised(host: HostThread) -> None:
-    a = disc(host, "return (await d.searchTools('TASKS list', {detail: 'name'})).results.map(r => r.toolName);")
+    a = disc(
+        host,
+        "return (await d.searchTools('TASKS list', {detail: 'name'})).results.map(r => r.toolName);",
+    )
     assert a[0] == "tasks.list"
 
 
 def test_s4_results_are_fresh_copies(host: HostThread) -> None:
-    result = disc(host, """
+    result = disc(
+        host,
+        """
       const t = await d.getTool('notes', 'create_note');
       t.inputSchema.properties = null; t.toolName = 'hacked';
       const s = await d.listServers(); s[0].serverId = 'hacked';
       return [(await d.getTool('notes', 'create_note')).toolName,
               typeof (await d.getTool('notes', 'create_note')).inputSchema.properties,
-              (await d.listServers())[0].serverId];""")
+              (await d.listServers())[0].serverId];""",
+    )
     assert result == ["create_note", "object", "calendar"]
 
 
 def test_s4_blocklisted_tools_are_hidden(host: HostThread) -> None:
-    names = disc(host, "return (await d.listTools('calendar', {detail: 'name'})).map(t => t.toolName);")
+    names = disc(
+        host, "return (await d.listTools('calendar', {detail: 'name'})).map(t => t.toolName);"
+    )
     assert names and "create_event" not in names
-
 
 
 # --------------------------------------------------------------------------- declarations
 
 
 def test_s4_3_declaration_only_at_full_detail(host: HostThread) -> None:
-    tool, full, described, named, found_full, found = disc(host, """return [
+    tool, full, described, named, found_full, found = disc(
+        host,
+        """return [
       await d.getTool('notes', 'get_note'), await d.listTools('notes', {detail: 'full'}),
       await d.listTools('notes'), await d.listTools('notes', {detail: 'name'}),
-      await d.searchTools('note', {detail: 'full', limit: 3}), await d.searchTools('note', {limit: 3})];""")
+      await d.searchTools('note', {detail: 'full', limit: 3}), await d.searchTools('note', {limit: 3})];""",
+    )
     declaration = tool["declaration"]
-    assert declaration.startswith("/**") and "export function get_note(" in declaration and "Promise<" in declaration
+    assert (
+        declaration.startswith("/**")
+        and "export function get_note(" in declaration
+        and "Promise<" in declaration
+    )
     assert "Fetch one note by id." in declaration
     assert all(f"export function {t['exportName']}(" in t["declaration"] for t in full)
     assert all("declaration" in r for r in found_full["results"])
@@ -186,7 +245,9 @@ def test_s4_3_declaration_follows_the_live_tool_when_out_is_stale(tmp_path: Path
         )
     finally:
         h.close()
-    assert any(d["code"] == "STALE_OUT" and "get_note" in d["message"] for d in response["diagnostics"])
+    assert any(
+        d["code"] == "STALE_OUT" and "get_note" in d["message"] for d in response["diagnostics"]
+    )
     declared = {t["toolName"]: t.get("declaration") for t in assert_ok(response)}
     fresh = declared["get_note"]
     assert fresh is not None and "Fetch one note by id." in fresh and "Outdated" not in fresh
@@ -242,7 +303,9 @@ def test_s4_2_5_search_matches_other_word_forms(big: HostThread) -> None:
     assert found(big, "screenshots", limit=3)[0][1] == "browser_take_screenshot"
     assert ("notes", "list_notes") in found(big, "listing note", serverId="notes", limit=3)
     assert found(big, "calend") == []  # a prefix matches only where the catalog has the word
-    assert found(big, "directori", limit=1)[0][1].startswith(("list_directory", "create_directory", "directory_tree"))
+    assert found(big, "directori", limit=1)[0][1].startswith(
+        ("list_directory", "create_directory", "directory_tree")
+    )
     assert found(big, "getCurrentTime")[0][1] == "get_current_time"  # camelCase splits
 
 
@@ -291,7 +354,9 @@ def run_in_sandbox(code: str, modules: dict[str, str]) -> Response:
 
     async def run() -> Response:
         async with Sandbox(pool_size=1) as sandbox:
-            return await sandbox.run(code, modules, host_call, Limits.from_json({"timeoutMs": 60_000}))
+            return await sandbox.run(
+                code, modules, host_call, Limits.from_json({"timeoutMs": 60_000})
+            )
 
     return asyncio.run(run())
 
@@ -308,15 +373,27 @@ def big_catalog(count: int) -> Any:
             name = tool["name"] if copy == 1 else f"{tool['name']}_{copy}"
             while name in tools:
                 name += "_"
-            tools[name] = ToolView(name, name, description=tool.get("description"), title=tool.get("title"),
-                                   input_schema=tool.get("inputSchema"))
+            tools[name] = ToolView(
+                name,
+                name,
+                description=tool.get("description"),
+                title=tool.get("title"),
+                input_schema=tool.get("inputSchema"),
+            )
         copy += 1
-    return Catalog(servers={"catalog": ServerView("catalog", "catalog", "catalog", tools=dict(sorted(tools.items())))})
+    return Catalog(
+        servers={
+            "catalog": ServerView(
+                "catalog", "catalog", "catalog", tools=dict(sorted(tools.items()))
+            )
+        }
+    )
 
 
 @pytest.mark.slow
 def test_s4_2_5_search_over_5000_tools_takes_milliseconds() -> None:
-    response = run_in_sandbox("""
+    response = run_in_sandbox(
+        """
       import * as d from '@codemode/discovery';
       const queries = ['current time', 'delete a note', 'create issues', 'list files in a directory', 'get'];
       const top = {};
@@ -328,7 +405,8 @@ def test_s4_2_5_search_over_5000_tools_takes_milliseconds() -> None:
       const perSearch = (Date.now() - started) / (ROUNDS * queries.length);
       const count = (await d.listTools('catalog', {detail: 'name'})).length;
       globalThis.__codemode_result__ = {perSearch, top, count};""",
-        {MODULE_NAME: discovery_module(big_catalog(BIG_CATALOG_TOOLS))})
+        {MODULE_NAME: discovery_module(big_catalog(BIG_CATALOG_TOOLS))},
+    )
     result = assert_ok(response)
     assert result["count"] == BIG_CATALOG_TOOLS
     assert result["top"]["current time"] == "get_current_time"
@@ -339,13 +417,26 @@ def test_s4_2_5_search_over_5000_tools_takes_milliseconds() -> None:
 # --------------------------------------------------------------------------- normalisation
 
 WORD_FORMS = [
-    ["note", "notes", "noting", "noted"], ["create", "creates", "created", "creating"],
-    ["use", "uses", "used", "using"], ["add", "adds", "added", "adding"], ["get", "gets", "getting"],
-    ["query", "queries", "queried"], ["copy", "copies", "copied", "copying"], ["fix", "fixes", "fixed", "fixing"],
-    ["match", "matches", "matched"], ["class", "classes"], ["status", "statuses"], ["alias", "aliases"],
-    ["embed", "embeds", "embedded", "embedding", "embeddings"], ["list", "lists", "listed", "listing"],
-    ["id", "ids"], ["type", "types", "typed", "typing"], ["call", "calls", "called", "calling"],
-    ["file", "files", "filing"], ["need", "needs", "needed"], ["stop", "stops", "stopped", "stopping"],
+    ["note", "notes", "noting", "noted"],
+    ["create", "creates", "created", "creating"],
+    ["use", "uses", "used", "using"],
+    ["add", "adds", "added", "adding"],
+    ["get", "gets", "getting"],
+    ["query", "queries", "queried"],
+    ["copy", "copies", "copied", "copying"],
+    ["fix", "fixes", "fixed", "fixing"],
+    ["match", "matches", "matched"],
+    ["class", "classes"],
+    ["status", "statuses"],
+    ["alias", "aliases"],
+    ["embed", "embeds", "embedded", "embedding", "embeddings"],
+    ["list", "lists", "listed", "listing"],
+    ["id", "ids"],
+    ["type", "types", "typed", "typing"],
+    ["call", "calls", "called", "calling"],
+    ["file", "files", "filing"],
+    ["need", "needs", "needed"],
+    ["stop", "stops", "stopped", "stopping"],
 ]
 
 
@@ -354,14 +445,28 @@ def test_s4_search_stemming_folds_word_forms() -> None:
         assert len({stem(w) for w in forms}) == 1, {w: stem(w) for w in forms}
     assert len({stem(w) for w in ("note", "not", "notebook")}) == 3
     assert terms("getHTTPServer tasks.list export-csv API-get-users") == [
-        "get", "http", "server", "task", "list", "export", "csv", "api", "get", "user"]
+        "get",
+        "http",
+        "server",
+        "task",
+        "list",
+        "export",
+        "csv",
+        "api",
+        "get",
+        "user",
+    ]
 
 
 def test_s4_search_index_encodes_every_occurrence() -> None:
     from codemode_gen.runtime.host.catalog import ToolView
 
-    index = search_index([ToolView("get_note", "get_note", description="Fetch one note; a note by id."),
-                          ToolView("tasks.add", "tasks_add", title="Add Task")])
+    index = search_index(
+        [
+            ToolView("get_note", "get_note", description="Fetch one note; a note by id."),
+            ToolView("tasks.add", "tasks_add", title="Add Task"),
+        ]
+    )
     by_term = dict(zip(index["terms"], index["postings"], strict=True))
     assert index["terms"] == sorted(index["terms"]) and index["width"] == 1
     assert by_term["note"] == "ACC"  # slot 0 (name of tool 0), twice slot 2 (its description)
@@ -374,13 +479,29 @@ def test_s4_search_query_and_catalog_normalise_alike() -> None:
     from codemode_gen.runtime.host.catalog import Catalog
 
     samples = [w for forms in WORD_FORMS for w in forms] + [
-        "getHTTPServer", "tasks.list", "export-csv", "API-get-users", "Créer_Événements naïve", "日本語テキスト",
-        "x2Y", "ÜBERSICHT", "straße", "Ωmega", "𝐀𝐁𝐂 emoji😀here", "𝐀𝐁e 𝐀ing x𝐀ed 𝐀y", "dried drying", "hopping hoping", "statuses",
-        "Fetch one note by id.", "ISO 8601 UTC timestamps",
+        "getHTTPServer",
+        "tasks.list",
+        "export-csv",
+        "API-get-users",
+        "Créer_Événements naïve",
+        "日本語テキスト",
+        "x2Y",
+        "ÜBERSICHT",
+        "straße",
+        "Ωmega",
+        "𝐀𝐁𝐂 emoji😀here",
+        "𝐀𝐁e 𝐀ing x𝐀ed 𝐀y",
+        "dried drying",
+        "hopping hoping",
+        "statuses",
+        "Fetch one note by id.",
+        "ISO 8601 UTC timestamps",
     ]
     module = discovery_module(Catalog()) + "\nexport { terms as __terms };\n"
-    code = ("import { __terms } from 'test:discovery';\n"
-            f"globalThis.__codemode_result__ = {json.dumps(samples)}.map(__terms);")
+    code = (
+        "import { __terms } from 'test:discovery';\n"
+        f"globalThis.__codemode_result__ = {json.dumps(samples)}.map(__terms);"
+    )
     response = run_in_sandbox(code, {"test:discovery": module, MODULE_NAME: module})
     assert_ok(response)
     assert response["result"] == [terms(s) for s in samples]
@@ -389,28 +510,52 @@ def test_s4_search_query_and_catalog_normalise_alike() -> None:
 def test_approval_is_in_the_full_definition_and_tags_its_declaration(host: HostThread) -> None:
     """Issue 12: a tool whose calls wait for approval says so where a script reads declarations
     (the default "auto" policy asks for the destructive delete_note)."""
-    got = disc(host, "const t = await d.getTool('notes', 'delete_note'); const r = await d.getTool('notes', 'get_note');"
-                     " return [t.approval, t.declaration.split('\\n')[0], 'approval' in r];")
-    assert got == ["ask", "/** Delete a note permanently. @destructive @idempotent @closedWorld @approval the user is"
-                   " asked before each call; batch such calls in one Promise.all */", False]
+    got = disc(
+        host,
+        "const t = await d.getTool('notes', 'delete_note'); const r = await d.getTool('notes', 'get_note');"
+        " return [t.approval, t.declaration.split('\\n')[0], 'approval' in r];",
+    )
+    assert got == [
+        "ask",
+        "/** Delete a note permanently. @destructive @idempotent @closedWorld @approval the user is"
+        " asked before each call; batch such calls in one Promise.all */",
+        False,
+    ]
 
 
 def test_tag_declaration_finds_the_doc_of_the_function() -> None:
     from codemode_gen.runtime.host.catalog import ToolView, tag_declaration
 
-    view = ToolView("wipe", "wipe", declaration="/** Wipe. @destructive */\nexport function wipe(): Promise<void>;",
-                    approval="ask-once")
+    view = ToolView(
+        "wipe",
+        "wipe",
+        declaration="/** Wipe. @destructive */\nexport function wipe(): Promise<void>;",
+        approval="ask-once",
+    )
     definition = view.definition()
     assert definition["approval"] == "ask-once"
-    assert definition["declaration"] == ("/** Wipe. @destructive @approvalOnce the user is asked before the first call per"
-                                         " session; batch such calls in one Promise.all */\nexport function wipe(): Promise<void>;")
-    assert view.declaration == "/** Wipe. @destructive */\nexport function wipe(): Promise<void>;"  # out/'s text kept
+    assert definition["declaration"] == (
+        "/** Wipe. @destructive @approvalOnce the user is asked before the first call per"
+        " session; batch such calls in one Promise.all */\nexport function wipe(): Promise<void>;"
+    )
+    assert (
+        view.declaration == "/** Wipe. @destructive */\nexport function wipe(): Promise<void>;"
+    )  # out/'s text kept
     bare = "export function f(): Promise<X>;\ntype X = { a: string };"
     assert tag_declaration(bare, "@denied") == "/** @denied */\n" + bare
-    learned = "// output type learned from 2 live calls\n/** Get. */\nexport function g(): Promise<X>;"
+    learned = (
+        "// output type learned from 2 live calls\n/** Get. */\nexport function g(): Promise<X>;"
+    )
     assert tag_declaration(learned, "@approval").split("\n")[:2] == [
-        "// output type learned from 2 live calls", "/** Get. @approval */"]
+        "// output type learned from 2 live calls",
+        "/** Get. @approval */",
+    ]
     example = "/** Get. @readOnly */\n// e.g. g({ id: 2 })\nexport function g(input: { id: number }): Promise<X>;"
-    assert tag_declaration(example, "@approval").split("\n")[:2] == ["/** Get. @readOnly @approval */", "// e.g. g({ id: 2 })"]
-    assert tag_declaration(example.split("\n", 1)[1], "@denied").startswith("/** @denied */\n// e.g. g({ id: 2 })\nexport ")
+    assert tag_declaration(example, "@approval").split("\n")[:2] == [
+        "/** Get. @readOnly @approval */",
+        "// e.g. g({ id: 2 })",
+    ]
+    assert tag_declaration(example.split("\n", 1)[1], "@denied").startswith(
+        "/** @denied */\n// e.g. g({ id: 2 })\nexport "
+    )
     assert "approval" not in ToolView("r", "r").definition()

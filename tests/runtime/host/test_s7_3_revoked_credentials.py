@@ -22,10 +22,19 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s7-revoked")
     proc, url = start_http("auth_http", "--token", TOKEN)
     out = base / "out"
-    tools = [{"name": n, "inputSchema": {"type": "object", "properties": {}}} for n in ("revoke", "whoami")]
+    tools = [
+        {"name": n, "inputSchema": {"type": "object", "properties": {}}}
+        for n in ("revoke", "whoami")
+    ]
     write_out(out, [fixture_set("auth", tools)])
-    configs = {"auth": ServerConfig(id="auth", transport="http", url=f"{url}/mcp",
-                                    headers={"Authorization": f"Bearer {TOKEN}"})}
+    configs = {
+        "auth": ServerConfig(
+            id="auth",
+            transport="http",
+            url=f"{url}/mcp",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    }
     h = HostThread(configs, out, base / "logs", approve_all=True)  # `revoke` is destructive
     yield h
     h.close()

@@ -41,11 +41,25 @@ globalThis.__codemode_result__ = {{
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
     base = tmp_path_factory.mktemp("s8")
     out = base / "out"
-    write_out(out, [fixture_set("recorded", [
-        {"name": "add_tool", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}},
-                                             "required": ["name"]}},
-        {"name": "ping", "inputSchema": {"type": "object", "properties": {}}},
-    ])])
+    write_out(
+        out,
+        [
+            fixture_set(
+                "recorded",
+                [
+                    {
+                        "name": "add_tool",
+                        "inputSchema": {
+                            "type": "object",
+                            "properties": {"name": {"type": "string"}},
+                            "required": ["name"],
+                        },
+                    },
+                    {"name": "ping", "inputSchema": {"type": "object", "properties": {}}},
+                ],
+            )
+        ],
+    )
     configs = {"live": stdio("live", "list_changed"), "recorded": stdio("recorded", "list_changed")}
     # Tools added at run time have no annotations: approval would ask (runtime/host/approval.py).
     h = HostThread(configs, out, base / "logs", approve_all=True)
@@ -55,7 +69,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThread]:
 
 @pytest.mark.parametrize("sid", ["live", "recorded"])
 @pytest.mark.slow
-def test_s8_2_in_flight_run_keeps_its_tool_set_and_s8_1_next_run_sees_the_change(host: HostThread, sid: str) -> None:
+def test_s8_2_in_flight_run_keeps_its_tool_set_and_s8_1_next_run_sees_the_change(
+    host: HostThread, sid: str
+) -> None:
     name = f"fresh_{sid}"
     during = assert_ok(host.run(DURING.format(sid=sid, name=name)))
     assert name not in during["discovery"] and "ping" in during["discovery"]

@@ -62,7 +62,7 @@ def assert_positions_kept(source: str, erased: str) -> None:
     offset = 0
     for ch in erased:
         size = len(ch.encode("utf-8"))
-        original = src[offset:offset + size].decode("utf-8", "replace")
+        original = src[offset : offset + size].decode("utf-8", "replace")
         if original != ch:
             assert ch in ERASED, (offset, ch, original)
             assert not LINE_BREAKS & set(original), (offset, original)
@@ -93,16 +93,19 @@ def test_javascript_comes_back_as_the_same_string(path: Path, check: SyntaxCheck
     assert erased.code is source and erased.diagnostics == ()
 
 
-@pytest.mark.parametrize("source", [
-    "",
-    "globalThis.__codemode_result__ = 1 + 1",
-    "const o = { a: 1, 'b': [2, 3] }; const t = o.a ? o.b : null; outer: for (const x of o.b) { if (x) break outer; }",
-    "const v = a?.b?.[c]?.(d) ?? (e < f && g > h);",
-    "const r = /(\\d{2}):(\\d{2})|<T>\\s*as\\s+string/g; const s = `id: ${x} as ${y} <T>`;",
-    "label: { const type = 1, declare = 2, as = 3, satisfies = 4, namespace = 5; }",
-    "class A { #x = 1; static { } get x() { return this.#x; } }",
-    "let = ;",  # a syntax error is QuickJS's to report, unchanged
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "",
+        "globalThis.__codemode_result__ = 1 + 1",
+        "const o = { a: 1, 'b': [2, 3] }; const t = o.a ? o.b : null; outer: for (const x of o.b) { if (x) break outer; }",
+        "const v = a?.b?.[c]?.(d) ?? (e < f && g > h);",
+        "const r = /(\\d{2}):(\\d{2})|<T>\\s*as\\s+string/g; const s = `id: ${x} as ${y} <T>`;",
+        "label: { const type = 1, declare = 2, as = 3, satisfies = 4, namespace = 5; }",
+        "class A { #x = 1; static { } get x() { return this.#x; } }",
+        "let = ;",  # a syntax error is QuickJS's to report, unchanged
+    ],
+)
 def test_javascript_snippets_pass_through(source: str) -> None:
     erased = erase_types(source)
     assert erased.code is source and erased.diagnostics == ()
@@ -119,23 +122,42 @@ ERASURES = [
     ("const q = { a: 1 } satisfies Q;", "const q = { a: 1 }            ;"),
     ("const e = m.get(k)!.name;", "const e = m.get(k) .name;"),
     ("const o = a?.b!;", "const o = a?.b ;"),
-    ("function f<T>(a: T, b?: string): T[] { return [a]; }",
-     "function f   (a   , b         )      { return [a]; }"),
+    (
+        "function f<T>(a: T, b?: string): T[] { return [a]; }",
+        "function f   (a   , b         )      { return [a]; }",
+    ),
     ("const g = <T,>(x: T): T => x;", "const g =     (x   )    => x;"),
-    ("const h = async (a: number,\n  b: number):\n  Promise<number> => a + b;",
-     "const h = async (a        ,\n  b" + " " * 10 + "\n                ) => a + b;"),
-    ('import type { A } from "x";\nimport { type B, c } from "y";',
-     '                           \nimport {         c } from "y";'),
-    ("export type { A };\nexport interface B {}\nlet c = 1;", "                  \n                     \nlet c = 1;"),
+    (
+        "const h = async (a: number,\n  b: number):\n  Promise<number> => a + b;",
+        "const h = async (a        ,\n  b" + " " * 10 + "\n                ) => a + b;",
+    ),
+    (
+        'import type { A } from "x";\nimport { type B, c } from "y";',
+        '                           \nimport {         c } from "y";',
+    ),
+    (
+        "export type { A };\nexport interface B {}\nlet c = 1;",
+        "                  \n                     \nlet c = 1;",
+    ),
     ("function f(this: Window, a: number) {}", "function f(              a        ) {}"),
-    ("function f(a: string): void;\nfunction f(a) {}", "                            \nfunction f(a) {}"),
-    ("class C<T> extends B<T> implements I {\n  private readonly x: number = 1;\n  declare y: string;\n  m?(): void {}\n}",
-     "class C    extends B                 {\n                   x         = 1;\n                   ;\n  m ()       {}\n}"),
+    (
+        "function f(a: string): void;\nfunction f(a) {}",
+        "                            \nfunction f(a) {}",
+    ),
+    (
+        "class C<T> extends B<T> implements I {\n  private readonly x: number = 1;\n  declare y: string;\n  m?(): void {}\n}",
+        "class C    extends B                 {\n                   x         = 1;\n                   ;\n  m ()       {}\n}",
+    ),
     ("abstract class A { abstract m(): void; }", "         class A {                   ; }"),
-    ("declare const x: number;\nnamespace N { export type T = 1 }\nlet y = 1;",
-     "                        \n                                 \nlet y = 1;"),
+    (
+        "declare const x: number;\nnamespace N { export type T = 1 }\nlet y = 1;",
+        "                        \n                                 \nlet y = 1;",
+    ),
     ("try { f() } catch (e: unknown) {}", "try { f() } catch (e         ) {}"),
-    ("function g(x: unknown): x is string { return true; }", "function g(x         )              { return true; }"),
+    (
+        "function g(x: unknown): x is string { return true; }",
+        "function g(x         )              { return true; }",
+    ),
     ("const t = ['a'] as const;", "const t = ['a']         ;"),
     # Automatic semicolon insertion: TypeScript ends the statement after the type.
     ("let a = b as T\n(c)", "let a = b;    \n(c)"),
@@ -146,7 +168,9 @@ ERASURES = [
 ]
 
 
-@pytest.mark.parametrize(("source", "expected"), ERASURES, ids=[s.split("\n")[0][:40] for s, _ in ERASURES])
+@pytest.mark.parametrize(
+    ("source", "expected"), ERASURES, ids=[s.split("\n")[0][:40] for s, _ in ERASURES]
+)
 def test_each_construct_is_erased_in_place(source: str, expected: str) -> None:
     erased = erase_types(source)
     assert erased.diagnostics == ()
@@ -154,13 +178,17 @@ def test_each_construct_is_erased_in_place(source: str, expected: str) -> None:
     assert_positions_kept(source, erased.code)
 
 
-def test_a_syntax_error_after_types_is_reported_at_its_typescript_position(check: SyntaxCheck) -> None:
+def test_a_syntax_error_after_types_is_reported_at_its_typescript_position(
+    check: SyntaxCheck,
+) -> None:
     source = 'type Étiquette = "é";\nconst label: Étiquette = "é";\nconst n: number = (1 +;\n'
     erased = erase_types(source)
     assert erased.diagnostics == ()
     [diagnostic] = check(erased.code) or []
     line = source.splitlines()[2]
-    column = len(line[: line.index(";")].encode("utf-8")) + 1  # QuickJS counts columns in UTF-8 bytes
+    column = (
+        len(line[: line.index(";")].encode("utf-8")) + 1
+    )  # QuickJS counts columns in UTF-8 bytes
     assert diagnostic["code"] == "SYNTAX_ERROR" and diagnostic["path"] == f"3:{column}"
 
 
@@ -180,8 +208,16 @@ NOT_ERASABLE = [
     ("const enum E { A }", "1:1", "const object instead of an enum"),
     ("namespace N {\n  export const x = 1;\n}", "1:1", "instead of a namespace with values"),
     ("module M { export function f() {} }", "1:1", "instead of a namespace with values"),
-    ("class P {\n  constructor(private x: number) {}\n}", "2:15", "declare the field in the class body"),
-    ("class P {\n  constructor(readonly x: number) {}\n}", "2:15", "declare the field in the class body"),
+    (
+        "class P {\n  constructor(private x: number) {}\n}",
+        "2:15",
+        "declare the field in the class body",
+    ),
+    (
+        "class P {\n  constructor(readonly x: number) {}\n}",
+        "2:15",
+        "declare the field in the class body",
+    ),
     ('import fs = require("fs");', "1:1", "use an ES import"),
     ("import y = N.x;", "1:1", "const x = A.B"),
     ("const x = 1;\nexport = x;", "2:1", "export default"),
@@ -191,23 +227,35 @@ NOT_ERASABLE = [
 ]
 
 
-@pytest.mark.parametrize(("source", "path", "hint"), NOT_ERASABLE, ids=[s.replace("\n", " ")[:30] for s, _, _ in NOT_ERASABLE])
-def test_what_cannot_be_erased_is_a_syntax_error_with_a_hint(source: str, path: str, hint: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "path", "hint"),
+    NOT_ERASABLE,
+    ids=[s.replace("\n", " ")[:30] for s, _, _ in NOT_ERASABLE],
+)
+def test_what_cannot_be_erased_is_a_syntax_error_with_a_hint(
+    source: str, path: str, hint: str
+) -> None:
     erased = erase_types(source)
     assert erased.code is source
     [diagnostic] = erased.diagnostics
     assert diagnostic["code"] == "SYNTAX_ERROR" and diagnostic["severity"] == "error"
     assert diagnostic["path"] == path
-    assert diagnostic["message"].startswith("SyntaxError: ") and f"agent.js:{path}" in diagnostic["message"]
+    assert (
+        diagnostic["message"].startswith("SyntaxError: ")
+        and f"agent.js:{path}" in diagnostic["message"]
+    )
     assert hint in diagnostic["hint"], diagnostic["hint"]
 
 
-@pytest.mark.parametrize("source", [
-    "const a = 1 * 1 as number + 2;",  # a lower-precedence operator after: same grouping
-    "const b = a || b as unknown && c;",  # TypeScript asserts `b` alone
-    "const c = (a + b) as number * 2;",
-    "declare enum E { A }\nnamespace T { type X = 1; import Y = Z.W; }",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "const a = 1 * 1 as number + 2;",  # a lower-precedence operator after: same grouping
+        "const b = a || b as unknown && c;",  # TypeScript asserts `b` alone
+        "const c = (a + b) as number * 2;",
+        "declare enum E { A }\nnamespace T { type X = 1; import Y = Z.W; }",
+    ],
+)
 def test_assertions_and_declarations_that_erase_safely(source: str, check: SyntaxCheck) -> None:
     erased = erase_types(source)
     assert erased.diagnostics == ()

@@ -88,32 +88,54 @@ class Fresh:
         return self.cache / f"typescript-{TYPESCRIPT_VERSION}"
 
     def env(self, registry: str | None = UNREACHABLE_REGISTRY) -> dict[str, str]:
-        env = {"PATH": path_without_node(self.base / "bin"), "HOME": str(self.base),
-               "PYTHONPATH": os.environ.get("PYTHONPATH", ""), CACHE_ENV: str(self.cache)}
+        env = {
+            "PATH": path_without_node(self.base / "bin"),
+            "HOME": str(self.base),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            CACHE_ENV: str(self.cache),
+        }
         if registry is not None:
             env[REGISTRY_ENV] = registry
         return env
 
-    def codemode_gen(self, *args: str, registry: str | None = UNREACHABLE_REGISTRY) -> subprocess.CompletedProcess[str]:
+    def codemode_gen(
+        self, *args: str, registry: str | None = UNREACHABLE_REGISTRY
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [PYTHON, "-m", "codemode_gen", *args], cwd=self.project, env=self.env(registry),
-            capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+            [PYTHON, "-m", "codemode_gen", *args],
+            cwd=self.project,
+            env=self.env(registry),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
         )
 
-    def check(self, registry: str | None = UNREACHABLE_REGISTRY) -> subprocess.CompletedProcess[str]:
+    def check(
+        self, registry: str | None = UNREACHABLE_REGISTRY
+    ) -> subprocess.CompletedProcess[str]:
         return self.codemode_gen("check", "agent.ts", registry=registry)
 
-    def run_typechecked(self, registry: str | None = UNREACHABLE_REGISTRY) -> subprocess.CompletedProcess[str]:
-        return self.codemode_gen("run", "--limits", '{"typecheck": true}', "agent.ts", registry=registry)
+    def run_typechecked(
+        self, registry: str | None = UNREACHABLE_REGISTRY
+    ) -> subprocess.CompletedProcess[str]:
+        return self.codemode_gen(
+            "run", "--limits", '{"typecheck": true}', "agent.ts", registry=registry
+        )
 
 
 def make_fresh(base: Path) -> Fresh:
     fresh = Fresh(base)
     shutil.copytree(REPO / "out", fresh.project / "out")
     servers = REPO / "examples" / "servers"
-    (fresh.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
-    }}))
+    (fresh.project / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": PYTHON, "args": [str(servers / "notes_server.py")]},
+                }
+            }
+        )
+    )
     (fresh.project / "agent.ts").write_text(WRONG_PROPERTY)
     for folder in (fresh.project, *fresh.project.parents):  # nothing up the tree either
         assert not (folder / "node_modules").exists(), folder
@@ -147,11 +169,16 @@ def layout_of(folder: Path) -> set[str]:
 
 
 def type_notes(response: Response) -> list[tuple[str, str, str]]:
-    return [(d["severity"], d["code"], d.get("path", "")) for d in response["diagnostics"]
-            if d["code"].startswith(("TS", "TYPECHECK_"))]
+    return [
+        (d["severity"], d["code"], d.get("path", ""))
+        for d in response["diagnostics"]
+        if d["code"].startswith(("TS", "TYPECHECK_"))
+    ]
 
 
-def assert_checked(check: subprocess.CompletedProcess[str], run: subprocess.CompletedProcess[str]) -> None:
+def assert_checked(
+    check: subprocess.CompletedProcess[str], run: subprocess.CompletedProcess[str]
+) -> None:
     """`check` and a typecheck run of agent.ts both found the misspelt property."""
     assert check.returncode == 1, check.stderr
     [found] = json.loads(check.stdout)
@@ -168,14 +195,21 @@ def assert_checked(check: subprocess.CompletedProcess[str], run: subprocess.Comp
 
 def test_the_pin_is_package_lock_s_typescript() -> None:
     """The version and checksum downloaded are the ones the repository's own tests run."""
-    lock = json.loads((REPO / "package-lock.json").read_text())["packages"]["node_modules/typescript"]
+    lock = json.loads((REPO / "package-lock.json").read_text())["packages"][
+        "node_modules/typescript"
+    ]
     assert (lock["version"], lock["integrity"]) == (TYPESCRIPT_VERSION, TYPESCRIPT_INTEGRITY)
 
 
-def test_the_cache_folder_follows_xdg_and_its_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_cache_folder_follows_xdg_and_its_override(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert tsinstall.typescript_dir() == tmp_path / "xdg" / "codemode-gen" / f"typescript-{TYPESCRIPT_VERSION}"
+    assert (
+        tsinstall.typescript_dir()
+        == tmp_path / "xdg" / "codemode-gen" / f"typescript-{TYPESCRIPT_VERSION}"
+    )
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert tsinstall.cache_dir() == tmp_path / "home" / ".cache" / "codemode-gen"
@@ -202,7 +236,9 @@ def test_check_install_typescript_only_installs(fresh: Fresh) -> None:
     """`codemode-gen check --install-typescript` (an image built ahead of use, a machine about
     to go offline) downloads into the cache if needed, prints where it is, and exits."""
     offline = fresh.codemode_gen("check", "--install-typescript")
-    assert offline.returncode == 2 and "cannot download TypeScript" in offline.stderr, offline.stderr
+    assert offline.returncode == 2 and "cannot download TypeScript" in offline.stderr, (
+        offline.stderr
+    )
     seed_cache(fresh.typescript)
     there = fresh.codemode_gen("check", "--install-typescript")
     assert (there.returncode, there.stdout.strip(), there.stderr) == (0, str(fresh.typescript), "")
@@ -217,7 +253,10 @@ def test_a_damaged_cache_is_a_clear_error(fresh: Fresh) -> None:
     (fresh.typescript / "lib" / "typescript.js").write_text("this is not (JavaScript\n")
     proc = fresh.check()
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"cannot load TypeScript from {fresh.typescript / 'lib' / 'typescript.js'}: SyntaxError" in proc.stderr
+    assert (
+        f"cannot load TypeScript from {fresh.typescript / 'lib' / 'typescript.js'}: SyntaxError"
+        in proc.stderr
+    )
     assert "delete its folder" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -245,7 +284,9 @@ def test_fresh_install_downloads_typescript_once_from_the_npm_registry(fresh: Fr
     run = fresh.run_typechecked(registry=None)  # the default registry
     assert PROGRESS.search(run.stderr), run.stderr
     assert f"TypeScript {TYPESCRIPT_VERSION} is in {fresh.typescript}" in run.stderr
-    assert [p.name for p in fresh.cache.iterdir()] == [fresh.typescript.name]  # no staging folder left
+    assert [p.name for p in fresh.cache.iterdir()] == [
+        fresh.typescript.name
+    ]  # no staging folder left
     assert layout_of(fresh.typescript) == expected_layout()
     if PACKAGE.is_dir():  # the very files npm installed for the repository's tests
         for name in ("lib/typescript.js", "lib/lib.es2022.d.ts", "LICENSE.txt"):
@@ -333,14 +374,18 @@ def typescript_tarball() -> bytes:
 def test_a_download_that_is_not_typescript_is_refused(fresh: Fresh, registry: Registry) -> None:
     """A registry (or proxy) serving other bytes than npm's own tarball: `check` says the checksum
     does not match, installs nothing, exits 2; a missing tarball is its HTTP status."""
-    registry.body = tarball({"package/lib/typescript.js": b"globalThis.ts = { version: '6.6.6' };\n"})
+    registry.body = tarball(
+        {"package/lib/typescript.js": b"globalThis.ts = { version: '6.6.6' };\n"}
+    )
     refused = fresh.check(registry=registry.url)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert PROGRESS.search(refused.stderr)  # downloaded, then refused
     assert "refused the download" in refused.stderr and "sha512" in refused.stderr
     assert f"published integrity ({TYPESCRIPT_INTEGRITY[:27]}" in refused.stderr
     assert "nothing was installed" in refused.stderr and REGISTRY_ENV in refused.stderr
-    assert not fresh.cache.exists() or list(fresh.cache.iterdir()) == []  # no package, no staging folder
+    assert (
+        not fresh.cache.exists() or list(fresh.cache.iterdir()) == []
+    )  # no package, no staging folder
     assert registry.requests == [f"/typescript/-/typescript-{TYPESCRIPT_VERSION}.tgz"]
     registry.status = 404
     missing = fresh.check(registry=registry.url)
@@ -380,7 +425,9 @@ def test_concurrent_first_uses_install_one_whole_copy(
     target = tmp_path / "cache" / f"typescript-{TYPESCRIPT_VERSION}"
     assert found == [target / "lib" / "typescript.js"] * 3
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [target.name]
-    assert layout_of(target) == expected_layout()  # not _tsc.js, bin/, the symlink or ../escaped.d.ts
+    assert (
+        layout_of(target) == expected_layout()
+    )  # not _tsc.js, bin/, the symlink or ../escaped.d.ts
     assert not (tmp_path / "cache" / "escaped.d.ts").exists()
     assert sum(bool(PROGRESS.match(line)) for line in lines) == 3
     # Installed: the next use neither downloads nor prints anything.
@@ -413,7 +460,9 @@ def test_a_one_shot_host_downloads_before_the_run_not_during_it(
 
     untouched, response = anyio.run(main)
     assert untouched == 0 and len(registry.requests) == 1
-    assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))], response["diagnostics"]
+    assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))], (
+        response["diagnostics"]
+    )
     assert type_notes(response) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
 
 
@@ -437,7 +486,10 @@ async def installed(cm: CodeMode) -> None:
 
 @pytest.mark.slow
 def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
-    fresh: Fresh, registry: Registry, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    fresh: Fresh,
+    registry: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """`serve --typecheck` starts the download with the host; a run while it goes on skips its
     check at once (TYPECHECK_SKIPPED says why) and runs; once TypeScript is there (downloaded
@@ -451,7 +503,9 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
             with anyio.fail_after(INSTALL_WAIT_S):
                 while not registry.requests:  # the download started with the host
                     await anyio.sleep(0.02)
-            during = await cm.run(WRONG_PROPERTY, limits={"typecheck": True})  # a run that asked is told
+            during = await cm.run(
+                WRONG_PROPERTY, limits={"typecheck": True}
+            )  # a run that asked is told
             async with anyio.create_task_group() as tasks:  # another waiter shares the one download
                 tasks.start_soon(cm.typechecker().install)
                 await anyio.sleep(0.1)
@@ -469,7 +523,9 @@ def test_serve_downloads_at_startup_and_runs_meanwhile_are_not_held_up(
     assert "did not wait" in skipped["message"]
     assert during["result"] == "Groceries"
     assert type_notes(after) == [("warning", "TS4111", at(WRONG_PROPERTY, "titel", 3))]
-    assert backend == "quickjs" and registry.requests == [f"/typescript/-/typescript-{TYPESCRIPT_VERSION}.tgz"]
+    assert backend == "quickjs" and registry.requests == [
+        f"/typescript/-/typescript-{TYPESCRIPT_VERSION}.tgz"
+    ]
     assert PROGRESS.search(capfd.readouterr().err)
 
 
@@ -485,14 +541,24 @@ def test_serve_reports_a_failed_download_and_does_not_retry_on_every_run(
                 while not registry.requests:
                     await anyio.sleep(0.02)
             await installed(cm)
-            asked = {"typecheck": True}  # a run that asked for the check is told why it did not happen
-            return [await cm.run(WRONG_PROPERTY, limits=asked), await cm.run(WRONG_PROPERTY, limits=asked)]
+            asked = {
+                "typecheck": True
+            }  # a run that asked for the check is told why it did not happen
+            return [
+                await cm.run(WRONG_PROPERTY, limits=asked),
+                await cm.run(WRONG_PROPERTY, limits=asked),
+            ]
 
     for response in anyio.run(main):
         [info] = [d for d in response["diagnostics"] if d["code"].startswith("TYPECHECK_")]
         assert (info["code"], info["severity"]) == ("TYPECHECK_UNAVAILABLE", "info")
-        assert "no TypeScript compiler found" in info["message"] and "refused the download" in info["message"]
-        assert "start serve with --tsc PATH" in info["hint"] and "npm i -g typescript" in info["hint"]
+        assert (
+            "no TypeScript compiler found" in info["message"]
+            and "refused the download" in info["message"]
+        )
+        assert (
+            "start serve with --tsc PATH" in info["hint"] and "npm i -g typescript" in info["hint"]
+        )
         assert response["result"] == "Groceries"
     assert len(registry.requests) == 1  # remembered: no new attempt per run
 

@@ -17,7 +17,11 @@ NOTE_SCHEMA: dict[str, Any] = {
         "limit": {"type": "integer", "minimum": 1},
         "tags": {"type": "array", "items": {"type": "string"}},
         "kind": {"enum": ["note", "todo"]},
-        "meta": {"type": "object", "properties": {"due": {"type": "string", "format": "date"}}, "required": ["due"]},
+        "meta": {
+            "type": "object",
+            "properties": {"due": {"type": "string", "format": "date"}},
+            "required": ["due"],
+        },
     },
     "required": ["title"],
     "additionalProperties": False,
@@ -69,20 +73,35 @@ def test_s7_2_pointer_escapes_slash_and_tilde() -> None:
 
 
 def test_s7_2_received_values_are_clipped() -> None:
-    p = invalid(NOTE_SCHEMA, {"title": 1, "x": "y"} | {"title": "z" * 10_000, "limit": "q" * 10_000})
+    p = invalid(
+        NOTE_SCHEMA, {"title": 1, "x": "y"} | {"title": "z" * 10_000, "limit": "q" * 10_000}
+    )
     assert len(p["received"]) < 100
 
 
 def test_s7_2_example_prefers_schema_examples_then_default() -> None:
-    assert example_for({"type": "object", "examples": [{"room": "A"}], "required": ["room"]}) == {"room": "A"}
-    schema = {"type": "object", "required": ["n", "mode"],
-              "properties": {"n": {"type": "integer", "default": 5}, "mode": {"const": "fast"}}}
+    assert example_for({"type": "object", "examples": [{"room": "A"}], "required": ["room"]}) == {
+        "room": "A"
+    }
+    schema = {
+        "type": "object",
+        "required": ["n", "mode"],
+        "properties": {"n": {"type": "integer", "default": 5}, "mode": {"const": "fast"}},
+    }
     assert example_for(schema) == {"n": 5, "mode": "fast"}
 
 
 def test_s7_2_example_synthesis_is_bounded_on_recursive_schemas() -> None:
-    schema = {"$ref": "#/$defs/node", "$defs": {"node": {
-        "type": "object", "required": ["child"], "properties": {"child": {"$ref": "#/$defs/node"}}}}}
+    schema = {
+        "$ref": "#/$defs/node",
+        "$defs": {
+            "node": {
+                "type": "object",
+                "required": ["child"],
+                "properties": {"child": {"$ref": "#/$defs/node"}},
+            }
+        },
+    }
     value = example_for(schema)
     depth = 0
     while isinstance(value, dict):

@@ -43,10 +43,14 @@ def test_unique_items_is_linear_and_finds_a_repeat() -> None:
 
 
 def test_additional_properties_names_only_the_first_extras() -> None:
-    v = compiled_validator({"type": "object", "properties": {"a": {}}, "additionalProperties": False})
+    v = compiled_validator(
+        {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
+    )
     assert v is not None
     [error] = list(v.iter_errors({"a": 1, **{f"x{i:05}": 1 for i in range(1000)}}))
-    assert "'x00000'" in error.message and "..." in error.message and "'x00999'" not in error.message
+    assert (
+        "'x00000'" in error.message and "..." in error.message and "'x00999'" not in error.message
+    )
 
 
 def test_cheap_keywords_are_checked_before_descending_ones() -> None:

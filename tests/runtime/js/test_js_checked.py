@@ -27,7 +27,10 @@ def _tsc(project: Path) -> subprocess.CompletedProcess[str]:
     tsc = require_tsc()
     return subprocess.run(
         [str(tsc), "-p", str(project), "--pretty", "false"],
-        capture_output=True, text=True, timeout=TSC_TIMEOUT, check=False,
+        capture_output=True,
+        text=True,
+        timeout=TSC_TIMEOUT,
+        check=False,
     )
 
 
@@ -65,7 +68,8 @@ def test_the_check_fails_on_a_type_error(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     (tmp_path / "tsconfig.json").write_text(
-        json.dumps({"extends": str(PROJECT / "tsconfig.json"), "files": [*files, "broken.js"]}), encoding="utf-8"
+        json.dumps({"extends": str(PROJECT / "tsconfig.json"), "files": [*files, "broken.js"]}),
+        encoding="utf-8",
     )
     done = _tsc(tmp_path)
     assert done.returncode != 0

@@ -64,7 +64,11 @@ def test_heap_probe() -> None:
     e = engine(memory=8 << 20)
     assert e.heap_exhausted() is False
     with pytest.raises(EngineError):
-        asyncio.run(e.run("globalThis.keep = []; for (;;) globalThis.keep.push(new Array(1000).fill(1));", 5.0))
+        asyncio.run(
+            e.run(
+                "globalThis.keep = []; for (;;) globalThis.keep.push(new Array(1000).fill(1));", 5.0
+            )
+        )
     assert e.heap_exhausted() is True
 
 
@@ -110,7 +114,11 @@ def resolvable() -> dict[str, str]:
     names = {module: module for module in package_modules()}
     tree = ast.parse((REPO / "codemode_gen" / "__init__.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("codemode_gen."):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("codemode_gen.")
+        ):
             names.update({f"codemode_gen.{a.asname or a.name}": node.module for a in node.names})
     return names
 
@@ -129,15 +137,22 @@ def test_only_engine_module_imports_jsbox() -> None:
 
 def test_imports_go_one_way_cli_runtime_generator_core() -> None:
     modules, known = package_modules(), resolvable()
-    assert {"codemode_gen.client.sessions", "codemode_gen.generator.record", "codemode_gen.cli.run"} <= set(modules)
+    assert {
+        "codemode_gen.client.sessions",
+        "codemode_gen.generator.record",
+        "codemode_gen.cli.run",
+    } <= set(modules)
     offenders = [
         f"{path.relative_to(REPO)}:{line}: {module} imports {target}"
         for module, path in modules.items()
         if module not in ENTRY_MODULES
         for line, target in imports(module, path, known)
-        if (target == "codemode_gen" or target.startswith("codemode_gen.")) and layer(target) > layer(module)
+        if (target == "codemode_gen" or target.startswith("codemode_gen."))
+        and layer(target) > layer(module)
     ]
-    assert offenders == [], "imports against CLI -> runtime -> generator -> core:\n" + "\n".join(offenders)
+    assert offenders == [], "imports against CLI -> runtime -> generator -> core:\n" + "\n".join(
+        offenders
+    )
 
 
 def test_import_direction_check_sees_every_kind_of_import(tmp_path: Path) -> None:
@@ -148,7 +163,11 @@ def test_import_direction_check_sees_every_kind_of_import(tmp_path: Path) -> Non
         "def f():\n    from codemode_gen.runtime.host import bridge\n"
     )
     found = list(imports("codemode_gen.generator.record", path, resolvable()))
-    assert found == [(1, "codemode_gen.runtime.codemode"), (1, "codemode_gen"), (3, "codemode_gen.runtime.host.bridge")]
+    assert found == [
+        (1, "codemode_gen.runtime.codemode"),
+        (1, "codemode_gen"),
+        (3, "codemode_gen.runtime.host.bridge"),
+    ]
     assert [layer(target) for _, target in found] == [2, 0, 2]
 
 
@@ -190,9 +209,15 @@ def test_runtime_sub_packages_import_along_the_allowed_edges() -> None:
             if other is not None and other not in RUNTIME_PARTS[part]:
                 found.add((module, target))
                 if (module, target) not in KNOWN_RUNTIME_EDGES:
-                    offenders.append(f"{path.relative_to(REPO)}:{line}: {part}/ imports {other}: {target}")
-    assert offenders == [], "runtime sub-packages imported against their edges:\n" + "\n".join(offenders)
-    assert found >= KNOWN_RUNTIME_EDGES, f"fixed, remove from KNOWN_RUNTIME_EDGES: {KNOWN_RUNTIME_EDGES - found}"
+                    offenders.append(
+                        f"{path.relative_to(REPO)}:{line}: {part}/ imports {other}: {target}"
+                    )
+    assert offenders == [], "runtime sub-packages imported against their edges:\n" + "\n".join(
+        offenders
+    )
+    assert found >= KNOWN_RUNTIME_EDGES, (
+        f"fixed, remove from KNOWN_RUNTIME_EDGES: {KNOWN_RUNTIME_EDGES - found}"
+    )
 
 
 def test_sandbox_worker_imports_nothing_from_the_generator() -> None:
@@ -222,8 +247,15 @@ def test_worker_process_runs_without_ssl_and_a_host_import_keeps_it() -> None:
         "print('ssl', sys.modules.get('ssl') is not None, file=sys.stderr)\n"
     )
     run = b'{"op":"run","code":"globalThis.__codemode_result__ = 7","modules":{},"sources":{},"limits":{},"budgetMs":30000}\n'
-    out = subprocess.run([sys.executable, "-I", "-c", code], input=run, capture_output=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], input=run, capture_output=True, check=True
+    )
     assert b'"result":7' in out.stdout, out
     assert b"ssl False" in out.stderr, out.stderr
     host = "import sys, codemode_gen.runtime.sandbox.worker, ssl; print(ssl.OPENSSL_VERSION != '')"
-    assert subprocess.run([sys.executable, "-c", host], capture_output=True, text=True, check=True).stdout.strip() == "True"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", host], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "True"
+    )

@@ -65,7 +65,12 @@ class Host:
             if tool == "fail":
                 return {
                     "ok": False,
-                    "error": {"errorClass": "ToolCallError", "message": "boom", "hint": "try again", "code": -32000},
+                    "error": {
+                        "errorClass": "ToolCallError",
+                        "message": "boom",
+                        "hint": "try again",
+                        "code": -32000,
+                    },
                 }
             return {"ok": True, "value": request.get("input")}
         except asyncio.CancelledError:
@@ -85,7 +90,9 @@ def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
     loop.close()
 
 
-def run(env: tuple[asyncio.AbstractEventLoop, Sandbox], code: str, host: Any = None, **limits: Any) -> Response:
+def run(
+    env: tuple[asyncio.AbstractEventLoop, Sandbox], code: str, host: Any = None, **limits: Any
+) -> Response:
     loop, sandbox = env
     return loop.run_until_complete(
         sandbox.run(code, MODULES, host or Host(), Limits.from_json({"timeoutMs": 5000, **limits}))
@@ -98,15 +105,21 @@ def codes(response: Response) -> list[str]:
 
 def test_s3_2_1_module_semantics_with_top_level_await(env: Any) -> None:
     host = Host()
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { echo } from "@codemode/servers/notes";
 const got = await echo({ q: "hi" });
 export const unused = 1;
 globalThis.__codemode_result__ = { got, kinds: [typeof eval, typeof setTimeout] };
-""", host)
+""",
+        host,
+    )
     assert r["diagnostics"] == []
     assert r["result"] == {"got": {"q": "hi"}, "kinds": ["undefined", "function"]}
-    assert host.requests == [{"op": "call", "serverId": "notes", "toolName": "echo", "input": {"q": "hi"}}]
+    assert host.requests == [
+        {"op": "call", "serverId": "notes", "toolName": "echo", "input": {"q": "hi"}}
+    ]
 
 
 def test_s3_2_2_result_is_null_when_unset(env: Any) -> None:
@@ -121,7 +134,9 @@ def test_input_absent_when_called_without_argument(env: Any) -> None:
 
 
 def test_s7_1_error_reply_becomes_class_with_fields_and_script_continues(env: Any) -> None:
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { fail, echo } from "@codemode/servers/notes";
 import { ToolCallError, CodemodeError } from "@codemode/errors";
 let caught;
@@ -130,17 +145,30 @@ try { await fail({}); } catch (e) {
              isTCE: e instanceof ToolCallError, isBase: e instanceof CodemodeError, isError: e instanceof Error };
 }
 globalThis.__codemode_result__ = { caught, after: await echo(1) };
-""")
+""",
+    )
     assert r["diagnostics"] == []
     assert r["result"] == {
-        "caught": {"name": "ToolCallError", "message": "boom", "hint": "try again", "code": -32000,
-                   "serverId": "notes", "toolName": "fail", "isTCE": True, "isBase": True, "isError": True},
+        "caught": {
+            "name": "ToolCallError",
+            "message": "boom",
+            "hint": "try again",
+            "code": -32000,
+            "serverId": "notes",
+            "toolName": "fail",
+            "isTCE": True,
+            "isBase": True,
+            "isError": True,
+        },
         "after": 1,
     }
 
 
 def test_s3_3_4_uncaught_codemode_error_carries_class_and_hint(env: Any) -> None:
-    r = run(env, 'import { fail } from "@codemode/servers/notes";\nconsole.log("before");\nawait fail({});\n')
+    r = run(
+        env,
+        'import { fail } from "@codemode/servers/notes";\nconsole.log("before");\nawait fail({});\n',
+    )
     assert r["result"] is None
     [d] = r["diagnostics"]
     assert d["code"] == "UNCAUGHT_EXCEPTION"
@@ -152,41 +180,57 @@ def test_s3_3_4_uncaught_codemode_error_carries_class_and_hint(env: Any) -> None
 
 def test_s10_1_promise_all_runs_calls_concurrently(env: Any) -> None:
     host = Host(barrier=20)
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { slow } from "@codemode/servers/notes";
 const out = await Promise.all(Array.from({ length: 20 }, (_, i) => slow({ i })));
 globalThis.__codemode_result__ = out.map((o) => o.i);
-""", host, timeoutMs=int(HANG_S * 1000))
+""",
+        host,
+        timeoutMs=int(HANG_S * 1000),
+    )
     assert r["result"] == list(range(20))
     assert host.max_active == 20  # all twenty in flight at once: the barrier let them go together
 
 
 def test_concurrent_calls_are_capped_in_js_with_a_queue(env: Any) -> None:
     host = Host()
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { slow } from "@codemode/servers/notes";
 const out = await Promise.all(Array.from({ length: 30 }, (_, i) => slow({ ms: 20, i })));
 globalThis.__codemode_result__ = out.length;
-""", host, maxConcurrentCalls=3)
+""",
+        host,
+        maxConcurrentCalls=3,
+    )
     assert r["diagnostics"] == [] and r["result"] == 30
     assert host.max_active == 3
 
 
 def test_fire_and_forget_calls_and_timers_finish_before_the_run_ends(env: Any) -> None:
     host = Host()
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { slow } from "@codemode/servers/notes";
 slow({ ms: 100 }).then(() => console.log("call done"));
 setTimeout(() => console.log("timer done"), 150);
 const t = setTimeout(() => console.log("never"), 10);
 clearTimeout(t);
-""", host)
+""",
+        host,
+    )
     assert r["diagnostics"] == []
     assert [e["message"] for e in r["logs"]] == ["call done", "timer done"]
 
 
 def test_timers_fire_in_due_then_creation_order(env: Any) -> None:
-    r = run(env, """
+    r = run(
+        env,
+        """
 const order = [];
 setTimeout(() => order.push("c"), 30);
 setTimeout(() => order.push("a"), 0);
@@ -194,7 +238,8 @@ setTimeout(() => order.push("b"), 0);
 setTimeout((x, y) => order.push(x + y), 10, "d", "e");
 await new Promise((resolve) => setTimeout(resolve, 60));
 globalThis.__codemode_result__ = order;
-""")
+""",
+    )
     assert r["result"] == ["a", "b", "de", "c"]
 
 
@@ -206,13 +251,17 @@ def test_s7_4_host_limit_ends_run_keeps_logs_and_cancels_in_flight_calls(env: An
             raise SandboxLimitExceeded("maxToolCalls", 3, "too many tool calls")
         return await host(request)
 
-    r = run(env, f"""
+    r = run(
+        env,
+        f"""
 import {{ slow, echo }} from "@codemode/servers/notes";
 console.log("started");
 const pending = slow({{ ms: {HANG_S * 1000} }});
 try {{ await echo(1); }} catch (e) {{ console.log("caught?!"); }}
 await pending;
-""", limited)
+""",
+        limited,
+    )
     assert r["result"] is None
     [d] = r["diagnostics"]
     assert d["code"] == "SANDBOX_LIMIT" and d["errorClass"] == "SandboxLimitError"
@@ -223,9 +272,21 @@ await pending;
 
 def test_sandbox_limit_error_reply_also_ends_the_run(env: Any) -> None:
     async def limited(request: dict[str, Any]) -> protocol.HostReply:
-        return {"ok": False, "error": {"errorClass": "SandboxLimitError", "message": "over", "limit": "maxToolCalls", "value": 0}}
+        return {
+            "ok": False,
+            "error": {
+                "errorClass": "SandboxLimitError",
+                "message": "over",
+                "limit": "maxToolCalls",
+                "value": 0,
+            },
+        }
 
-    r = run(env, 'import { echo } from "@codemode/servers/notes";\ntry { await echo(1); } catch {}\nglobalThis.__codemode_result__ = 1;', limited)
+    r = run(
+        env,
+        'import { echo } from "@codemode/servers/notes";\ntry { await echo(1); } catch {}\nglobalThis.__codemode_result__ = 1;',
+        limited,
+    )
     assert r["result"] is None and codes(r) == ["SANDBOX_LIMIT"]
 
 
@@ -233,10 +294,14 @@ def test_host_exception_does_not_leak_into_the_sandbox(env: Any) -> None:
     async def broken(request: dict[str, Any]) -> protocol.HostReply:
         raise RuntimeError("secret at /home/host/codemode_gen/runtime/bridge.py line 12")
 
-    r = run(env, """
+    r = run(
+        env,
+        """
 import { echo } from "@codemode/servers/notes";
 try { await echo(1); } catch (e) { globalThis.__codemode_result__ = [e.name, e.message, String(e.stack)]; }
-""", broken)
+""",
+        broken,
+    )
     name, message, stack = r["result"]
     assert name == "ToolCallError"
     assert "secret" not in message and ".py" not in message and ".py" not in stack
@@ -255,11 +320,16 @@ def test_watchdog_kills_a_worker_stuck_in_one_native_operation(env: Any) -> None
     # One splice over a million elements per iteration: the engine's interrupt check does not
     # run inside the native call, so without the watchdog this runs for minutes.
     t = time.monotonic()
-    r = run(env, """
+    r = run(
+        env,
+        """
 console.log("before the stuck loop");
 const a = new Array(1e6).fill(0);
 for (;;) { a.splice(0, 1); a.push(0); }
-""", timeoutMs=500, maxMemoryBytes=256 * 1024 * 1024)
+""",
+        timeoutMs=500,
+        maxMemoryBytes=256 * 1024 * 1024,
+    )
     elapsed = time.monotonic() - t
     assert elapsed < PROMPT_S, elapsed
     assert codes(r) == ["SANDBOX_LIMIT"] and r["result"] is None
@@ -269,7 +339,11 @@ for (;;) { a.splice(0, 1); a.push(0); }
 
 
 def test_s3_2_4_memory_limit(env: Any) -> None:
-    r = run(env, 'console.log("go"); const a = []; for (;;) a.push("x".repeat(1000) + a.length);', maxMemoryBytes=8 * 1024 * 1024)
+    r = run(
+        env,
+        'console.log("go"); const a = []; for (;;) a.push("x".repeat(1000) + a.length);',
+        maxMemoryBytes=8 * 1024 * 1024,
+    )
     assert codes(r) == ["SANDBOX_LIMIT"]
     assert "maxMemoryBytes" in r["diagnostics"][0]["message"]
     assert r["logs"][0]["message"] == "go"
@@ -277,12 +351,18 @@ def test_s3_2_4_memory_limit(env: Any) -> None:
 
 def test_memory_limit_when_the_engine_loses_the_error(env: Any) -> None:
     # A Map growing until OOM comes back from the engine without a message.
-    r = run(env, "const m = new Map(); for (let i = 0; ; i++) m.set(i, [i]);", maxMemoryBytes=8 * 1024 * 1024)
+    r = run(
+        env,
+        "const m = new Map(); for (let i = 0; ; i++) m.set(i, [i]);",
+        maxMemoryBytes=8 * 1024 * 1024,
+    )
     assert codes(r) == ["SANDBOX_LIMIT"]
 
 
 def test_s1_4_fresh_runtime_per_run(env: Any) -> None:
-    first = run(env, "globalThis.leak = 41; globalThis.__codemode_result__ = typeof globalThis.leak;")
+    first = run(
+        env, "globalThis.leak = 41; globalThis.__codemode_result__ = typeof globalThis.leak;"
+    )
     assert first["result"] == "number"
     for _ in range(3):  # whichever pooled worker serves the run
         r = run(env, "globalThis.__codemode_result__ = typeof globalThis.leak;")
@@ -294,7 +374,11 @@ def test_s3_3_1_log_truncation_keeps_prefix_and_warns(env: Any) -> None:
     logs = r["logs"]
     assert sum(len(e["message"].encode()) for e in logs[:-1]) == 100
     assert logs[0]["message"] == "line 0"
-    assert logs[-1]["level"] == "warn" and "maxLogBytes" in logs[-1]["message"] and "100" in logs[-1]["message"]
+    assert (
+        logs[-1]["level"] == "warn"
+        and "maxLogBytes" in logs[-1]["message"]
+        and "100" in logs[-1]["message"]
+    )
     assert r["diagnostics"] == []
 
 
@@ -303,10 +387,14 @@ def test_cancelling_run_kills_the_worker_and_cancels_host_calls(env: Any) -> Non
     host = Host()
 
     async def scenario() -> None:
-        task = asyncio.ensure_future(sandbox.run(
-            'import { slow } from "@codemode/servers/notes"; await slow({ ms: 10000 });',
-            MODULES, host, Limits.from_json({"timeoutMs": 20000}),
-        ))
+        task = asyncio.ensure_future(
+            sandbox.run(
+                'import { slow } from "@codemode/servers/notes"; await slow({ ms: 10000 });',
+                MODULES,
+                host,
+                Limits.from_json({"timeoutMs": 20000}),
+            )
+        )
         while not host.requests:
             await asyncio.sleep(0.01)
         task.cancel()
@@ -325,9 +413,12 @@ def test_concurrent_runs_use_separate_workers(env: Any) -> None:
 
     async def both() -> list[dict[str, Any]]:
         code = 'import { slow } from "@codemode/servers/notes"; globalThis.__codemode_result__ = (await slow({ n: %d })).n;'
-        return await asyncio.gather(*(
-            sandbox.run(code % i, MODULES, host, Limits(timeoutMs=int(HANG_S * 1000))) for i in range(3)
-        ))
+        return await asyncio.gather(
+            *(
+                sandbox.run(code % i, MODULES, host, Limits(timeoutMs=int(HANG_S * 1000)))
+                for i in range(3)
+            )
+        )
 
     results = loop.run_until_complete(both())
     assert [r["result"] for r in results] == [0, 1, 2]
@@ -336,12 +427,16 @@ def test_concurrent_runs_use_separate_workers(env: Any) -> None:
 
 def test_lone_surrogates_cross_the_boundary_safely(env: Any) -> None:
     host = Host()
-    r = run(env, r"""
+    r = run(
+        env,
+        r"""
 import { echo } from "@codemode/servers/notes";
 const back = await echo({ s: "a\uD800b" });
 console.log("x\uDC00y");
 globalThis.__codemode_result__ = { same: back.s === "a\uD800b", s: back.s };
-""", host)
+""",
+        host,
+    )
     assert r["diagnostics"] == []
     assert r["result"]["same"] is True
     assert r["result"]["s"] == "a\ufffdb"
@@ -352,7 +447,12 @@ globalThis.__codemode_result__ = { same: back.s === "a\uD800b", s: back.s };
 def test_s7_4_timeout_while_awaiting_a_tool_call_cancels_it(env: Any) -> None:
     host = Host()
     t = time.monotonic()
-    r = run(env, f'import {{ slow }} from "@codemode/servers/notes";\nconsole.log("waiting");\nawait slow({{ ms: {HANG_S * 1000} }});', host, timeoutMs=300)
+    r = run(
+        env,
+        f'import {{ slow }} from "@codemode/servers/notes";\nconsole.log("waiting");\nawait slow({{ ms: {HANG_S * 1000} }});',
+        host,
+        timeoutMs=300,
+    )
     assert time.monotonic() - t < PROMPT_S
     assert codes(r) == ["SANDBOX_LIMIT"] and "timeoutMs" in r["diagnostics"][0]["message"]
     assert [e["message"] for e in r["logs"]] == ["waiting"]
@@ -360,24 +460,30 @@ def test_s7_4_timeout_while_awaiting_a_tool_call_cancels_it(env: Any) -> None:
 
 
 def test_deep_recursion_is_a_catchable_error_not_a_crash(env: Any) -> None:
-    r = run(env, """
+    r = run(
+        env,
+        """
 function f(n) { return f(n + 1) + 1; }
 let caught = null;
 try { f(0); } catch (e) { caught = e.name; }
 globalThis.__codemode_result__ = caught;
 f(0);
-""")
+""",
+    )
     assert codes(r) == ["UNCAUGHT_EXCEPTION"]
     assert "call stack" in r["diagnostics"][0]["message"]
     assert run(env, "globalThis.__codemode_result__ = 4;")["result"] == 4
 
 
 def test_pending_timers_are_capped(env: Any) -> None:
-    r = run(env, """
+    r = run(
+        env,
+        """
 let err = null;
 try { for (let i = 0; i < 20000; i++) setTimeout(() => {}, 1); } catch (e) { err = e.name + ": " + e.message; }
 globalThis.__codemode_result__ = err;
-""")
+""",
+    )
     assert r["diagnostics"] == []
     assert r["result"].startswith("RangeError: too many pending timers")
 
@@ -385,6 +491,7 @@ globalThis.__codemode_result__ = err;
 @pytest.mark.slow
 def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     from codemode_gen.runtime.sandbox import pool as sandbox_module
+
     started: list[object] = []
     original = sandbox_module.WorkerProcess.start
 
@@ -399,12 +506,18 @@ def test_pool_reuses_warm_workers_and_replaces_killed_ones(monkeypatch: pytest.M
         async with Sandbox(WorkerPool(2)) as sandbox:
             assert len(started) == 2
             for i in range(5):
-                r = await sandbox.run(f"globalThis.__codemode_result__ = {i};", {}, Host(), Limits())
+                r = await sandbox.run(
+                    f"globalThis.__codemode_result__ = {i};", {}, Host(), Limits()
+                )
                 assert r["result"] == i
             assert len(started) == 2  # clean runs: the same warm processes served every run
             await sandbox.run("while (true) {}", {}, Host(), Limits(timeoutMs=200))
-            r = await sandbox.run("const a = new Array(1e6).fill(0); for (;;) { a.splice(0, 1); a.push(0); }",
-                                  {}, Host(), Limits(timeoutMs=200, maxMemoryBytes=256 * 1024 * 1024))
+            r = await sandbox.run(
+                "const a = new Array(1e6).fill(0); for (;;) { a.splice(0, 1); a.push(0); }",
+                {},
+                Host(),
+                Limits(timeoutMs=200, maxMemoryBytes=256 * 1024 * 1024),
+            )
             assert codes(r) == ["SANDBOX_LIMIT"]
             await asyncio.sleep(0.5)
             assert len(started) == 3  # only the killed worker was replaced
@@ -426,6 +539,7 @@ def _slow_worker_starts(monkeypatch: pytest.MonkeyPatch, finished: list[float]) 
     """Every worker start takes SLOW_START_S more (the real process still starts); `finished`
     gets the monotonic time each start ended."""
     from codemode_gen.runtime.sandbox import pool as sandbox_module
+
     original = sandbox_module.WorkerProcess.start
 
     async def slow_start() -> Any:
@@ -438,7 +552,9 @@ def _slow_worker_starts(monkeypatch: pytest.MonkeyPatch, finished: list[float]) 
 
 
 @pytest.mark.slow
-def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # An empty pool: the run starts a worker on its request path. That wait is the caller's
     # time too: a busy loop is stopped at timeoutMs counted from the call (here while the script
     # has had ~1 s), not from the worker's start (which would give it 5 s), and the message
@@ -449,7 +565,9 @@ def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline(monkeypatch:
 
     async def scenario() -> tuple[float, Response]:
         async with Sandbox(pool_size=0) as sandbox:
-            r = await sandbox.run("for (;;) {}", {}, Host(), Limits(timeoutMs=int(timeout_s * 1000)))
+            r = await sandbox.run(
+                "for (;;) {}", {}, Host(), Limits(timeoutMs=int(timeout_s * 1000))
+            )
             return time.monotonic(), r
 
     ended, r = asyncio.run(scenario())
@@ -461,34 +579,58 @@ def test_s3_2_4_cold_pool_start_counts_against_the_callers_deadline(monkeypatch:
     assert f"{int(timeout_s * 1000)} ms" in d["message"] and r["result"] is None
 
 
-def test_s3_2_4_deadline_fixed_by_the_caller_bounds_the_run_and_messages_keep_timeout_ms(env: Any) -> None:
+def test_s3_2_4_deadline_fixed_by_the_caller_bounds_the_run_and_messages_keep_timeout_ms(
+    env: Any,
+) -> None:
     # A host that spent most of timeoutMs before the sandbox (connecting servers) passes the
     # deadline it fixed; the script gets only what is left, the message the caller's 2000 ms.
     loop, sandbox = env
     timeout_ms = int(HANG_S * 1000)
     t = time.monotonic()
-    r = loop.run_until_complete(sandbox.run(
-        'console.log("spinning"); for (;;) {}', {}, Host(), Limits(timeoutMs=timeout_ms), deadline=t + 0.3,
-    ))
+    r = loop.run_until_complete(
+        sandbox.run(
+            'console.log("spinning"); for (;;) {}',
+            {},
+            Host(),
+            Limits(timeoutMs=timeout_ms),
+            deadline=t + 0.3,
+        )
+    )
     elapsed = time.monotonic() - t
     assert elapsed < PROMPT_S, elapsed  # stopped at the caller's deadline, not after timeoutMs
     [d] = r["diagnostics"]
-    assert d["code"] == "SANDBOX_LIMIT" and f"{timeout_ms} ms" in d["message"] and str(timeout_ms - 300) not in d["message"]
+    assert (
+        d["code"] == "SANDBOX_LIMIT"
+        and f"{timeout_ms} ms" in d["message"]
+        and str(timeout_ms - 300) not in d["message"]
+    )
     assert [e["message"] for e in r["logs"]] == ["spinning"]
 
 
 def test_s3_2_4_a_deadline_already_past_still_answers_sandbox_limit_promptly(env: Any) -> None:
     loop, sandbox = env
     t = time.monotonic()
-    r = loop.run_until_complete(sandbox.run(
-        "globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=1000), deadline=t - 0.5,
-    ))
+    r = loop.run_until_complete(
+        sandbox.run(
+            "globalThis.__codemode_result__ = 1;",
+            {},
+            Host(),
+            Limits(timeoutMs=1000),
+            deadline=t - 0.5,
+        )
+    )
     assert time.monotonic() - t < PROMPT_S
-    assert codes(r) == ["SANDBOX_LIMIT"] and "1000 ms" in r["diagnostics"][0]["message"] and r["result"] is None
+    assert (
+        codes(r) == ["SANDBOX_LIMIT"]
+        and "1000 ms" in r["diagnostics"][0]["message"]
+        and r["result"] is None
+    )
 
 
 @pytest.mark.slow
-def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A loaded machine can take longer than timeoutMs to start a worker: the run answers at the
     # watchdog instant anyway, before the (real, late) worker process is even there.
     finished: list[float] = []
@@ -496,7 +638,9 @@ def test_s3_2_4_a_worker_start_slower_than_the_deadline_cannot_stretch_it(monkey
 
     async def scenario() -> tuple[float, Response]:
         async with Sandbox(pool_size=0) as sandbox:
-            r = await sandbox.run("globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=300))
+            r = await sandbox.run(
+                "globalThis.__codemode_result__ = 1;", {}, Host(), Limits(timeoutMs=300)
+            )
             return time.monotonic(), r
 
     answered, r = asyncio.run(scenario())
@@ -531,6 +675,7 @@ def test_check_syntax_never_starts_a_worker(monkeypatch: pytest.MonkeyPatch) -> 
     # With no idle worker the check is skipped (the run reports the error itself): a syntax
     # check must not cost a process start on a busy or empty pool.
     from codemode_gen.runtime.sandbox import pool as sandbox_module
+
     started: list[object] = []
     original = sandbox_module.WorkerProcess.start
 
@@ -610,9 +755,13 @@ def test_a_module_is_evaluated_only_when_imported(env: Any) -> None:
     # A broken module that the script does not import costs nothing and breaks nothing.
     loop, sandbox = env
     modules = {**MODULES, "@codemode/servers/broken": "throw new Error('evaluated');"}
-    ok = loop.run_until_complete(sandbox.run("globalThis.__codemode_result__ = 1;", modules, Host(), Limits()))
+    ok = loop.run_until_complete(
+        sandbox.run("globalThis.__codemode_result__ = 1;", modules, Host(), Limits())
+    )
     assert ok["result"] == 1 and ok["diagnostics"] == []
-    bad = loop.run_until_complete(sandbox.run("import '@codemode/servers/broken';", modules, Host(), Limits()))
+    bad = loop.run_until_complete(
+        sandbox.run("import '@codemode/servers/broken';", modules, Host(), Limits())
+    )
     assert codes(bad) == ["UNCAUGHT_EXCEPTION"] and "evaluated" in bad["diagnostics"][0]["message"]
 
 
@@ -630,8 +779,12 @@ def test_module_sources_cross_the_pipe_once_per_worker() -> None:
 
             worker.send = spy  # type: ignore[method-assign]  # observe the real messages
             script = 'import { __meta__ } from "@codemode/servers/notes"; globalThis.__codemode_result__ = __meta__.serverId;'
-            results: list[Any] = [await sandbox.run(script, MODULES, Host(), Limits()) for _ in range(2)]
-            changed = {"@codemode/servers/notes": NOTES.replace('serverId: "notes"', 'serverId: "renamed"')}
+            results: list[Any] = [
+                await sandbox.run(script, MODULES, Host(), Limits()) for _ in range(2)
+            ]
+            changed = {
+                "@codemode/servers/notes": NOTES.replace('serverId: "notes"', 'serverId: "renamed"')
+            }
             results.append(await sandbox.run(script, changed, Host(), Limits()))
             # The host believes the worker holds a text it does not: the run fails cleanly and
             # the worker is replaced (never a run with the wrong module).
@@ -668,7 +821,11 @@ def worker_processes() -> set[int]:
                 cmdline = f.read()
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] != b"Z" and b"codemode_gen.runtime.sandbox.worker" in cmdline:
+        if (
+            int(fields[1]) == me
+            and fields[0] != b"Z"
+            and b"codemode_gen.runtime.sandbox.worker" in cmdline
+        ):
             pids.add(int(entry))
     return pids
 
@@ -683,11 +840,15 @@ def test_sixteen_concurrent_runs_never_exceed_the_worker_cap() -> None:
         others = worker_processes()  # e.g. the module's `env` pool
         async with Sandbox(WorkerPool(2, max_workers=cap)) as sandbox:
             runs = [
-                asyncio.ensure_future(sandbox.run(
-                    'import { slow } from "@codemode/servers/notes"; await slow({ ms: 150 });'
-                    " globalThis.__codemode_result__ = 1;",
-                    MODULES, host, Limits.from_json({"timeoutMs": 20_000}),
-                ))
+                asyncio.ensure_future(
+                    sandbox.run(
+                        'import { slow } from "@codemode/servers/notes"; await slow({ ms: 150 });'
+                        " globalThis.__codemode_result__ = 1;",
+                        MODULES,
+                        host,
+                        Limits.from_json({"timeoutMs": 20_000}),
+                    )
+                )
                 for _ in range(16)
             ]
             while not all(r.done() for r in runs):
@@ -706,12 +867,21 @@ def test_sixteen_concurrent_runs_never_exceed_the_worker_cap() -> None:
 def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
     async def scenario() -> tuple[Response, Response, Response, int]:
         async with Sandbox(WorkerPool(1, max_workers=1)) as sandbox:
-            long = asyncio.ensure_future(sandbox.run(
-                'import { slow } from "@codemode/servers/notes"; await slow({ ms: 1500 }); globalThis.__codemode_result__ = "long";',
-                MODULES, Host(), Limits.from_json({"timeoutMs": 10_000}),
-            ))
+            long = asyncio.ensure_future(
+                sandbox.run(
+                    'import { slow } from "@codemode/servers/notes"; await slow({ ms: 1500 }); globalThis.__codemode_result__ = "long";',
+                    MODULES,
+                    Host(),
+                    Limits.from_json({"timeoutMs": 10_000}),
+                )
+            )
             await asyncio.sleep(0.2)
-            queued = await sandbox.run("globalThis.__codemode_result__ = 1;", MODULES, Host(), Limits.from_json({"timeoutMs": 300}))
+            queued = await sandbox.run(
+                "globalThis.__codemode_result__ = 1;",
+                MODULES,
+                Host(),
+                Limits.from_json({"timeoutMs": 300}),
+            )
             # A queued run that is cancelled leaves the queue without taking a slot with it.
             abandoned = asyncio.ensure_future(sandbox.run("1;", MODULES, Host(), Limits()))
             await asyncio.sleep(0.1)
@@ -719,7 +889,9 @@ def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await abandoned
             first = await long
-            after = await sandbox.run("globalThis.__codemode_result__ = 2;", MODULES, Host(), Limits())
+            after = await sandbox.run(
+                "globalThis.__codemode_result__ = 2;", MODULES, Host(), Limits()
+            )
             return first, queued, after, sandbox.pool.busy
 
     first, queued, after, busy = asyncio.run(scenario())
@@ -730,8 +902,11 @@ def test_a_run_that_cannot_get_a_worker_in_time_gets_sandbox_limit() -> None:
     assert "max_workers" in queued["diagnostics"][0]["hint"]
 
 
-def test_workers_beyond_the_warm_size_stay_for_the_next_burst_then_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_beyond_the_warm_size_stay_for_the_next_burst_then_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from codemode_gen.runtime.sandbox import pool as sandbox_module
+
     monkeypatch.setattr(sandbox_module, "IDLE_WORKER_TTL_S", 0.3)
 
     async def scenario() -> tuple[int, int, bool]:

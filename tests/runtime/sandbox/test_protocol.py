@@ -32,14 +32,25 @@ def test_a_reply_with_an_odd_id_falls_back_to_a_plain_message(call_id: object) -
 
 
 def test_other_lines_are_not_taken_for_framed_replies() -> None:
-    for line in (b'{"op":"run"}', b'{"op":"reply","id":x,"reply":1}', b'{"op":"reply","id":1,"reply":\xff}'):
+    for line in (
+        b'{"op":"run"}',
+        b'{"op":"reply","id":x,"reply":1}',
+        b'{"op":"reply","id":1,"reply":\xff}',
+    ):
         assert protocol.decode_reply(line) is None
 
 
 def test_a_call_embeds_the_request_text_verbatim_or_escapes_a_lone_surrogate() -> None:
-    assert protocol.encode_call(3, '{"serverId":"s"}') == b'{"op":"call","id":3,"request":{"serverId":"s"}}\n'
+    assert (
+        protocol.encode_call(3, '{"serverId":"s"}')
+        == b'{"op":"call","id":3,"request":{"serverId":"s"}}\n'
+    )
     line = protocol.encode_call(4, '{"x":"\ud800"}')
-    assert line.isascii() and json.loads(line) == {"op": "call", "id": 4, "request": '{"x":"\ud800"}'}
+    assert line.isascii() and json.loads(line) == {
+        "op": "call",
+        "id": 4,
+        "request": '{"x":"\ud800"}',
+    }
 
 
 def test_decode_refuses_what_is_not_one_object() -> None:
