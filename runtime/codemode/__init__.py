@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +37,7 @@ from codemode_gen.mcp_json import load_config
 from codemode_gen.runtime.codemode.builds import Builder
 from codemode_gen.runtime.codemode.catalogs import RunCatalogs
 from codemode_gen.runtime.codemode.connections import ConnectionManager
+from codemode_gen.runtime.codemode.gauges import register_gauges
 from codemode_gen.runtime.codemode.learning import LearningSink
 from codemode_gen.runtime.codemode.out_cache import OutCache
 from codemode_gen.runtime.codemode.run import RunPath
@@ -172,7 +172,7 @@ class CodeMode:
             capability_ids=self.capability_ids,
             telemetry=self.telemetry,
         )
-        self._register_gauges()
+        register_gauges(self)
 
     @classmethod
     def from_config(
@@ -244,41 +244,6 @@ class CodeMode:
             max_response_chars=max_response_chars,
             telemetry=telemetry,
             skills_writable=skills_writable,
-        )
-
-    def _register_gauges(self) -> None:
-        """What the metrics' gauges read from this host when scraped (weakly: the metrics do
-        not keep a closed host alive)."""
-        metrics, ref = self.telemetry.metrics, weakref.ref(self)
-        key = f"codemode-{id(self)}"
-
-        def read(
-            pick: Callable[[CodeMode], list[tuple[tuple[str, ...], float]]],
-        ) -> Callable[[], Any]:
-            def source() -> list[tuple[tuple[str, ...], float]]:
-                cm = ref()
-                return pick(cm) if cm is not None else []
-
-            return source
-
-        def pool(cm: CodeMode) -> Any:
-            return cm._sandbox.pool if cm._sandbox is not None else None
-
-        metrics.runs_in_progress.sources[key] = read(lambda cm: [((), cm.runs_in_progress)])
-        metrics.workers.sources[key] = read(
-            lambda cm: [] if (p := pool(cm)) is None else [(("busy",), p.busy), (("idle",), p.idle)]
-        )
-        metrics.workers_max.sources[key] = read(
-            lambda cm: [] if (p := pool(cm)) is None else [((), p.max_workers)]
-        )
-        metrics.runs_queued.sources[key] = read(
-            lambda cm: [] if (p := pool(cm)) is None else [(("worker",), p.waiting)]
-        )
-        metrics.upstream_sessions.sources[key] = read(
-            lambda cm: [
-                ((cid,), 0 if session.closed else 1)
-                for cid, session in sorted(cm._connections.connected.items())
-            ]
         )
 
     # ------------------------------------------------------------------ lifecycle
