@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from codemode_gen.cli.options import project_config_option
+from codemode_gen.cli.options import fixtures_read_option, project_config_option
 from codemode_gen.errors import CheckFailed, UserError
 
 # Report lines printed before "... and N more" (the full list is in out/manifest.json).
@@ -59,13 +59,7 @@ def _echo_report(lines: list[str]) -> None:
 
 @click.command("generate")
 @project_config_option
-@click.option(
-    "--fixtures",
-    "fixtures_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
-)
+@fixtures_read_option
 @click.option(
     "--out",
     "out_dir",

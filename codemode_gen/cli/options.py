@@ -43,6 +43,14 @@ out_option = click.option(
     default=None,
     help="Generated modules (default: codemode.toml's out, else out/).",
 )
+# The fixtures a command reads (`generate`, `policy`), as `fixtures_dir`.
+fixtures_read_option = click.option(
+    "--fixtures",
+    "fixtures_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
+)
 
 
 def host_option(name: str, default: Any, flag: HostFlag) -> Callable[[F], F]:

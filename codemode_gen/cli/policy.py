@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemode_gen.cli.options import project_config_option
+from codemode_gen.cli.options import fixtures_read_option, project_config_option
 
 if TYPE_CHECKING:
     from codemode_gen.config import Settings
@@ -147,13 +147,7 @@ def table_lines(rows: Sequence[ToolPolicy], settings_name: str) -> list[str]:
     default=None,
     help="Project settings [default: the codemode.toml beside --config, if present].",
 )
-@click.option(
-    "--fixtures",
-    "fixtures_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Recorded fixtures to read [default: codemode.toml `fixtures`, else fixtures/ beside --config].",
-)
+@fixtures_read_option
 @click.option(
     "--server",
     "servers",

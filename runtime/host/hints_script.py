@@ -225,12 +225,12 @@ class ScriptModel:
     def _prepare(self) -> None:
         if self._ready:
             return
-        from codemode_gen.runtime.host.tsinput import _parser
+        from codemode_gen.runtime.host.tsinput import ts_parser
 
         self._ready = True
         self._src = self.script.encode("utf-8", "surrogatepass")
         self._text = self.code.encode("utf-8", "surrogatepass")
-        self._root = _parser().parse(self._src).root_node
+        self._root = ts_parser().parse(self._src).root_node
         self._modules = {module_specifier(sid): view for sid, view in self.catalog.servers.items()}
         for seen, node in enumerate(walk(self._root)):
             if seen >= MAX_NODES:

@@ -29,7 +29,7 @@ metrics (bench/serve.py measures the warm empty run with tracing off, on with no
 on with OTLP, side by side).
 
 Hooks are module-level functions that find the run they belong to through a context variable
-(`_RUN`, set for the duration of `CodeMode.run`), so the places that call them (runtime/codemode/,
+(`RUN_SCOPE`, set for the duration of `CodeMode.run`), so the places that call them (runtime/codemode/,
 bridge.py through runtime/host/telemetry_calls.py) need one line each and no new parameters;
 with no run current they do nothing. The sandbox pool, which must not import the host, times its
 worker waits through runtime/waits.py, whose observer the run's scope is.
@@ -188,7 +188,7 @@ class Telemetry:
                 yield span
             except BaseException as exc:
                 kind = CANCELLED if not isinstance(exc, Exception) else type(exc).__name__
-                _set_error(span, kind, kind)
+                set_error(span, kind, kind)
                 raise
 
     def redact(self, text: str) -> str:
@@ -200,7 +200,9 @@ class Telemetry:
         return Redactor(None, self.redact_patterns).text(text)
 
 
-_RUN: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar("codemode_run", default=None)
+RUN_SCOPE: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar(
+    "codemode_run", default=None
+)
 
 
 def _wall_ns(monotonic_s: float) -> int:
@@ -208,7 +210,7 @@ def _wall_ns(monotonic_s: float) -> int:
     return time.time_ns() - int((time.monotonic() - monotonic_s) * 1e9)
 
 
-def _cut(text: str) -> str:
+def cut_attribute(text: str) -> str:
     return (
         text
         if len(text) <= MAX_CONTENT_CHARS
@@ -216,7 +218,7 @@ def _cut(text: str) -> str:
     )
 
 
-def _set_error(span: Span, description: str, error_type: str | None = None) -> None:
+def set_error(span: Span, description: str, error_type: str | None = None) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     if error_type:
@@ -246,7 +248,7 @@ class RunScope:
         return self.paused is not None and self.paused()
 
     def __enter__(self) -> RunScope:
-        self._token = _RUN.set(self)
+        self._token = RUN_SCOPE.set(self)
         self._wait_token = waits.OBSERVER.set(
             self
         )  # the sandbox pool's worker waits (runtime/waits.py)
@@ -265,7 +267,7 @@ class RunScope:
             if self.telemetry.tool_name:
                 attributes["codemode.run.tool"] = self.telemetry.tool_name
             if self.telemetry.record_content:
-                attributes["codemode.script"] = _cut(self.telemetry.redact(self.code))
+                attributes["codemode.script"] = cut_attribute(self.telemetry.redact(self.code))
             start = _wall_ns(self.started)
             self.span = tracer.start_span(SPAN_RUN, attributes=attributes, start_time=start)
             self._otel_token = otel_context.attach(trace.set_span_in_context(self.span))
@@ -347,7 +349,7 @@ class RunScope:
                     # The code only: a diagnostic's message can quote what the script threw.
                     first = next((d for d in diagnostics if d.get("severity") == "error"), None)
                     kind = str(first.get("code")) if first is not None else outcome
-                    _set_error(span, kind, kind)
+                    set_error(span, kind, kind)
                 if exc is not None and outcome == HOST_ERROR:
                     span.record_exception(exc)
                 if self.telemetry.run_log is not None:
@@ -362,7 +364,7 @@ class RunScope:
             if self._wait_token is not None:
                 waits.OBSERVER.reset(self._wait_token)
             if self._token is not None:
-                _RUN.reset(self._token)
+                RUN_SCOPE.reset(self._token)
 
     def queue_waited(self, queue: str, began: float, waited: float) -> None:
         """Time spent waiting in `queue` (a sandbox worker, runtime/waits.py `queue_wait`): the
@@ -381,27 +383,27 @@ class RunScope:
 
 def current() -> RunScope | None:
     """The run the calling task belongs to (None outside a run)."""
-    return _RUN.get()
+    return RUN_SCOPE.get()
 
 
 def pause_when(paused: Callable[[], bool]) -> None:
     """The current run may end to ask through input_required, which `paused` then says
     (runtime/codemode/run.py, a resumable run): its outcome, and its waiting calls', say so."""
-    scope = _RUN.get()
+    scope = RUN_SCOPE.get()
     if scope is not None:
         scope.paused = paused
 
 
 def note_limits(limits: Limits) -> None:
     """The run's limits, once known (runtime/codemode/run.py)."""
-    scope = _RUN.get()
+    scope = RUN_SCOPE.get()
     if scope is not None:
         scope.limits(limits)
 
 
 async def traced(awaitable: Awaitable[T], name: str, **attributes: Any) -> T:
     """`await awaitable` inside a `phase` span: tasks it starts inherit the span."""
-    scope = _RUN.get()
+    scope = RUN_SCOPE.get()
     if scope is None or scope.span is None:
         return await awaitable
     with scope.telemetry.span(name, attributes) as span:
@@ -415,13 +417,13 @@ def detached_context() -> contextvars.Context | None:
     """A context for a task that outlives the run starting it (a background connection): no
     current span, so its spans do not count as the run's. None (the caller's context, as usual)
     when no traced run is current."""
-    scope = _RUN.get()
+    scope = RUN_SCOPE.get()
     if scope is None or scope.span is None:
         return None
     from opentelemetry import context as otel_context
 
     ctx = contextvars.copy_context()
     ctx.run(otel_context.attach, otel_context.Context())
-    ctx.run(_RUN.set, None)
+    ctx.run(RUN_SCOPE.set, None)
     ctx.run(waits.OBSERVER.set, None)
     return ctx

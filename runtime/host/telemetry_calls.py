@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode_gen.runtime.host.metrics import UNKNOWN_LABEL
 from codemode_gen.runtime.host.telemetry import (
-    _RUN,
     CANCELLED,
     DENIED,
     ERROR,
     INPUT_REQUIRED,
     OK,
+    RUN_SCOPE,
     SPAN_APPROVAL,
     SPAN_TOOL_CALL,
     TIMEOUT,
     RunScope,
     Telemetry,
-    _cut,
-    _set_error,
+    cut_attribute,
+    set_error,
 )
 from codemode_gen.runtime.sandbox.protocol import HostReply
 
@@ -71,7 +71,7 @@ class _ToolCall:
                 # are "approved-for-run" without a wait of their own.
                 self.approval.set_attribute("codemode.approval.for_run", True)
             if decision == "denied":
-                _set_error(self.approval, "denied", DENIED)
+                set_error(self.approval, "denied", DENIED)
             self.approval.end()
             self.approval = None
 
@@ -100,7 +100,7 @@ async def traced_call(
     `_meta`), the tool-call metrics, the approval decision. `server` and `tool` are the
     sanitised names; `gate` the bridge's approval record of this call; `request` the sandbox's
     (its `input` is recorded only with record_content, through `redact`)."""
-    scope = _RUN.get()
+    scope = RUN_SCOPE.get()
     if scope is None:
         return await call
     telemetry = scope.telemetry
@@ -218,11 +218,13 @@ def _finish_call_span(
     if telemetry.record_content:
         clean = redact or telemetry.redact
         if "input" in request:
-            span.set_attribute("codemode.call.input", _cut(clean(_json(request["input"]))))
+            span.set_attribute("codemode.call.input", cut_attribute(clean(_json(request["input"]))))
         if reply is not None and reply.get("ok"):
-            span.set_attribute("codemode.call.output", _cut(clean(_json(reply.get("value")))))
+            span.set_attribute(
+                "codemode.call.output", cut_attribute(clean(_json(reply.get("value"))))
+            )
     if outcome == CANCELLED:
-        _set_error(span, "cancelled when the run ended", CANCELLED)
+        set_error(span, "cancelled when the run ended", CANCELLED)
     elif isinstance(error, Mapping):
         error_class = str(error.get("errorClass") or "ToolCallError")
         if "content" in error and not telemetry.record_content:
@@ -230,7 +232,7 @@ def _finish_call_span(
             description = f"{error_class}: the tool reported an error (isError)"
         else:
             description = trace_error(str(error.get("_summary") or error_class))
-        _set_error(span, description, error_class)
+        set_error(span, description, error_class)
     span.end()
 
 

@@ -100,7 +100,7 @@ async def runnable(
 
 def _erase(code: str) -> Erased:
     source = code.encode("utf-8", "surrogatepass")
-    tree = _parser().parse(source)
+    tree = ts_parser().parse(source)
     root = tree.root_node
     nodes = _candidates(root)
     if not nodes:
@@ -160,7 +160,7 @@ def _query() -> Any:
     return tree_sitter.Query(_language(), _QUERY)
 
 
-def _parser() -> Any:
+def ts_parser() -> Any:
     """A parser per thread (a tree-sitter Parser is not safe to share between threads)."""
     parser = getattr(_local, "parser", None)
     if parser is None:
