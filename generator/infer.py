@@ -234,13 +234,29 @@ def _kind(schema: Any) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
+def _required_known(schema: Any) -> Any:
+    """`schema` with `required: []` on every object that lists none: genson intersects the
+    `required` of the schemas it merges but skips a schema without the keyword, so the merge of
+    an empty record `{}` with `{a: 1}` would still require `a`."""
+    if isinstance(schema, list):
+        return [_required_known(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _required_known(v) if k in ("items", "anyOf") else v for k, v in schema.items()}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _required_known(v) for k, v in out["properties"].items()}
+    if out.get("type") == "object" and "required" not in out:
+        out["required"] = []
+    return out
+
+
 def _merge(schemas: Sequence[Any]) -> dict[str, Any]:
     """The genson merge of property schemas (as inferred: no `additionalProperties` yet)."""
     builder = _Builder(schema_uri=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # conflicting extra keywords: genson keeps the first
         for schema in schemas:
-            builder.add_schema(schema)
+            builder.add_schema(_required_known(schema))
     return _simplify(builder.to_schema())
 
 

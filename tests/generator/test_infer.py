@@ -18,6 +18,7 @@ from codemode_gen.generator.infer import (
     MAX_OBJECT_PROPERTIES,
     MIN_MAP_KEYS,
     infer_output,
+    infer_schema,
     value_like_key,
 )
 
@@ -398,3 +399,12 @@ def test_records_with_field_name_keys_stay_records(samples: list[dict[str, Any]]
     assert set(inf.schema["properties"]) == set(FIELDS) and set(inf.schema["required"]) == set(
         FIELDS
     )
+
+
+def test_a_map_of_records_where_one_is_empty_requires_no_field() -> None:
+    # Found by the property test above: genson skips `required` of a schema without it, so
+    # `{}` merged with `{"": null}` kept `""` required and the recorded `{}` failed its type.
+    values = [{"v": {"00": {}, "0": {"": None}}}]
+    schema, _ = infer_schema(values)
+    for value in values:
+        jsonschema.validate(value, schema)
