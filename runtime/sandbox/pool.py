@@ -487,8 +487,10 @@ class Sandbox:
             await self._pool.release(worker, reusable, ran=False)
 
     async def _acquire_until(self, until: float) -> WorkerProcess:
-        """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds)."""
-        return await asyncio.wait_for(self._pool.acquire(), _seconds_until(until))
+        """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds). Awaited in
+        this task (no task of its own, as `wait_for` makes): an idle worker costs no loop turn."""
+        async with asyncio.timeout(_seconds_until(until)):
+            return await self._pool.acquire()
 
 
 def _seconds_until(deadline: float | None) -> float | None:

@@ -664,6 +664,16 @@ def test_s3_3_4_check_syntax_reports_what_the_run_would_without_running(env: Any
     assert run(env, good, host)["result"] == {"a": 1} and len(host.requests) == 1
 
 
+def test_s3_3_4_a_syntax_error_thrown_while_running_is_the_scripts_own_exception(env: Any) -> None:
+    # The run parses the agent module only as it imports it: a SyntaxError the script throws
+    # (JSON.parse) after logging is an uncaught exception with its logs, not SYNTAX_ERROR.
+    r = run(env, 'console.log("before");\nJSON.parse("{oops");\n')
+    assert codes(r) == ["UNCAUGHT_EXCEPTION"] and "SyntaxError" in r["diagnostics"][0]["message"]
+    assert [entry["message"] for entry in r["logs"]] == ["before"]
+    thrown = run(env, 'throw { name: "SyntaxError", message: "mine" };\n')
+    assert codes(thrown) == ["UNCAUGHT_EXCEPTION"]
+
+
 def test_check_syntax_gives_up_at_the_deadline(env: Any) -> None:
     loop, sandbox = env
     t = time.monotonic()
