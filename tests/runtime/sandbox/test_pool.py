@@ -726,6 +726,45 @@ def test_the_run_after_a_syntax_check_gets_the_checked_worker() -> None:
     asyncio.run(scenario())
 
 
+def test_a_retired_worker_is_reaped_after_its_run_has_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker that served its MAX_RUNS_PER_WORKER runs is replaced; its last run answers without
+    # waiting for the process to be reaped, and closing the pool waits for that reap.
+    from codemode_gen.runtime.sandbox import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "MAX_RUNS_PER_WORKER", 2)
+    original_reap = pool_module.WorkerProcess.reap
+    let_reap = asyncio.Event()
+    reaped: list[int] = []
+
+    async def held_reap(self: Any) -> None:
+        await let_reap.wait()
+        await original_reap(self)
+        reaped.append(self.proc.pid)
+
+    monkeypatch.setattr(pool_module.WorkerProcess, "reap", held_reap)
+
+    async def scenario() -> None:
+        sandbox = Sandbox(pool_size=1)
+        await sandbox.start()
+        try:
+            for value in (1, 2, 3):
+                r = await sandbox.run(
+                    f"globalThis.__codemode_result__ = {value};", {}, Host(), Limits()
+                )
+                assert r["result"] == value and r["diagnostics"] == []
+                # After the second run its worker is retiring; the third runs on a replacement.
+                assert len(sandbox.pool._retiring) == (0 if value == 1 else 1)
+            assert reaped == []  # the second run answered while its worker's reap was held
+        finally:
+            let_reap.set()
+            await sandbox.aclose()
+        assert len(reaped) >= 2  # the retired worker, then the replacement at close
+
+    asyncio.run(scenario())
+
+
 # --- pre-initialised realms (the next run's realm is built and loaded between runs) ------------
 
 
