@@ -633,8 +633,12 @@ async def worker_floor(root: Path) -> list[tuple[str, float]]:
     figures = []
     for i, (name, _) in enumerate(WORKER_FLOOR):
         code = "; ".join(
-            ["import sys", *(c for _, c in WORKER_FLOOR[: i + 1] if c)]
-            + ["print('ready', flush=True)", "sys.stdin.readline()"]
+            [
+                "import sys",
+                *(c for _, c in WORKER_FLOOR[: i + 1] if c),
+                "print('ready', flush=True)",
+                "sys.stdin.readline()",
+            ]
         )
         proc = await asyncio.create_subprocess_exec(
             PYTHON,
