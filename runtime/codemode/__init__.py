@@ -48,7 +48,6 @@ from codemode_gen.runtime.host.catalog import Catalog, LiveServer, module_paths_
 from codemode_gen.runtime.host.offload import Offload
 from codemode_gen.runtime.host.progress import ProgressCallback
 from codemode_gen.runtime.host.replay_configs import ReplayEnviron, replay_configs
-from codemode_gen.runtime.host.resume import Resumable
 from codemode_gen.runtime.host.skills import SkillSaver, skill_entries
 from codemode_gen.runtime.host.telemetry import Telemetry
 from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
@@ -56,6 +55,7 @@ from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.pool import Sandbox
 
 if TYPE_CHECKING:
+    from codemode_gen.runtime.host.resume import Resumable
     from codemode_gen.runtime.host.typecheck import TypeChecker
 
 __all__ = ["CodeMode"]

@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen.config import ServerConfig, Settings
 from codemode_gen.errors import UserError
@@ -32,12 +32,14 @@ from codemode_gen.runtime.host.bridge import Bridge, Connector
 from codemode_gen.runtime.host.offload import Offload, OffloadFailed
 from codemode_gen.runtime.host.progress import ProgressCallback, ProgressReporter
 from codemode_gen.runtime.host.reconcile import is_slow_connect
-from codemode_gen.runtime.host.resume import Resumable
 from codemode_gen.runtime.host.skills import SKILLS_MODULE, SkillSaver
 from codemode_gen.runtime.host.telemetry import Telemetry
 from codemode_gen.runtime.host.tsinput import Erased, runnable
 from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
 from codemode_gen.runtime.sandbox.pool import Sandbox
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.host.resume import Resumable
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.host.catalog import Catalog
-from codemode_gen.runtime.host.hints_mistakes import Analysis, Fix
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.host.hints_mistakes import Fix
 
 __all__ = ["explain", "needs_explaining"]
 
@@ -113,6 +115,9 @@ def _explain(
         return None
     name, text = m.group("name"), m.group("message")
     where = _position(d.get("path"))
+    # The script model and its analyses: imported by the first error worth explaining.
+    from codemode_gen.runtime.host.hints_mistakes import Analysis
+
     analysis = Analysis(code, script, catalog)
     fix: Fix | None = None
     read = _READ.match(text) or _READ_V8.match(text)
