@@ -623,7 +623,11 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
 WORKER_FLOOR = (
     ("python", ""),
     ("asyncio", "sys.modules['ssl'] = None; import asyncio"),
-    ("jsbox", "import jsbox"),
+    (
+        "jsbox",  # as the worker imports it: without multiprocessing (engine.preload)
+        "from codemode_gen.runtime.sandbox.engine import preload; "
+        "preload(child_processes=False); import jsbox",
+    ),
     ("a QuickJS runtime", "jsbox.Runtime(memory_limit=64 << 20).eval('1')"),
 )
 

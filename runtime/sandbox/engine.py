@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
@@ -198,9 +199,33 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return cast(Callable[[int], int], func)
 
 
-def preload() -> None:
-    """Import the binding now (worker start-up) rather than on the first run."""
+def preload(*, child_processes: bool = True) -> None:
+    """Import the binding now (worker start-up) rather than on the first run.
+
+    `child_processes=False` (the sandbox worker): jsbox imports multiprocessing (pickle,
+    sockets: ~0.6 MB of RSS per process) for `run_killable`, a child process per script, which
+    is then left out: a stand-in for its module imports it when called. A jsbox that asks that
+    module for more than `run_killable` gets the real one."""
+    if not child_processes and "jsbox" not in sys.modules:
+        stand_in = types.ModuleType("jsbox._killable")
+        stand_in.run_killable = _run_killable  # type: ignore[attr-defined]
+        sys.modules.setdefault("jsbox._killable", stand_in)
+        try:
+            import jsbox
+
+            return
+        except ImportError:
+            sys.modules.pop("jsbox._killable", None)
+            sys.modules.pop("jsbox", None)
     import jsbox  # noqa: F401
+
+
+def _run_killable(*args: Any, **kwargs: Any) -> Any:
+    """jsbox's `run_killable`, imported on first use (`preload(child_processes=False)`)."""
+    sys.modules.pop("jsbox._killable", None)
+    from jsbox._killable import run_killable
+
+    return run_killable(*args, **kwargs)
 
 
 def new_engine(*, memory_limit: int, max_pending_calls: int) -> Engine:

@@ -480,7 +480,9 @@ def main() -> None:
     _die_with_parent()
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol stream
-    preload()  # a pooled worker has paid the engine's start-up cost before its first run
+    # A pooled worker has paid the engine's start-up cost before its first run; it never runs
+    # a script in a child process of its own (it is the process the host kills).
+    preload(child_processes=False)
 
     worker = Worker(out_fd)
     asyncio.run(worker.serve())

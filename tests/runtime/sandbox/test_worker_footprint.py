@@ -21,6 +21,7 @@ NOT_IN_A_WORKER = (
     "bz2",
     "difflib",
     "importlib.resources",
+    "multiprocessing",
     "mcp",
     "jsonschema",
     "pydantic",
@@ -62,3 +63,29 @@ def test_a_near_miss_still_finds_the_name_meant() -> None:
     from codemode_gen.runtime.near_miss import closest_names
 
     assert closest_names("lst_notes", ["list_notes", "get_note"]) == ["list_notes"]
+
+
+def test_jsbox_run_killable_still_works_in_a_worker_process() -> None:
+    # multiprocessing is imported by the stand-in for jsbox's `_killable` on its first call.
+    code = (
+        "import runpy, sys\n"
+        "runpy.run_module('codemode_gen.runtime.sandbox.worker', run_name='__main__')\n"
+        "import jsbox\n"
+        "print('killable', jsbox.run_killable('6 * 7', timeout=30), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], input=RUN, capture_output=True)
+    assert out.returncode == 0, out.stderr
+    assert b"killable 42" in out.stderr, out.stderr
+
+
+def test_a_worker_falls_back_to_jsbox_own_killable_module() -> None:
+    # A jsbox asking the stand-in for a name it lacks (here: the stand-in is an empty module):
+    # the worker imports jsbox again with its real `_killable` and serves the run.
+    code = (
+        "import runpy, sys, types\n"
+        "sys.modules['jsbox._killable'] = types.ModuleType('jsbox._killable')\n"
+        "runpy.run_module('codemode_gen.runtime.sandbox.worker', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], input=RUN, capture_output=True)
+    assert out.returncode == 0, out.stderr
+    assert b'"result":7' in out.stdout, out
