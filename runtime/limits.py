@@ -9,6 +9,7 @@ the same names appear in the system prompt, in `codemode.toml` and in responses.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -147,12 +148,51 @@ class Limits:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Limits:
         """Defaults overridden by `data`; unknown keys ignored (§3.2.4), bad values raise
-        `LimitsError`."""
-        return merge(cls(), data)
+        `LimitsError`.
+
+        Every run reads its limits from JSON (the request, then the worker's copy), and runs
+        mostly send the same few: a frozen result is shared instead of validated again."""
+        key = _cache_key(data) if cls is Limits else None
+        if key is None:
+            return merge(cls(), data)
+        return _from_key(key)
 
     def to_json(self) -> dict[str, Any]:
         """The set keys (the host-default ones only when set)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        cached = self.__dict__.get("_json")
+        if cached is None:
+            cached = {key: value for key, value in asdict(self).items() if value is not None}
+            object.__setattr__(self, "_json", cached)  # frozen: computed once, never changed
+        return dict(cached)
+
+
+#: Distinct limit objects whose validated `Limits` are kept (`Limits.from_json`); bounds the
+#: cache when every request sends different values.
+MAX_CACHED_LIMITS = 64
+_KNOWN_KEYS = frozenset((*LIMIT_RANGES, *LIMIT_FLAGS, *LIMIT_CHOICES))
+_SCALARS = (int, str, bool, float, type(None))
+
+
+def _cache_key(data: Mapping[str, Any] | None) -> tuple[tuple[str, type, Any], ...] | None:
+    """The known keys of `data` with their values and types (True and 1 are different
+    values here); None when `data` is not a mapping of plain scalars (merge reports it)."""
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping):
+        return None
+    items = []
+    for key, value in data.items():
+        if key not in _KNOWN_KEYS:
+            continue  # ignored (§3.2.4): not part of the key either
+        if type(value) not in _SCALARS:
+            return None
+        items.append((key, type(value), value))
+    return tuple(sorted(items, key=lambda item: item[0]))
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_LIMITS)
+def _from_key(key: tuple[tuple[str, type, Any], ...]) -> Limits:
+    return merge(Limits(), {name: value for name, _, value in key})
 
 
 def merge(defaults: Limits, overrides: Mapping[str, Any] | Limits | None) -> Limits:

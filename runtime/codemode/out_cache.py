@@ -7,6 +7,7 @@ manifest again only when its file changes and derives the views and skills from 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +36,17 @@ class OutCache:
         self.out_dir = out_dir
         self.configs = configs
         self._manifest_key: tuple[int, int] | None = None
+        self._manifest_file: str | None = None
         self._manifest: Manifest | None = None
         self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
         self._out: OutViews | None = None  # out/'s views of the manifest last read
 
     def manifest(self) -> Manifest | None:
         """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""
-        path = manifest_path(self.out_dir)
+        if self._manifest_file is None:
+            self._manifest_file = os.fspath(manifest_path(self.out_dir))
         try:
-            st = path.stat()
+            st = os.stat(self._manifest_file)  # once or twice a run: no Path on this path
         except OSError:
             self._manifest_key, self._manifest = None, None
             return None

@@ -101,6 +101,7 @@ class WorkerPool:
         # Runs waiting for a worker, oldest first; each gets a worker or a free slot (None).
         self._waiters: collections.deque[asyncio.Future[WorkerProcess | None]] = collections.deque()
         self._trimmer: asyncio.Task[None] | None = None
+        self._retiring: set[asyncio.Task[None]] = set()  # retired workers being reaped
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -332,6 +333,15 @@ class WorkerPool:
         if keep:  # idle beyond `size` only until IDLE_WORKER_TTL_S (`_trim`)
             self._put_back(worker, first=not ran)
             return
+        if reusable and worker.alive() and not self._closed and worker.runs >= MAX_RUNS_PER_WORKER:
+            # Retired after a clean run: its run has answered, so it goes in the background (a
+            # reap takes tens of ms) and its slot is free for a replacement at once.
+            worker.kill()
+            task = asyncio.get_running_loop().create_task(worker.reap())
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+            self._free_slot()
+            return
         try:
             await worker.reap()
         finally:
@@ -355,6 +365,9 @@ class WorkerPool:
         idle, self._idle = self._idle, []
         for w in idle:
             await w.reap()
+        for task in list(self._retiring):
+            with contextlib.suppress(BaseException):
+                await task
 
 
 class Sandbox:
@@ -487,8 +500,10 @@ class Sandbox:
             await self._pool.release(worker, reusable, ran=False)
 
     async def _acquire_until(self, until: float) -> WorkerProcess:
-        """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds)."""
-        return await asyncio.wait_for(self._pool.acquire(), _seconds_until(until))
+        """A ready worker, or TimeoutError at `until` (`time.monotonic()` seconds). Awaited in
+        this task (no task of its own, as `wait_for` makes): an idle worker costs no loop turn."""
+        async with asyncio.timeout(_seconds_until(until)):
+            return await self._pool.acquire()
 
 
 def _seconds_until(deadline: float | None) -> float | None:

@@ -251,13 +251,8 @@ class Worker:
         try:
             run_config = realm.begin(t0, limits, msg)
             engine = realm.engine
-            try:
-                engine.check_syntax(code)
-            except EngineError as exc:
-                return {
-                    "result": None,
-                    "diagnostics": [script_errors.syntax_error(exc.message, exc.stack)],
-                }
+            # No separate parse: importing the agent module parses it before anything runs, and a
+            # SyntaxError it reports is confirmed by a parse then (`_syntax_error`).
             for name, source in modules.items():
                 engine.add_module(name, source)  # evaluated only if the agent imports it
             engine.add_module(script_errors.AGENT_MODULE, code)
@@ -360,6 +355,19 @@ class Worker:
             }
         return {"kind": "report", "report": report}
 
+    @staticmethod
+    def _syntax_error(engine: Engine, code: str, error: Any) -> diag.Diagnostic | None:
+        """The SYNTAX_ERROR diagnostic when the run ended because the agent module does not
+        parse: the same one `check` gives. A SyntaxError the script threw while running (e.g.
+        from JSON.parse) parses fine and stays an uncaught exception."""
+        if not isinstance(error, dict) or error.get("name") != "SyntaxError":
+            return None
+        try:
+            engine.check_syntax(code)
+        except EngineError as exc:
+            return script_errors.syntax_error(exc.message, exc.stack)
+        return None
+
     def _outcome(
         self, engine: Engine, code: str, modules: dict[str, str], limits: Limits, ev: dict[str, Any]
     ) -> dict[str, Any]:
@@ -392,6 +400,10 @@ class Worker:
 
         report = ev["report"]
         status = report.get("status")
+        if status == "error":
+            syntax = self._syntax_error(engine, code, report.get("error"))
+            if syntax is not None:
+                return {"result": None, "diagnostics": [syntax]}
         # Failed tool calls nobody awaited: warnings beside whatever else the run reports.
         unawaited = script_errors.unawaited_calls(report.get("unawaited"), modules)
         if status == "ok":

@@ -111,3 +111,22 @@ def test_sandbox_limit_exceeded_carries_fields() -> None:
         "too many",
         "too many",
     )
+
+
+def test_s3_2_4_limits_read_again_from_the_same_json_are_the_same_validated_object() -> None:
+    first = Limits.from_json({"timeoutMs": 4321, "unknownKey": [1]})
+    assert Limits.from_json({"unknownKey": "x", "timeoutMs": 4321}) is first
+    assert first == Limits(timeoutMs=4321)
+    # True and 1 are equal in Python; as a limit one is a flag and the other is not.
+    assert Limits.from_json({"typecheck": True}).typecheck is True
+    with pytest.raises(LimitsError, match="typecheck"):
+        Limits.from_json({"typecheck": 1})
+    with pytest.raises(LimitsError, match="timeoutMs"):
+        Limits.from_json({"timeoutMs": -1})
+    # A value that is not a plain scalar is validated as before (and refused).
+    with pytest.raises(LimitsError, match="timeoutMs"):
+        Limits.from_json({"timeoutMs": [1]})
+    # to_json hands out a copy: a caller changing it changes no other run's limits.
+    sent = first.to_json()
+    sent["timeoutMs"] = 1
+    assert first.to_json()["timeoutMs"] == 4321

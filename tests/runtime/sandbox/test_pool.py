@@ -664,6 +664,16 @@ def test_s3_3_4_check_syntax_reports_what_the_run_would_without_running(env: Any
     assert run(env, good, host)["result"] == {"a": 1} and len(host.requests) == 1
 
 
+def test_s3_3_4_a_syntax_error_thrown_while_running_is_the_scripts_own_exception(env: Any) -> None:
+    # The run parses the agent module only as it imports it: a SyntaxError the script throws
+    # (JSON.parse) after logging is an uncaught exception with its logs, not SYNTAX_ERROR.
+    r = run(env, 'console.log("before");\nJSON.parse("{oops");\n')
+    assert codes(r) == ["UNCAUGHT_EXCEPTION"] and "SyntaxError" in r["diagnostics"][0]["message"]
+    assert [entry["message"] for entry in r["logs"]] == ["before"]
+    thrown = run(env, 'throw { name: "SyntaxError", message: "mine" };\n')
+    assert codes(thrown) == ["UNCAUGHT_EXCEPTION"]
+
+
 def test_check_syntax_gives_up_at_the_deadline(env: Any) -> None:
     loop, sandbox = env
     t = time.monotonic()
@@ -712,6 +722,45 @@ def test_the_run_after_a_syntax_check_gets_the_checked_worker() -> None:
             await pool.release(checked, True)
         finally:
             await pool.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_retired_worker_is_reaped_after_its_run_has_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker that served its MAX_RUNS_PER_WORKER runs is replaced; its last run answers without
+    # waiting for the process to be reaped, and closing the pool waits for that reap.
+    from codemode_gen.runtime.sandbox import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "MAX_RUNS_PER_WORKER", 2)
+    original_reap = pool_module.WorkerProcess.reap
+    let_reap = asyncio.Event()
+    reaped: list[int] = []
+
+    async def held_reap(self: Any) -> None:
+        await let_reap.wait()
+        await original_reap(self)
+        reaped.append(self.proc.pid)
+
+    monkeypatch.setattr(pool_module.WorkerProcess, "reap", held_reap)
+
+    async def scenario() -> None:
+        sandbox = Sandbox(pool_size=1)
+        await sandbox.start()
+        try:
+            for value in (1, 2, 3):
+                r = await sandbox.run(
+                    f"globalThis.__codemode_result__ = {value};", {}, Host(), Limits()
+                )
+                assert r["result"] == value and r["diagnostics"] == []
+                # After the second run its worker is retiring; the third runs on a replacement.
+                assert len(sandbox.pool._retiring) == (0 if value == 1 else 1)
+            assert reaped == []  # the second run answered while its worker's reap was held
+        finally:
+            let_reap.set()
+            await sandbox.aclose()
+        assert len(reaped) >= 2  # the retired worker, then the replacement at close
 
     asyncio.run(scenario())
 
