@@ -612,6 +612,7 @@
   /** @type {Set<any>} */
   const locked = new Set([g]);
   const objectProto = Object.prototype;
+  const functionProto = getPrototypeOf(function () {});
 
   // Freeze everything reachable from `roots` through own properties (accessors' functions
   // included) and prototypes that is not in `locked` yet (SES style), after turning the
@@ -645,8 +646,17 @@
         const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(v, key));  // an own key: defined
         if ("value" in d) {
           const x = d.value;
-          if ((typeof x === "object" || typeof x === "function") && x !== null) {
-            if (isFunction && key === "prototype" && typeof x === "object") protos.push(x);
+          if (typeof x === "function") {
+            if (!locked.has(x)) {
+              locked.add(x);
+              // Most are built-in methods: nothing but `length` and `name`, Function.prototype
+              // as prototype (walked anyway). Such a leaf only needs freezing: not stacked.
+              const leafKeys = ownKeys(x);
+              if (leafKeys.length === 2 && leafKeys[0] === "length" && leafKeys[1] === "name" && getPrototypeOf(x) === functionProto) found.push(x);
+              else stack.push(x);
+            }
+          } else if (typeof x === "object" && x !== null) {
+            if (isFunction && key === "prototype") protos.push(x);
             if (!locked.has(x)) { locked.add(x); stack.push(x); }
           }
         } else {
