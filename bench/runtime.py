@@ -18,6 +18,7 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     inside the script. Target: <= 1.2 x 100 ms.
 (4) Warm empty run vs its floor, a fresh in-process QuickJS runtime evaluating an empty module,
     taken in turn, PACING_GAP_S apart and back to back, p50/p90. Target: p50 <= 2.5x the floor.
+    Beside it (info): preparing one locked-down realm in process (`Realm.create`), vs the floor.
 (5) Cold start: `codemode-gen run` of a one-call script (process start to the printed result)
     vs a minimal Python script that imports the `mcp` client, connects to the same notes server
     and calls once, spawned in turn (--rounds each), p50/p90; and both under -X importtime (the
@@ -434,7 +435,49 @@ async def bench_empty_vs_floor(config: Path, repeat: int) -> list[tuple[str, str
                     "PASS" if ratio <= TARGET_EMPTY_FLOOR_RATIO else "MISS",
                 )
             )
+    rows.append(await bench_realm_prepare(repeat))
     return rows
+
+
+async def bench_realm_prepare(repeat: int) -> tuple[str, str, str, str]:
+    """What a worker spends on each run's sandbox before the run is known: `Realm.create` (a
+    fresh engine, prelude phase A's lockdown, phase A2's @codemode modules) in this process,
+    back to back, taken in turn with the floor; its CPU time (this thread's, which the other
+    processes on a loaded machine disturb less than the wall clock). Closing is timed apart."""
+    import os
+
+    from codemode_gen.runtime.limits import Limits
+    from codemode_gen.runtime.sandbox.realm import Realm
+    from codemode_gen.runtime.sandbox.worker import Worker
+
+    out = os.open(os.devnull, os.O_WRONLY)
+    try:
+        worker, limits = Worker(out), Limits.from_json(BENCH_LIMITS)
+        prepare: list[float] = []
+        cpu: list[float] = []
+        close: list[float] = []
+        floor: list[float] = []
+        for i in range(max(repeat, 20) + 3):
+            cpu_started, started = time.thread_time(), time.perf_counter()
+            realm = await Realm.create(worker, limits)
+            made, cpu_made = time.perf_counter(), time.thread_time()
+            realm.close()
+            closed = time.perf_counter()
+            floor_ms = (await engine_floor(1, 0.0))[0]
+            if i >= 3:  # the first realms warm the caches
+                prepare.append((made - started) * 1000)
+                cpu.append((cpu_made - cpu_started) * 1000)
+                close.append((closed - made) * 1000)
+                floor.append(floor_ms)
+    finally:
+        os.close(out)
+    return (
+        "(4) realm preparation in process (Realm.create): p50 / p90 vs the floor; CPU p50; close p50",
+        f"{median(prepare):.2f} / {p90(prepare):.2f} vs {median(floor):.2f} / {p90(floor):.2f} ms"
+        f" = {median(prepare) / median(floor):.1f}x; CPU {median(cpu):.2f} ms; close {median(close):.2f} ms",
+        "-",
+        "info",
+    )
 
 
 MINIMAL_CLIENT = """

@@ -6,8 +6,8 @@
 // 1. Takes the host bindings the worker installed on globalThis into this closure and deletes
 //    them, so agent code can never call them directly.
 // 2. Provides what QuickJS lacks (§3.5): console.*, setTimeout/clearTimeout on the host clock,
-//    URL/URLSearchParams (runtime/js/url.js), globalThis.__codemode_result__
-//    (TextEncoder/TextDecoder are native). Date reads the host's run clock and Math.random is
+//    URL/URLSearchParams (runtime/js/url.js, compiled the first time a run reads either),
+//    globalThis.__codemode_result__ (TextEncoder/TextDecoder are native). Date reads the host's run clock and Math.random is
 //    seeded per run (phase B), and every reply and alarm arrives through one pump, one event per
 //    turn: a run is a function of what the host hands it, so the host can replay it (runtime/
 //    worker.py; docs/DESIGN.md, "Deterministic runs").
@@ -41,14 +41,14 @@
   const rawTick = g.__codemode_tick__;
   const rawNow = g.__codemode_now__;
   const config = g.__codemode_config__;
-  const rawURL = g.__codemode_url__;  // the URL polyfill's factory (url.js)
+  const rawURLSource = g.__codemode_url__;  // url.js's text, for the URL classes (2d)
   for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
     "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__"]) {
     delete g[name];
   }
 
   // Intrinsics used after lockdown, captured while they are known to be pristine.
-  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyDescriptors, getOwnPropertyNames, getPrototypeOf, freeze, keys: objectKeys } = Object;
+  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyNames, getPrototypeOf, freeze, keys: objectKeys } = Object;
   const hasOwn = Object.prototype.hasOwnProperty;
   const ownKeys = Reflect.ownKeys;
   const stringify = JSON.stringify;
@@ -133,8 +133,10 @@
   }
 
   let logsOpen = true;
+  // The functions the prelude installs are arrows or methods, like native built-ins: no
+  // `prototype` object (and not constructors), so nothing more for the lockdown to freeze.
   function makeLogger(level) {
-    return function (...args) {
+    return (...args) => {
       if (!logsOpen) return;
       let message;
       try {
@@ -275,7 +277,7 @@
     reschedule();
     checkIdle();
   }
-  function setTimeout(callback, delay, ...args) {
+  const setTimeout = (callback, delay, ...args) => {
     if (typeof callback !== "function") {
       throw new TypeError("setTimeout needs a function: strings are never evaluated in this sandbox");
     }
@@ -290,15 +292,15 @@
     heapPush(rec);
     reschedule();
     return rec.id;
-  }
-  function clearTimeout(id) {
+  };
+  const clearTimeout = (id) => {
     const rec = timers.get(id);
     if (rec === undefined) return;
     rec.cleared = true;
     timers.delete(id);
     reschedule();
     checkIdle();
-  }
+  };
 
   // ---- 2c. pending work, for "the run ends when nothing is pending" -------------------------
   let pendingCalls = 0;
@@ -360,28 +362,29 @@
     inHook = true;
     try { apply(rawThen, p, [undefined, markHandled]); } catch (e) { /* not a promise */ } finally { inHook = false; }
   }
-  /** @this {any} */
-  function then(onFulfilled, onRejected) {
-    observe(this);
-    if (inHook) return apply(rawThen, this, [onFulfilled, onRejected]);
-    inHook = true;
-    try { return apply(rawThen, this, [onFulfilled, onRejected]); } finally { inHook = false; }
-  }
-  defineProperty(then, "name", { value: "then" });
-  defineProperty(promiseProto, "then", { value: then, writable: true, enumerable: false, configurable: true });
   // `await p` and Promise.resolve(p) read p.constructor; the setter keeps the override-mistake
   // behaviour every other frozen prototype gets (enableOverride).
-  /** @this {any} */
-  function getConstructor() {
-    observe(this);
-    return PromiseCtor;
-  }
-  /** @this {any} */
-  function setConstructor(value) {
-    if (this === promiseProto) throw new TypeError("Cannot assign to read only property 'constructor' of frozen intrinsic");
-    defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
-  }
-  defineProperty(promiseProto, "constructor", { get: getConstructor, set: setConstructor, enumerable: false, configurable: false });
+  const promiseHooks = {
+    /** @this {any} */
+    then(onFulfilled, onRejected) {
+      observe(this);
+      if (inHook) return apply(rawThen, this, [onFulfilled, onRejected]);
+      inHook = true;
+      try { return apply(rawThen, this, [onFulfilled, onRejected]); } finally { inHook = false; }
+    },
+    /** @this {any} */
+    getConstructor() {
+      observe(this);
+      return PromiseCtor;
+    },
+    /** @this {any} */
+    setConstructor(value) {
+      if (this === promiseProto) throw new TypeError("Cannot assign to read only property 'constructor' of frozen intrinsic");
+      defineProperty(this, "constructor", { value, writable: true, enumerable: true, configurable: true });
+    },
+  };
+  defineProperty(promiseProto, "then", { value: promiseHooks.then, writable: true, enumerable: false, configurable: true });
+  defineProperty(promiseProto, "constructor", { get: promiseHooks.getConstructor, set: promiseHooks.setConstructor, enumerable: false, configurable: false });
   // Whether callTool's caller (the frame after its own in `stack`) is a generated wrapper.
   function calledByWrapper(stack) {
     const lines = safeString(stack).slice(0, 4096).split("\n");
@@ -428,8 +431,30 @@
     return { calls, untracked: more };
   }
 
-  // ---- 2d. URL / URLSearchParams: url.js (loaded just before this file) --------------------
-  const { URL, URLSearchParams } = rawURL({ encoder, decoder, StringCtor, safeString, call, objectKeys });
+  // ---- 2d. URL / URLSearchParams (url.js), built the first time a run reads either ---------
+  // Compiling url.js would be a sixth of every realm's preparation, and few runs use URL: the
+  // two globals are accessors (section 2e) that build the classes on first read by evaluating
+  // url.js's text (rawURLSource, from the worker) with the engine's own `eval`, captured here
+  // before lockdown removes it. Only this closure holds that `eval`, and the only text it is
+  // ever given is url.js's: code generation from strings stays disabled for agent code (§3.5).
+  // The classes are locked down like every intrinsic (lockGraph) before either global returns
+  // them; if building fails (out of memory) nothing is kept and the next read tries again.
+  const rawEval = g.eval;
+  /** @type {{ URL: any, URLSearchParams: any } | null} */
+  let urlClasses = null;
+  function builtURLClasses() {
+    if (urlClasses === null) {
+      const factory = rawEval(rawURLSource());  // indirect: global scope, url.js is an expression
+      const built = factory({ encoder, decoder, StringCtor, safeString, call, objectKeys });
+      lockGraph([built.URL, built.URLSearchParams], []);
+      urlClasses = { URL: built.URL, URLSearchParams: built.URLSearchParams };
+    }
+    return urlClasses;
+  }
+  const urlGetters = {
+    get URL() { return builtURLClasses().URL; },
+    get URLSearchParams() { return builtURLClasses().URLSearchParams; },
+  };
 
   // ---- 2d'. Date and Math.random from the run's clock and seed ----------------------------
   // Phase B sets the seed and Date's base (the run's start, Unix ms): a resumed run gets the
@@ -445,7 +470,7 @@
   }
   defineProperty(Date, "length", { value: 7 });
   defineProperty(Date, "prototype", { value: RealDate.prototype, writable: false, enumerable: false, configurable: false });
-  defineProperty(Date, "now", { value: function now() { return clockNow(); }, writable: true, enumerable: false, configurable: true });
+  defineProperty(Date, "now", { value: { now() { return clockNow(); } }.now, writable: true, enumerable: false, configurable: true });
   for (const name of ["parse", "UTC"]) {
     defineProperty(Date, name, { value: RealDate[name], writable: true, enumerable: false, configurable: true });
   }
@@ -466,18 +491,21 @@
     sa = seed[0] | 0; sb = seed[1] | 0; sc = seed[2] | 0; sd = seed[3] | 0;
     for (let i = 0; i < 15; i++) next32(); // mix the seed in
   }
-  defineProperty(Math, "random", { value: function random() {
+  defineProperty(Math, "random", { value: { random() {
     return ((next32() >>> 5) * 67108864 + (next32() >>> 6)) / 9007199254740992;
-  }, writable: true, enumerable: false, configurable: true });
+  } }.random, writable: true, enumerable: false, configurable: true });
 
   // ---- 2e. install the provided globals -----------------------------------------------------
-  const provided = {
-    console: consoleObject, setTimeout, clearTimeout,
-    URL: typeof g.URL === "function" ? g.URL : URL,
-    URLSearchParams: typeof g.URLSearchParams === "function" ? g.URLSearchParams : URLSearchParams,
-  };
+  const provided = { console: consoleObject, setTimeout, clearTimeout };
   for (const name of objectKeys(provided)) {
     defineProperty(g, name, { value: provided[name], writable: true, enumerable: false, configurable: true });
+  }
+  // URL and URLSearchParams: the engine's own if it has them, else url.js's, built on first read
+  // (2d). An accessor without a setter is as read-only as the data globals sealGlobals makes.
+  for (const name of ["URL", "URLSearchParams"]) {
+    if (typeof g[name] === "function") continue;
+    const get = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(urlGetters, name)).get;
+    defineProperty(g, name, { get, set: undefined, enumerable: false, configurable: true });
   }
   defineProperty(g, "__codemode_result__", { value: undefined, writable: true, enumerable: false, configurable: false });
 
@@ -542,19 +570,26 @@
 
   // Turn a data property into an accessor so that assigning it on an object that inherits
   // from the frozen prototype creates an own property instead of throwing (override mistake).
+  // The accessors are methods, not `function` expressions: a method has no `prototype` object,
+  // which would be one more object reachable from the intrinsics to freeze.
   function enableOverride(obj, key) {
     const d = getOwnPropertyDescriptor(obj, key);
-    if (d === undefined || !hasOwn.call(d, "value") || !d.configurable) return;
+    if (d === undefined || !("value" in d) || !d.configurable) return;
     const value = d.value;
-    const get = function () { return value; };
-    const set = function (v) {
-      if (this === obj) throw new TypeError(`Cannot assign to read only property '${safeString(key)}' of frozen intrinsic`);
-      if (hasOwn.call(this, key)) this[key] = v;
-      else defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+    const accessor = {
+      get() { return value; },
+      /** @this {any} */
+      set(v) {
+        if (this === obj) throw new TypeError(`Cannot assign to read only property '${safeString(key)}' of frozen intrinsic`);
+        if (hasOwn.call(this, key)) this[key] = v;
+        else defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+      },
+      enumerable: d.enumerable,
+      configurable: false,
     };
-    freeze(get);
-    freeze(set);
-    defineProperty(obj, key, { get, set, enumerable: d.enumerable, configurable: false });
+    freeze(accessor.get);
+    freeze(accessor.set);
+    defineProperty(obj, key, accessor);
   }
 
   const OVERRIDABLE = ["constructor", "toString", "valueOf", "toLocaleString", "toJSON", "name", "message"];
@@ -572,7 +607,79 @@
     return list;
   }
 
-  function freezeIntrinsics(extraRoots) {
+  // Every object the lockdown froze (and the global object, which stays extensible): a later
+  // walk (lockGraph) stops at them, since what they reach is frozen already.
+  /** @type {Set<any>} */
+  const locked = new Set([g]);
+  const objectProto = Object.prototype;
+  const functionProto = getPrototypeOf(function () {});
+
+  // Freeze everything reachable from `roots` through own properties (accessors' functions
+  // included) and prototypes that is not in `locked` yet (SES style), after turning the
+  // OVERRIDABLE data properties of each prototype reached (a function's `prototype`) into
+  // accessors (enableOverride). Per property one getOwnPropertyDescriptor, which allocates
+  // less than getOwnPropertyDescriptors; each object is checked against `locked` before it is
+  // stacked, so it is stacked once.
+  function lockGraph(roots, moreProtos) {
+    const found = [];
+    const protos = moreProtos;
+    const stack = [];
+    for (let i = 0; i < roots.length; i++) {
+      const r = roots[i];
+      if ((typeof r === "object" || typeof r === "function") && r !== null && !locked.has(r)) { locked.add(r); stack.push(r); }
+    }
+    while (stack.length > 0) {
+      const v = stack.pop();
+      found.push(v);
+      const p = getPrototypeOf(v);
+      if (p !== null && !locked.has(p)) { locked.add(p); stack.push(p); }
+      const isFunction = typeof v === "function";
+      const keys = ownKeys(v);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        // ECMA-262 makes a function's `length` and `name` data properties holding a number and a
+        // string (SetFunctionLength, SetFunctionName), for built-ins and for the functions the
+        // prelude and url.js make (none has a static member by these names): no object there.
+        // Skipping them saves a third of the descriptors read (tests/runtime/js/
+        // test_lockdown.py walks every property of the locked realm to hold this).
+        if (isFunction && (key === "length" || key === "name")) continue;
+        const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(v, key));  // an own key: defined
+        if ("value" in d) {
+          const x = d.value;
+          if (typeof x === "function") {
+            if (!locked.has(x)) {
+              locked.add(x);
+              // Most are built-in methods: nothing but `length` and `name`, Function.prototype
+              // as prototype (walked anyway). Such a leaf only needs freezing: not stacked.
+              const leafKeys = ownKeys(x);
+              if (leafKeys.length === 2 && leafKeys[0] === "length" && leafKeys[1] === "name" && getPrototypeOf(x) === functionProto) found.push(x);
+              else stack.push(x);
+            }
+          } else if (typeof x === "object" && x !== null) {
+            if (isFunction && key === "prototype") protos.push(x);
+            if (!locked.has(x)) { locked.add(x); stack.push(x); }
+          }
+        } else {
+          const get = d.get, set = d.set;
+          if (get !== undefined && !locked.has(get)) { locked.add(get); stack.push(get); }
+          if (set !== undefined && !locked.has(set)) { locked.add(set); stack.push(set); }
+        }
+      }
+    }
+    // Override-mistake accessors on every prototype reached (one already frozen by an earlier
+    // walk has nothing configurable left: enableOverride skips it).
+    for (let i = 0; i < protos.length; i++) {
+      const proto = protos[i];
+      // Everything on Object.prototype (plain objects overriding toString/hasOwnProperty/...
+      // are common).
+      const names = proto === objectProto ? getOwnPropertyNames(proto) : OVERRIDABLE;
+      for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
+    }
+    // Freeze (the accessor functions made just now are frozen where they are made).
+    for (let i = 0; i < found.length; i++) freeze(found[i]);
+  }
+
+  function freezeIntrinsics() {
     const roots = [];
     for (const name of ownKeys(g)) {
       if (name === "globalThis" || name === "__codemode_result__") continue;
@@ -580,45 +687,10 @@
       if (hasOwn.call(d, "value")) roots.push(d.value);
       else { roots.push(d.get); roots.push(d.set); }
     }
-    for (const r of hiddenIntrinsics()) roots.push(r);
-    for (const r of extraRoots) roots.push(r);
+    const hidden = hiddenIntrinsics();
+    for (const r of hidden) roots.push(r);
     roots.push(getPrototypeOf(g));
-
-    // Pass 1: collect everything reachable (own properties, accessors, prototypes).
-    const seen = new Set();
-    const stack = roots.slice();
-    while (stack.length > 0) {
-      const v = stack.pop();
-      if ((typeof v !== "object" && typeof v !== "function") || v === null || v === g || seen.has(v)) continue;
-      seen.add(v);
-      stack.push(getPrototypeOf(v));
-      const descriptors = /** @type {Record<PropertyKey, PropertyDescriptor>} */ (getOwnPropertyDescriptors(v));
-      for (const key of ownKeys(descriptors)) {
-        const d = descriptors[key];
-        if (hasOwn.call(d, "value")) {
-          const x = d.value;
-          if ((typeof x === "object" || typeof x === "function") && x !== null) stack.push(x);
-        } else {
-          if (d.get !== undefined) stack.push(d.get);
-          if (d.set !== undefined) stack.push(d.set);
-        }
-      }
-    }
-    // Pass 2: override-mistake enablement on every prototype object, everything on
-    // Object.prototype (plain objects overriding toString/hasOwnProperty/... are common).
-    const objectProto = Object.prototype;
-    for (const name of getOwnPropertyNames(objectProto)) enableOverride(objectProto, name);
-    for (const v of seen) {
-      if (typeof v !== "function") continue;
-      const d = getOwnPropertyDescriptor(v, "prototype");
-      const proto = d !== undefined && hasOwn.call(d, "value") ? d.value : undefined;
-      if (proto === null || typeof proto !== "object" || !seen.has(proto)) continue;
-      for (const key of OVERRIDABLE) enableOverride(proto, key);
-    }
-    for (const v of hiddenIntrinsics()) for (const key of OVERRIDABLE) enableOverride(v, key);
-    // Pass 3: freeze (accessor functions were collected in pass 1; those made in pass 2 are
-    // frozen where they are made).
-    for (const v of seen) freeze(v);
+    lockGraph(roots, [objectProto, ...hidden]);  // the hidden intrinsics are prototypes too
   }
 
   function sealGlobals() {
@@ -753,21 +825,21 @@
   // ---- phase A ends here: lock the realm down now, before any run is known -----------------
   tameCodeGeneration();
   removeGlobals();
-  freezeIntrinsics([]);
+  freezeIntrinsics();
   // The worker's entry points, each called once and removing itself before anything else
   // happens, so agent code can never call them: phase A2 (`__codemode_load__`, when the realm
   // is prepared) and phase B (`__codemode_start__`, with the run's JSON config).
-  function loadEntry(maxConcurrentCalls) {
+  const loadEntry = (maxConcurrentCalls) => {
     delete g.__codemode_load__;
     return load(maxConcurrentCalls);
-  }
-  function start(runConfigText) {
+  };
+  const start = (runConfigText) => {
     delete g.__codemode_start__;
     const runConfig = parse(runConfigText);
     clockBase = runConfig.clockBase;
     seedRandom(runConfig.seed);
     return run(runConfig);
-  }
+  };
   defineProperty(g, "__codemode_load__", { value: freeze(loadEntry), writable: false, enumerable: false, configurable: true });
   defineProperty(g, "__codemode_start__", { value: freeze(start), writable: false, enumerable: false, configurable: true });
   sealGlobals();

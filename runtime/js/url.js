@@ -3,13 +3,13 @@
 // IPv4 number forms. QuickJS has neither, so the prelude installs these unless the engine
 // brings its own.
 //
-// The worker loads this file right before prelude.js, as one script, into each fresh realm
-// before any agent code exists (worker.py, PRELUDE_FILES). It only leaves a factory on a
-// temporary global: prelude.js takes it into its closure and deletes it with the host bindings
-// (its section 1), then calls it with the intrinsics it captured while they were pristine.
-// Nothing here touches a global itself, so what is installed, and the lockdown order, stay
-// the prelude's.
-globalThis.__codemode_url__ = function codemodeURL(intrinsics) {
+// This file is not part of prelude phase A: the worker binds its text (realm.py,
+// `__codemode_url__`) and prelude.js evaluates it only when a run first reads URL or
+// URLSearchParams (prelude.js, section 2d), so a realm pays for compiling it only if used.
+// The whole file is one expression, a factory: evaluating it touches no global. prelude.js
+// calls it with the intrinsics it captured while they were pristine, and locks the classes
+// down before any code sees them.
+(function codemodeURL(intrinsics) {
   "use strict";
   const { encoder, decoder, StringCtor, safeString, call, objectKeys } = intrinsics;
   const SPECIAL_PORTS = { __proto__: null, "ftp:": "21", "file:": "", "http:": "80", "https:": "443", "ws:": "80", "wss:": "443" };
@@ -371,4 +371,4 @@ globalThis.__codemode_url__ = function codemodeURL(intrinsics) {
   }
 
   return { URL, URLSearchParams };
-};
+});

@@ -103,7 +103,11 @@ class Realm:
         and A2): what every run needs, built before the run is known."""
         realm = cls(worker, limits)
         engine = realm.engine
+        url_js = worker.url_js
         try:
+            # url.js's text for the prelude, which compiles it only if the run uses URL (a plain
+            # function holding a str: no reference back to the realm).
+            engine.bind_function("__codemode_url__", lambda: url_js)
             status = await engine.run(worker.prelude, PRELUDE_TIMEOUT_S)
             if status != "locked":
                 raise EngineError("Error", f"prelude phase A returned {status!r}", "")

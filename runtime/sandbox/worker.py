@@ -71,9 +71,9 @@ from codemode_gen.runtime.sandbox.engine import (
 )
 from codemode_gen.runtime.sandbox.realm import MODULE_ERRORS, MODULE_HOST, Realm, realm_key
 
-#: Prelude phase A, run as one script in this order: url.js only leaves the URL polyfill's
-#: factory on a temporary global, which prelude.js takes (and deletes) with the host bindings.
-PRELUDE_FILES = ("url.js", "prelude.js")
+#: Prelude phase A, run as one script. url.js is not in it: prelude.js evaluates its text (bound by
+#: `Realm.create`) only when a run first reads URL or URLSearchParams.
+PRELUDE_FILES = ("prelude.js",)
 
 
 def _js(name: str) -> str:
@@ -104,6 +104,7 @@ class Worker:
         self.prelude = "\n".join(_js(name) for name in PRELUDE_FILES)
         self.errors_js = _js("errors.js")
         self.host_js = _js("host.js")
+        self.url_js = _js("url.js")
 
     # ---- pipe ---------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
