@@ -25,7 +25,9 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     top-level imports' cumulative time, and the `mcp` package's own). Target: <= 1.1x.
 (6) Footprint: VmRSS of a host process (CodeMode holding the notes session, after one run) plus
     one idle worker vs a bare Python process holding one `mcp` ClientSession; RSS per extra
-    worker; one worker's RSS after run 1 and after --runs runs. Target: <= 1.2x, flat.
+    worker and of the whole tree at rest; one worker's RSS after run 1 and after --runs runs.
+    Target: <= 1.2x, flat. Beside it, a worker's floor: an idle `python -I`, then with asyncio,
+    jsbox and one QuickJS runtime added, and the ratio that floor allows.
 
     --only N (repeatable) measures only those sections.
 """
@@ -616,8 +618,12 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
         proc.stdin.close()
         await proc.wait()
     bare_mb = float(figures["bare"][0])
-    host_mb, worker_mb, extra_mb, first_mb, last_mb = (float(v) for v in figures["host"])
+    host_mb, worker_mb, extra_mb, first_mb, last_mb, held, tree_mb = (
+        float(v) for v in figures["host"]
+    )
     ratio = (host_mb + worker_mb) / bare_mb
+    floor = await worker_floor(root)
+    floor_mb = bare_mb + floor[-1][1]
     return [
         (
             "(6) RSS: host + one idle worker vs bare Python holding one mcp client session",
@@ -627,12 +633,71 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
         ),
         ("(6) RSS per extra idle worker", f"{extra_mb:.1f} MB", "-", "info"),
         (
+            "(6) RSS of the host's process tree at rest (host + every idle worker)",
+            f"{tree_mb:.1f} MB ({held:.0f} idle workers)",
+            "-",
+            "info",
+        ),
+        (
+            "(6) a worker's floor, RSS of an idle `python -I` holding: "
+            + ", ".join(f"+{name}" if i else name for i, (name, _) in enumerate(floor)),
+            " / ".join(f"{mb:.1f}" for _, mb in floor) + " MB",
+            "-",
+            "info",
+        ),
+        (
+            "(6) floor of the ratio with a separate Python worker: (bare + worker floor) / bare",
+            f"({bare_mb:.1f} + {floor[-1][1]:.1f}) / {bare_mb:.1f} = {floor_mb / bare_mb:.2f}x",
+            "-",
+            "info",
+        ),
+        (
             f"(6) worker RSS after run 1 / after run {runs} (one call each)",
             f"{first_mb:.1f} / {last_mb:.1f} MB",
             f"growth <= {TARGET_RSS_GROWTH_MB:.0f} MB",
             "PASS" if last_mb - first_mb <= TARGET_RSS_GROWTH_MB else "MISS",
         ),
     ]
+
+
+#: What a sandbox worker cannot do without, each on top of the one before: the interpreter as
+#: the pool starts it (-I), asyncio (the worker's event loop; without `ssl`, as the worker runs
+#: it), the engine binding, one QuickJS runtime that has evaluated a script.
+WORKER_FLOOR = (
+    ("python", ""),
+    ("asyncio", "sys.modules['ssl'] = None; import asyncio"),
+    ("jsbox", "import jsbox"),
+    ("a QuickJS runtime", "jsbox.Runtime(memory_limit=64 << 20).eval('1')"),
+)
+
+
+async def worker_floor(root: Path) -> list[tuple[str, float]]:
+    """RSS (MB) of an idle `python -I` with each part of WORKER_FLOOR added in turn."""
+    figures = []
+    for i, (name, _) in enumerate(WORKER_FLOOR):
+        code = "; ".join(
+            [
+                "import sys",
+                *(c for _, c in WORKER_FLOOR[: i + 1] if c),
+                "print('ready', flush=True)",
+                "sys.stdin.readline()",
+            ]
+        )
+        proc = await asyncio.create_subprocess_exec(
+            PYTHON,
+            "-I",
+            "-c",
+            code,
+            cwd=root,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        await asyncio.wait_for(proc.stdout.readline(), SETUP_TIMEOUT_S)
+        figures.append((name, rss_mb(proc.pid)))
+        proc.stdin.close()
+        await proc.wait()
+    return figures
 
 
 HOST_SESSION = """
@@ -668,6 +733,7 @@ async def main():
         pids = workers()
         host, worker = rss(os.getpid()), sum(rss(p) for p in pids) / max(len(pids), 1)
         first = max(rss(p) for p in pids)
+        held, tree = len(pids), host + sum(rss(p) for p in pids)
         for _ in range(runs - 1):
             await cm.run(code)
         await asyncio.sleep(0.5)
@@ -681,7 +747,7 @@ async def main():
         await asyncio.sleep(0.5)
         pids = workers()
         extra = sum(rss(p) for p in pids) / len(pids) if len(pids) > 1 else float("nan")
-        print("ready", host, worker, extra, first, last, flush=True)
+        print("ready", host, worker, extra, first, last, held, tree, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 asyncio.run(main())

@@ -15,7 +15,6 @@ Shared core (below the generator and the runtime): both import it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -278,6 +277,8 @@ ERRORS_JS = Path(__file__).resolve().parent.parent / "runtime" / "js" / "errors.
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite runtime/js/errors.js (with --check: exit 1 when it differs)."""
+    import argparse  # here: the host imports this module for the classes, not the command
+
     parser = argparse.ArgumentParser(
         prog="python -m codemode_gen.error_classes", description=main.__doc__
     )

@@ -20,7 +20,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -85,6 +84,8 @@ def without_lone_surrogates(value: Any) -> Any:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and rename over the target."""
+    import tempfile  # here: the sandbox worker imports this module and never writes files
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -24,7 +24,6 @@ strings (the text is valid TOML by then: tomllib parsed it first).
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -331,6 +330,8 @@ def closest(name: str, candidates: Sequence[str]) -> str | None:
     for candidate in candidates:
         if fold(candidate) == fold(name):
             return candidate
+    import difflib  # here: only a misspelt setting asks, and every host imports this module
+
     found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=SUGGEST_CUTOFF)
     return found[0] if found else None
 

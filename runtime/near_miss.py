@@ -7,7 +7,6 @@ Shared by the sandbox (import failures) and the host (unknown tools, invalid fie
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -31,6 +30,8 @@ def closest_names(name: str, candidates: Iterable[str], n: int = 1) -> list[str]
     close): the same name but for case and separators first, then difflib's close matches."""
     if len(name) > MAX_NAME_CHARS:  # difflib is quadratic in the name's length
         return []
+    import difflib  # here: only a failure asks, and the sandbox worker should not hold it
+
     pool = [
         c for _, c in zip(range(MAX_NEAR_MISS_CANDIDATES), candidates, strict=False) if c != name
     ]

@@ -27,7 +27,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen.client.mcp_session import McpSession
 from codemode_gen.config import ServerConfig, Settings
@@ -51,10 +51,12 @@ from codemode_gen.runtime.host.replay_configs import ReplayEnviron, replay_confi
 from codemode_gen.runtime.host.resume import Resumable
 from codemode_gen.runtime.host.skills import SkillSaver, skill_entries
 from codemode_gen.runtime.host.telemetry import Telemetry
-from codemode_gen.runtime.host.typecheck import TypeChecker
 from codemode_gen.runtime.limits import Limits, LimitsError, TraceMode
 from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.pool import Sandbox
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.host.typecheck import TypeChecker
 
 __all__ = ["CodeMode"]
 

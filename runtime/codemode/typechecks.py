@@ -12,14 +12,18 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codemode_gen.runtime.codemode.connections import cancel_all, retrieve
 from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.host import telemetry
-from codemode_gen.runtime.host.tsdiagnostics import NOT_CHECKED, run_diagnostics
-from codemode_gen.runtime.host.typecheck import TypeChecker
 from codemode_gen.runtime.limits import Limits, LimitsError
+
+if TYPE_CHECKING:
+    from codemode_gen.runtime.host.typecheck import TypeChecker
+
+# The checker and its diagnostics (tsc's finder and installer with them) are imported when a
+# run is checked: a host whose runs are not never holds them.
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ class TypeCheckService:
     def checker(self) -> TypeChecker:
         """The one type-check server of this host (started on first use, reused by every run)."""
         if self._checker is None:
+            from codemode_gen.runtime.host.typecheck import TypeChecker
+
             self._checker = TypeChecker(
                 self.out_dir, tsc=self.tsc, roots=(self.project_dir, self.out_dir.parent)
             )
@@ -77,6 +83,8 @@ class TypeCheckService:
         `modules`: the specifiers a script may import that codemode.d.ts does not declare."""
         if not self.wanted(limits):
             return None
+        from codemode_gen.runtime.host.tsdiagnostics import run_diagnostics
+
         return self._track(
             asyncio.ensure_future(
                 telemetry.traced(
@@ -109,6 +117,8 @@ def typecheck_notes(found: list[Diagnostic], limits: Mapping[str, Any] | None) -
     asked = isinstance(limits, Mapping) and limits.get("typecheck") is True
     if asked:
         return found
+    from codemode_gen.runtime.host.tsdiagnostics import NOT_CHECKED
+
     for note in found:
         if note.get("code") in NOT_CHECKED:
             log.info("type check: %s", note.get("message"))

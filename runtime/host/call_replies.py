@@ -8,7 +8,6 @@ are cut and sanitised here, so whatever the bridge sends back is bounded and saf
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,6 +46,8 @@ def near_miss(name: str, known: Iterable[str]) -> str | None:
     """The known name closest to a mistyped one, if any is close."""
     if len(name) > MAX_NAME_CHARS:  # difflib is quadratic in the name's length: no near miss
         return None
+    import difflib  # here: only a mistyped name asks
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return close[0] if close else None
 

@@ -45,7 +45,6 @@ from codemode_gen.generator.fixtures import (
     write_server_fixtures,
 )
 from codemode_gen.generator.infer import MAX_INFER_NODES, Inference, MergedSamples
-from codemode_gen.generator.record import check_fixtures_dir
 from codemode_gen.generator.recorded import merge_calls, recorded_call
 from codemode_gen.generator.redact import Redactor
 from codemode_gen.generator.untrusted import json_problem, shown
@@ -243,7 +242,10 @@ class LiveRecorder:
         self, fixtures_dir: Path, settings: Settings, configs: Mapping[str, ServerConfig]
     ) -> None:
         # Before any server starts: a path that cannot be written would lose every call of the
-        # session, one note per run (UserError, like `record`).
+        # session, one note per run (UserError, like `record`). Imported here: `record` brings
+        # the prober and output-schema checks, which a host that does not learn never uses.
+        from codemode_gen.generator.record import check_fixtures_dir
+
         check_fixtures_dir(Path(fixtures_dir))
         self.fixtures_dir = Path(fixtures_dir)
         self.settings = settings

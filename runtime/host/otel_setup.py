@@ -13,6 +13,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,6 +130,12 @@ def _global_provider(kind: str) -> Any | None:
             if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
             else provider
         )
+    if "opentelemetry.metrics" not in sys.modules and not os.environ.get(
+        "OTEL_PYTHON_METER_PROVIDER"
+    ):
+        # Nothing imported the metrics API, so no application set a provider through it (nor
+        # names one for the API to load): none, without importing it (~0.3 MB).
+        return None
     from opentelemetry import metrics
 
     meter_provider: Any = metrics.get_meter_provider()

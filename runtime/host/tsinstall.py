@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import sys
-import tarfile
 import tempfile
 import urllib.error
 import urllib.request
@@ -191,6 +190,8 @@ def _verify(data: bytes, url: str) -> None:
 
 def _unpack(data: bytes, target: Path) -> None:
     """The kept files into `target`, which appears complete or not at all."""
+    import tarfile  # here: only an install unpacks, and a running host need not hold it
+
     parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -43,15 +43,18 @@ if __name__ == "__main__":
     # of RSS per worker) is refused, and asyncio runs without it. Only when started as the
     # worker: a host importing this module keeps its TLS.
     sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
+    # Nor does it need OpenSSL's hashes: without `_hashlib`, hashlib uses its built-in sha256
+    # & co. (same digests) and libcrypto is never loaded (~3.5 MB of RSS per worker).
+    sys.modules.setdefault("_hashlib", None)  # type: ignore[arg-type]
 
 import asyncio
 import contextlib
 import itertools
 import json
 import os
+import pkgutil
 import time
 import traceback
-from importlib import resources
 from typing import Any
 
 from codemode_gen.runtime import diagnostics as diag
@@ -74,7 +77,12 @@ PRELUDE_FILES = ("prelude.js",)
 
 
 def _js(name: str) -> str:
-    return resources.files("codemode_gen.runtime").joinpath("js", name).read_text(encoding="utf-8")
+    # pkgutil, not importlib.resources: that one imports tempfile, shutil, bz2, lzma and
+    # random (~0.9 MB of RSS per worker) for what is here one file read.
+    data = pkgutil.get_data("codemode_gen.runtime", f"js/{name}")
+    if data is None:
+        raise FileNotFoundError(f"codemode_gen.runtime/js/{name}")
+    return data.decode("utf-8")
 
 
 class Worker:
