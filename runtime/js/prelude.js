@@ -7,10 +7,10 @@
 //    them, so agent code can never call them directly.
 // 2. Provides what QuickJS lacks (§3.5): console.*, setTimeout/clearTimeout on the host clock,
 //    URL/URLSearchParams (runtime/js/url.js, compiled the first time a run reads either),
-//    globalThis.__codemode_result__ (TextEncoder/TextDecoder are native). Date reads the host's run clock and Math.random is
-//    seeded per run (phase B), and every reply and alarm arrives through one pump, one event per
-//    turn: a run is a function of what the host hands it, so the host can replay it (runtime/
-//    worker.py; docs/DESIGN.md, "Deterministic runs").
+//    globalThis.__codemode_result__ (TextEncoder/TextDecoder are native). Date reads the host's
+//    run clock and Math.random is seeded per run (phase B), and every reply and alarm arrives
+//    through one pump, one event per turn: a run is a function of what the host hands it, so the
+//    host can replay it (runtime/worker.py; docs/DESIGN.md, "Deterministic runs").
 // 3. Locks the realm down: removes every global outside an allowlist (eval, network, process,
 //    timers that repeat, ...), replaces every code-from-string constructor with one that
 //    throws, turns the data properties hit by the "override mistake" into accessors, freezes
@@ -432,7 +432,7 @@
   }
 
   // ---- 2d. URL / URLSearchParams (url.js), built the first time a run reads either ---------
-  // Compiling url.js would be a sixth of every realm's preparation, and few runs use URL: the
+  // Compiling url.js was an eighth of every realm's preparation, and few runs use URL: the
   // two globals are accessors (section 2e) that build the classes on first read by evaluating
   // url.js's text (rawURLSource, from the worker) with the engine's own `eval`, captured here
   // before lockdown removes it. Only this closure holds that `eval`, and the only text it is
@@ -640,8 +640,8 @@
         // ECMA-262 makes a function's `length` and `name` data properties holding a number and a
         // string (SetFunctionLength, SetFunctionName), for built-ins and for the functions the
         // prelude and url.js make (none has a static member by these names): no object there.
-        // Skipping them saves a third of the descriptors read (tests/runtime/js/
-        // test_lockdown.py walks every property of the locked realm to hold this).
+        // Skipping them saves a third of the descriptors read (tests/runtime/js/test_prelude.py
+        // walks every property of the locked realm to hold this).
         if (isFunction && (key === "length" || key === "name")) continue;
         const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(v, key));  // an own key: defined
         if ("value" in d) {

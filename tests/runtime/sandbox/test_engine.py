@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from codemode_gen.runtime.sandbox.engine import Engine, EngineError, EngineTimeout, new_engine
+from codemode_gen.runtime.sandbox import engine as engine_module
+from codemode_gen.runtime.sandbox.engine import (
+    RELEASE_THRESHOLD_BYTES,
+    Engine,
+    EngineError,
+    EngineTimeout,
+    new_engine,
+    release_memory,
+)
 from tests import typecheck
 
 REPO = typecheck.REPO
@@ -70,6 +78,27 @@ def test_heap_probe() -> None:
             )
         )
     assert e.heap_exhausted() is True
+
+
+def test_release_memory_trims_only_what_a_large_run_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    free: list[int | None] = [RELEASE_THRESHOLD_BYTES - 1]
+    monkeypatch.setattr(engine_module, "_malloc_trim", lambda: trims.append)
+    monkeypatch.setattr(engine_module, "_free_heap_bytes", lambda: free[0])
+    release_memory()  # a small run's free heap stays for the next realm
+    assert trims == []
+    free[0] = RELEASE_THRESHOLD_BYTES
+    release_memory()
+    assert trims == [0]
+    free[0] = None  # the allocator cannot tell: trim as before
+    release_memory()
+    assert trims == [0, 0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallinfo2")
+def test_free_heap_is_read_from_the_allocator() -> None:
+    free = engine_module._free_heap_bytes()
+    assert free is None or free >= 0  # None on a libc without mallinfo2 (musl, glibc < 2.33)
 
 
 def package_modules() -> dict[str, Path]:
