@@ -68,11 +68,35 @@ async def cancel_once(work: Awaitable[T], *, grace: float) -> T:
     caller stops waiting at once, but the task is not cancelled a second time, so its cleanup
     still runs to the end, in the background.
     """
-    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[T] = loop.create_future()
+
+    async def carry() -> None:
+        # The task hands the work's outcome over itself, as it ends: the caller resumes one loop
+        # turn sooner than through the task's done callbacks (as with asyncio.shield). Once the
+        # caller stopped waiting (`outcome` cancelled), an outcome is dropped, as shield drops it.
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            if not outcome.done():
+                outcome.cancel()
+            raise
+        except Exception as exc:
+            if not outcome.done():
+                outcome.set_exception(exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: the loop sees them too
+            if not outcome.done():
+                outcome.set_exception(exc)
+            raise
+        else:
+            if not outcome.done():
+                outcome.set_result(result)
+
+    task = loop.create_task(carry())
     _RUNNING.add(task)
     task.add_done_callback(_RUNNING.discard)
     try:
-        return await asyncio.shield(task)
+        return await outcome
     except asyncio.CancelledError:
         task.cancel()
         await asyncio.wait([task], timeout=grace)

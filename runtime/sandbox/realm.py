@@ -395,13 +395,11 @@ class Realm:
         self.worker.send({"op": protocol.PAUSED, "issued": st.issued, "journal": journal})
 
     def tick(self) -> asyncio.Future[None]:
-        """One host turn (the end-of-run loop): every queued job runs before JS looks again."""
+        """One host turn (the end-of-run loop): every queued job runs before JS looks again.
+
+        Settled already: the binding drains the job queue before it hands the host a pending
+        call, and settles the JS promise only after awaiting the future, which yields to the loop
+        (that is the host turn) whether or not the future is done."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().call_soon(_settle, fut)
-        self._track(fut)
-        return fut
-
-
-def _settle(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
         fut.set_result(None)
+        return fut
