@@ -36,6 +36,23 @@ SERVER_START_TIMEOUT = 30.0
 # machine reaches, and still far from the broken case.
 PROMPT_S = 10.0
 HANG_S = 60.0
+# The bundled notes server's tools (examples/servers/notes_server.py) in tools/list order: what discovery
+# and a session list for it.
+NOTES_TOOLS = [
+    "create_note",
+    "delete_note",
+    "export-csv",
+    "flaky_sync",
+    "get_note",
+    "list_notes",
+    "render_chart",
+    "search_notes",
+    "stats",
+    "summary",
+    "tasks.add",
+    "tasks.list",
+    "update_note",
+]
 
 _READY = re.compile(r"listening on (http://\S+?):(\d+)")
 # Where a type check finds no TypeScript it downloads one (runtime/host/tsinstall.py): tests never

@@ -25,6 +25,7 @@ from codemode_gen.client.sessions import SessionManager
 from codemode_gen.config import ServerConfig
 from codemode_gen.mcp_json import load_config
 from tests.conftest import (
+    NOTES_TOOLS,
     PROMPT_S,
     PYTHON,
     RunningServer,
@@ -34,22 +35,6 @@ from tests.conftest import (
     server_script,
     stdio_config,
 )
-
-NOTES_TOOLS = [
-    "create_note",
-    "delete_note",
-    "export-csv",
-    "flaky_sync",
-    "get_note",
-    "list_notes",
-    "render_chart",
-    "search_notes",
-    "stats",
-    "summary",
-    "tasks.add",
-    "tasks.list",
-    "update_note",
-]
 
 
 def run(fn: Callable[[], Any]) -> Any:

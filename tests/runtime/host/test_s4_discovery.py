@@ -21,25 +21,10 @@ from codemode_gen.runtime.host.discovery import (
 )
 from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.protocol import HostReply
+from tests.conftest import NOTES_TOOLS
 from tests.runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 
 pytestmark = pytest.mark.timeout(120)
-
-NOTES_TOOLS = [
-    "create_note",
-    "delete_note",
-    "export-csv",
-    "flaky_sync",
-    "get_note",
-    "list_notes",
-    "render_chart",
-    "search_notes",
-    "stats",
-    "summary",
-    "tasks.add",
-    "tasks.list",
-    "update_note",
-]
 
 
 @pytest.fixture(scope="module")
