@@ -159,11 +159,7 @@ class Limits:
 
     def to_json(self) -> dict[str, Any]:
         """The set keys (the host-default ones only when set)."""
-        cached = self.__dict__.get("_json")
-        if cached is None:
-            cached = {key: value for key, value in asdict(self).items() if value is not None}
-            object.__setattr__(self, "_json", cached)  # frozen: computed once, never changed
-        return dict(cached)
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 #: Distinct limit objects whose validated `Limits` are kept (`Limits.from_json`); bounds the

@@ -77,17 +77,14 @@ async def cancel_once(work: Awaitable[T], *, grace: float) -> T:
         # caller stopped waiting (`outcome` cancelled), an outcome is dropped, as shield drops it.
         try:
             result = await work
-        except asyncio.CancelledError:
+        except BaseException as exc:
             if not outcome.done():
-                outcome.cancel()
-            raise
-        except Exception as exc:
-            if not outcome.done():
-                outcome.set_exception(exc)
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: the loop sees them too
-            if not outcome.done():
-                outcome.set_exception(exc)
-            raise
+                if isinstance(exc, asyncio.CancelledError):
+                    outcome.cancel()
+                else:
+                    outcome.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise  # cancellation, KeyboardInterrupt, SystemExit: the task and loop see them
         else:
             if not outcome.done():
                 outcome.set_result(result)

@@ -36,17 +36,16 @@ class OutCache:
         self.out_dir = out_dir
         self.configs = configs
         self._manifest_key: tuple[int, int] | None = None
-        self._manifest_file: str | None = None
+        # Stat'ed once or twice a run: the path as a string, not a Path to build each time.
+        self._manifest_file = os.fspath(manifest_path(out_dir))
         self._manifest: Manifest | None = None
         self._skills_cache: tuple[Manifest | None, dict[str, str]] | None = None
         self._out: OutViews | None = None  # out/'s views of the manifest last read
 
     def manifest(self) -> Manifest | None:
         """out/'s manifest (validated: `read_manifest`), read again only when the file changed."""
-        if self._manifest_file is None:
-            self._manifest_file = os.fspath(manifest_path(self.out_dir))
         try:
-            st = os.stat(self._manifest_file)  # once or twice a run: no Path on this path
+            st = os.stat(self._manifest_file)
         except OSError:
             self._manifest_key, self._manifest = None, None
             return None
