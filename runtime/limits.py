@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 # Defaults, ceilings and floors of the request keys live in the shared core, where codemode.toml's
@@ -159,9 +159,11 @@ class Limits:
 
     def to_json(self) -> dict[str, Any]:
         """The set keys (the host-default ones only when set)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        # Field by field: `asdict` deep-copies every value, and a run sends its limits twice.
+        return {key: value for key in _FIELD_NAMES if (value := getattr(self, key)) is not None}
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(Limits))
 #: Distinct limit objects whose validated `Limits` are kept (`Limits.from_json`); bounds the
 #: cache when every request sends different values.
 MAX_CACHED_LIMITS = 64

@@ -143,9 +143,13 @@ class MalformedMessage(ValueError):
         self.detail = detail  # "" or a parenthesised reason: " (nested too deep)"
 
 
+#: `json.dumps` with separators builds a new encoder per call; every message uses this one.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """One message as its line: compact ASCII JSON and a newline."""
-    return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+    return (_ENCODER.encode(message) + "\n").encode("ascii")
 
 
 def encode_reply(call_id: Any, body: str) -> bytes:
