@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from codemode_gen.config import ServerConfig
+from codemode_gen.generator.manifest import Manifest
 from codemode_gen.runtime.codemode.builds import Builder
 from codemode_gen.runtime.codemode.connections import ConnectionManager
 from codemode_gen.runtime.codemode.learning import LearningSink
-from codemode_gen.runtime.codemode.out_cache import OutCache
+from codemode_gen.runtime.codemode.out_cache import OutCache, OutViews
 from codemode_gen.runtime.host.approval import ApprovalGate
 from codemode_gen.runtime.host.catalog import Catalog
 from codemode_gen.runtime.host.discovery import MODULE_NAME as DISCOVERY_MODULE
 from codemode_gen.runtime.host.discovery import discovery_module
-from codemode_gen.runtime.host.reconcile import reconcile, select_servers
+from codemode_gen.runtime.host.reconcile import Selection, reconcile, select_servers
 from codemode_gen.runtime.host.skills import (
     SKILLS_MODULE,
     SKILLS_MODULE_SOURCE,
@@ -53,6 +54,17 @@ class Prepared:
         )
 
 
+@dataclass(frozen=True)
+class Selected:
+    """What one run's script asks for, as out/ and the connections stand when it is asked
+    (`RunCatalogs.select`): made once per run, for `nothing_to_connect` and `prepare` both."""
+
+    manifest: Manifest | None
+    out: OutViews
+    skills: dict[str, str]  # out/'s skills (specifier -> source): modules of every run
+    selection: Selection
+
+
 class RunCatalogs:
     """Prepares (and caches) each run's catalog from out/, the connections and learned types."""
 
@@ -80,21 +92,8 @@ class RunCatalogs:
             OrderedDict()
         )  # by what decides them
 
-    async def prepare(
-        self,
-        code: str,
-        requested: list[str],
-        budget_s: float | None,
-        *,
-        lazy_budget_s: float | None = None,
-    ) -> Prepared:
-        """This run's catalog, reusing the last one built from the same inputs. Servers out/ has
-        a module for are waited for at most `lazy_budget_s` (they can connect at their first
-        call); the others, which need their tool list before the run can import them, `budget_s`.
-
-        Each run gets its own copies of the server views (`Prepared.for_run`: the bridge rebinds
-        their fields, §8.2). Rebuilding the catalog, and the discovery module with it, was most
-        of a warm run's host time."""
+    def select(self, code: str, requested: list[str]) -> Selected:
+        """The servers a run of `code` waits for (`select_servers`), from out/ as it is now."""
         manifest = self._out.manifest()
         out = self._out.views(manifest)
         connections = self._connections
@@ -106,6 +105,35 @@ class RunCatalogs:
         selection = select_servers(
             code + "\n" + used if used else code, requested, self.configs, out.paths, refresh
         )
+        return Selected(manifest, out, skills, selection)
+
+    async def prepare(
+        self,
+        code: str,
+        requested: list[str],
+        budget_s: float | None,
+        *,
+        lazy_budget_s: float | None = None,
+        selected: Selected | None = None,
+    ) -> Prepared:
+        """This run's catalog, reusing the last one built from the same inputs. Servers out/ has
+        a module for are waited for at most `lazy_budget_s` (they can connect at their first
+        call); the others, which need their tool list before the run can import them, `budget_s`.
+        `selected`: `select(code, requested)`, made in this same turn of the event loop (so
+        that out/ and the connections are as it saw them).
+
+        Each run gets its own copies of the server views (`Prepared.for_run`: the bridge rebinds
+        their fields, §8.2). Rebuilding the catalog, and the discovery module with it, was most
+        of a warm run's host time."""
+        if selected is None:
+            selected = self.select(code, requested)
+        manifest, out, skills, selection = (
+            selected.manifest,
+            selected.out,
+            selected.skills,
+            selected.selection,
+        )
+        connections = self._connections
         found = await connections.connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (
             id(manifest),
@@ -143,21 +171,18 @@ class RunCatalogs:
             self._catalogs.popitem(last=False)
         return prepared
 
-    def nothing_to_connect(self, code: str, requested: list[str]) -> bool:
-        """Whether preparing a run of `code` would connect or re-list nothing: every server it
-        names has a current session, and so has every server out/ lacks (those are connected in
-        the background by any run)."""
-        out = self._out.views(self._out.manifest())
+    def nothing_to_connect(self, selected: Selected) -> bool:
+        """Whether preparing the run `selected` is for would connect or re-list nothing: every
+        server it names has a current session (none to refresh, §8.1), and so has every server
+        out/ lacks (those are connected in the background by any run)."""
         connections = self._connections
-        if any(connections.needs_refresh(cid) for cid in connections.connected):
-            return False
-        selection = select_servers(code, requested, self.configs, out.paths)
+        selection = selected.selection
         if selection.diagnostics:
             return False
         return all(connections.current_live(cid) is not None for cid in selection.wanted) and all(
             connections.current_live(cid) is not None
             for cid in self.configs
-            if cid not in out.covered
+            if cid not in selected.out.covered
         )
 
 

@@ -22,7 +22,7 @@ from codemode_gen.errors import UserError
 from codemode_gen.generator.manifest import module_specifier
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import response as resp
-from codemode_gen.runtime.codemode.catalogs import RunCatalogs
+from codemode_gen.runtime.codemode.catalogs import RunCatalogs, Selected
 from codemode_gen.runtime.codemode.learning import LearningSink
 from codemode_gen.runtime.codemode.typechecks import TypeCheckService, typecheck_notes
 from codemode_gen.runtime.host import hints, telemetry, tooltrace, tsinput
@@ -192,12 +192,10 @@ class RunPath:
         # saves something, a connection to wait for; TypeScript also keeps it (a script the
         # TypeScript grammar misread runs as written, `runnable`).
         requested_capabilities = list(requested_capabilities or [])
-        checked_by_run = (
-            not erased.diagnostics
-            and erased.code is code
-            and resumable is None
-            and self._catalogs.nothing_to_connect(code, requested_capabilities)
-        )
+        selected: Selected | None = None
+        if not erased.diagnostics and erased.code is code and resumable is None:
+            selected = self._catalogs.select(code, requested_capabilities)
+        checked_by_run = selected is not None and self._catalogs.nothing_to_connect(selected)
         if checked_by_run:
             script = code
         else:
@@ -213,7 +211,12 @@ class RunPath:
         wait_s = run_limits.timeoutMs / 1000 * CONNECT_WAIT_SHARE
         connecting = time.monotonic()
         prepared = await self._catalogs.prepare(
-            script, list(requested_capabilities or []), deadline - connecting, lazy_budget_s=wait_s
+            script,
+            requested_capabilities,
+            deadline - connecting,
+            lazy_budget_s=wait_s,
+            # no await since `select`: out/ and the connections are as it saw them
+            selected=selected if checked_by_run else None,
         )
         catalog = prepared.for_run()
         waited = time.monotonic() - connecting

@@ -247,7 +247,7 @@ def test_s3_3_4_syntax_error_on_a_warm_host_answers_as_before_it_connected(tmp_p
         async with CodeMode.from_config(tmp_path / ".mcp.json", out=tmp_path / "out") as cm:
             cold = await cm.run(broken)
             first = await cm.run(good)
-            nothing = cm._catalogs.nothing_to_connect(broken, [])
+            nothing = cm._catalogs.nothing_to_connect(cm._catalogs.select(broken, []))
             warm = await cm.run(broken)
             after = await cm.run(good)
             return cold, first, warm, after, nothing
