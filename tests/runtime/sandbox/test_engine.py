@@ -60,6 +60,41 @@ def test_modules_async_host_functions_and_top_level_await() -> None:
     assert got == 42
 
 
+def test_answered_calls_reach_js_without_loop_turns_and_the_loop_still_gets_its_turn() -> None:
+    # A host call whose future is already done (a queued reply, the end-of-run tick) is settled
+    # at once; after MAX_SETTLED_IN_A_ROW of them the event loop runs what it has queued.
+    e = engine()
+    calls: list[int] = []
+    loop_ran_at: list[int] = []
+
+    def ready() -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        if not calls:
+            loop.call_soon(lambda: loop_ran_at.append(len(calls)))
+        calls.append(1)
+        future: asyncio.Future[int] = loop.create_future()
+        future.set_result(len(calls))
+        return future
+
+    def failed() -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future.set_exception(ValueError("no such note"))
+        return future
+
+    e.bind_function("ready", ready)
+    e.bind_function("failed", failed)
+    script = (
+        "(async () => { let sum = 0; for (let i = 0; i < 500; i++) sum += await ready();"
+        " let caught = ''; try { await failed(); } catch (err) { caught = String(err && err.message); }"
+        " return [sum, caught]; })()"
+    )
+    total, caught = asyncio.run(e.run(script, 10.0))
+    assert total == 500 * 501 // 2
+    assert "ValueError" in caught  # as jsbox reports a host function's exception
+    [ran_at] = loop_ran_at
+    assert 1 < ran_at <= engine_module.MAX_SETTLED_IN_A_ROW + 1, ran_at
+
+
 def test_js_error_and_timeout() -> None:
     with pytest.raises(EngineError) as info:
         asyncio.run(engine().run("null.x", 2.0))
