@@ -156,7 +156,8 @@ class Realm:
             and len(seed) == 4
             and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seed)
         ):
-            seed = [int.from_bytes(os.urandom(4), "little") for _ in range(4)]
+            entropy = os.urandom(16)  # one read for the four words
+            seed = [int.from_bytes(entropy[i : i + 4], "little") for i in range(0, 16, 4)]
         st.seed = list(seed)
         events = replay.get("events")
         if isinstance(events, list) and all(

@@ -196,7 +196,7 @@ class Worker:
                 limits = Limits()
                 try:
                     limits = Limits.from_json(msg.get("limits") or {})
-                    done = await self.run(msg)
+                    done = await self.run(msg, limits)
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
                     done = {
@@ -227,9 +227,11 @@ class Worker:
             traceback.print_exc(file=sys.stderr)
         return []
 
-    async def run(self, msg: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, msg: dict[str, Any], limits: Limits | None = None) -> dict[str, Any]:
+        """One run of `msg` (a `run` message) with `limits`, its limits as already read."""
         t0 = time.monotonic()
-        limits = Limits.from_json(msg.get("limits") or {})
+        if limits is None:
+            limits = Limits.from_json(msg.get("limits") or {})
         budget_ms = msg.get("budgetMs")
         budget_s = limits.timeoutMs / 1000.0
         if (
