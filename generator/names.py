@@ -55,8 +55,12 @@ STRICT_MODE_RESERVED_WORDS = frozenset(
         "arguments", "eval",
     }
 )  # fmt: skip
-# Bindings every generated server module declares itself (templates/server.js.j2).
-MODULE_INTERNAL_NAMES = frozenset({"__meta__", "__callTool", "__deepFreeze"})
+# Bindings every generated server module declares itself (templates/server.js.j2), and those of
+# earlier versions of it (`__deepFreeze`): reserved once, a name stays reserved, so that no
+# tool's export name changes with the template.
+MODULE_INTERNAL_NAMES = frozenset(
+    {"__meta__", "__callTool", "__deepFreeze", "__freeze", "__frozenJson", "__toolFunction"}
+)
 # Export names that change the semantics of the module namespace or its copies; see the module
 # docstring.
 MODULE_SEMANTICS_NAMES = frozenset({"then", "__proto__", "__esModule"})

@@ -24,6 +24,12 @@ def js_literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True, sort_keys=True, indent=2)
 
 
+def js_json_string(value: Any) -> str:
+    """A JS string literal holding a JSON value's compact JSON text (for `JSON.parse` in
+    generated code): ASCII-only, like `js_literal`."""
+    return json.dumps(json.dumps(value, ensure_ascii=True, sort_keys=True, separators=(",", ":")))
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -35,6 +41,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["js"] = js_literal
+    env.filters["js_json_string"] = js_json_string
     env.globals["doc_comment"] = doc_comment
     env.globals["tool_doc"] = joined_doc
     env.globals["errors_declaration"] = errors_declaration

@@ -149,5 +149,20 @@ export function deepFreeze(value) {
   return value;
 }
 
+/** `Object.freeze` for generated server modules (templates/server.js.j2), which name no global:
+ * a tool exported as `Object` would shadow it there. */
+export { freeze };
+
+function freezeParsed(key, value) {
+  return typeof value === "object" && value !== null ? freeze(value) : value;
+}
+
+/** `JSON.parse(text)` with every object and array in it frozen (a generated module's `__meta__`):
+ * plain data, so this is `deepFreeze` without walking descriptors. */
+export function frozenJson(text) {
+  return parse(text, freezeParsed);
+}
+
 freeze(callTool);
 freeze(deepFreeze);
+freeze(frozenJson);

@@ -187,12 +187,10 @@ def test_type_errors_in_agent_scripts_are_caught(tmp_path: Path, outputs: Output
 # --------------------------------------------------------------------------- JS modules, run by node
 
 
-def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
-    tmp_path: Path, outputs: Outputs
-) -> None:
-    node = require("node")
-    out = write(tmp_path, outputs)
-    host = tmp_path / "node_modules" / "@codemode" / "host"
+def write_host_stub(root: Path) -> None:
+    """A node package standing in for the sandbox's @codemode/host (runtime/js/host.js): it
+    records the calls and answers 42."""
+    host = root / "node_modules" / "@codemode" / "host"
     host.mkdir(parents=True)
     (host / "package.json").write_text(
         '{"name": "@codemode/host", "type": "module", "exports": "./index.js"}'
@@ -201,8 +199,43 @@ def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
         "export const calls = [];\n"
         "export async function callTool(serverId, toolName, input) {\n"
         "  calls.push({ serverId, toolName, input, omitted: input === undefined });\n  return 42;\n}\n"
-        "export function deepFreeze(v) { if (v && typeof v === 'object') { for (const k of Object.keys(v)) deepFreeze(v[k]); Object.freeze(v); } return v; }\n"
+        "export const freeze = Object.freeze;\n"
+        "export function frozenJson(t) { return JSON.parse(t, (k, v) => (v && typeof v === 'object' ? Object.freeze(v) : v)); }\n"
     )
+
+
+def test_s5_1_tools_named_like_globals_or_module_internals_are_exported_and_callable(
+    tmp_path: Path,
+) -> None:
+    # A module-scope `export const Object` shadows the global in the whole module: the
+    # generated code uses none (it imports `freeze`), and its own bindings are reserved names.
+    node = require("node")
+    names = ["Object", "JSON", "__freeze", "__toolFunction", "__frozenJson"]
+    tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+    out = build_outputs([FixtureSet("globals", {}, tools)])
+    write_host_stub(tmp_path)
+    (tmp_path / "globals.mjs").write_text(out.files["servers/globals.js"])
+    (tmp_path / "main.mjs").write_text(
+        'import * as g from "./globals.mjs";\n'
+        "const names = g.__meta__.tools.map((t) => t.exportName);\n"
+        "const results = [];\n"
+        "for (const name of names) results.push([name, g[name].name, await g[name]({})]);\n"
+        "console.log(JSON.stringify(results));\n"
+    )
+    proc = subprocess.run(
+        [node, "main.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=TOOL_TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr
+    exported = ["Object", "JSON", "__freeze_", "__toolFunction_", "__frozenJson_"]
+    assert sorted(json.loads(proc.stdout)) == sorted([n, n, 42] for n in exported)
+
+
+def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
+    tmp_path: Path, outputs: Outputs
+) -> None:
+    node = require("node")
+    out = write(tmp_path, outputs)
+    write_host_stub(tmp_path)
     for src in (out / "servers").glob("*.js"):
         shutil.copy(src, tmp_path / (src.stem + ".mjs"))
     (tmp_path / "main.mjs").write_text(
@@ -212,8 +245,10 @@ def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
         "const results = [await notes.get_note({ id: 1 }), await notes.summary(), await weird._123go(['x']),\n"
         "  await weird.__meta___(), await weird.a_b__2({}), await notes.tasks_add({ title: 't' })];\n"
         "let frozen = Object.isFrozen(weird.__meta__) && Object.isFrozen(weird.__meta__.tools[0]);\n"
+        "const fn = notes.get_note;  // §5.1: an async function per tool, named as exported\n"
+        "const shape = [fn.name, fn.length, fn.constructor.name, Object.isFrozen(fn), weird._123go.name];\n"
         "try { weird.__meta__.serverId = 'x'; } catch { }\n"
-        "console.log(JSON.stringify({ calls, results, frozen, meta: weird.__meta__, notesMeta: notes.__meta__ }));\n"
+        "console.log(JSON.stringify({ calls, results, frozen, shape, meta: weird.__meta__, notesMeta: notes.__meta__ }));\n"
     )
     proc = subprocess.run(
         [node, "main.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=TOOL_TIMEOUT
@@ -222,6 +257,7 @@ def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
     data = json.loads(proc.stdout)
     assert data["results"] == [42] * 6
     assert data["frozen"] is True
+    assert data["shape"] == ["get_note", 1, "AsyncFunction", True, "_123go"]
     assert data["calls"] == [
         {"serverId": "notes", "toolName": "get_note", "input": {"id": 1}, "omitted": False},
         {
@@ -539,7 +575,7 @@ def test_duplicate_listings_and_bad_input_schemas_are_reported_not_fatal() -> No
     ]
     out = build_outputs([FixtureSet("s", {}, tools)])
     js = out.files["servers/s.js"]
-    assert js.count("export async function dup(") == 1
+    assert js.count("export const dup = ") == 1
     assert 's: tool "dup" is listed twice; the first entry is used' in out.report
     assert "s.odd: inputSchema ignored (expected an object); typed as an empty object" in out.report
     dts = out.files["servers/s.d.ts"]
@@ -571,7 +607,11 @@ def test_runtime_can_pin_module_paths() -> None:
     out = build_outputs([live], module_paths={"My Server": "my-server--2"})
     assert out.manifest["servers"][0]["serverId"] == "my-server--2"
     assert "servers/my-server--2.js" in out.files
-    assert '__callTool("my-server--2", "t", input)' in out.files["servers/my-server--2.js"]
+    js = out.files["servers/my-server--2.js"]
+    assert (
+        '__callTool("my-server--2", toolName, input)' in js
+        and 'export const t = __toolFunction("t", "t")' in js
+    )
 
 
 @pytest.mark.slow

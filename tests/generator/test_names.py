@@ -62,7 +62,9 @@ def test_strict_mode_reserved_words_are_suffixed_too(word: str) -> None:
     assert tool_identifier(word) == word + "_"
 
 
-@pytest.mark.parametrize("name", ["__meta__", "__callTool", "__deepFreeze"])
+@pytest.mark.parametrize(
+    "name", ["__meta__", "__callTool", "__deepFreeze", "__freeze", "__frozenJson", "__toolFunction"]
+)
 def test_module_internal_bindings_are_never_redeclared(name: str) -> None:
     assert tool_identifier(name) == name + "_"
     assert assign_export_names([name, "other"])[name] == name + "_"

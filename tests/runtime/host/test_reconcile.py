@@ -198,7 +198,7 @@ def test_renamed_tools_rebuild_the_module_with_the_vanished_ones_as_ghosts() -> 
     }
     built = build("notes", [wire("get"), wire("new")], result.build["notes"])
     view = result.catalog({"notes": built}, {}).servers["notes"]
-    assert view.module_source == built.source and "export async function old(" in built.source
+    assert view.module_source == built.source and "export const old = " in built.source
     assert sorted(view.tools) == ["get", "new"]  # a call of `old` fails as ToolNotFoundError
     assert view.live and view.server_name == "Live Notes"
 
