@@ -204,41 +204,48 @@ def write_host_stub(root: Path) -> None:
     )
 
 
+def run_node_main(root: Path, main: str) -> Any:
+    """`main` run as main.mjs by node in `root`; what it prints, parsed as JSON."""
+    node = require("node")
+    (root / "main.mjs").write_text(main)
+    proc = subprocess.run(
+        [node, "main.mjs"], cwd=root, capture_output=True, text=True, timeout=TOOL_TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def test_s5_1_tools_named_like_globals_or_module_internals_are_exported_and_callable(
     tmp_path: Path,
 ) -> None:
     # A module-scope `export const Object` shadows the global in the whole module: the
     # generated code uses none (it imports `freeze`), and its own bindings are reserved names.
-    node = require("node")
     names = ["Object", "JSON", "__freeze", "__toolFunction", "__frozenJson"]
     tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
     out = build_outputs([FixtureSet("globals", {}, tools)])
     write_host_stub(tmp_path)
     (tmp_path / "globals.mjs").write_text(out.files["servers/globals.js"])
-    (tmp_path / "main.mjs").write_text(
+    results = run_node_main(
+        tmp_path,
         'import * as g from "./globals.mjs";\n'
         "const names = g.__meta__.tools.map((t) => t.exportName);\n"
         "const results = [];\n"
         "for (const name of names) results.push([name, g[name].name, await g[name]({})]);\n"
-        "console.log(JSON.stringify(results));\n"
+        "console.log(JSON.stringify(results));\n",
     )
-    proc = subprocess.run(
-        [node, "main.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=TOOL_TIMEOUT
-    )
-    assert proc.returncode == 0, proc.stderr
     exported = ["Object", "JSON", "__freeze_", "__toolFunction_", "__frozenJson_"]
-    assert sorted(json.loads(proc.stdout)) == sorted([n, n, 42] for n in exported)
+    assert sorted(results) == sorted([n, n, 42] for n in exported)
 
 
 def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
     tmp_path: Path, outputs: Outputs
 ) -> None:
-    node = require("node")
     out = write(tmp_path, outputs)
     write_host_stub(tmp_path)
     for src in (out / "servers").glob("*.js"):
         shutil.copy(src, tmp_path / (src.stem + ".mjs"))
-    (tmp_path / "main.mjs").write_text(
+    data = run_node_main(
+        tmp_path,
         'import { calls } from "@codemode/host";\n'
         'import * as notes from "./notes.mjs";\n'
         'import * as weird from "./weird-server.mjs";\n'
@@ -248,13 +255,8 @@ def test_s5_1_generated_js_modules_call_the_host_and_freeze_meta(
         "const fn = notes.get_note;  // §5.1: an async function per tool, named as exported\n"
         "const shape = [fn.name, fn.length, fn.constructor.name, Object.isFrozen(fn), weird._123go.name];\n"
         "try { weird.__meta__.serverId = 'x'; } catch { }\n"
-        "console.log(JSON.stringify({ calls, results, frozen, shape, meta: weird.__meta__, notesMeta: notes.__meta__ }));\n"
+        "console.log(JSON.stringify({ calls, results, frozen, shape, meta: weird.__meta__, notesMeta: notes.__meta__ }));\n",
     )
-    proc = subprocess.run(
-        [node, "main.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=TOOL_TIMEOUT
-    )
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
     assert data["results"] == [42] * 6
     assert data["frozen"] is True
     assert data["shape"] == ["get_note", 1, "AsyncFunction", True, "_123go"]
