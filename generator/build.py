@@ -35,8 +35,8 @@ from codemode_gen.generator.typescript.compact import cut
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
 
-# out/'s other files (manifest.json and servers/ are generator/manifest.py's).
-CODEMODE_DTS = "codemode.d.ts"
+# out/'s files: manifest.json, codemode.d.ts and servers/ are named in generator/manifest.py.
+CODEMODE_DTS = mf.CODEMODE_DTS
 TSCONFIG_FILE = "tsconfig.json"
 # Server instructions quoted in a .d.ts header (the manifest and discovery's describeServer
 # keep them whole): one server's 2 KB of instructions repeated in every agent context is noise.

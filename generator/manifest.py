@@ -57,6 +57,9 @@ __all__ = [
 
 GENERATOR_NAME = "codemode-gen"
 MANIFEST_FILE = "manifest.json"
+# out/'s declarations of every module (written by generator/build.py); named here, where readers
+# of out/ that never build (the runtime's skills) find it without importing the generator.
+CODEMODE_DTS = "codemode.d.ts"
 SERVERS_DIR = "servers"
 # What to do about a manifest the runtime cannot use.
 REGENERATE_HINT = (

@@ -21,15 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from codemode_gen.errors import UserError
 from codemode_gen.generator import skills as sk
+from codemode_gen.generator.manifest import CODEMODE_DTS
 from codemode_gen.runtime.host.tsinput import erase_types
 
 if TYPE_CHECKING:
     from codemode_gen.generator.build import Outputs
 
-# generator.build (the module generator: its templates, TypeScript printer, jinja2) and the
-# TypeScript compiler's finder are imported by the functions that check or build skills: a
-# host that only runs scripts reads skills through skill_entries/skill_modules and never
-# holds them.
+# The TypeScript compiler's finder is imported by the functions that check skills: a host that
+# only runs scripts reads skills through skill_entries/skill_modules and never holds it.
 
 SKILLS_TSC_JS = Path(__file__).parent.parent / "js" / "skills_tsc.js"
 #: Bounds one check of every skill (one tsc program: seconds; a hang is a bug, reported).
@@ -76,7 +75,6 @@ def check_skills(
     """Type-check `skills` against `declarations_dts` (a codemode.d.ts without skills)."""
     if not skills:
         return SkillCheck([], {})
-    from codemode_gen.generator.build import CODEMODE_DTS
     from codemode_gen.runtime.host.tscompiler import CompilerNotFound, find_compiler
 
     compiler = find_compiler(tsc, roots)
@@ -159,7 +157,6 @@ def with_skills(
     skills = sk.load_skills(project_dir)
     if not skills:
         return outputs
-    from codemode_gen.generator.build import CODEMODE_DTS
     from codemode_gen.runtime.host.tscompiler import CompilerNotFound
 
     try:
@@ -188,7 +185,6 @@ def _checked_before(outputs: Outputs, skills: Sequence[sk.Skill], out_dir: Path)
     """`outputs` with out/'s skill files as they are, when out/ was generated from these same
     skill sources (manifest `sourceHash`) and these same declarations (codemode.d.ts without its
     skills part); None otherwise, or when a file is missing or unreadable."""
-    from codemode_gen.generator.build import CODEMODE_DTS
     from codemode_gen.generator.manifest import MANIFEST_FILE, dump_manifest
 
     try:
@@ -265,8 +261,6 @@ def check_against_out(
     out_dir: Path, *, roots: Sequence[Path] = (), tsc: str | None = None
 ) -> tuple[list[sk.Skill], SkillCheck]:
     """Type-check the skills beside `out_dir` against its codemode.d.ts (`check`, `skill test`)."""
-    from codemode_gen.generator.build import CODEMODE_DTS
-
     declarations = out_dir / CODEMODE_DTS
     if not declarations.is_file():
         raise UserError(
