@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from codemode_gen.config import ServerConfig
 from codemode_gen.generator.manifest import Manifest
@@ -54,8 +54,7 @@ class Prepared:
         )
 
 
-@dataclass(frozen=True)
-class Selected:
+class Selected(NamedTuple):
     """What one run's script asks for, as out/ and the connections stand when it is asked
     (`RunCatalogs.select`): made once per run, for `nothing_to_connect` and `prepare` both."""
 
@@ -127,12 +126,7 @@ class RunCatalogs:
         of a warm run's host time."""
         if selected is None:
             selected = self.select(code, requested)
-        manifest, out, skills, selection = (
-            selected.manifest,
-            selected.out,
-            selected.skills,
-            selected.selection,
-        )
+        manifest, out, skills, selection = selected
         connections = self._connections
         found = await connections.connect(selection.wanted, out.covered, budget_s, lazy_budget_s)
         key = (

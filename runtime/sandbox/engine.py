@@ -9,6 +9,7 @@ writing another `Engine` here; nothing else in the runtime names the binding.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
 import types
@@ -179,13 +180,11 @@ async def _eval_async(jsbox: Any, rt: Any, script: str, timeout: float) -> Any:
     """jsbox's `Runtime.eval_async` (the same steps, on the same methods of the Runtime), except
     that host calls already answered are settled without waiting for a loop turn
     (MAX_SETTLED_IN_A_ROW): `asyncio.wait` on a finished future still takes two turns, paid at
-    the end of every run (its tick) and for every reply already queued when JS asks for one. JS sees the same thing either way: the binding
-    runs every pending job before it hands over the calls still pending. A jsbox without those
-    methods gets its own `eval_async`."""
+    the end of every run (its tick) and for every reply already queued when JS asks for one.
+    JS sees the same thing either way: the binding runs every pending job before it hands over
+    the calls still pending. A jsbox without those methods gets its own `eval_async`."""
     if not all(hasattr(rt, name) for name in ("_begin_async", "_poll", "_settle", "_end_async")):
         return await rt.eval_async(script, timeout=timeout)
-    import asyncio
-
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     rt._begin_async(script, timeout)  # raises (without touching a running call) if busy
