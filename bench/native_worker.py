@@ -22,7 +22,7 @@ turn in one run:
 (d) RSS of an idle worker holding its next realm: the Python worker as the pool starts it (after
     its `ready`) vs the C build's process holding one realm.
 
-Needs a C compiler (cc) and, the first time, PyPI. Exits 2 with the reason when either is missing.
+Needs a C compiler (cc) and, the first time, PyPI; without either it exits 1, saying which.
 """
 
 from __future__ import annotations
