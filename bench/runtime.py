@@ -18,14 +18,17 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     inside the script. Target: <= 1.2 x 100 ms.
 (4) Warm empty run vs its floor, a fresh in-process QuickJS runtime evaluating an empty module,
     taken in turn, PACING_GAP_S apart and back to back, p50/p90. Target: p50 <= 2.5x the floor.
-    Beside it (info): preparing one locked-down realm in process (`Realm.create`), vs the floor.
+    Beside it (info): the CPU a back-to-back run costs the host and its workers (the next
+    realm's preparation included) over the cores, the throughput bound no pool can beat; and
+    preparing one locked-down realm in process (`Realm.create`), vs the floor.
 (5) Cold start: `codemode-gen run` of a one-call script (process start to the printed result)
     vs a minimal Python script that imports the `mcp` client, connects to the same notes server
     and calls once, spawned in turn (--rounds each), p50/p90; and both under -X importtime (the
     top-level imports' cumulative time, and the `mcp` package's own). Target: <= 1.1x.
 (6) Footprint: VmRSS of a host process (CodeMode holding the notes session, after one run) plus
     one idle worker vs a bare Python process holding one `mcp` ClientSession; RSS per extra
-    worker and of the whole tree at rest; one worker's RSS after run 1 and after --runs runs.
+    worker and of the whole tree at rest; one worker's RSS after run 1 and after --runs runs
+    (saying whether the pool replaced any worker in between).
     Target: <= 1.2x, flat. Beside it, a worker's floor: an idle `python -I`, then with asyncio,
     jsbox and one QuickJS runtime added, and the ratio that floor allows.
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -55,6 +59,7 @@ NOTES = REPO / "examples" / "servers" / "notes_server.py"
 SLOW = REPO / "tests" / "servers" / "slow.py"
 PAGINATED = REPO / "tests" / "servers" / "paginated.py"
 
+WORKER_MODULE = b"codemode_gen.runtime.sandbox.worker"
 SERVERS = 10
 TOOLS_PER_SERVER = 20
 CONCURRENT_CALLS = 20
@@ -435,8 +440,58 @@ async def bench_empty_vs_floor(config: Path, repeat: int) -> list[tuple[str, str
                     "PASS" if ratio <= TARGET_EMPTY_FLOOR_RATIO else "MISS",
                 )
             )
+        rows.append(await bench_back_to_back_cpu(cm, repeat, median(floor)))
     rows.append(await bench_realm_prepare(repeat))
     return rows
+
+
+def worker_pids() -> set[int]:
+    """This process's sandbox workers (its children running the worker module)."""
+    me, found = os.getpid(), set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if parent == me and WORKER_MODULE in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def cpu_s(pid: int) -> float:
+    """Seconds process `pid` (all its threads) has run on a CPU, user and system."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def bench_back_to_back_cpu(
+    cm: CodeMode, repeat: int, floor_ms: float
+) -> tuple[str, str, str, str]:
+    """The throughput bound of back-to-back runs: the CPU one run costs the host and its
+    workers (the next realm's preparation included) spread over the cores this process may use.
+    No latency below it can be sustained, whatever the pool does."""
+    runs = max(repeat, 100)  # the workers' CPU is read in clock ticks: enough runs to span many
+    before = {pid: cpu_s(pid) for pid in worker_pids()}
+    host_started = time.process_time()
+    await warm_runs(cm, "", "empty script", runs, 0.0)
+    await asyncio.sleep(0.2)  # the last run's realm is built right after it
+    host = (time.process_time() - host_started) * 1000 / runs
+    after = {pid: cpu_s(pid) for pid in worker_pids()}
+    cores = len(os.sched_getaffinity(0))
+    label = (
+        f"(4) back to back: CPU per run, host + workers (next realm included), over {cores} cores"
+    )
+    if set(before) != set(after) or not before:
+        return (label, "workers were replaced during the batch: not measured", "-", "info")
+    workers = sum(after[pid] - before[pid] for pid in before) * 1000 / runs
+    bound = (host + workers) / cores
+    return (
+        label,
+        f"({host:.2f} + {workers:.2f}) / {cores} = {bound:.2f} ms per run = {bound / floor_ms:.2f}x the floor",
+        "-",
+        "info",
+    )
 
 
 async def bench_realm_prepare(repeat: int) -> tuple[str, str, str, str]:
@@ -618,7 +673,7 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
         proc.stdin.close()
         await proc.wait()
     bare_mb = float(figures["bare"][0])
-    host_mb, worker_mb, extra_mb, first_mb, last_mb, held, tree_mb = (
+    host_mb, worker_mb, extra_mb, first_mb, last_mb, held, tree_mb, replaced = (
         float(v) for v in figures["host"]
     )
     ratio = (host_mb + worker_mb) / bare_mb
@@ -653,7 +708,12 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
         ),
         (
             f"(6) worker RSS after run 1 / after run {runs} (one call each)",
-            f"{first_mb:.1f} / {last_mb:.1f} MB",
+            f"{first_mb:.1f} / {last_mb:.1f} MB "
+            + (
+                f"(the same {held:.0f} workers)"
+                if not replaced
+                else f"({replaced:.0f} workers replaced: MAX_RUNS_PER_WORKER)"
+            ),
             f"growth <= {TARGET_RSS_GROWTH_MB:.0f} MB",
             "PASS" if last_mb - first_mb <= TARGET_RSS_GROWTH_MB else "MISS",
         ),
@@ -741,7 +801,9 @@ async def main():
         for _ in range(runs - 1):
             await cm.run(code)
         await asyncio.sleep(0.5)
-        last = max(rss(p) for p in workers())
+        still = set(workers())
+        last = max(rss(p) for p in still)
+        replaced = len(still - set(pids))
         # one extra worker: a run that holds the first one busy while a second runs
         busy = 'await new Promise((r) => setTimeout(r, 400));'
         task = asyncio.ensure_future(cm.run(busy))
@@ -751,7 +813,7 @@ async def main():
         await asyncio.sleep(0.5)
         pids = workers()
         extra = sum(rss(p) for p in pids) / len(pids) if len(pids) > 1 else float("nan")
-        print("ready", host, worker, extra, first, last, held, tree, flush=True)
+        print("ready", host, worker, extra, first, last, held, tree, replaced, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 asyncio.run(main())
