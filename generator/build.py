@@ -35,8 +35,7 @@ from codemode_gen.generator.typescript.compact import cut
 from codemode_gen.generator.unwrap import UnwrapMode
 from codemode_gen.jsonio import dumps_stable
 
-# out/'s files: manifest.json, codemode.d.ts and servers/ are named in generator/manifest.py.
-CODEMODE_DTS = mf.CODEMODE_DTS
+# out/'s other files (manifest.json, codemode.d.ts and servers/ are generator/manifest.py's).
 TSCONFIG_FILE = "tsconfig.json"
 # Server instructions quoted in a .d.ts header (the manifest and discovery's describeServer
 # keep them whole): one server's 2 KB of instructions repeated in every agent context is noise.
@@ -304,7 +303,7 @@ def build_outputs(
     for server in servers:
         files[mf.module_file(server.server_id)] = render("server.js.j2", server=server, **context)
         files[mf.types_file(server.server_id)] = render("server.d.ts.j2", server=server, **context)
-    files[CODEMODE_DTS] = render("codemode.d.ts.j2", servers=servers, **context)
+    files[mf.CODEMODE_DTS] = render("codemode.d.ts.j2", servers=servers, **context)
     files[TSCONFIG_FILE] = render("tsconfig.json.j2", **context)
     manifest = mf.manifest_document(
         fixtures_hash=hash_, sources=sources, servers=[s.manifest for s in servers]

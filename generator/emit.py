@@ -15,8 +15,13 @@ from pathlib import Path
 
 from codemode_gen import dirswap
 from codemode_gen.errors import UserError
-from codemode_gen.generator.build import CODEMODE_DTS, TSCONFIG_FILE, Outputs
-from codemode_gen.generator.manifest import MANIFEST_FILE, SERVERS_DIR, written_by_codemode_gen
+from codemode_gen.generator.build import TSCONFIG_FILE, Outputs
+from codemode_gen.generator.manifest import (
+    CODEMODE_DTS,
+    MANIFEST_FILE,
+    SERVERS_DIR,
+    written_by_codemode_gen,
+)
 
 PYTHON_DIR = "python"
 # Sub-folders whose whole content belongs to generate: stale files there are deleted.

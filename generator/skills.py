@@ -286,8 +286,7 @@ def add_skills(
 ) -> Outputs:
     """`outputs` with the skills' files: out/skills/<name>.js (`runnable`: its types erased),
     out/skills/<name>.d.ts, their ambient modules in codemode.d.ts, `skills` in the manifest."""
-    from codemode_gen.generator.build import CODEMODE_DTS
-    from codemode_gen.generator.manifest import MANIFEST_FILE, dump_manifest
+    from codemode_gen.generator.manifest import CODEMODE_DTS, MANIFEST_FILE, dump_manifest
 
     if not skills:
         return outputs

@@ -347,8 +347,9 @@ def _skills_broken_by_drift(checks: Sequence[Any], settings: Settings, target: P
     import os
 
     from codemode_gen.generator import skills as sk
-    from codemode_gen.generator.build import CODEMODE_DTS, build_outputs
+    from codemode_gen.generator.build import build_outputs
     from codemode_gen.generator.fixtures import FixtureSet, load_fixtures
+    from codemode_gen.generator.manifest import CODEMODE_DTS
 
     live = {
         c.server_id: c.live_tools
