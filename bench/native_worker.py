@@ -30,25 +30,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # bench/ as the namespace package `bench`
 
 from bench.runtime import (  # noqa: E402
-    BENCH_LIMITS,
     SETUP_TIMEOUT_S,
-    engine_floor,
+    RealmSamples,
     median,
     p90,
     print_table,
+    realm_samples,
     rss_mb,
 )
 
@@ -161,8 +159,9 @@ def build(cache: Path) -> Path:
     return exe
 
 
-def js_dir(root: Path) -> tuple[Path, list[str]]:
-    """The worker's JS (from the installed package) and the patched copies; what was skipped."""
+def write_js(root: Path) -> list[str]:
+    """The worker's JS (from the installed package) and the patched copies into `root`; what
+    was skipped."""
     from codemode_gen.runtime.sandbox import worker
 
     src = Path(worker.__file__).resolve().parent.parent / "js"
@@ -176,29 +175,7 @@ def js_dir(root: Path) -> tuple[Path, list[str]]:
             skipped.append(f"{name}: an anchor is no longer in prelude.js")
         else:
             (root / name).write_text(text)
-    return root, skipped
-
-
-async def jsbox_realms(repeat: int) -> tuple[list[float], list[float], list[float]]:
-    """`Realm.create` + close in this process (wall and CPU ms) and jsbox's floor, in turn."""
-    from codemode_gen.runtime.limits import Limits
-    from codemode_gen.runtime.sandbox.realm import Realm
-    from codemode_gen.runtime.sandbox.worker import Worker
-
-    out = os.open(os.devnull, os.O_WRONLY)
-    wall, cpu, floor = [], [], []
-    try:
-        worker, limits = Worker(out), Limits.from_json(BENCH_LIMITS)
-        for _ in range(repeat):
-            cpu_started, started = time.thread_time(), time.perf_counter()
-            realm = await Realm.create(worker, limits)
-            realm.close()
-            wall.append((time.perf_counter() - started) * 1000)
-            cpu.append((time.thread_time() - cpu_started) * 1000)
-            floor += await engine_floor(1, 0.0)
-    finally:
-        os.close(out)
-    return wall, cpu, floor
+    return skipped
 
 
 async def idle_rss(argv: list[str]) -> float:
@@ -229,13 +206,12 @@ async def main_async(args: argparse.Namespace) -> int:
 
     exe = build(Path(args.cache))
     with tempfile.TemporaryDirectory(prefix="codemode-native-") as tmp:
-        js, skipped = js_dir(Path(tmp))
+        js = Path(tmp)
+        skipped = write_js(js)
         print("measuring ...", file=sys.stderr)
         native: dict[str, list[float]] = {}
-        wall: list[float] = []
-        cpu: list[float] = []
-        floor: list[float] = []
-        await jsbox_realms(3)  # warm the caches
+        jsbox = RealmSamples([], [], [], [])
+        await realm_samples(0)  # warm the caches
         for _ in range(args.rounds):
             got = json.loads(
                 subprocess.run(
@@ -245,8 +221,8 @@ async def main_async(args: argparse.Namespace) -> int:
             for key, values in got.items():
                 if isinstance(values, list):
                     native.setdefault(key, []).extend(values)
-            w, c, f = await jsbox_realms(args.repeat)
-            wall, cpu, floor = wall + w, cpu + c, floor + f
+            for mine, more in zip(jsbox, await realm_samples(args.repeat), strict=True):
+                mine.extend(more)
         marks = {}
         if (js / "prelude_marks.js").exists():
             marks = json.loads(
@@ -264,15 +240,18 @@ async def main_async(args: argparse.Namespace) -> int:
             for variant in ("bytecode", "cwalk")
             if f"{variant}.total" in native
         }
-    jsbox_floor, native_floor = median(floor), median(native["floor"])
+    jsbox_floor, native_floor = median(jsbox.floor), median(native["floor"])
+    made_and_closed = [
+        made + closed for made, closed in zip(jsbox.prepare, jsbox.close, strict=True)
+    ]
     rows = [
         (
             "(a) jsbox: Realm.create + close in process, p50 / p90",
-            summary(wall, jsbox_floor),
+            summary(made_and_closed, jsbox_floor),
             "-",
             "info",
         ),
-        ("(a) jsbox: its CPU, p50", f"{median(cpu):.2f} ms", "-", "info"),
+        ("(a) jsbox: Realm.create's CPU, p50", f"{median(jsbox.cpu):.2f} ms", "-", "info"),
     ]
     for variant, label in (
         ("source", "prelude and modules compiled from text"),

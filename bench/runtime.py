@@ -48,7 +48,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from codemode_gen import CodeMode
 from codemode_gen.jsonio import atomic_write_text, dumps_stable
@@ -494,38 +494,48 @@ async def bench_back_to_back_cpu(
     )
 
 
-async def bench_realm_prepare(repeat: int) -> tuple[str, str, str, str]:
-    """What a worker spends on each run's sandbox before the run is known: `Realm.create` (a
-    fresh engine, prelude phase A's lockdown, phase A2's @codemode modules) in this process,
-    back to back, taken in turn with the floor; its CPU time (this thread's, which the other
-    processes on a loaded machine disturb less than the wall clock). Closing is timed apart."""
-    import os
+class RealmSamples(NamedTuple):
+    """Milliseconds per realm (`realm_samples`): making it (wall, and this thread's CPU, which
+    the other processes on a loaded machine disturb less), closing it, and the floor beside it."""
 
+    prepare: list[float]
+    cpu: list[float]
+    close: list[float]
+    floor: list[float]
+
+
+async def realm_samples(repeat: int) -> RealmSamples:
+    """`Realm.create` (a fresh engine, prelude phase A's lockdown, phase A2's @codemode modules)
+    in this process, as a worker makes each run's sandbox, back to back and taken in turn with
+    the floor, after three realms that warm the caches."""
     from codemode_gen.runtime.limits import Limits
     from codemode_gen.runtime.sandbox.realm import Realm
     from codemode_gen.runtime.sandbox.worker import Worker
 
+    samples = RealmSamples([], [], [], [])
     out = os.open(os.devnull, os.O_WRONLY)
     try:
         worker, limits = Worker(out), Limits.from_json(BENCH_LIMITS)
-        prepare: list[float] = []
-        cpu: list[float] = []
-        close: list[float] = []
-        floor: list[float] = []
-        for i in range(max(repeat, 20) + 3):
+        for i in range(repeat + 3):
             cpu_started, started = time.thread_time(), time.perf_counter()
             realm = await Realm.create(worker, limits)
             made, cpu_made = time.perf_counter(), time.thread_time()
             realm.close()
             closed = time.perf_counter()
             floor_ms = (await engine_floor(1, 0.0))[0]
-            if i >= 3:  # the first realms warm the caches
-                prepare.append((made - started) * 1000)
-                cpu.append((cpu_made - cpu_started) * 1000)
-                close.append((closed - made) * 1000)
-                floor.append(floor_ms)
+            if i >= 3:
+                samples.prepare.append((made - started) * 1000)
+                samples.cpu.append((cpu_made - cpu_started) * 1000)
+                samples.close.append((closed - made) * 1000)
+                samples.floor.append(floor_ms)
     finally:
         os.close(out)
+    return samples
+
+
+async def bench_realm_prepare(repeat: int) -> tuple[str, str, str, str]:
+    """What a worker spends on each run's sandbox before the run is known (`realm_samples`)."""
+    prepare, cpu, close, floor = await realm_samples(max(repeat, 20))
     return (
         "(4) realm preparation in process (Realm.create): p50 / p90 vs the floor; CPU p50; close p50",
         f"{median(prepare):.2f} / {p90(prepare):.2f} vs {median(floor):.2f} / {p90(floor):.2f} ms"
