@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox import protocol
+from codemode_gen.runtime.sandbox import outcome, protocol
 from codemode_gen.runtime.sandbox.idle import trim_idle
 from codemode_gen.runtime.sandbox.protocol import HostCall
 from codemode_gen.runtime.sandbox.run import Run, RunHooks
@@ -488,11 +488,9 @@ class Sandbox:
             worker.send({"op": protocol.CHECK, "code": code})
             await worker.drain()
             msg = await asyncio.wait_for(worker.recv(), remaining)
-            diagnostics = msg.get("diagnostics")
-            if msg.get("op") != protocol.CHECKED or not isinstance(diagnostics, list):
+            if msg.get("op") != protocol.CHECKED:
                 return None
-            if not all(isinstance(d, dict) for d in diagnostics):
-                return None
+            diagnostics = outcome.checked(msg)  # MalformedOutcome is a ValueError
             reusable = True
             return diagnostics or None
         except (WorkerCrashed, ValueError, TimeoutError, ConnectionError, BrokenPipeError):

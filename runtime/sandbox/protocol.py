@@ -16,8 +16,9 @@ worker → host (stdout)
     {"op": "log", "level", "message", "timeMs"}               one console entry, streamed
     {"op": "logs_truncated"}                                  maxLogBytes reached
     {"op": "call", "id", "request": <JSON value>}             a tool call for the host's bridge
-    {"op": "done", "result", "diagnostics"}                   the run ended
-    {"op": "checked", "diagnostics"}                          `[]` or the run's SYNTAX_ERROR
+    {"op": "done", "kind", ...}                               the run ended: how (`DoneKind`),
+                                                              raw; the host composes the answer
+    {"op": "checked", "syntax": null | {"message", "stack"}}  the parse error `run` would meet
     {"op": "paused", "issued", "journal"}                     held, once JS waits: its calls so far
                                                               and (journaled runs) the journal
     {"op": "diverged", "message"}                             a replayed run did not redo its journal
@@ -36,11 +37,21 @@ have spent part of `limits.timeoutMs` connecting servers or starting the worker)
 interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as the caller's
 `timeoutMs`. `check` lets the host skip connecting servers for a script that can never start.
 
+`done` says what happened, not what to tell the model: the host turns it into the run's result
+and diagnostics (runtime/sandbox/outcome.py), holding the code and module texts that needs. Its
+`kind` is one of `DoneKind`; `setup_failed` adds `message`; `engine_error` adds `name`,
+`message` and `heapExhausted`; `report` adds the prelude's `report` (`{"status": "ok" | "error" |
+"setup_error", "result": <JSON text>, "resultError", "error", "unawaited"}`, prelude.js) and, when
+its status is not `ok`, `heapExhausted` (a small allocation failed: the heap is full) and, for an
+`error` named SyntaxError, `syntax` (what re-parsing the agent module raised, or null: the
+script threw it while running). Only the worker can tell those two: they need the run's realm.
+
 A call's request and its reply are JSON values embedded as they are (JS produced or consumes
 them as JSON text), so a tool call is encoded and decoded once per side, not twice:
 `encode_call` and `encode_reply` frame the text without re-escaping it, and `decode_reply` slices
 the reply's text out of a line framed by `encode_reply` without decoding it in Python. A reply
-given as a JSON string is still accepted as that text.
+given as a JSON string is still accepted as that text. So is the prelude's report in `done`
+(`encode_done`): a run's result is parsed once, by the host, not by the worker first.
 
 This module must stay cheap to import: the worker imports it (no `mcp`, no generator).
 """
@@ -70,6 +81,25 @@ DONE = "done"
 CHECKED = "checked"
 PAUSED = "paused"
 DIVERGED = "diverged"
+
+
+class DoneKind:
+    """How a run ended, as `done`'s `kind` says (the module docstring lists each one's fields)."""
+
+    LATE = "late"  # the run's time was gone before the script could start
+    TIMEOUT = "timeout"  # interrupted at the deadline
+    PENDING_LIMIT = "pending_limit"  # the engine refused another pending host call
+    LOST_MODULE = "lost_module"  # a module digest neither sent nor held (a host/worker mismatch)
+    INTERNAL = "internal"  # a bug in the worker, reported on its stderr
+    SETUP_FAILED = "setup_failed"  # the realm could not be built
+    ENGINE_ERROR = "engine_error"  # the engine failed outside the prelude's report
+    REPORT = "report"  # the prelude reported the run
+
+
+#: The two modules every realm holds besides a run's own (the worker adds them; the host maps
+#: stack frames into them). The agent's module name is script_errors.AGENT_MODULE.
+MODULE_ERRORS = "@codemode/errors"
+MODULE_HOST = "@codemode/host"
 
 #: Longest line the host accepts from a worker (a run's result can be as big as the JS heap).
 MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024
@@ -168,6 +198,33 @@ def encode_call(call_id: int, request_text: Any) -> bytes:
         except UnicodeEncodeError:  # a lone surrogate slipped through: escape it as text
             pass
     return encode({"op": CALL, "id": call_id, "request": str(request_text)})
+
+
+def encode_done(outcome: Mapping[str, Any], report_text: str | None = None) -> bytes:
+    """A `done` line: `outcome`'s fields, with the prelude's report JSON text (if any) embedded
+    verbatim as `report`, the way `encode_call` embeds a request."""
+    head = _ENCODER.encode({"op": DONE, **outcome})
+    if report_text is not None:
+        try:
+            return b'%s,"report":%s}\n' % (head[:-1].encode("ascii"), report_text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate slipped through (JSON.stringify escapes
+            # them): U+FFFD, as everywhere a JS string meets UTF-8
+            safe = report_text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            return b'%s,"report":%s}\n' % (head[:-1].encode("ascii"), safe.encode("utf-8"))
+    return (head + "\n").encode("ascii")
+
+
+def needs_heap_probe(report: Mapping[str, Any]) -> bool:
+    """Whether a `done` with this prelude report carries `heapExhausted`: for a setup failure, or
+    a failure that came back without a message (QuickJS may throw null when it cannot even
+    allocate an Error). The worker probes the heap only then; the host reads it only then."""
+    status = report.get("status")
+    if status == "setup_error":
+        return True
+    error = report.get("error")
+    if status != "error" or not isinstance(error, dict):
+        return False
+    return not error.get("isError") and str(error.get("text") or "") in ("null", "undefined", "")
 
 
 def decode_reply(line: bytes) -> tuple[int, str] | None:

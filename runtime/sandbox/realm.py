@@ -25,6 +25,7 @@ from codemode_gen.runtime import screen, script_errors
 from codemode_gen.runtime.limits import MAX_DIAGNOSTIC_CHARS, MAX_NAME_CHARS, Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.engine import EngineError, new_engine
+from codemode_gen.runtime.sandbox.protocol import MODULE_ERRORS, MODULE_HOST
 from codemode_gen.runtime.sandbox.run_state import (
     ALARM,
     IDLE,
@@ -49,9 +50,6 @@ MAX_TRACKED_FAILURES = 100
 #: Budget of prelude phase A (lockdown), which runs before any run is known; it takes a few
 #: milliseconds, so hitting this means the engine is broken.
 PRELUDE_TIMEOUT_S = 10.0
-
-MODULE_ERRORS = "@codemode/errors"
-MODULE_HOST = "@codemode/host"
 
 
 def realm_key(limits: Limits) -> tuple[int, int]:

@@ -23,7 +23,7 @@ from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as resp
 from codemode_gen.runtime.limits import Limits, RunStopped, SandboxLimitExceeded
-from codemode_gen.runtime.sandbox import protocol
+from codemode_gen.runtime.sandbox import outcome, protocol
 from codemode_gen.runtime.sandbox.protocol import HostCall
 from codemode_gen.runtime.sandbox.worker_process import WorkerCrashed, WorkerProcess
 
@@ -145,10 +145,10 @@ class Run:
                             return self.respond(
                                 None, [diag.sandbox_error(f"the sandbox worker failed: {exc}")]
                             )
-                        done = self._handle(loop, msg)
-                        if done is not None:
+                        if msg.get("op") == protocol.DONE:
                             # Within the watchdog too: checking a large result takes time.
-                            return await self.respond_async(*done)
+                            return await self._finish(msg, code, modules)
+                        self._handle(loop, msg)
                 finally:
                     self.deadline = None
         except TimeoutError:
@@ -165,10 +165,8 @@ class Run:
             self.worker.kill()
             raise
 
-    def _handle(
-        self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]
-    ) -> tuple[Any, list[diag.Diagnostic]] | None:
-        """Act on one worker message; (result, diagnostics) when it ends the run."""
+    def _handle(self, loop: asyncio.AbstractEventLoop, msg: dict[str, Any]) -> None:
+        """Act on one worker message of a run in progress."""
         op = msg.get("op")
         if op == protocol.CALL:
             task = loop.create_task(self._answer(msg.get("id"), msg.get("request")))
@@ -183,22 +181,34 @@ class Run:
             )
         elif op == protocol.LOGS_TRUNCATED:
             self.logs.truncated = True
-        elif op in (protocol.PAUSED, protocol.DIVERGED):
-            if self.hooks is not None:
-                self.hooks.on_message(msg)
-        elif op == protocol.DONE:
-            diagnostics = msg.get("diagnostics")
-            if not isinstance(diagnostics, list) or not all(
-                isinstance(d, dict) for d in diagnostics
-            ):
-                self.worker.kill()
-                return None, [diag.sandbox_error("the sandbox worker sent a malformed response")]
-            # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
-            self.clean = not any(
-                d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics
+        elif op in (protocol.PAUSED, protocol.DIVERGED) and self.hooks is not None:
+            self.hooks.on_message(msg)
+
+    async def _finish(
+        self, msg: dict[str, Any], code: str, modules: dict[str, str]
+    ) -> resp.Response:
+        """The response to the run's `done` (what the worker says happened, raw: outcome.py)."""
+        try:
+            text = outcome.result_text(msg)
+            if text is not None and len(text) > protocol.LARGE_MESSAGE_BYTES:
+                # Sizing, depth-checking and parsing a large result is O(text): off the loop.
+                answer = await payload.offload(outcome.compose, msg, code, modules, self.limits)
+            else:
+                answer = outcome.compose(msg, code, modules, self.limits)
+        except Exception as exc:
+            if not isinstance(exc, outcome.MalformedOutcome):  # a bug of ours: keep the trace
+                log.debug("composing the run's outcome failed", exc_info=True)
+            log.error("the sandbox worker's answer: %s", jsonsafe.clip(f"{exc}", 500))
+            self.worker.kill()
+            return self.respond(
+                None, [diag.sandbox_error("the sandbox worker sent a malformed response")]
             )
-            return msg.get("result"), diagnostics
-        return None
+        result, diagnostics = answer
+        # A SANDBOX_ERROR says the worker itself is in doubt: the run ends, the worker goes.
+        self.clean = not any(
+            d.get("code") == diag.DiagnosticCode.SANDBOX_ERROR for d in diagnostics
+        )
+        return await self.respond_async(result, diagnostics)
 
     def _limit(self, exc: SandboxLimitExceeded) -> None:
         """A host call hit a limit: end the run now (the reader loop sees an expired deadline)."""

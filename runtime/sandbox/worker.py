@@ -11,9 +11,10 @@ next inside JS); the host reuses a worker only after a run that ended cleanly, a
 after any timeout, limit, cancellation or crash.
 
 Pipe protocol: runtime/sandbox/protocol.py (message kinds, framing, limits; the host side is
-runtime/sandbox/pool.py). This module owns the process: the pipe, the run lifecycle (which realm,
-which modules) and turning what a run ended with into the answer's diagnostics; the engine realm
-a run uses, with the functions bound into it, is realm.py, and its clock and journal run_state.py.
+runtime/sandbox/pool.py). This module owns the process: the pipe and the run lifecycle (which
+realm, which modules), and it says how a run ended (`done`, raw: the host's outcome.py turns it
+into the answer's diagnostics); the engine realm a run uses, with the functions bound into it, is
+realm.py, and its clock and journal run_state.py.
 
 Everything from outside that a run's JavaScript observes comes through this module, in an order
 it can write down and replay (docs/DESIGN.md, "Deterministic runs"): tool-call replies, the
@@ -26,8 +27,8 @@ journal (`paused`), and a run started with `replay` hands over the journal's eve
 values first, in the same order, before anything live: the script then makes the same calls
 with the same values up to where the journal ends (runtime/host/resume.py: approvals asked through
 MCP's input_required). `check` parses `code` as the agent module without running anything (between
-runs only) and answers `checked` with `[]` or the `SYNTAX_ERROR` diagnostic that a run of the
-same code would report. Nothing else may write to the protocol stream: fd 1 is redirected to
+runs only) and answers `checked` with the SyntaxError (or null) that a run of the same code
+would meet. Nothing else may write to the protocol stream: fd 1 is redirected to
 stderr at start-up. A reply framed by `protocol.encode_reply` is handed to JS as the raw text of
 its JSON value, never decoded in Python.
 
@@ -57,8 +58,7 @@ import time
 import traceback
 from typing import Any
 
-from codemode_gen.runtime import diagnostics as diag
-from codemode_gen.runtime import jsonsafe, screen, script_errors
+from codemode_gen.runtime import jsonsafe
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import protocol
 from codemode_gen.runtime.sandbox.engine import (
@@ -69,7 +69,15 @@ from codemode_gen.runtime.sandbox.engine import (
     preload,
     release_memory,
 )
-from codemode_gen.runtime.sandbox.realm import MODULE_ERRORS, MODULE_HOST, Realm, realm_key
+from codemode_gen.runtime.sandbox.protocol import MODULE_ERRORS, MODULE_HOST, DoneKind
+from codemode_gen.runtime.sandbox.realm import Realm, realm_key
+from codemode_gen.runtime.script_errors import AGENT_MODULE
+
+#: A `done`'s fields, and the prelude's report JSON text it carries verbatim (protocol.encode_done).
+Done = tuple[dict[str, Any], str | None]
+#: How the prelude's report of a run that ended well begins (prelude.js `run`: `status` is its
+#: first key): such a report crosses to the host as it is, its result parsed there only.
+OK_REPORT_PREFIX = '{"status":"ok"'
 
 #: Prelude phase A, run as one script. url.js is not in it: prelude.js evaluates its text (bound by
 #: `Realm.create`) only when a run first reads URL or URLSearchParams.
@@ -191,26 +199,24 @@ class Worker:
             if msg is None or msg.get("op") == protocol.EXIT:
                 return
             if msg.get("op") == protocol.CHECK:
-                self.send({"op": protocol.CHECKED, "diagnostics": await self.check(msg)})
+                self.send({"op": protocol.CHECKED, "syntax": await self.check(msg)})
             elif msg.get("op") == protocol.RUN:
                 limits = Limits()
+                done: Done
                 try:
                     limits = Limits.from_json(msg.get("limits") or {})
                     done = await self.run(msg, limits)
                 except Exception:  # a bug here must not hang the host: report, stay alive
                     traceback.print_exc(file=sys.stderr)
-                    done = {
-                        "result": None,
-                        "diagnostics": [diag.sandbox_error("internal error in the sandbox worker")],
-                    }
-                self.send({"op": protocol.DONE, **done})
+                    done = {"kind": DoneKind.INTERNAL}, None
+                self._write(protocol.encode_done(*done))
                 self.free_spent()
                 # Most runs share the host's limits: have the next realm ready with the same ones.
                 await self.prepare_next(limits)
 
     # ---- one run ------------------------------------------------------------------------------
-    async def check(self, msg: dict[str, Any]) -> list[diag.Diagnostic]:
-        """The syntax diagnostics `run` would give `msg["code"]` ([] when it parses).
+    async def check(self, msg: dict[str, Any]) -> dict[str, str] | None:
+        """The SyntaxError `run` would meet in `msg["code"]` (protocol.py's `checked`), or None.
 
         Parses on the warm realm (parsing registers nothing, so the realm stays fresh for the
         next run), building one only when none is waiting."""
@@ -219,16 +225,15 @@ class Worker:
             if self._warm is None:
                 await self.prepare_next(Limits())
             if self._warm is None:
-                return []  # no engine to parse with: the run will report the setup failure
-            self._warm.engine.check_syntax(code)
-        except EngineError as exc:
-            return [script_errors.syntax_error(exc.message, exc.stack)]
+                return None  # no engine to parse with: the run will report the setup failure
+            return self._parse(self._warm.engine, code)
         except Exception:  # a bug here must not hang the host: the run reports what it finds
             traceback.print_exc(file=sys.stderr)
-        return []
+        return None
 
-    async def run(self, msg: dict[str, Any], limits: Limits | None = None) -> dict[str, Any]:
-        """One run of `msg` (a `run` message) with `limits`, its limits as already read."""
+    async def run(self, msg: dict[str, Any], limits: Limits | None = None) -> Done:
+        """One run of `msg` (a `run` message) with `limits`, its limits as already read: what
+        its `done` says (protocol.py)."""
         t0 = time.monotonic()
         if limits is None:
             limits = Limits.from_json(msg.get("limits") or {})
@@ -244,10 +249,7 @@ class Worker:
         code = jsonsafe.utf8_safe(str(msg.get("code") or ""))
         modules = self._take_modules(msg)
         if modules is None:
-            return {
-                "result": None,
-                "diagnostics": [diag.sandbox_error("the sandbox worker lost a server module")],
-            }
+            return {"kind": DoneKind.LOST_MODULE}, None
 
         realm, self._warm = self._warm, None
         if realm is None or realm.key != realm_key(limits):
@@ -257,23 +259,21 @@ class Worker:
             try:
                 realm = await Realm.create(self, limits)
             except Exception as exc:
-                return self._failed_setup(exc, limits)
+                message = exc.message if isinstance(exc, EngineError) else type(exc).__name__
+                return {"kind": DoneKind.SETUP_FAILED, "message": message}, None
         try:
             run_config = realm.begin(t0, limits, msg)
             engine = realm.engine
             # No separate parse: importing the agent module parses it before anything runs, and a
-            # SyntaxError it reports is confirmed by a parse then (`_syntax_error`).
+            # SyntaxError it reports is confirmed by a parse then (`_evaluate`).
             for name, source in modules.items():
                 engine.add_module(name, source)  # evaluated only if the agent imports it
-            engine.add_module(script_errors.AGENT_MODULE, code)
-            run_config["agentModule"] = script_errors.AGENT_MODULE
+            engine.add_module(AGENT_MODULE, code)
+            run_config["agentModule"] = AGENT_MODULE
             script = f"globalThis.__codemode_start__({json.dumps(json.dumps(run_config))})"
             remaining = budget_s - (time.monotonic() - t0)
-            known = {**modules, MODULE_ERRORS: self.errors_js, MODULE_HOST: self.host_js}
             self._running = realm
-            return self._outcome(
-                engine, code, known, limits, await self._evaluate(engine, script, remaining)
-            )
+            return await self._evaluate(engine, code, script, remaining)
         finally:
             self._running = None
             realm.end()
@@ -303,7 +303,7 @@ class Worker:
                 return None
             held[str(digest)] = source
             name = jsonsafe.utf8_safe(str(name))
-            if name not in (script_errors.AGENT_MODULE, MODULE_ERRORS, MODULE_HOST):
+            if name not in (AGENT_MODULE, MODULE_ERRORS, MODULE_HOST):
                 modules[name] = source
         self._held = held
         return modules
@@ -329,139 +329,60 @@ class Worker:
         except Exception:  # the run will build its own realm and report the failure
             self._warm = None
 
-    def _failed_setup(self, exc: Exception, limits: Limits) -> dict[str, Any]:
-        message = exc.message if isinstance(exc, EngineError) else type(exc).__name__
-        if "out of memory" in message:
-            return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-        return {
-            "result": None,
-            "diagnostics": [diag.sandbox_error(f"the sandbox could not be set up: {message}")],
-        }
-
-    async def _evaluate(self, engine: Engine, script: str, remaining: float) -> dict[str, Any]:
+    async def _evaluate(self, engine: Engine, code: str, script: str, remaining: float) -> Done:
+        """Run `script` (the run's start) and say how it ended. What only this realm can tell
+        the host comes with it: whether the heap is full, and why the agent module does not
+        parse."""
         if remaining <= 0:
-            return {"kind": "late"}  # the run's time was gone before the script could start
+            return {"kind": DoneKind.LATE}, None
         try:
             text = await engine.run(script, remaining)
         except EngineTimeout:
-            return {"kind": "timeout"}
+            return {"kind": DoneKind.TIMEOUT}, None
         except EnginePendingLimit:
-            return {"kind": "pending_limit"}
+            return {"kind": DoneKind.PENDING_LIMIT}, None
         except EngineError as exc:
-            return {
-                "kind": "engine_error",
-                "name": exc.name,
-                "message": exc.message,
-                "stack": exc.stack,
-            }
+            return self._engine_error(engine, exc.name, exc.message), None
+        if isinstance(text, str) and text.startswith(OK_REPORT_PREFIX) and text.endswith("}"):
+            return {"kind": DoneKind.REPORT}, text
         try:
             report = json.loads(text)
         except (TypeError, ValueError):
-            return {
-                "kind": "engine_error",
-                "name": "Error",
-                "message": "no report from the prelude",
-                "stack": "",
-            }
-        return {"kind": "report", "report": report}
+            report = None
+        if not isinstance(report, dict):
+            return self._engine_error(engine, "Error", "no report from the prelude"), None
+        outcome: dict[str, Any] = {"kind": DoneKind.REPORT}
+        if protocol.needs_heap_probe(report):
+            outcome["heapExhausted"] = engine.heap_exhausted()
+        error = report.get("error")
+        if (
+            report.get("status") == "error"
+            and isinstance(error, dict)
+            and error.get("name") == "SyntaxError"
+        ):
+            # Thrown while importing the agent module, or by the script (JSON.parse): only the
+            # first does not parse.
+            outcome["syntax"] = self._parse(engine, code)
+        return outcome, text
 
     @staticmethod
-    def _syntax_error(engine: Engine, code: str, error: Any) -> diag.Diagnostic | None:
-        """The SYNTAX_ERROR diagnostic when the run ended because the agent module does not
-        parse: the same one `check` gives. A SyntaxError the script threw while running (e.g.
-        from JSON.parse) parses fine and stays an uncaught exception."""
-        if not isinstance(error, dict) or error.get("name") != "SyntaxError":
-            return None
+    def _engine_error(engine: Engine, name: str, message: str) -> dict[str, Any]:
+        exhausted = "out of memory" not in message and engine.heap_exhausted()
+        return {
+            "kind": DoneKind.ENGINE_ERROR,
+            "name": name,
+            "message": message,
+            "heapExhausted": exhausted,
+        }
+
+    @staticmethod
+    def _parse(engine: Engine, code: str) -> dict[str, str] | None:
+        """The SyntaxError parsing `code` as the agent module raises, or None."""
         try:
             engine.check_syntax(code)
         except EngineError as exc:
-            return script_errors.syntax_error(exc.message, exc.stack)
+            return {"message": exc.message, "stack": exc.stack}
         return None
-
-    def _outcome(
-        self, engine: Engine, code: str, modules: dict[str, str], limits: Limits, ev: dict[str, Any]
-    ) -> dict[str, Any]:
-        kind = ev["kind"]
-        if kind == "late":
-            return {"result": None, "diagnostics": [diag.start_limit(limits.timeoutMs)]}
-        if kind == "timeout":
-            return {"result": None, "diagnostics": [diag.timeout_limit(limits.timeoutMs)]}
-        if kind == "pending_limit":
-            return {
-                "result": None,
-                "diagnostics": [
-                    diag.sandbox_limit(
-                        "maxConcurrentCalls",
-                        limits.maxConcurrentCalls,
-                        "too many host calls were pending at once",
-                    )
-                ],
-            }
-        if kind == "engine_error":
-            message = str(ev["message"])
-            if "out of memory" in message or engine.heap_exhausted():
-                return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-            if "never settled" in message:
-                return {"result": None, "diagnostics": [diag.unsettled_promise()]}
-            return {
-                "result": None,
-                "diagnostics": [diag.sandbox_error(f"the sandbox failed: {ev['name']}: {message}")],
-            }
-
-        report = ev["report"]
-        status = report.get("status")
-        if status == "error":
-            syntax = self._syntax_error(engine, code, report.get("error"))
-            if syntax is not None:
-                return {"result": None, "diagnostics": [syntax]}
-        # Failed tool calls nobody awaited: warnings beside whatever else the run reports.
-        unawaited = script_errors.unawaited_calls(report.get("unawaited"), modules)
-        if status == "ok":
-            reason = report.get("resultError")
-            if reason is not None:
-                return {
-                    "result": None,
-                    "diagnostics": [diag.result_not_serializable(str(reason)), *unawaited],
-                }
-            result, problems = screen.result_from_text(
-                report.get("result")
-            )  # size and depth bounded
-            return {"result": result, "diagnostics": [*problems, *unawaited]}
-        error = report.get("error") or {}
-        message = str(error.get("message") or "")
-        text = str(error.get("text") or "")
-        if status == "setup_error":
-            if "out of memory" in message or "out of memory" in text or engine.heap_exhausted():
-                return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-            return {
-                "result": None,
-                "diagnostics": [
-                    diag.sandbox_error("the sandbox could not be set up: " + (text or message))
-                ],
-            }
-        missing = script_errors.module_not_found(message) if error.get("isError") else None
-        if missing is not None:
-            return {
-                "result": None,
-                "diagnostics": [script_errors.import_failure(missing, code, modules), *unawaited],
-            }
-        no_export = script_errors.export_not_found(message) if error.get("isError") else None
-        if no_export is not None:
-            return {
-                "result": None,
-                "diagnostics": [
-                    script_errors.export_failure(*no_export, code, modules),
-                    *unawaited,
-                ],
-            }
-        oom_text = error.get("isError") and "out of memory" in message
-        no_info = not error.get("isError") and text in ("null", "undefined", "")
-        if oom_text or (no_info and engine.heap_exhausted()):
-            return {"result": None, "diagnostics": [diag.memory_limit(limits.maxMemoryBytes)]}
-        return {
-            "result": None,
-            "diagnostics": [script_errors.uncaught_exception(error, modules), *unawaited],
-        }
 
 
 def _die_with_parent() -> None:

@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from codemode_gen.runtime.diagnostics import Diagnostic
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
-from codemode_gen.runtime.sandbox.worker import Worker
+from codemode_gen.runtime.sandbox import outcome, protocol
+from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.worker import Done, Worker
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status"
@@ -156,6 +158,12 @@ def test_worker_rss_returns_to_baseline_after_every_run() -> None:
     assert host.cancelled == host.started
 
 
+def answer(done: Done, code: str) -> tuple[Any, list[Diagnostic]]:
+    """What the host makes of a `done` the worker would send for `code`."""
+    line = protocol.encode_done(*done)
+    return outcome.compose(protocol.decode(line.rstrip(b"\n")), code, MODULES, Limits())
+
+
 def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
     """Deterministic, without the cycle collector: once the answer is out, the run's realm,
     its engine and its pending reply futures are gone."""
@@ -175,8 +183,8 @@ def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
                 "sources": sources,
                 "limits": {"timeoutMs": 5000},
             }
-            done = await worker.run(msg)
-            assert [d["code"] for d in done["diagnostics"]] == ["UNCAUGHT_EXCEPTION"]
+            _, diagnostics = answer(await worker.run(msg), PENDING[0])
+            assert [d["code"] for d in diagnostics] == ["UNCAUGHT_EXCEPTION"]
             assert next(worker._ids) == 9  # the script made its 8 calls (ids 1-8), unanswered:
             assert worker._replies == {}  # dropped with their futures
             assert realm.state.futures == set()
@@ -192,10 +200,9 @@ def test_a_run_leaves_nothing_behind_in_the_worker() -> None:
             # A reply that arrives after the run is ignored, and the next run is unaffected.
             worker._resolve(1, '{"ok":true,"value":1}')
             await worker.prepare_next(Limits())
-            done = await worker.run(
-                {"op": "run", "code": "globalThis.__codemode_result__ = 7;", "limits": {}}
-            )
-            assert done == {"result": 7, "diagnostics": []}
+            code = "globalThis.__codemode_result__ = 7;"
+            done = await worker.run({"op": "run", "code": code, "limits": {}})
+            assert answer(done, code) == (7, [])
             worker.free_spent()
         finally:
             os.close(devnull)

@@ -314,7 +314,7 @@ def test_worker_process_runs_without_ssl_and_a_host_import_keeps_it() -> None:
     out = subprocess.run(
         [sys.executable, "-I", "-c", code], input=run, capture_output=True, check=True
     )
-    assert b'"result":7' in out.stdout, out
+    assert b'"status":"ok","result":"7"' in out.stdout, out
     assert b"ssl False" in out.stderr, out.stderr
     host = "import sys, codemode_gen.runtime.sandbox.worker, ssl; print(ssl.OPENSSL_VERSION != '')"
     assert (

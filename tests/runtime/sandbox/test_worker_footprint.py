@@ -44,7 +44,7 @@ def test_a_worker_process_serves_a_run_without_the_modules_it_does_not_need() ->
     )
     out = subprocess.run([sys.executable, "-I", "-c", code], input=RUN, capture_output=True)
     assert out.returncode == 0, out.stderr
-    assert b'"result":7' in out.stdout, out
+    assert b'"status":"ok","result":"7"' in out.stdout, out
     # hashlib without OpenSSL gives the same digests (built-in sha256)
     assert f"held [] {protocol.module_digest('x')}".encode() in out.stderr, out.stderr
 
@@ -88,4 +88,4 @@ def test_a_worker_falls_back_to_jsbox_own_killable_module() -> None:
     )
     out = subprocess.run([sys.executable, "-I", "-c", code], input=RUN, capture_output=True)
     assert out.returncode == 0, out.stderr
-    assert b'"result":7' in out.stdout, out
+    assert b'"status":"ok","result":"7"' in out.stdout, out
