@@ -319,20 +319,38 @@ def _weight(value: Any, sizes: dict[int, int]) -> int:
 
 
 def _sizes(value: Any) -> dict[int, int]:
-    """`node_count` of every container in `value`, by id, in one walk (iterative: any depth)."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
+    """`node_count` of every container in `value`, by id, in one walk (iterative: any depth).
+
+    Two flat loops, no call per value: the containers in pre-order, then each summed after its
+    children (reversed pre-order). This walk is the Python-speed part of `dumps` (~35 ms per MB
+    of small objects), so it is kept tight."""
+    if not isinstance(value, dict | list):
+        return {}
+    order: list[Any] = []
+    stack: list[Any] = [value]
+    pop, push, visit = stack.pop, stack.append, order.append
+    containers = (dict, list)
     while stack:
-        item, children_done = stack.pop()
-        if not isinstance(item, dict | list):
-            continue
-        children = item.values() if isinstance(item, dict) else item
-        if children_done:
-            own = 1 + (len(item) if isinstance(item, dict) else 0)
-            sizes[id(item)] = own + sum(_weight(child, sizes) for child in children)
-        elif id(item) not in sizes:
-            stack.append((item, True))
-            stack.extend((child, False) for child in children if isinstance(child, dict | list))
+        item = pop()
+        visit(item)  # a container shared by two parents is visited (and summed) under each
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, containers):
+                push(child)
+    sizes: dict[int, int] = {}
+    per_node = STRING_CHARS_PER_NODE
+    for item in reversed(order):  # every child before its parent
+        if isinstance(item, dict):
+            total, children = 1 + len(item), item.values()
+        else:
+            total, children = 1, item
+        for child in children:
+            if isinstance(child, containers):
+                total += sizes[id(child)]
+            elif isinstance(child, str) and len(child) > per_node:
+                total += 1 + len(child) // per_node
+            else:
+                total += 1
+        sizes[id(item)] = total
     return sizes
 
 

@@ -165,14 +165,18 @@ def build_response(
     *,
     tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
+    result_checked: bool = False,
 ) -> Response:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
     and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none) and
     `toolSummary` (`shape_trace`). With `max_chars` (limits.maxResponseChars) logs and result
-    are cut to it together (`fit_response`)."""
+    are cut to it together (`fit_response`). `result_checked`: the result is UTF-8-safe already
+    (screen.result_from_text made it, or a response built here holds it), and a large one is
+    not walked again (the walk costs ~0.1 s per MB)."""
     if any(d.get("code") in FATAL_CODES and d.get("severity") == "error" for d in diagnostics):
         result = None
-    result = utf8_safe_json(result)
+    if not result_checked:
+        result = utf8_safe_json(result)
     if max_chars is not None:
         logs, result, note = fit_response(logs, result, max_chars)
         if note is not None:
@@ -193,6 +197,7 @@ async def build_response_async(
     *,
     tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
+    result_checked: bool = False,
 ) -> Response:
     """`build_response` off the event loop when the result or the logs are large (its UTF-8
     check encodes all of the result; a budget measures both and may walk them)."""
@@ -205,9 +210,16 @@ async def build_response_async(
             tool_trace,
             tool_summary=tool_summary,
             max_chars=max_chars,
+            result_checked=result_checked,
         )
     return build_response(
-        logs, result, diagnostics, tool_trace, tool_summary=tool_summary, max_chars=max_chars
+        logs,
+        result,
+        diagnostics,
+        tool_trace,
+        tool_summary=tool_summary,
+        max_chars=max_chars,
+        result_checked=result_checked,
     )
 
 

@@ -1,8 +1,9 @@
 """The JSON text a script hands out, screened before anything parses it: a tool call's input
 (MAX_INPUT_BYTES) and the run's result (MAX_RESULT_BYTES), both at most MAX_JSON_DEPTH deep.
 
-Runs in the sandbox worker, on the text QuickJS produced: a recursive parser (the worker's or
-the host's, on its event loop) must never see text the host would refuse anyway (§7.4).
+A call's input is screened in the sandbox worker, on the text QuickJS produced; the result on
+the host (runtime/sandbox/outcome.py), on the text the worker passed through: a recursive parser
+must never see text the host would refuse anyway (§7.4).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from codemode_gen.jsonio import json_text_depth_exceeds
 from codemode_gen.runtime.diagnostics import Diagnostic, result_not_serializable, result_too_large
-from codemode_gen.runtime.jsonsafe import utf8_safe_json
+from codemode_gen.runtime.jsonsafe import utf8_safe, utf8_safe_json
 from codemode_gen.runtime.limits import MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_RESULT_BYTES
 
 
@@ -65,9 +66,15 @@ def screen_call_request(text: str) -> str:
 def result_from_text(text: Any) -> tuple[Any, list[Diagnostic]]:
     """(result, diagnostics) from the JSON text of `globalThis.__codemode_result__`: null with a
     diagnostic when it is over MAX_RESULT_BYTES or nested deeper than MAX_JSON_DEPTH (checked
-    before parsing: a recursive parser must never see such text)."""
+    before parsing: a recursive parser must never see such text).
+
+    The result is UTF-8-safe, whatever the text held (lone surrogates, escaped as JSON.stringify
+    writes them or not, become U+FFFD), so `build_response` need not walk it again
+    (`result_checked`)."""
     if not isinstance(text, str):
         return None, []
+    if not text.isascii():  # the C check: a str from the pipe holds a lone surrogate only if
+        text = utf8_safe(text)  # the worker broke the protocol
     size = _utf8_size(text, MAX_RESULT_BYTES)
     if size > MAX_RESULT_BYTES:
         return None, [result_too_large(size, MAX_RESULT_BYTES)]

@@ -110,3 +110,19 @@ def test_sizes_are_counted_with_bounded_walks() -> None:
     assert payload.node_count(list(range(10_000)), 50) is None
     assert payload.is_large("x" * (payload.INLINE_NODES * payload.STRING_CHARS_PER_NODE + 10))
     assert not payload.is_large({"small": [1, 2, 3]})
+
+
+def test_every_container_size_is_its_node_count_shared_and_long_strings_included() -> None:
+    # `dumps` batches children by these sizes: each must be what `node_count` counts.
+    shared = {"s": [1, 2, {"t": "x" * 1000}]}
+    value = {"rows": [shared, shared, [shared, {"k": shared}]], "long": "y" * 5000, "n": None}
+    sizes = payload._sizes(value)
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict | list):
+            assert sizes[id(item)] == payload.node_count(item, 10**9)
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    assert payload._sizes("z" * 10) == {}
+    big = [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(payload.INLINE_NODES)]
+    assert payload.dumps(big) == json.dumps(big, separators=(",", ":"))

@@ -334,6 +334,7 @@ class RunPath:
             max_chars=run_limits.maxResponseChars
             if run_limits.maxResponseChars is not None
             else self.max_response_chars,
+            result_checked=True,  # the sandbox's response is build_response's: UTF-8-safe
         )
 
     def _start_typecheck(

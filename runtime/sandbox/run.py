@@ -90,11 +90,11 @@ class Run:
         return resp.build_response(logs, result, diagnostics)
 
     async def respond_async(self, result: Any, diagnostics: list[diag.Diagnostic]) -> resp.Response:
-        """`respond` for a result of any size: a large one is checked off the event loop."""
+        """`respond` for a result of any size (outcome.compose's: UTF-8-safe already)."""
         logs = run_logs.finish_logs(
             self.logs.entries, self.logs.truncated, self.limits.maxLogBytes, self.elapsed_ms()
         )
-        return await resp.build_response_async(logs, result, diagnostics)
+        return await resp.build_response_async(logs, result, diagnostics, result_checked=True)
 
     async def execute(
         self, code: str, modules: dict[str, str], deadline: float, kill_at: float

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from codemode_gen.limit_bounds import MIN_RESPONSE_CHARS as R_MIN
 from codemode_gen.runtime import diagnostics as diag
-from codemode_gen.runtime import json_cut, jsonsafe, script_errors
+from codemode_gen.runtime import json_cut, jsonsafe, screen, script_errors
 from codemode_gen.runtime import logs as run_logs
 from codemode_gen.runtime import response as R
 from codemode_gen.runtime.host import tooltrace
@@ -361,3 +361,16 @@ def test_any_logs_and_result_fit_the_budget_together(
     assert len(compact(new_logs)) + len(compact(new_result)) <= budget
     assert all(set(e) == {"level", "message", "timeMs"} for e in new_logs)  # §3.3.1 entries
     assert (note is None) == (new_logs is logs and new_result is value)
+
+
+def test_s3_3_a_result_from_text_is_utf8_safe_so_the_response_need_not_walk_it() -> None:
+    # JSON.stringify escapes a lone surrogate; a text that holds one raw (a worker that broke the
+    # protocol) is repaired too: either way the result is U+FFFD, before build_response sees it.
+    for text in ('["a\\ud800b"]', '["a\ud800b"]', '{"\\udc00":1}'):
+        result, problems = screen.result_from_text(text)
+        assert problems == [] and ("\ud800" not in str(result)), ascii(result)
+        json.dumps(result, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
+    value = {"rows": [{"id": i} for i in range(30_000)]}
+    response = R.build_response([], value, [], result_checked=True)
+    assert response["result"] is value  # not walked, not copied
+    assert R.build_response([], ["\udfff"], [])["result"] == ["\ufffd"]  # unchecked: repaired
