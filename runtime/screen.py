@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from codemode_gen import payload
 from codemode_gen.jsonio import json_text_depth_exceeds
 from codemode_gen.runtime.diagnostics import Diagnostic, result_not_serializable, result_too_large
 from codemode_gen.runtime.jsonsafe import utf8_safe, utf8_safe_json
@@ -85,7 +86,7 @@ def result_from_text(text: Any) -> tuple[Any, list[Diagnostic]]:
             )
         ]
     try:
-        value = json.loads(text)
+        value = payload.loads(text)  # on the host: in bounded C calls (the event loop's turns)
     except (ValueError, RecursionError):
         return None, [result_not_serializable("not valid JSON")]
     if "\\ud" in text or "\\uD" in text:  # JSON.stringify escapes lone surrogates only
