@@ -200,8 +200,10 @@ async def build_response_async(
     result_checked: bool = False,
 ) -> Response:
     """`build_response` off the event loop when the result or the logs are large (its UTF-8
-    check encodes all of the result; a budget measures both and may walk them)."""
-    if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
+    check encodes all of the result; a budget measures both and may walk them). A checked
+    result without a budget needs neither: not even a walk to tell whether it is large."""
+    heavy = max_chars is not None or not result_checked
+    if heavy and (payload.is_large(result) or (max_chars is not None and payload.is_large(logs))):
         return await payload.offload(
             build_response,
             logs,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import cast
+from typing import Any, cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -374,3 +376,43 @@ def test_s3_3_a_result_from_text_is_utf8_safe_so_the_response_need_not_walk_it()
     response = R.build_response([], value, [], result_checked=True)
     assert response["result"] is value  # not walked, not copied
     assert R.build_response([], ["\udfff"], [])["result"] == ["\ufffd"]  # unchecked: repaired
+
+
+def test_a_value_is_measured_as_json_writes_it_scalars_included() -> None:
+    # measure() sizes strings, numbers, booleans and null without a whole encode each.
+    values = [
+        "plain",
+        'quote " and \\ backslash',
+        "tab\tnew\nline\x01",
+        "café ✓ 𝄞",
+        "",
+        0,
+        -17,
+        10**30,
+        True,
+        False,
+        None,
+        1.5,
+        -0.0,
+        1e-7,
+        3e21,
+        {"k\n": [1, "two", None, {"x": False}]},
+    ]
+    for value in values:
+        expected = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        assert json_cut.measure(value, 10**6) == expected, ascii(value)
+        assert json_cut.json_size(value) == expected
+
+
+def test_a_checked_result_without_a_budget_is_not_walked_even_to_size_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def walked(value: Any) -> bool:
+        raise AssertionError("the result was walked")
+
+    value = [{"id": i} for i in range(50_000)]
+    monkeypatch.setattr(R.payload, "is_large", walked)
+    response = asyncio.run(R.build_response_async([], value, [], result_checked=True))
+    assert response["result"] is value
+    with pytest.raises(AssertionError, match="walked"):  # a budget, or an unchecked result, is
+        asyncio.run(R.build_response_async([], value, [], max_chars=20_000))
