@@ -13,9 +13,10 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     the same stdio server (notes.get_note). Per-call cost is measured three ways: inside the
     script (Date.now() around --calls sequential calls), end to end ((run with N calls - run
     with no call) / N), and a whole run holding one call. Target: in-script per call <= 1.10x
-    the direct call. Beside it (info): a run whose result is ~1 MB of JSON, whole and cut to
-    serve's default maxResponseChars, vs its floor: the same script in a fresh in-process
-    QuickJS runtime, its result stringified there and parsed once by Python.
+    the direct call. Beside it (info): runs whose results are listings of 100, 1,000 and 16,000
+    objects (~6 KB to ~1 MB of JSON), whole and cut to serve's default maxResponseChars, vs
+    their floor: the same script in a fresh in-process QuickJS runtime, its result stringified
+    there and parsed once by Python.
 (3) 20 concurrent 100 ms calls (tests/servers/slow.py `sleep`) in one Promise.all, timed
     inside the script. Target: <= 1.2 x 100 ms.
 (4) Warm empty run vs its floor, a fresh in-process QuickJS runtime evaluating an empty module,
@@ -368,12 +369,16 @@ async def bench_one_call(config: Path, calls: int, repeat: int) -> list[tuple[st
     ]
 
 
-#: The large-result script of (2): ~1.1 MB of JSON in 16,000 small objects (a model that
-#: returns a whole listing instead of picking from it).
-LARGE_RESULT = (
-    "globalThis.__codemode_result__ = Array.from({length: 16000}, (_, i) => "
-    "({id: i, name: 'item ' + i, tags: ['a', 'b'], ok: i % 2 === 0}));"
-)
+#: Results of (2): a listing of N small objects (~66 bytes of JSON each), from what an agent
+#: usually returns (100: ~6 KB) to a whole listing returned instead of picked from (16,000: ~1 MB).
+RESULT_OBJECTS = (100, 1000, 16_000)
+
+
+def result_script(objects: int) -> str:
+    return (
+        f"globalThis.__codemode_result__ = Array.from({{length: {objects}}}, (_, i) => "
+        "({id: i, name: 'item ' + i, tags: ['a', 'b'], ok: i % 2 === 0}));"
+    )
 
 
 async def result_floor(code: str) -> float:
@@ -394,37 +399,41 @@ async def result_floor(code: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def bench_large_result(config: Path, repeat: int) -> list[tuple[str, str, str, str]]:
-    """A ~1 MB result through the whole host (`CodeMode.run`), taken in turn with its floor."""
+async def bench_results(config: Path, repeat: int) -> list[tuple[str, str, str, str]]:
+    """Results of several sizes through the whole host (`CodeMode.run`), whole and cut to
+    serve's default budget, each taken in turn with its floor."""
     from codemode_gen.limit_bounds import DEFAULT_MAX_RESPONSE_CHARS
 
     rows = []
     async with CodeMode.from_config(config, out=config.parent / "out") as cm:
-        for label, budget in (
-            ("whole", {}),
-            (
-                f"cut to maxResponseChars {DEFAULT_MAX_RESPONSE_CHARS}",
-                {"maxResponseChars": DEFAULT_MAX_RESPONSE_CHARS},
-            ),
-        ):
-            limits = {**BENCH_LIMITS, **budget}
-            check(await cm.run(LARGE_RESULT, limits=limits), "warm-up")
-            runs, floor = [], []
-            for _ in range(max(5, repeat // 2)):
-                await asyncio.sleep(PACING_GAP_S)
-                ms, response = await timed(functools.partial(cm.run, LARGE_RESULT, limits=limits))
-                check(response, "large result")
-                runs.append(ms)
-                floor.append(await result_floor(LARGE_RESULT))
-            rows.append(
+        for objects in RESULT_OBJECTS:
+            code = result_script(objects)
+            for label, budget in (
+                ("whole", {}),
                 (
-                    f"(2) a ~1 MB result, {label}: p50 / p90 vs in-process QuickJS + one parse",
-                    f"{median(runs):.1f} / {p90(runs):.1f} vs {median(floor):.1f} / {p90(floor):.1f} ms"
-                    f" = {median(runs) / median(floor):.2f}x",
-                    "-",
-                    "info",
+                    f"cut to {DEFAULT_MAX_RESPONSE_CHARS} chars",
+                    {"maxResponseChars": DEFAULT_MAX_RESPONSE_CHARS},
+                ),
+            ):
+                limits = {**BENCH_LIMITS, **budget}
+                size = len(json.dumps(check(await cm.run(code, limits=limits), "warm-up")))
+                runs, floor = [], []
+                for _ in range(max(5, repeat // 2)):
+                    await asyncio.sleep(PACING_GAP_S)
+                    ms, response = await timed(functools.partial(cm.run, code, limits=limits))
+                    check(response, "result")
+                    runs.append(ms)
+                    floor.append(await result_floor(code))
+                what = f"{objects} objects" + (f" (~{size // 1024} KB)" if not budget else "")
+                rows.append(
+                    (
+                        f"(2) a result of {what}, {label}: p50 / p90 vs QuickJS + one parse",
+                        f"{median(runs):.1f} / {p90(runs):.1f} vs {median(floor):.1f} / {p90(floor):.1f} ms"
+                        f" = {median(runs) / median(floor):.2f}x",
+                        "-",
+                        "info",
+                    )
                 )
-            )
     return rows
 
 
@@ -921,7 +930,7 @@ async def main_async(args: argparse.Namespace) -> int:
             rows += await bench_startup(many, args.repeat)
         if "2" in only:
             rows += await bench_one_call(demo, args.calls, args.repeat)
-            rows += await bench_large_result(demo, args.repeat)
+            rows += await bench_results(demo, args.repeat)
         if "3" in only:
             rows += await bench_concurrency(demo, args.repeat)
         if "4" in only:
