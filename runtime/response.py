@@ -9,6 +9,7 @@ the pipe: the sandbox pool answers a run the worker could not finish, the host e
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
@@ -202,19 +203,8 @@ async def build_response_async(
     """`build_response` off the event loop when the result or the logs are large (its UTF-8
     check encodes all of the result; a budget measures both and may walk them). A checked
     result without a budget needs neither: not even a walk to tell whether it is large."""
-    heavy = max_chars is not None or not result_checked
-    if heavy and (payload.is_large(result) or (max_chars is not None and payload.is_large(logs))):
-        return await payload.offload(
-            build_response,
-            logs,
-            result,
-            diagnostics,
-            tool_trace,
-            tool_summary=tool_summary,
-            max_chars=max_chars,
-            result_checked=result_checked,
-        )
-    return build_response(
+    build = functools.partial(
+        build_response,
         logs,
         result,
         diagnostics,
@@ -223,6 +213,10 @@ async def build_response_async(
         max_chars=max_chars,
         result_checked=result_checked,
     )
+    heavy = max_chars is not None or not result_checked
+    if heavy and (payload.is_large(result) or (max_chars is not None and payload.is_large(logs))):
+        return await payload.offload(build)
+    return build()
 
 
 def not_started(*diagnostics: Diagnostic) -> Response:
