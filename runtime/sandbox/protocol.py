@@ -41,10 +41,11 @@ interrupted after min(budgetMs, timeoutMs), and a timeout is still reported as t
 and diagnostics (runtime/sandbox/outcome.py), holding the code and module texts that needs. Its
 `kind` is one of `DoneKind`; `setup_failed` adds `message`; `engine_error` adds `name`,
 `message` and `heapExhausted`; `report` adds the prelude's `report` (`{"status": "ok" | "error" |
-"setup_error", "result": <JSON text>, "resultError", "error", "unawaited"}`, prelude.js) and, when
-its status is not `ok`, `heapExhausted` (a small allocation failed: the heap is full) and, for an
-`error` named SyntaxError, `syntax` (what re-parsing the agent module raised, or null: the
-script threw it while running). Only the worker can tell those two: they need the run's realm.
+"setup_error", "result": <JSON text>, "resultError", "error", "unawaited"}`, prelude.js) and,
+when the report does not say why the run failed (`needs_heap_probe`), `heapExhausted` (a small
+allocation failed: the heap is full) and, for an `error` named SyntaxError, `syntax` (what
+re-parsing the agent module raised, or null: the script threw it while running). Only the
+worker can tell those two: they need the run's realm.
 
 A call's request and its reply are JSON values embedded as they are (JS produced or consumes
 them as JSON text), so a tool call is encoded and decoded once per side, not twice:
