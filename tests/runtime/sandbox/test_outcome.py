@@ -35,7 +35,9 @@ for line in sys.stdin:
 """
 
 
-async def run_against(done_line: str) -> tuple[dict[str, Any], Run]:
+async def run_against(done_line: str, code: str = "") -> tuple[dict[str, Any], Run, bool]:
+    """A run against the stand-in answering with `done_line`: its response, its handle, and
+    whether the host killed the worker."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -51,12 +53,12 @@ async def run_against(done_line: str) -> tuple[dict[str, Any], Run]:
         async def host_call(request: dict[str, Any]) -> Any:
             raise AssertionError("no call expected")
 
-        limits = Limits()
-        run = Run(worker, host_call, limits)
+        run = Run(worker, host_call, Limits())
         now = time.monotonic()
-        response = await run.execute("globalThis.__codemode_result__ = 1;", {}, now + 30, now + 36)
-        await asyncio.wait_for(proc.wait(), 30)  # killed: a worker in doubt is not reused
-        return dict(response), run
+        response = await run.execute(code, {}, now + 30, now + 36)
+        if not run.clean:  # a worker in doubt is killed: reap it (a sound one is not waited for)
+            await asyncio.wait_for(proc.wait(), 30)
+        return dict(response), run, not worker.alive()
     finally:
         await worker.reap()
 
@@ -76,12 +78,12 @@ MALFORMED = {
 
 @pytest.mark.parametrize("done", MALFORMED.values(), ids=list(MALFORMED))
 def test_s7_a_malformed_ending_is_a_sandbox_error_and_the_worker_goes(done: dict[str, Any]) -> None:
-    response, run = asyncio.run(run_against(json.dumps(done)))
+    response, run, killed = asyncio.run(run_against(json.dumps(done)))
     assert response["result"] is None
     [diagnostic] = response["diagnostics"]
     assert diagnostic["code"] == "SANDBOX_ERROR"
     assert "malformed response" in diagnostic["message"]
-    assert run.clean is False
+    assert run.clean is False and killed
 
 
 def test_s3_3_a_well_formed_ending_from_a_stand_in_is_composed_and_the_worker_kept() -> None:
@@ -89,30 +91,9 @@ def test_s3_3_a_well_formed_ending_from_a_stand_in_is_composed_and_the_worker_ke
     line = protocol.encode_done(
         {"kind": DoneKind.REPORT}, '{"status":"ok","result":"7","unawaited":null}'
     )
-
-    async def scenario() -> tuple[dict[str, Any], Run]:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            STAND_IN,
-            line.decode().rstrip("\n"),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        worker = WorkerProcess(proc)
-        try:
-            await worker.wait_ready()
-            run = Run(worker, lambda request: None, Limits())  # type: ignore[arg-type,return-value]
-            now = time.monotonic()
-            response = await run.execute("", {}, now + 30, now + 36)
-            assert worker.alive()
-            return dict(response), run
-        finally:
-            await worker.reap()
-
-    response, run = asyncio.run(scenario())
+    response, run, killed = asyncio.run(run_against(line.decode().rstrip("\n")))
     assert response["result"] == 7 and response["diagnostics"] == []
-    assert run.clean is True
+    assert run.clean is True and not killed
 
 
 LIMITS = Limits()
