@@ -166,7 +166,7 @@ def _cut_list(items: list[Any], room: int, depth: int) -> Any:
     dropped = len(items) - len(kept)
     if dropped:
         kept.append(f"…[+{dropped} items]")
-    if _size_of(kept) <= room:  # always, for rooms the markers fit in
+    if cut_size(kept, room) <= room:  # always, for rooms the markers fit in
         return kept
     return _fits(f"…[{len(items)} items]", room)
 
@@ -222,10 +222,15 @@ def _cut_dict(obj: dict[Any, Any], room: int, depth: int) -> Any:
     dropped = len(keys) - len(out)
     if dropped:
         out[marker_key] = f"[+{dropped} keys]"
-    if _size_of(out) <= room:  # always, for rooms the markers fit in
+    if cut_size(out, room) <= room:  # always, for rooms the markers fit in
         return out
     return _fits(f"…[{len(keys)} keys]", room)
 
 
-def _size_of(value: Any) -> int:
-    return len(payload.dumps(value, ensure_ascii=False))
+def cut_size(value: Any, room: int) -> int:
+    """`json_size` of a value `cut_json` made for `room`. Such a value takes at most `room`
+    characters, so it holds at most that many values: within INLINE_NODES it is encoded in one
+    C call, as bounded as one of `payload.dumps`'s pieces, without the walk that sizes them."""
+    if room <= payload.INLINE_NODES:
+        return len(_encoder.encode(value))
+    return json_size(value)

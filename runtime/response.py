@@ -14,7 +14,7 @@ from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
 from codemode_gen.runtime.diagnostics import FATAL_CODES, Diagnostic, DiagnosticCode, diagnostic
-from codemode_gen.runtime.json_cut import cut_json, cut_string, json_size, measure
+from codemode_gen.runtime.json_cut import cut_json, cut_size, cut_string, json_size, measure
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
 from codemode_gen.runtime.logs import LogEntry
 
@@ -137,10 +137,13 @@ def fit_response(
     logs_room = min(logs_size, max(int(max_chars * LOG_SHARE), max_chars - result_size))
     new_logs, dropped = cut_logs(logs, logs_room, logs_size)
     new_logs_size = json_size(new_logs) if new_logs is not logs else logs_size
-    new_result = cut_json(result, max_chars - new_logs_size)
+    result_room = max_chars - new_logs_size
+    new_result = cut_json(result, result_room)
     parts = []
     if new_result is not result:
-        parts.append(f"result {result_size} → {json_size(new_result)} characters of JSON")
+        parts.append(
+            f"result {result_size} → {cut_size(new_result, result_room)} characters of JSON"
+        )
     if new_logs is not logs:
         parts.append(
             f"logs {logs_size} → {new_logs_size} ({len(logs) - dropped} of {len(logs)} entries kept)"

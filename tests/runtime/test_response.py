@@ -416,3 +416,11 @@ def test_a_checked_result_without_a_budget_is_not_walked_even_to_size_it(
     assert response["result"] is value
     with pytest.raises(AssertionError, match="walked"):  # a budget, or an unchecked result, is
         asyncio.run(R.build_response_async([], value, [], max_chars=20_000))
+
+
+def test_a_cut_value_is_sized_as_json_writes_it_on_either_side_of_the_one_call_bound() -> None:
+    value = {"rows": [{"id": i, "name": f"row {i}", "tags": ["a", "é"]} for i in range(5000)]}
+    for room in (100, 5_000, 20_000, 60_000):
+        cut = json_cut.cut_json(value, room)
+        exact = len(json.dumps(cut, ensure_ascii=False, separators=(",", ":")))
+        assert json_cut.cut_size(cut, room) == exact <= room
