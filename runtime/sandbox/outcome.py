@@ -16,14 +16,13 @@ exception in the host.
 from __future__ import annotations
 
 import functools
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
 from codemode_gen.runtime import diagnostics as diag
 from codemode_gen.runtime import screen, script_errors
 from codemode_gen.runtime.limits import Limits
-from codemode_gen.runtime.sandbox.protocol import MODULE_ERRORS, MODULE_HOST, DoneKind
+from codemode_gen.runtime.sandbox.protocol import BUNDLED_MODULES, DoneKind, js_source
 
 
 class MalformedOutcome(ValueError):
@@ -35,13 +34,13 @@ Answer = tuple[Any, list[diag.Diagnostic]]
 
 @functools.cache
 def _bundled_modules() -> dict[str, str]:
-    """The texts of the modules every realm holds: stack frames and export near misses may
-    point into them."""
-    texts = {}
-    for name, file in ((MODULE_ERRORS, "errors.js"), (MODULE_HOST, "host.js")):
-        data = pkgutil.get_data("codemode_gen.runtime", f"js/{file}")
-        texts[name] = data.decode("utf-8") if data is not None else ""
-    return texts
+    """The texts of the modules every realm holds (read once):
+    stack frames and export near misses may point into them."""
+    return {name: js_source(file) for name, file in BUNDLED_MODULES.items()}
+
+
+def _out_of_memory(limits: Limits) -> Answer:
+    return None, [diag.memory_limit(limits.maxMemoryBytes)]
 
 
 def result_text(msg: Mapping[str, Any]) -> str | None:
@@ -74,7 +73,6 @@ def compose(
     """The run's (result, diagnostics) from its `done` message. `code` is the agent module as the
     worker ran it and `modules` the run's other modules (specifier -> text)."""
     kind = msg.get("kind")
-    oom = (None, [diag.memory_limit(limits.maxMemoryBytes)])
     if kind == DoneKind.LATE:
         return None, [diag.start_limit(limits.timeoutMs)]
     if kind == DoneKind.TIMEOUT:
@@ -94,13 +92,12 @@ def compose(
     if kind == DoneKind.SETUP_FAILED:
         message = str(msg.get("message"))
         if "out of memory" in message:
-            return oom
+            return _out_of_memory(limits)
         return None, [diag.sandbox_error(f"the sandbox could not be set up: {message}")]
-    heap_exhausted = msg.get("heapExhausted") is True
     if kind == DoneKind.ENGINE_ERROR:
         message = str(msg.get("message"))
-        if "out of memory" in message or heap_exhausted:
-            return oom
+        if "out of memory" in message or msg.get("heapExhausted") is True:
+            return _out_of_memory(limits)
         if "never settled" in message:
             return None, [diag.unsettled_promise()]
         return None, [diag.sandbox_error(f"the sandbox failed: {msg.get('name')}: {message}")]
@@ -109,7 +106,7 @@ def compose(
     report = msg.get("report")
     if not isinstance(report, dict):
         raise MalformedOutcome("a report that is not an object")
-    return _from_report(report, msg, code, {**modules, **_bundled_modules()}, oom)
+    return _from_report(report, msg, code, {**modules, **_bundled_modules()}, limits)
 
 
 def _from_report(
@@ -117,7 +114,7 @@ def _from_report(
     msg: Mapping[str, Any],
     code: str,
     modules: Mapping[str, str],
-    oom: Answer,
+    limits: Limits,
 ) -> Answer:
     status = report.get("status")
     if status == "error" and msg.get("syntax") is not None:
@@ -138,7 +135,7 @@ def _from_report(
     text = str(error.get("text") or "")
     if status == "setup_error":
         if "out of memory" in message or "out of memory" in text or heap_exhausted:
-            return oom
+            return _out_of_memory(limits)
         return None, [diag.sandbox_error("the sandbox could not be set up: " + (text or message))]
     missing = script_errors.module_not_found(message) if error.get("isError") else None
     if missing is not None:
@@ -147,5 +144,5 @@ def _from_report(
     if no_export is not None:
         return None, [script_errors.export_failure(*no_export, code, modules), *unawaited]
     if (error.get("isError") and "out of memory" in message) or heap_exhausted:
-        return oom
+        return _out_of_memory(limits)
     return None, [script_errors.uncaught_exception(error, modules), *unawaited]

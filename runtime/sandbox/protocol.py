@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pkgutil
 from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any, NotRequired, TypedDict
 
@@ -98,9 +99,23 @@ class DoneKind:
 
 
 #: The two modules every realm holds besides a run's own (the worker adds them; the host maps
-#: stack frames into them). The agent's module name is script_errors.AGENT_MODULE.
+#: stack frames into them), and their files in runtime/js/. The agent's module name is
+#: script_errors.AGENT_MODULE.
 MODULE_ERRORS = "@codemode/errors"
 MODULE_HOST = "@codemode/host"
+BUNDLED_MODULES = {MODULE_ERRORS: "errors.js", MODULE_HOST: "host.js"}
+
+
+def js_source(file: str) -> str:
+    """The text of runtime/js/<file>, read by both sides: the worker loads it into realms, the
+    host maps stack frames into it."""
+    # pkgutil, not importlib.resources: that one imports tempfile, shutil, bz2, lzma and
+    # random (~0.9 MB of RSS per worker) for what is here one file read.
+    data = pkgutil.get_data("codemode_gen.runtime", f"js/{file}")
+    if data is None:
+        raise FileNotFoundError(f"codemode_gen.runtime/js/{file}")
+    return data.decode("utf-8")
+
 
 #: Longest line the host accepts from a worker (a run's result can be as big as the JS heap).
 MAX_MESSAGE_BYTES = 1024 * 1024 * 1024 + 1024 * 1024

@@ -53,7 +53,6 @@ import contextlib
 import itertools
 import json
 import os
-import pkgutil
 import time
 import traceback
 from typing import Any
@@ -84,15 +83,6 @@ OK_REPORT_PREFIX = '{"status":"ok"'
 PRELUDE_FILES = ("prelude.js",)
 
 
-def _js(name: str) -> str:
-    # pkgutil, not importlib.resources: that one imports tempfile, shutil, bz2, lzma and
-    # random (~0.9 MB of RSS per worker) for what is here one file read.
-    data = pkgutil.get_data("codemode_gen.runtime", f"js/{name}")
-    if data is None:
-        raise FileNotFoundError(f"codemode_gen.runtime/js/{name}")
-    return data.decode("utf-8")
-
-
 class Worker:
     def __init__(self, out_fd: int, in_fd: int = 0) -> None:
         self._out = out_fd
@@ -109,10 +99,10 @@ class Worker:
         self._spent: Realm | None = None
         #: Module sources of the last run by digest: the host sends only what is not held here.
         self._held: dict[str, str] = {}
-        self.prelude = "\n".join(_js(name) for name in PRELUDE_FILES)
-        self.errors_js = _js("errors.js")
-        self.host_js = _js("host.js")
-        self.url_js = _js("url.js")
+        self.prelude = "\n".join(protocol.js_source(name) for name in PRELUDE_FILES)
+        self.errors_js = protocol.js_source(protocol.BUNDLED_MODULES[MODULE_ERRORS])
+        self.host_js = protocol.js_source(protocol.BUNDLED_MODULES[MODULE_HOST])
+        self.url_js = protocol.js_source("url.js")
 
     # ---- pipe ---------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
