@@ -162,13 +162,12 @@ def build(cache: Path) -> Path:
 def write_js(root: Path) -> list[str]:
     """The worker's JS (from the installed package) and the patched copies into `root`; what
     was skipped."""
-    from codemode_gen.runtime.sandbox import worker
+    from codemode_gen.runtime.sandbox.protocol import js_source
 
-    src = Path(worker.__file__).resolve().parent.parent / "js"
     skipped = []
     for name in ("prelude.js", "errors.js", "host.js", "url.js"):
-        shutil.copy(src / name, root / name)
-    prelude = (src / "prelude.js").read_text()
+        (root / name).write_text(js_source(name))
+    prelude = js_source("prelude.js")
     for name, edits in (("prelude_marks.js", MARKS), ("prelude_cwalk.js", CWALK)):
         text = patched(prelude, edits)
         if text is None:
