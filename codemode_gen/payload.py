@@ -32,7 +32,9 @@ __all__ = [
     "CHUNK_CHARS",
     "INLINE_NODES",
     "PAYLOAD_THREADS",
+    "Small",
     "at_most",
+    "depth_if_small",
     "dumps",
     "is_large",
     "loads",
@@ -102,6 +104,45 @@ def node_count(value: Any, limit: int) -> int | None:
     return count
 
 
+def depth_if_small(value: Any, limit: int = INLINE_NODES) -> int | None:
+    """How deep `value` nests containers (`[]` is 1, as jsonsafe.json_depth_exceeds counts),
+    when it holds at most `limit` values as `node_count` counts them; None past that (a large
+    value: see `is_large`), found within about `limit` steps. One walk answers both questions a
+    tool result raises on the event loop: whether it is worth a thread, and whether it nests
+    too deep for the sandbox."""
+    count = 0
+    depth = 0
+    level = [value]
+    while level:
+        count += len(level)
+        if count > limit:
+            return None
+        below: list[Any] = []
+        nested = False
+        for item in level:
+            if isinstance(item, dict):
+                count += len(item)  # the keys
+                below.extend(item.values())
+                nested = True
+            elif isinstance(item, list):
+                below.extend(item)
+                nested = True
+            elif isinstance(item, str) and len(item) > STRING_CHARS_PER_NODE:
+                count += len(item) // STRING_CHARS_PER_NODE
+        if count > limit:
+            return None
+        depth += nested
+        level = below
+    return depth
+
+
+class Small(dict[str, Any]):
+    """A JSON object whose maker has measured it (`depth_if_small`) and found at most about
+    INLINE_NODES values: `is_large` says False without walking it again. Never grown after."""
+
+    __slots__ = ()
+
+
 def at_most(value: Any, limit: int) -> bool:
     """Whether `value` holds at most `limit` JSON values (stops counting past it)."""
     return node_count(value, limit) is not None
@@ -109,6 +150,8 @@ def at_most(value: Any, limit: int) -> bool:
 
 def is_large(value: Any) -> bool:
     """A value worth moving off the event loop (more than INLINE_NODES values)."""
+    if type(value) is Small:
+        return False
     return not at_most(value, INLINE_NODES)
 
 

@@ -158,10 +158,13 @@ def unwrapped_samples(calls: Sequence[dict[str, Any]], mode: UnwrapMode) -> list
     return out
 
 
+_OVER_BUDGET = f"results larger than {MAX_INFER_NODES} values partly typed as unknown"
+
+
 def _bound(value: Any, depth: int, notes: set[str], budget: list[int]) -> Any:
     """A copy of `value` with the limits applied (recursion depth is itself bounded)."""
     if budget[0] <= 0:
-        notes.add(f"results larger than {MAX_INFER_NODES} values partly typed as unknown")
+        notes.add(_OVER_BUDGET)
         return _ANY
     budget[0] -= 1
     if isinstance(value, dict):
@@ -393,19 +396,30 @@ class MergedSamples:
         self._json: _Builder | None = _Builder(schema_uri=None) if mode == "spec" else None
         self._notes: set[str] = set()
 
-    def add(self, result: Any) -> bool:
+    def add(self, result: Any, *, whole: bool = False) -> bool:
         """Merge one call's wire result; False (nothing merged) for one that never describes the
-        return type (not an object, isError)."""
+        return type (not an object, isError). `whole`: a result of more than MAX_INFER_NODES
+        values is not merged at all (False) instead of typed partly as unknown; the bound is
+        checked by the same walk that copies the sample, so refusing one costs no walk more."""
         if not isinstance(result, dict) or result.get("isError") is True:
             return False
         value = unwrap_result(result, self.mode)
+        notes: set[str] = set()
+        json_value: Any = None
         if self._json is not None:
             parsed = _json_text_values([value])
-            if parsed is None:
+            if parsed is not None:
+                json_value = _bound(parsed[0], 0, notes, [MAX_INFER_NODES])
+        bounded = _bound(value, 0, notes, [MAX_INFER_NODES])
+        if whole and _OVER_BUDGET in notes:
+            return False
+        if self._json is not None:
+            if json_value is None:
                 self._json = None
             else:
-                self._json.add_object(_bound(parsed[0], 0, self._notes, [MAX_INFER_NODES]))
-        self._values.add_object(_bound(value, 0, self._notes, [MAX_INFER_NODES]))
+                self._json.add_object(json_value)
+        self._values.add_object(bounded)
+        self._notes |= notes
         self.samples += 1
         return True
 

@@ -126,3 +126,38 @@ def test_every_container_size_is_its_node_count_shared_and_long_strings_included
     assert payload._sizes("z" * 10) == {}
     big = [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(payload.INLINE_NODES)]
     assert payload.dumps(big) == json.dumps(big, separators=(",", ":"))
+
+
+def test_depth_if_small_is_node_count_and_json_depth_in_one_walk() -> None:
+    """The one walk a tool result gets on the event loop answers what `is_large` and
+    jsonsafe.json_depth_exceeds would: None exactly when node_count passes the limit, else the
+    depth json_depth_exceeds measures."""
+    from codemode_gen.runtime.jsonsafe import json_depth_exceeds
+
+    rng = random.Random(20261128)
+    values = [_value(rng) for _ in range(300)]
+    values += [[], {}, "x" * 5000, [[[[]]]], {"a": {"b": [{"c": []}]}}, [1] * 50]
+    deep: Any = []
+    for _ in range(150):
+        deep = [deep, 1]
+    values.append({"deep": deep})
+    for value in values:
+        nodes = payload.node_count(value, 10**9)
+        assert nodes is not None
+        depth = next(d for d in range(400) if not json_depth_exceeds(value, d))
+        for limit in (0, 1, 5, 40, nodes - 1, nodes, 10**9):
+            expected = depth if nodes <= limit else None
+            assert payload.depth_if_small(value, limit) == expected, (limit, nodes)
+
+
+def test_a_measured_reply_is_not_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    reply = payload.Small(ok=True, value={"rows": [1, 2, 3]})
+
+    def no_walk(value: Any, limit: int) -> int:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(payload, "node_count", no_walk)
+    assert not payload.is_large(reply)
+    assert json.loads(json.dumps(reply)) == {"ok": True, "value": {"rows": [1, 2, 3]}}
+    with pytest.raises(AssertionError):
+        payload.is_large({"ok": True})  # a plain dict is still measured

@@ -4,6 +4,13 @@ Every successful live call teaches later runs the tool's output type (runtime/ho
 and with `record` is also written to fixtures/. Both walk the result, so they run in one thread
 of their own, in call order, never on the event loop; at most MAX_PENDING_OBSERVATIONS results
 wait for it, so results cannot pile up in host memory faster than the thread keeps up.
+
+Learning alone waits for the run to end: what a run learns is for the runs after it, and a
+merge running beside the script competes with it for the GIL (a 64 KiB result made each call
+of a loop ~1.8x slower). A run's results are kept (not large ones: those are learned at once,
+and none past MAX_PENDING_OBSERVATIONS) until it has answered, then learned in the thread; the
+next run waits for them before it builds its catalog. An agent's runs are seconds apart, so
+it never waits. Recording is not deferred: a run says which of its calls were not written.
 """
 
 from __future__ import annotations
@@ -64,12 +71,17 @@ class LearningSink:
         self._observing: set[asyncio.Future[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._learning: set[tuple[str, str]] = set()
+        # run -> its results waiting for it to end (`release`); how many are waiting in all
+        self._deferred: dict[Hashable, list[tuple[str, Any, str, Any, dict[str, Any]]]] = {}
+        self._held = 0
         self._flushing: asyncio.Task[list[str]] | None = (
             None  # a flush past MAX_PENDING_RECORD_BYTES
         )
 
     async def aclose(self) -> None:
         """Finish the observations under way and write what was recorded."""
+        self._deferred.clear()  # runs that never ended (cancelled): nothing to learn for
+        self._held = 0
         if self._observing:
             await asyncio.gather(*self._observing, return_exceptions=True)
         if self._flushing is not None:
@@ -89,15 +101,32 @@ class LearningSink:
         arguments: Any,
         result: dict[str, Any],
         duration_ms: int,
+        large: bool,
     ) -> None:
         """Every successful live call (the bridge's hook): merged into the tool's learned type,
         and a line for fixtures/ when recording. Both walk the result, so they run in the
         observation thread, never on the event loop; this waits only while
-        MAX_PENDING_OBSERVATIONS results are waiting for it already."""
+        MAX_PENDING_OBSERVATIONS results are waiting for it already. Learning alone, of a
+        result that is not `large` (payload.is_large), waits for the run's end (`release`)."""
         key = (config_id, tool.tool_name)
+        if self.recorder is None and not large:
+            if (
+                self._held < MAX_PENDING_OBSERVATIONS
+                and self.learner.wants(tool)
+                and self.learner.offer(config_id, tool.tool_name)
+            ):
+                mode = self.configs[config_id].unwrap
+                item = (config_id, mode, tool.tool_name, arguments, result)
+                self._deferred.setdefault(run, []).append(item)
+                self._held += 1
+            return
         # One result per tool waits to be learned from at a time: later ones would only queue
         # behind it (learning needs a few samples, not every one of a tight loop).
-        learn = self.learner.wants(tool) and key not in self._learning
+        learn = (
+            self.learner.wants(tool)
+            and key not in self._learning
+            and self.learner.offer(config_id, tool.tool_name)
+        )
         if not learn and self.recorder is None:
             return
         if self._slots is None:
@@ -138,6 +167,33 @@ class LearningSink:
                 self._flushing = asyncio.ensure_future(self.flush())
 
         job.add_done_callback(done)
+
+    def release(self, run: Hashable) -> None:
+        """The run has ended (answered, failed or cancelled): learn from the results it kept."""
+        items = self._deferred.pop(run, None)
+        if not items:
+            return
+        if self._observer is None:
+            self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
+        job = asyncio.get_running_loop().run_in_executor(self._observer, self._learn_all, items)
+        self._observing.add(job)
+
+        def done(_: asyncio.Future[None]) -> None:
+            self._held = max(0, self._held - len(items))
+            self._observing.discard(job)
+
+        job.add_done_callback(done)
+
+    async def settled(self) -> None:
+        """Wait for what earlier runs learn and record (before a run builds its catalog, so
+        that it sees their types); at once when nothing is under way."""
+        if self._observing:
+            await asyncio.gather(*self._observing, return_exceptions=True)
+
+    def _learn_all(self, items: list[tuple[str, Any, str, Any, dict[str, Any]]]) -> None:
+        """In the observation thread: one ended run's results, in call order."""
+        for config_id, mode, tool_name, arguments, result in items:
+            self._observe(None, config_id, mode, tool_name, True, arguments, result, 0)
 
     def _observe(
         self,

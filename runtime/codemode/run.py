@@ -192,6 +192,8 @@ class RunPath:
         # saves something, a connection to wait for; TypeScript also keeps it (a script the
         # TypeScript grammar misread runs as written, `runnable`).
         requested_capabilities = list(requested_capabilities or [])
+        # Types learned from earlier runs' calls (learning.py) are in this run's catalog.
+        await self._learning.settled()
         selected: Selected | None = None
         if not erased.diagnostics and erased.code is code and resumable is None:
             selected = self._catalogs.select(code, requested_capabilities)
@@ -254,21 +256,26 @@ class RunPath:
             # It may end to ask through input_required: its span and metrics say so, not "ok".
             telemetry.pause_when(lambda: resumable.suspension is not None)
         # The bridge closes after the sandbox, both to the end even if this task is cancelled.
-        sandboxed = await telemetry.traced(
-            bridge.serve(
-                sandbox.run(
-                    script,
-                    modules,
-                    bridge.host_call,
-                    run_limits,
-                    deadline=deadline,
-                    hooks=resumable,
-                )
-            ),
-            telemetry.SPAN_EXECUTE,
-        )
-        # The run's results are learned and recorded before it answers: the next run sees the
-        # types, and its calls are in fixtures/ (or it says why not).
+        try:
+            sandboxed = await telemetry.traced(
+                bridge.serve(
+                    sandbox.run(
+                        script,
+                        modules,
+                        bridge.host_call,
+                        run_limits,
+                        deadline=deadline,
+                        hooks=resumable,
+                    )
+                ),
+                telemetry.SPAN_EXECUTE,
+            )
+        finally:
+            # What the run kept to learn from is learned now, after its script, beside its
+            # answer; the next run waits for it (`settled`, above).
+            self._learning.release(run_token)
+        # The run's recorded calls are written before it answers: they are in fixtures/ (or it
+        # says why not).
         if observed:
             await asyncio.gather(*observed, return_exceptions=True)
         if checked_by_run and refused_by_parse(sandboxed):

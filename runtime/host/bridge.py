@@ -125,7 +125,7 @@ class Bridge:
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_call_done: Callable[[str, str], None] | None = None,
-        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]]
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int, bool], Awaitable[None]]
         | None = None,
         approval: ApprovalGate | None = None,
         approve: Approver | None = None,

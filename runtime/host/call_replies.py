@@ -62,13 +62,21 @@ def _content_text(result: dict[str, Any]) -> str:
     return "\n".join(texts)
 
 
-def examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[str, Any]:
+def examine(
+    result: dict[str, Any], mode: UnwrapMode, tool: ToolView, depth: int | None = None
+) -> tuple[str, Any]:
     """What a successful call's wire result gives the script (pure: may run in a thread):
     ("deep", None) for one nested past MAX_JSON_DEPTH, ("error", (message text, content)) for an
-    isError result, else ("value", (the §5.3.2 value, whether a boxed tool's box was missing))."""
+    isError result, else ("value", (the §5.3.2 value, whether a boxed tool's box was missing,
+    whether the value was parsed from the result's text)). `depth`: the result's, when the
+    caller has measured it (payload.depth_if_small)."""
     # Nothing nested deeper than MAX_JSON_DEPTH reaches the script (which would pass it on
     # to its result, a log or another tool): the result object adds one level.
-    if jsonsafe.json_depth_exceeds(result, MAX_JSON_DEPTH + 1):
+    if (
+        depth > MAX_JSON_DEPTH + 1
+        if depth is not None
+        else jsonsafe.json_depth_exceeds(result, MAX_JSON_DEPTH + 1)
+    ):
         return "deep", None
     if result.get("isError"):
         text = _content_text(result) or "the tool reported an error without a message"
@@ -84,7 +92,7 @@ def examine(result: dict[str, Any], mode: UnwrapMode, tool: ToolView) -> tuple[s
     if tool.unboxed and tool.box is not None:  # after §5.3.2, as documented (unbox = true)
         unboxed, value = unbox_value(value, tool.box)
         mismatch = not unboxed
-    return "value", (value, mismatch)
+    return "value", (value, mismatch, parsed_text)
 
 
 def server_not_found(server_id: str, view: ServerView | None, known: list[str]) -> HostReply:

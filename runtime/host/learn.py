@@ -55,7 +55,10 @@ from codemode_gen.runtime.host.catalog import LiveServer, ToolView
 __all__ = ["Learned", "Learner", "LiveRecorder", "learned_note"]
 
 #: Calls counted per learned tool: enough to see optional fields and unions; past it a call
-#: changes what runs see only when it changes the type (each change rebuilds the run catalog).
+#: changes what runs see only when it changes the type (each change rebuilds the run catalog),
+#: and only the tool's calls numbered by a power of two (32nd, 64th, ...) are merged (`offer`):
+#: every merge walks the whole result, ~4 ms of CPU for 64 KiB, and a type that held over this
+#: many calls rarely changes.
 MAX_LEARNED_SAMPLES = 20
 #: Bounds one tool's learned type (its merged schema as JSON): a tool whose results keep
 #: bringing new shapes (ever new keys) would grow it, and genson's state behind it, without
@@ -66,6 +69,7 @@ MAX_LEARNED_SCHEMA_BYTES = 32 * 1024
 MAX_LEARNED_BYTES = 2 * 1024 * 1024
 #: A result of more JSON values than this is not learned from: merging walks every value (off
 #: the event loop, but competing for the GIL with it); its shape is learned from smaller calls.
+#: The merge's own bounded copy checks it (`MergedSamples.add(whole=True)`): no walk of its own.
 MAX_LEARNED_RESULT_NODES = MAX_INFER_NODES
 #: Tools a session learns at most (across servers), whatever their types' sizes.
 MAX_LEARNED_TOOLS = 1000
@@ -129,11 +133,27 @@ class Learner:
         self._tools: dict[str, dict[str, _State]] = {}  # cid -> tool -> state
         self._count = 0
         self._bytes = 0
+        # (config id, tool) -> calls offered, counted only once its type has MAX_LEARNED_SAMPLES
+        # calls (so at most one entry per learned tool)
+        self._offered: dict[tuple[str, str], int] = {}
 
     def wants(self, tool: ToolView) -> bool:
         """Whether a result of this tool teaches anything: it has no output type of its own
         (declared or inferred from recordings), or only one learned here."""
         return tool.output_schema is None or tool.learned_calls > 0
+
+    def offer(self, config_id: str, tool_name: str) -> bool:
+        """Whether the result of this call of a tool that `wants` learning is worth merging (ask
+        once per successful call; no walk, so on the event loop): every call until its type
+        has `max_samples` calls, then the calls whose number is a power of two."""
+        state = self._tools.get(config_id, {}).get(tool_name)
+        if state is None or state.learned.calls < self.max_samples:
+            return True
+        if state.learned.stopped is not None:
+            return False
+        key = (config_id, tool_name)
+        offered = self._offered[key] = self._offered.get(key, state.learned.calls) + 1
+        return offered & (offered - 1) == 0
 
     def observe(
         self, config_id: str, tool_name: str, mode: UnwrapMode, arguments: Any, result: Any
@@ -146,12 +166,10 @@ class Learner:
             return
         if state is None and self._count >= MAX_LEARNED_TOOLS:
             return
-        if not at_most(result, MAX_LEARNED_RESULT_NODES):
-            return
         # Merge into a copy (bounded by the type's size), so a bound that is crossed keeps the
         # last type within it.
         merged = copy.deepcopy(state.merged) if state is not None else MergedSamples(mode)
-        if not merged.add(result):
+        if not merged.add(result, whole=True):  # False too past MAX_LEARNED_RESULT_NODES
             return
         inference = merged.inference()
         # The merge's own state, not only the type: a map of ever new keys stays a small type
@@ -212,7 +230,10 @@ class Learner:
 
 
 def _small_json(value: Any, limit: int = MAX_EXAMPLE_INPUT_BYTES) -> bool:
-    if not at_most(value, limit):
+    # JSON of `limit` characters holds at most limit // 2 + 1 values and keys (each takes a
+    # character and a separator, and a long string weighs as many values as `at_most` counts
+    # its characters for): a larger value is refused after that many steps of the walk.
+    if not at_most(value, limit // 2 + 1):
         return False
     try:
         return len(json.dumps(value, ensure_ascii=False)) <= limit

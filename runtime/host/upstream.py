@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from codemode_gen import payload
 from codemode_gen.client.session_errors import (
@@ -80,7 +80,7 @@ class Upstream:
         configs: dict[str, ServerConfig],
         call_log: CallLog,
         *,
-        on_result: Callable[[str, ToolView, Any, dict[str, Any], int], Awaitable[None]]
+        on_result: Callable[[str, ToolView, Any, dict[str, Any], int, bool], Awaitable[None]]
         | None = None,
         redact_patterns: Iterable[str] = (),
     ) -> None:
@@ -96,10 +96,11 @@ class Upstream:
         # Servers a call of this run was waiting for to connect when the run ended (a timeout
         # then says so: diagnostics.waiting_for_connect).
         self.connecting: set[str] = set()
-        # Told (config id, tool view, the arguments sent, the wire result, ms) of every successful
-        # call, before the script gets its value: the host learns output types and records
-        # calls from it (runtime/host/learn.py), off the event loop; awaited (it may make the call
-        # wait while the host is behind). An exception is logged, not raised.
+        # Told (config id, tool view, the arguments sent, the wire result, ms, whether it is
+        # large: payload.is_large) of every successful call, before the script gets its value:
+        # the host learns output types and records calls from it (runtime/codemode/learning.py),
+        # off the event loop; awaited (it may make the call wait while the host is behind). An
+        # exception is logged, not raised.
         self._on_result = on_result
         self.redact_patterns = tuple(redact_patterns)
         self._redactors: dict[str, Redactor] = {}
@@ -239,10 +240,12 @@ class Upstream:
                 _summary="ToolCallError: malformed result",
             )
         # Checking and unwrapping walk the result: a large one is handled off the event loop.
-        if payload.is_large(result):
+        depth = payload.depth_if_small(result)
+        large = depth is None
+        if large:
             kind, got = await payload.offload(examine, result, config.unwrap, tool)
         else:
-            kind, got = examine(result, config.unwrap, tool)
+            kind, got = examine(result, config.unwrap, tool, depth)
         if kind == "deep":
             return self._too_deep(server_id, tool_name_shown, where)
         if kind == "error":
@@ -257,17 +260,25 @@ class Upstream:
                 content=content,
                 _summary=f"ToolCallError: {self.server_text(config.id, text)}",
             )
-        value, mismatch = got
+        value, mismatch, parsed = got
         if mismatch and tool.box is not None:
             self._box_mismatch(where, tool.box, value)
         if self._on_result is not None:
             try:
                 await self._on_result(
-                    config.id, tool, arguments, result, round((time.monotonic() - sent) * 1000)
+                    config.id,
+                    tool,
+                    arguments,
+                    result,
+                    round((time.monotonic() - sent) * 1000),
+                    large,
                 )
             except Exception as exc:  # learning and recording never fail a call
                 log.warning("learning from %s failed: %s: %s", where, type(exc).__name__, exc)
-        return {"ok": True, "value": value}
+        if large or parsed:  # a value parsed from text was not measured
+            return {"ok": True, "value": value}
+        # A part of a small result: the reply is small too (Run._answer encodes it on the loop).
+        return cast(HostReply, payload.Small(ok=True, value=value))
 
     def _box_mismatch(self, where: str, box: Box, value: Any) -> None:
         """A boxed tool answered with something else: the value goes to the script unchanged

@@ -4,6 +4,7 @@ fake sessions (no server process, no QuickJS)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -346,6 +347,29 @@ def test_malformed_and_too_deep_results_are_refused() -> None:
     assert [d["code"] for d in bridge.diagnostics()] == ["BRIDGE_LIMIT"]
     bridge, _, _ = make(lambda name, args: ["not", "a", "result"])
     assert "malformed result" in error(call(bridge))["message"]
+
+
+def test_s11_a_result_is_refused_at_the_same_depth_whether_small_or_large() -> None:
+    """A small result is measured on the event loop in one walk (payload.depth_if_small), a
+    large one in a thread by its own depth check: both refuse exactly past MAX_JSON_DEPTH."""
+    from codemode_gen import payload
+
+    def result(depth: int, pad: int) -> dict[str, Any]:
+        deep: Any = 1
+        for _ in range(depth):
+            deep = [deep]
+        return ok({"deep": deep, "pad": list(range(pad))})
+
+    for pad in (0, payload.INLINE_NODES):
+        answers = [result(d, pad) for d in range(MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH + 3)]
+        answers.append(result(3, pad))
+        bridge, _, _ = make(functools.partial(lambda queue, name, args: queue.pop(0), answers))
+        refused = ["error" in call(bridge) for _ in range(6)]
+        # {"structuredContent": {"deep": <d lists>}}: the value nests d + 1 deep, the result
+        # d + 2, and the result object itself is the level MAX_JSON_DEPTH does not count
+        assert refused == [False] * 3 + [True] * 3, pad
+        # a small one's reply is known small: not walked again to decide where it is encoded
+        assert type(call(bridge)) is (payload.Small if pad == 0 else dict)
 
 
 def test_max_tool_calls_ends_the_run() -> None:

@@ -411,3 +411,57 @@ def test_a_type_that_outgrows_its_bound_stops_learning_and_discovery_says_so(
     assert "grew past" in stopped and "learning stopped" in last["declaration"]
     assert 1 < last["learned"]["liveCalls"] < calls  # the last type within the bound stays
     assert len(json.dumps(last["schema"], separators=(",", ":"))) <= MAX_LEARNED_SCHEMA_BYTES
+
+
+def test_a_settled_type_is_merged_from_calls_at_doubling_intervals() -> None:
+    """Every call until the type has MAX_LEARNED_SAMPLES calls, then the calls numbered by a
+    power of two: a loop of a thousand calls merges ~25 results, not a thousand."""
+    from codemode_gen.runtime.host.learn import MAX_LEARNED_SAMPLES, Learner
+
+    learner = Learner()
+    offered = []
+    for n in range(1, 1001):
+        if learner.offer("s", "blob"):
+            offered.append(n)
+            learner.observe("s", "blob", "spec", {}, _blob(n, 2))
+    assert offered[:MAX_LEARNED_SAMPLES] == list(range(1, MAX_LEARNED_SAMPLES + 1))
+    assert offered[MAX_LEARNED_SAMPLES:] == [32, 64, 128, 256, 512]
+    # what was merged still has both shapes (`note` on odd seeds): the type is generate's
+    assert "rows[].note" in learner.learned("s")["blob"].inference.optional
+    assert learner.offer("s", "other")  # another tool counts on its own
+
+
+def test_a_result_past_the_node_bound_is_not_merged_at_all() -> None:
+    from codemode_gen.generator.infer import MAX_INFER_NODES, MergedSamples
+    from codemode_gen.runtime.host.learn import Learner
+
+    huge = _blob(1, MAX_INFER_NODES // 4)  # ~5 values a row
+    merged = MergedSamples()
+    assert merged.add(_blob(2, 3), whole=True)
+    before = merged.inference()
+    assert not merged.add(huge, whole=True)
+    assert merged.inference() == before and merged.samples == 1
+    assert merged.add(huge)  # without `whole`: merged, the excess typed unknown (generate)
+    learner = Learner()
+    learner.observe("s", "blob", "spec", {}, huge)
+    assert learner.learned("s") == {}
+
+
+def test_a_run_that_times_out_after_its_call_still_teaches_the_next_run(tmp_path: Path) -> None:
+    """A run's results are learned after it ends, however it ends (here: its timeout, the worker
+    killed); the next run waits for them before it builds its catalog."""
+    config = project(tmp_path)
+    stuck = echo({"id": 1, "tags": ["a"]}) + "\nwhile (true) {}"
+
+    async def main() -> tuple[Response, Response]:
+        async with CodeMode.from_config(config, out=tmp_path / "out") as cm:
+            timed_out = await cm.run(stuck, limits={"timeoutMs": 1500})
+            probe = await cm.run(PROBE)
+            assert cm._learning._held == 0
+            return timed_out, probe
+
+    timed_out, probe = anyio.run(main)
+    from codemode_gen.runtime.diagnostics import hit_limit
+
+    assert hit_limit(timed_out["diagnostics"], "timeoutMs") and timed_out["toolTrace"][0]["ok"]
+    assert probe["result"]["learned"] == {"liveCalls": 1, "scope": "session"}
