@@ -16,7 +16,10 @@ then drives them through the public Python API, `codemode_gen.CodeMode`:
     the direct call. Beside it (info): runs whose results are listings of 100, 1,000 and 16,000
     objects (~6 KB to ~1 MB of JSON), whole and cut to serve's default maxResponseChars, vs
     their floor: the same script in a fresh in-process QuickJS runtime, its result stringified
-    there and parsed once by Python.
+    there and parsed once by Python. And (info) calls whose replies are 6 KiB, 64 KiB and
+    1 MiB (tests/servers/payload.py `blob`, whose output type the host learns, and
+    `typed_blob`, which declares it), per call in a loop in the script vs the same call made
+    directly with the `mcp` client on the same server.
 (3) 20 concurrent 100 ms calls (tests/servers/slow.py `sleep`) in one Promise.all, timed
     inside the script. Target: <= 1.2 x 100 ms.
 (4) Warm empty run vs its floor, a fresh in-process QuickJS runtime evaluating an empty module,
@@ -63,6 +66,7 @@ PYTHON = sys.executable
 NOTES = REPO / "examples" / "servers" / "notes_server.py"
 SLOW = REPO / "tests" / "servers" / "slow.py"
 PAGINATED = REPO / "tests" / "servers" / "paginated.py"
+PAYLOAD = REPO / "tests" / "servers" / "payload.py"
 
 WORKER_MODULE = b"codemode_gen.runtime.sandbox.worker"
 SERVERS = 10
@@ -254,15 +258,19 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
 
 
 @asynccontextmanager
-async def direct_client(log_dir: Path) -> AsyncIterator[Callable[[int], Awaitable[list[float]]]]:
+async def direct_client(
+    log_dir: Path, server: Path = NOTES, tool: str = "get_note", arguments: Any = None
+) -> AsyncIterator[Callable[[int], Awaitable[list[float]]]]:
     """The plain `mcp` client on its own stdio process of the same server script.
 
-    Yields `batch(n)`: n sequential get_note calls, each timed (ms)."""
+    Yields `batch(n)`: n sequential calls of `tool` (default notes' get_note {id: 1}), each
+    timed (ms)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=PYTHON, args=[str(NOTES)])
-    with open(log_dir / "direct-notes.stderr.log", "w") as errlog:
+    arguments = {"id": 1} if arguments is None else arguments
+    params = StdioServerParameters(command=PYTHON, args=[str(server)])
+    with open(log_dir / f"direct-{server.stem}.stderr.log", "w") as errlog:
         async with Client(
             stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=30
         ) as client:
@@ -272,10 +280,10 @@ async def direct_client(log_dir: Path) -> AsyncIterator[Callable[[int], Awaitabl
                 samples = []
                 for _ in range(calls):
                     started = time.perf_counter()
-                    result = await client.call_tool("get_note", {"id": 1})
+                    result = await client.call_tool(tool, arguments)
                     samples.append((time.perf_counter() - started) * 1000)
                     if result.is_error:
-                        raise SystemExit("direct get_note failed")
+                        raise SystemExit(f"direct {tool} failed")
                 return samples
 
             yield batch
@@ -430,6 +438,48 @@ async def bench_results(config: Path, repeat: int) -> list[tuple[str, str, str, 
                         f"(2) a result of {what}, {label}: p50 / p90 vs QuickJS + one parse",
                         f"{median(runs):.1f} / {p90(runs):.1f} vs {median(floor):.1f} / {p90(floor):.1f} ms"
                         f" = {median(runs) / median(floor):.2f}x",
+                        "-",
+                        "info",
+                    )
+                )
+    return rows
+
+
+#: Replies of (2): tests/servers/payload.py `blob` of about this many KiB, called this many times
+#: in a row per round: a short answer, a page of a listing (what tools usually return), a whole
+#: export. `blob` declares no outputSchema (the host learns its type from every reply);
+#: `typed_blob` declares one.
+REPLY_SIZES = ((6, 40), (64, 20), (1024, 3))
+
+
+async def bench_replies(config: Path, repeat: int) -> list[tuple[str, str, str, str]]:
+    """A tool call whose reply is large, in a sequential loop in the script (timed there), vs
+    the same call made directly with the `mcp` client on the same server, alternating."""
+    rows = []
+    async with CodeMode.from_config(config, out=config.parent / "out") as cm:
+        for tool in ("blob", "typed_blob"):
+            for kib, calls in REPLY_SIZES:
+                code = (
+                    "import * as p from '@codemode/servers/payload';\n"
+                    f"let n = 0; const t0 = Date.now();\n"
+                    f"for (let i = 0; i < {calls}; i++) n += (await p.{tool}({{kib: {kib}}})).items.length;\n"
+                    "globalThis.__codemode_result__ = [Date.now() - t0, n];"
+                )
+                check(await cm.run(code, limits=BENCH_LIMITS), "warm-up")
+                async with direct_client(
+                    config.parent, PAYLOAD, tool, {"kib": kib}
+                ) as direct_batch:
+                    await direct_batch(calls)  # warm-up
+                    sandbox, direct = [], []
+                    for _ in range(max(3, repeat // 4)):
+                        elapsed, _n = check(await cm.run(code, limits=BENCH_LIMITS), tool)
+                        sandbox.append(float(elapsed) / calls)
+                        direct.append(statistics.fmean(await direct_batch(calls)))
+                rows.append(
+                    (
+                        f"(2) a {kib} KiB reply ({tool}) per call in a loop: sandbox vs direct mcp",
+                        f"{median(sandbox):.2f} / {p90(sandbox):.2f} vs {median(direct):.2f} / "
+                        f"{p90(direct):.2f} ms = {median(sandbox) / median(direct):.2f}x",
                         "-",
                         "info",
                     )
@@ -923,7 +973,10 @@ async def main_async(args: argparse.Namespace) -> int:
         )
         only = set(args.only or "123456")
         many = write_many_project(root / "many") if "1" in only else None
-        demo = write_project(root / "demo", {"notes": [str(NOTES)], "slow": [str(SLOW)]})
+        demo = write_project(
+            root / "demo",
+            {"notes": [str(NOTES)], "slow": [str(SLOW)], "payload": [str(PAYLOAD)]},
+        )
         print("measuring ...", file=sys.stderr)
         rows: list[tuple[str, str, str, str]] = []
         if many is not None:
@@ -931,6 +984,7 @@ async def main_async(args: argparse.Namespace) -> int:
         if "2" in only:
             rows += await bench_one_call(demo, args.calls, args.repeat)
             rows += await bench_results(demo, args.repeat)
+            rows += await bench_replies(demo, args.repeat)
         if "3" in only:
             rows += await bench_concurrency(demo, args.repeat)
         if "4" in only:
