@@ -13,6 +13,7 @@ import functools
 from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
+from codemode_gen.runtime import json_cut
 from codemode_gen.runtime.diagnostics import FATAL_CODES, Diagnostic, DiagnosticCode, diagnostic
 from codemode_gen.runtime.json_cut import cut_json, cut_size, cut_string, json_size, measure
 from codemode_gen.runtime.jsonsafe import utf8_safe_json
@@ -123,22 +124,29 @@ def cut_logs(
 
 
 def fit_response(
-    logs: list[LogEntry], result: Any, max_chars: int
+    logs: list[LogEntry], result: Any, max_chars: int, *, result_small: bool = False
 ) -> tuple[list[LogEntry], Any, Diagnostic | None]:
     """(logs, result, diagnostic) with the JSON of `logs` and `result` together within
     `max_chars` characters (limits.maxResponseChars, at least MIN_RESPONSE_CHARS): unchanged
     with no diagnostic when they fit; else cut (`cut_logs`, `cut_json`: deterministic, always
     valid JSON), the logs keeping up to LOG_SHARE of the budget when the result needs the rest
     (and the result what the logs leave), with one RESPONSE_TRUNCATED warning saying how large
-    each was, what is left and what to do."""
-    if measure(logs, max_chars) + measure(result, max_chars) <= max_chars:
+    each was, what is left and what to do. `result_small`: the result holds at most about
+    payload.INLINE_NODES values (the caller measured it): it is sized by the C encoder, once.
+
+    Both are measured only up to the budget (a large result is never encoded whole to learn it
+    does not fit)."""
+    result_size = json_cut.size(result, max_chars, result_small)
+    if measure(logs, max_chars) + result_size <= max_chars:
         return logs, result, None
-    logs_size, result_size = json_size(logs), json_size(result)  # for the message: the whole sizes
+    logs_size = json_size(logs)  # for the message: the whole sizes
+    if not result_small:
+        result_size = json_size(result)
     logs_room = min(logs_size, max(int(max_chars * LOG_SHARE), max_chars - result_size))
     new_logs, dropped = cut_logs(logs, logs_room, logs_size)
     new_logs_size = json_size(new_logs) if new_logs is not logs else logs_size
     result_room = max_chars - new_logs_size
-    new_result = cut_json(result, result_room)
+    new_result = cut_json(result, result_room, small=result_small, known=result_size)
     parts = []
     if new_result is not result:
         parts.append(
@@ -170,19 +178,20 @@ def build_response(
     tool_summary: ToolSummary | None = None,
     max_chars: int | None = None,
     result_checked: bool = False,
+    result_small: bool = False,
 ) -> Response:
     """`{logs, result, diagnostics}` with result forced to null after a fatal error (§3.3.4)
     and UTF-8-safe, plus `toolTrace` when given (the host's part: the sandbox has none) and
     `toolSummary` (`shape_trace`). With `max_chars` (limits.maxResponseChars) logs and result
     are cut to it together (`fit_response`). `result_checked`: the result is UTF-8-safe already
     (screen.result_from_text made it, or a response built here holds it), and a large one is
-    not walked again (the walk costs ~0.1 s per MB)."""
+    not walked again (the walk costs ~0.1 s per MB). `result_small`: see `fit_response`."""
     if any(d.get("code") in FATAL_CODES and d.get("severity") == "error" for d in diagnostics):
         result = None
     if not result_checked:
         result = utf8_safe_json(result)
     if max_chars is not None:
-        logs, result, note = fit_response(logs, result, max_chars)
+        logs, result, note = fit_response(logs, result, max_chars, result_small=result_small)
         if note is not None:
             diagnostics = [*diagnostics, note]
     response: Response = {"logs": logs, "result": result, "diagnostics": diagnostics}
@@ -217,9 +226,12 @@ async def build_response_async(
         result_checked=result_checked,
     )
     heavy = max_chars is not None or not result_checked
-    if heavy and (payload.is_large(result) or (max_chars is not None and payload.is_large(logs))):
+    if not heavy:
+        return build()
+    if payload.is_large(result) or (max_chars is not None and payload.is_large(logs)):
         return await payload.offload(build)
-    return build()
+    # Measured just now: a budget sizes it with the C encoder instead of walking it again.
+    return build(result_small=True)
 
 
 def not_started(*diagnostics: Diagnostic) -> Response:

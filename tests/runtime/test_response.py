@@ -335,12 +335,13 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(
     assert json_cut.measure(value, size) == size and (json_cut.measure(value, room) > room) == (
         size > room
     )
-    cut = json_cut.cut_json(value, room)
-    text = compact(cut)
-    assert json.loads(text) == cut
-    assert len(text) <= room
-    if size <= room:
-        assert cut is value
+    for small in (False, True):  # measured by the Python walk, or (small) by the C encoder
+        cut = json_cut.cut_json(value, room, small=small)
+        text = compact(cut)
+        assert json.loads(text) == cut
+        assert len(text) <= room
+        if size <= room:
+            assert cut is value
 
 
 @settings(max_examples=200, deadline=None)
@@ -359,10 +360,13 @@ def test_any_json_value_cut_to_any_budget_stays_valid_json_within_it(
 def test_any_logs_and_result_fit_the_budget_together(
     logs: list[run_logs.LogEntry], value: object, budget: int
 ) -> None:
-    new_logs, new_result, note = R.fit_response(logs, value, budget)
-    assert len(compact(new_logs)) + len(compact(new_result)) <= budget
-    assert all(set(e) == {"level", "message", "timeMs"} for e in new_logs)  # §3.3.1 entries
-    assert (note is None) == (new_logs is logs and new_result is value)
+    for small in (False, True):
+        new_logs, new_result, note = R.fit_response(logs, value, budget, result_small=small)
+        assert len(compact(new_logs)) + len(compact(new_result)) <= budget
+        assert all(set(e) == {"level", "message", "timeMs"} for e in new_logs)  # §3.3.1 entries
+        assert (note is None) == (new_logs is logs and new_result is value)
+        if note is not None and new_result is not value:  # the whole size, either way
+            assert f"result {len(compact(value))} → " in note["message"]
 
 
 def test_s3_3_a_result_from_text_is_utf8_safe_so_the_response_need_not_walk_it() -> None:
@@ -424,3 +428,24 @@ def test_a_cut_value_is_sized_as_json_writes_it_on_either_side_of_the_one_call_b
         cut = json_cut.cut_json(value, room)
         exact = len(json.dumps(cut, ensure_ascii=False, separators=(",", ":")))
         assert json_cut.cut_size(cut, room) == exact <= room
+
+
+def test_s3_3_a_small_result_under_a_budget_is_sized_in_c_not_walked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """build_response_async measures the result once (is_large); a small one is then sized and
+    cut by the C encoder: the Python walk (`measure`) never sees it, and the cut is the one the
+    walk makes for a listing (items kept whole while they fit)."""
+    value = [{"id": i, "name": f"item {i}", "tags": ["a", "é"]} for i in range(1000)]
+    walked = R.fit_response([], value, 20_000)[1]  # the walk's cut
+    real_measure = json_cut.measure
+
+    def measure(item: Any, cap: int) -> int:
+        assert item is not value and not (isinstance(item, dict) and "id" in item), "walked"
+        return real_measure(item, cap)
+
+    monkeypatch.setattr(json_cut, "measure", measure)
+    monkeypatch.setattr(R, "measure", measure)
+    got = asyncio.run(R.build_response_async([], value, [], max_chars=20_000))
+    assert got["result"] == walked and walked[-1].startswith("…[+")
+    assert len(compact(got["result"])) <= 20_000
