@@ -71,9 +71,11 @@ class LearningSink:
         self._observing: set[asyncio.Future[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._learning: set[tuple[str, str]] = set()
-        # run -> its results waiting for it to end (`release`); how many are waiting in all
+        # run -> its results waiting for it to end (`release`); how many are waiting in all;
+        # the merges of ended runs' results under way (what the next run waits for)
         self._deferred: dict[Hashable, list[tuple[str, Any, str, Any, dict[str, Any]]]] = {}
         self._held = 0
+        self._released: set[asyncio.Future[None]] = set()
         self._flushing: asyncio.Task[list[str]] | None = (
             None  # a flush past MAX_PENDING_RECORD_BYTES
         )
@@ -177,18 +179,21 @@ class LearningSink:
             self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
         job = asyncio.get_running_loop().run_in_executor(self._observer, self._learn_all, items)
         self._observing.add(job)
+        self._released.add(job)
 
         def done(_: asyncio.Future[None]) -> None:
             self._held = max(0, self._held - len(items))
             self._observing.discard(job)
+            self._released.discard(job)
 
         job.add_done_callback(done)
 
     async def settled(self) -> None:
-        """Wait for what earlier runs learn and record (before a run builds its catalog, so
-        that it sees their types); at once when nothing is under way."""
-        if self._observing:
-            await asyncio.gather(*self._observing, return_exceptions=True)
+        """Wait for what ended runs kept to learn from (before a run builds its catalog, so that
+        it sees their types); at once when nothing is under way. Runs still going are not waited
+        for: what they learn is for the runs that start after they end."""
+        if self._released:
+            await asyncio.gather(*self._released, return_exceptions=True)
 
     def _learn_all(self, items: list[tuple[str, Any, str, Any, dict[str, Any]]]) -> None:
         """In the observation thread: one ended run's results, in call order."""
