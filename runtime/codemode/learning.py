@@ -81,9 +81,12 @@ class LearningSink:
         )
 
     async def aclose(self) -> None:
-        """Finish the observations under way and write what was recorded."""
-        self._deferred.clear()  # runs that never ended (cancelled): nothing to learn for
+        """Finish the observations under way and write what was recorded. What ended runs kept
+        only to learn from is dropped if not merged yet: no run comes after this one to see it."""
+        self._deferred.clear()
         self._held = 0
+        for job in self._released:
+            job.cancel()  # one a thread has started runs to its end (a few small results)
         if self._observing:
             await asyncio.gather(*self._observing, return_exceptions=True)
         if self._flushing is not None:
