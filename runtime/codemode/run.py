@@ -274,8 +274,8 @@ class RunPath:
             # What the run kept to learn from is learned now, after its script, beside its
             # answer; the next run waits for it (`settled`, above).
             self._learning.release(run_token)
-        # The run's recorded calls are written before it answers: they are in fixtures/ (or it
-        # says why not).
+        # What the run records, and learns from large results, is done before it answers: its
+        # calls are in fixtures/ (or it says why not), and the next run sees the types.
         if observed:
             await asyncio.gather(*observed, return_exceptions=True)
         if checked_by_run and refused_by_parse(sandboxed):

@@ -230,9 +230,9 @@ class Learner:
 
 
 def _small_json(value: Any, limit: int = MAX_EXAMPLE_INPUT_BYTES) -> bool:
-    # JSON of `limit` characters holds at most limit // 2 + 1 values and keys (each takes a
-    # character and a separator, and a long string weighs as many values as `at_most` counts
-    # its characters for): a larger value is refused after that many steps of the walk.
+    # JSON of `limit` characters holds at most limit // 2 + 1 values and keys as `at_most`
+    # counts them (each takes a character and a separator; a long string, counted once per
+    # STRING_CHARS_PER_NODE characters, takes more): a larger value is refused that early.
     if not at_most(value, limit // 2 + 1):
         return False
     try:
