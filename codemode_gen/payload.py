@@ -84,32 +84,12 @@ async def offload(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 # --------------------------------------------------------------------------- sizes
 
 
-def node_count(value: Any, limit: int) -> int | None:
-    """The JSON values in `value` (long strings weigh more: STRING_CHARS_PER_NODE), or None as
-    soon as there are more than `limit` (so the walk itself is bounded)."""
-    count = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            count += len(item)  # the keys
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and len(item) > STRING_CHARS_PER_NODE:
-            count += len(item) // STRING_CHARS_PER_NODE
-        if count > limit:
-            return None
-    return count
-
-
-def depth_if_small(value: Any, limit: int = INLINE_NODES) -> int | None:
-    """How deep `value` nests containers (`[]` is 1, as jsonsafe.json_depth_exceeds counts),
-    when it holds at most `limit` values as `node_count` counts them; None past that (a large
-    value: see `is_large`), found within about `limit` steps. One walk answers both questions a
-    tool result raises on the event loop: whether it is worth a thread, and whether it nests
-    too deep for the sandbox."""
+def _survey(value: Any, limit: int) -> tuple[int, int] | None:
+    """(JSON values in `value`, how deep it nests containers), or None as soon as there are more
+    than `limit` values (so the walk itself is bounded: about `limit` steps). Values are counted
+    as JSON has them: every value and every key, a long string once per STRING_CHARS_PER_NODE
+    characters (encoding it is one C call whose time grows with its length); depth as
+    jsonsafe.json_depth_exceeds counts it (`[]` is 1). Level by level: any depth is safe."""
     count = 0
     depth = 0
     level = [value]
@@ -133,7 +113,23 @@ def depth_if_small(value: Any, limit: int = INLINE_NODES) -> int | None:
             return None
         depth += nested
         level = below
-    return depth
+    return count, depth
+
+
+def node_count(value: Any, limit: int) -> int | None:
+    """The JSON values in `value` (long strings weigh more: STRING_CHARS_PER_NODE), or None as
+    soon as there are more than `limit` (so the walk itself is bounded)."""
+    survey = _survey(value, limit)
+    return None if survey is None else survey[0]
+
+
+def depth_if_small(value: Any, limit: int = INLINE_NODES) -> int | None:
+    """How deep `value` nests containers when it holds at most `limit` values (`node_count`);
+    None past that (a large value: see `is_large`). One walk answers both questions a tool
+    result raises on the event loop: whether it is worth a thread, and whether it nests too
+    deep for the sandbox."""
+    survey = _survey(value, limit)
+    return None if survey is None else survey[1]
 
 
 class Small(dict[str, Any]):

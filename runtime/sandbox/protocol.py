@@ -66,6 +66,7 @@ from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from codemode_gen import payload
+from codemode_gen.runtime.jsonsafe import utf8_safe
 
 # host → worker
 RUN = "run"
@@ -220,14 +221,12 @@ def encode_done(outcome: Mapping[str, Any], report_text: str | None = None) -> b
     """A `done` line: `outcome`'s fields, with the prelude's report JSON text (if any) embedded
     verbatim as `report`, the way `encode_call` embeds a request."""
     head = _ENCODER.encode({"op": DONE, **outcome})
-    if report_text is not None:
-        try:
-            return b'%s,"report":%s}\n' % (head[:-1].encode("ascii"), report_text.encode("utf-8"))
-        except UnicodeEncodeError:  # a lone surrogate slipped through (JSON.stringify escapes
-            # them): U+FFFD, as everywhere a JS string meets UTF-8
-            safe = report_text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-            return b'%s,"report":%s}\n' % (head[:-1].encode("ascii"), safe.encode("utf-8"))
-    return (head + "\n").encode("ascii")
+    if report_text is None:
+        return (head + "\n").encode("ascii")
+    # JSON.stringify escapes lone surrogates; one that slipped through becomes U+FFFD, as
+    # everywhere a JS string meets UTF-8.
+    report = utf8_safe(report_text).encode("utf-8")
+    return b'%s,"report":%s}\n' % (head[:-1].encode("ascii"), report)
 
 
 def needs_heap_probe(report: Mapping[str, Any]) -> bool:
