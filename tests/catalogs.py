@@ -43,3 +43,30 @@ def catalog_fixture_sets() -> list[Any]:
 def tools_list_bytes(tools: list[dict[str, Any]]) -> int:
     """Size of the tools as compact JSON in UTF-8: what a tools/list result costs on the wire."""
     return len(json.dumps(tools, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def copies_catalog(count: int) -> Any:
+    """A host catalog of one server, "catalog", holding `count` real tools: the recordings, then
+    renamed copies of them (`name_2`, `name_3`, ...) until there are `count`. For discovery's
+    search at scale (tests and bench/discovery.py) without an MCP server that would take
+    seconds to list 5,000 tools."""
+    from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
+
+    originals = [tool for cid in catalog_ids() for tool in load_catalog(cid)[1]]
+    tools: dict[str, ToolView] = {}
+    copy = 1
+    while len(tools) < count:
+        for tool in originals[: count - len(tools)]:
+            name = tool["name"] if copy == 1 else f"{tool['name']}_{copy}"
+            while name in tools:
+                name += "_"
+            tools[name] = ToolView(
+                name,
+                name,
+                description=tool.get("description"),
+                title=tool.get("title"),
+                input_schema=tool.get("inputSchema"),
+            )
+        copy += 1
+    server = ServerView("catalog", "catalog", "catalog", tools=dict(sorted(tools.items())))
+    return Catalog(servers={"catalog": server})

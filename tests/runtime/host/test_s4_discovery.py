@@ -21,6 +21,7 @@ from codemode_gen.runtime.host.discovery import (
 )
 from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.protocol import HostReply
+from tests.catalogs import copies_catalog
 from tests.conftest import NOTES_TOOLS
 from tests.runtime_support import REPO, HostThread, assert_ok, stdio, write_out
 
@@ -320,12 +321,9 @@ def test_s4_2_7_search_filters_limits_and_details_with_ranking(big: HostThread) 
     assert found(big, "zzzzqqq") == []
 
 
-# Searches are timed inside QuickJS over this many tools: the real catalogs, copied (as
-# `catalog_server.py --copies` does) until there are this many.
+# Searches run inside QuickJS over this many tools: the real catalogs, renamed copies until there
+# are this many. How fast they are is bench/discovery.py's (indexed search vs a scan of listTools).
 BIG_CATALOG_TOOLS = 5000
-# Bounds the average search time (ms) over 5,000 tools; measured ~1-4 ms, the rest is slack for
-# a loaded machine. A linear scan of every description took tens of ms per search.
-MAX_SEARCH_MS = 60
 
 
 def run_in_sandbox(code: str, modules: dict[str, str]) -> Response:
@@ -346,57 +344,24 @@ def run_in_sandbox(code: str, modules: dict[str, str]) -> Response:
     return asyncio.run(run())
 
 
-def big_catalog(count: int) -> Any:
-    from codemode_gen.runtime.host.catalog import Catalog, ServerView, ToolView
-    from tests.catalogs import catalog_ids, load_catalog
-
-    originals = [tool for cid in catalog_ids() for tool in load_catalog(cid)[1]]
-    tools: dict[str, ToolView] = {}
-    copy = 1
-    while len(tools) < count:
-        for tool in originals[: count - len(tools)]:
-            name = tool["name"] if copy == 1 else f"{tool['name']}_{copy}"
-            while name in tools:
-                name += "_"
-            tools[name] = ToolView(
-                name,
-                name,
-                description=tool.get("description"),
-                title=tool.get("title"),
-                input_schema=tool.get("inputSchema"),
-            )
-        copy += 1
-    return Catalog(
-        servers={
-            "catalog": ServerView(
-                "catalog", "catalog", "catalog", tools=dict(sorted(tools.items()))
-            )
-        }
-    )
-
-
 @pytest.mark.slow
-def test_s4_2_5_search_over_5000_tools_takes_milliseconds() -> None:
+def test_s4_2_5_search_over_5000_tools_ranks_the_named_tool_first() -> None:
     response = run_in_sandbox(
         """
       import * as d from '@codemode/discovery';
       const queries = ['current time', 'delete a note', 'create issues', 'list files in a directory', 'get'];
       const top = {};
-      const started = Date.now();
-      const ROUNDS = 5;
-      for (let r = 0; r < ROUNDS; r++) {
-        for (const q of queries) top[q] = (await d.searchTools(q, {detail: 'name', limit: 3})).results[0].toolName;
-      }
-      const perSearch = (Date.now() - started) / (ROUNDS * queries.length);
+      for (const q of queries) top[q] = (await d.searchTools(q, {detail: 'name', limit: 3})).results.map((t) => t.toolName);
       const count = (await d.listTools('catalog', {detail: 'name'})).length;
-      globalThis.__codemode_result__ = {perSearch, top, count};""",
-        {MODULE_NAME: discovery_module(big_catalog(BIG_CATALOG_TOOLS))},
+      globalThis.__codemode_result__ = {top, count};""",
+        {MODULE_NAME: discovery_module(copies_catalog(BIG_CATALOG_TOOLS))},
     )
     result = assert_ok(response)
     assert result["count"] == BIG_CATALOG_TOOLS
-    assert result["top"]["current time"] == "get_current_time"
-    assert result["top"]["create issues"] == "create_issue"
-    assert result["perSearch"] < MAX_SEARCH_MS, result
+    top = result["top"]
+    assert top["current time"][0] == "get_current_time"
+    assert top["create issues"][0] == "create_issue"
+    assert all(len(names) == 3 for names in top.values()), top  # every query matches, limit kept
 
 
 # --------------------------------------------------------------------------- normalisation
