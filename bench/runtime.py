@@ -754,6 +754,17 @@ async def bench_cold_start(config: Path, rounds: int) -> list[tuple[str, str, st
     ]
 
 
+def shared_split(pid: int) -> tuple[float, float]:
+    """(PSS, USS) in MB: RSS with shared pages split between the processes that map them (the
+    host and its worker share libpython's) / private pages only."""
+    got: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 1 and parts[1].isdigit():
+            got[parts[0]] = int(parts[1]) / 1024
+    return got["Pss:"], got["Private_Clean:"] + got["Private_Dirty:"]
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -802,13 +813,17 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
             raise SystemExit(f"{name}: no ready line")
         figures[name] = line.decode().split()[1:]
         if name == "bare":
-            figures[name] = [f"{rss_mb(proc.pid):.1f}"]
+            figures[name] = [
+                f"{rss_mb(proc.pid):.1f}",
+                *(f"{v:.1f}" for v in shared_split(proc.pid)),
+            ]
         proc.stdin.close()
         await proc.wait()
-    bare_mb = float(figures["bare"][0])
-    host_mb, worker_mb, extra_mb, first_mb, last_mb, held, tree_mb, replaced = (
+    bare_mb, bare_pss, bare_uss = (float(v) for v in figures["bare"])
+    host_mb, worker_mb, extra_mb, first_mb, last_mb, held, tree_mb, replaced, *split = (
         float(v) for v in figures["host"]
     )
+    host_pss, host_uss, worker_pss, worker_uss = split
     ratio = (host_mb + worker_mb) / bare_mb
     floor = await worker_floor(root)
     floor_mb = bare_mb + floor[-1][1]
@@ -818,6 +833,14 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
             f"{host_mb:.1f} + {worker_mb:.1f} = {host_mb + worker_mb:.1f} vs {bare_mb:.1f} MB = {ratio:.2f}x",
             f"<= {TARGET_RSS_RATIO:.1f}x",
             "PASS" if ratio <= TARGET_RSS_RATIO else "MISS",
+        ),
+        (
+            "(6) the same, PSS (shared pages split between their processes) / USS (private pages)",
+            f"{(host_pss + worker_pss) / bare_pss:.2f}x ({host_pss:.1f} + {worker_pss:.1f} vs"
+            f" {bare_pss:.1f} MB) / {(host_uss + worker_uss) / bare_uss:.2f}x ({host_uss:.1f} +"
+            f" {worker_uss:.1f} vs {bare_uss:.1f} MB)",
+            "-",
+            "info",
         ),
         ("(6) RSS per extra idle worker", f"{extra_mb:.1f} MB", "-", "info"),
         (
@@ -906,6 +929,14 @@ def rss(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
 
+def shared_split(pid):
+    # (PSS, USS) in MB: shared pages split between the processes mapping them / private only
+    got = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        parts = line.split()
+        got[parts[0]] = int(parts[1]) / 1024 if len(parts) > 1 and parts[1].isdigit() else 0
+    return got["Pss:"], got["Private_Clean:"] + got["Private_Dirty:"]
+
 def workers():
     me = os.getpid()
     out = []
@@ -931,6 +962,7 @@ async def main():
         host, worker = rss(os.getpid()), sum(rss(p) for p in pids) / max(len(pids), 1)
         first = max(rss(p) for p in pids)
         held, tree = len(pids), host + sum(rss(p) for p in pids)
+        (host_pss, host_uss), (worker_pss, worker_uss) = shared_split(os.getpid()), shared_split(pids[0])
         for _ in range(runs - 1):
             await cm.run(code)
         await asyncio.sleep(0.5)
@@ -946,7 +978,8 @@ async def main():
         await asyncio.sleep(0.5)
         pids = workers()
         extra = sum(rss(p) for p in pids) / len(pids) if len(pids) > 1 else float("nan")
-        print("ready", host, worker, extra, first, last, held, tree, replaced, flush=True)
+        print("ready", host, worker, extra, first, last, held, tree, replaced,
+              host_pss, host_uss, worker_pss, worker_uss, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 asyncio.run(main())
