@@ -188,7 +188,8 @@ def _ws(text: str, idx: int) -> int:
 
 class _ChunkedParser:
     """One large text: values that fit in a window of CHUNK_CHARS are parsed by the C scanner
-    within that window (bounded); larger containers are walked here with an explicit stack."""
+    within that window (bounded); larger containers are walked here with an explicit stack,
+    their elements parsed a window's run at a time (`_run_of`), not one C call each."""
 
     def __init__(self, text: str, decoder: json.JSONDecoder) -> None:
         self.text = text
@@ -197,6 +198,10 @@ class _ChunkedParser:
         self.window = ""
         self.base = 0
         self.memo: dict[str, str] = {}
+        # `_run_of`: per container (by id: each lives as long as the parse), no run is tried
+        # before this index; characters parsed by runs that were not runs.
+        self.no_runs_before: dict[int, int] = {}
+        self.wasted = 0
 
     def parse(self) -> Any:
         text = self.text
@@ -210,7 +215,7 @@ class _ChunkedParser:
     def _small(self, idx: int) -> tuple[Any, int] | None:
         """The value at `idx` parsed in one C call over a window of at most CHUNK_CHARS, or None
         when it does not end within a window that starts at it."""
-        fresh = False
+        fresh = self.base == idx and bool(self.window)  # a window starts here already
         if not self.base <= idx < self.base + len(self.window):
             self._slide(idx)
             fresh = True
@@ -239,6 +244,38 @@ class _ChunkedParser:
         self.window = self.text[idx : idx + CHUNK_CHARS]
         self.base = idx
 
+    def _run_of(
+        self, top: list[Any] | dict[str, Any], start: int, sep: str
+    ) -> tuple[list[Any] | dict[str, Any], int] | None:
+        """The elements (or members) of `top` from `start` up to the last `sep` within a window,
+        parsed in one C call, and where the last of them ends; None when there is no such run.
+
+        `sep` is how two elements met in the text so far (the last character of one, the comma
+        and blanks, the first character of the next). The run is the window cut after the last
+        character before its last `sep`, wrapped in brackets: when that parses to the end, the
+        scanner stood after a whole element of this container at the cut (the same characters,
+        scanned from the same state), so these are its elements. When it does not (the cut fell
+        inside an element), the caller goes on element by element: this container tries no run
+        again within that window, and no container tries one while the parses thrown away
+        exceed the text before `start` (the C work stays within twice the text's)."""
+        if start < self.no_runs_before.get(id(top), 0) or self.wasted > start:
+            return None
+        self._slide(start)
+        cut = self.window.rfind(sep)
+        if cut <= 0:
+            return None
+        list_run = isinstance(top, list)
+        run = ("[" if list_run else "{") + self.window[: cut + 1] + ("]" if list_run else "}")
+        try:
+            value, end = self.scan(run, 0)
+        except (StopIteration, ValueError, RecursionError):  # one level deeper than alone
+            end = -1
+        if end != len(run):
+            self.no_runs_before[id(top)] = start + CHUNK_CHARS
+            self.wasted += len(run)
+            return None
+        return value, start + cut + 1
+
     def _scalar(self, idx: int) -> tuple[Any, int]:
         """A string or number longer than a window: one C call, bounded by its own length."""
         if self.text.startswith('"', idx):
@@ -266,6 +303,7 @@ class _ChunkedParser:
         while True:
             closer = "]" if isinstance(top, list) else "}"
             if state in ("start", "after"):
+                end = idx
                 idx = _ws(text, idx)
                 char = text[idx : idx + 1]
                 if char == closer:  # the container ends
@@ -284,6 +322,14 @@ class _ChunkedParser:
                     if char != ",":
                         raise JSONDecodeError("Expecting ',' delimiter", text, idx)
                     idx = _ws(text, idx + 1)
+                    run = self._run_of(top, idx, text[end - 1 : idx + 1])
+                    if run is not None:
+                        elements, idx = run
+                        if isinstance(top, list):
+                            top.extend(elements)
+                        else:
+                            top.update(elements)
+                        continue  # state stays "after": at the comma after the run
             # an element (a member of an object: its key first)
             if isinstance(top, dict):
                 if not text.startswith('"', idx):

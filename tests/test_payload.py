@@ -105,6 +105,92 @@ def test_no_c_call_parses_more_than_a_window(monkeypatch: pytest.MonkeyPatch) ->
     assert seen and max(seen) <= payload.CHUNK_CHARS < len(text)
 
 
+def _look_alike(rng: random.Random, i: int) -> Any:
+    """An element whose text holds what separates elements of its list or map elsewhere: a
+    run of elements cut at such a place is not a run of whole elements."""
+    return rng.choice(
+        [
+            {"s": "a},{b", "t": 'x", "y', "n": i},
+            {"rows": [{"a": i}, {"b": [{"c": 1}, {"d": 2}]}], "m": {"k": {"v": i}}},
+            [{"x": i}, {"y": "],["}, [1, 2, [3, {"z": "}, {"}]]],
+            "},{" * rng.randint(0, 30) + '", "' * rng.randint(0, 30),
+            i * 7,
+            -2.5e-3,
+            {"e": {}, "f": [], "g": [[], {}]},
+        ]
+    )
+
+
+@pytest.mark.usefixtures("small_bounds")
+def test_runs_of_elements_equal_json_where_separators_also_occur_inside_elements() -> None:
+    """Lists and maps are parsed a run of elements per C call (the window cut at the last place
+    two elements met the same way): cuts inside strings and nested values are never taken for
+    element boundaries, in compact and indented text."""
+    rng = random.Random(2026)
+    for _ in range(60):
+        n = rng.randint(0, 120)
+        items = [_look_alike(rng, i) for i in range(n)]
+        for value in (items, {f"k{i}": x for i, x in enumerate(items)}, {"a": items, "b": [items]}):
+            for text in (
+                json.dumps(value),
+                json.dumps(value, separators=(",", ":")),
+                json.dumps(value, indent=rng.choice([1, 2])),
+            ):
+                assert payload.loads(text) == json.loads(text)
+
+
+@pytest.mark.usefixtures("small_bounds")
+def test_a_run_holding_an_error_raises_what_json_raises() -> None:
+    rows = [{"id": i, "name": f"item {i}", "v": [i, 2.5]} for i in range(300)]
+    text = json.dumps(rows)
+    for spot, damaged in (
+        ('"name": "item 250"', '"name": item 250"'),  # a bare word
+        ("2.5]}, {", "2.5]} {"),  # a missing comma between elements
+        ("2.5]}, {", "2.5]},, {"),  # a doubled one
+        ('"id": 123', '"id" 123'),  # a missing colon
+        ('"id": 299, "name": "item 299", "v": [299, 2.5]}]', '"id": 299}'),  # cut short
+    ):
+        assert spot in text
+        bad = text.replace(spot, damaged, 1)
+        with pytest.raises(json.JSONDecodeError) as expected:
+            json.loads(bad)
+        with pytest.raises(json.JSONDecodeError) as got:
+            payload.loads(bad)
+        assert (got.value.msg, got.value.pos) == (expected.value.msg, expected.value.pos)
+
+
+def test_a_long_list_is_parsed_a_window_per_c_call_not_an_element_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """16,000 records (1 MB): about one C call per window of text instead of one per record
+    (each call's Python around it cost more than the parse); the same for a map of 50,000
+    keys."""
+    calls = 0
+    real_init = payload._ChunkedParser.__init__
+
+    def counting_init(self: Any, text: str, decoder: json.JSONDecoder) -> None:
+        real_init(self, text, decoder)
+        scan = self.scan
+
+        def counted(s: str, i: int) -> Any:
+            nonlocal calls
+            calls += 1
+            return scan(s, i)
+
+        self.scan = counted
+
+    monkeypatch.setattr(payload._ChunkedParser, "__init__", counting_init)
+    rows = [
+        {"id": i, "name": f"item {i}", "tags": ["a", "b"], "ok": i % 2 == 0} for i in range(16_000)
+    ]
+    for value in (rows, {"rows": rows, "m": {str(i): i for i in range(50_000)}}):
+        text = json.dumps(value)
+        calls = 0
+        assert payload.loads(text) == value
+        windows = len(text) // payload.CHUNK_CHARS + 1
+        assert calls <= 3 * windows + 10, (calls, windows)
+
+
 def test_sizes_are_counted_with_bounded_walks() -> None:
     assert payload.node_count({"a": [1, 2, {"b": "x"}]}, 100) == 8  # values and keys
     assert payload.node_count(list(range(10_000)), 50) is None
