@@ -84,6 +84,10 @@ async def offload(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 # --------------------------------------------------------------------------- sizes
 
 
+#: Values of one level `_survey` looks at between two checks of its count.
+_SURVEY_SLICE = 512
+
+
 def _survey(value: Any, limit: int) -> tuple[int, int] | None:
     """(JSON values in `value`, how deep it nests containers), or None as soon as there are more
     than `limit` values (so the walk itself is bounded: about `limit` steps). Values are counted
@@ -99,18 +103,21 @@ def _survey(value: Any, limit: int) -> tuple[int, int] | None:
             return None
         below: list[Any] = []
         nested = False
-        for item in level:
-            if isinstance(item, dict):
-                count += len(item)  # the keys
-                below.extend(item.values())
-                nested = True
-            elif isinstance(item, list):
-                below.extend(item)
-                nested = True
-            elif isinstance(item, str) and len(item) > STRING_CHARS_PER_NODE:
-                count += len(item) // STRING_CHARS_PER_NODE
-        if count > limit:
-            return None
+        # In slices: a level of 16,000 records stops after the slice that passes `limit` (what
+        # `below` holds is counted with the next level), not after all 80,000 of their values.
+        for start in range(0, len(level), _SURVEY_SLICE):
+            for item in level[start : start + _SURVEY_SLICE]:
+                if isinstance(item, dict):
+                    count += len(item)  # the keys
+                    below.extend(item.values())
+                    nested = True
+                elif isinstance(item, list):
+                    below.extend(item)
+                    nested = True
+                elif isinstance(item, str) and len(item) > STRING_CHARS_PER_NODE:
+                    count += len(item) // STRING_CHARS_PER_NODE
+            if count + len(below) > limit:
+                return None
         depth += nested
         level = below
     return count, depth

@@ -198,6 +198,25 @@ def test_sizes_are_counted_with_bounded_walks() -> None:
     assert not payload.is_large({"small": [1, 2, 3]})
 
 
+def test_counting_a_wide_value_stops_near_the_limit() -> None:
+    """`is_large` on 100,000 records looks at a slice of them past INLINE_NODES, not at all of
+    them (every large result and reply is asked)."""
+    opened = 0
+
+    class Record(dict[str, Any]):
+        def values(self) -> Any:
+            nonlocal opened
+            opened += 1
+            return super().values()
+
+    rows = [Record(id=i, name=f"item {i}", tags=["a"]) for i in range(100_000)]
+    assert payload.is_large(rows)
+    assert opened <= payload.INLINE_NODES // 3 + payload._SURVEY_SLICE
+    opened = 0
+    assert payload.node_count(rows[:10], 1000) == 1 + 10 + 10 * (3 + 3 + 1)  # list, keys, values, tag
+    assert opened == 10
+
+
 def test_every_container_size_is_its_node_count_shared_and_long_strings_included() -> None:
     # `dumps` batches children by these sizes: each must be what `node_count` counts.
     shared = {"s": [1, 2, {"t": "x" * 1000}]}
