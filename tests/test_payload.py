@@ -159,6 +159,30 @@ def test_a_run_holding_an_error_raises_what_json_raises() -> None:
         assert (got.value.msg, got.value.pos) == (expected.value.msg, expected.value.pos)
 
 
+@pytest.mark.usefixtures("small_bounds")
+def test_a_hook_that_refuses_a_value_inside_a_run_refuses_it_as_json_does() -> None:
+    """parse_constant / parse_float raising (the stdio client refuses NaN and overflowing
+    floats) inside a run of elements: the same error, for the same token, as json.loads."""
+
+    class Refused(ValueError):
+        pass
+
+    def refuse(token: str) -> Any:
+        raise Refused(token)
+
+    rows = [{"id": i, "v": 1.5} for i in range(200)]
+    for bad in ("NaN", "-Infinity", "1e999"):
+        text = json.dumps(rows).replace('"id": 150, "v": 1.5', f'"id": 150, "v": {bad}')
+        hooks: dict[str, Any] = {"parse_constant": refuse}
+        if bad == "1e999":
+            hooks["parse_float"] = lambda t: refuse(t) if t == "1e999" else float(t)
+        with pytest.raises(Refused) as expected:
+            json.loads(text, **hooks)
+        with pytest.raises(Refused) as got:
+            payload.loads(text, **hooks)
+        assert got.value.args == expected.value.args == (bad,)
+
+
 def test_a_long_list_is_parsed_a_window_per_c_call_not_an_element_per_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -213,7 +237,9 @@ def test_counting_a_wide_value_stops_near_the_limit() -> None:
     assert payload.is_large(rows)
     assert opened <= payload.INLINE_NODES // 3 + payload._SURVEY_SLICE
     opened = 0
-    assert payload.node_count(rows[:10], 1000) == 1 + 10 + 10 * (3 + 3 + 1)  # list, keys, values, tag
+    assert payload.node_count(rows[:10], 1000) == 1 + 10 + 10 * (
+        3 + 3 + 1
+    )  # list, keys, values, tag
     assert opened == 10
 
 
