@@ -5,8 +5,8 @@ Why its own module: the realm is everything JavaScript sees of the outside durin
 (tool calls, logs, the run clock, the timer alarm, the event pump), the order in which events are
 handed over, and pause/replay of a journaled run (runtime/host/resume.py). The worker process
 (worker.py) owns the pipe and the run's lifecycle and builds one realm per run; the clock and
-journal the realm writes live in run_state.py. The realm sends through its worker and registers
-its calls in the worker's reply table (`_replies`, `_ids`): the two are one process's halves.
+journal the realm writes live in run_state.py. The realm sends through its worker, which keeps
+the table of calls waiting for a reply (`send_call`, `drop_calls`).
 Imported only by the worker process: no `mcp`, no generator.
 """
 
@@ -180,9 +180,7 @@ class Realm:
             fut.cancel()
         st.replies.clear()
         st.queue.clear()
-        replies = self.worker._replies
-        for call_id in [k for k, (realm, _) in replies.items() if realm is self]:
-            del replies[call_id]
+        self.worker.drop_calls(self)
 
     def close(self) -> None:
         """End the run and free the engine (its heap and the methods bound into it). Idempotent."""
@@ -218,11 +216,9 @@ class Realm:
         """Send the request now; JS gets the call's number, and its reply through the pump."""
         st = self.state
         st.issued += 1
-        call_id = next(self.worker._ids)
-        self.worker._replies[call_id] = (self, st.issued)
         # Over MAX_INPUT_BYTES or MAX_JSON_DEPTH: the host gets the call without its input.
         self.worker.send_call(
-            call_id, screen.screen_call_request(text) if isinstance(text, str) else text
+            self, st.issued, screen.screen_call_request(text) if isinstance(text, str) else text
         )
         return st.issued
 

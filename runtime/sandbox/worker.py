@@ -108,9 +108,17 @@ class Worker:
     def send(self, message: dict[str, Any]) -> None:
         self._write(protocol.encode(message))
 
-    def send_call(self, call_id: int, request_text: Any) -> None:
-        """A call message with the JS-made request JSON embedded verbatim (no re-escaping)."""
+    def send_call(self, realm: Realm, seq: int, request_text: Any) -> None:
+        """A call message with the JS-made request JSON embedded verbatim (no re-escaping); its
+        reply goes to `realm` as call `seq` of its run (`_resolve`)."""
+        call_id = next(self._ids)
+        self._replies[call_id] = (realm, seq)
         self._write(protocol.encode_call(call_id, request_text))
+
+    def drop_calls(self, realm: Realm) -> None:
+        """Forget the calls of `realm` still waiting: a late reply to one is discarded."""
+        for call_id in [k for k, (owner, _) in self._replies.items() if owner is realm]:
+            del self._replies[call_id]
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
