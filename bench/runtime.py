@@ -930,11 +930,12 @@ def rss(pid):
             return int(line.split()[1]) / 1024
 
 def shared_split(pid):
-    # (PSS, USS) in MB: shared pages split between the processes mapping them / private only
+    # as shared_split in the bench (this child cannot import it)
     got = {}
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
         parts = line.split()
-        got[parts[0]] = int(parts[1]) / 1024 if len(parts) > 1 and parts[1].isdigit() else 0
+        if len(parts) > 1 and parts[1].isdigit():
+            got[parts[0]] = int(parts[1]) / 1024
     return got["Pss:"], got["Private_Clean:"] + got["Private_Dirty:"]
 
 def workers():

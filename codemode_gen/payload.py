@@ -206,7 +206,7 @@ class _ChunkedParser:
         self.base = 0
         self.memo: dict[str, str] = {}
         # `_run_of`: per container (by id: each lives as long as the parse), no run is tried
-        # before this index; characters parsed by runs that were not runs.
+        # before this index; `wasted`: characters of the runs that did not parse to their end.
         self.no_runs_before: dict[int, int] = {}
         self.wasted = 0
 
