@@ -140,11 +140,8 @@ class LearningSink:
         await slots.acquire()
         if learn:
             self._learning.add(key)
-        if self._observer is None:
-            self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
         mode = self.configs[config_id].unwrap
-        job = asyncio.get_running_loop().run_in_executor(
-            self._observer,
+        job = self._in_thread(
             self._observe,
             run,
             config_id,
@@ -156,11 +153,9 @@ class LearningSink:
             duration_ms,
         )
         observed.append(job)
-        self._observing.add(job)
 
         def done(_: asyncio.Future[None]) -> None:
             slots.release()
-            self._observing.discard(job)
             if learn:
                 self._learning.discard(key)
             recorder = self.recorder
@@ -178,18 +173,24 @@ class LearningSink:
         items = self._deferred.pop(run, None)
         if not items:
             return
-        if self._observer is None:
-            self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
-        job = asyncio.get_running_loop().run_in_executor(self._observer, self._learn_all, items)
-        self._observing.add(job)
+        job = self._in_thread(self._learn_all, items)
         self._released.add(job)
 
         def done(_: asyncio.Future[None]) -> None:
             self._held = max(0, self._held - len(items))
-            self._observing.discard(job)
             self._released.discard(job)
 
         job.add_done_callback(done)
+
+    def _in_thread(self, fn: Callable[..., None], *args: Any) -> asyncio.Future[None]:
+        """`fn(*args)` in the observation thread (one, started on first use, so results are
+        handled in call order), counted in `_observing` until it ends (`aclose` waits for it)."""
+        if self._observer is None:
+            self._observer = ThreadPoolExecutor(1, thread_name_prefix="codemode-observe")
+        job = asyncio.get_running_loop().run_in_executor(self._observer, fn, *args)
+        self._observing.add(job)
+        job.add_done_callback(self._observing.discard)
+        return job
 
     async def settled(self) -> None:
         """Wait for what ended runs kept to learn from (before a run builds its catalog, so that

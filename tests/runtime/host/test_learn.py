@@ -455,6 +455,8 @@ def test_a_run_that_times_out_after_its_call_still_teaches_the_next_run(tmp_path
 
     async def main() -> tuple[Response, Response]:
         async with CodeMode.from_config(config, out=tmp_path / "out") as cm:
+            # connected first: the timeout below is the loop's, not the server's start
+            await cm.run("1", requested_capabilities=["slow"])
             timed_out = await cm.run(stuck, limits={"timeoutMs": 1500})
             probe = await cm.run(PROBE)
             assert cm._learning._held == 0
