@@ -259,16 +259,14 @@ async def bench_startup(config: Path, repeat: int) -> list[tuple[str, str, str, 
 
 @asynccontextmanager
 async def direct_client(
-    log_dir: Path, server: Path = NOTES, tool: str = "get_note", arguments: Any = None
-) -> AsyncIterator[Callable[[int], Awaitable[list[float]]]]:
+    log_dir: Path, server: Path = NOTES
+) -> AsyncIterator[Callable[..., Awaitable[list[float]]]]:
     """The plain `mcp` client on its own stdio process of the same server script.
 
-    Yields `batch(n)`: n sequential calls of `tool` (default notes' get_note {id: 1}), each
-    timed (ms)."""
+    Yields `batch(n, tool="get_note", arguments={"id": 1})`: n sequential calls, each timed (ms)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    arguments = {"id": 1} if arguments is None else arguments
     params = StdioServerParameters(command=PYTHON, args=[str(server)])
     with open(log_dir / f"direct-{server.stem}.stderr.log", "w") as errlog:
         async with Client(
@@ -276,7 +274,10 @@ async def direct_client(
         ) as client:
             await client.list_tools()
 
-            async def batch(calls: int) -> list[float]:
+            async def batch(
+                calls: int, tool: str = "get_note", arguments: Any = None
+            ) -> list[float]:
+                arguments = {"id": 1} if arguments is None else arguments
                 samples = []
                 for _ in range(calls):
                     started = time.perf_counter()
@@ -456,7 +457,10 @@ async def bench_replies(config: Path, repeat: int) -> list[tuple[str, str, str, 
     """A tool call whose reply is large, in a sequential loop in the script (timed there), vs
     the same call made directly with the `mcp` client on the same server, alternating."""
     rows = []
-    async with CodeMode.from_config(config, out=config.parent / "out") as cm:
+    async with (
+        CodeMode.from_config(config, out=config.parent / "out") as cm,
+        direct_client(config.parent, PAYLOAD) as direct_batch,
+    ):
         for tool in ("blob", "typed_blob"):
             for kib, calls in REPLY_SIZES:
                 code = (
@@ -466,15 +470,12 @@ async def bench_replies(config: Path, repeat: int) -> list[tuple[str, str, str, 
                     "globalThis.__codemode_result__ = [Date.now() - t0, n];"
                 )
                 check(await cm.run(code, limits=BENCH_LIMITS), "warm-up")
-                async with direct_client(
-                    config.parent, PAYLOAD, tool, {"kib": kib}
-                ) as direct_batch:
-                    await direct_batch(calls)  # warm-up
-                    sandbox, direct = [], []
-                    for _ in range(max(3, repeat // 4)):
-                        elapsed, _n = check(await cm.run(code, limits=BENCH_LIMITS), tool)
-                        sandbox.append(float(elapsed) / calls)
-                        direct.append(statistics.fmean(await direct_batch(calls)))
+                await direct_batch(calls, tool, {"kib": kib})  # warm-up
+                sandbox, direct = [], []
+                for _ in range(max(3, repeat // 4)):
+                    elapsed, _n = check(await cm.run(code, limits=BENCH_LIMITS), tool)
+                    sandbox.append(float(elapsed) / calls)
+                    direct.append(statistics.fmean(await direct_batch(calls, tool, {"kib": kib})))
                 rows.append(
                     (
                         f"(2) a {kib} KiB reply ({tool}) per call in a loop: sandbox vs direct mcp",
