@@ -1,0 +1,887 @@
+/* The native worker's realms (INTERFACE.md): one QuickJS runtime per sandbox realm, with the
+ * functions bound into it, its module loader, and the drive loop that runs a script to its end
+ * the way jsbox's `_eval_async` did (runtime/sandbox/engine.py). What the bindings mean is the
+ * supervisor's business (runtime/js/supervisor.js): each one forwards to a supervisor callback,
+ * copying strings and numbers between the two runtimes (no JS object is shared). */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker.h"
+
+/* Native stack a realm's JS may use: bounds guest recursion (a catchable RangeError "Maximum
+ * call stack size exceeded"); engine.py STACK_BYTES. */
+#define REALM_STACK_BYTES (1024 * 1024)
+/* Smallest heap probe allocation (engine.py heap_exhausted): a tiny heap still gets a real one. */
+#define HEAP_PROBE_MIN_BYTES 1024
+/* Deadline of the heap probe: it allocates one string, so hitting this means the engine hangs. */
+#define HEAP_PROBE_TIMEOUT_MS 1000.0
+/* Shortest run timeout (engine.py `run` clamps to 1 ms): a zero budget still gets a deadline. */
+#define MIN_RUN_TIMEOUT_MS 1.0
+/* Longest `globalThis.__codemode_load__(N)` script text. */
+#define LOAD_SCRIPT_CHARS 64
+
+typedef struct Waiter { /* a promise from __codemode_next__ / __codemode_tick__, not settled yet */
+    uint32_t id;
+    JSValue resolve;
+} Waiter;
+
+typedef struct Settlement {
+    uint32_t id;
+    double value;
+    bool tick; /* settles with undefined */
+} Settlement;
+
+typedef struct Module {
+    char *name, *source;
+    size_t len;
+} Module;
+
+typedef struct Realm {
+    struct Realm *next;
+    int id;
+    JSRuntime *rt;
+    JSContext *ctx;
+    size_t memory_limit;
+    double deadline; /* monotonic ms; INFINITY when nothing of this realm is timed */
+    int entered;     /* C frames running this realm's JS */
+    bool doomed;     /* freed while entered: destroyed when the last frame leaves */
+    /* While its runtime is torn down, what QuickJS frees is kept here and freed after (below). */
+    bool tearing_down;
+    void **held;
+    size_t nheld, capheld;
+    Module *modules;
+    size_t nmodules;
+    Waiter *waiters;
+    size_t nwaiters, capwaiters;
+    Settlement *queue;
+    size_t nqueue, capqueue;
+    uint32_t last_promise;
+    /* the run (realmRun): the script until the first drive evaluates it, then its value */
+    char *script;
+    size_t script_len;
+    bool started;
+    JSValue top;
+    int in_a_row; /* settlement rounds applied since the loop last had a turn */
+} Realm;
+
+static Realm *realms, *running;
+static int last_id;
+
+double realm_running_deadline(void) {
+    return running ? running->deadline : INFINITY;
+}
+
+static Realm *find_realm(JSValueConst id) {
+    int32_t n;
+    if (JS_ToInt32(sctx, &n, id)) {
+        JS_FreeValue(sctx, JS_GetException(sctx));
+        return NULL;
+    }
+    for (Realm *r = realms; r; r = r->next)
+        if (r->id == n) return r;
+    return NULL;
+}
+
+/* ---- realm memory ---------------------------------------------------------------------------
+ * QuickJS-ng 0.17 frees a context's modules before the objects that still point at them: the
+ * evaluation callbacks of a module whose top-level await or import() never finished (a run that
+ * timed out, or was freed, inside one) are freed afterwards by JS_FreeRuntime's GC, and their
+ * finalizer then decrements the freed module's reference count (bellard/quickjs#280, fixed there
+ * by making modules GC objects). That write into freed memory corrupts the C heap. So while a
+ * realm's runtime is torn down, nothing it frees is given back until JS_FreeRuntime returns: the
+ * late write lands in memory still allocated, and everything goes back at once right after. */
+static void *mem_calloc(void *opaque, size_t count, size_t size) {
+    return calloc(count, size);
+}
+
+static void *mem_malloc(void *opaque, size_t size) {
+    return malloc(size);
+}
+
+static void *mem_realloc(void *opaque, void *ptr, size_t size) {
+    return realloc(ptr, size);
+}
+
+static size_t mem_usable_size(const void *ptr) {
+    return malloc_usable_size((void *)ptr);
+}
+
+static void mem_free(void *opaque, void *ptr) {
+    Realm *r = opaque;
+    if (ptr && r->tearing_down) {
+        if (r->nheld == r->capheld) {
+            size_t cap = r->capheld ? 2 * r->capheld : 1024;
+            void **held = realloc(r->held, cap * sizeof *held);
+            if (!held) { /* no room to hold it: free it now, as QuickJS would have */
+                free(ptr);
+                return;
+            }
+            r->held = held;
+            r->capheld = cap;
+        }
+        r->held[r->nheld++] = ptr;
+        return;
+    }
+    free(ptr);
+}
+
+static const JSMallocFunctions realm_memory = {mem_calloc, mem_malloc, mem_free, mem_realloc, mem_usable_size};
+
+static void destroy(Realm *r) {
+    for (size_t i = 0; i < r->nwaiters; i++) JS_FreeValue(r->ctx, r->waiters[i].resolve);
+    r->tearing_down = true;
+    if (r->ctx) {
+        JS_FreeValue(r->ctx, r->top);
+        /* Garbage first, while the modules live: what it frees never points at a freed module. */
+        JS_RunGC(r->rt);
+        JS_FreeContext(r->ctx);
+    }
+    if (r->rt) JS_FreeRuntime(r->rt);
+    for (size_t i = 0; i < r->nheld; i++) free(r->held[i]);
+    free(r->held);
+    for (size_t i = 0; i < r->nmodules; i++) {
+        free(r->modules[i].name);
+        free(r->modules[i].source);
+    }
+    free(r->modules);
+    free(r->waiters);
+    free(r->queue);
+    free(r->script);
+    free(r);
+}
+
+/* Entering from outside this realm's JS: its stack budget counts from here. */
+static void enter(Realm *r) {
+    if (r->entered++ == 0) JS_UpdateStackTop(r->rt);
+}
+
+/* false: the realm was freed meanwhile (realmFree from a binding) and is gone now. */
+static bool leave(Realm *r) {
+    if (--r->entered > 0 || !r->doomed) return true;
+    destroy(r);
+    return false;
+}
+
+static int interrupt(JSRuntime *rt, void *opaque) {
+    return monotonic_ms() >= ((Realm *)opaque)->deadline;
+}
+
+static void run_jobs(Realm *r) {
+    JSContext *c;
+    int ret;
+    while (!r->doomed && (ret = JS_ExecutePendingJob(r->rt, &c)) != 0) {
+        if (ret < 0) { /* nobody handles it (jsbox drops it too) */
+            JS_FreeValue(c, JS_GetException(c));
+            if (monotonic_ms() >= r->deadline) break;
+        }
+    }
+}
+
+/* ---- values crossing to and from the supervisor ------------------------------------------ */
+/* String(v) as a supervisor string; JS_EXCEPTION pending in the realm's ctx. The UTF-8 copy of
+ * a string can be three times its size: made with the heap limit lifted, so a result as big as
+ * the heap still crosses (jsbox: max_value_bytes = memory_limit); String() runs under it. */
+static JSValue str_to_sup(JSContext *ctx, JSValueConst v) {
+    JSValue s = JS_ToString(ctx, v);
+    if (JS_IsException(s)) return s;
+    Realm *r = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
+    if (r) JS_SetMemoryLimit(r->rt, 0);
+    JSValue out = copy_string(ctx, s, sctx);
+    if (r) JS_SetMemoryLimit(r->rt, r->memory_limit);
+    JS_FreeValue(ctx, s);
+    if (JS_IsException(out) && JS_HasException(sctx)) {
+        JS_FreeValue(sctx, JS_GetException(sctx));
+        return JS_ThrowOutOfMemory(ctx);
+    }
+    return out;
+}
+
+/* A supervisor primitive as a realm value (objects: undefined); JS_EXCEPTION pending in ctx. */
+static JSValue from_sup(JSContext *ctx, JSValueConst v) {
+    double d;
+    if (JS_IsString(v)) {
+        JSValue s = copy_string(sctx, v, ctx);
+        if (JS_IsException(s) && JS_HasException(sctx)) {
+            JS_FreeValue(sctx, JS_GetException(sctx));
+            return JS_ThrowOutOfMemory(ctx);
+        }
+        return s;
+    }
+    if (JS_IsNumber(v) && !JS_ToFloat64(sctx, &d, v)) return JS_NewNumber(ctx, d);
+    if (JS_IsBool(v)) return JS_NewBool(ctx, JS_ToBool(sctx, v));
+    if (JS_IsNull(v)) return JS_NULL;
+    return JS_UNDEFINED;
+}
+
+/* A realm number as a supervisor number, anything else null. */
+static JSValue num_to_sup(JSContext *ctx, JSValueConst v) {
+    double d;
+    if (JS_IsNumber(v) && !JS_ToFloat64(ctx, &d, v)) return JS_NewNumber(sctx, d);
+    return JS_NULL;
+}
+
+/* supervisor.<name>(rid, a, b) with a and b owned; its result as a realm value. */
+static JSValue forward(Realm *r, const char *name, int argc, JSValue a, JSValue b) {
+    JSValue args[3] = {JS_NewInt32(sctx, r->id), a, b};
+    JSValue res = sup_call(name, argc + 1, args);
+    JS_FreeValue(sctx, a);
+    JS_FreeValue(sctx, b);
+    if (JS_IsException(res)) /* jsbox's text for a host function that raised */
+        return throw_error(r->ctx, "host function failed: ", sup_error_name, strlen(sup_error_name), false);
+    JSValue out = from_sup(r->ctx, res);
+    JS_FreeValue(sctx, res);
+    return out;
+}
+
+/* ---- outcomes (supervisor objects) -------------------------------------------------------- */
+static JSValue outcome(const char *kind) {
+    JSValue o = JS_NewObject(sctx);
+    JS_SetPropertyStr(sctx, o, "kind", JS_NewString(sctx, kind));
+    return o;
+}
+
+/* exc.<name> as a string if it is one (or, `coerce`, if it is not undefined), else `dflt`. */
+static JSValue field(JSContext *ctx, JSValueConst exc, const char *name, bool coerce, const char *dflt) {
+    JSValue v = JS_GetPropertyStr(ctx, exc, name), s = JS_EXCEPTION;
+    if (JS_IsString(v) || (coerce && !JS_IsException(v) && !JS_IsUndefined(v))) s = str_to_sup(ctx, v);
+    JS_FreeValue(ctx, v);
+    if (!JS_IsException(s)) return s;
+    if (JS_HasException(ctx)) JS_FreeValue(ctx, JS_GetException(ctx));
+    return JS_NewString(sctx, dflt);
+}
+
+/* name, message and stack of a thrown value, into `o` (engine.py _engine_error): an Error's
+ * own fields, or for anything else name null and message String(value). */
+static void describe(JSContext *ctx, JSValueConst exc, JSValue o) {
+    JSValue name = JS_NULL, message, stack;
+    if (JS_IsError(exc)) {
+        name = field(ctx, exc, "name", true, "Error");
+        message = field(ctx, exc, "message", true, "");
+        stack = field(ctx, exc, "stack", false, "");
+    } else {
+        message = str_to_sup(ctx, exc);
+        if (JS_IsException(message)) {
+            JS_FreeValue(ctx, JS_GetException(ctx));
+            message = JS_NewString(sctx, "[object]"); /* jsbox's text for what has no String() */
+        }
+        stack = JS_NewString(sctx, "");
+    }
+    JS_SetPropertyStr(sctx, o, "name", name);
+    JS_SetPropertyStr(sctx, o, "message", message);
+    JS_SetPropertyStr(sctx, o, "stack", stack);
+}
+
+/* The outcome of a run that failed with `exc` (owned). */
+static JSValue failed(Realm *r, JSValue exc) {
+    JSValue o;
+    if (monotonic_ms() >= r->deadline) {
+        o = outcome("timeout");
+    } else {
+        o = outcome("error");
+        describe(r->ctx, exc, o);
+    }
+    JS_FreeValue(r->ctx, exc);
+    return o;
+}
+
+static JSValue succeeded(Realm *r, JSValue value) {
+    JSValue o = outcome("ok"), s = JS_NULL;
+    if (JS_IsString(value)) {
+        s = str_to_sup(r->ctx, value);
+        if (JS_IsException(s)) {
+            JS_FreeValue(r->ctx, value);
+            return failed(r, JS_GetException(r->ctx));
+        }
+    }
+    JS_FreeValue(r->ctx, value);
+    JS_SetPropertyStr(sctx, o, "value", s);
+    return o;
+}
+
+/* The run's outcome once its completion value is settled; JS_UNINITIALIZED until then. */
+static JSValue settled(Realm *r) {
+    switch (JS_PromiseState(r->ctx, r->top)) {
+    case JS_PROMISE_PENDING:
+        return JS_UNINITIALIZED;
+    case JS_PROMISE_FULFILLED:
+        return succeeded(r, JS_PromiseResult(r->ctx, r->top));
+    case JS_PROMISE_REJECTED:
+        return failed(r, JS_PromiseResult(r->ctx, r->top));
+    default: /* not a promise: the value itself */
+        return succeeded(r, JS_DupValue(r->ctx, r->top));
+    }
+}
+
+static void finish(Realm *r, JSValue result) {
+    running = NULL;
+    JS_FreeValue(r->ctx, r->top);
+    r->top = JS_UNDEFINED;
+    r->deadline = INFINITY;
+    r->in_a_row = 0;
+    JSValue args[2] = {JS_NewInt32(sctx, r->id), result};
+    JS_FreeValue(sctx, sup_call("onRealmDone", 2, args));
+    JS_FreeValue(sctx, result);
+}
+
+/* ---- the bound functions ------------------------------------------------------------------ */
+#define REALM(ctx) ((Realm *)JS_GetContextOpaque(ctx))
+#define ARG(i) (argc > (i) ? argv[i] : JS_UNDEFINED)
+
+static JSValue b_host(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    if (r->doomed) return JS_UNDEFINED;
+    JSValue text = str_to_sup(ctx, ARG(0));
+    if (JS_IsException(text)) return text;
+    return forward(r, "realmHost", 1, text, JS_UNDEFINED);
+}
+
+static JSValue b_log(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    if (r->doomed) return JS_UNDEFINED;
+    JSValue level = str_to_sup(ctx, ARG(0));
+    if (JS_IsException(level)) return level;
+    JSValue text = str_to_sup(ctx, ARG(1));
+    if (JS_IsException(text)) {
+        JS_FreeValue(sctx, level);
+        return text;
+    }
+    return forward(r, "realmLog", 2, level, text);
+}
+
+static JSValue b_arm(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    if (r->doomed) return JS_UNDEFINED;
+    JSValue out = forward(r, "realmArm", 1, num_to_sup(ctx, ARG(0)), JS_UNDEFINED);
+    if (JS_IsException(out)) return out;
+    JS_FreeValue(ctx, out);
+    return JS_UNDEFINED;
+}
+
+static JSValue b_take(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    if (r->doomed) return JS_UNDEFINED;
+    return forward(r, "realmTake", 1, num_to_sup(ctx, ARG(0)), JS_UNDEFINED);
+}
+
+static JSValue b_now(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    if (r->doomed) return JS_UNDEFINED;
+    return forward(r, "realmNow", 0, JS_UNDEFINED, JS_UNDEFINED);
+}
+
+static JSValue b_url(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    return JS_NewStringLen(ctx, url_text, url_len);
+}
+
+/* A promise of this realm, remembered with its id until a settlement resolves it. */
+static JSValue new_waiter(Realm *r, uint32_t *id) {
+    JSValue fns[2], p = JS_NewPromiseCapability(r->ctx, fns);
+    if (JS_IsException(p)) return p;
+    JS_FreeValue(r->ctx, fns[1]);
+    if (r->nwaiters == r->capwaiters) {
+        size_t cap = r->capwaiters ? 2 * r->capwaiters : 4;
+        Waiter *w = realloc(r->waiters, cap * sizeof *w);
+        if (!w) {
+            JS_FreeValue(r->ctx, fns[0]);
+            JS_FreeValue(r->ctx, p);
+            return JS_ThrowOutOfMemory(r->ctx);
+        }
+        r->waiters = w;
+        r->capwaiters = cap;
+    }
+    *id = ++r->last_promise;
+    r->waiters[r->nwaiters++] = (Waiter){*id, fns[0]};
+    return p;
+}
+
+static bool queue_settlement(Realm *r, uint32_t id, double value, bool tick) {
+    if (r->nqueue == r->capqueue) {
+        size_t cap = r->capqueue ? 2 * r->capqueue : 4;
+        Settlement *q = realloc(r->queue, cap * sizeof *q);
+        if (!q) return false;
+        r->queue = q;
+        r->capqueue = cap;
+    }
+    r->queue[r->nqueue++] = (Settlement){id, value, tick};
+    return true;
+}
+
+static JSValue b_next(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    uint32_t id;
+    JSValue p = new_waiter(r, &id);
+    if (JS_IsException(p) || r->doomed) return p;
+    JSValue out = forward(r, "realmNext", 1, JS_NewInt64(sctx, id), JS_UNDEFINED);
+    if (JS_IsException(out)) { /* nobody will settle it: not a wait that keeps the run going */
+        if (!r->doomed && r->nwaiters > 0 && r->waiters[r->nwaiters - 1].id == id)
+            JS_FreeValue(ctx, r->waiters[--r->nwaiters].resolve);
+        JS_FreeValue(ctx, p);
+        return out;
+    }
+    JS_FreeValue(ctx, out);
+    return p;
+}
+
+/* One host turn (realm.py `tick`): settled once every job queued now has run. */
+static JSValue b_tick(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = REALM(ctx);
+    uint32_t id;
+    JSValue p = new_waiter(r, &id);
+    if (!JS_IsException(p) && !queue_settlement(r, id, 0, true)) {
+        JS_FreeValue(ctx, p);
+        return JS_ThrowOutOfMemory(ctx);
+    }
+    return p;
+}
+
+/* Every queued settlement, in order. false: the realm is gone. */
+static bool apply_settlements(Realm *r) {
+    Settlement *q = r->queue;
+    size_t n = r->nqueue;
+    r->queue = NULL;
+    r->nqueue = r->capqueue = 0;
+    enter(r);
+    for (size_t i = 0; i < n && !r->doomed; i++) {
+        for (size_t k = 0; k < r->nwaiters; k++) {
+            if (r->waiters[k].id != q[i].id) continue;
+            JSValue resolve = r->waiters[k].resolve;
+            r->waiters[k] = r->waiters[--r->nwaiters];
+            JSValue v = q[i].tick ? JS_UNDEFINED : JS_NewNumber(r->ctx, q[i].value);
+            JSValue ret = JS_Call(r->ctx, resolve, JS_UNDEFINED, 1, &v);
+            if (JS_IsException(ret)) JS_FreeValue(r->ctx, JS_GetException(r->ctx));
+            JS_FreeValue(r->ctx, ret);
+            JS_FreeValue(r->ctx, resolve);
+            break;
+        }
+    }
+    free(q);
+    return leave(r);
+}
+
+/* ---- modules ------------------------------------------------------------------------------ */
+/* Specifiers are the names the host gave (jsbox's static modules): "./x" stays "./x". */
+static char *normalize(JSContext *ctx, const char *base, const char *name, void *opaque) {
+    return js_strdup(ctx, name);
+}
+
+static JSModuleDef *load_module(JSContext *ctx, const char *name, void *opaque) {
+    Realm *r = opaque;
+    JSValue m = JS_UNDEFINED;
+    if (!strcmp(name, "@codemode/errors")) {
+        m = JS_ReadObject(ctx, bc_errors.buf, bc_errors.len, JS_READ_OBJ_BYTECODE);
+    } else if (!strcmp(name, "@codemode/host")) {
+        m = JS_ReadObject(ctx, bc_host.buf, bc_host.len, JS_READ_OBJ_BYTECODE);
+    } else {
+        for (size_t i = 0; i < r->nmodules && JS_IsUndefined(m); i++)
+            if (!strcmp(r->modules[i].name, name))
+                m = JS_Eval(ctx, r->modules[i].source, r->modules[i].len, name,
+                            JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
+        if (JS_IsUndefined(m)) {
+            throw_error(ctx, "module not found: ", name, strlen(name), true);
+            return NULL;
+        }
+    }
+    if (JS_IsException(m)) return NULL;
+    JSModuleDef *def = JS_VALUE_GET_PTR(m);
+    JS_FreeValue(ctx, m);
+    return def;
+}
+
+/* ---- native.* (the supervisor's side) ---------------------------------------------------- */
+/* A supervisor string's UTF-8 (lone surrogates → U+FFFD), malloc'ed and NUL-terminated. */
+static char *sup_utf8(JSValueConst v, size_t *len) {
+    const char *s = JS_ToCStringLen(sctx, len, v);
+    if (!s) return NULL;
+    char *copy = malloc(*len + 1);
+    if (copy) {
+        memcpy(copy, s, *len + 1);
+        wtf8_fix(copy, *len);
+    } else {
+        JS_ThrowOutOfMemory(sctx);
+    }
+    JS_FreeCString(sctx, s);
+    return copy;
+}
+
+static JSValue no_realm(JSValueConst id) {
+    char text[32];
+    int32_t n = 0;
+    JS_ToInt32(sctx, &n, id);
+    snprintf(text, sizeof text, "%d", n);
+    return throw_error(sctx, "no realm ", text, strlen(text), false);
+}
+
+/* prefix + Python's repr() of what a prelude phase returned (`v`, of ctx), as realm.py's
+ * messages show it: 'text', None, True, 42. */
+static JSValue returned(const char *prefix, JSContext *ctx, JSValueConst v) {
+    const char *fixed = JS_IsUndefined(v) || JS_IsNull(v) ? "None" : !JS_IsBool(v) ? NULL : JS_ToBool(ctx, v) ? "True" : "False";
+    JSValue s = fixed ? JS_NewString(sctx, fixed) : str_to_sup(ctx, v);
+    if (JS_IsException(s)) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        s = JS_NewString(sctx, "?");
+    }
+    size_t len, plen = strlen(prefix);
+    const char *text = JS_ToCStringLen(sctx, &len, s);
+    bool quote = JS_IsString(v);
+    char *buf = text ? malloc(plen + len + 2) : NULL;
+    JSValue out = JS_NewString(sctx, "?");
+    if (buf) {
+        memcpy(buf, prefix, plen);
+        if (quote) buf[plen++] = '\'';
+        memcpy(buf + plen, text, len);
+        if (quote) buf[plen + len++] = '\'';
+        JS_FreeValue(sctx, out);
+        out = JS_NewStringLen(sctx, buf, plen + len);
+        free(buf);
+    }
+    JS_FreeCString(sctx, text);
+    JS_FreeValue(sctx, s);
+    return out;
+}
+
+/* The message a failed prelude phase reports (realm.py `create`): the error's; a phase that
+ * ran out of time says "EngineTimeout", as the Python worker did (the exception's type name). */
+static JSValue phase_error(Realm *r, JSValue exc) {
+    JSValue o = failed(r, exc), kind = JS_GetPropertyStr(sctx, o, "kind");
+    const char *k = JS_ToCString(sctx, kind);
+    JSValue msg = k && !strcmp(k, "timeout") ? JS_NewString(sctx, "EngineTimeout") : JS_GetPropertyStr(sctx, o, "message");
+    JS_FreeCString(sctx, k);
+    JS_FreeValue(sctx, kind);
+    JS_FreeValue(sctx, o);
+    return msg;
+}
+
+/* Phase A2's report (a JSON text) checked: JS_UNDEFINED when "loaded", else why not. */
+static JSValue check_loaded(Realm *r, JSValueConst text) {
+    size_t len;
+    const char *s = JS_IsString(text) ? JS_ToCStringLen(r->ctx, &len, text) : NULL;
+    JSValue report = s ? JS_ParseJSON(sctx, s, len, "<report>") : JS_UNDEFINED, why = JS_UNDEFINED;
+    if (s) JS_FreeCString(r->ctx, s);
+    if (JS_IsException(report)) JS_FreeValue(sctx, JS_GetException(sctx));
+    JSValue status = JS_IsObject(report) ? JS_GetPropertyStr(sctx, report, "status") : JS_UNDEFINED;
+    const char *st = JS_IsString(status) ? JS_ToCString(sctx, status) : NULL;
+    if (!st || strcmp(st, "loaded")) {
+        JSValue error = JS_IsObject(report) ? JS_GetPropertyStr(sctx, report, "error") : JS_UNDEFINED;
+        const char *keys[] = {"text", "message"};
+        for (int i = 0; i < 2 && JS_IsUndefined(why) && JS_IsObject(error); i++) {
+            JSValue v = JS_GetPropertyStr(sctx, error, keys[i]);
+            if (JS_ToBool(sctx, v) > 0) why = JS_ToString(sctx, v);
+            JS_FreeValue(sctx, v);
+        }
+        JS_FreeValue(sctx, error);
+        if (JS_IsUndefined(why) || JS_IsException(why)) why = returned("prelude phase A2 returned ", r->ctx, text);
+    }
+    JS_FreeCString(sctx, st);
+    JS_FreeValue(sctx, status);
+    JS_FreeValue(sctx, report);
+    return why;
+}
+
+static int install_globals(Realm *r) {
+    static const struct {
+        const char *name;
+        JSCFunction *fn;
+        int length;
+    } bindings[] = {
+        {"__codemode_host__", b_host, 1}, {"__codemode_log__", b_log, 2},   {"__codemode_arm__", b_arm, 1},
+        {"__codemode_next__", b_next, 0}, {"__codemode_take__", b_take, 1}, {"__codemode_tick__", b_tick, 0},
+        {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},
+    };
+    JSContext *ctx = r->ctx;
+    JSValue global = JS_GetGlobalObject(ctx);
+    int ret = 0;
+    for (size_t i = 0; i < sizeof bindings / sizeof *bindings && ret >= 0; i++)
+        ret = JS_SetPropertyStr(ctx, global, bindings[i].name, JS_NewCFunction(ctx, bindings[i].fn, bindings[i].name, bindings[i].length));
+    if (ret >= 0) {
+        JSValue config = JS_ParseJSON(ctx, cfg.realm_config_json, cfg.realm_config_len, "<config>");
+        ret = JS_IsException(config) ? -1 : JS_SetPropertyStr(ctx, global, "__codemode_config__", config);
+    }
+    JS_FreeValue(ctx, global);
+    return ret < 0 ? -1 : text_codec_install(ctx);
+}
+
+/* Prelude phases A and A2 in a fresh realm: JS_UNDEFINED, or why they failed (a supervisor
+ * string). */
+static JSValue prepare(Realm *r, int max_calls) {
+    JSContext *ctx = r->ctx;
+    if (install_globals(r) < 0) return phase_error(r, JS_GetException(ctx));
+    r->deadline = monotonic_ms() + cfg.prelude_timeout_ms;
+    JSValue fn = JS_ReadObject(ctx, bc_prelude.buf, bc_prelude.len, JS_READ_OBJ_BYTECODE);
+    JSValue v = JS_IsException(fn) ? fn : JS_EvalFunction(ctx, fn);
+    if (JS_IsException(v)) return phase_error(r, JS_GetException(ctx));
+    const char *status = JS_IsString(v) ? JS_ToCString(ctx, v) : NULL;
+    bool locked = status && !strcmp(status, "locked");
+    JS_FreeCString(ctx, status);
+    if (!locked) {
+        JSValue why = returned("prelude phase A returned ", ctx, v);
+        JS_FreeValue(ctx, v);
+        return why;
+    }
+    JS_FreeValue(ctx, v);
+
+    char code[LOAD_SCRIPT_CHARS];
+    snprintf(code, sizeof code, "globalThis.__codemode_load__(%d)", max_calls);
+    r->deadline = monotonic_ms() + cfg.prelude_timeout_ms;
+    v = JS_Eval(ctx, code, strlen(code), "eval_script", JS_EVAL_TYPE_GLOBAL);
+    if (JS_IsException(v)) return phase_error(r, JS_GetException(ctx));
+    run_jobs(r);
+    JSValue why = JS_UNDEFINED, result;
+    switch (JS_PromiseState(ctx, v)) {
+    case JS_PROMISE_PENDING:
+        why = monotonic_ms() >= r->deadline ? JS_NewString(sctx, "EngineTimeout")
+                                            : JS_NewString(sctx, "promise never settled (no pending jobs)");
+        break;
+    case JS_PROMISE_REJECTED:
+        why = phase_error(r, JS_PromiseResult(ctx, v));
+        break;
+    default:
+        result = JS_IsPromise(v) ? JS_PromiseResult(ctx, v) : JS_DupValue(ctx, v);
+        why = check_loaded(r, result);
+        JS_FreeValue(ctx, result);
+    }
+    JS_FreeValue(ctx, v);
+    return why;
+}
+
+static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    double memory;
+    int32_t max_calls;
+    if (JS_ToFloat64(c, &memory, ARG(0)) || JS_ToInt32(c, &max_calls, ARG(1))) return JS_EXCEPTION;
+    if (!(memory >= 1)) return throw_error(c, "bad memory limit", "", 0, false); /* 0 would be none */
+    Realm *r = calloc(1, sizeof *r);
+    if (!r) return JS_ThrowOutOfMemory(c);
+    r->id = ++last_id;
+    r->memory_limit = memory >= (double)SIZE_MAX ? SIZE_MAX : (size_t)memory;
+    r->deadline = INFINITY;
+    r->top = JS_UNDEFINED;
+    JSValue why = JS_UNDEFINED;
+    r->rt = JS_NewRuntime2(&realm_memory, r);
+    if (r->rt) {
+        JS_SetRuntimeOpaque(r->rt, r);
+        JS_SetMemoryLimit(r->rt, r->memory_limit);
+        JS_SetMaxStackSize(r->rt, REALM_STACK_BYTES);
+        JS_SetCanBlock(r->rt, false);
+        JS_SetInterruptHandler(r->rt, interrupt, r);
+        JS_SetModuleLoaderFunc(r->rt, normalize, load_module, r);
+        r->ctx = JS_NewContext(r->rt);
+    }
+    if (!r->ctx) {
+        why = JS_NewString(sctx, "out of memory");
+    } else {
+        JS_SetContextOpaque(r->ctx, r);
+        enter(r);
+        why = prepare(r, max_calls);
+        r->deadline = INFINITY;
+        r->entered--; /* not listed yet: nothing can have doomed it */
+    }
+    if (!JS_IsUndefined(why)) {
+        destroy(r);
+        size_t len;
+        const char *s = JS_ToCStringLen(sctx, &len, why);
+        throw_error(c, "", s ? s : "?", s ? len : 1, false);
+        JS_FreeCString(sctx, s);
+        JS_FreeValue(sctx, why);
+        return JS_EXCEPTION;
+    }
+    r->next = realms;
+    realms = r;
+    return JS_NewInt32(c, r->id);
+}
+
+static JSValue n_realm_add_module(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = find_realm(ARG(0));
+    if (!r) return no_realm(ARG(0));
+    size_t name_len, len;
+    char *name = sup_utf8(ARG(1), &name_len), *source = name ? sup_utf8(ARG(2), &len) : NULL;
+    Module *m = source ? realloc(r->modules, (r->nmodules + 1) * sizeof *m) : NULL;
+    if (!m) {
+        free(name);
+        free(source);
+        return JS_HasException(c) ? JS_EXCEPTION : JS_ThrowOutOfMemory(c);
+    }
+    r->modules = m;
+    m[r->nmodules++] = (Module){name, source, len};
+    return JS_UNDEFINED;
+}
+
+static JSValue n_realm_run(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = find_realm(ARG(0));
+    double timeout;
+    if (!r) return no_realm(ARG(0));
+    if (running) return throw_error(c, "a realm is already running", "", 0, false);
+    if (r->started || r->script) return throw_error(c, "the realm has run already", "", 0, false);
+    if (JS_ToFloat64(c, &timeout, ARG(2))) return JS_EXCEPTION;
+    r->script = sup_utf8(ARG(1), &r->script_len);
+    if (!r->script) return JS_EXCEPTION;
+    r->deadline = monotonic_ms() + fmax(timeout, MIN_RUN_TIMEOUT_MS);
+    r->in_a_row = 0;
+    running = r; /* evaluated by the loop's next drive, never inside a supervisor callback */
+    return JS_UNDEFINED;
+}
+
+static JSValue n_settle(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = find_realm(ARG(0));
+    double id, value;
+    if (!r || JS_ToFloat64(c, &id, ARG(1)) || JS_ToFloat64(c, &value, ARG(2))) return JS_UNDEFINED;
+    if (!(id >= 1 && id <= UINT32_MAX)) return JS_UNDEFINED;
+    if (!queue_settlement(r, (uint32_t)id, value, false)) return JS_ThrowOutOfMemory(c);
+    return JS_UNDEFINED;
+}
+
+/* checkSyntax's loader: compiling a module resolves its imports (QuickJS-ng loads them even
+ * when it only compiles), which a parse must not need; each is an empty module. */
+static JSModuleDef *load_empty(JSContext *ctx, const char *name, void *opaque) {
+    JSValue m = JS_Eval(ctx, "", 0, name, JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
+    if (JS_IsException(m)) return NULL;
+    JSModuleDef *def = JS_VALUE_GET_PTR(m);
+    JS_FreeValue(ctx, m);
+    return def;
+}
+
+static JSValue n_check_syntax(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    size_t len;
+    char *code = sup_utf8(ARG(0), &len);
+    if (!code) return JS_EXCEPTION;
+    JSValue out = JS_NULL;
+    JSRuntime *rt = JS_NewRuntime();
+    JSContext *ctx = NULL;
+    if (rt) {
+        JS_SetMemoryLimit(rt, cfg.check_memory_bytes);
+        JS_SetMaxStackSize(rt, REALM_STACK_BYTES);
+        JS_SetModuleLoaderFunc(rt, normalize, load_empty, NULL);
+        ctx = JS_NewContext(rt);
+    }
+    if (ctx) {
+        /* Compile only: nothing runs, and the runtime (with the module it registered) goes. */
+        JSValue m = JS_Eval(ctx, code, len, "check", JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
+        if (JS_IsException(m)) {
+            JSValue exc = JS_GetException(ctx), o = JS_NewObject(sctx);
+            describe(ctx, exc, o);
+            out = JS_NewObject(sctx);
+            JS_SetPropertyStr(sctx, out, "message", JS_GetPropertyStr(sctx, o, "message"));
+            JS_SetPropertyStr(sctx, out, "stack", JS_GetPropertyStr(sctx, o, "stack"));
+            JS_FreeValue(sctx, o);
+            JS_FreeValue(ctx, exc);
+        } else {
+            JS_FreeValue(ctx, m);
+        }
+        JS_FreeContext(ctx);
+    }
+    if (rt) JS_FreeRuntime(rt);
+    free(code);
+    return out;
+}
+
+static JSValue n_heap_exhausted(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = find_realm(ARG(0));
+    if (!r || r->entered) return JS_FALSE;
+    double size = fmax(fmin(cfg.heap_probe_bytes, floor(r->memory_limit / 16.0)), HEAP_PROBE_MIN_BYTES);
+    char code[64];
+    snprintf(code, sizeof code, "'x'.repeat(%.0f).length", size);
+    double saved = r->deadline;
+    r->deadline = monotonic_ms() + HEAP_PROBE_TIMEOUT_MS;
+    enter(r);
+    JSValue v = JS_Eval(r->ctx, code, strlen(code), "eval_script", JS_EVAL_TYPE_GLOBAL);
+    /* A probe that ran out of time says nothing of the heap (engine.py: a timeout is False). */
+    bool exhausted = JS_IsException(v) && monotonic_ms() < r->deadline;
+    JS_FreeValue(r->ctx, exhausted ? JS_GetException(r->ctx) : v);
+    r->deadline = saved;
+    leave(r);
+    return JS_NewBool(c, exhausted);
+}
+
+static JSValue n_realm_free(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Realm *r = find_realm(ARG(0));
+    if (!r) return JS_UNDEFINED;
+    for (Realm **p = &realms; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    if (running == r) running = NULL; /* stopped without onRealmDone */
+    if (r->entered) {
+        r->doomed = true;
+        r->deadline = -INFINITY; /* its JS unwinds at the next interrupt check */
+    } else {
+        destroy(r);
+    }
+    return JS_UNDEFINED;
+}
+
+const JSCFunctionListEntry realm_native_funcs[] = {
+    JS_CFUNC_DEF("realmNew", 2, n_realm_new),
+    JS_CFUNC_DEF("realmAddModule", 3, n_realm_add_module),
+    JS_CFUNC_DEF("realmRun", 3, n_realm_run),
+    JS_CFUNC_DEF("settle", 3, n_settle),
+    JS_CFUNC_DEF("checkSyntax", 1, n_check_syntax),
+    JS_CFUNC_DEF("realmHeapExhausted", 1, n_heap_exhausted),
+    JS_CFUNC_DEF("realmFree", 1, n_realm_free),
+};
+const size_t realm_native_count = sizeof realm_native_funcs / sizeof *realm_native_funcs;
+
+/* ---- the drive loop ------------------------------------------------------------------------ */
+void realm_drive(void) {
+    static bool driving; /* the loop's alone: callbacks made from here never drive */
+    Realm *r;
+    if (driving) return;
+    driving = true;
+    while ((r = running) != NULL) {
+        if (monotonic_ms() >= r->deadline) {
+            finish(r, outcome("timeout"));
+            continue;
+        }
+        JSValue result = JS_UNINITIALIZED;
+        enter(r);
+        if (!r->started) {
+            r->started = true;
+            JSValue v = JS_Eval(r->ctx, r->script, r->script_len, "eval_script", JS_EVAL_TYPE_GLOBAL);
+            free(r->script);
+            r->script = NULL;
+            if (!JS_IsException(v)) r->top = v;
+            else if (r->doomed) JS_FreeValue(r->ctx, JS_GetException(r->ctx));
+            else result = failed(r, JS_GetException(r->ctx));
+        }
+        if (JS_IsUninitialized(result)) {
+            run_jobs(r);
+            if (!r->doomed) result = settled(r);
+            /* still waiting past the deadline: the interrupt stopped a job (jsbox: a timeout) */
+            if (JS_IsUninitialized(result) && !r->doomed && monotonic_ms() >= r->deadline) result = outcome("timeout");
+        }
+        if (!leave(r)) {
+            JS_FreeValue(sctx, result);
+            continue;
+        }
+        if (!JS_IsUninitialized(result)) {
+            finish(r, result);
+            continue;
+        }
+        JSValue id = JS_NewInt32(sctx, r->id);
+        JS_FreeValue(sctx, sup_call("afterTurn", 1, &id));
+        if (running != r) continue;
+        if (r->nqueue > 0) {
+            if (r->in_a_row < cfg.max_settled_in_a_row) {
+                r->in_a_row++;
+                apply_settlements(r);
+            } else {
+                r->in_a_row = 0;
+                poll_io_now(); /* fairness: the pipe and the timer get their turn */
+            }
+            continue;
+        }
+        if (r->nwaiters == 0 && !JS_IsJobPending(r->rt)) {
+            JSValue o = outcome("error");
+            JS_SetPropertyStr(sctx, o, "name", JS_NewString(sctx, "Error"));
+            JS_SetPropertyStr(sctx, o, "message", JS_NewString(sctx, "promise never settled (no pending jobs)"));
+            JS_SetPropertyStr(sctx, o, "stack", JS_NewString(sctx, ""));
+            finish(r, o);
+            continue;
+        }
+        r->in_a_row = 0;
+        break; /* JS waits: for a reply, the timer or the deadline */
+    }
+    driving = false;
+}
