@@ -29,7 +29,7 @@ def _utf8_size(text: str, cap: int) -> int:
 _CALL_HEAD = '{"op":"call","serverId":'
 _CALL_TOOL = ',"toolName":'
 # Bounds the names kept in a refused request (no real server id or tool name comes close).
-_MAX_FORWARDED_NAME_CHARS = 4096
+MAX_FORWARDED_NAME_CHARS = 4096
 _decoder = json.JSONDecoder()
 
 
@@ -57,8 +57,8 @@ def screen_call_request(text: str) -> str:
             pass
     request = {
         "op": "call",
-        "serverId": str(server_id)[:_MAX_FORWARDED_NAME_CHARS],
-        "toolName": str(tool_name)[:_MAX_FORWARDED_NAME_CHARS],
+        "serverId": str(server_id)[:MAX_FORWARDED_NAME_CHARS],
+        "toolName": str(tool_name)[:MAX_FORWARDED_NAME_CHARS],
         "inputRejected": why,
     }
     return json.dumps(request, ensure_ascii=True, separators=(",", ":"))

@@ -55,6 +55,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "Serve a server's recordings (fixtures/) as an MCP server over stdio, offline.",
     ),
     "types": ("types", "Print a standalone TypeScript .d.ts for any JSON Schema file."),
+    "doctor": (
+        "doctor",
+        "Say which sandbox worker runs scripts (native or Python) and how to build the native one.",
+    ),
 }
 
 

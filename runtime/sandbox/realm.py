@@ -57,6 +57,19 @@ def realm_key(limits: Limits) -> tuple[int, int]:
     return (limits.maxMemoryBytes, limits.maxConcurrentCalls)
 
 
+def realm_config() -> dict[str, int]:
+    """The prelude's constants, bound into every realm as `__codemode_config__` (the native
+    worker's realms get the same, runtime/native/launch.py)."""
+    return {
+        "maxPendingTimers": MAX_PENDING_TIMERS,
+        "maxLogDepth": run_logs.MAX_LOG_DEPTH,
+        "maxTrackedFailures": MAX_TRACKED_FAILURES,
+        "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
+        "maxNameChars": MAX_NAME_CHARS,
+        "maxReportTextChars": MAX_DIAGNOSTIC_CHARS,
+    }
+
+
 class Realm:
     """One fresh engine, locked down by prelude phase A, used for exactly one run (§1.4).
 
@@ -80,17 +93,7 @@ class Realm:
             e.bind_function("__codemode_take__", self.take)
             e.bind_function("__codemode_tick__", self.tick)
             e.bind_function("__codemode_now__", self.now_ms)
-            e.bind_object(
-                "__codemode_config__",
-                {
-                    "maxPendingTimers": MAX_PENDING_TIMERS,
-                    "maxLogDepth": run_logs.MAX_LOG_DEPTH,
-                    "maxTrackedFailures": MAX_TRACKED_FAILURES,
-                    "maxReportedFailures": script_errors.MAX_UNAWAITED_REPORTED,
-                    "maxNameChars": MAX_NAME_CHARS,
-                    "maxReportTextChars": MAX_DIAGNOSTIC_CHARS,
-                },
-            )
+            e.bind_object("__codemode_config__", realm_config())
         except BaseException:
             e.close()
             raise
