@@ -60,6 +60,7 @@ from typing import Any, NamedTuple
 
 from codemode_gen import CodeMode
 from codemode_gen.jsonio import atomic_write_text, dumps_stable
+from codemode_gen.runtime.sandbox.worker_process import is_worker_cmdline, worker_kind
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -68,7 +69,6 @@ SLOW = REPO / "tests" / "servers" / "slow.py"
 PAGINATED = REPO / "tests" / "servers" / "paginated.py"
 PAYLOAD = REPO / "tests" / "servers" / "payload.py"
 
-WORKER_MODULE = b"codemode_gen.runtime.sandbox.worker"
 SERVERS = 10
 TOOLS_PER_SERVER = 20
 CONCURRENT_CALLS = 20
@@ -576,7 +576,7 @@ def worker_pids() -> set[int]:
         if entry.name.isdigit():
             try:
                 parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                if parent == me and WORKER_MODULE in (entry / "cmdline").read_bytes():
+                if parent == me and is_worker_cmdline((entry / "cmdline").read_bytes()):
                     found.add(int(entry.name))
             except (OSError, ValueError, IndexError):
                 pass
@@ -661,7 +661,7 @@ async def bench_realm_prepare(repeat: int) -> tuple[str, str, str, str]:
     """What a worker spends on each run's sandbox before the run is known (`realm_samples`)."""
     prepare, cpu, close, floor = await realm_samples(max(repeat, 20))
     return (
-        "(4) realm preparation in process (Realm.create): p50 / p90 vs the floor; CPU p50; close p50",
+        "(4) the Python worker's realm preparation in process (Realm.create): p50 / p90 vs the floor; CPU p50; close p50",
         f"{median(prepare):.2f} / {p90(prepare):.2f} vs {median(floor):.2f} / {p90(floor):.2f} ms"
         f" = {median(prepare) / median(floor):.1f}x; CPU {median(cpu):.2f} ms; close {median(close):.2f} ms",
         "-",
@@ -851,7 +851,7 @@ async def bench_footprint(config: Path, runs: int) -> list[tuple[str, str, str, 
             "info",
         ),
         (
-            "(6) a worker's floor, RSS of an idle `python -I` holding: "
+            "(6) the Python worker's floor, RSS of an idle `python -I` holding: "
             + ", ".join(f"+{name}" if i else name for i, (name, _) in enumerate(floor)),
             " / ".join(f"{mb:.1f}" for _, mb in floor) + " MB",
             "-",
@@ -940,13 +940,14 @@ def shared_split(pid):
     return got["Pss:"], got["Private_Clean:"] + got["Private_Dirty:"]
 
 def workers():
+    from codemode_gen.runtime.sandbox.worker_process import is_worker_cmdline
     me = os.getpid()
     out = []
     for e in Path("/proc").iterdir():
         if e.name.isdigit():
             try:
                 if int((e / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me and \\
-                        b"codemode_gen.runtime.sandbox.worker" in (e / "cmdline").read_bytes():
+                        is_worker_cmdline((e / "cmdline").read_bytes()):
                     out.append(int(e.name))
             except (OSError, ValueError, IndexError):
                 pass
@@ -1012,7 +1013,8 @@ async def main_async(args: argparse.Namespace) -> int:
             root / "demo",
             {"notes": [str(NOTES)], "slow": [str(SLOW)], "payload": [str(PAYLOAD)]},
         )
-        print("measuring ...", file=sys.stderr)
+        # CODEMODE_SANDBOX_WORKER=python|native measures either worker (runtime/sandbox/worker_process.py).
+        print(f"measuring with the {worker_kind()} sandbox worker ...", file=sys.stderr)
         rows: list[tuple[str, str, str, str]] = []
         if many is not None:
             rows += await bench_startup(many, args.repeat)

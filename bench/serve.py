@@ -81,6 +81,7 @@ from bench.runtime import (  # noqa: E402
     write_many_project,
     write_project,
 )
+from codemode_gen.runtime.sandbox.worker_process import WORKER_ENV, is_worker_cmdline  # noqa: E402
 
 CALENDAR = REPO / "examples" / "servers" / "calendar_server.py"
 TOOL = "codemode.run"
@@ -94,7 +95,6 @@ TIMER_MS = 50
 RSS_RUNS = 100
 #: /proc sampling period for the worker count of (3): one sample costs well under a millisecond.
 SAMPLE_INTERVAL_S = 0.005
-WORKER_MARK = "codemode_gen.runtime.sandbox.worker"
 
 #: Bounds one request (initialize, tools/list, tools/call): runs take milliseconds, a cold
 #: start seconds; a hung serve fails the bench instead of hanging it.
@@ -135,13 +135,12 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def cmdline(pid: int) -> str:
+def cmdline(pid: int) -> bytes:
+    """/proc/<pid>/cmdline as it is (NUL-separated), b"" once the process is gone."""
     try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return ""
+        return b""
 
 
 def children(pid: int) -> list[int]:
@@ -177,7 +176,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def workers_of(pid: int) -> list[int]:
-    return [p for p in descendants(pid) if WORKER_MARK in cmdline(p)]
+    return [p for p in descendants(pid) if is_worker_cmdline(cmdline(p))]
 
 
 def vm_rss_kb(pid: int) -> int | None:
@@ -238,7 +237,7 @@ class WorkerSampler:
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._cmdlines: dict[int, str] = {}
+        self._cmdlines: dict[int, bytes] = {}
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -249,7 +248,7 @@ class WorkerSampler:
                 if line is None:  # first seen: read once, and remember to kill it at the end
                     line = self._cmdlines[pid] = cmdline(pid)
                     self.reaper.track([pid])
-                count += WORKER_MARK in line
+                count += is_worker_cmdline(line)
             self.peak = max(self.peak, count)
             self.samples += 1
             self._stop.wait(SAMPLE_INTERVAL_S)
@@ -294,7 +293,10 @@ async def session(
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(cwd))
+    # The SDK gives a stdio server only a safe subset of this environment: pass on the choice of
+    # sandbox worker (CODEMODE_SANDBOX_WORKER) so that the bench measures the one it names.
+    chosen = {k: v for k, v in os.environ.items() if k == WORKER_ENV}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(cwd), env=chosen or None)
     mine = os.getpid()
     before = set(children(mine))
     owned: set[tuple[int, int]] = set()  # this session's processes, waited for on exit
@@ -307,7 +309,7 @@ async def session(
                 read_timeout_seconds=REQUEST_TIMEOUT_S,
             ) as client:
                 init_ms = (time.perf_counter() - started) * 1000
-                marker = " ".join(argv[1:])
+                marker = "\0".join(argv[1:]).encode()
                 spawned = [
                     p
                     for p in children(mine)
