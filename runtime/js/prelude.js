@@ -42,8 +42,12 @@
   const rawNow = g.__codemode_now__;
   const config = g.__codemode_config__;
   const rawURLSource = g.__codemode_url__;  // url.js's text, for the URL classes (2d)
+  // lockGraph's object walk in C (the native worker's realm.c; jsbox has none): undefined here
+  // when absent, then lockGraph walks in JS.
+  const rawWalk = g.__codemode_walk__;
   for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
-    "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__"]) {
+    "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__",
+    "__codemode_walk__"]) {
     delete g[name];
   }
 
@@ -619,10 +623,32 @@
   // OVERRIDABLE data properties of each prototype reached (a function's `prototype`) into
   // accessors (enableOverride). Per property one getOwnPropertyDescriptor, which allocates
   // less than getOwnPropertyDescriptors; each object is checked against `locked` before it is
-  // stacked, so it is stacked once.
+  // stacked, so it is stacked once. The native worker walks in C (rawWalk: realm.c
+  // `__codemode_walk__`, the same rules, the same objects in the same order, never running JS),
+  // unless it declines (a Proxy reached, an engine failure, its bound on objects): undefined,
+  // nothing changed, and the JS walk does it.
   function lockGraph(roots, moreProtos) {
-    const found = [];
     const protos = moreProtos;
+    let found = rawWalk === undefined ? undefined : rawWalk(roots, protos, [...locked]);
+    if (found === undefined) found = walkGraph(roots, protos);
+    else for (let i = 0; i < found.length; i++) locked.add(found[i]);
+    // Override-mistake accessors on every prototype reached (one already frozen by an earlier
+    // walk has nothing configurable left: enableOverride skips it).
+    for (let i = 0; i < protos.length; i++) {
+      const proto = protos[i];
+      // Everything on Object.prototype (plain objects overriding toString/hasOwnProperty/...
+      // are common).
+      const names = proto === objectProto ? getOwnPropertyNames(proto) : OVERRIDABLE;
+      for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
+    }
+    // Freeze (the accessor functions made just now are frozen where they are made).
+    for (let i = 0; i < found.length; i++) freeze(found[i]);
+  }
+
+  // The walk: what lockGraph freezes, in order (each added to `locked`); a function's
+  // `prototype` object is appended to `protos`.
+  function walkGraph(roots, protos) {
+    const found = [];
     const stack = [];
     for (let i = 0; i < roots.length; i++) {
       const r = roots[i];
@@ -666,17 +692,7 @@
         }
       }
     }
-    // Override-mistake accessors on every prototype reached (one already frozen by an earlier
-    // walk has nothing configurable left: enableOverride skips it).
-    for (let i = 0; i < protos.length; i++) {
-      const proto = protos[i];
-      // Everything on Object.prototype (plain objects overriding toString/hasOwnProperty/...
-      // are common).
-      const names = proto === objectProto ? getOwnPropertyNames(proto) : OVERRIDABLE;
-      for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
-    }
-    // Freeze (the accessor functions made just now are frozen where they are made).
-    for (let i = 0; i < found.length; i++) freeze(found[i]);
+    return found;
   }
 
   function freezeIntrinsics() {

@@ -376,6 +376,199 @@ static JSValue b_url(JSContext *ctx, JSValueConst this_val, int argc, JSValueCon
     return JS_NewStringLen(ctx, url_text, url_len);
 }
 
+/* ---- __codemode_walk__(roots, protos, locked): prelude.js lockGraph's object walk, in C -----
+ * The JS walk was half of a realm's preparation (bench/speed-footprint.md). This one follows
+ * lockGraph's rules and order exactly (the comments there say why): the objects reachable from
+ * the array `roots` through own properties (data values, accessors' get and set) and prototypes,
+ * except those in the array `locked`; a function's own `length` and `name` are not read; a
+ * function's `prototype` holding an object that is not a function is appended to the array
+ * `protos`; a leaf built-in function (own keys exactly `length`, `name`; prototype
+ * Function.prototype) is found but not walked. Returns the found objects, in the order the JS
+ * walk finds them, as a new array.
+ * Nothing here runs JS: JS_GetOwnProperty reads a descriptor without calling its getter, and a
+ * Proxy (whose prototype, keys and descriptors are traps) is never looked into. Instead the
+ * walk returns undefined, having changed nothing, and lockGraph walks in JS as the Python worker
+ * does, when it meets a Proxy, when the engine fails on the way (that walk meets the failure
+ * again and throws what it throws), or when it would hold more than WALK_MAX_OBJECTS. */
+
+/* Objects one walk may hold in its visited set (`locked` included; every object it stacks or
+ * finds is in it, so this bounds its stack and its result too): a fresh realm's intrinsics are
+ * ~630, and the URL classes' walk holds those and a few dozen more. */
+#define WALK_MAX_OBJECTS 32768
+/* The visited set's first size (slots, a power of 2; doubled when half full). */
+#define WALK_FIRST_SLOTS 4096
+
+typedef struct Walk {
+    JSContext *ctx;
+    void **slots; /* open addressing on the object's address; NULL: free */
+    size_t mask, seen;
+    JSValue *stack, *found;
+    size_t nstack, capstack, nfound, capfound;
+} Walk;
+
+static size_t walk_slot(void **slots, size_t mask, void *p) {
+    size_t i = (((uintptr_t)p >> 4) * 2654435761u) & mask;
+    while (slots[i] && slots[i] != p) i = (i + 1) & mask;
+    return i;
+}
+
+/* 1: `v` (an object) is new to the walk, and is in its set now; 0: seen before; -1: give up. */
+static int walk_see(Walk *w, JSValueConst v) {
+    void *p = JS_VALUE_GET_PTR(v);
+    size_t i = walk_slot(w->slots, w->mask, p);
+    if (w->slots[i]) return 0;
+    if (w->seen >= WALK_MAX_OBJECTS) return -1;
+    if (2 * (w->seen + 1) > w->mask + 1) {
+        size_t mask = 2 * w->mask + 1;
+        void **slots = js_mallocz(w->ctx, (mask + 1) * sizeof *slots);
+        if (!slots) return -1;
+        for (size_t k = 0; k <= w->mask; k++)
+            if (w->slots[k]) slots[walk_slot(slots, mask, w->slots[k])] = w->slots[k];
+        js_free(w->ctx, w->slots);
+        w->slots = slots;
+        w->mask = mask;
+        i = walk_slot(slots, mask, p);
+    }
+    w->slots[i] = p;
+    w->seen++;
+    return 1;
+}
+
+/* Appends `v` (owned: freed if there is no room) to a list of the walk. */
+static bool walk_push(Walk *w, JSValue **list, size_t *n, size_t *cap, JSValue v) {
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        JSValue *grown = js_realloc(w->ctx, *list, c * sizeof *grown);
+        if (!grown) {
+            JS_FreeValue(w->ctx, v);
+            return false;
+        }
+        *list = grown;
+        *cap = c;
+    }
+    (*list)[(*n)++] = v;
+    return true;
+}
+
+/* `v` (an object) if it is new to the walk: stacked (to be walked). false: give up. */
+static bool walk_reach(Walk *w, JSValueConst v) {
+    int fresh = walk_see(w, v);
+    return fresh == 0 || (fresh == 1 && walk_push(w, &w->stack, &w->nstack, &w->capstack, JS_DupValue(w->ctx, v)));
+}
+
+/* 1: `fn` (not a Proxy) has own keys exactly ["length", "name"] and the prototype `fproto`. */
+static int walk_is_leaf(JSContext *ctx, JSValueConst fn, JSAtom a_length, JSAtom a_name, JSValueConst fproto) {
+    JSPropertyEnum *tab;
+    uint32_t len;
+    if (JS_GetOwnPropertyNames(ctx, &tab, &len, fn, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) < 0) return -1;
+    bool leaf = len == 2 && tab[0].atom == a_length && tab[1].atom == a_name;
+    JS_FreePropertyEnum(ctx, tab, len);
+    if (!leaf) return 0;
+    JSValue p = JS_GetPrototype(ctx, fn);
+    if (JS_IsException(p)) return -1;
+    leaf = JS_VALUE_GET_PTR(p) == JS_VALUE_GET_PTR(fproto) && JS_IsObject(p);
+    JS_FreeValue(ctx, p);
+    return leaf;
+}
+
+/* One own property `atom` of `v` (not a Proxy; `is_fn`: a function). false: give up. */
+static bool walk_property(Walk *w, JSValueConst v, bool is_fn, JSAtom atom, JSAtom a_length, JSAtom a_name,
+                          JSAtom a_prototype, JSValueConst fproto, JSValueConst protos, int64_t *nprotos) {
+    JSContext *ctx = w->ctx;
+    JSPropertyDescriptor d;
+    if (JS_GetOwnProperty(ctx, &d, v, atom) != 1) return false; /* 0: an own key gone, as the JS walk would not expect */
+    bool ok = true;
+    if (d.flags & JS_PROP_GETSET) {
+        if (JS_IsObject(d.getter)) ok = walk_reach(w, d.getter);
+        if (ok && JS_IsObject(d.setter)) ok = walk_reach(w, d.setter);
+    } else if (JS_IsFunction(ctx, d.value)) {
+        int fresh = walk_see(w, d.value), leaf = 0;
+        if (fresh == 1 && !JS_IsProxy(d.value)) leaf = walk_is_leaf(ctx, d.value, a_length, a_name, fproto);
+        if (fresh < 0 || leaf < 0) ok = false;
+        else if (fresh == 1 && leaf) ok = walk_push(w, &w->found, &w->nfound, &w->capfound, JS_DupValue(ctx, d.value));
+        else if (fresh == 1) ok = walk_push(w, &w->stack, &w->nstack, &w->capstack, JS_DupValue(ctx, d.value));
+    } else if (JS_IsObject(d.value)) {
+        if (is_fn && atom == a_prototype)
+            ok = JS_DefinePropertyValueUint32(ctx, protos, (uint32_t)(*nprotos)++, JS_DupValue(ctx, d.value), JS_PROP_C_W_E) >= 0;
+        if (ok) ok = walk_reach(w, d.value);
+    }
+    JS_FreeValue(ctx, d.value);
+    JS_FreeValue(ctx, d.getter);
+    JS_FreeValue(ctx, d.setter);
+    return ok;
+}
+
+static JSValue b_walk(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    JSValueConst roots = ARG(0), protos = ARG(1), locked = ARG(2);
+    Walk w = {.ctx = ctx, .slots = js_mallocz(ctx, WALK_FIRST_SLOTS * sizeof(void *)), .mask = WALK_FIRST_SLOTS - 1};
+    JSAtom a_length = JS_NewAtom(ctx, "length"), a_name = JS_NewAtom(ctx, "name");
+    JSAtom a_prototype = JS_NewAtom(ctx, "prototype");
+    JSValue fproto = JS_GetFunctionProto(ctx), out = JS_UNDEFINED;
+    int64_t nroots, nlocked, nprotos0 = 0, nprotos;
+    bool ok = w.slots && a_length != JS_ATOM_NULL && a_name != JS_ATOM_NULL && a_prototype != JS_ATOM_NULL &&
+              JS_IsArray(roots) && JS_IsArray(protos) && JS_IsArray(locked) && JS_GetLength(ctx, roots, &nroots) >= 0 &&
+              JS_GetLength(ctx, locked, &nlocked) >= 0 && JS_GetLength(ctx, protos, &nprotos0) >= 0;
+    nprotos = nprotos0;
+    for (int64_t i = 0; ok && i < nlocked; i++) {
+        JSValue x = JS_GetPropertyInt64(ctx, locked, i);
+        ok = !JS_IsException(x) && (!JS_IsObject(x) || walk_see(&w, x) >= 0);
+        JS_FreeValue(ctx, x);
+    }
+    for (int64_t i = 0; ok && i < nroots; i++) {
+        JSValue x = JS_GetPropertyInt64(ctx, roots, i);
+        ok = !JS_IsException(x) && (!JS_IsObject(x) || walk_reach(&w, x));
+        JS_FreeValue(ctx, x);
+    }
+    while (ok && w.nstack > 0) {
+        JSValue v = w.stack[--w.nstack];
+        if (JS_IsProxy(v)) {
+            JS_FreeValue(ctx, v);
+            ok = false;
+            break;
+        }
+        if (!walk_push(&w, &w.found, &w.nfound, &w.capfound, v)) { /* v: held by `found` from here */
+            ok = false;
+            break;
+        }
+        JSValue p = JS_GetPrototype(ctx, v);
+        ok = !JS_IsException(p) && (!JS_IsObject(p) || walk_reach(&w, p));
+        JS_FreeValue(ctx, p);
+        bool is_fn = JS_IsFunction(ctx, v);
+        JSPropertyEnum *tab;
+        uint32_t len;
+        if (!ok || JS_GetOwnPropertyNames(ctx, &tab, &len, v, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) < 0) {
+            ok = false;
+            break;
+        }
+        for (uint32_t k = 0; ok && k < len; k++) {
+            JSAtom atom = tab[k].atom;
+            if (is_fn && (atom == a_length || atom == a_name)) continue;
+            ok = walk_property(&w, v, is_fn, atom, a_length, a_name, a_prototype, fproto, protos, &nprotos);
+        }
+        JS_FreePropertyEnum(ctx, tab, len);
+    }
+    if (ok) {
+        out = JS_NewArrayFrom(ctx, (int)w.nfound, w.found); /* takes the found values, even failing */
+        w.nfound = 0;
+        ok = !JS_IsException(out);
+    }
+    if (!ok) { /* nothing changed: the JS walk starts over */
+        if (JS_HasException(ctx)) JS_FreeValue(ctx, JS_GetException(ctx));
+        if (nprotos > nprotos0 && JS_SetLength(ctx, protos, nprotos0) < 0) JS_FreeValue(ctx, JS_GetException(ctx));
+        out = JS_UNDEFINED;
+    }
+    for (size_t i = 0; i < w.nstack; i++) JS_FreeValue(ctx, w.stack[i]);
+    for (size_t i = 0; i < w.nfound; i++) JS_FreeValue(ctx, w.found[i]);
+    js_free(ctx, w.stack);
+    js_free(ctx, w.found);
+    js_free(ctx, w.slots);
+    JS_FreeAtom(ctx, a_length);
+    JS_FreeAtom(ctx, a_name);
+    JS_FreeAtom(ctx, a_prototype);
+    JS_FreeValue(ctx, fproto);
+    return out;
+}
+
 /* A promise of this realm, remembered with its id until a settlement resolves it. */
 static JSValue new_waiter(Realm *r, uint32_t *id) {
     JSValue fns[2], p = JS_NewPromiseCapability(r->ctx, fns);
@@ -588,7 +781,7 @@ static int install_globals(Realm *r) {
     } bindings[] = {
         {"__codemode_host__", b_host, 1}, {"__codemode_log__", b_log, 2},   {"__codemode_arm__", b_arm, 1},
         {"__codemode_next__", b_next, 0}, {"__codemode_take__", b_take, 1}, {"__codemode_tick__", b_tick, 0},
-        {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},
+        {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},  {"__codemode_walk__", b_walk, 3},
     };
     JSContext *ctx = r->ctx;
     JSValue global = JS_GetGlobalObject(ctx);
