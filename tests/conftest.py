@@ -23,6 +23,12 @@ from typing import Any
 import pytest
 
 from codemode_gen.config import ServerConfig
+from codemode_gen.runtime.sandbox.worker_process import (
+    NATIVE_WORKER_BINARY,
+    WORKER_ENV,
+    WorkerKind,
+    is_worker_cmdline,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "servers"
@@ -58,6 +64,21 @@ _READY = re.compile(r"listening on (http://\S+?):(\d+)")
 # Where a type check finds no TypeScript it downloads one (runtime/host/tsinstall.py): tests never
 # write the user's cache, and reach the registry only where they say so (tests/runtime/host/test_tsinstall.py).
 UNREACHABLE_REGISTRY = "http://127.0.0.1:9"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """CODEMODE_SANDBOX_WORKER=native (.ci/run) tests the native worker: without it, stop now
+    with the reason, not with every sandbox test failing one by one."""
+    from codemode_gen.runtime.native import launch
+
+    if os.environ.get("CODEMODE_SANDBOX_WORKER", "").strip().lower() == "native" and (
+        launch.native_worker_path() is None
+    ):
+        pytest.exit(
+            "CODEMODE_SANDBOX_WORKER=native, but the install did not build the native sandbox "
+            f"worker ({launch.DEFAULT_OUTPUT}): run `{launch.build_command()}` to see why",
+            returncode=1,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -129,6 +150,69 @@ def child_pids(parent: int | None = None) -> set[int]:
         if ppid == parent and state != "Z":
             found.add(int(entry))
     return found
+
+
+def sandbox_worker_pids(parent: int | None = None) -> set[int]:
+    """Live sandbox worker processes (Python or native) whose parent is `parent` (default: this
+    process)."""
+    return set(sandbox_workers(parent))
+
+
+def sandbox_workers(parent: int | None = None) -> dict[int, WorkerKind]:
+    """The kind of each live sandbox worker process whose parent is `parent` (default: this
+    process), told by its command line (worker_process.is_worker_cmdline): the native binary's
+    name, else the Python worker's module."""
+    found: dict[int, WorkerKind] = {}
+    for pid in child_pids(parent):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if is_worker_cmdline(cmdline):
+            binary = cmdline.split(b"\0", 1)[0].rsplit(b"/", 1)[-1]
+            found[pid] = "native" if binary == NATIVE_WORKER_BINARY.encode() else "python"
+    return found
+
+
+# --- both sandbox workers ------------------------------------------------------------------------
+# The suite runs on one worker (CI: CODEMODE_SANDBOX_WORKER=native); the modules that test the
+# worker's own behaviour run on both, the Python one being the fallback of installs without a C
+# compiler. Such a module asks for `sandbox_worker` (pytestmark, or its Sandbox fixture does):
+# each of its tests runs once per kind, ids `native` and `python`.
+
+
+@pytest.fixture(scope="module", params=["native", "python"])
+def sandbox_worker(request: pytest.FixtureRequest) -> Iterator[WorkerKind]:
+    """The sandbox worker kind the test runs on: CODEMODE_SANDBOX_WORKER is set to it while the
+    module's tests of that kind run. Module-scoped, so a module's Sandbox fixture can depend on
+    it (it is then built once per kind: a pool never serves a test of the other kind);
+    `_sandbox_workers_are_of_the_kind_claimed` checks every such test."""
+    from codemode_gen.runtime.native import launch
+
+    kind: WorkerKind = request.param
+    if kind == "native" and launch.native_worker_path() is None:
+        pytest.skip(
+            f"the native sandbox worker is not built ({launch.DEFAULT_OUTPUT}): "
+            f"run `{launch.build_command()}`"
+        )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WORKER_ENV, kind)
+        yield kind
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_workers_are_of_the_kind_claimed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that runs on `sandbox_worker`, every live sandbox worker process of this
+    process is of that kind: a pool started under another setting and kept (a fixture of wider
+    scope that does not depend on `sandbox_worker`) is caught here. Other tests leave no worker
+    behind (their pools are closed, which reaps them), so none is of another kind by right."""
+    if "sandbox_worker" not in request.fixturenames or not sys.platform.startswith("linux"):
+        yield
+        return
+    kind = request.getfixturevalue("sandbox_worker")
+    yield
+    wrong = {pid: other for pid, other in sandbox_workers().items() if other != kind}
+    assert not wrong, f"the test runs on the {kind} sandbox worker, but these are not: {wrong}"
 
 
 def pid_alive(pid: int) -> bool:

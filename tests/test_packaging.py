@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from codemode_gen.runtime.native import build
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -78,6 +80,28 @@ def test_wheel_has_one_top_level_package_with_its_data(wheel: Path) -> None:
         "codemode_gen/runtime/sandbox/typecheck_worker.py" in names
     )  # the checker's QuickJS process
     assert not any(n.startswith(("tests/", "generator/", "runtime/", "templates/")) for n in names)
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_native_worker_and_its_sources(wheel: Path) -> None:
+    """The sources, so that the worker can be rebuilt where the wheel is installed
+    (`python -m codemode_gen.runtime.native.build`); the binary, built by setup.py, whenever a
+    C compiler is there; no build file. A wheel with a native executable is for one platform."""
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    native = "codemode_gen/runtime/native/"
+    assert {f"{native}build.py", f"{native}launch.py", f"{native}INTERFACE.md"} <= names
+    assert {f"{native}quickjs/{unit}.c" for unit in build.QUICKJS_UNITS} <= names
+    assert {f"{native}quickjs/quickjs.h", f"{native}quickjs/LICENSE"} <= names
+    assert {f"{native}{p.name}" for p in build.NATIVE_DIR.glob("*.c")} <= names
+    assert not [n for n in names if n.endswith((".o", ".tmp")) or "/.objects/" in n]
+    assert not wheel.name.endswith("-any.whl")
+    try:
+        build.compiler()
+    except build.BuildError:
+        return  # no compiler here: the wheel has no binary, the host uses the Python worker
+    binary = archive.getinfo(f"{native}{build.BINARY_NAME}")
+    assert (binary.external_attr >> 16) & 0o111 == 0o111  # installed executable
 
 
 @pytest.fixture(scope="module")

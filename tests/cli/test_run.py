@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import sandbox_worker_pids
 from tests.runtime_support import PYTHON, script
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,7 +82,6 @@ def test_run_usage_and_config_errors_exit_2(project: Path, args: list[str], need
 def test_run_starts_one_sandbox_worker(project: Path) -> None:
     # One run needs one worker: a second would start beside the server and the SDK's import
     # on the cold start and hold its memory for nothing.
-    import os
     import time
 
     (project / "waits.js").write_text(
@@ -92,22 +92,7 @@ def test_run_starts_one_sandbox_worker(project: Path) -> None:
     )
 
     def workers() -> int:
-        found = 0
-        for entry in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if (
-                int(fields[1]) == proc.pid
-                and fields[0] != b"Z"
-                and b"codemode_gen.runtime.sandbox.worker" in cmdline
-            ):
-                found += 1
-        return found
+        return len(sandbox_worker_pids(proc.pid))
 
     peak = 0
     while proc.poll() is None:

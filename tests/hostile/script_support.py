@@ -24,14 +24,16 @@ import pytest
 
 from codemode_gen.config import ServerConfig
 
-# The hostile tests import HostThread, codes and errors from here too.
+# The hostile tests import HostThread, codes, errors and sandbox_worker_pids from here too.
 try:
     from tests.conftest import PROMPT_S
+    from tests.conftest import sandbox_worker_pids as sandbox_worker_pids
     from tests.runtime_support import HostThread, against_serve, errors
     from tests.runtime_support import codes as codes
 except ImportError:  # pytest's importlib mode names this package `hostile`: find tests/ by path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.conftest import PROMPT_S
+    from tests.conftest import sandbox_worker_pids as sandbox_worker_pids
     from tests.runtime_support import HostThread, against_serve, errors
     from tests.runtime_support import codes as codes
 

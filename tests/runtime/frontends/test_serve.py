@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import child_pids
+from tests.conftest import sandbox_worker_pids
 from tests.runtime_support import PYTHON, RUN_TIMEOUT, against_serve, mcp_project
 
 pytestmark = pytest.mark.timeout(120)
@@ -85,12 +85,7 @@ def test_s3_serve_runs_scripts_and_reuses_sessions_between_runs(project: Path) -
 
 def _workers(pid: int) -> list[int]:
     """Sandbox worker processes of the serve process `pid`."""
-    found = []
-    for child in child_pids(pid):
-        with open(f"/proc/{child}/cmdline", "rb") as f:
-            if b"codemode_gen.runtime.sandbox.worker" in f.read():
-                found.append(child)
-    return found
+    return sorted(sandbox_worker_pids(pid))
 
 
 def test_initialize_is_answered_before_the_sandbox_pool_starts(tmp_path: Path) -> None:

@@ -142,6 +142,7 @@ async def replay(sandbox: Sandbox, paused: dict[str, Any], replies: dict[int, An
     )
 
 
+@pytest.mark.usefixtures("sandbox_worker")  # on both workers (tests/conftest.py)
 def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
     async def scenario() -> tuple[list[str], dict[str, Any], Response]:
         async with Sandbox(WorkerPool(2)) as sandbox:
@@ -167,6 +168,7 @@ def test_a_journaled_run_replays_identically_in_a_fresh_worker() -> None:
     assert json.loads(last) == ["resumed", "approved", True]
 
 
+@pytest.mark.usefixtures("sandbox_worker")  # on both workers (tests/conftest.py)
 def test_a_replay_whose_script_makes_fewer_calls_is_reported_as_diverged() -> None:
     async def scenario() -> Response:
         async with Sandbox(WorkerPool(1)) as sandbox:

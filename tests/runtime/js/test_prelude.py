@@ -18,6 +18,7 @@ from codemode_gen.runtime.sandbox.engine import EngineError
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
 from codemode_gen.runtime.sandbox.realm import Realm
 from codemode_gen.runtime.sandbox.worker import Worker
+from codemode_gen.runtime.sandbox.worker_process import WorkerKind
 
 REQUIRED_GLOBALS = [
     "JSON",
@@ -86,7 +87,9 @@ async def _no_host(request: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+def env(sandbox_worker: WorkerKind) -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+    """A pool of `sandbox_worker`'s kind: the tests through it run on both workers
+    (tests/conftest.py); those below on a `Worker` are the Python worker's own."""
     loop = asyncio.new_event_loop()
     sandbox = Sandbox(WorkerPool(1))
     yield loop, sandbox

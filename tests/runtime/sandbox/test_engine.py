@@ -255,6 +255,8 @@ def runtime_part(module: str) -> str | None:
     if module == "codemode_gen.runtime" or not module.startswith("codemode_gen.runtime."):
         return None
     first = module.split(".")[2]
+    if first == "native":  # the native worker (runtime/native/): the sandbox, in C
+        return "sandbox"
     if first in ("frontends", "host", "sandbox"):
         return first
     return "codemode" if first == "codemode" else "contract"

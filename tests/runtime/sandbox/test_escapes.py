@@ -16,6 +16,7 @@ import pytest
 
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
+from codemode_gen.runtime.sandbox.worker_process import WorkerKind
 
 NOTES = """
 import { callTool, deepFreeze } from "@codemode/host";
@@ -324,7 +325,8 @@ return /\\.py\\b|Traceback|site-packages|codemode_gen/.test(text);""",
 
 
 @pytest.fixture(scope="module")
-def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+def env(sandbox_worker: WorkerKind) -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+    """A warm pool of `sandbox_worker`'s kind (tests/conftest.py: every probe runs on both)."""
     loop = asyncio.new_event_loop()
     sandbox = Sandbox(WorkerPool(2))
     loop.run_until_complete(sandbox.start())

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -20,7 +19,8 @@ import pytest
 from codemode_gen.runtime.limits import Limits, SandboxLimitExceeded
 from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool, protocol
-from tests.conftest import HANG_S, PROMPT_S
+from codemode_gen.runtime.sandbox.worker_process import WorkerKind
+from tests.conftest import HANG_S, PROMPT_S, sandbox_worker_pids, sandbox_workers
 
 NOTES = """
 import { callTool, deepFreeze } from "@codemode/host";
@@ -80,8 +80,13 @@ class Host:
             self.active -= 1
 
 
+# Every test here runs on both sandbox workers (tests/conftest.py `sandbox_worker`).
+pytestmark = pytest.mark.usefixtures("sandbox_worker")
+
+
 @pytest.fixture(scope="module")
-def env() -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+def env(sandbox_worker: WorkerKind) -> Iterator[tuple[asyncio.AbstractEventLoop, Sandbox]]:
+    """A warm pool of `sandbox_worker`'s kind, shared by the module's tests of that kind."""
     loop = asyncio.new_event_loop()
     sandbox = Sandbox(WorkerPool(2))
     loop.run_until_complete(sandbox.start())
@@ -101,6 +106,15 @@ def run(
 
 def codes(response: Response) -> list[str]:
     return [d["code"] for d in response["diagnostics"]]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/cmdline")
+def test_the_pool_runs_the_workers_of_the_kind_the_test_is_for(
+    env: Any, sandbox_worker: WorkerKind
+) -> None:
+    assert run(env, "globalThis.__codemode_result__ = 1;")["result"] == 1
+    kinds = sandbox_workers()
+    assert kinds and set(kinds.values()) == {sandbox_worker}, kinds
 
 
 def test_s3_2_1_module_semantics_with_top_level_await(env: Any) -> None:
@@ -858,25 +872,7 @@ def test_module_sources_cross_the_pipe_once_per_worker() -> None:
 
 def worker_processes() -> set[int]:
     """Pids of this process's live sandbox workers (from /proc: the real processes)."""
-    pids = set()
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if (
-            int(fields[1]) == me
-            and fields[0] != b"Z"
-            and b"codemode_gen.runtime.sandbox.worker" in cmdline
-        ):
-            pids.add(int(entry))
-    return pids
+    return sandbox_worker_pids()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts processes through /proc")
