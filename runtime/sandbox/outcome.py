@@ -4,8 +4,8 @@ raw) to the run's result and diagnostics, and from `checked` to the SYNTAX_ERROR
 Why on the host: the diagnostics are what the model reads (spec §3.3, §7): stack frames mapped to
 its own lines, the module or export it nearly named, a hint. Composing them needs the run's code
 and module texts, which the host holds, and nothing of the engine but two facts the worker sends
-(a heap probe, a re-parse). So the worker stays an engine with a pipe (a worker in another
-language ports that much, docs/native-worker.md), and a run's result text is parsed once, here,
+(a heap probe, a re-parse). So a worker stays an engine with a pipe (the native worker ported
+that much, docs/native-worker.md), and a run's result text is parsed once, here,
 instead of parsed and encoded again in the worker first.
 
 A `done` is trusted no more than any line from the worker: a field of the wrong shape is a

@@ -1,4 +1,9 @@
-"""The sandbox worker process: runs agent scripts in QuickJS, one run at a time.
+"""The Python sandbox worker process: runs agent scripts in QuickJS, one run at a time.
+
+The host starts the native worker instead whenever it was built (runtime/native/, the same
+protocol and behaviour: runtime/js/supervisor.js is a port of this module, realm.py and
+run_state.py, so a change here is a change there); this one is the fallback for an install
+without a C compiler (runtime/sandbox/worker_process.py `worker_kind`).
 
 Why a process: the engine holds the GIL while JS runs and one slow native operation can
 outlast its interrupt check by seconds, so the host must be able to kill the sandbox at the
