@@ -106,6 +106,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     # Cross-cutting tests of one sub-system.
     "runtime/sandbox/test_escapes.py": (("runtime/sandbox/worker.py",), "§3.4, §11: escape probes"),
+    "runtime/native/test_conformance.py": (
+        ("runtime/native/worker.c", "runtime/js/supervisor.js", "runtime/sandbox/worker.py"),
+        "two workers, one protocol: the native worker says what the Python worker says",
+    ),
     "runtime/host/test_observability.py": (
         ("runtime/host/telemetry.py", "runtime/host/metrics.py"),
         "spans and /metrics together",
