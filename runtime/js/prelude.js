@@ -42,12 +42,14 @@
   const rawNow = g.__codemode_now__;
   const config = g.__codemode_config__;
   const rawURLSource = g.__codemode_url__;  // url.js's text, for the URL classes (2d)
-  // lockGraph's object walk in C (the native worker's realm.c; jsbox has none): undefined here
-  // when absent, then lockGraph walks in JS.
+  // lockGraph's object walk and freeze in C, and the set of what it locked (the native worker's
+  // realm.c; jsbox has none): undefined here when absent, then lockGraph walks in JS.
   const rawWalk = g.__codemode_walk__;
+  const rawFreeze = g.__codemode_freeze__;
+  const rawLocked = g.__codemode_locked__;
   for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
     "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__",
-    "__codemode_walk__"]) {
+    "__codemode_walk__", "__codemode_freeze__", "__codemode_locked__"]) {
     delete g[name];
   }
 
@@ -612,9 +614,14 @@
   }
 
   // Every object the lockdown froze (and the global object, which stays extensible): a later
-  // walk (lockGraph) stops at them, since what they reach is frozen already.
-  /** @type {Set<any>} */
-  const locked = new Set([g]);
+  // walk (lockGraph) stops at them, since what they reach is frozen already. The C walk keeps
+  // this set in the realm; here it is made for the JS walk, when that first walks.
+  /** @type {Set<any> | null} */
+  let locked = null;
+  function lockedSet() {
+    if (locked === null) locked = new Set(rawLocked === undefined ? [g] : rawLocked());
+    return locked;
+  }
   const objectProto = Object.prototype;
   const functionProto = getPrototypeOf(function () {});
 
@@ -624,14 +631,14 @@
   // accessors (enableOverride). Per property one getOwnPropertyDescriptor, which allocates
   // less than getOwnPropertyDescriptors; each object is checked against `locked` before it is
   // stacked, so it is stacked once. The native worker walks in C (rawWalk: realm.c
-  // `__codemode_walk__`, the same rules, the same objects in the same order, never running JS),
-  // unless it declines (a Proxy reached, an engine failure, its bound on objects): undefined,
-  // nothing changed, and the JS walk does it.
+  // `__codemode_walk__`, the same rules, the same objects in the same order, never running JS;
+  // it keeps what it found, for rawFreeze), unless it declines (a Proxy reached, an engine
+  // failure, its bound on objects): undefined, nothing changed, and the JS walk does it, from
+  // then on.
   function lockGraph(roots, moreProtos) {
     const protos = moreProtos;
-    let found = rawWalk === undefined ? undefined : rawWalk(roots, protos, [...locked]);
-    if (found === undefined) found = walkGraph(roots, protos);
-    else for (let i = 0; i < found.length; i++) locked.add(found[i]);
+    const walkedInC = rawWalk !== undefined && locked === null && rawWalk(roots, protos) !== undefined;
+    const found = walkedInC ? [] : walkGraph(roots, protos);
     // Override-mistake accessors on every prototype reached (one already frozen by an earlier
     // walk has nothing configurable left: enableOverride skips it).
     for (let i = 0; i < protos.length; i++) {
@@ -642,12 +649,14 @@
       for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
     }
     // Freeze (the accessor functions made just now are frozen where they are made).
+    if (walkedInC) rawFreeze();
     for (let i = 0; i < found.length; i++) freeze(found[i]);
   }
 
   // The walk: what lockGraph freezes, in order (each added to `locked`); a function's
   // `prototype` object is appended to `protos`.
   function walkGraph(roots, protos) {
+    const locked = lockedSet();
     const found = [];
     const stack = [];
     for (let i = 0; i < roots.length; i++) {

@@ -34,14 +34,28 @@ typedef struct Settlement {
     bool tick; /* settles with undefined */
 } Settlement;
 
+typedef struct Text { /* a module's UTF-8 source (NUL-terminated), shared by the realms using it */
+    size_t refs, len;
+    char data[];
+} Text;
+
 typedef struct Module {
-    char *name, *source;
-    size_t len;
+    char *name;
+    Text *text;
 } Module;
 
 typedef struct Block { /* the header of each block a realm's runtime holds (realm memory) */
     struct Block *prev, *next;
 } Block;
+
+typedef struct Locked { /* the objects lockGraph locked (__codemode_walk__, below) */
+    void **slots; /* open addressing on the object's address; NULL: free */
+    size_t mask;
+    JSValue *list; /* the same objects, referenced, in the order they joined */
+    size_t n, cap;
+    JSValue *found; /* the last walk's objects, in the JS walk's order, until frozen (borrowed) */
+    size_t nfound;
+} Locked;
 
 typedef struct Realm {
     struct Realm *next;
@@ -66,6 +80,7 @@ typedef struct Realm {
     bool started;
     JSValue top;
     int in_a_row; /* settlement rounds applied since the loop last had a turn */
+    Locked locked;
 } Realm;
 
 static Realm *realms, *running;
@@ -145,6 +160,80 @@ static void mem_free(void *opaque, void *ptr) {
     free(b);
 }
 
+/* ---- module texts ---------------------------------------------------------------------------
+ * Every run's realm gets the modules of its table (realmAddModule), whose sources the supervisor
+ * holds from run to run as the same strings (supervisor.js `held`). Their UTF-8 is made once and
+ * kept while the supervisor's string is the same one: the cache holds a reference to each string
+ * it knows (so its address cannot be reused), and keeps only what the last run added (realmRun),
+ * as the supervisor keeps only the last run's table. */
+typedef struct CachedText {
+    JSValue source; /* a supervisor string, referenced */
+    Text *text;     /* one reference of the text */
+    bool used;      /* added since the last realmRun */
+} CachedText;
+
+static CachedText *texts;
+static size_t ntexts, captexts;
+
+static void text_release(Text *t) {
+    if (t && --t->refs == 0) free(t);
+}
+
+/* The UTF-8 of a supervisor string (lone surrogates → U+FFFD), with one reference for the
+ * caller; NULL with an exception in the supervisor. */
+static Text *text_of(JSValueConst v) {
+    bool cacheable = JS_VALUE_GET_TAG(v) == JS_TAG_STRING;
+    for (size_t i = 0; cacheable && i < ntexts; i++) {
+        if (JS_VALUE_GET_PTR(texts[i].source) == JS_VALUE_GET_PTR(v)) {
+            texts[i].used = true;
+            texts[i].text->refs++;
+            return texts[i].text;
+        }
+    }
+    size_t len;
+    const char *s = JS_ToCStringLen(sctx, &len, v);
+    if (!s) return NULL;
+    Text *t = malloc(sizeof *t + len + 1);
+    if (t) {
+        t->refs = 1;
+        t->len = len;
+        memcpy(t->data, s, len + 1);
+        wtf8_fix(t->data, len);
+    }
+    JS_FreeCString(sctx, s);
+    if (!t) {
+        JS_ThrowOutOfMemory(sctx);
+        return NULL;
+    }
+    if (cacheable && ntexts == captexts) {
+        size_t cap = captexts ? 2 * captexts : 16;
+        CachedText *grown = realloc(texts, cap * sizeof *grown);
+        if (!grown) return t; /* not cached: made again next time */
+        texts = grown;
+        captexts = cap;
+    }
+    if (cacheable) {
+        t->refs++;
+        texts[ntexts++] = (CachedText){JS_DupValue(sctx, v), t, true};
+    }
+    return t;
+}
+
+/* A run starts: the texts no realm added since the last run go (the supervisor let them go). */
+static void texts_keep_used(void) {
+    size_t kept = 0;
+    for (size_t i = 0; i < ntexts; i++) {
+        if (texts[i].used) {
+            texts[i].used = false;
+            texts[kept++] = texts[i];
+        } else {
+            JS_FreeValue(sctx, texts[i].source);
+            text_release(texts[i].text);
+        }
+    }
+    ntexts = kept;
+}
+
 static const JSMallocFunctions realm_memory = {mem_calloc, mem_malloc, mem_free, mem_realloc, mem_usable_size};
 
 static void destroy(Realm *r) {
@@ -154,7 +243,7 @@ static void destroy(Realm *r) {
     }
     for (size_t i = 0; i < r->nmodules; i++) {
         free(r->modules[i].name);
-        free(r->modules[i].source);
+        text_release(r->modules[i].text);
     }
     free(r->modules);
     free(r->waiters);
@@ -386,33 +475,35 @@ static JSValue b_url(JSContext *ctx, JSValueConst this_val, int argc, JSValueCon
     return JS_NewStringLen(ctx, url_text, url_len);
 }
 
-/* ---- __codemode_walk__(roots, protos, locked): prelude.js lockGraph's object walk, in C -----
- * The JS walk was half of a realm's preparation (bench/speed-footprint.md). This one follows
- * lockGraph's rules and order exactly (the comments there say why): the objects reachable from
- * the array `roots` through own properties (data values, accessors' get and set) and prototypes,
- * except those in the array `locked`; a function's own `length` and `name` are not read; a
- * function's `prototype` holding an object that is not a function is appended to the array
- * `protos`; a leaf built-in function (own keys exactly `length`, `name`; prototype
- * Function.prototype) is found but not walked. Returns the found objects, in the order the JS
- * walk finds them, as a new array.
+/* ---- __codemode_walk__(roots, protos), __codemode_freeze__(), __codemode_locked__() ---------
+ * prelude.js lockGraph's object walk and freeze, in C: the JS walk was half of a realm's
+ * preparation (bench/speed-footprint.md). The walk follows lockGraph's rules and order exactly
+ * (the comments there say why): the objects reachable from the array `roots` through own
+ * properties (data values, accessors' get and set) and prototypes, except those locked already;
+ * a function's own `length` and `name` are not read; a function's `prototype` holding an object
+ * that is not a function is appended to the array `protos`; a leaf built-in function (own keys
+ * exactly `length`, `name`; prototype Function.prototype) is found but not walked. The realm
+ * keeps the locked set (the JS walk's `locked`: the global object, then every object a walk
+ * found). The walk returns how many objects it found; `__codemode_freeze__()` freezes them, in
+ * the order the JS walk finds them, once lockGraph has made the override accessors.
  * Nothing here runs JS: JS_GetOwnProperty reads a descriptor without calling its getter, and a
- * Proxy (whose prototype, keys and descriptors are traps) is never looked into. Instead the
- * walk returns undefined, having changed nothing, and lockGraph walks in JS as the Python worker
- * does, when it meets a Proxy, when the engine fails on the way (that walk meets the failure
- * again and throws what it throws), or when it would hold more than WALK_MAX_OBJECTS. */
+ * Proxy (whose prototype, keys and descriptors are traps) is never looked into. Instead the walk
+ * returns undefined, having changed nothing, and lockGraph walks in JS as the Python worker does
+ * (from `__codemode_locked__()`, the locked set as a new array), when it meets a Proxy, when the
+ * engine fails on the way (that walk meets the failure again and throws what it throws), or when
+ * the locked set would hold more than WALK_MAX_OBJECTS. */
 
-/* Objects one walk may hold in its visited set (`locked` included; every object it stacks or
- * finds is in it, so this bounds its stack and its result too): a fresh realm's intrinsics are
- * ~630, and the URL classes' walk holds those and a few dozen more. */
+/* Objects the locked set may hold (every object a walk stacks or finds is in it, so this bounds
+ * a walk's stack and its result too): a fresh realm's intrinsics are ~630, and the URL classes'
+ * walk adds a few dozen more. */
 #define WALK_MAX_OBJECTS 32768
-/* The visited set's first size (slots, a power of 2; doubled when half full). */
+/* The locked set's first size (slots, a power of 2; doubled when half full). */
 #define WALK_FIRST_SLOTS 4096
 
 typedef struct Walk {
     JSContext *ctx;
-    void **slots; /* open addressing on the object's address; NULL: free */
-    size_t mask, seen;
-    JSValue *stack, *found;
+    Locked *set;
+    JSValue *stack, *found; /* borrowed: the locked set holds each one */
     size_t nstack, capstack, nfound, capfound;
 } Walk;
 
@@ -422,37 +513,67 @@ static size_t walk_slot(void **slots, size_t mask, void *p) {
     return i;
 }
 
-/* 1: `v` (an object) is new to the walk, and is in its set now; 0: seen before; -1: give up. */
-static int walk_see(Walk *w, JSValueConst v) {
+/* 1: `v` (an object) is new to the locked set, and in it now (referenced); 0: in it already;
+ * -1: give up. */
+static int locked_add(JSContext *ctx, Locked *set, JSValueConst v) {
     void *p = JS_VALUE_GET_PTR(v);
-    size_t i = walk_slot(w->slots, w->mask, p);
-    if (w->slots[i]) return 0;
-    if (w->seen >= WALK_MAX_OBJECTS) return -1;
-    if (2 * (w->seen + 1) > w->mask + 1) {
-        size_t mask = 2 * w->mask + 1;
-        void **slots = js_mallocz(w->ctx, (mask + 1) * sizeof *slots);
+    size_t i = walk_slot(set->slots, set->mask, p);
+    if (set->slots[i]) return 0;
+    if (set->n >= WALK_MAX_OBJECTS) return -1;
+    if (set->n == set->cap) {
+        size_t cap = set->cap ? 2 * set->cap : 1024;
+        JSValue *list = js_realloc(ctx, set->list, cap * sizeof *list);
+        if (!list) return -1;
+        set->list = list;
+        set->cap = cap;
+    }
+    if (2 * (set->n + 1) > set->mask + 1) {
+        size_t mask = 2 * set->mask + 1;
+        void **slots = js_mallocz(ctx, (mask + 1) * sizeof *slots);
         if (!slots) return -1;
-        for (size_t k = 0; k <= w->mask; k++)
-            if (w->slots[k]) slots[walk_slot(slots, mask, w->slots[k])] = w->slots[k];
-        js_free(w->ctx, w->slots);
-        w->slots = slots;
-        w->mask = mask;
+        for (size_t k = 0; k < set->n; k++) {
+            void *q = JS_VALUE_GET_PTR(set->list[k]);
+            slots[walk_slot(slots, mask, q)] = q;
+        }
+        js_free(ctx, set->slots);
+        set->slots = slots;
+        set->mask = mask;
         i = walk_slot(slots, mask, p);
     }
-    w->slots[i] = p;
-    w->seen++;
+    set->slots[i] = p;
+    set->list[set->n++] = JS_DupValue(ctx, v);
     return 1;
 }
 
-/* Appends `v` (owned: freed if there is no room) to a list of the walk. */
-static bool walk_push(Walk *w, JSValue **list, size_t *n, size_t *cap, JSValue v) {
+/* The locked set, made with the global object in it on first use. */
+static bool locked_ready(JSContext *ctx, Locked *set) {
+    if (set->slots) return true;
+    set->slots = js_mallocz(ctx, WALK_FIRST_SLOTS * sizeof(void *));
+    if (!set->slots) return false;
+    set->mask = WALK_FIRST_SLOTS - 1;
+    JSValue global = JS_GetGlobalObject(ctx);
+    bool ok = locked_add(ctx, set, global) == 1;
+    JS_FreeValue(ctx, global);
+    return ok;
+}
+
+/* Back to the first `n` objects (a walk that gave up changes nothing). */
+static void locked_truncate(JSContext *ctx, Locked *set, size_t n) {
+    for (size_t k = n; k < set->n; k++) JS_FreeValue(ctx, set->list[k]);
+    set->n = n;
+    memset(set->slots, 0, (set->mask + 1) * sizeof *set->slots);
+    for (size_t k = 0; k < n; k++) {
+        void *q = JS_VALUE_GET_PTR(set->list[k]);
+        set->slots[walk_slot(set->slots, set->mask, q)] = q;
+    }
+}
+
+/* Appends `v` (borrowed) to a list of the walk. */
+static bool walk_push(Walk *w, JSValue **list, size_t *n, size_t *cap, JSValueConst v) {
     if (*n == *cap) {
         size_t c = *cap ? 2 * *cap : 256;
         JSValue *grown = js_realloc(w->ctx, *list, c * sizeof *grown);
-        if (!grown) {
-            JS_FreeValue(w->ctx, v);
-            return false;
-        }
+        if (!grown) return false;
         *list = grown;
         *cap = c;
     }
@@ -460,10 +581,10 @@ static bool walk_push(Walk *w, JSValue **list, size_t *n, size_t *cap, JSValue v
     return true;
 }
 
-/* `v` (an object) if it is new to the walk: stacked (to be walked). false: give up. */
+/* `v` (an object) if it is new to the locked set: stacked (to be walked). false: give up. */
 static bool walk_reach(Walk *w, JSValueConst v) {
-    int fresh = walk_see(w, v);
-    return fresh == 0 || (fresh == 1 && walk_push(w, &w->stack, &w->nstack, &w->capstack, JS_DupValue(w->ctx, v)));
+    int fresh = locked_add(w->ctx, w->set, v);
+    return fresh == 0 || (fresh == 1 && walk_push(w, &w->stack, &w->nstack, &w->capstack, v));
 }
 
 /* 1: `fn` (not a Proxy) has own keys exactly ["length", "name"] and the prototype `fproto`. */
@@ -492,11 +613,11 @@ static bool walk_property(Walk *w, JSValueConst v, bool is_fn, JSAtom atom, JSAt
         if (JS_IsObject(d.getter)) ok = walk_reach(w, d.getter);
         if (ok && JS_IsObject(d.setter)) ok = walk_reach(w, d.setter);
     } else if (JS_IsFunction(ctx, d.value)) {
-        int fresh = walk_see(w, d.value), leaf = 0;
+        int fresh = locked_add(ctx, w->set, d.value), leaf = 0;
         if (fresh == 1 && !JS_IsProxy(d.value)) leaf = walk_is_leaf(ctx, d.value, a_length, a_name, fproto);
         if (fresh < 0 || leaf < 0) ok = false;
-        else if (fresh == 1 && leaf) ok = walk_push(w, &w->found, &w->nfound, &w->capfound, JS_DupValue(ctx, d.value));
-        else if (fresh == 1) ok = walk_push(w, &w->stack, &w->nstack, &w->capstack, JS_DupValue(ctx, d.value));
+        else if (fresh == 1 && leaf) ok = walk_push(w, &w->found, &w->nfound, &w->capfound, d.value);
+        else if (fresh == 1) ok = walk_push(w, &w->stack, &w->nstack, &w->capstack, d.value);
     } else if (JS_IsObject(d.value)) {
         if (is_fn && atom == a_prototype)
             ok = JS_DefinePropertyValueUint32(ctx, protos, (uint32_t)(*nprotos)++, JS_DupValue(ctx, d.value), JS_PROP_C_W_E) >= 0;
@@ -509,34 +630,27 @@ static bool walk_property(Walk *w, JSValueConst v, bool is_fn, JSAtom atom, JSAt
 }
 
 static JSValue b_walk(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
-    JSValueConst roots = ARG(0), protos = ARG(1), locked = ARG(2);
-    Walk w = {.ctx = ctx, .slots = js_mallocz(ctx, WALK_FIRST_SLOTS * sizeof(void *)), .mask = WALK_FIRST_SLOTS - 1};
+    JSValueConst roots = ARG(0), protos = ARG(1);
+    Locked *set = &REALM(ctx)->locked;
+    Walk w = {.ctx = ctx, .set = set};
+    size_t n0 = set->n;
     JSAtom a_length = JS_NewAtom(ctx, "length"), a_name = JS_NewAtom(ctx, "name");
     JSAtom a_prototype = JS_NewAtom(ctx, "prototype");
     JSValue fproto = JS_GetFunctionProto(ctx), out = JS_UNDEFINED;
-    int64_t nroots, nlocked, nprotos0 = 0, nprotos;
-    bool ok = w.slots && a_length != JS_ATOM_NULL && a_name != JS_ATOM_NULL && a_prototype != JS_ATOM_NULL &&
-              JS_IsArray(roots) && JS_IsArray(protos) && JS_IsArray(locked) && JS_GetLength(ctx, roots, &nroots) >= 0 &&
-              JS_GetLength(ctx, locked, &nlocked) >= 0 && JS_GetLength(ctx, protos, &nprotos0) >= 0;
+    int64_t nroots, nprotos0 = 0, nprotos;
+    bool ok = a_length != JS_ATOM_NULL && a_name != JS_ATOM_NULL && a_prototype != JS_ATOM_NULL &&
+              JS_IsArray(roots) && JS_IsArray(protos) && JS_GetLength(ctx, roots, &nroots) >= 0 &&
+              JS_GetLength(ctx, protos, &nprotos0) >= 0 && locked_ready(ctx, set);
+    if (ok) n0 = set->n;
     nprotos = nprotos0;
-    for (int64_t i = 0; ok && i < nlocked; i++) {
-        JSValue x = JS_GetPropertyInt64(ctx, locked, i);
-        ok = !JS_IsException(x) && (!JS_IsObject(x) || walk_see(&w, x) >= 0);
-        JS_FreeValue(ctx, x);
-    }
     for (int64_t i = 0; ok && i < nroots; i++) {
         JSValue x = JS_GetPropertyInt64(ctx, roots, i);
         ok = !JS_IsException(x) && (!JS_IsObject(x) || walk_reach(&w, x));
         JS_FreeValue(ctx, x);
     }
     while (ok && w.nstack > 0) {
-        JSValue v = w.stack[--w.nstack];
-        if (JS_IsProxy(v)) {
-            JS_FreeValue(ctx, v);
-            ok = false;
-            break;
-        }
-        if (!walk_push(&w, &w.found, &w.nfound, &w.capfound, v)) { /* v: held by `found` from here */
+        JSValueConst v = w.stack[--w.nstack];
+        if (JS_IsProxy(v) || !walk_push(&w, &w.found, &w.nfound, &w.capfound, v)) {
             ok = false;
             break;
         }
@@ -557,25 +671,48 @@ static JSValue b_walk(JSContext *ctx, JSValueConst this_val, int argc, JSValueCo
         }
         JS_FreePropertyEnum(ctx, tab, len);
     }
-    if (ok) {
-        out = JS_NewArrayFrom(ctx, (int)w.nfound, w.found); /* takes the found values, even failing */
-        w.nfound = 0;
-        ok = !JS_IsException(out);
-    }
-    if (!ok) { /* nothing changed: the JS walk starts over */
+    if (ok) { /* found: frozen by __codemode_freeze__ */
+        js_free(ctx, set->found);
+        set->found = w.found;
+        set->nfound = w.nfound;
+        out = JS_NewInt64(ctx, (int64_t)w.nfound);
+        w.found = NULL;
+    } else { /* nothing changed: the JS walk starts over */
         if (JS_HasException(ctx)) JS_FreeValue(ctx, JS_GetException(ctx));
         if (nprotos > nprotos0 && JS_SetLength(ctx, protos, nprotos0) < 0) JS_FreeValue(ctx, JS_GetException(ctx));
-        out = JS_UNDEFINED;
+        if (set->slots) locked_truncate(ctx, set, n0);
     }
-    for (size_t i = 0; i < w.nstack; i++) JS_FreeValue(ctx, w.stack[i]);
-    for (size_t i = 0; i < w.nfound; i++) JS_FreeValue(ctx, w.found[i]);
     js_free(ctx, w.stack);
     js_free(ctx, w.found);
-    js_free(ctx, w.slots);
     JS_FreeAtom(ctx, a_length);
     JS_FreeAtom(ctx, a_name);
     JS_FreeAtom(ctx, a_prototype);
     JS_FreeValue(ctx, fproto);
+    return out;
+}
+
+/* Freezes what the last walk found (Object.freeze each, in order); throws what freeze throws. */
+static JSValue b_freeze(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Locked *set = &REALM(ctx)->locked;
+    JSValue *found = set->found;
+    size_t n = set->nfound;
+    set->found = NULL;
+    set->nfound = 0;
+    int ret = 0;
+    for (size_t i = 0; i < n && ret >= 0; i++) ret = JS_FreezeObject(ctx, found[i]);
+    js_free(ctx, found);
+    return ret < 0 ? JS_EXCEPTION : JS_UNDEFINED;
+}
+
+/* The locked set as a new array (for the JS walk, once the C walk gave up). */
+static JSValue b_locked(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    Locked *set = &REALM(ctx)->locked;
+    if (!locked_ready(ctx, set)) return JS_HasException(ctx) ? JS_EXCEPTION : JS_ThrowOutOfMemory(ctx);
+    JSValue *copy = js_malloc(ctx, set->n * sizeof *copy);
+    if (!copy) return JS_EXCEPTION;
+    for (size_t k = 0; k < set->n; k++) copy[k] = JS_DupValue(ctx, set->list[k]);
+    JSValue out = JS_NewArrayFrom(ctx, (int)set->n, copy); /* takes the values, even failing */
+    js_free(ctx, copy);
     return out;
 }
 
@@ -680,7 +817,7 @@ static JSModuleDef *load_module(JSContext *ctx, const char *name, void *opaque) 
     } else {
         for (size_t i = 0; i < r->nmodules && JS_IsUndefined(m); i++)
             if (!strcmp(r->modules[i].name, name))
-                m = JS_Eval(ctx, r->modules[i].source, r->modules[i].len, name,
+                m = JS_Eval(ctx, r->modules[i].text->data, r->modules[i].text->len, name,
                             JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
         if (JS_IsUndefined(m)) {
             throw_error(ctx, "module not found: ", name, strlen(name), true);
@@ -791,7 +928,8 @@ static int install_globals(Realm *r) {
     } bindings[] = {
         {"__codemode_host__", b_host, 1}, {"__codemode_log__", b_log, 2},   {"__codemode_arm__", b_arm, 1},
         {"__codemode_next__", b_next, 0}, {"__codemode_take__", b_take, 1}, {"__codemode_tick__", b_tick, 0},
-        {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},  {"__codemode_walk__", b_walk, 3},
+        {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},  {"__codemode_walk__", b_walk, 2},
+        {"__codemode_freeze__", b_freeze, 0}, {"__codemode_locked__", b_locked, 0},
     };
     JSContext *ctx = r->ctx;
     JSValue global = JS_GetGlobalObject(ctx);
@@ -898,16 +1036,17 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
 static JSValue n_realm_add_module(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
     Realm *r = find_realm(ARG(0));
     if (!r) return no_realm(ARG(0));
-    size_t name_len, len;
-    char *name = sup_utf8(ARG(1), &name_len), *source = name ? sup_utf8(ARG(2), &len) : NULL;
-    Module *m = source ? realloc(r->modules, (r->nmodules + 1) * sizeof *m) : NULL;
+    size_t name_len;
+    char *name = sup_utf8(ARG(1), &name_len);
+    Text *text = name ? text_of(ARG(2)) : NULL;
+    Module *m = text ? realloc(r->modules, (r->nmodules + 1) * sizeof *m) : NULL;
     if (!m) {
         free(name);
-        free(source);
+        text_release(text);
         return JS_HasException(c) ? JS_EXCEPTION : JS_ThrowOutOfMemory(c);
     }
     r->modules = m;
-    m[r->nmodules++] = (Module){name, source, len};
+    m[r->nmodules++] = (Module){name, text};
     return JS_UNDEFINED;
 }
 
@@ -920,6 +1059,7 @@ static JSValue n_realm_run(JSContext *c, JSValueConst this_val, int argc, JSValu
     if (JS_ToFloat64(c, &timeout, ARG(2))) return JS_EXCEPTION;
     r->script = sup_utf8(ARG(1), &r->script_len);
     if (!r->script) return JS_EXCEPTION;
+    texts_keep_used();
     r->deadline = monotonic_ms() + fmax(timeout, MIN_RUN_TIMEOUT_MS);
     r->in_a_row = 0;
     running = r; /* evaluated by the loop's next drive, never inside a supervisor callback */
