@@ -274,6 +274,16 @@ static JSValue n_release_memory(JSContext *ctx, JSValueConst this_val, int argc,
     return JS_UNDEFINED;
 }
 
+/* Waits up to ms for stdin to have something to read (reads nothing): whether it has. */
+static JSValue n_wait_for_input(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    double ms;
+    if (JS_ToFloat64(ctx, &ms, argc > 0 ? argv[0] : JS_UNDEFINED)) return JS_EXCEPTION;
+    if (!stdin_open || reading || !(ms > 0)) return JS_FALSE;
+    struct pollfd pfd = {0, POLLIN, 0};
+    struct timespec ts = {(time_t)(ms / 1000), (long)fmod(ms * 1e6, 1e9)};
+    return JS_NewBool(ctx, ppoll(&pfd, 1, &ts, NULL) > 0);
+}
+
 static const JSCFunctionListEntry native_funcs[] = {
     JS_CFUNC_DEF("write", 1, n_write),
     JS_CFUNC_DEF("exit", 1, n_exit),
@@ -283,6 +293,7 @@ static const JSCFunctionListEntry native_funcs[] = {
     JS_CFUNC_DEF("setTimer", 1, n_set_timer),
     JS_CFUNC_DEF("clearTimer", 0, n_clear_timer),
     JS_CFUNC_DEF("releaseMemory", 0, n_release_memory),
+    JS_CFUNC_DEF("waitForInput", 1, n_wait_for_input),
 };
 
 /* ---- stdin ---------------------------------------------------------------------------------- */
