@@ -503,6 +503,15 @@ def test_every_object_reachable_after_lockdown_is_frozen(
     assert report["unfrozen"] == []
 
 
+def test_a_run_finds_every_object_it_reaches_frozen_on_either_worker(env: Any) -> None:
+    # Through the worker of each kind, in a run: the native worker walks and freezes in C
+    # (realm.c `__codemode_walk__`, which keeps the locked set between walks: reading URL is a
+    # second walk, from the objects the first did not lock).
+    report = json.loads(result(env, f"globalThis.__codemode_result__ = await {WALK};"))
+    assert report["count"] > 500
+    assert report["unfrozen"] == report["dataOverridable"] == report["withPrototype"] == []
+
+
 def test_every_prototype_keeps_its_override_accessors(
     loop: asyncio.AbstractEventLoop, worker: Worker
 ) -> None:

@@ -849,6 +849,10 @@ def test_module_sources_cross_the_pipe_once_per_worker() -> None:
                 "@codemode/servers/notes": NOTES.replace('serverId: "notes"', 'serverId: "renamed"')
             }
             results.append(await sandbox.run(script, changed, Host(), Limits()))
+            # Back to the first text: the worker let it go with the last run's table, so it comes
+            # again and is what the run imports (the native worker keeps a module's UTF-8 only
+            # while the supervisor keeps its text: realm.c `text_of`).
+            results.append(await sandbox.run(script, MODULES, Host(), Limits()))
             # The host believes the worker holds a text it does not: the run fails cleanly and
             # the worker is replaced (never a run with the wrong module).
             worker.held.add(protocol.module_digest(NOTES + "\n// other"))
@@ -858,10 +862,15 @@ def test_module_sources_cross_the_pipe_once_per_worker() -> None:
             results.append(await sandbox.run(script, other, Host(), Limits()))
             return results
 
-    first, second, renamed, lost, alive, recovered = asyncio.run(scenario())
-    assert [first["result"], second["result"], renamed["result"]] == ["notes", "notes", "renamed"]
+    first, second, renamed, back, lost, alive, recovered = asyncio.run(scenario())
+    assert [first["result"], second["result"], renamed["result"], back["result"]] == [
+        "notes",
+        "notes",
+        "renamed",
+        "notes",
+    ]
     runs = [m for m in sent if m.get("op") == "run"]
-    assert [len(m["sources"]) for m in runs[:3]] == [1, 0, 1]
+    assert [len(m["sources"]) for m in runs[:4]] == [1, 0, 1, 1]
     assert runs[0]["modules"] == runs[1]["modules"] != runs[2]["modules"]
     assert codes(lost) == ["SANDBOX_ERROR"] and alive is False
     assert recovered["result"] == "notes" and recovered["diagnostics"] == []
