@@ -1161,14 +1161,15 @@
     }
 
     /**
-     * After a run: its `done`, then the spent realm freed and the next one prepared, before the
-     * next inbox message.
+     * After a run: its `done`, then the spent realm freed and, once the host has had
+     * PREPARE_PAUSE_MS to take the answer (unless a message is waiting), the next one prepared,
+     * before the next inbox message.
      * @param {Done} done @param {Limits} limits
      */
     finishRun(done, limits) {
       native.write(encodeDone(done[0], done[1]));
       this.freeSpent();
-      native.waitForInput(PREPARE_PAUSE_MS); // the host takes the answer first (PREPARE_PAUSE_MS)
+      if (this.inbox.length === 0) native.waitForInput(PREPARE_PAUSE_MS);
       // Most runs share the host's limits: have the next realm ready with the same ones.
       this.prepareNext(limits);
       this.busy = false;
