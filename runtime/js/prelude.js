@@ -47,9 +47,13 @@
   const rawWalk = g.__codemode_walk__;
   const rawFreeze = g.__codemode_freeze__;
   const rawLocked = g.__codemode_locked__;
+  // And, in C there, which prototype properties lockGraph makes overridable, and sealGlobals.
+  const rawOverridable = g.__codemode_overridable__;
+  const rawSealGlobals = g.__codemode_seal_globals__;
   for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
     "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__",
-    "__codemode_walk__", "__codemode_freeze__", "__codemode_locked__"]) {
+    "__codemode_walk__", "__codemode_freeze__", "__codemode_locked__", "__codemode_overridable__",
+    "__codemode_seal_globals__"]) {
     delete g[name];
   }
 
@@ -641,12 +645,17 @@
     const found = walkedInC ? [] : walkGraph(roots, protos);
     // Override-mistake accessors on every prototype reached (one already frozen by an earlier
     // walk has nothing configurable left: enableOverride skips it).
-    for (let i = 0; i < protos.length; i++) {
-      const proto = protos[i];
-      // Everything on Object.prototype (plain objects overriding toString/hasOwnProperty/...
-      // are common).
-      const names = proto === objectProto ? getOwnPropertyNames(proto) : OVERRIDABLE;
-      for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
+    // Everything on Object.prototype (plain objects overriding toString/hasOwnProperty/... are
+    // common). In C (rawOverridable) only the pairs whose property is a configurable data one.
+    if (rawOverridable !== undefined) {
+      const pairs = rawOverridable(protos, OVERRIDABLE, objectProto);
+      for (let i = 0; i < pairs.length; i += 2) enableOverride(pairs[i], pairs[i + 1]);
+    } else {
+      for (let i = 0; i < protos.length; i++) {
+        const proto = protos[i];
+        const names = proto === objectProto ? getOwnPropertyNames(proto) : OVERRIDABLE;
+        for (let k = 0; k < names.length; k++) enableOverride(proto, names[k]);
+      }
     }
     // Freeze (the accessor functions made just now are frozen where they are made).
     if (walkedInC) rawFreeze();
@@ -718,9 +727,12 @@
     lockGraph(roots, [objectProto, ...hidden]);  // the hidden intrinsics are prototypes too
   }
 
+  /** @type {(string | symbol)[]} */
+  const UNSEALED_GLOBALS = ["__codemode_result__", "__codemode_start__", "__codemode_load__"];
   function sealGlobals() {
+    if (rawSealGlobals !== undefined) return rawSealGlobals(UNSEALED_GLOBALS);  // the same, in C
     for (const name of ownKeys(g)) {
-      if (name === "__codemode_result__" || name === "__codemode_start__" || name === "__codemode_load__") continue;
+      if (UNSEALED_GLOBALS.includes(name)) continue;
       const d = /** @type {PropertyDescriptor} */ (getOwnPropertyDescriptor(g, name));  // an own key: defined
       if (!d.configurable && (!hasOwn.call(d, "value") || !d.writable)) continue;
       if (hasOwn.call(d, "value")) {

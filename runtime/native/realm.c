@@ -716,6 +716,104 @@ static JSValue b_locked(JSContext *ctx, JSValueConst this_val, int argc, JSValue
     return out;
 }
 
+/* __codemode_overridable__(protos, names, objectProto): the [proto, key, ...] pairs lockGraph
+ * turns into override accessors (prelude.js enableOverride), found without making a descriptor
+ * per name: for each of `protos` in order, its own configurable data properties among `names`
+ * (in that order), or, for `objectProto`, among all its own string keys (getOwnPropertyNames's
+ * order). enableOverride reads each again, so a pair it no longer needs is skipped there. */
+static bool overridable_push(JSContext *ctx, JSValueConst out, uint32_t *n, JSValueConst proto, JSAtom key) {
+    JSPropertyDescriptor d;
+    int own = JS_GetOwnProperty(ctx, &d, proto, key);
+    if (own <= 0) return own == 0;
+    bool wanted = !(d.flags & JS_PROP_GETSET) && (d.flags & JS_PROP_CONFIGURABLE);
+    JS_FreeValue(ctx, d.value);
+    JS_FreeValue(ctx, d.getter);
+    JS_FreeValue(ctx, d.setter);
+    if (!wanted) return true;
+    return JS_DefinePropertyValueUint32(ctx, out, (*n)++, JS_DupValue(ctx, proto), JS_PROP_C_W_E) >= 0 &&
+           JS_DefinePropertyValueUint32(ctx, out, (*n)++, JS_AtomToValue(ctx, key), JS_PROP_C_W_E) >= 0;
+}
+
+static JSValue b_overridable(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    JSValueConst protos = ARG(0), names = ARG(1), object_proto = ARG(2);
+    int64_t nprotos, nnames;
+    if (JS_GetLength(ctx, protos, &nprotos) < 0 || JS_GetLength(ctx, names, &nnames) < 0) return JS_EXCEPTION;
+    JSAtom *atoms = js_mallocz(ctx, (size_t)(nnames ? nnames : 1) * sizeof *atoms);
+    JSValue out = atoms ? JS_NewArray(ctx) : JS_EXCEPTION;
+    bool ok = !JS_IsException(out);
+    for (int64_t i = 0; ok && i < nnames; i++) {
+        JSValue name = JS_GetPropertyInt64(ctx, names, i);
+        atoms[i] = JS_IsException(name) ? JS_ATOM_NULL : JS_ValueToAtom(ctx, name);
+        JS_FreeValue(ctx, name);
+        ok = atoms[i] != JS_ATOM_NULL;
+    }
+    uint32_t n = 0;
+    for (int64_t i = 0; ok && i < nprotos; i++) {
+        JSValue proto = JS_GetPropertyInt64(ctx, protos, i);
+        ok = !JS_IsException(proto);
+        if (ok && JS_IsObject(proto) && JS_IsObject(object_proto) && JS_VALUE_GET_PTR(proto) == JS_VALUE_GET_PTR(object_proto)) {
+            JSPropertyEnum *tab;
+            uint32_t len;
+            ok = JS_GetOwnPropertyNames(ctx, &tab, &len, proto, JS_GPN_STRING_MASK) >= 0;
+            for (uint32_t k = 0; ok && k < len; k++) ok = overridable_push(ctx, out, &n, proto, tab[k].atom);
+            if (ok) JS_FreePropertyEnum(ctx, tab, len);
+        } else if (ok && JS_IsObject(proto)) {
+            for (int64_t k = 0; ok && k < nnames; k++) ok = overridable_push(ctx, out, &n, proto, atoms[k]);
+        }
+        JS_FreeValue(ctx, proto);
+    }
+    for (int64_t i = 0; atoms && i < nnames; i++) JS_FreeAtom(ctx, atoms[i]);
+    js_free(ctx, atoms);
+    if (!ok) {
+        JS_FreeValue(ctx, out);
+        return JS_EXCEPTION;
+    }
+    return out;
+}
+
+/* __codemode_seal_globals__(skip): prelude.js sealGlobals, whose comments say why: every own
+ * property of the global object but those named in the array `skip` made non-configurable, and
+ * a data property read-only, unless it is so already; as defineProperty does, throwing what it
+ * throws. */
+static JSValue b_seal_globals(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    JSValueConst skip = ARG(0);
+    JSValue global = JS_GetGlobalObject(ctx);
+    JSPropertyEnum *tab = NULL;
+    uint32_t len = 0;
+    int64_t nskip;
+    bool ok = JS_GetLength(ctx, skip, &nskip) >= 0 &&
+              JS_GetOwnPropertyNames(ctx, &tab, &len, global, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) >= 0;
+    for (uint32_t k = 0; ok && k < len; k++) {
+        JSAtom atom = tab[k].atom;
+        bool skipped = false;
+        for (int64_t i = 0; ok && !skipped && i < nskip; i++) {
+            JSValue name = JS_GetPropertyInt64(ctx, skip, i);
+            JSAtom a = JS_IsException(name) ? JS_ATOM_NULL : JS_ValueToAtom(ctx, name);
+            JS_FreeValue(ctx, name);
+            ok = a != JS_ATOM_NULL;
+            skipped = a == atom;
+            JS_FreeAtom(ctx, a);
+        }
+        if (!ok || skipped) continue;
+        JSPropertyDescriptor d;
+        int own = JS_GetOwnProperty(ctx, &d, global, atom);
+        if (own < 0) ok = false;
+        if (own <= 0) continue;
+        bool accessor = d.flags & JS_PROP_GETSET;
+        if ((d.flags & JS_PROP_CONFIGURABLE) || (!accessor && (d.flags & JS_PROP_WRITABLE))) {
+            int flags = JS_PROP_THROW | JS_PROP_HAS_CONFIGURABLE | JS_PROP_HAS_ENUMERABLE | (d.flags & JS_PROP_ENUMERABLE);
+            flags |= accessor ? JS_PROP_HAS_GET | JS_PROP_HAS_SET : JS_PROP_HAS_VALUE | JS_PROP_HAS_WRITABLE;
+            ok = JS_DefineProperty(ctx, global, atom, d.value, d.getter, d.setter, flags) >= 0;
+        }
+        JS_FreeValue(ctx, d.value);
+        JS_FreeValue(ctx, d.getter);
+        JS_FreeValue(ctx, d.setter);
+    }
+    if (tab) JS_FreePropertyEnum(ctx, tab, len);
+    JS_FreeValue(ctx, global);
+    return ok ? JS_UNDEFINED : JS_EXCEPTION;
+}
+
 /* A promise of this realm, remembered with its id until a settlement resolves it. */
 static JSValue new_waiter(Realm *r, uint32_t *id) {
     JSValue fns[2], p = JS_NewPromiseCapability(r->ctx, fns);
@@ -930,6 +1028,7 @@ static int install_globals(Realm *r) {
         {"__codemode_next__", b_next, 0}, {"__codemode_take__", b_take, 1}, {"__codemode_tick__", b_tick, 0},
         {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},  {"__codemode_walk__", b_walk, 2},
         {"__codemode_freeze__", b_freeze, 0}, {"__codemode_locked__", b_locked, 0},
+        {"__codemode_overridable__", b_overridable, 3}, {"__codemode_seal_globals__", b_seal_globals, 1},
     };
     JSContext *ctx = r->ctx;
     JSValue global = JS_GetGlobalObject(ctx);
