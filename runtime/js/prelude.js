@@ -50,10 +50,11 @@
   // And, in C there, which prototype properties lockGraph makes overridable, and sealGlobals.
   const rawOverridable = g.__codemode_overridable__;
   const rawSealGlobals = g.__codemode_seal_globals__;
+  const rawDeepFreeze = g.__codemode_deep_freeze__;  // host.js deepFreeze, in C
   for (const name of ["__codemode_host__", "__codemode_log__", "__codemode_arm__", "__codemode_next__",
     "__codemode_take__", "__codemode_tick__", "__codemode_now__", "__codemode_config__", "__codemode_url__",
     "__codemode_walk__", "__codemode_freeze__", "__codemode_locked__", "__codemode_overridable__",
-    "__codemode_seal_globals__"]) {
+    "__codemode_seal_globals__", "__codemode_deep_freeze__"]) {
     delete g[name];
   }
 
@@ -811,8 +812,13 @@
         delete g.__codemode_kernel__;
         throw new Error("lockdown: @codemode/host did not take the kernel");
       }
+      const exported = [];
       for (const ns of [errors, host]) {
-        for (const key of ownKeys(ns)) host.deepFreeze(ns[key]);
+        for (const key of ownKeys(ns)) exported.push(ns[key]);
+      }
+      // All at once in C when it can (undefined: it declined, nothing changed), else in JS.
+      if (rawDeepFreeze === undefined || rawDeepFreeze(exported) === undefined) {
+        for (let i = 0; i < exported.length; i++) host.deepFreeze(exported[i]);
       }
       errorsModule = errors;
       loaded = true;

@@ -716,6 +716,81 @@ static JSValue b_locked(JSContext *ctx, JSValueConst this_val, int argc, JSValue
     return out;
 }
 
+/* __codemode_deep_freeze__(values): host.js deepFreeze of each of the array `values`, whose
+ * comments say why: every object reachable from them through own properties (data values,
+ * accessors' get and set; not prototypes) frozen, in the order deepFreeze freezes them. It walks
+ * first and freezes after, so that meeting a Proxy (whose keys and descriptors are traps), an
+ * engine failure or WALK_MAX_OBJECTS returns undefined with nothing changed, and the caller
+ * runs deepFreeze itself; else true, or what a freeze throws. */
+static JSValue b_deep_freeze(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    JSValueConst values = ARG(0);
+    Locked seen = {.mask = 1023}; /* in the order deepFreeze freezes them */
+    size_t nstack = 0, capstack = 64;
+    JSValue *stack = js_malloc(ctx, capstack * sizeof *stack); /* owned */
+    int64_t n = 0;
+    bool ok = stack && JS_IsArray(values) && JS_GetLength(ctx, values, &n) >= 0 &&
+              (seen.slots = js_mallocz(ctx, (seen.mask + 1) * sizeof(void *))) != NULL;
+    for (int64_t i = 0; ok && i < n; i++) {
+        JSValue root = JS_GetPropertyInt64(ctx, values, i);
+        ok = !JS_IsException(root);
+        if (ok) stack[nstack++] = root; /* the stack is empty between roots */
+        while (ok && nstack > 0) {
+            JSValue v = stack[--nstack];
+            int fresh = 0;
+            if (JS_IsObject(v)) fresh = JS_IsProxy(v) ? -1 : locked_add(ctx, &seen, v);
+            JS_FreeValue(ctx, v); /* the seen list holds it when fresh */
+            if (fresh <= 0) {
+                ok = fresh == 0;
+                continue;
+            }
+            JSValueConst obj = seen.list[seen.n - 1];
+            JSPropertyEnum *tab;
+            uint32_t len;
+            if (JS_GetOwnPropertyNames(ctx, &tab, &len, obj, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) < 0) {
+                ok = false;
+                break;
+            }
+            for (uint32_t k = 0; ok && k < len; k++) {
+                JSPropertyDescriptor d;
+                int own = JS_GetOwnProperty(ctx, &d, obj, tab[k].atom);
+                ok = own >= 0;
+                if (own <= 0) continue;
+                if (nstack + 2 > capstack) {
+                    JSValue *grown = js_realloc(ctx, stack, (capstack *= 2) * sizeof *stack);
+                    ok = grown != NULL;
+                    if (ok) stack = grown;
+                }
+                if (ok && !(d.flags & JS_PROP_GETSET)) {
+                    stack[nstack++] = d.value;
+                    d.value = JS_UNDEFINED;
+                } else if (ok) {
+                    stack[nstack++] = d.getter;
+                    stack[nstack++] = d.setter;
+                    d.getter = d.setter = JS_UNDEFINED;
+                }
+                JS_FreeValue(ctx, d.value);
+                JS_FreeValue(ctx, d.getter);
+                JS_FreeValue(ctx, d.setter);
+            }
+            JS_FreePropertyEnum(ctx, tab, len);
+        }
+    }
+    JSValue out = JS_UNDEFINED;
+    if (ok) {
+        int ret = 0;
+        for (size_t k = 0; k < seen.n && ret >= 0; k++) ret = JS_FreezeObject(ctx, seen.list[k]);
+        out = ret < 0 ? JS_EXCEPTION : JS_TRUE;
+    } else if (JS_HasException(ctx)) { /* nothing changed: deepFreeze meets it again */
+        JS_FreeValue(ctx, JS_GetException(ctx));
+    }
+    for (size_t k = 0; k < nstack; k++) JS_FreeValue(ctx, stack[k]);
+    for (size_t k = 0; k < seen.n; k++) JS_FreeValue(ctx, seen.list[k]);
+    js_free(ctx, stack);
+    js_free(ctx, seen.list);
+    js_free(ctx, seen.slots);
+    return out;
+}
+
 /* __codemode_overridable__(protos, names, objectProto): the [proto, key, ...] pairs lockGraph
  * turns into override accessors (prelude.js enableOverride), found without making a descriptor
  * per name: for each of `protos` in order, its own configurable data properties among `names`
@@ -1029,6 +1104,7 @@ static int install_globals(Realm *r) {
         {"__codemode_now__", b_now, 0},   {"__codemode_url__", b_url, 0},  {"__codemode_walk__", b_walk, 2},
         {"__codemode_freeze__", b_freeze, 0}, {"__codemode_locked__", b_locked, 0},
         {"__codemode_overridable__", b_overridable, 3}, {"__codemode_seal_globals__", b_seal_globals, 1},
+        {"__codemode_deep_freeze__", b_deep_freeze, 1},
     };
     JSContext *ctx = r->ctx;
     JSValue global = JS_GetGlobalObject(ctx);
