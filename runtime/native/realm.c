@@ -67,6 +67,7 @@ typedef struct Realm {
     int entered;     /* C frames running this realm's JS */
     bool doomed;     /* freed while entered: destroyed when the last frame leaves */
     Block blocks; /* every block of the realm's runtime (realm memory, below) */
+    size_t bytes; /* what those blocks hold (malloc_usable_size), headers included */
     Module *modules;
     size_t nmodules;
     Waiter *waiters;
@@ -113,13 +114,15 @@ static Realm *find_realm(JSValueConst id) {
  * is freed before the callbacks that point at it, whose finalizer then decrements its reference
  * count (bellard/quickjs#280). */
 static void link_block(Realm *r, Block *b) {
+    r->bytes += malloc_usable_size(b);
     b->prev = &r->blocks;
     b->next = r->blocks.next;
     b->next->prev = b;
     r->blocks.next = b;
 }
 
-static void unlink_block(Block *b) {
+static void unlink_block(Realm *r, Block *b) {
+    r->bytes -= malloc_usable_size(b);
     b->prev->next = b->next;
     b->next->prev = b->prev;
 }
@@ -143,7 +146,7 @@ static void *mem_realloc(void *opaque, void *ptr, size_t size) {
     if (!ptr) return mem_malloc(opaque, size);
     if (size > SIZE_MAX - sizeof(Block)) return NULL;
     Block *b = (Block *)ptr - 1;
-    unlink_block(b);
+    unlink_block(opaque, b);
     Block *nb = realloc(b, sizeof *b + size);
     link_block(opaque, nb ? nb : b); /* on failure the old block stays the realm's */
     return nb ? nb + 1 : NULL;
@@ -156,7 +159,7 @@ static size_t mem_usable_size(const void *ptr) {
 static void mem_free(void *opaque, void *ptr) {
     if (!ptr) return;
     Block *b = (Block *)ptr - 1;
-    unlink_block(b);
+    unlink_block(opaque, b);
     free(b);
 }
 
@@ -1190,7 +1193,13 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
     } else {
         JS_SetContextOpaque(r->ctx, r);
         enter(r);
+        /* No GC while the realm is prepared: its preparation makes no cycles (a full GC right
+         * after it frees nothing), so the two that the first threshold (256 KB) ran during it
+         * only scanned every intrinsic, ~65 us. Then the threshold QuickJS sets after a GC
+         * (js_trigger_gc): the heap and half again. */
+        JS_SetGCThreshold(r->rt, SIZE_MAX);
         why = prepare(r, max_calls);
+        JS_SetGCThreshold(r->rt, r->bytes + r->bytes / 2);
         r->deadline = INFINITY;
         r->entered--; /* not listed yet: nothing can have doomed it */
     }
