@@ -832,9 +832,12 @@ static JSValue b_overridable(JSContext *ctx, JSValueConst this_val, int argc, JS
         if (ok && JS_IsObject(proto) && JS_IsObject(object_proto) && JS_VALUE_GET_PTR(proto) == JS_VALUE_GET_PTR(object_proto)) {
             JSPropertyEnum *tab;
             uint32_t len;
-            ok = JS_GetOwnPropertyNames(ctx, &tab, &len, proto, JS_GPN_STRING_MASK) >= 0;
-            for (uint32_t k = 0; ok && k < len; k++) ok = overridable_push(ctx, out, &n, proto, tab[k].atom);
-            if (ok) JS_FreePropertyEnum(ctx, tab, len);
+            if (JS_GetOwnPropertyNames(ctx, &tab, &len, proto, JS_GPN_STRING_MASK) < 0) {
+                ok = false;
+            } else {
+                for (uint32_t k = 0; ok && k < len; k++) ok = overridable_push(ctx, out, &n, proto, tab[k].atom);
+                JS_FreePropertyEnum(ctx, tab, len);
+            }
         } else if (ok && JS_IsObject(proto)) {
             for (int64_t k = 0; ok && k < nnames; k++) ok = overridable_push(ctx, out, &n, proto, atoms[k]);
         }
