@@ -39,11 +39,11 @@ def _native_build() -> ModuleType:
     return module
 
 
-def build_worker(output: Path) -> bool:
-    """Build the worker into `output`; False (and one line on stderr) when it cannot be."""
+def build_worker(folder: Path) -> bool:
+    """Build the worker into `folder`; False (and one line on stderr) when it cannot be."""
     native = _native_build()
     try:
-        result = native.build(output)
+        result = native.build(folder / native.BINARY_NAME)
     except native.BuildError as exc:
         print(
             f"warning: codemode-worker (the native sandbox worker) not built: {exc}; the Python "
@@ -60,11 +60,9 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
-        if self.editable_mode:  # the editable package's folder is the source folder itself
-            output = NATIVE / "codemode-worker"
-        else:
-            output = Path(self.build_lib, "codemode_gen", "runtime", "native", "codemode-worker")
-        build_worker(output)
+        # An editable install's package folder is the source folder itself.
+        package = Path(self.build_lib, "codemode_gen", "runtime", "native")
+        build_worker(NATIVE if self.editable_mode else package)
 
 
 class BinaryDistribution(Distribution):

@@ -9,7 +9,9 @@ workers always run with the same ones. The binary is built at install time by bu
 hand: `build_command()`); without it the host starts the Python worker
 (runtime/sandbox/worker_process.py chooses).
 
-Imported by the host on every worker start: no `mcp`, no generator, no jsbox.
+Imported with the host's worker handle (worker_process.py): nothing here is imported until it
+is used. The Python worker's modules that own the constants are read by the first native start
+(`worker_config`), and build.py (subprocess, hashing, threads) only by a build.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ from typing import Any
 
 import codemode_gen.runtime
 from codemode_gen.children import python_module_command
-from codemode_gen.runtime import limits, logs, screen
-from codemode_gen.runtime.native.build import DEFAULT_OUTPUT
-from codemode_gen.runtime.sandbox import engine, protocol, realm, run_state
 
 #: The module that builds the binary (runtime/native/build.py).
 BUILD_MODULE = "codemode_gen.runtime.native.build"
+#: The binary's name (build.py's BINARY_NAME: that file imports nothing of the package, since
+#: setup.py loads it by path): the host tells its native workers' processes apart by it.
+BINARY_NAME = "codemode-worker"
+#: Where build.py puts the binary (its DEFAULT_OUTPUT).
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / BINARY_NAME
 
 __all__ = [
+    "BINARY_NAME",
     "DEFAULT_OUTPUT",
     "build_command",
     "js_dir",
@@ -42,6 +47,9 @@ __all__ = [
 
 def worker_config() -> dict[str, Any]:
     """CONFIG_JSON (INTERFACE.md), from the Python worker's own constants."""
+    from codemode_gen.runtime import limits, logs, screen
+    from codemode_gen.runtime.sandbox import engine, protocol, realm, run_state
+
     defaults = limits.Limits()
     return {
         "realmConfig": realm.realm_config(),

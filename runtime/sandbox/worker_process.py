@@ -62,7 +62,7 @@ def worker_kind() -> WorkerKind:
 #: How a worker shows in its command line (/proc/<pid>/cmdline): the Python worker's module, or the
 #: native worker's binary name (runtime/native/launch.py). Tests and benches find workers by it.
 PYTHON_WORKER_MODULE = "codemode_gen.runtime.sandbox.worker"
-NATIVE_WORKER_BINARY = "codemode-worker"
+NATIVE_WORKER_BINARY = launch.BINARY_NAME
 
 
 def is_worker_cmdline(cmdline: bytes) -> bool:

@@ -91,3 +91,10 @@ def test_the_built_worker_starts_and_says_ready() -> None:
     first = proc.stdout.split(b"\n", 1)[0]
     assert json.loads(first) == {"op": protocol.READY}, proc.stderr.decode(errors="replace")
     assert proc.returncode == 0
+
+
+def test_the_binary_is_where_build_py_puts_it() -> None:
+    # launch.py names it without importing build.py (which setup.py loads by path).
+    from codemode_gen.runtime.native import build
+
+    assert (launch.BINARY_NAME, launch.DEFAULT_OUTPUT) == (build.BINARY_NAME, build.DEFAULT_OUTPUT)
