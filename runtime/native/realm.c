@@ -794,6 +794,29 @@ static JSValue b_deep_freeze(JSContext *ctx, JSValueConst this_val, int argc, JS
     return out;
 }
 
+/* The atoms of the array of strings `names` (*n of them, freed with atoms_free), or NULL with
+ * an exception. */
+static JSAtom *atoms_of(JSContext *ctx, JSValueConst names, int64_t *n) {
+    if (JS_GetLength(ctx, names, n) < 0) return NULL;
+    JSAtom *atoms = js_mallocz(ctx, (size_t)(*n ? *n : 1) * sizeof *atoms);
+    for (int64_t i = 0; atoms && i < *n; i++) {
+        JSValue name = JS_GetPropertyInt64(ctx, names, i);
+        atoms[i] = JS_IsException(name) ? JS_ATOM_NULL : JS_ValueToAtom(ctx, name);
+        JS_FreeValue(ctx, name);
+        if (atoms[i] == JS_ATOM_NULL) {
+            while (i-- > 0) JS_FreeAtom(ctx, atoms[i]);
+            js_free(ctx, atoms);
+            return NULL;
+        }
+    }
+    return atoms;
+}
+
+static void atoms_free(JSContext *ctx, JSAtom *atoms, int64_t n) {
+    for (int64_t i = 0; i < n; i++) JS_FreeAtom(ctx, atoms[i]);
+    js_free(ctx, atoms);
+}
+
 /* __codemode_overridable__(protos, names, objectProto): the [proto, key, ...] pairs lockGraph
  * turns into override accessors (prelude.js enableOverride), found without making a descriptor
  * per name: for each of `protos` in order, its own configurable data properties among `names`
@@ -814,17 +837,11 @@ static bool overridable_push(JSContext *ctx, JSValueConst out, uint32_t *n, JSVa
 
 static JSValue b_overridable(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
     JSValueConst protos = ARG(0), names = ARG(1), object_proto = ARG(2);
-    int64_t nprotos, nnames;
-    if (JS_GetLength(ctx, protos, &nprotos) < 0 || JS_GetLength(ctx, names, &nnames) < 0) return JS_EXCEPTION;
-    JSAtom *atoms = js_mallocz(ctx, (size_t)(nnames ? nnames : 1) * sizeof *atoms);
-    JSValue out = atoms ? JS_NewArray(ctx) : JS_EXCEPTION;
+    int64_t nprotos, nnames = 0;
+    JSAtom *atoms = JS_GetLength(ctx, protos, &nprotos) < 0 ? NULL : atoms_of(ctx, names, &nnames);
+    if (!atoms) return JS_EXCEPTION;
+    JSValue out = JS_NewArray(ctx);
     bool ok = !JS_IsException(out);
-    for (int64_t i = 0; ok && i < nnames; i++) {
-        JSValue name = JS_GetPropertyInt64(ctx, names, i);
-        atoms[i] = JS_IsException(name) ? JS_ATOM_NULL : JS_ValueToAtom(ctx, name);
-        JS_FreeValue(ctx, name);
-        ok = atoms[i] != JS_ATOM_NULL;
-    }
     uint32_t n = 0;
     for (int64_t i = 0; ok && i < nprotos; i++) {
         JSValue proto = JS_GetPropertyInt64(ctx, protos, i);
@@ -843,8 +860,7 @@ static JSValue b_overridable(JSContext *ctx, JSValueConst this_val, int argc, JS
         }
         JS_FreeValue(ctx, proto);
     }
-    for (int64_t i = 0; atoms && i < nnames; i++) JS_FreeAtom(ctx, atoms[i]);
-    js_free(ctx, atoms);
+    atoms_free(ctx, atoms, nnames);
     if (!ok) {
         JS_FreeValue(ctx, out);
         return JS_EXCEPTION;
@@ -857,25 +873,18 @@ static JSValue b_overridable(JSContext *ctx, JSValueConst this_val, int argc, JS
  * a data property read-only, unless it is so already; as defineProperty does, throwing what it
  * throws. */
 static JSValue b_seal_globals(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
-    JSValueConst skip = ARG(0);
+    int64_t nskip = 0;
+    JSAtom *skip = atoms_of(ctx, ARG(0), &nskip);
+    if (!skip) return JS_EXCEPTION;
     JSValue global = JS_GetGlobalObject(ctx);
     JSPropertyEnum *tab = NULL;
     uint32_t len = 0;
-    int64_t nskip;
-    bool ok = JS_GetLength(ctx, skip, &nskip) >= 0 &&
-              JS_GetOwnPropertyNames(ctx, &tab, &len, global, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) >= 0;
+    bool ok = JS_GetOwnPropertyNames(ctx, &tab, &len, global, JS_GPN_STRING_MASK | JS_GPN_SYMBOL_MASK) >= 0;
     for (uint32_t k = 0; ok && k < len; k++) {
         JSAtom atom = tab[k].atom;
         bool skipped = false;
-        for (int64_t i = 0; ok && !skipped && i < nskip; i++) {
-            JSValue name = JS_GetPropertyInt64(ctx, skip, i);
-            JSAtom a = JS_IsException(name) ? JS_ATOM_NULL : JS_ValueToAtom(ctx, name);
-            JS_FreeValue(ctx, name);
-            ok = a != JS_ATOM_NULL;
-            skipped = a == atom;
-            JS_FreeAtom(ctx, a);
-        }
-        if (!ok || skipped) continue;
+        for (int64_t i = 0; !skipped && i < nskip; i++) skipped = skip[i] == atom;
+        if (skipped) continue;
         JSPropertyDescriptor d;
         int own = JS_GetOwnProperty(ctx, &d, global, atom);
         if (own < 0) ok = false;
@@ -892,6 +901,7 @@ static JSValue b_seal_globals(JSContext *ctx, JSValueConst this_val, int argc, J
     }
     if (tab) JS_FreePropertyEnum(ctx, tab, len);
     JS_FreeValue(ctx, global);
+    atoms_free(ctx, skip, nskip);
     return ok ? JS_UNDEFINED : JS_EXCEPTION;
 }
 
