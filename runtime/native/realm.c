@@ -67,7 +67,6 @@ typedef struct Realm {
     int entered;     /* C frames running this realm's JS */
     bool doomed;     /* freed while entered: destroyed when the last frame leaves */
     Block blocks; /* every block of the realm's runtime (realm memory, below) */
-    size_t bytes; /* what those blocks hold (malloc_usable_size), headers included */
     Module *modules;
     size_t nmodules;
     Waiter *waiters;
@@ -114,15 +113,13 @@ static Realm *find_realm(JSValueConst id) {
  * is freed before the callbacks that point at it, whose finalizer then decrements its reference
  * count (bellard/quickjs#280). */
 static void link_block(Realm *r, Block *b) {
-    r->bytes += malloc_usable_size(b);
     b->prev = &r->blocks;
     b->next = r->blocks.next;
     b->next->prev = b;
     r->blocks.next = b;
 }
 
-static void unlink_block(Realm *r, Block *b) {
-    r->bytes -= malloc_usable_size(b);
+static void unlink_block(Block *b) {
     b->prev->next = b->next;
     b->next->prev = b->prev;
 }
@@ -146,7 +143,7 @@ static void *mem_realloc(void *opaque, void *ptr, size_t size) {
     if (!ptr) return mem_malloc(opaque, size);
     if (size > SIZE_MAX - sizeof(Block)) return NULL;
     Block *b = (Block *)ptr - 1;
-    unlink_block(opaque, b);
+    unlink_block(b);
     Block *nb = realloc(b, sizeof *b + size);
     link_block(opaque, nb ? nb : b); /* on failure the old block stays the realm's */
     return nb ? nb + 1 : NULL;
@@ -159,7 +156,7 @@ static size_t mem_usable_size(const void *ptr) {
 static void mem_free(void *opaque, void *ptr) {
     if (!ptr) return;
     Block *b = (Block *)ptr - 1;
-    unlink_block(opaque, b);
+    unlink_block(b);
     free(b);
 }
 
@@ -235,6 +232,13 @@ static void texts_keep_used(void) {
         }
     }
     ntexts = kept;
+}
+
+/* What the realm's blocks hold now (headers included). */
+static size_t realm_bytes(Realm *r) {
+    size_t bytes = 0;
+    for (Block *b = r->blocks.next; b != &r->blocks; b = b->next) bytes += malloc_usable_size(b);
+    return bytes;
 }
 
 static const JSMallocFunctions realm_memory = {mem_calloc, mem_malloc, mem_free, mem_realloc, mem_usable_size};
@@ -1212,7 +1216,8 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
          * (js_trigger_gc): the heap and half again. */
         JS_SetGCThreshold(r->rt, SIZE_MAX);
         why = prepare(r, max_calls);
-        JS_SetGCThreshold(r->rt, r->bytes + r->bytes / 2);
+        size_t bytes = realm_bytes(r);
+        JS_SetGCThreshold(r->rt, bytes + bytes / 2);
         r->deadline = INFINITY;
         r->entered--; /* not listed yet: nothing can have doomed it */
     }
