@@ -67,6 +67,7 @@ typedef struct Realm {
     int entered;     /* C frames running this realm's JS */
     bool doomed;     /* freed while entered: destroyed when the last frame leaves */
     Block blocks; /* every block of the realm's runtime (realm memory, below) */
+    bool in_arena; /* its runtime's blocks are the arena's instead (realm images, below) */
     Module *modules;
     size_t nmodules;
     Waiter *waiters;
@@ -84,6 +85,7 @@ typedef struct Realm {
 } Realm;
 
 static Realm *realms, *running;
+static void destroy(Realm *r);
 static int last_id;
 
 double realm_running_deadline(void) {
@@ -236,28 +238,13 @@ static void texts_keep_used(void) {
 
 /* What the realm's blocks hold now (headers included). */
 static size_t realm_bytes(Realm *r) {
+    if (r->in_arena) return arena_live();
     size_t bytes = 0;
     for (Block *b = r->blocks.next; b != &r->blocks; b = b->next) bytes += malloc_usable_size(b);
     return bytes;
 }
 
 static const JSMallocFunctions realm_memory = {mem_calloc, mem_malloc, mem_free, mem_realloc, mem_usable_size};
-
-static void destroy(Realm *r) {
-    for (Block *b = r->blocks.next, *next; b != &r->blocks; b = next) {
-        next = b->next;
-        free(b);
-    }
-    for (size_t i = 0; i < r->nmodules; i++) {
-        free(r->modules[i].name);
-        text_release(r->modules[i].text);
-    }
-    free(r->modules);
-    free(r->waiters);
-    free(r->queue);
-    free(r->script);
-    free(r);
-}
 
 /* Entering from outside this realm's JS: its stack budget counts from here. */
 static void enter(Realm *r) {
@@ -1182,6 +1169,83 @@ static JSValue prepare(Realm *r, int max_calls) {
     return why;
 }
 
+/* ---- realm images ----------------------------------------------------------------------------
+ * A ready realm (prelude phases A and A2 done, @codemode/errors and @codemode/host loaded) costs
+ * ~1 ms of CPU to build, and is the same realm every time for the same limits: nothing in it
+ * depends on the run (Math.random's seed and Date's base arrive with the run, prelude phase B;
+ * QuickJS's own random state is not used). So a realm is built in the worker's arena (arena.c),
+ * whose bytes are the whole heap, and a copy of them kept: the next realm with the same limits is
+ * that copy written back over the arena (~40 us for ~0.5 MB), the same realm, every pointer valid
+ * because the arena never moves. What lives outside the heap is set again (the Realm, which each
+ * runtime and context point to) or copied (the runtime's and context's addresses, the locked
+ * set). Only one realm holds the arena at a time: one made while it is taken, or on a machine
+ * where it cannot be reserved, gets blocks of its own (realm memory, above) and is built. */
+static struct {
+    void *bytes; /* NULL: none yet */
+    size_t len;
+    size_t memory_limit; /* what it was built with */
+    int max_calls;
+    JSRuntime *rt;
+    JSContext *ctx;
+    Locked locked;
+    uint32_t last_promise;
+} image;
+static bool arena_taken;
+
+/* Points what the runtime and context hold of their Realm at `r`. */
+static void attach(Realm *r) {
+    JS_SetRuntimeOpaque(r->rt, r);
+    JS_SetInterruptHandler(r->rt, interrupt, r);
+    JS_SetModuleLoaderFunc(r->rt, normalize, load_module, r);
+    JS_SetContextOpaque(r->ctx, r);
+}
+
+/* The copy of a realm just built in the arena, when nothing of the run is in it yet. */
+static void keep_image(Realm *r, int max_calls) {
+    if (!r->in_arena || r->nwaiters || r->nqueue || r->nmodules || r->script) return;
+    free(image.bytes);
+    image.bytes = arena_save(&image.len);
+    image.memory_limit = r->memory_limit;
+    image.max_calls = max_calls;
+    image.rt = r->rt;
+    image.ctx = r->ctx;
+    image.locked = r->locked;
+    image.last_promise = r->last_promise;
+}
+
+/* A ready realm from the image, when it was built with these limits and the arena is free. */
+static bool from_image(Realm *r, int max_calls) {
+    if (!image.bytes || arena_taken || image.memory_limit != r->memory_limit || image.max_calls != max_calls) return false;
+    arena_restore(image.bytes, image.len);
+    arena_taken = r->in_arena = true;
+    r->rt = image.rt;
+    r->ctx = image.ctx;
+    r->locked = image.locked;
+    r->last_promise = image.last_promise;
+    attach(r);
+    return true;
+}
+
+static void destroy(Realm *r) {
+    if (r->in_arena) {
+        arena_taken = false;
+        arena_release_above(image.bytes ? image.len : 0);
+    }
+    for (Block *b = r->blocks.next, *next; b != &r->blocks; b = next) {
+        next = b->next;
+        free(b);
+    }
+    for (size_t i = 0; i < r->nmodules; i++) {
+        free(r->modules[i].name);
+        text_release(r->modules[i].text);
+    }
+    free(r->modules);
+    free(r->waiters);
+    free(r->queue);
+    free(r->script);
+    free(r);
+}
+
 static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
     double memory;
     int32_t max_calls;
@@ -1195,20 +1259,24 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
     r->top = JS_UNDEFINED;
     r->blocks.prev = r->blocks.next = &r->blocks;
     JSValue why = JS_UNDEFINED;
-    r->rt = JS_NewRuntime2(&realm_memory, r);
+    if (from_image(r, max_calls)) goto ready;
+    if (!arena_taken && arena_fits(r->memory_limit)) {
+        arena_reset();
+        r->in_arena = arena_taken = true;
+        r->rt = JS_NewRuntime2(&arena_memory, NULL);
+    } else {
+        r->rt = JS_NewRuntime2(&realm_memory, r);
+    }
     if (r->rt) {
-        JS_SetRuntimeOpaque(r->rt, r);
         JS_SetMemoryLimit(r->rt, r->memory_limit);
         JS_SetMaxStackSize(r->rt, REALM_STACK_BYTES);
         JS_SetCanBlock(r->rt, false);
-        JS_SetInterruptHandler(r->rt, interrupt, r);
-        JS_SetModuleLoaderFunc(r->rt, normalize, load_module, r);
         r->ctx = JS_NewContext(r->rt);
     }
     if (!r->ctx) {
         why = JS_NewString(sctx, "out of memory");
     } else {
-        JS_SetContextOpaque(r->ctx, r);
+        attach(r);
         enter(r);
         /* No GC while the realm is prepared: its preparation makes no cycles (a full GC right
          * after it frees nothing), so the two that the first threshold (256 KB) ran during it
@@ -1220,6 +1288,7 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
         JS_SetGCThreshold(r->rt, bytes + bytes / 2);
         r->deadline = INFINITY;
         r->entered--; /* not listed yet: nothing can have doomed it */
+        if (JS_IsUndefined(why)) keep_image(r, max_calls);
     }
     if (!JS_IsUndefined(why)) {
         destroy(r);
@@ -1230,6 +1299,7 @@ static JSValue n_realm_new(JSContext *c, JSValueConst this_val, int argc, JSValu
         JS_FreeValue(sctx, why);
         return JS_EXCEPTION;
     }
+ready:
     r->next = realms;
     realms = r;
     return JS_NewInt32(c, r->id);

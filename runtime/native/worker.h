@@ -1,6 +1,6 @@
 /* Shared by the native worker's units (INTERFACE.md): worker.c (process, loop, `native`,
- * supervisor calls), realm.c (sandbox realms and their drive loop), text.c (UTF-8 and
- * TextEncoder/TextDecoder). */
+ * supervisor calls), realm.c (sandbox realms and their drive loop), arena.c (the realm heap),
+ * text.c (UTF-8 and TextEncoder/TextDecoder). */
 #ifndef CODEMODE_WORKER_H
 #define CODEMODE_WORKER_H
 
@@ -54,6 +54,17 @@ extern const JSCFunctionListEntry realm_native_funcs[];
 extern const size_t realm_native_count;
 double realm_running_deadline(void); /* INFINITY when no realm is running */
 void realm_drive(void);
+
+/* arena.c: the realm heap, one per worker (realm.c "realm images") */
+extern const JSMallocFunctions arena_memory;
+/* Whether a realm with this memory limit can use the arena (its address space reserved the first
+ * time; false when it cannot be). */
+bool arena_fits(size_t memory_limit);
+void arena_reset(void);  /* an empty heap */
+size_t arena_live(void); /* bytes of the blocks in use */
+void *arena_save(size_t *len); /* a malloc'ed copy of the heap, or NULL */
+void arena_restore(const void *image, size_t len);
+void arena_release_above(size_t keep); /* pages above `keep` bytes given back */
 
 /* text.c */
 bool utf8_valid(const uint8_t *s, size_t n);
