@@ -18,7 +18,6 @@ import pytest
 from codemode_gen.runtime.limits import Limits
 from codemode_gen.runtime.sandbox import worker_process
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
-from codemode_gen.runtime.sandbox.worker_process import WorkerKind
 
 MiB = 1024 * 1024
 
