@@ -104,10 +104,12 @@ static Realm *find_realm(JSValueConst id) {
 }
 
 /* ---- realm memory ---------------------------------------------------------------------------
- * Every block a realm's runtime allocates (QuickJS's arenas, its large blocks, the JSRuntime
- * itself) is linked into the realm's list, so that a realm ends by giving all of them back at
- * once: no GC, no JS_FreeRuntime walk over every object, no finalizer. Nothing of a realm lives
- * outside its blocks (quickjs.c forbids plain malloc; libregexp, the text codec and
+ * A realm that does not hold the worker's arena (realm images, below: the arena is taken, or
+ * could not be reserved) has blocks of its own. Every block its runtime allocates (QuickJS's
+ * arenas, its large blocks, the JSRuntime itself) is linked into the realm's list, so that a
+ * realm ends by giving all of them back at once: no GC, no JS_FreeRuntime walk over every
+ * object, no finalizer; a realm in the arena ends by leaving it. Nothing of a realm lives
+ * outside its heap (quickjs.c forbids plain malloc; libregexp, the text codec and
  * SharedArrayBuffer allocate through the runtime; no supervisor value is shared), so this frees
  * what JS_FreeRuntime would, in a few microseconds instead of a third of a millisecond. It also
  * never runs the teardown of QuickJS-ng 0.17 that writes into freed memory: a module whose
