@@ -110,6 +110,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
         ("runtime/native/worker.c", "runtime/js/supervisor.js", "runtime/sandbox/worker.py"),
         "two workers, one protocol: the native worker says what the Python worker says",
     ),
+    "runtime/native/test_arena.py": (
+        ("runtime/native/arena.c", "runtime/native/realm.c"),
+        "the native worker's realm heap and realm images (C: no Python module to mirror)",
+    ),
     "runtime/host/test_observability.py": (
         ("runtime/host/telemetry.py", "runtime/host/metrics.py"),
         "spans and /metrics together",

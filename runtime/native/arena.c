@@ -1,14 +1,17 @@
 /* The realm heap (realm.c "realm images"): one stretch of address space, reserved once per
  * worker, from which a realm's runtime takes every block (QuickJS's own 4 KB arenas and its large
- * blocks). The allocator keeps its state at the start of the stretch, so the bytes [base, top)
+ * blocks). The allocator keeps its state at the start of the stretch, so the bytes below its top
  * are the whole heap, state included: copied once when a realm is ready, copied back to give the
  * next run the same realm, every pointer still valid because the stretch never moves.
  *
- * Blocks carry a 16-byte header (usable size, flags), so payloads are 16-byte aligned as malloc's.
- * Up to ARENA_SMALL_MAX bytes a block has a size class (16-byte steps to 1 KiB, then 8 classes
- * per doubling) with a free list of its own; larger blocks have their exact size, are reused first
- * fit from an address-ordered free list, merge with free neighbours, and give their pages back
- * when big. New blocks come from the top, which falls again when the last block is freed. */
+ * The allocator is a boundary-tag one, as malloc's: a chunk is a 16-byte header (the previous
+ * chunk's size when that one is free; this one's size and whether it and the previous one are in
+ * use) and its payload, 16-byte aligned. A freed chunk merges with free neighbours, so freed
+ * memory serves a request of any size (a script cannot make the heap grow past its memory limit
+ * by freeing one size and asking for another), and waits in a bin by size: 16-byte steps to
+ * 1 KiB, then 8 bins per doubling; a request takes the first chunk that fits in its bin, else one
+ * of the next bin that has any, else new memory at the top. A free chunk that ends at the top
+ * lowers it; big free chunks give their pages back at once. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,39 +22,35 @@
 
 /* Address space the heap may span (reserved PROT_NONE: no memory until used), tried in turn
  * where an address-space limit (ulimit -v) refuses the first. The most is 4x the largest memory
- * limit (limits.HARD_MAX_MEMORY_BYTES, 1 GiB): room for blocks that free lists of another size
- * class hold. A realm whose limit is above ARENA_LIMIT_SHARE of what was reserved does not use
- * the arena (realm.c), so that running out of address space never comes before its limit. */
+ * limit (limits.HARD_MAX_MEMORY_BYTES, 1 GiB). A realm whose limit is above ARENA_LIMIT_SHARE of
+ * what was reserved does not use the arena (realm.c), so that the address space cannot run out
+ * before its limit: what the heap spans is what is in use, what waits in bins (merged, reusable
+ * by any request) and what splitting leaves. */
 static const size_t ARENA_RESERVES[] = {(size_t)4 << 30, (size_t)1 << 30, (size_t)256 << 20};
 #define ARENA_LIMIT_SHARE 4
 /* Memory made usable at a time as the top rises: one mprotect per step. */
 #define ARENA_COMMIT_STEP ((size_t)1 << 20)
-/* Largest block with a size class; larger ones are sized exactly (first fit, merged). */
-#define ARENA_SMALL_MAX ((size_t)64 << 10)
-/* A freed large block this big gives its pages back (madvise) at once, not when the realm ends. */
+/* A free chunk this big gives its pages back (madvise) at once, not when the realm ends. */
 #define ARENA_RELEASE_MIN ((size_t)256 << 10)
-/* Size classes: 64 of 16-byte steps to 1 KiB, then 8 per doubling to ARENA_SMALL_MAX. */
-#define ARENA_CLASSES (64 + 6 * 8 + 1)
 
-#define HEADER 16
-#define FLAG_LARGE ((size_t)1)
-#define FLAG_FREE ((size_t)2)
+#define HEADER 16      /* prev_size, head */
+#define MIN_CHUNK 32   /* a free chunk holds its bin links after its header */
+#define C_INUSE ((size_t)1)
+#define P_INUSE ((size_t)2)
+#define NBINS 256 /* 65 exact bins to 1 KiB, then 8 per doubling to 2^32 */
 
-typedef struct Header {
-    size_t size;  /* usable bytes after the header */
-    size_t flags; /* FLAG_LARGE, FLAG_FREE */
-} Header;
+typedef struct Chunk {
+    size_t prev_size; /* the previous chunk's size, when it is free */
+    size_t head;      /* this chunk's size (a multiple of 16) | C_INUSE | P_INUSE */
+    struct Chunk *next, *prev; /* its bin's list, when free */
+} Chunk;
 
-typedef struct Large { /* the payload of a free large block: its place in the free list */
-    struct Large *prev, *next;
-} Large;
-
-typedef struct Heap { /* at the arena's base, copied with the blocks */
-    size_t top;   /* offset of the first byte never handed out (or given back) */
-    size_t clean; /* offset from which every byte is known to be zero */
-    size_t live;  /* bytes of the blocks in use, headers included */
-    void *small[ARENA_CLASSES]; /* free lists, linked through the payloads' first word */
-    Large *large; /* free large blocks, by address */
+typedef struct Heap { /* at the arena's base, copied with the chunks */
+    size_t top;   /* offset of the first byte no chunk holds */
+    size_t clean; /* offset from which every byte is known to be zero (>= top) */
+    size_t live;  /* bytes of the chunks in use */
+    Chunk *bins[NBINS];
+    uint64_t nonempty[NBINS / 64];
 } Heap;
 
 static uint8_t *base;    /* NULL until reserved; MAP_FAILED when that failed */
@@ -62,24 +61,13 @@ static size_t page;
 
 #define HEAP ((Heap *)base)
 #define HEAP_START ((sizeof(Heap) + 15) & ~(size_t)15)
+#define SIZE(c) ((c)->head & ~(size_t)15)
+#define AT(off) ((Chunk *)(base + (off)))
+#define OFFSET(c) ((size_t)((uint8_t *)(c) - base))
+#define NEXT(c) ((Chunk *)((uint8_t *)(c) + SIZE(c)))
 
 static size_t round_up(size_t n, size_t to) {
     return (n + to - 1) / to * to;
-}
-
-/* The class of a request of n bytes (1..ARENA_SMALL_MAX) and its usable size. */
-static unsigned size_class(size_t n, size_t *size) {
-    if (n <= 1024) {
-        size_t k = (n + 15) >> 4;
-        if (k == 0) k = 1;
-        *size = k << 4;
-        return (unsigned)k - 1;
-    }
-    unsigned b = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^b < n <= 2^(b+1) */
-    size_t step = ((size_t)1 << b) >> 3;
-    size_t k = (n - ((size_t)1 << b) + step - 1) / step; /* 1..8 */
-    *size = ((size_t)1 << b) + k * step;
-    return 64 + (b - 10) * 8 + (unsigned)k - 1;
 }
 
 static void release(size_t from, size_t to) { /* give back the whole pages of [from, to) */
@@ -121,162 +109,172 @@ void arena_reset(void) {
     HEAP->top = HEAP->clean = HEAP_START;
 }
 
-/* A new block of `size` usable bytes at the top; NULL past the reservation. */
-static Header *from_top(size_t size, bool zero) {
+/* ---- bins ------------------------------------------------------------------------------------ */
+static unsigned bin_of(size_t size) { /* sizes of bin i are below those of bin i + 1 */
+    if (size <= 1024) return (unsigned)(size >> 4);
+    unsigned b = 63 - (unsigned)__builtin_clzll((unsigned long long)size); /* 2^b <= size */
+    unsigned i = 64 + (b - 10) * 8 + (unsigned)((size >> (b - 3)) & 7);
+    return i < NBINS ? i : NBINS - 1;
+}
+
+static void bin_add(Chunk *c) {
+    unsigned i = bin_of(SIZE(c));
+    c->prev = NULL;
+    c->next = HEAP->bins[i];
+    if (c->next) c->next->prev = c;
+    HEAP->bins[i] = c;
+    HEAP->nonempty[i / 64] |= (uint64_t)1 << (i % 64);
+}
+
+static void bin_remove(Chunk *c) {
+    unsigned i = bin_of(SIZE(c));
+    if (c->prev) c->prev->next = c->next;
+    else HEAP->bins[i] = c->next;
+    if (c->next) c->next->prev = c->prev;
+    if (!HEAP->bins[i]) HEAP->nonempty[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
+
+/* The first free chunk of at least `size` bytes, or NULL. */
+static Chunk *find(size_t size) {
+    unsigned i = bin_of(size);
+    for (Chunk *c = HEAP->bins[i]; c; c = c->next)
+        if (SIZE(c) >= size) return c;
+    for (unsigned w = (i + 1) / 64; w < NBINS / 64; w++) { /* any chunk of a later bin fits */
+        uint64_t bits = HEAP->nonempty[w];
+        if (w == (i + 1) / 64) bits &= ~(uint64_t)0 << ((i + 1) % 64);
+        if (bits) return HEAP->bins[w * 64 + (unsigned)__builtin_ctzll(bits)];
+    }
+    return NULL;
+}
+
+/* Chunk `c` (out of any bin) becomes `size` bytes in use; what is left over, if a chunk's worth,
+ * goes back free. */
+static void take(Chunk *c, size_t size) {
+    size_t have = SIZE(c), prev_in_use = c->head & P_INUSE;
+    if (have - size >= MIN_CHUNK) {
+        c->head = size | C_INUSE | prev_in_use;
+        Chunk *rest = NEXT(c);
+        rest->head = (have - size) | P_INUSE;
+        NEXT(rest)->prev_size = have - size; /* a chunk in use: free ones never touch the top */
+        bin_add(rest);
+    } else {
+        c->head = have | C_INUSE | prev_in_use;
+        NEXT(c)->head |= P_INUSE;
+    }
+}
+
+/* ---- chunks ---------------------------------------------------------------------------------- */
+static size_t chunk_size(size_t n) { /* 0: too big */
+    if (n > reserved) return 0;
+    size_t size = round_up(n + HEADER, 16);
+    return size < MIN_CHUNK ? MIN_CHUNK : size;
+}
+
+/* A new chunk of `size` bytes at the top (the chunk below it, if any, is in use). */
+static Chunk *from_top(size_t size, bool zero) {
     size_t at = HEAP->top;
-    if (size > reserved || !reach(at + HEADER + size)) return NULL;
-    HEAP->top = at + HEADER + size;
-    Header *h = (Header *)(base + at);
+    if (!reach(at + size)) return NULL;
+    Chunk *c = AT(at);
     if (zero && HEAP->clean > at + HEADER) { /* what a fallen top left below `clean` */
         size_t dirty = HEAP->clean - at - HEADER;
-        memset(h + 1, 0, dirty < size ? dirty : size);
+        memset((uint8_t *)c + HEADER, 0, dirty < size - HEADER ? dirty : size - HEADER);
     }
+    HEAP->top = at + size;
     if (HEAP->clean < HEAP->top) HEAP->clean = HEAP->top;
-    h->size = size;
-    return h;
-}
-
-static void large_unlink(Large *l) {
-    if (l->prev) l->prev->next = l->next;
-    else HEAP->large = l->next;
-    if (l->next) l->next->prev = l->prev;
-}
-
-/* `l` takes the place of `old` in the free list (same neighbours: nothing lies between them). */
-static void large_replace(Large *old, Large *l) {
-    l->prev = old->prev;
-    l->next = old->next;
-    if (l->prev) l->prev->next = l;
-    else HEAP->large = l;
-    if (l->next) l->next->prev = l;
-}
-
-static Header *header_of(const void *ptr) {
-    return (Header *)((uint8_t *)ptr - HEADER);
+    c->head = size | C_INUSE | P_INUSE;
+    return c;
 }
 
 static void *alloc(size_t n, bool zero) {
-    Header *h;
-    if (n <= ARENA_SMALL_MAX) {
-        size_t size;
-        unsigned c = size_class(n, &size);
-        void *p = HEAP->small[c];
-        if (p) {
-            HEAP->small[c] = *(void **)p;
-            h = header_of(p);
-            if (zero) memset(p, 0, size);
-        } else if (!(h = from_top(size, zero))) {
-            return NULL;
-        }
-        h->flags = 0;
-    } else {
-        size_t size = round_up(n, 16);
-        if (size < n) return NULL;
-        Large *l = HEAP->large;
-        while (l && header_of(l)->size < size) l = l->next;
-        if (l) {
-            h = header_of(l);
-            if (h->size >= size + HEADER + ARENA_SMALL_MAX) { /* split: the rest stays free */
-                Header *rest = (Header *)((uint8_t *)(h + 1) + size);
-                rest->size = h->size - size - HEADER;
-                rest->flags = FLAG_LARGE | FLAG_FREE;
-                large_replace(l, (Large *)(rest + 1));
-                h->size = size;
-            } else {
-                large_unlink(l);
-            }
-            if (zero) memset(h + 1, 0, h->size);
-        } else if (!(h = from_top(size, zero))) {
-            return NULL;
-        }
-        h->flags = FLAG_LARGE;
+    size_t size = chunk_size(n);
+    if (!size) return NULL;
+    Chunk *c = find(size);
+    if (c) {
+        bin_remove(c);
+        take(c, size);
+        if (zero) memset((uint8_t *)c + HEADER, 0, SIZE(c) - HEADER);
+    } else if (!(c = from_top(size, zero))) {
+        return NULL;
     }
-    HEAP->live += HEADER + h->size;
-    return h + 1;
+    HEAP->live += SIZE(c);
+    return (uint8_t *)c + HEADER;
 }
 
-static void large_free(Header *h) {
-    h->flags = FLAG_LARGE | FLAG_FREE;
-    Large *l = (Large *)(h + 1), *prev = NULL, *next = HEAP->large;
-    while (next && next < l) prev = next, next = next->next;
-    l->prev = prev;
-    l->next = next;
-    if (prev) prev->next = l;
-    else HEAP->large = l;
-    if (next) next->prev = l;
-    /* merged with the free neighbours it touches */
-    if (next && (uint8_t *)l + h->size == (uint8_t *)header_of(next)) {
-        h->size += HEADER + header_of(next)->size;
-        large_unlink(next);
+static void free_chunk(Chunk *c) {
+    size_t size = SIZE(c);
+    HEAP->live -= size;
+    if (!(c->head & P_INUSE)) { /* merged with the free chunk before it */
+        Chunk *p = (Chunk *)((uint8_t *)c - c->prev_size);
+        bin_remove(p);
+        size += SIZE(p);
+        c = p;
     }
-    if (prev && (uint8_t *)prev + header_of(prev)->size == (uint8_t *)h) {
-        header_of(prev)->size += HEADER + h->size;
-        large_unlink(l);
-        h = header_of(prev);
-        l = prev;
-    }
-    size_t start = (size_t)((uint8_t *)h - base), end = start + HEADER + h->size;
-    if (end == HEAP->top) { /* the last block: the top falls */
-        large_unlink(l);
-        HEAP->top = start;
-        if (HEAP->clean - start >= ARENA_RELEASE_MIN) {
-            release(start, round_up(HEAP->clean, page)); /* past `clean` is zero already */
-            HEAP->clean = round_up(start, page);
+    Chunk *n = (Chunk *)((uint8_t *)c + size);
+    if (OFFSET(n) == HEAP->top) { /* the last chunk: the top falls */
+        HEAP->top = OFFSET(c);
+        if (HEAP->clean - HEAP->top >= ARENA_RELEASE_MIN) {
+            release(HEAP->top, round_up(HEAP->clean, page)); /* past `clean` is zero already */
+            HEAP->clean = round_up(HEAP->top, page);
         }
-    } else if (h->size >= ARENA_RELEASE_MIN) {
-        release(start + HEADER + sizeof(Large), end);
-    }
-}
-
-static void free_block(void *ptr) {
-    Header *h = header_of(ptr);
-    HEAP->live -= HEADER + h->size;
-    if (h->flags & FLAG_LARGE) {
-        large_free(h);
         return;
     }
-    size_t size;
-    unsigned c = size_class(h->size, &size);
-    *(void **)ptr = HEAP->small[c];
-    HEAP->small[c] = ptr;
+    if (!(n->head & C_INUSE)) { /* and with the free one after it */
+        bin_remove(n);
+        size += SIZE(n);
+        n = (Chunk *)((uint8_t *)c + size);
+    }
+    c->head = size | P_INUSE; /* free chunks never touch: the one before is in use */
+    n->prev_size = size;
+    n->head &= ~P_INUSE;
+    bin_add(c);
+    if (size >= ARENA_RELEASE_MIN) release(OFFSET(c) + sizeof(Chunk), OFFSET(n));
 }
 
 /* ---- JSMallocFunctions (the opaque is unused: there is one heap per worker) --------------- */
 static void *a_malloc(void *opaque, size_t size) {
-    return alloc(size ? size : 1, false);
+    return alloc(size, false);
 }
 
 static void *a_calloc(void *opaque, size_t count, size_t size) {
     if (size && count > SIZE_MAX / size) return NULL;
-    size_t total = count * size;
-    return alloc(total ? total : 1, true);
+    return alloc(count * size, true);
 }
 
 static void a_free(void *opaque, void *ptr) {
-    if (ptr) free_block(ptr);
+    if (ptr) free_chunk((Chunk *)((uint8_t *)ptr - HEADER));
 }
 
-static void *a_realloc(void *opaque, void *ptr, size_t size) {
-    if (!ptr) return a_malloc(opaque, size);
-    Header *h = header_of(ptr);
-    if (size <= h->size) return ptr; /* keeps its block (usable size unchanged) */
-    size_t at = (size_t)((uint8_t *)ptr - base), grown = round_up(size, 16);
-    if (h->flags & FLAG_LARGE && at + h->size == HEAP->top && grown >= size && reach(at + grown)) {
-        HEAP->top = at + grown; /* the last block grows in place */
-        if (HEAP->clean < HEAP->top) HEAP->clean = HEAP->top;
-        HEAP->live += grown - h->size;
-        h->size = grown;
+static void *a_realloc(void *opaque, void *ptr, size_t n) {
+    if (!ptr) return alloc(n, false);
+    Chunk *c = (Chunk *)((uint8_t *)ptr - HEADER);
+    size_t have = SIZE(c), size = chunk_size(n);
+    if (!size) return NULL;
+    if (size <= have) return ptr; /* keeps its chunk (usable size unchanged) */
+    Chunk *next = NEXT(c);
+    if (OFFSET(next) == HEAP->top) { /* the last chunk grows in place */
+        if (reach(OFFSET(c) + size)) {
+            HEAP->top = OFFSET(c) + size;
+            if (HEAP->clean < HEAP->top) HEAP->clean = HEAP->top;
+            c->head = size | (c->head & 15);
+            HEAP->live += size - have;
+            return ptr;
+        }
+    } else if (!(next->head & C_INUSE) && have + SIZE(next) >= size) { /* or into the free next */
+        bin_remove(next);
+        c->head = (have + SIZE(next)) | (c->head & P_INUSE);
+        take(c, size);
+        HEAP->live += SIZE(c) - have;
         return ptr;
     }
-    void *p = alloc(size, false);
-    if (!p) return NULL; /* the old block stays */
-    memcpy(p, ptr, h->size);
-    free_block(ptr);
+    void *p = alloc(n, false);
+    if (!p) return NULL; /* the old chunk stays */
+    memcpy(p, ptr, have - HEADER);
+    free_chunk(c);
     return p;
 }
 
 static size_t a_usable_size(const void *ptr) {
-    return ptr ? header_of(ptr)->size : 0;
+    return ptr ? SIZE((const Chunk *)((const uint8_t *)ptr - HEADER)) - HEADER : 0;
 }
 
 const JSMallocFunctions arena_memory = {a_calloc, a_malloc, a_free, a_realloc, a_usable_size};
@@ -286,13 +284,20 @@ size_t arena_live(void) {
 }
 
 /* ---- images --------------------------------------------------------------------------------- */
-/* The heap's whole pages (its state, its blocks, and what lies above its top in its last page,
- * so that the state's `clean` holds of the copy too). */
+/* The heap's whole pages (its state, its chunks, and what lies above its top in its last page,
+ * so that the state's `clean` holds of the copy too), in pages of their own made read-only: a
+ * realm that corrupted memory through an engine bug still could not change the next runs'. */
 void *arena_save(size_t *len) {
     *len = round_up(HEAP->top, page);
-    void *image = malloc(*len);
-    if (image) memcpy(image, base, *len);
+    void *image = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (image == MAP_FAILED) return NULL;
+    memcpy(image, base, *len);
+    mprotect(image, *len, PROT_READ);
     return image;
+}
+
+void arena_drop_image(void *image, size_t len) {
+    if (image) munmap(image, len);
 }
 
 /* The heap as `image` (arena_save's) left it; every page above it given back (zero again). */

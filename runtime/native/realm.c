@@ -1205,7 +1205,7 @@ static void attach(Realm *r) {
 /* The copy of a realm just built in the arena, when nothing of the run is in it yet. */
 static void keep_image(Realm *r, int max_calls) {
     if (!r->in_arena || r->nwaiters || r->nqueue || r->nmodules || r->script) return;
-    free(image.bytes);
+    arena_drop_image(image.bytes, image.len);
     image.bytes = arena_save(&image.len);
     image.memory_limit = r->memory_limit;
     image.max_calls = max_calls;

@@ -62,7 +62,8 @@ extern const JSMallocFunctions arena_memory;
 bool arena_fits(size_t memory_limit);
 void arena_reset(void);  /* an empty heap */
 size_t arena_live(void); /* bytes of the blocks in use */
-void *arena_save(size_t *len); /* a malloc'ed copy of the heap, or NULL */
+void *arena_save(size_t *len); /* a read-only copy of the heap (its pages), or NULL */
+void arena_drop_image(void *image, size_t len);
 void arena_restore(const void *image, size_t len);
 void arena_release_above(size_t keep); /* pages above `keep` bytes given back */
 

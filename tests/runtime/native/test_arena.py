@@ -10,16 +10,22 @@ space (an address-space limit) still runs everything, on realms built the old wa
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codemode_gen.runtime.limits import Limits
+from codemode_gen.runtime.response import Response
 from codemode_gen.runtime.sandbox import worker_process
 from codemode_gen.runtime.sandbox.pool import Sandbox, WorkerPool
 
 MiB = 1024 * 1024
+STRESS_C = Path(__file__).with_name("arena_stress.c")
+#: Steps of the random drive per seed (with the rest, ~1.5 s a seed on an idle core).
+STRESS_STEPS = 40_000
 
 # Fills what it allocates with 0xff, drops it (QuickJS frees at once: reference counts), and
 # allocates again: every new typed array must read as zeros (ECMA-262 §25.1.3.1: a new
@@ -49,16 +55,16 @@ globalThis.__codemode_result__ = dirty;
 BIG_STRING = 'globalThis.__codemode_result__ = "y".repeat(16 * 1024 * 1024).length;'
 
 
-def run_all(scripts: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def run_all(scripts: list[tuple[str, dict[str, Any]]]) -> list[Response]:
     """Each (script, limits) in turn on one worker (so each run gets the realm the last one left
     the worker to make), and that the same worker served them all."""
 
     async def host(request: dict[str, Any]) -> Any:
         return {"ok": True, "value": None}
 
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[Response]:
         pool = WorkerPool(1, max_workers=1)
-        out = []
+        out: list[Response] = []
         async with Sandbox(pool) as sandbox:
             pid = None
             for code, limits in scripts:
@@ -75,7 +81,7 @@ def run_all(scripts: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return asyncio.run(asyncio.wait_for(scenario(), 300))
 
 
-def codes(r: dict[str, Any]) -> list[str]:
+def codes(r: Response) -> list[str]:
     return [d["code"] for d in r["diagnostics"]]
 
 
@@ -90,7 +96,8 @@ def test_s1_4_each_run_has_its_own_memory_limit_whatever_realm_came_before() -> 
     # A 16 MB string (32 MB of UTF-16 in the worst case) fits the default 64 MiB heap, not an
     # 8 MiB one; runs alternate, so a worker holding a realm (or its image) with one limit is
     # asked for the other each time.
-    small, default = {"maxMemoryBytes": 8 * MiB}, {}
+    small: dict[str, Any] = {"maxMemoryBytes": 8 * MiB}
+    default: dict[str, Any] = {}
     results = run_all([(BIG_STRING, small), (BIG_STRING, default)] * 2 + [(BIG_STRING, small)])
     assert [codes(r) or r["result"] for r in results] == [
         ["SANDBOX_LIMIT"],
@@ -144,3 +151,42 @@ def test_a_worker_under_an_address_space_limit_runs_everything(address_space_kib
         0,
         16 * MiB,
     ]
+
+
+@pytest.fixture(scope="module")
+def arena_stress(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/runtime/native/arena_stress.c built with the compiler and flags of the worker's own
+    build (runtime/native/build.py), against the arena.c the worker is built from."""
+    from codemode_gen.runtime.native import build
+
+    try:
+        cc = build.compiler()
+    except build.BuildError as e:
+        pytest.skip(str(e))
+    out = tmp_path_factory.mktemp("arena") / "arena_stress"
+    native = build.NATIVE_DIR
+    subprocess.run(
+        [
+            *cc,
+            *build.CFLAGS,
+            f"-I{native}",
+            f"-I{native / 'quickjs'}",
+            "-o",
+            str(out),
+            str(STRESS_C),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_realm_heap_keeps_mallocs_promises_through_random_use_and_images(
+    arena_stress: Path, seed: int
+) -> None:
+    done = subprocess.run(
+        [str(arena_stress), str(seed), str(STRESS_STEPS)], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.startswith("ok "), done.stdout + done.stderr
