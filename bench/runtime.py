@@ -80,8 +80,9 @@ TARGET_CALL_RATIO = 1.10
 TARGET_EMPTY_MS = 3.0
 TARGET_IMPORT_MS = 6.0
 # An agent's runs are seconds apart (the model thinks between them); each worker prepares the
-# next run's sandbox (a locked-down realm, ~5 ms of CPU) in that time. The paced figures leave it
-# this much; back-to-back figures are reported beside them.
+# next run's sandbox in that time (a locked-down realm: ~3.7 ms of CPU on the Python worker, a
+# copy of one on the native worker, ~0.1 ms). The paced figures leave it this much; back-to-back
+# figures are reported beside them.
 PACING_GAP_S = 0.02
 #: Back-to-back runs of (4) in one burst: all but its first had no time before them.
 BURST = 10
