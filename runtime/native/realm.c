@@ -1177,7 +1177,7 @@ static JSValue prepare(Realm *r, int max_calls) {
  * depends on the run (Math.random's seed and Date's base arrive with the run, prelude phase B;
  * QuickJS's own random state is not used). So a realm is built in the worker's arena (arena.c),
  * whose bytes are the whole heap, and a copy of them kept: the next realm with the same limits is
- * that copy written back over the arena (~40 us for ~0.5 MB), the same realm, every pointer valid
+ * that copy written back over the arena (a memcpy of ~0.6 MB), the same realm, every pointer valid
  * because the arena never moves. What lives outside the heap is set again (the Realm, which each
  * runtime and context point to) or copied (the runtime's and context's addresses, the locked
  * set). Only one realm holds the arena at a time: one made while it is taken, or on a machine

@@ -30,8 +30,8 @@ STRESS_STEPS = 40_000
 # Fills what it allocates with 0xff, drops it (QuickJS frees at once: reference counts), and
 # allocates again: every new typed array must read as zeros (ECMA-262 §25.1.3.1: a new
 # ArrayBuffer is zero-filled, which QuickJS asks of its allocator with calloc). Sizes cover the
-# allocator's small classes, its large blocks, a block reused from a free list, a block split
-# from a bigger free one, and the top falling and rising again.
+# allocator's exact and geometric bins, chunks merged when freed, a chunk reused from a bin, one
+# split from a bigger free chunk, big ones whose pages went back, and the top falling and rising.
 DIRTY_THEN_CHECK = """
 const sizes = [16, 100, 1000, 5000, 60000, 70000, 300000, 3 << 20, 9 << 20];
 let dirty = 0;
