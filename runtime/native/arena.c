@@ -47,7 +47,8 @@ typedef struct Chunk {
 
 typedef struct Heap { /* at the arena's base, copied with the chunks */
     size_t top;   /* offset of the first byte no chunk holds */
-    size_t clean; /* offset from which every byte is known to be zero (>= top) */
+    size_t clean; /* offset from which every byte is zero (>= top): the pages above it were
+                   * never written, or were given back */
     size_t live;  /* bytes of the chunks in use */
     Chunk *bins[NBINS];
     uint64_t nonempty[NBINS / 64];
@@ -56,13 +57,11 @@ typedef struct Heap { /* at the arena's base, copied with the chunks */
 static uint8_t *base;    /* NULL until reserved; MAP_FAILED when that failed */
 static size_t reserved;  /* bytes of address space at base */
 static size_t committed; /* bytes from base made usable (PROT_READ | PROT_WRITE) */
-static size_t touched;   /* highest offset written since the pages were last given back */
 static size_t page;
 
 #define HEAP ((Heap *)base)
 #define HEAP_START ((sizeof(Heap) + 15) & ~(size_t)15)
 #define SIZE(c) ((c)->head & ~(size_t)15)
-#define AT(off) ((Chunk *)(base + (off)))
 #define OFFSET(c) ((size_t)((uint8_t *)(c) - base))
 #define NEXT(c) ((Chunk *)((uint8_t *)(c) + SIZE(c)))
 
@@ -97,14 +96,12 @@ static bool reach(size_t end) {
         if (mprotect(base + committed, to - committed, PROT_READ | PROT_WRITE)) return false;
         committed = to;
     }
-    if (end > touched) touched = end;
     return true;
 }
 
 void arena_reset(void) {
     reach(HEAP_START);
-    release(0, round_up(touched, page)); /* everything, the state's page included: zero again */
-    touched = HEAP_START;
+    release(0, round_up(HEAP->clean, page)); /* everything, the state's page included */
     memset(base, 0, sizeof(Heap));
     HEAP->top = HEAP->clean = HEAP_START;
 }
@@ -174,7 +171,7 @@ static size_t chunk_size(size_t n) { /* 0: too big */
 static Chunk *from_top(size_t size, bool zero) {
     size_t at = HEAP->top;
     if (!reach(at + size)) return NULL;
-    Chunk *c = AT(at);
+    Chunk *c = (Chunk *)(base + at);
     if (zero && HEAP->clean > at + HEADER) { /* what a fallen top left below `clean` */
         size_t dirty = HEAP->clean - at - HEADER;
         memset((uint8_t *)c + HEADER, 0, dirty < size - HEADER ? dirty : size - HEADER);
@@ -300,15 +297,16 @@ void arena_drop_image(void *image, size_t len) {
     if (image) munmap(image, len);
 }
 
-/* The heap as `image` (arena_save's) left it; every page above it given back (zero again). */
-void arena_restore(const void *image, size_t len) {
-    memcpy(base, image, len);
-    release(len, round_up(touched, page)); /* past `touched` nothing was written */
-    touched = len;
+/* A realm ended: the pages above `keep` (a page multiple: the image's length, 0 without one) go
+ * back now, so an idle worker holds no more than its image. */
+void arena_release_above(size_t keep) {
+    release(keep, round_up(HEAP->clean, page));
+    if (HEAP->clean > keep) HEAP->clean = keep; /* the heap is dead: only what `clean` says holds */
 }
 
-/* A realm ended: the pages above `keep` (the image's length, 0 without one) go back now, so an
- * idle worker holds no more than its image. */
-void arena_release_above(size_t keep) {
-    release(keep, round_up(touched, page));
+/* The heap as `image` (arena_save's) left it; the pages above it given back (zero again), which
+ * makes the copy's `clean` true. */
+void arena_restore(const void *image, size_t len) {
+    arena_release_above(len);
+    memcpy(base, image, len);
 }
