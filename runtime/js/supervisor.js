@@ -41,7 +41,6 @@
    *   realmHeapExhausted(rid: number): boolean,
    *   realmFree(rid: number): void,
    *   releaseMemory(): void,
-   *   waitForInput(ms: number): boolean,
    * }} Native
    */
   /** @typedef {{timeoutMs: number, maxMemoryBytes: number, maxLogBytes: number, maxConcurrentCalls: number}} Limits */
@@ -62,12 +61,6 @@
   const LOG_LEVELS = /** @type {string[]} */ (config.logLevels);
   const LOG_ENTRY_OVERHEAD_BYTES = config.logEntryOverheadBytes;
   const MIN_LOG_ENTRIES = config.minLogEntries;
-  // The native worker's own: after a run's `done`, the next realm is built once the host has had
-  // this long to take the answer, or sooner when a message comes. A pipe write wakes the host on
-  // the writer's core, and a realm built at once (~1 ms of CPU) held that core while the host
-  // waited for it: with two cores busy (back-to-back runs on two workers), half the runs lost
-  // ~1 ms there. 0.1 ms was too short; 0.2-0.5 ms all but ended it (bench/runtime.py (4)).
-  const PREPARE_PAUSE_MS = 0.3;
   // Not (yet) in CONFIG_JSON: script_errors.AGENT_MODULE and protocol.MODULE_ERRORS/MODULE_HOST.
   // Taken from it when launch.py sends them; the fallbacks are the Python worker's names.
   const AGENT_MODULE = typeof config.agentModule === "string" ? config.agentModule : "agent.js";
@@ -1161,15 +1154,13 @@
     }
 
     /**
-     * After a run: its `done`, then the spent realm freed and, once the host has had
-     * PREPARE_PAUSE_MS to take the answer (unless a message is waiting), the next one prepared,
-     * before the next inbox message.
+     * After a run: its `done`, then the spent realm freed and the next one prepared, before the
+     * next inbox message.
      * @param {Done} done @param {Limits} limits
      */
     finishRun(done, limits) {
       native.write(encodeDone(done[0], done[1]));
       this.freeSpent();
-      if (this.inbox.length === 0) native.waitForInput(PREPARE_PAUSE_MS);
       // Most runs share the host's limits: have the next realm ready with the same ones.
       this.prepareNext(limits);
       this.busy = false;

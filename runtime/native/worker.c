@@ -274,21 +274,6 @@ static JSValue n_release_memory(JSContext *ctx, JSValueConst this_val, int argc,
     return JS_UNDEFINED;
 }
 
-/* `ms` (>= 0) as ppoll's timeout. */
-static struct timespec timespec_of(double ms) {
-    return (struct timespec){(time_t)(ms / 1000), (long)fmod(ms * 1e6, 1e9)};
-}
-
-/* Waits up to ms for stdin to have something to read (reads nothing): whether it has. */
-static JSValue n_wait_for_input(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
-    double ms;
-    if (JS_ToFloat64(ctx, &ms, argc > 0 ? argv[0] : JS_UNDEFINED)) return JS_EXCEPTION;
-    if (!stdin_open || reading || !(ms > 0)) return JS_FALSE;
-    struct pollfd pfd = {0, POLLIN, 0};
-    struct timespec ts = timespec_of(ms);
-    return JS_NewBool(ctx, ppoll(&pfd, 1, &ts, NULL) > 0);
-}
-
 static const JSCFunctionListEntry native_funcs[] = {
     JS_CFUNC_DEF("write", 1, n_write),
     JS_CFUNC_DEF("exit", 1, n_exit),
@@ -298,7 +283,6 @@ static const JSCFunctionListEntry native_funcs[] = {
     JS_CFUNC_DEF("setTimer", 1, n_set_timer),
     JS_CFUNC_DEF("clearTimer", 0, n_clear_timer),
     JS_CFUNC_DEF("releaseMemory", 0, n_release_memory),
-    JS_CFUNC_DEF("waitForInput", 1, n_wait_for_input),
 };
 
 /* ---- stdin ---------------------------------------------------------------------------------- */
@@ -377,7 +361,8 @@ static void poll_io(double wait_ms) {
     struct timespec ts, *tsp = NULL;
     bool watch = stdin_open && !reading;
     if (wait_ms >= 0) {
-        ts = timespec_of(wait_ms);
+        ts.tv_sec = (time_t)(wait_ms / 1000);
+        ts.tv_nsec = (long)fmod(wait_ms * 1e6, 1e9);
         tsp = &ts;
     }
     int n = ppoll(watch ? &pfd : NULL, watch ? 1 : 0, tsp, NULL);
